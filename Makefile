@@ -1,0 +1,23 @@
+# Two entry points do all set-up on a fresh machine: `make app` and `make test`.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[app,dev]"
+	touch $(STAMP)
+
+.PHONY: app test demo install
+install: $(STAMP)
+
+app: $(STAMP)
+	$(VENV)/bin/streamlit run app/streamlit_app.py --server.address 127.0.0.1 --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
+
+demo: $(STAMP)
+	$(VENV)/bin/dlsys simulate allreduce --algo ring --ranks 8 --size 64MiB --link tcp-10gbe
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
