@@ -82,22 +82,28 @@ def shard_iid(n_or_indices, workers: int, rank: int, seed: int = 0) -> np.ndarra
 
 def shard_noniid(labels: np.ndarray, workers: int, rank: int, classes_per_worker: int = 2,
                  seed: int = 0) -> np.ndarray:
-    """Label-skewed shard (McMahan et al. 2017, FedAvg's "pathological non-IID" split).
+    """Label-skewed shard: worker `rank` holds exactly `classes_per_worker` labels.
 
-    Sort the samples by label, cut them into workers * classes_per_worker equal pieces
-    and give each worker classes_per_worker pieces chosen at random: a worker sees only
-    about classes_per_worker labels (a piece may straddle two). Shards partition the data."""
+    The labels, in an order shuffled by `seed`, are dealt round-robin into
+    workers * classes_per_worker slots (worker w gets slots w*cpw .. w*cpw + cpw - 1);
+    each label's samples are split evenly among the workers holding it. Shards partition
+    the data, so every label must be dealt at least once: classes_per_worker >=
+    ceil(classes / workers). The skew of McMahan et al. 2017's non-IID split (FedAvg)."""
     labels = np.asarray(labels)
+    classes = np.unique(labels)
     workers = _check_int("workers", workers, 1)
     rank = _check_int("rank", rank, 0, workers - 1)
-    classes_per_worker = _check_int("classes_per_worker", classes_per_worker, 1,
-                                    len(labels) // workers)
+    cpw = _check_int("classes_per_worker", classes_per_worker, -(-len(classes) // workers),
+                     len(classes))
     rng = np.random.default_rng(seed)
-    shuffled = rng.permutation(len(labels))          # random order inside each label
-    by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
-    pieces = np.array_split(by_label, workers * classes_per_worker)
-    mine = rng.permutation(len(pieces)).reshape(workers, classes_per_worker)[rank]
-    return np.concatenate([pieces[p] for p in np.sort(mine)])
+    slots = rng.permutation(classes)[np.arange(workers * cpw) % len(classes)].reshape(workers, cpw)
+    shuffled = rng.permutation(len(labels))
+    parts = []
+    for label in slots[rank]:
+        holders = np.flatnonzero((slots == label).any(axis=1))
+        members = shuffled[labels[shuffled] == label]
+        parts.append(np.array_split(members, len(holders))[np.searchsorted(holders, rank)])
+    return np.sort(np.concatenate(parts))
 
 
 def batches(X: np.ndarray, y: np.ndarray, batch_size: int, seed: int = 0, epoch: int = 0,

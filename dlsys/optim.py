@@ -18,6 +18,12 @@ import numpy as np
 Schedule = Callable[[int], float]
 
 
+def _check_range(name: str, value: float, low: float, high: float = float("inf")) -> None:
+    """Raise ValueError unless low <= value < high."""
+    if not low <= value < high:
+        raise ValueError(f"{name} must be in [{low}, {high}), got {value!r}")
+
+
 class Optimizer:
     """Shared bookkeeping: the flat buffers, the step counter and the state arrays."""
     state_names: tuple[str, ...] = ()
@@ -64,10 +70,8 @@ class SGD(Optimizer):
     def __init__(self, params, grads, lr, momentum: float = 0.0, weight_decay: float = 0.0,
                  nesterov: bool = False):
         super().__init__(params, grads, lr)
-        if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-        if weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        _check_range("momentum", momentum, 0.0, 1.0)
+        _check_range("weight_decay", weight_decay, 0.0)
         if nesterov and momentum == 0:
             raise ValueError("nesterov=True needs momentum > 0")
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
@@ -113,6 +117,9 @@ class LARS(Optimizer):
                  weight_decay: float = 5e-4, trust_coefficient: float = 0.001):
         super().__init__(params, grads, lr)
         self.offsets, self.sizes = _segments(slices, params.size)
+        _check_range("momentum", momentum, 0.0, 1.0)
+        _check_range("weight_decay", weight_decay, 0.0)
+        _check_range("trust_coefficient", trust_coefficient, 1e-12)
         self.momentum, self.weight_decay, self.eta = momentum, weight_decay, trust_coefficient
 
     def local_lr(self) -> np.ndarray:
@@ -140,6 +147,10 @@ class LAMB(Optimizer):
                  eps: float = 1e-6, weight_decay: float = 0.01):
         super().__init__(params, grads, lr)
         self.offsets, self.sizes = _segments(slices, params.size)
+        _check_range("betas[0]", betas[0], 0.0, 1.0)
+        _check_range("betas[1]", betas[1], 0.0, 1.0)
+        _check_range("eps", eps, 0.0)
+        _check_range("weight_decay", weight_decay, 0.0)
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
 
     def _update(self, lr):
