@@ -1,0 +1,239 @@
+"""The Communicator a rank program talks to, and the virtual-time rules it implements.
+
+Rank r has a clock t_r (seconds); links follow DESIGN.md's contract:
+
+* ``compute(seconds=s | flops=f)``: t_r += s * slowdown, or f / sustained FLOP/s.
+* ``send(dst, x)`` (buffered, never waits for the receiver): t_r += o_s(n); the message
+  departs at d = max(t_r, egress_free_r) and occupies the egress for n / B.
+* ``recv(src)``: it arrives at a = max(d + alpha + n / B, ingress_free_dst + n / B);
+  ingress_free_dst = a; t_dst = max(t_dst, a) + o_r(n).
+
+Everything here is backend-independent: a backend only moves (header, array) pairs
+between mailboxes (``Transport.post`` / ``Transport.take``). So the same program gives the
+same values and the same trace on threads and on processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict, deque
+from typing import NamedTuple
+
+import numpy as np
+
+from ..net import LinkModel, NodeModel
+from .trace import Message, Span
+
+# The status board: one row per rank, shared with the launcher for deadlock detection.
+STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED, CLOCK = range(6)
+BOARD_FIELDS = 6
+RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
+POLL_S = 0.05  # how often a blocked rank re-checks abort and its deadline
+MAX_LABEL = 200
+
+
+class Aborted(Exception):
+    """Raised inside a rank when the run is being torn down because another rank failed."""
+
+
+class Header(NamedTuple):
+    src: int
+    tag: int
+    depart_s: float
+    nbytes: int
+    label: str
+    dtype: str
+    shape: tuple
+    handle: object = None  # transport-specific (the shared-memory name on processes)
+
+
+class Mailbox:
+    """One rank's inbox: messages wait here, by (src, tag), until the rank takes them.
+
+    Marks the rank BLOCKED on the board while it waits and RUNNING as soon as a matching
+    message is delivered, so "every live rank BLOCKED and nothing in flight" means deadlock.
+    """
+
+    def __init__(self, rank: int, board: np.ndarray):
+        self.rank, self.row = rank, board[rank]
+        self._cond = threading.Condition()
+        self._stash: dict[tuple[int, int], deque] = defaultdict(deque)
+        self.aborted = False
+
+    def deliver(self, header: Header, payload) -> None:
+        with self._cond:
+            self._stash[(header.src, header.tag)].append((header, payload))
+            row = self.row
+            row[PULLED] += 1
+            if row[STATE] == BLOCKED and row[WAIT_SRC] == header.src and row[WAIT_TAG] == header.tag:
+                row[STATE] = RUNNING
+            self._cond.notify()
+
+    def take(self, src: int, tag: int, deadline: float):
+        with self._cond:
+            queue, row = self._stash[(src, tag)], self.row
+            while not queue:
+                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
+                self._cond.wait(POLL_S)
+                if self.aborted:
+                    raise Aborted()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rank {self.rank}: no message from rank {src} (tag {tag}) before the deadline")
+            row[STATE] = RUNNING
+            return queue.popleft()
+
+    def abort(self) -> None:
+        with self._cond:
+            self.aborted = True
+            self._cond.notify_all()
+
+
+class Transport:
+    """What a backend provides: move a message to dst's mailbox, take one from ours."""
+
+    def post(self, dst: int, header: Header, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def take(self, src: int, tag: int, deadline: float) -> tuple[Header, np.ndarray]:
+        raise NotImplementedError
+
+
+def as_payload(x, name: str = "x") -> np.ndarray:
+    """The array a message carries; rejects what cannot travel as numbers."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biufc":
+        raise TypeError(f"{name} must be a numeric array (bool, int, float or complex); got dtype {arr.dtype}")
+    return arr
+
+
+def payload_nbytes(arr: np.ndarray) -> int:
+    """Bytes a payload stands for on the wire (a LogicalArray stands for more than it holds)."""
+    return int(getattr(arr, "logical_nbytes", arr.nbytes))
+
+
+class Request:
+    """A non-blocking operation; ``wait()`` completes it and returns the received array."""
+
+    def __init__(self, comm: "Communicator", src: int | None = None, tag: int = 0, label=None):
+        self._comm, self._src, self._tag, self._label = comm, src, tag, label
+        self._done, self._value = src is None, None
+
+    def wait(self):
+        if not self._done:
+            self._value = self._comm.recv(self._src, self._tag, self._label)
+            self._done = True
+        return self._value
+
+
+class Communicator:
+    """Rank-side API in the style of mpi4py / torch.distributed, on a virtual clock."""
+
+    def __init__(self, rank: int, size: int, transport: Transport, link: LinkModel,
+                 node: NodeModel, seed: int, deadline: float, board_row: np.ndarray,
+                 charge_reductions: bool = False, record: bool = True):
+        self.rank, self.size, self.link, self.node = rank, size, link, node
+        self.rng = np.random.default_rng([seed, rank])
+        self.charge_reductions = charge_reductions
+        self._transport, self._deadline, self._row = transport, deadline, board_row
+        self._t = self._egress_free = self._ingress_free = 0.0
+        self._record = record
+        self.spans: list[Span] = []
+        self.messages: list[Message] = []
+
+    def __repr__(self):
+        return f"<Communicator rank {self.rank} of {self.size}, t={self._t:.6g} s>"
+
+    @property
+    def clock(self) -> float:
+        """This rank's virtual time in seconds."""
+        return self._t
+
+    def _span(self, start: float, end: float, kind: str, label: str) -> None:
+        if self._record and end > start:
+            self.spans.append(Span(self.rank, start, end, kind, label))
+
+    def _advance(self, seconds: float, kind: str, label: str) -> None:
+        start = self._t
+        self._t += seconds
+        self._row[CLOCK] = self._t
+        self._span(start, self._t, kind, label)
+
+    def compute(self, seconds: float | None = None, flops: float | None = None,
+                label: str = "compute") -> None:
+        """Advance this rank's clock by compute time (seconds, or flops on its node model)."""
+        if (seconds is None) == (flops is None):
+            raise ValueError("compute: give exactly one of seconds= or flops=")
+        value, name = (seconds, "seconds") if seconds is not None else (flops, "flops")
+        if not (isinstance(value, (int, float, np.number)) and 0 <= value < float("inf")):
+            raise ValueError(f"compute: {name} must be a finite number >= 0, got {value!r}")
+        dt = seconds * self.node.slowdown if seconds is not None else self.node.compute_s(flops)
+        self._advance(float(dt), "compute", label)
+
+    def charge_reduction(self, nbytes: int, label: str = "reduce") -> None:
+        """Charge nbytes * gamma for a reduction, if the run switched reductions on."""
+        if self.charge_reductions and nbytes:
+            self._advance(nbytes * self.node.gamma_s_per_byte, "compute", label)
+
+    def _check_peer(self, peer, name: str) -> int:
+        if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool) or not 0 <= peer < self.size or peer == self.rank:
+            raise ValueError(f"{name} must be another rank in 0..{self.size - 1} (this is rank {self.rank}), got {peer!r}")
+        return int(peer)
+
+    @staticmethod
+    def _check_tag(tag) -> int:
+        if not isinstance(tag, (int, np.integer)) or tag < 0:
+            raise ValueError(f"tag must be an int >= 0, got {tag!r}")
+        return int(tag)
+
+    def send(self, dst: int, x, tag: int = 0, label: str = "") -> None:
+        """Buffered send of array x to rank dst (returns without waiting for the receiver)."""
+        dst, tag = self._check_peer(dst, "dst"), self._check_tag(tag)
+        arr = as_payload(x)
+        n = payload_nbytes(arr)
+        self._advance(self.link.send_overhead_s(n), "send", label)
+        depart = max(self._t, self._egress_free)
+        self._egress_free = depart + self.link.wire_s(n)
+        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype.str, arr.shape)
+        self._row[POSTED] += 1
+        self._transport.post(dst, header, arr)
+
+    def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
+        """Receive the next array rank src sent with this tag (blocks; deadlock-checked)."""
+        src, tag = self._check_peer(src, "src"), self._check_tag(tag)
+        header, arr = self._transport.take(src, tag, self._deadline)
+        n = header.nbytes
+        arrive = max(header.depart_s + self.link.latency_s + self.link.wire_s(n),
+                     self._ingress_free + self.link.wire_s(n))
+        self._ingress_free = arrive
+        label = header.label if label is None else label
+        if self._record:
+            self.messages.append(Message(src, self.rank, n, header.depart_s, arrive, tag, label))
+        if arrive > self._t:
+            self._advance(arrive - self._t, "wait", label)
+        self._advance(self.link.recv_overhead_s(n), "recv", label)
+        return arr
+
+    def isend(self, dst: int, x, tag: int = 0, label: str = "") -> Request:
+        """Non-blocking send; sends are buffered, so the request is complete at once."""
+        self.send(dst, x, tag, label)
+        return Request(self)
+
+    def irecv(self, src: int, tag: int = 0, label: str | None = None) -> Request:
+        """Non-blocking receive; the message is charged when the request is waited on."""
+        self._check_peer(src, "src"), self._check_tag(tag)
+        return Request(self, src, tag, label)
+
+    @staticmethod
+    def wait(request: Request):
+        return request.wait()
+
+    @staticmethod
+    def waitall(requests) -> list:
+        return [r.wait() for r in requests]
+
+    def sendrecv(self, x, dst: int, src: int, sendtag: int = 0, recvtag: int | None = None,
+                 label: str = "") -> np.ndarray:
+        """Send x to dst and receive from src (no deadlock: sends are buffered)."""
+        self.send(dst, x, sendtag, label)
+        return self.recv(src, sendtag if recvtag is None else recvtag)

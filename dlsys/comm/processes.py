@@ -1,0 +1,210 @@
+"""The ``processes`` backend: one OS process per rank, payloads through shared memory.
+
+Why it looks like this:
+
+* Ranks are started with ``subprocess`` (fork+exec of a fresh interpreter), never a bare
+  fork, so launching from a multithreaded server (Streamlit) is safe, and never
+  multiprocessing's spawn, which re-imports the student's ``__main__`` script. The program
+  and its arguments travel by value with cloudpickle (as in joblib/loky and Ray), so
+  functions defined in notebooks, lessons and ``python -`` scripts work.
+* A payload is written once into a shared-memory segment (a file in /dev/shm) that the
+  receiver maps and unlinks: the receiver's array *is* that memory, no pickling, no copy.
+  Only a small header travels through the receiver's inbox pipe (one atomic write of at
+  most PIPE_BUF bytes, so any number of senders can share one pipe without a lock).
+  A reader thread drains the pipe into the rank's mailbox, so sends never block.
+* The parent owns every name: it sweeps /dev/shm/dlsys-<run>-* after success, failure or
+  Ctrl-C; ranks run in their own session (Ctrl-C reaches only the parent, which kills them)
+  and exit by themselves if the parent dies (the lifeline pipe closes).
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+import pickle
+import secrets
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+import cloudpickle
+import numpy as np
+
+from .communicator import BOARD_FIELDS, DONE, STATE, Aborted, Communicator, Header, Mailbox
+from .launch import Outcome, RankFailed, RunSpec, supervise
+
+SHM_DIR = "/dev/shm"
+PIPE_BUF = 4096
+_FRAME = struct.Struct("<I")
+
+
+def _shm_path(run_id: str, name: str) -> str:
+    return os.path.join(SHM_DIR, f"dlsys-{run_id}-{name}")
+
+
+def _map(path: str, nbytes: int, create: bool) -> mmap.mmap:
+    flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if create:
+            os.ftruncate(fd, nbytes)
+        return mmap.mmap(fd, nbytes)
+    finally:
+        os.close(fd)
+
+
+class _ProcessTransport:
+    """Send: copy into a fresh segment, write a header. Take: map the segment, unlink it."""
+
+    def __init__(self, rank, run_id, inbox_writers, mailbox):
+        self.rank, self.run_id, self.writers, self.mailbox = rank, run_id, inbox_writers, mailbox
+        self.sequence = 0
+
+    def post(self, dst, header, array):
+        handle = None
+        if array.nbytes:
+            self.sequence += 1
+            handle = f"m{self.rank}-{self.sequence}"
+            mem = _map(_shm_path(self.run_id, handle), array.nbytes, create=True)
+            view = np.frombuffer(mem, dtype=array.dtype).reshape(array.shape)
+            np.copyto(view, array, casting="no")
+            del view
+            mem.close()
+        frame = pickle.dumps(header._replace(handle=handle), protocol=pickle.HIGHEST_PROTOCOL)
+        if len(frame) + _FRAME.size > PIPE_BUF:
+            raise ValueError(f"message header too large ({len(frame)} bytes); shorten the label")
+        os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
+
+    def take(self, src, tag, deadline):
+        header, _ = self.mailbox.take(src, tag, deadline)
+        dtype, shape = np.dtype(header.dtype), header.shape
+        if header.handle is None:
+            return header, np.zeros(shape, dtype)
+        path = _shm_path(self.run_id, header.handle)
+        mem = _map(path, os.path.getsize(path), create=False)
+        os.unlink(path)  # the mapping lives on as long as the array does
+        return header, np.frombuffer(mem, dtype=dtype).reshape(shape)
+
+
+def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
+    """Reader thread: split the inbox pipe into frames and deliver them."""
+    buffer = b""
+    while chunk := os.read(fd, 1 << 16):
+        buffer += chunk
+        while len(buffer) >= _FRAME.size:
+            (length,) = _FRAME.unpack_from(buffer)
+            if len(buffer) < _FRAME.size + length:
+                break
+            header = pickle.loads(buffer[_FRAME.size:_FRAME.size + length])
+            buffer = buffer[_FRAME.size + length:]
+            mailbox.deliver(header, None)
+
+
+def _watch_lifeline(fd: int) -> None:
+    os.read(fd, 1)  # returns only when the parent is gone
+    os._exit(70)
+
+
+def _child_main() -> None:
+    """Entry point of a rank process: read its job from stdin, run, write the outcome."""
+    job = pickle.loads(sys.stdin.buffer.read())
+    sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
+    threading.Thread(target=_watch_lifeline, args=(job["lifeline"],), daemon=True).start()
+    rank, run_id = job["rank"], job["run_id"]
+    board_mem = _map(_shm_path(run_id, "board"), job["board_nbytes"], create=False)
+    board = np.frombuffer(board_mem, dtype=np.float64).reshape(job["size"], BOARD_FIELDS)
+    mailbox = Mailbox(rank, board)
+    threading.Thread(target=_drain_inbox, args=(job["inbox"], mailbox), daemon=True).start()
+    try:
+        spec = cloudpickle.loads(job["spec"])
+        transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
+        comm = Communicator(rank, spec.size, transport, spec.link, spec.nodes[rank], spec.seed,
+                            spec.deadline, board[rank], spec.charge_reductions, spec.record)
+        value = spec.program(comm, *spec.args, **spec.kwargs)
+        outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock))
+    except Aborted:
+        outcome = ("aborted", None)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent with the traceback
+        outcome = ("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    blob = cloudpickle.dumps(outcome)
+    tmp = _shm_path(run_id, f"result{rank}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(blob)
+    os.rename(tmp, _shm_path(run_id, f"result{rank}"))
+    board[rank, STATE] = DONE
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the reader thread blocks in read(); do not wait for it
+
+
+def run_processes(spec: RunSpec) -> list[Outcome]:
+    run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+    size = spec.size
+    board_nbytes = size * BOARD_FIELDS * 8
+    board_mem = _map(_shm_path(run_id, "board"), board_nbytes, create=True)
+    board = np.frombuffer(board_mem, dtype=np.float64).reshape(size, BOARD_FIELDS)
+    procs: list[subprocess.Popen] = []
+    fds: list[int] = []
+    outcomes: list = [None] * size
+    try:
+        blob = cloudpickle.dumps(spec)  # the deadline is CLOCK_MONOTONIC, the same in every process
+        inboxes = [os.pipe() for _ in range(size)]
+        life_r, life_w = os.pipe()
+        fds += [fd for pair in inboxes for fd in pair] + [life_r, life_w]
+        writers = [w for _, w in inboxes]
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        for rank in range(size):
+            job = {"rank": rank, "size": size, "run_id": run_id, "spec": blob, "sys_path": sys.path,
+                   "inbox": inboxes[rank][0], "writers": writers, "lifeline": life_r,
+                   "board_nbytes": board_nbytes}
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from dlsys.comm.processes import _child_main; _child_main()"],
+                stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], life_r, *writers],
+                start_new_session=True, env=env)
+            procs.append(proc)
+            proc.stdin.write(pickle.dumps(job))
+            proc.stdin.close()
+        for fd in fds[:-1]:  # keep only the lifeline's write end
+            os.close(fd)
+        fds = fds[-1:]
+
+        def finished():
+            for rank, proc in enumerate(procs):
+                if outcomes[rank] is None and proc.poll() is not None:
+                    outcomes[rank] = _collect(run_id, rank, proc.returncode)
+            return all(o is not None for o in outcomes)
+
+        supervise(board, finished, time.sleep, spec.deadline, poll_s=0.01)
+        return outcomes
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in procs:
+            proc.wait()
+        for fd in fds:
+            os.close(fd)
+        del board
+        board_mem.close()
+        for path in glob.glob(_shm_path(run_id, "*")):
+            os.unlink(path)
+
+
+def _collect(run_id: str, rank: int, returncode: int) -> Outcome:
+    path = _shm_path(run_id, f"result{rank}")
+    if not os.path.exists(path):
+        how = f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
+        raise RankFailed(rank, f"the rank process died ({how}) without reporting a result")
+    with open(path, "rb") as f:
+        outcome = pickle.loads(f.read())
+    if outcome[0] == "error":
+        raise RankFailed(rank, outcome[1], outcome[2])
+    if outcome[0] == "aborted":
+        raise RankFailed(rank, "aborted")
+    return outcome[1]

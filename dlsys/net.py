@@ -1,0 +1,247 @@
+"""Link and node models, their presets, and the closed-form costs of every collective.
+
+Pure: no I/O, no communication. Everything that *runs* (dlsys.comm) charges virtual time
+through these models, and the tests hold every emulated collective to the closed forms here.
+
+The alpha-beta(-gamma) model (Hockney; Thakur, Rabenseifner & Gropp 2005): a message of n
+bytes costs ``alpha + n * beta`` and reducing n bytes costs ``n * gamma``. Our links split
+alpha and beta into what a real stack pays:
+
+    alpha_eff = latency_s + 2 * overhead_s                      (CPU overhead at both ends)
+    beta_eff  = 1 / bandwidth_Bps + 2 * kernel_copies / copy_bandwidth_Bps
+
+TCP-like links copy every byte into the kernel at the sender and out of it at the receiver
+(``kernel_copies=1`` per side) and pay tens of microseconds of per-message overhead;
+RDMA-like links copy nothing (zero copy, kernel bypass) and pay about a microsecond.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+__all__ = [
+    "LinkModel", "NodeModel", "LINK_PRESETS", "NODE_PRESETS", "get_link", "get_node",
+    "closed_form", "CLOSED_FORMS", "busbw_factor", "parse_size",
+]
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """A point-to-point link: latency, bandwidth, per-message CPU overhead, kernel copies.
+
+    A message of ``nbytes`` costs the sender ``send_overhead_s(nbytes)`` of CPU, occupies the
+    sender's egress and the receiver's ingress for ``nbytes / bandwidth_Bps``, arrives
+    ``latency_s`` after the last byte left, and costs the receiver ``recv_overhead_s``.
+    """
+
+    name: str
+    latency_s: float
+    bandwidth_Bps: float
+    overhead_s: float = 0.0
+    kernel_copies: int = 0
+    copy_bandwidth_Bps: float = math.inf
+    source: str = ""
+
+    def __post_init__(self):
+        for field, value in (("latency_s", self.latency_s), ("overhead_s", self.overhead_s)):
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
+        for field, value in (("bandwidth_Bps", self.bandwidth_Bps),
+                             ("copy_bandwidth_Bps", self.copy_bandwidth_Bps)):
+            if not value > 0:
+                raise ValueError(f"{field} must be > 0 (math.inf allowed), got {value!r}")
+        if self.kernel_copies not in (0, 1, 2):
+            raise ValueError(f"kernel_copies must be 0, 1 or 2, got {self.kernel_copies!r}")
+
+    def wire_s(self, nbytes: float) -> float:
+        """Serialization time of nbytes on the wire (n / B)."""
+        return nbytes / self.bandwidth_Bps
+
+    def send_overhead_s(self, nbytes: float) -> float:
+        """CPU time the sender pays: per-message overhead plus copies into the kernel."""
+        return self.overhead_s + self.kernel_copies * nbytes / self.copy_bandwidth_Bps
+
+    recv_overhead_s = send_overhead_s  # symmetric: copies out of the kernel at the receiver
+
+    @property
+    def alpha_s(self) -> float:
+        """Effective per-message latency alpha of the alpha-beta model."""
+        return self.latency_s + 2 * self.overhead_s
+
+    @property
+    def beta_s_per_byte(self) -> float:
+        """Effective per-byte cost beta (wire time plus kernel copies at both ends)."""
+        return 1 / self.bandwidth_Bps + 2 * self.kernel_copies / self.copy_bandwidth_Bps
+
+    def message_s(self, nbytes: float) -> float:
+        """Time of one message between two idle ranks: alpha + n * beta."""
+        return self.alpha_s + nbytes * self.beta_s_per_byte
+
+
+@dataclass(frozen=True)
+class NodeModel:
+    """A compute node: peak FLOP/s, the sustained fraction of it, memory bandwidth.
+
+    ``compute(flops=f)`` takes ``f / (peak_flops * efficiency) * slowdown`` seconds;
+    ``slowdown`` makes a straggler (k times slower). Reducing n bytes (read two operands,
+    write one) costs ``n * gamma_s_per_byte`` with ``gamma = 3 / memory_bandwidth_Bps``.
+    """
+
+    name: str
+    peak_flops: float
+    efficiency: float
+    memory_bandwidth_Bps: float
+    slowdown: float = 1.0
+    source: str = ""
+
+    def __post_init__(self):
+        if not (self.peak_flops > 0 and self.memory_bandwidth_Bps > 0):
+            raise ValueError("peak_flops and memory_bandwidth_Bps must be > 0")
+        if not 0 < self.efficiency <= 1:
+            raise ValueError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
+        if not (self.slowdown >= 1 and math.isfinite(self.slowdown)):
+            raise ValueError(f"slowdown must be a finite number >= 1, got {self.slowdown!r}")
+
+    @property
+    def sustained_flops(self) -> float:
+        return self.peak_flops * self.efficiency / self.slowdown
+
+    @property
+    def gamma_s_per_byte(self) -> float:
+        return 3 * self.slowdown / self.memory_bandwidth_Bps
+
+    def compute_s(self, flops: float) -> float:
+        return flops / self.sustained_flops
+
+    def slowed(self, factor: float) -> "NodeModel":
+        """The same node, ``factor`` times slower (a straggler)."""
+        return replace(self, slowdown=self.slowdown * factor, name=f"{self.name}/x{factor:g}")
+
+
+_TCP = "Kernel TCP: one copy into and one out of the kernel per side; per-message cost from netperf-style ping-pong measurements of commodity NICs (tens of microseconds)."
+_IB = "InfiniBand verbs: zero copy, kernel bypass; latency and data rate from the InfiniBand Trade Association roadmap and vendor OSU micro-benchmark reports."
+
+LINK_PRESETS: dict[str, LinkModel] = {l.name: l for l in [
+    LinkModel("tcp-1gbe", 50e-6, 125e6, 10e-6, 1, 5e9, "1 Gb/s Ethernet = 125 MB/s. " + _TCP),
+    LinkModel("tcp-10gbe", 25e-6, 1.25e9, 8e-6, 1, 5e9, "10 Gb/s Ethernet = 1.25 GB/s. " + _TCP),
+    LinkModel("tcp-25gbe", 15e-6, 3.125e9, 6e-6, 1, 5e9, "25 Gb/s Ethernet = 3.125 GB/s. " + _TCP),
+    LinkModel("rdma-fdr", 0.7e-6, 6.8e9, 0.3e-6, 0, source="InfiniBand FDR 4x, 54.5 Gb/s data rate = 6.8 GB/s, about 0.7 us MPI latency. " + _IB),
+    LinkModel("rdma-edr", 0.6e-6, 12.5e9, 0.3e-6, 0, source="InfiniBand EDR 4x, 100 Gb/s = 12.5 GB/s, about 0.6 us. " + _IB),
+    LinkModel("rdma-hdr", 0.6e-6, 25e9, 0.3e-6, 0, source="InfiniBand HDR 4x, 200 Gb/s = 25 GB/s, about 0.6 us. " + _IB),
+    LinkModel("nvlink", 2e-6, 150e9, 0.5e-6, 0, source="NVLink 2.0 on V100 (DGX-1): 6 links x 25 GB/s per direction = 150 GB/s; GPU peer copy latency about 2 us (NVIDIA Tesla V100 whitepaper, 2017)."),
+    LinkModel("pcie3", 1.5e-6, 12e9, 0.5e-6, 0, source="PCIe 3.0 x16: 15.75 GB/s raw, about 12 GB/s achieved by cudaMemcpy; about 1.5 us latency (PCI-SIG spec; NVIDIA bandwidthTest)."),
+    LinkModel("sw26010", 1e-6, 14e9, 0.5e-6, 0, source="Sunway TaihuLight network: about 14-16 GB/s per node, about 1 us MPI latency (Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. Sci. 2016; Dongarra, 'Report on the Sunway TaihuLight System', 2016)."),
+]}
+
+NODE_PRESETS: dict[str, NodeModel] = {n.name: n for n in [
+    NodeModel("sw26010", 3.06e12, 0.3, 136e9, source="SW26010: 4 core groups x (1 MPE + 64 CPEs) = 260 cores, 3.06 TFLOP/s peak, 32 GB at about 136 GB/s (Fu et al. 2016). Sustained 30% is a teaching default for DNN layers (swDNN, Fang et al. IPDPS 2017, reports 30-50%)."),
+    NodeModel("k40m", 4.29e12, 0.5, 288e9, source="NVIDIA Tesla K40m datasheet: 4.29 TFLOP/s FP32 (boost), 288 GB/s GDDR5. Sustained 50%: teaching default."),
+    NodeModel("p100", 10.6e12, 0.5, 732e9, source="NVIDIA Tesla P100 SXM2 datasheet: 10.6 TFLOP/s FP32, 732 GB/s HBM2. Sustained 50%: teaching default."),
+    NodeModel("v100", 15.7e12, 0.5, 900e9, source="NVIDIA Tesla V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 900 GB/s HBM2. Sustained 50%: teaching default."),
+    NodeModel("a100", 19.5e12, 0.5, 1555e9, source="NVIDIA A100 40GB datasheet: 19.5 TFLOP/s FP32 (non-tensor), 1555 GB/s HBM2. Sustained 50%: teaching default."),
+    NodeModel("laptop-cpu", 400e9, 0.25, 40e9, source="A 4-core AVX2 laptop CPU: 4 cores x 3.1 GHz x 32 FP32 FLOP/cycle (2 FMA x 8 lanes x 2) = about 400 GFLOP/s peak; dual-channel DDR4 about 40 GB/s."),
+]}
+
+
+def _get(kind: str, presets: dict, value):
+    if isinstance(value, (LinkModel, NodeModel)):
+        return value
+    if value not in presets:
+        raise ValueError(f"unknown {kind} preset {value!r}; valid: {', '.join(presets)}")
+    return presets[value]
+
+
+def get_link(link) -> LinkModel:
+    """A LinkModel, or the preset of that name (ValueError lists the valid names)."""
+    return _get("link", LINK_PRESETS, link)
+
+
+def get_node(node) -> NodeModel:
+    """A NodeModel, or the preset of that name (ValueError lists the valid names)."""
+    return _get("node", NODE_PRESETS, node)
+
+
+# ---------------------------------------------------------------------------------------
+# Closed forms. p ranks, n bytes (the whole buffer; for allgather/gather the whole result),
+# h(m) = alpha + m * beta one message, g = gamma per reduced byte (0 without the switch).
+# Exact for the emulation at every p for ring algorithms and the barrier, at powers of two
+# for tree, recursive-doubling and recursive-halving algorithms (elsewhere: the textbook
+# estimate with ceil(lg p)); sizes are taken as divisible by p.
+# ---------------------------------------------------------------------------------------
+
+def _lg(p: int) -> int:
+    return math.ceil(math.log2(p)) if p > 1 else 0
+
+
+def _terms(p, n, link, node, reduce):
+    link = get_link(link)
+    g = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
+    return link.alpha_s, link.beta_s_per_byte, g, _lg(p)
+
+
+CLOSED_FORMS = {
+    # name: (collective, algorithm) -> cost(p, n, a, b, g, L)
+    ("barrier", "dissemination"): lambda p, n, a, b, g, L: L * a,
+    ("broadcast", "binomial"): lambda p, n, a, b, g, L: L * (a + n * b),
+    ("broadcast", "scatter_allgather"): lambda p, n, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) / p * n * b,
+    ("scatter", "binomial"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * b,
+    ("gather", "binomial"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * b,
+    ("allgather", "ring"): lambda p, n, a, b, g, L: (p - 1) * (a + n / p * b),
+    ("allgather", "recursive_doubling"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * b,
+    ("reduce", "binomial"): lambda p, n, a, b, g, L: L * (a + n * b + n * g),
+    ("reduce_scatter", "ring"): lambda p, n, a, b, g, L: (p - 1) * (a + n / p * (b + g)),
+    ("reduce_scatter", "recursive_halving"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * (b + g),
+    ("allreduce", "reduce_broadcast"): lambda p, n, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
+    ("allreduce", "recursive_doubling"): lambda p, n, a, b, g, L: L * (a + n * b + n * g),
+    ("allreduce", "rabenseifner"): lambda p, n, a, b, g, L: 2 * L * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g,
+    ("allreduce", "ring"): lambda p, n, a, b, g, L: 2 * (p - 1) * (a + n / p * b) + (p - 1) * n / p * g,
+}
+
+
+def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
+                reduce: bool = False) -> float:
+    """Closed-form time in seconds of ``collective`` by ``algorithm`` (Thakur et al. 2005).
+
+    ``reduce=True`` adds the gamma term (node memory bandwidth) for reductions.
+    """
+    key = (collective, algorithm)
+    if key not in CLOSED_FORMS:
+        valid = ", ".join(f"{c}/{a}" for c, a in CLOSED_FORMS)
+        raise ValueError(f"no closed form for {collective}/{algorithm}; valid: {valid}")
+    if p < 1:
+        raise ValueError(f"p must be >= 1, got {p!r}")
+    if p == 1:
+        return 0.0
+    return CLOSED_FORMS[key](p, nbytes, *_terms(p, nbytes, link, node, reduce))
+
+
+def busbw_factor(collective: str, p: int) -> float:
+    """nccl-tests bus-bandwidth factor: busbw = algbw * factor."""
+    if collective == "allreduce":
+        return 2 * (p - 1) / p
+    if collective in ("allgather", "reduce_scatter"):
+        return (p - 1) / p
+    return 1.0
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
+          "GIB": 2**30, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def parse_size(text) -> int:
+    """'64MiB' -> 67108864, '61MB' -> 61000000, '1024' -> 1024 (bytes)."""
+    import re
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+        if not m or m.group(2).upper() not in _UNITS:
+            raise ValueError(f"size: cannot parse {text!r}; use bytes like 1024, 61MB, 64MiB, 1GiB")
+        value = float(m.group(1)) * _UNITS[m.group(2).upper()]
+        if value != int(value):
+            raise ValueError(f"size: {text!r} is not a whole number of bytes")
+        value = int(value)
+    if value < 0:
+        raise ValueError(f"size must be >= 0 bytes, got {text!r}")
+    return value
