@@ -199,6 +199,10 @@ CLOSED_FORMS = {
 }
 
 
+_RING_FALLBACK = {("allgather", "recursive_doubling"): ("allgather", "ring"),
+                  ("reduce_scatter", "recursive_halving"): ("reduce_scatter", "ring")}
+
+
 def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
                 reduce: bool = False) -> float:
     """Closed-form time in seconds of ``collective`` by ``algorithm`` (Thakur et al. 2005).
@@ -213,6 +217,8 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
         raise ValueError(f"p must be >= 1, got {p!r}")
     if p == 1:
         return 0.0
+    if p & (p - 1) and key in _RING_FALLBACK:  # dlsys.collectives falls back to the ring
+        key = _RING_FALLBACK[key]
     return CLOSED_FORMS[key](p, nbytes, *_terms(p, nbytes, link, node, reduce))
 
 
