@@ -25,11 +25,19 @@ import numpy as np
 from ..net import LinkModel, NodeModel
 from .trace import Message, Span
 
-# The status board: one row per rank, shared with the launcher for deadlock detection.
+# The status board: one row per rank, shared with the launcher (deadlock detection) and
+# with the other ranks (recv_any). Columns FROM + s count messages delivered from rank s.
 STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED, CLOCK = range(6)
 BOARD_FIELDS = 6
+FROM = BOARD_FIELDS
+ANY_SOURCE = -1
 RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
 POLL_S = 0.05  # how often a blocked rank re-checks abort and its deadline
+ANY_POLL_S = 0.002  # recv_any re-reads the other ranks' states this often
+
+
+def board_width(size: int) -> int:
+    return BOARD_FIELDS + size
 MAX_LABEL = 200
 
 
@@ -66,6 +74,7 @@ class Mailbox:
             self._stash[(header.src, header.tag)].append((header, payload))
             row = self.row
             row[PULLED] += 1
+            row[FROM + header.src] += 1
             if row[STATE] == BLOCKED and row[WAIT_SRC] == header.src and row[WAIT_TAG] == header.tag:
                 row[STATE] = RUNNING
             self._cond.notify()
@@ -82,6 +91,11 @@ class Mailbox:
                     raise TimeoutError(f"rank {self.rank}: no message from rank {src} (tag {tag}) before the deadline")
             row[STATE] = RUNNING
             return queue.popleft()
+
+    def head(self, src: int, tag: int) -> Header | None:
+        """The header of the next message from src with this tag, if one is here."""
+        queue = self._stash.get((src, tag))
+        return queue[0][0] if queue else None
 
     def abort(self) -> None:
         with self._cond:
@@ -130,12 +144,13 @@ class Communicator:
     """Rank-side API in the style of mpi4py / torch.distributed, on a virtual clock."""
 
     def __init__(self, rank: int, size: int, transport: Transport, link: LinkModel,
-                 node: NodeModel, seed: int, deadline: float, board_row: np.ndarray,
+                 node: NodeModel, seed: int, deadline: float, board: np.ndarray,
                  charge_reductions: bool = False, record: bool = True):
         self.rank, self.size, self.link, self.node = rank, size, link, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
-        self._transport, self._deadline, self._row = transport, deadline, board_row
+        self._transport, self._deadline, self._board, self._row = transport, deadline, board, board[rank]
+        self._sent_to = [0] * size
         self._t = self._egress_free = self._ingress_free = 0.0
         self._record = record
         self.spans: list[Span] = []
@@ -196,6 +211,7 @@ class Communicator:
         self._egress_free = depart + self.link.wire_s(n)
         header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype.str, arr.shape)
         self._row[POSTED] += 1
+        self._sent_to[dst] += 1
         self._transport.post(dst, header, arr)
 
     def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
@@ -213,6 +229,48 @@ class Communicator:
             self._advance(arrive - self._t, "wait", label)
         self._advance(self.link.recv_overhead_s(n), "recv", label)
         return arr
+
+    def _arrival_s(self, header: Header) -> float:
+        n = header.nbytes
+        return max(header.depart_s + self.link.latency_s + self.link.wire_s(n),
+                   self._ingress_free + self.link.wire_s(n))
+
+    def _silent(self, src: int) -> bool:
+        """src cannot send again before we do: it finished, or it waits on us and has
+        everything we sent it."""
+        row = self._board[src]
+        return row[STATE] == DONE or (row[STATE] == BLOCKED and row[WAIT_SRC] == self.rank
+                                      and row[FROM + self.rank] == self._sent_to[src])
+
+    def recv_any(self, sources=None, tag: int = 0, label: str | None = None) -> tuple[int, np.ndarray]:
+        """Receive the message with the earliest virtual arrival from any of ``sources``.
+
+        Returns (src, array). Deterministic in virtual time (conservative, as in parallel
+        discrete-event simulation): it decides only once every source has a message here,
+        has finished, or is blocked on this rank; ties go to the lowest rank.
+        """
+        sources = [self._check_peer(s, "sources") for s in (sources if sources is not None else
+                                                             [r for r in range(self.size) if r != self.rank])]
+        tag = self._check_tag(tag)
+        box, row = self._transport.mailbox, self._row
+        while True:
+            with box._cond:
+                heads = {s: box.head(s, tag) for s in sources}
+                if all(h is not None or self._silent(s) for s, h in heads.items()):
+                    ready = [(self._arrival_s(h), s) for s, h in heads.items() if h is not None]
+                    if ready:
+                        row[STATE] = RUNNING
+                        break
+                    if all(self._board[s][STATE] == DONE for s in sources):
+                        raise RuntimeError(f"recv_any: every source in {sources} has finished; nothing can arrive")
+                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = ANY_SOURCE, tag, BLOCKED
+                box._cond.wait(ANY_POLL_S)
+                if box.aborted:
+                    raise Aborted()
+                if time.monotonic() > self._deadline:
+                    raise TimeoutError(f"rank {self.rank}: recv_any from {sources} passed the deadline")
+        src = min(ready)[1]
+        return src, self.recv(src, tag, label)
 
     def isend(self, dst: int, x, tag: int = 0, label: str = "") -> Request:
         """Non-blocking send; sends are buffered, so the request is complete at once."""

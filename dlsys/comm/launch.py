@@ -140,25 +140,28 @@ def deadlock_report(board: np.ndarray) -> str | None:
         return None
     if board[:, POSTED].sum() != board[:, PULLED].sum():
         return None
-    waits = [f"rank {r} waits for rank {int(board[r, WAIT_SRC])} (tag {int(board[r, WAIT_TAG])})"
-             for r in range(len(board)) if states[r] == BLOCKED]
+    waits = [f"rank {r} waits for " + (f"rank {int(board[r, WAIT_SRC])}" if board[r, WAIT_SRC] >= 0 else "any rank")
+             + f" (tag {int(board[r, WAIT_TAG])})" for r in range(len(board)) if states[r] == BLOCKED]
     done = [str(r) for r in range(len(board)) if states[r] == DONE]
     return "; ".join(waits) + (f"; finished: ranks {', '.join(done)}" if done else "")
 
 
 def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],
-              deadline: float, poll_s: float = 0.1) -> None:
+              deadline: float, poll_s: float = 0.1, confirm_s: float = 0.5) -> None:
     """Wait until ``finished()``; raise DeadlockError or TimeoutError instead of hanging.
 
-    ``finished`` raises RankFailed itself. A deadlock must be seen twice, ``poll_s`` apart,
-    on an unchanged board before it is reported.
+    ``finished`` raises RankFailed itself. A deadlock is reported only after the board has
+    stayed unchanged for ``confirm_s`` (a woken rank may not have been scheduled yet).
     """
-    seen = None
+    seen = None  # (report, board snapshot, first seen at)
     while not finished():
         report = deadlock_report(board)
-        if report is not None and seen is not None and seen[0] == report and np.array_equal(seen[1], board):
+        if report is None:
+            seen = None
+        elif seen is None or seen[0] != report or not np.array_equal(seen[1], board):
+            seen = (report, board.copy(), time.monotonic())
+        elif time.monotonic() - seen[2] >= confirm_s:
             raise DeadlockError(f"deadlock: no rank can make progress: {report}")
-        seen = (report, board.copy()) if report is not None else None
         if time.monotonic() > deadline:
             raise TimeoutError(f"the run did not finish before its deadline (timeout_s); board: {report or 'ranks still running'}")
         wait(poll_s)
@@ -173,14 +176,18 @@ class _ThreadTransport:
     def post(self, dst, header, array):
         self.boxes[dst].deliver(header, array.copy())  # the sender may reuse its buffer
 
+    @property
+    def mailbox(self):
+        return self.boxes[self.rank]
+
     def take(self, src, tag, deadline):
         return self.boxes[self.rank].take(src, tag, deadline)
 
 
 def run_threads(spec: RunSpec) -> list[Outcome]:
-    from .communicator import Aborted, Communicator, Mailbox, BOARD_FIELDS
+    from .communicator import Aborted, Communicator, Mailbox, board_width
 
-    board = np.zeros((spec.size, BOARD_FIELDS))
+    board = np.zeros((spec.size, board_width(spec.size)))
     boxes = [Mailbox(r, board) for r in range(spec.size)]
     outcomes: list = [None] * spec.size
     failures: dict = {}
@@ -188,7 +195,7 @@ def run_threads(spec: RunSpec) -> list[Outcome]:
 
     def body(rank):
         comm = Communicator(rank, spec.size, _ThreadTransport(boxes, rank), spec.link,
-                            spec.nodes[rank], spec.seed, spec.deadline, board[rank],
+                            spec.nodes[rank], spec.seed, spec.deadline, board,
                             spec.charge_reductions, spec.record)
         try:
             value = spec.program(comm, *spec.args, **spec.kwargs)

@@ -35,7 +35,7 @@ import traceback
 import cloudpickle
 import numpy as np
 
-from .communicator import BOARD_FIELDS, DONE, STATE, Aborted, Communicator, Header, Mailbox
+from .communicator import DONE, STATE, Aborted, Communicator, Header, Mailbox, board_width
 from .launch import Outcome, RankFailed, RunSpec, supervise
 
 SHM_DIR = "/dev/shm"
@@ -117,14 +117,14 @@ def _child_main() -> None:
     threading.Thread(target=_watch_lifeline, args=(job["lifeline"],), daemon=True).start()
     rank, run_id = job["rank"], job["run_id"]
     board_mem = _map(_shm_path(run_id, "board"), job["board_nbytes"], create=False)
-    board = np.frombuffer(board_mem, dtype=np.float64).reshape(job["size"], BOARD_FIELDS)
+    board = np.frombuffer(board_mem, dtype=np.float64).reshape(job["size"], board_width(job["size"]))
     mailbox = Mailbox(rank, board)
     threading.Thread(target=_drain_inbox, args=(job["inbox"], mailbox), daemon=True).start()
     try:
         spec = cloudpickle.loads(job["spec"])
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
         comm = Communicator(rank, spec.size, transport, spec.link, spec.nodes[rank], spec.seed,
-                            spec.deadline, board[rank], spec.charge_reductions, spec.record)
+                            spec.deadline, board, spec.charge_reductions, spec.record)
         value = spec.program(comm, *spec.args, **spec.kwargs)
         outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock))
     except Aborted:
@@ -145,9 +145,9 @@ def _child_main() -> None:
 def run_processes(spec: RunSpec) -> list[Outcome]:
     run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
     size = spec.size
-    board_nbytes = size * BOARD_FIELDS * 8
+    board_nbytes = size * board_width(size) * 8
     board_mem = _map(_shm_path(run_id, "board"), board_nbytes, create=True)
-    board = np.frombuffer(board_mem, dtype=np.float64).reshape(size, BOARD_FIELDS)
+    board = np.frombuffer(board_mem, dtype=np.float64).reshape(size, board_width(size))
     procs: list[subprocess.Popen] = []
     fds: list[int] = []
     outcomes: list = [None] * size
@@ -190,8 +190,6 @@ def run_processes(spec: RunSpec) -> list[Outcome]:
             proc.wait()
         for fd in fds:
             os.close(fd)
-        del board
-        board_mem.close()
         for path in glob.glob(_shm_path(run_id, "*")):
             os.unlink(path)
 
