@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[app,dev]"
 	touch $(STAMP)
 
-.PHONY: app test demo install
+.PHONY: app test demo install chromium
 install: $(STAMP)
 
 app: $(STAMP)
@@ -19,5 +19,9 @@ app: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/dlsys simulate allreduce --algo ring --ranks 8 --size 64MiB --link tcp-10gbe
 
-test: $(STAMP)
+# The real-browser test drives Debian's chromium (Playwright's own browser download is not available).
+chromium:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: browser tests will skip"
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
