@@ -135,7 +135,7 @@ LINK_PRESETS: dict[str, LinkModel] = {l.name: l for l in [
 ]}
 
 NODE_PRESETS: dict[str, NodeModel] = {n.name: n for n in [
-    NodeModel("sw26010", 3.06e12, 0.3, 136e9, source="SW26010: 4 core groups x (1 MPE + 64 CPEs) = 260 cores, 3.06 TFLOP/s peak, 32 GB at about 136 GB/s (Fu et al. 2016). Sustained 30% is a teaching default for DNN layers (swDNN, Fang et al. IPDPS 2017, reports 30-50%)."),
+    NodeModel("sw26010", 3.06e12, 0.3, 136e9, source="SW26010, the node of the Sunway TaihuLight: 4 core groups x (1 MPE + 64 CPEs) = 260 cores, 3.06 TFLOP/s peak, 32 GB at about 136 GB/s (Fu et al. 2016). Sustained 30% is a teaching default for DNN layers (swDNN, Fang et al. IPDPS 2017, reports 30-50%)."),
     NodeModel("k40m", 4.29e12, 0.5, 288e9, source="NVIDIA Tesla K40m datasheet: 4.29 TFLOP/s FP32 (boost), 288 GB/s GDDR5. Sustained 50%: teaching default."),
     NodeModel("p100", 10.6e12, 0.5, 732e9, source="NVIDIA Tesla P100 SXM2 datasheet: 10.6 TFLOP/s FP32, 732 GB/s HBM2. Sustained 50%: teaching default."),
     NodeModel("v100", 15.7e12, 0.5, 900e9, source="NVIDIA Tesla V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 900 GB/s HBM2. Sustained 50%: teaching default."),

@@ -1,0 +1,56 @@
+"""The dlsys command line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dlsys.cli import main
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "dlsys.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_simulate_json_has_the_required_fields(capsys):
+    assert main(["simulate", "allreduce", "--algo", "ring", "--ranks", "4", "--size", "64KiB", "--link", "rdma-edr", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    for key in ("virtual_time_s", "closed_form_s", "relative_error", "algbw_Bps", "busbw_Bps",
+                "bytes_sent_per_rank", "wall_time_s"):
+        assert key in record
+    assert record["relative_error"] < 1e-9
+    assert record["busbw_Bps"] == pytest.approx(record["algbw_Bps"] * 2 * 3 / 4)
+
+
+def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    assert main(["simulate", "broadcast", "--algo", "scatter_allgather", "--ranks", "4", "--size", "1MiB",
+                 "--backend", "processes", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "virtual time" in out and "closed form" in out and "B/s" in out and " s" in out
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("args,match", [
+    (["simulate", "allreduce", "--algo", "telepathy"], "valid: ring"),
+    (["simulate", "allreduce", "--size", "-4"], "size"),
+    (["simulate", "allreduce", "--size", "lots"], "size"),
+    (["simulate", "allreduce", "--ranks", "0"], "--ranks must be in 1..4096"),
+    (["simulate", "allreduce", "--link", "wifi"], "invalid choice"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(args, match):
+    out = run(*args)
+    assert out.returncode == 2
+    assert match in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_presets_json_lists_numbers_and_sources(capsys):
+    assert main(["presets", "--json"]) == 0
+    presets = json.loads(capsys.readouterr().out)
+    assert presets["links"]["tcp-10gbe"]["bandwidth_Bps"] == 1.25e9
+    assert presets["links"]["rdma-edr"]["latency_s"] > 0
+    assert "TaihuLight" in presets["nodes"]["sw26010"]["source"]
+    assert main(["presets"]) == 0
+    assert "rdma-hdr" in capsys.readouterr().out

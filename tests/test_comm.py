@@ -1,0 +1,308 @@
+"""The Communicator's virtual-time rules, the backends, the trace, faults and leaks."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import dlsys
+from dlsys import collectives
+from dlsys.comm import DeadlockError, RankFailed
+from dlsys.net import LinkModel, get_node
+
+LINK = LinkModel("test", latency_s=2e-6, bandwidth_Bps=1e9, overhead_s=1e-6, kernel_copies=1, copy_bandwidth_Bps=4e9)
+BACKENDS = ["threads", "processes"]
+
+
+def shm_segments():
+    return {f for f in os.listdir("/dev/shm") if f.startswith("dlsys-")}
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Every test leaves no /dev/shm segment and no child process behind."""
+    before = shm_segments()
+    yield
+    deadline = time.monotonic() + 5
+    while psutil.Process().children(recursive=True) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert psutil.Process().children(recursive=True) == []
+    assert shm_segments() - before == set()
+
+
+def ping(comm, nbytes):
+    if comm.rank == 0:
+        comm.send(1, np.zeros(nbytes, np.uint8), label="ping")
+    elif comm.rank == 1:
+        comm.recv(0)
+    return comm.clock
+
+
+def test_one_message_costs_alpha_plus_n_beta():
+    n = 10_000
+    result = dlsys.launch(ping, 2, "threads", link=LINK, args=(n,))
+    assert result.clocks_s[0] == pytest.approx(LINK.send_overhead_s(n))
+    assert result.clocks_s[1] == pytest.approx(LINK.message_s(n), rel=1e-12)
+    (message,) = result.trace.messages
+    assert (message.src, message.dst, message.nbytes, message.label) == (0, 1, n, "ping")
+    assert message.arrive_s - message.depart_s == pytest.approx(LINK.latency_s + n / LINK.bandwidth_Bps)
+
+
+def test_egress_serializes_back_to_back_sends_and_ingress_serializes_incast():
+    link = LinkModel("bw", 0.0, 1e6)  # 1 MB/s, no latency, no overhead
+
+    def program(comm):
+        if comm.rank == 0:
+            comm.send(1, np.zeros(1000, np.uint8))
+            comm.send(2, np.zeros(1000, np.uint8))
+        elif comm.rank in (1, 2):
+            comm.recv(0)
+            comm.send(3, np.zeros(1000, np.uint8))
+        else:
+            comm.recv(1), comm.recv(2)
+        return comm.clock
+    clocks = dlsys.launch(program, 4, "threads", link=link).values
+    assert clocks[1] == pytest.approx(1e-3) and clocks[2] == pytest.approx(2e-3)
+    assert clocks[3] == pytest.approx(3e-3)  # the two messages share rank 3's ingress
+
+
+def test_compute_uses_node_model_and_straggler_slowdown():
+    node = get_node("v100")
+
+    def program(comm):
+        comm.compute(flops=1e12, label="fwd")
+        comm.compute(seconds=0.5)
+        return comm.clock
+    clocks = dlsys.launch(program, 2, "threads", node=[node, node.slowed(4)]).values
+    assert clocks[0] == pytest.approx(1e12 / node.sustained_flops + 0.5)
+    assert clocks[1] == pytest.approx(4 * clocks[0])
+
+
+def test_isend_irecv_wait_and_sendrecv():
+    def program(comm):
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        request = comm.irecv(left, tag=5)
+        comm.isend(right, np.array([comm.rank]), tag=5).wait()
+        got = request.wait()
+        swapped = comm.sendrecv(np.array([comm.rank * 10]), dst=right, src=left)
+        return int(got[0]), int(swapped[0])
+    assert dlsys.launch(program, 3, "threads").values == [(2, 20), (0, 0), (1, 10)]
+
+
+def test_tags_match_independently():
+    def program(comm):
+        if comm.rank == 0:
+            comm.send(1, np.array([1]), tag=1)
+            comm.send(1, np.array([2]), tag=2)
+        else:
+            return int(comm.recv(0, tag=2)[0]), int(comm.recv(0, tag=1)[0])
+    assert dlsys.launch(program, 2, "threads").values[1] == (2, 1)
+
+
+def traced_program(comm):
+    x = comm.rng.standard_normal(1000).astype(np.float32)
+    comm.compute(flops=1e9 * (comm.rank + 1), label="forward")
+    y = collectives.allreduce(comm, x, algorithm="ring")
+    z = collectives.broadcast(comm, y, root=1)
+    if comm.rank == 0:
+        order = [comm.recv_any()[0] for _ in range(comm.size - 1)]
+    else:
+        comm.compute(seconds=1e-3 * (comm.size - comm.rank))
+        comm.send(0, z[:10])
+        order = None
+    return float(z.sum()), order
+
+
+def test_same_program_and_seed_give_identical_traces_on_every_backend():
+    runs = [dlsys.launch(traced_program, 5, backend, link="rdma-edr", seed=11) for backend in BACKENDS]
+    assert runs[0].values == runs[1].values
+    assert runs[0].trace == runs[1].trace
+    assert runs[0].clocks_s == runs[1].clocks_s
+    assert runs[0].values[0][1] == [4, 3, 2, 1]  # recv_any: earliest virtual arrival first
+    again = dlsys.launch(traced_program, 5, "threads", link="rdma-edr", seed=11)
+    assert again.trace == runs[0].trace
+
+
+def test_trace_exports_chrome_json_and_counts_bytes(tmp_path):
+    result = dlsys.launch(traced_program, 4, "threads", seed=1)
+    path = tmp_path / "trace.json"
+    result.trace.save_chrome(path)
+    events = json.loads(path.read_text())["traceEvents"]
+    assert {e["ph"] for e in events} == {"M", "X"}
+    assert sum(1 for e in events if e.get("cat") == "message") == len(result.trace.messages)
+    assert sum(result.trace.bytes_per_link().values()) == sum(result.trace.bytes_sent_per_rank())
+    assert result.trace.makespan_s == pytest.approx(result.virtual_time_s)
+    spans, messages = result.trace.records()
+    assert spans[0].keys() == {"rank", "start_s", "end_s", "kind", "label"}
+
+
+def failing(comm):
+    if comm.rank == 2:
+        raise ZeroDivisionError("rank two divides by zero")
+    comm.recv((comm.rank + 1) % comm.size)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rank_that_raises_fails_the_run_naming_the_rank_with_its_traceback(backend):
+    start = time.monotonic()
+    with pytest.raises(RankFailed) as info:
+        dlsys.launch(failing, 4, backend)
+    assert time.monotonic() - start < 10
+    assert info.value.rank == 2
+    assert "ZeroDivisionError: rank two divides by zero" in str(info.value)
+    assert "in failing" in info.value.rank_traceback
+
+
+def killed(comm):
+    if comm.rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    comm.recv((comm.rank + 1) % comm.size)
+
+
+def test_a_rank_killed_with_sigkill_fails_the_run_within_10_s():
+    start = time.monotonic()
+    with pytest.raises(RankFailed, match="rank 1 failed.*SIGKILL"):
+        dlsys.launch(killed, 3, "processes")
+    assert time.monotonic() - start < 10
+
+
+def unmatched(comm):
+    if comm.rank == 0:
+        comm.recv(1, tag=9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_receive_that_can_never_be_matched_raises_deadlock(backend):
+    start = time.monotonic()
+    with pytest.raises(DeadlockError, match="rank 0 waits for rank 1 \\(tag 9\\); finished: ranks 1"):
+        dlsys.launch(unmatched, 2, backend)
+    assert time.monotonic() - start < 10
+
+
+def sleeper(comm):
+    time.sleep(30)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_run_has_a_wall_clock_deadline(backend):
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="deadline"):
+        dlsys.launch(sleeper if backend == "processes" else unmatched_forever, 2, backend, timeout_s=1.0)
+    assert time.monotonic() - start < 5
+
+
+def unmatched_forever(comm):
+    if comm.rank == 0:
+        comm.recv(1)
+    else:
+        time.sleep(3)  # running, so not a deadlock, but slower than the deadline
+
+
+def test_keyboard_interrupt_leaves_no_process_and_no_segment():
+    def interrupt_soon():
+        time.sleep(1.0)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    threading.Thread(target=interrupt_soon, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        dlsys.launch(sleeper, 3, "processes")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(world_size=0), "world_size must be an integer in 1.."),
+    (dict(world_size=2.5), "world_size"),
+    (dict(backend="carrier-pigeon"), "backend must be one of threads, processes"),
+    (dict(link="fast"), "unknown link preset 'fast'; valid: tcp-1gbe"),
+    (dict(node="abacus"), "unknown node preset 'abacus'"),
+    (dict(node=["v100"]), "one per rank"),
+    (dict(timeout_s=-1), "timeout_s"),
+    (dict(seed=-1), "seed"),
+])
+def test_bad_launch_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        dlsys.launch(ping, **({"world_size": 2, "args": (1,)} | kwargs))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda comm: comm.send(5, np.zeros(1)), "dst must be another rank in 0..1"),
+    (lambda comm: comm.send(comm.rank, np.zeros(1)), "dst must be another rank"),
+    (lambda comm: comm.recv(-1), "src must be another rank"),
+    (lambda comm: comm.send(1 - comm.rank, np.zeros(1), tag=-2), "tag must be an int >= 0"),
+    (lambda comm: comm.send(1 - comm.rank, np.array([object()])), "x must be a numeric array"),
+    (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
+    (lambda comm: comm.compute(), "exactly one of"),
+])
+def test_bad_communicator_calls_name_the_argument(call, match):
+    with pytest.raises(RankFailed, match=match):
+        dlsys.launch(call, 2, "threads")
+
+
+def test_link_and_node_models_validate_their_numbers():
+    with pytest.raises(ValueError, match="bandwidth_Bps"):
+        LinkModel("x", 1e-6, 0)
+    with pytest.raises(ValueError, match="latency_s"):
+        LinkModel("x", -1, 1e9)
+    with pytest.raises(ValueError, match="slowdown"):
+        get_node("v100").slowed(0.5)
+
+
+SCRIPT = """
+import numpy as np, dlsys
+from dlsys import collectives
+
+def program(comm, scale):
+    return collectives.allreduce(comm, np.full(4, comm.rank * scale), algorithm="ring").tolist()
+
+print(dlsys.launch(program, 3, "processes", args=(2.0,)).values[0])
+"""
+
+
+def test_programs_defined_in_a_stdin_script_run_on_processes():
+    """`python -` has no importable __main__: the program must travel by value."""
+    out = subprocess.run([sys.executable, "-"], input=SCRIPT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[6.0, 6.0, 6.0, 6.0]"
+
+
+def test_a_script_without_main_guard_is_not_re_executed_by_ranks(tmp_path):
+    script = tmp_path / "lesson.py"
+    script.write_text(SCRIPT + "\nprint('top level ran')\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("top level ran") == 1
+
+
+def test_launch_from_a_server_thread_on_processes():
+    box = {}
+
+    def serve():
+        box["values"] = dlsys.launch(lambda comm: comm.rank * 2, 2, "processes").values
+    worker = threading.Thread(target=serve)
+    worker.start()
+    worker.join(60)
+    assert box["values"] == [0, 2]
+
+
+def test_rank_return_values_and_rng_are_seeded_per_rank():
+    def program(comm):
+        return comm.rng.integers(0, 1 << 30)
+    a = dlsys.launch(program, 3, "threads", seed=5).values
+    b = dlsys.launch(program, 3, "processes", seed=5).values
+    assert a == b and len(set(a)) == 3
+    assert dlsys.launch(program, 3, "threads", seed=6).values != a
+
+
+def test_recv_any_with_every_source_finished_is_an_error():
+    def program(comm):
+        if comm.rank == 0:
+            time.sleep(0.2)
+            comm.recv_any()
+    with pytest.raises(RankFailed, match="every source"):
+        dlsys.launch(program, 3, "threads")
