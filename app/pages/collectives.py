@@ -1,0 +1,67 @@
+"""Collectives: run one collective on real ranks and watch its messages in virtual time."""
+
+import streamlit as st
+
+import shared
+from dlsys.collectives import ALGORITHMS
+from dlsys.net import get_link
+from dlsys.viz import comm as viz
+from dlsys.viz.costs import CLOSED_FORM_LATEX
+from dlsys.viz.units import format_bytes, format_rate, format_seconds
+
+st.title("Collectives")
+st.caption("Pick a collective and an algorithm: the ranks really run it (threads, real numpy arrays), "
+           "and every message advances virtual clocks through the link model.")
+
+cols = st.columns([1.2, 1.4, 1, 1.6, 1.2])
+name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key="coll_collective")
+algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=f"coll_algorithm_{name}")
+ranks = cols[2].slider("ranks p", 2, 16, 8, key="coll_ranks")
+with cols[3]:
+    nbytes = shared.size_slider("size per rank", "coll_size")
+with cols[4]:
+    link_name = shared.link_select("coll_link")
+
+record = shared.collective(name, algorithm, ranks, nbytes, link_name)
+trace, link = record["result"].trace, get_link(link_name)
+
+m = st.columns(5)
+m[0].metric("virtual time", format_seconds(record["virtual_time_s"]), help="Emulated makespan: the latest rank's clock.")
+m[1].metric("closed form", format_seconds(record["closed_form_s"]),
+            delta=f"{record['relative_error']:.1e} relative error", delta_color="off",
+            help="Thakur, Rabenseifner & Gropp (2005), dlsys.net.closed_form.")
+busbw_help = "nccl-tests convention: algbw = n / t; busbw = algbw x 2(p-1)/p (all-reduce), (p-1)/p (all-gather, reduce-scatter), 1 otherwise."
+m[2].metric("algbw", format_rate(record["algbw_Bps"]) if name != "barrier" else "n/a", help=busbw_help)
+m[3].metric("busbw", format_rate(record["busbw_Bps"]) if name != "barrier" else "n/a", help=busbw_help)
+m[4].metric("bytes on the wire", format_bytes(sum(record["bytes_sent_per_rank"])),
+            help="All messages of all ranks, logical bytes.")
+
+left, right = st.columns([1, 2])
+left.latex(r"T = " + CLOSED_FORM_LATEX[(name, algorithm)])
+right.caption(
+    f"α = {format_seconds(link.alpha_s)} (latency + 2 x per-message overhead), "
+    f"β = 1/B + copies = {link.beta_s_per_byte * 1e9:.3g} ns per byte ({format_rate(1 / link.beta_s_per_byte)} effective), "
+    f"p = {ranks}, n = {format_bytes(nbytes)}, L = ⌈lg p⌉. Tree, recursive-doubling and halving forms are exact at "
+    "powers of two; elsewhere they are the textbook estimate (recursive doubling all-gather and halving "
+    "reduce-scatter then fall back to the ring). " + shared.real_data_note(record))
+
+tabs = st.tabs(["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"])
+with tabs[0]:
+    st.plotly_chart(viz.message_animation({f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}": trace}),
+                    key="coll_animation")
+    st.caption("Press ▶ Play: each dot is a message from departure to arrival (virtual time), coloured by step; "
+               "hover for its label and size. Drag the slider to step through time.")
+with tabs[1]:
+    st.plotly_chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), key="coll_ring_steps")
+    st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
+               "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
+               "one chunk; all-gather then passes the finished chunks around. The replay's final state is checked "
+               "against the values the ranks returned.")
+with tabs[2]:
+    st.plotly_chart(viz.timeline(trace), key="coll_timeline")
+    st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message arrives; "
+               "recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
+with tabs[3]:
+    st.plotly_chart(viz.link_bytes(trace), key="coll_link_bytes")
+with tabs[4]:
+    shared.downloads(trace, [shared.summary_row(record)], f"{name}-{algorithm}-p{ranks}")

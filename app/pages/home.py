@@ -1,0 +1,56 @@
+"""Home: what dlsys is, the map of its concepts, and where to see each one."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from dlsys.viz.catalogue import concept_map
+
+# (section, concept, where to see it: "app", "lesson" or "planned"), after the concept catalogue.
+CONCEPTS = [
+    ("Why distribute", "data parallelism", "planned"), ("Why distribute", "model parallelism", "planned"),
+    ("Why distribute", "speedup and scaling efficiency", "planned"),
+    ("Primitives and cost", "send / recv", "app"), ("Primitives and cost", "broadcast, scatter, gather", "app"),
+    ("Primitives and cost", "reduce, all-gather, reduce-scatter", "app"), ("Primitives and cost", "all-reduce algorithms", "app"),
+    ("Primitives and cost", "alpha-beta model", "app"), ("Primitives and cost", "algbw / busbw", "app"),
+    ("Architectures", "parameter server", "app"), ("Architectures", "ring all-reduce", "app"),
+    ("Coordination", "BSP", "planned"), ("Coordination", "ASP", "planned"), ("Coordination", "SSP / bounded delay", "planned"),
+    ("Communicate less often", "large batches", "planned"), ("Communicate less often", "local SGD", "planned"),
+    ("Compression", "1-bit SGD, TernGrad, QSGD", "planned"), ("Compression", "Top-k, gradient dropping, DGC", "planned"),
+    ("Overlap", "WFBP", "planned"), ("Overlap", "P3, ByteScheduler", "planned"), ("Overlap", "gradient fusion", "planned"),
+    ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "planned"),
+    ("IO", "prefetching, zero copy", "planned"),
+    ("Large batch", "linear scaling, warm-up", "planned"), ("Large batch", "LARS, LAMB", "planned"),
+    ("TaihuLight case study", "PS vs ring on Caffe", "app"),
+    ("Beyond speed", "fault tolerance, consistency", "planned"),
+]
+
+st.title("dlsys: watch distributed deep learning")
+st.markdown(
+    "dlsys is a teaching toolkit for distributed deep learning. **Real data, virtual time**: every algorithm "
+    "really runs (ranks exchange real numpy arrays and compute real results), while time is *computed* from "
+    "link and node models, so what you see is deterministic, independent of this machine, and exactly "
+    "comparable with the textbook alpha-beta costs.")
+
+st.subheader("Pages")
+cols = st.columns(3)
+cols[0].page_link("pages/collectives.py", label="Collectives", icon="🔁")
+cols[0].caption("Every MPI collective and algorithm: messages animated on a ring of ranks, the ring all-reduce "
+                "step by step, the timeline, bytes per link, measured against the closed form.")
+cols[1].page_link("pages/cost_model.py", label="Cost model explorer", icon="📈")
+cols[1].caption("All-reduce algorithms against message size and ranks, where they cross, TCP against RDMA, "
+                "alpha and beta apart.")
+cols[2].page_link("pages/ps_vs_ring.py", label="PS vs ring", icon="🕸️")
+cols[2].caption("A parameter server and a ring all-reduce averaging the same gradients, side by side: the "
+                "server's link is the bottleneck.")
+
+st.subheader("The map of concepts")
+st.plotly_chart(concept_map(CONCEPTS), key="home_concepts")
+
+st.subheader("Lessons")
+lessons = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.py"))
+if lessons:
+    st.markdown("\n".join(f"- `lessons/{p.name}`" for p in lessons))
+    st.caption("Percent-format scripts: open them as notebooks with jupytext, or run them with python.")
+else:
+    st.info("No lessons in lessons/ yet.")

@@ -1,0 +1,59 @@
+"""Parameter server against ring all-reduce: the same gradients, two ways to average them."""
+
+import streamlit as st
+
+import shared
+from dlsys.viz import comm as viz
+from dlsys.viz.costs import ps_vs_ring_scaling
+from dlsys.viz.units import format_bytes, format_seconds
+
+st.title("Parameter server vs ring all-reduce")
+st.markdown(
+    "Every worker holds a gradient of $n$ bytes and needs the mean. **Parameter server**: each worker pushes "
+    "its gradient to the server (rank 0), which sums them and sends the mean back to every worker; the "
+    "server's link carries $W n$ bytes in and $W n$ out. **Ring all-reduce**: workers pass chunks of $n/W$ "
+    "around a ring, every link carries $2(W-1)/W \\cdot n$ and no link is special.")
+
+cols = st.columns(3)
+workers = cols[0].slider("workers W", 2, 16, 8, key="ps_workers")
+with cols[1]:
+    nbytes = shared.size_slider("gradient size", "ps_size")
+with cols[2]:
+    link = shared.link_select("ps_link")
+
+records = shared.ps_vs_ring(workers, nbytes, link)
+ps, ring = records["parameter server"], records["ring all-reduce"]
+traces = {name: r["result"].trace for name, r in records.items()}
+
+m = st.columns(4)
+m[0].metric("parameter server", format_seconds(ps["virtual_time_s"]),
+            delta=f"closed form {format_seconds(ps['closed_form_s'])}", delta_color="off")
+m[1].metric("ring all-reduce", format_seconds(ring["virtual_time_s"]),
+            delta=f"closed form {format_seconds(ring['closed_form_s'])}", delta_color="off")
+m[2].metric("PS / ring", f"{ps['virtual_time_s'] / ring['virtual_time_s']:.2f}x")
+server = traces["parameter server"]
+m[3].metric("server link traffic", format_bytes(server.bytes_sent_per_rank()[0] + server.bytes_received_per_rank()[0]),
+            help="Bytes rank 0 (the server) sent plus received.")
+st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)\right)"
+         r"\qquad T_{ring} = 2(W-1)\left(\alpha + \tfrac{n}{W}\beta\right)")
+st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
+           "if larger). " + shared.real_data_note(ring) + " Both runs average the same gradients; the means agree.")
+
+st.plotly_chart(viz.message_animation(traces, {"parameter server": "star"}), key="ps_animation")
+st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is still busy. "
+           "In the left panel rank 0 (centre) is the server.")
+
+names = {"parameter server": ["server"] + [f"worker {w}" for w in range(1, workers + 1)],
+         "ring all-reduce": [f"worker {w + 1}" for w in range(workers)]}
+st.plotly_chart(viz.traffic_per_rank(traces, names), key="ps_traffic")
+
+st.header("Communication time against workers")
+st.plotly_chart(ps_vs_ring_scaling(shared.ps_vs_ring_scaling(nbytes, link),
+                                   f"{format_bytes(nbytes)} gradient on {link}"), key="ps_scaling")
+st.caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
+           "2n/B. Markers: emulated runs; lines: closed forms.")
+
+st.subheader("Downloads")
+for name, trace in traces.items():
+    st.markdown(f"**{name}**")
+    shared.downloads(trace, [shared.summary_row(r) for r in records.values()], name.replace(" ", "-"))

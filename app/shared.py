@@ -1,0 +1,89 @@
+"""What the pages share: the size and link widgets, cached experiments, downloads.
+
+Caching: every experiment is cached per argument tuple (``max_entries`` bounds memory);
+records are cached without the ranks' real arrays (``experiments.without_values``).
+"""
+
+import json
+
+import streamlit as st
+
+from dlsys import experiments
+from dlsys.net import LINK_PRESETS
+from dlsys.viz.units import format_bytes
+
+MAX_REAL_NBYTES = 64 * 2**10  # real arrays per rank stay this small; larger sizes are charged logically
+SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20, 2**30, 4 * 2**30]
+CACHE = dict(max_entries=64, show_spinner="running the ranks...")
+
+
+def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
+    """A size in bytes, 4 B to 4 GiB (costs are virtual, so huge sizes are cheap)."""
+    return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=key,
+                            help="Bytes per rank. Real arrays stay small (at most 64 KiB per rank); "
+                                 "the virtual time is computed for the size chosen here.")
+
+
+def link_select(key: str, default: str = "tcp-10gbe") -> str:
+    """A link preset name; the help text cites the preset's source."""
+    names = list(LINK_PRESETS)
+    return st.selectbox("link", names, index=names.index(default), key=key,
+                        help="; ".join(f"{n}: {l.source}" for n, l in LINK_PRESETS.items()))
+
+
+def real_data_note(record: dict) -> str:
+    """An honest caption: what really ran, and how the virtual time was charged."""
+    real = format_bytes(record["real_nbytes"])
+    if record["scale"] == 1.0:
+        return f"Real run: {real} per rank of real float32 data moved between {record['ranks']} ranks (threads)."
+    return (f"Real run on {real} per rank of real float32 data ({record['ranks']} ranks, threads); every real "
+            f"byte is charged as {record['scale']:.6g} bytes, so the virtual times and byte counts are those "
+            f"of {format_bytes(record['nbytes'])} (exact: latency and per-message costs are unchanged).")
+
+
+@st.cache_data(**CACHE)
+def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
+    return experiments.without_values(experiments.simulate_collective(
+        name, algorithm, ranks, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES))
+
+
+@st.cache_data(**CACHE)
+def ring_steps(ranks: int, link: str) -> list:
+    return experiments.ring_allreduce_steps(ranks, link)
+
+
+@st.cache_data(**CACHE)
+def ps_vs_ring(workers: int, nbytes: int, link: str) -> dict:
+    records = experiments.ps_vs_ring(workers, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES)
+    return {name: experiments.without_values(r) for name, r in records.items()}
+
+
+@st.cache_data(**CACHE)
+def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
+    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link)
+
+
+@st.cache_data(**CACHE)
+def emulated_allreduce_costs(link: str, ranks: int) -> list:
+    return experiments.emulated_allreduce_costs(link, ranks)
+
+
+def summary_row(record: dict) -> dict:
+    """The record's scalar fields (no trace, no per-rank lists): one CSV row."""
+    return {k: v for k, v in record.items() if isinstance(v, (int, float, str))}
+
+
+def downloads(trace, records: list[dict], name: str) -> None:
+    """Download buttons: the trace as Chrome trace JSON (Perfetto), its messages and spans
+    as CSV, and the experiment's records as CSV. Files are built only when clicked."""
+    spans, messages = trace.records()
+    cols = st.columns(4)
+    cols[0].download_button("Chrome trace JSON (Perfetto)", lambda: json.dumps(trace.to_chrome()),
+                            f"{name}.trace.json", "application/json", on_click="ignore",
+                            key=f"{name}-chrome", help="Open in https://ui.perfetto.dev or chrome://tracing (pid = rank, times in µs).")
+    cols[1].download_button("messages CSV", lambda: experiments.to_csv(messages), f"{name}.messages.csv",
+                            "text/csv", on_click="ignore", key=f"{name}-messages")
+    cols[2].download_button("spans CSV", lambda: experiments.to_csv(spans), f"{name}.spans.csv",
+                            "text/csv", on_click="ignore", key=f"{name}-spans")
+    cols[3].download_button("records CSV", lambda: experiments.to_csv(records), f"{name}.records.csv",
+                            "text/csv", on_click="ignore", key=f"{name}-records")

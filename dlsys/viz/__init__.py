@@ -1,0 +1,6 @@
+"""Plotly figures from traces and records (no streamlit here: the app and the lessons share them).
+
+Modules: ``units`` (human-readable seconds, bytes, rates), ``comm`` (figures of one run's
+trace: message animation, timeline, bytes per link, the ring step by step), ``costs``
+(cost-model curves and scaling plots from experiment records), ``catalogue`` (the concept map).
+"""

@@ -1,0 +1,132 @@
+"""Cost-model figures from experiment records: all-reduce time against size and ranks
+with crossovers, links compared, alpha and beta apart, parameter server against ring."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from .units import format_bytes, format_seconds
+
+ALGORITHM_COLORS = dict(zip(("ring", "recursive_doubling", "rabenseifner", "reduce_broadcast"), qualitative.D3))
+X_TITLES = {"nbytes": "message size per rank (bytes)", "ranks": "ranks p"}
+
+# The closed forms of dlsys.net.CLOSED_FORMS as LaTeX (gamma terms left out: the app does
+# not charge reductions). p ranks, n bytes, L = ceil(lg p).
+CLOSED_FORM_LATEX = {
+    ("barrier", "dissemination"): r"L\,\alpha",
+    ("broadcast", "binomial"): r"L\,(\alpha + n\beta)",
+    ("broadcast", "scatter_allgather"): r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+    ("scatter", "binomial"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
+    ("gather", "binomial"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
+    ("allgather", "ring"): r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})",
+    ("allgather", "recursive_doubling"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
+    ("reduce", "binomial"): r"L\,(\alpha + n\beta)",
+    ("reduce_scatter", "ring"): r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
+    ("reduce_scatter", "recursive_halving"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
+    ("allreduce", "reduce_broadcast"): r"2L\,(\alpha + n\beta)",
+    ("allreduce", "recursive_doubling"): r"L\,(\alpha + n\beta)",
+    ("allreduce", "rabenseifner"): r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+    ("allreduce", "ring"): r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
+}
+
+
+def _x_label(x: str, value) -> str:
+    return format_bytes(value) if x == "nbytes" else f"p = {value}"
+
+
+def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), crossovers: list[dict] = (),
+                title: str = "") -> go.Figure:
+    """Log-log time of every algorithm against ``x`` ("nbytes" or "ranks"): closed forms as
+    lines, emulated runs as markers, crossovers (where the fastest algorithm changes) as
+    dotted lines with a star."""
+    fig = go.Figure()
+    for algorithm, color in ALGORITHM_COLORS.items():
+        mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
+        if mine:
+            fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
+                                     name=algorithm, line=dict(color=color, width=2),
+                                     hovertemplate=f"{algorithm}<br>%{{x}}: %{{y:.3s}}s<extra>closed form</extra>"))
+        runs = [r for r in emulated if r["algorithm"] == algorithm]
+        if runs:
+            fig.add_trace(go.Scatter(x=[r[x] for r in runs], y=[r["time_s"] for r in runs], mode="markers",
+                                     name=f"{algorithm} (emulated)", legendgroup=algorithm, showlegend=False,
+                                     marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
+                                     hovertemplate=f"{algorithm}<br>%{{x}}: %{{y:.3s}}s<extra>emulated</extra>"))
+    for c in crossovers:
+        fig.add_vline(x=c[x], line=dict(dash="dot", color="gray"))
+        fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", showlegend=False,
+                                 marker=dict(symbol="star", size=15, color="black"),
+                                 hovertext=f"{c['from']} → {c['to']} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
+                                 hoverinfo="text"))
+        fig.add_annotation(x=c[x], y=1, yref="paper", xanchor="left", showarrow=False, textangle=-90,
+                           yanchor="top", text=f"→ {c['to']} at {_x_label(x, c[x])}", font=dict(size=11))
+    if emulated:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="emulated run",
+                                 marker=dict(symbol="circle-open", size=10, color="gray", line=dict(width=2))))
+    fig.update_layout(title=title, height=460, margin=dict(l=10, r=10, t=50, b=40), hovermode="closest")
+    fig.update_xaxes(type="log", title=X_TITLES[x], exponentformat="SI", ticksuffix="B" if x == "nbytes" else "")
+    fig.update_yaxes(type="log", title="time (s)", exponentformat="SI", ticksuffix="s")
+    return fig
+
+
+def link_comparison(rows: list[dict], title: str = "") -> go.Figure:
+    """Time against size for one algorithm on every link: TCP dashed, RDMA solid."""
+    fig = go.Figure()
+    for link in dict.fromkeys(r["link"] for r in rows):
+        mine = sorted((r for r in rows if r["link"] == link), key=lambda r: r["nbytes"])
+        fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
+                                 name=link, line=dict(dash="dash" if link.startswith("tcp") else "solid", width=2),
+                                 hovertemplate=f"{link}<br>%{{x}}B: %{{y:.3s}}s<extra></extra>"))
+    fig.update_layout(title=title, height=420, margin=dict(l=10, r=10, t=50, b=40))
+    fig.update_xaxes(type="log", title=X_TITLES["nbytes"], exponentformat="SI", ticksuffix="B")
+    fig.update_yaxes(type="log", title="time (s)", exponentformat="SI", ticksuffix="s")
+    return fig
+
+
+def alpha_beta_split(rows: list[dict], title: str = "") -> go.Figure:
+    """One algorithm's time against size split into its latency (alpha) part and its
+    bandwidth (beta) part; the star marks the size where the two are equal."""
+    rows = sorted(rows, key=lambda r: r["nbytes"])
+    n = [r["nbytes"] for r in rows]
+    fig = go.Figure([
+        go.Scatter(x=n, y=[r["time_s"] for r in rows], name="total", line=dict(color="black", width=3)),
+        go.Scatter(x=n, y=[r["latency_s"] for r in rows], name="latency terms (alpha)", line=dict(dash="dash")),
+        go.Scatter(x=n, y=[r["bandwidth_s"] for r in rows], name="bandwidth terms (n beta)", line=dict(dash="dot")),
+    ])
+    equal = next((r for r in rows if r["bandwidth_s"] >= r["latency_s"] > 0), None)
+    if equal:
+        half = equal["nbytes"] * equal["latency_s"] / equal["bandwidth_s"]  # bandwidth part is linear in n
+        fig.add_trace(go.Scatter(x=[half], y=[equal["latency_s"]], mode="markers+text", name="alpha = n beta",
+                                 marker=dict(symbol="star", size=15, color="black"), textposition="top left",
+                                 text=[f"{format_bytes(half)}"]))
+    fig.update_layout(title=title, height=420, margin=dict(l=10, r=10, t=50, b=40), hovermode="x unified")
+    fig.update_xaxes(type="log", title=X_TITLES["nbytes"], exponentformat="SI", ticksuffix="B")
+    fig.update_yaxes(type="log", title="time (s)", exponentformat="SI", ticksuffix="s")
+    return fig
+
+
+def ps_vs_ring_scaling(rows: list[dict], title: str = "") -> go.Figure:
+    """Left: communication time against workers, closed form (lines) and emulated
+    (markers), for the parameter server and ring all-reduce. Right: bytes through the
+    busiest rank's link: the server's grows with W, the ring's stays about 2n."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one synchronization", "busiest rank's traffic"))
+    for scheme, color in zip(dict.fromkeys(r["scheme"] for r in rows), qualitative.D3[4:]):
+        mine = sorted((r for r in rows if r["scheme"] == scheme), key=lambda r: r["workers"])
+        w = [r["workers"] for r in mine]
+        fig.add_trace(go.Scatter(x=w, y=[r["closed_form_s"] for r in mine], name=f"{scheme} (closed form)",
+                                 legendgroup=scheme, line=dict(color=color)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=w, y=[r["virtual_time_s"] for r in mine], mode="markers", name=f"{scheme} (emulated)",
+                                 legendgroup=scheme, marker=dict(color=color, size=10, symbol="circle-open",
+                                                                 line=dict(width=2))), row=1, col=1)
+        fig.add_trace(go.Bar(x=w, y=[r["busiest_rank_bytes"] / 2**20 for r in mine], name=f"{scheme}: bytes",
+                             legendgroup=scheme, marker_color=color, showlegend=False,
+                             hovertext=[format_bytes(r["busiest_rank_bytes"]) for r in mine], hoverinfo="x+text"),
+                      row=1, col=2)
+    fig.update_layout(title=title, height=420, barmode="group", margin=dict(l=10, r=10, t=70, b=40))
+    fig.update_xaxes(title_text="workers W", type="log", dtick=0.30103, row=1, col=1)
+    fig.update_xaxes(title_text="workers W", type="category", row=1, col=2)
+    fig.update_yaxes(title_text="time (s)", type="log", exponentformat="SI", ticksuffix="s", row=1, col=1)
+    fig.update_yaxes(title_text="MiB sent + received", row=1, col=2)
+    return fig
