@@ -107,6 +107,7 @@ def broadcast(comm: Communicator, x, root: int = 0, algorithm: str = "binomial")
         blocks = np.array_split(x.ravel(), p)
         blocks[comm.rank] = scatter(comm, x, root)
         return _cat(_allgather_ring(comm, blocks), x.dtype).reshape(x.shape)
+    # BEGIN SOLUTION binomial_broadcast
     vrank = (comm.rank - root) % p
     mask = _tree_parent(vrank, p)
     if vrank:
@@ -117,6 +118,7 @@ def broadcast(comm: Communicator, x, root: int = 0, algorithm: str = "binomial")
             comm.send((comm.rank + mask) % p, x, TAG, f"broadcast step {mask.bit_length() - 1}")
         mask >>= 1
     return x
+    # END SOLUTION
 
 
 def scatter(comm: Communicator, x, root: int = 0, algorithm: str = "binomial") -> np.ndarray:
@@ -176,6 +178,7 @@ def reduce(comm: Communicator, x, op: str = "sum", root: int = 0, algorithm: str
 def _reduce_scatter_ring(comm: Communicator, blocks: list, op: str) -> np.ndarray:
     """p-1 steps; in step s rank r sends block r-s-1 right, adds block r-s-2 from the left.
     Afterwards rank r holds the full reduction of block r. (p-1)(alpha + n/p (beta + gamma))."""
+    # BEGIN SOLUTION ring_reduce_scatter
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
@@ -183,17 +186,20 @@ def _reduce_scatter_ring(comm: Communicator, blocks: list, op: str) -> np.ndarra
         incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
         blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op)
     return blocks[r]
+    # END SOLUTION
 
 
 def _allgather_ring(comm: Communicator, blocks: list) -> list:
     """p-1 steps; in step s rank r forwards block r-s right and gets block r-s-1 from the
     left. (p-1)(alpha + n/p beta)."""
+    # BEGIN SOLUTION ring_allgather
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
         comm.send((r + 1) % p, blocks[send_i], TAG, f"allgather step {step} block {send_i}")
         blocks[recv_i] = _recv(comm, (r - 1) % p, blocks[recv_i], "")
     return blocks
+    # END SOLUTION
 
 
 # --- recursive halving / doubling inside a power-of-two group ---------------------------
@@ -301,9 +307,11 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring") -
     check_algorithm("allreduce", algorithm), check_op(op)
     x, p = _input(x), comm.size
     if algorithm == "ring":
+        # BEGIN SOLUTION ring_allreduce
         blocks = np.array_split(x.ravel(), p)
         _reduce_scatter_ring(comm, blocks, op)
         result = _cat(_allgather_ring(comm, blocks), x.dtype).reshape(x.shape)
+        # END SOLUTION
     elif algorithm == "reduce_broadcast":
         summed = reduce(comm, x, "max" if op == "max" else "sum", 0)
         result = broadcast(comm, x if summed is None else summed, 0)

@@ -1,0 +1,69 @@
+"""Graded exercises: the registry.
+
+An exercise is a region of reference code in ``dlsys`` between ``# BEGIN SOLUTION <id>``
+and ``# END SOLUTION`` (one exercise may own several regions), its graded tests in
+``tests/exercises/test_<id>.py`` (every test there carries the pytest marker ``ex_<id>``),
+its points and the lesson that leads to it. ``release`` writes the student version,
+``grading`` grades one (docs/exercises.md). File names are unique, so a released
+directory is flat: ``collectives.py``, ``token_ring.py``, ... next to ``tests/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the exercises grade from a source checkout
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    file: str    # the file holding the reference regions, relative to the repository root
+    points: int
+    lesson: str  # the lesson that leads to it, relative to the repository root
+
+    @property
+    def marker(self) -> str:
+        """The pytest marker of its graded tests: ``pytest -m ex_<id>``."""
+        return f"ex_{self.id}"
+
+    @property
+    def student_file(self) -> str:
+        """Its name in a released directory and in a submission (released files sit side by side)."""
+        return Path(self.file).name
+
+    @property
+    def tests(self) -> str:
+        """Its graded test file, relative to the repository root."""
+        return f"tests/exercises/test_{self.id}.py"
+
+    @property
+    def module(self) -> str:
+        """The dotted module name of ``file`` (dlsys/collectives.py -> dlsys.collectives)."""
+        return self.file.removesuffix(".py").replace("/", ".")
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    Exercise("token_ring", "pass a token around a ring with send/recv",
+             "dlsys/exercises/token_ring.py", 10, "lessons/01_why_distribute.py"),
+    Exercise("binomial_broadcast", "binomial-tree broadcast in lg p rounds",
+             "dlsys/collectives.py", 15, "lessons/02_primitives_alpha_beta.py"),
+    Exercise("ring_reduce_scatter", "ring reduce-scatter",
+             "dlsys/collectives.py", 20, "lessons/03_ring_allreduce.py"),
+    Exercise("ring_allgather", "ring all-gather",
+             "dlsys/collectives.py", 15, "lessons/03_ring_allreduce.py"),
+    Exercise("ring_allreduce", "ring all-reduce = reduce-scatter + all-gather",
+             "dlsys/collectives.py", 20, "lessons/03_ring_allreduce.py"),
+    Exercise("ring_allreduce_cost", "the alpha-beta cost of ring all-reduce, and its crossover with recursive doubling",
+             "dlsys/exercises/costs.py", 20, "lessons/04_trees_vs_ring.py"),
+)
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this id (ValueError lists the valid ids)."""
+    for exercise in EXERCISES:
+        if exercise.id == exercise_id:
+            return exercise
+    raise ValueError(f"unknown exercise {exercise_id!r}; valid: {', '.join(e.id for e in EXERCISES)}")

@@ -1,0 +1,64 @@
+"""``dlsys exercises list|release DIR`` and ``dlsys grade [DIR] [--json results.json]``."""
+
+from __future__ import annotations
+
+import sys
+
+from . import EXERCISES
+from .grading import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
+from .release import release
+
+
+def cmd_list(args) -> int:
+    print(f"{'exercise':<22} {'points':>6}  {'file':<30} lesson")
+    for e in EXERCISES:
+        print(f"{e.id:<22} {e.points:>6}  {e.file:<30} {e.lesson}")
+    print(f"{'total':<22} {sum(e.points for e in EXERCISES):>6}")
+    return 0
+
+
+def cmd_release(args) -> int:
+    try:
+        written = release(args.dir, force=args.force)
+    except FileExistsError as exc:
+        print(f"dlsys: error: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    print(f"student version written to {args.dir}; grade it with: dlsys grade {args.dir}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    """Exit code 0 only at full score (so CI can grade the reference)."""
+    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs)
+    for r in results:
+        if not r.passed:
+            print(f"--- FAILED {r.name} ({r.seconds:.1f} s)\n{r.output.strip()}\n")
+    print(score_table(results))
+    if args.json:
+        write_results_json(results, args.json)
+        print(f"results written to {args.json} (Gradescope format)")
+    return 0 if all(r.passed for r in results) else 1
+
+
+def add_commands(subparsers) -> None:
+    """Register ``exercises`` (list, release) and ``grade`` on an argparse subparsers object."""
+    ex = subparsers.add_parser("exercises", help="list the graded exercises or release the student version")
+    ex_sub = ex.add_subparsers(dest="exercises_command", required=True)
+    ex_sub.add_parser("list", help="each exercise: id, points, file, lesson").set_defaults(func=cmd_list)
+    rel = ex_sub.add_parser("release", help="write the student version (stubs + graded tests) into DIR")
+    rel.add_argument("dir", metavar="DIR")
+    rel.add_argument("--force", action="store_true", help="overwrite files that already exist in DIR")
+    rel.set_defaults(func=cmd_release)
+
+    gr = subparsers.add_parser("grade", help="run the graded tests against DIR (default: the reference)")
+    gr.add_argument("dir", metavar="DIR", nargs="?", help="the student's files (a released, filled-in directory)")
+    gr.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
+    gr.add_argument("--exercise", action="append", choices=[e.id for e in EXERCISES],
+                    help="grade only this exercise (repeatable; default: all)")
+    gr.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help=f"per test (default {TIMEOUT_S:g})")
+    gr.add_argument("--memory-mib", type=int, default=MEMORY_BYTES >> 20,
+                    help=f"address-space limit per test (default {MEMORY_BYTES >> 20})")
+    gr.add_argument("--jobs", type=int, default=None, help="tests run at once (default: CPU count)")
+    gr.set_defaults(func=cmd_grade)

@@ -1,0 +1,140 @@
+"""Grade a submission: every graded test in its own subprocess, then a score table and
+Gradescope's results.json.
+
+Each test runs as ``python -m dlsys.exercises.sandbox`` (pytest under RLIMIT_AS) in its
+own session, with the student's files in place of the reference (``testing.py``), a
+wall-clock timeout after which its whole process group is killed, and a memory limit: an
+infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
+always the reference checkout's, never the submission's copy. Each test is worth an equal
+share of its exercise's points. A test passes only if its process exits 0 and pytest
+reports it passed (a skip is not a pass). The sandbox contains accidents, not malice:
+graded code runs with the grader's user rights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import EXERCISES, REPO_ROOT, Exercise, get
+from .testing import STUDENT_DIR_ENV
+
+TIMEOUT_S = 30.0
+MEMORY_BYTES = 1 << 30
+MAX_OUTPUT_CHARS = 4000
+_KILL_GRACE_S = 5.0  # pytest-timeout reports first (with stacks); the kill is the backstop
+# Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
+_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+_PASSED = re.compile(r"^1 passed in ", re.MULTILINE)
+_PYTEST_ARGS = ["-p", "pytest_timeout", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]
+
+
+@dataclass
+class TestResult:
+    name: str          # pytest node id
+    exercise: str
+    passed: bool
+    score: float
+    max_score: float
+    seconds: float
+    output: str
+
+
+def collect(exercises: list[Exercise]) -> list[tuple[Exercise, str]]:
+    """(exercise, node id) of every graded test of ``exercises``, from the reference tests."""
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", *_PYTEST_ARGS, *(e.tests for e in exercises)]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, env=os.environ | _ENV, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"collecting the graded tests failed:\n{done.stdout}{done.stderr}")
+    by_file = {e.tests: e for e in exercises}
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    return [(by_file[node.split("::")[0]], node) for node in ids]
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT_CHARS else "...\n" + text[-MAX_OUTPUT_CHARS:]
+
+
+def run_one(node: str, student_dir: Path | None, timeout_s: float, memory_bytes: int) -> tuple[bool, str, float]:
+    """Run one graded test in a fresh sandboxed process: (passed, output, seconds)."""
+    env = os.environ | _ENV
+    if student_dir is not None:
+        env[STUDENT_DIR_ENV] = str(student_dir)
+    cmd = [sys.executable, "-m", "dlsys.exercises.sandbox", str(memory_bytes), *_PYTEST_ARGS,
+           f"--timeout={timeout_s:g}", node]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s + _KILL_GRACE_S)
+        verdict = "" if proc.returncode >= 0 else f"\nkilled by signal {-proc.returncode}"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        verdict = f"\ntimed out after {timeout_s:g} s (an infinite loop or a deadlock?): killed"
+    passed = proc.returncode == 0 and _PASSED.search(output) is not None
+    return passed, _tail(output + verdict), time.perf_counter() - start
+
+
+def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
+          memory_bytes: int = MEMORY_BYTES, jobs: int | None = None) -> list[TestResult]:
+    """Run the graded tests of ``exercise_ids`` (default: all) against the student files in
+    ``student_dir`` (default: the reference). ``jobs`` tests run at once (default: CPUs)."""
+    exercises = [get(i) for i in exercise_ids] if exercise_ids else list(EXERCISES)
+    if student_dir is not None:
+        student_dir = Path(student_dir).resolve()
+        if not student_dir.is_dir():
+            raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
+    if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
+        raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
+    tests = collect(exercises)
+    counts = {e.id: sum(1 for t, _ in tests if t is e) for e in exercises}
+
+    def run(item):
+        exercise, node = item
+        if student_dir is not None and not (student_dir / exercise.student_file).is_file():
+            passed, output, seconds = False, f"the submission has no {exercise.student_file}", 0.0
+        else:
+            passed, output, seconds = run_one(node, student_dir, timeout_s, memory_bytes)
+        max_score = exercise.points / counts[exercise.id]
+        return TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds, output)
+
+    with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(run, tests))
+
+
+def score_table(results: list[TestResult]) -> str:
+    """One row per exercise: tests passed, points; then the total."""
+    rows = [f"{'exercise':<22} {'tests passed':>12} {'points':>14}"]
+    for exercise in EXERCISES:
+        mine = [r for r in results if r.exercise == exercise.id]
+        if mine:
+            passed = sum(r.passed for r in mine)
+            score, max_score = sum(r.score for r in mine), sum(r.max_score for r in mine)
+            rows.append(f"{exercise.id:<22} {f'{passed}/{len(mine)}':>12} {f'{score:.2f}/{max_score:.2f}':>14}")
+    total, max_total = sum(r.score for r in results), sum(r.max_score for r in results)
+    rows.append(f"{'total':<22} {f'{sum(r.passed for r in results)}/{len(results)}':>12} "
+                f"{f'{total:.2f}/{max_total:.2f}':>14}")
+    return "\n".join(rows)
+
+
+def gradescope_results(results: list[TestResult]) -> dict:
+    """Gradescope's results.json: score, max_score, and one entry per test."""
+    return {
+        "score": round(sum(r.score for r in results), 6),
+        "max_score": round(sum(r.max_score for r in results), 6),
+        "tests": [{"name": r.name, "score": round(r.score, 6), "max_score": round(r.max_score, 6),
+                   "status": "passed" if r.passed else "failed", "output": r.output, "tags": [r.exercise]} for r in results],
+    }
+
+
+def write_results_json(results: list[TestResult], path) -> None:
+    Path(path).write_text(json.dumps(gradescope_results(results), indent=2))

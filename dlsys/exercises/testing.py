@@ -1,0 +1,63 @@
+"""What runs inside a graded test process: the student's files in place of the reference.
+
+``use_student_files(root)`` makes ``import dlsys.collectives`` (and every other exercise
+module) load ``root/collectives.py`` instead of the reference; the rest of dlsys
+(the Communicator, the link models) stays the reference, so a submission is graded by
+the same emulator it was written against. ``load_reference`` gives a test the reference
+module anyway (to emulate a ring while grading a formula).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from . import EXERCISES, REPO_ROOT
+
+STUDENT_DIR_ENV = "DLSYS_STUDENT_DIR"
+MANIFEST = "exercises.json"  # written by release: marks a released directory
+LAUNCH_TIMEOUT_S = 10.0  # a graded run that takes longer is a hung program, not a slow one
+
+
+class _StudentFinder(importlib.abc.MetaPathFinder):
+    """Finds each exercise module in the student's directory, never in the reference."""
+
+    def __init__(self, root: Path):
+        self.files = {e.module: root / e.student_file for e in EXERCISES}
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.files:
+            return None
+        if not self.files[name].is_file():
+            raise ModuleNotFoundError(f"the submission has no {self.files[name]}", name=name)
+        return importlib.util.spec_from_file_location(name, self.files[name])
+
+
+def use_student_files(root) -> None:
+    """From now on, exercise modules are imported from the student directory ``root``."""
+    imported = [e.module for e in EXERCISES if e.module in sys.modules]
+    if imported:
+        raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
+    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve()))
+
+
+def student_root(tests_dir) -> Path | None:
+    """The student directory to grade: $DLSYS_STUDENT_DIR, else the released directory that
+    holds ``tests_dir`` (DIR/tests, next to DIR/exercises.json); None for the reference."""
+    if os.environ.get(STUDENT_DIR_ENV):
+        return Path(os.environ[STUDENT_DIR_ENV])
+    root = Path(tests_dir).resolve().parent
+    return root if (root / MANIFEST).is_file() else None
+
+
+def load_reference(module: str):
+    """The reference version of an exercise module, even while grading a student's."""
+    exercise = next(e for e in EXERCISES if e.module == module)
+    # a sibling name, so its relative imports resolve in the real package
+    spec = importlib.util.spec_from_file_location(f"{module}__reference", REPO_ROOT / exercise.file)
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    return reference
