@@ -1,0 +1,298 @@
+"""A parameter server after ps-lite (Li et al., "Scaling Distributed Machine Learning with
+the Parameter Server", OSDI 2014), with BSP, SSP and ASP consistency.
+
+World layout: ranks 0..S-1 are the server group, ranks S..S+W-1 the workers; workers
+never talk to each other. Keys are the model's parameter tensors (``param_slices()``);
+their values live in one flat key space that is cut into S contiguous ranges, one per
+server, so a large tensor is sliced across servers (as ps-lite slices big arrays).
+
+Worker API (``KVWorker``, ps-lite's names): ``push(keys, values)`` and ``pull(keys)`` are
+non-blocking and return a timestamp; ``wait(ts)`` completes it. A message carries a key
+list and a value list, as in ps-lite. Servers aggregate and update (SGD with momentum).
+
+Consistency, with a worker's clock c = the number of gradients it has pushed:
+* BSP: a pull at clock c waits until every worker has pushed c gradients; the server
+  applies one update with the mean of the W gradients of each round.
+* SSP(s) (Ho et al., NIPS 2013, "More Effective Distributed ML via a Stale Synchronous
+  Parallel Parameter Server"): the pull waits while c - (slowest clock) > s, so a worker
+  never reads weights missing more than s clocks of anybody's updates; s = 0 is BSP's gate.
+* ASP: pulls never wait. SSP and ASP apply every gradient as it arrives, scaled by 1/W so
+  that W pushes move the weights as far as one synchronous step.
+Training stops after a budget of epochs * steps_per_epoch * W gradients: the server then
+answers pulls with "stop". So under ASP fast workers simply do more of the work.
+
+Determinism: server 0 takes requests in virtual-arrival order (``comm.recv_any``); with
+several servers it tells the others the order (a 1-number message), so every server makes
+the same decisions. Under BSP the order is fixed (round robin), no ordering messages.
+
+Failure: ``fail=(worker, step)`` makes that worker crash at that step. ps-lite's scheduler
+notices a dead node by its missing heartbeats; we model the notice as a LEAVE message the
+worker sends as it dies. Under SSP/ASP the servers drop it from the clock gate and the
+others finish the budget; under BSP no round can complete, so the servers fail the run
+with an error naming the worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import numpy as np
+
+from . import optim
+from .train.common import TrainConfig, accuracy, batch_indices, build_model, gradient, steps_per_epoch, task_of
+
+CONSISTENCY = ("bsp", "ssp", "asp")
+PULL, PUSH, LEAVE = 0, 1, 2
+REQUEST, DATA, REPLY, ORDER, GATHER = 21, 22, 23, 24, 25  # message tags
+STOP = -1.0  # the clock in a reply that tells the worker training is over
+UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
+
+
+class WorkerFailed(RuntimeError):
+    """A worker left a BSP run: no synchronous round can complete without it."""
+
+
+class KeyLayout:
+    """Keys 0..K-1 of sizes `sizes` in one flat space; server s owns [bounds[s], bounds[s+1])."""
+
+    def __init__(self, sizes, servers: int):
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        total = int(self.offsets[-1])
+        if not 1 <= servers <= total:
+            raise ValueError(f"servers must be in 1..{total} (the number of parameters), got {servers}")
+        self.bounds = [int(b[0]) for b in np.array_split(np.arange(total), servers)] + [total]
+        self.servers = servers
+        self._parts = {}
+
+    def parts(self, keys: tuple) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each server: (positions in the concatenated values of `keys`, the same
+        elements as offsets into that server's range)."""
+        if keys not in self._parts:
+            if not all(0 <= k < len(self.offsets) - 1 for k in keys):
+                raise ValueError(f"keys must be in 0..{len(self.offsets) - 2}, got {keys}")
+            elements = np.concatenate([np.arange(self.offsets[k], self.offsets[k + 1]) for k in keys])
+            self._parts[keys] = [(np.flatnonzero((elements >= lo) & (elements < hi)),
+                                  elements[(elements >= lo) & (elements < hi)] - lo)
+                                 for lo, hi in zip(self.bounds, self.bounds[1:])]
+        return self._parts[keys]
+
+
+class KVWorker:
+    """ps-lite's worker-side API. Pushes are not acknowledged (our sends are buffered, so
+    ``wait`` on a push returns at once); a pull's ``wait`` returns (clock, values), or
+    None once the servers say training is over."""
+
+    def __init__(self, comm, layout: KeyLayout, servers: int):
+        self.comm, self.layout, self.servers = comm, layout, servers
+        self._pulls: dict[int, tuple] = {}
+        self._ts = 0
+
+    def _request(self, kind: int, keys) -> tuple:
+        keys = tuple(int(k) for k in keys)
+        for s in range(self.servers):
+            self.comm.send(s, np.array([kind, *keys], np.int64), REQUEST, label=["pull", "push", "leave"][kind])
+        return keys
+
+    def push(self, keys, values) -> int:
+        keys = self._request(PUSH, keys)
+        for s, (positions, _) in enumerate(self.layout.parts(keys)):
+            self.comm.send(s, values[positions], DATA, label=f"push {positions.size} values")
+        self._ts += 1
+        return self._ts
+
+    def pull(self, keys) -> int:
+        self._ts += 1
+        self._pulls[self._ts] = self._request(PULL, keys)
+        return self._ts
+
+    def wait(self, ts: int):
+        if ts not in self._pulls:
+            return None
+        keys = self._pulls.pop(ts)
+        replies = [self.comm.recv(s, REPLY) for s in range(self.servers)]  # server 0 first: it gates
+        if replies[0][0] == STOP:
+            return None
+        values = np.empty(sum(p.size for p, _ in self.layout.parts(keys)), replies[0].dtype)
+        for (positions, _), reply in zip(self.layout.parts(keys), replies):
+            values[positions] = reply[1:]
+        return int(replies[0][0]), values
+
+    def leave(self) -> None:
+        """Tell every server this worker is gone (our stand-in for missed heartbeats)."""
+        self._request(LEAVE, ())
+
+
+class KVServer:
+    """One server of the group: owns one key range, aggregates pushes, updates, gates pulls."""
+
+    def __init__(self, comm, layout: KeyLayout, config: TrainConfig, workers: int, consistency: str,
+                 staleness: int, budget: int, initial: np.ndarray):
+        self.comm, self.layout, self.consistency = comm, layout, consistency
+        self.staleness = {"bsp": 0, "ssp": staleness, "asp": math.inf}[consistency]
+        self.lo, self.hi = layout.bounds[comm.rank], layout.bounds[comm.rank + 1]
+        self.weights = initial[self.lo:self.hi].copy()
+        self.grad = np.zeros_like(self.weights)
+        self.sgd = optim.SGD(self.weights, self.grad, config.lr, config.momentum)
+        self.workers = list(range(layout.servers, layout.servers + workers))
+        self.active = set(self.workers)
+        self.clock = dict.fromkeys(self.workers, 0)  # gradients received from each worker
+        self.pushes, self.budget, self.discarded = 0, budget, 0
+        self.held: list[tuple[int, tuple]] = []  # pulls waiting at the clock gate
+        self.in_round = 0  # BSP: gradients of the current round summed so far
+        self.reads: list[dict] = []
+        self.failed: list[dict] = []
+        self._turn = 0
+
+    def slowest(self) -> int:
+        return min(self.clock[w] for w in self.active)
+
+    def serve(self) -> None:
+        """Handle requests until every worker has been told to stop (or has left)."""
+        while self.active:
+            src, meta = self.next_request()
+            kind, keys = int(meta[0]), tuple(int(k) for k in meta[1:])
+            if kind == PULL:
+                self.held.append((src, keys))
+            elif kind == PUSH:
+                self.push(src, keys, self.comm.recv(src, DATA))
+            else:
+                self.leave(src)
+            self.answer_pulls()
+
+    def next_request(self) -> tuple[int, np.ndarray]:
+        """BSP: round robin. SSP/ASP: server 0 takes the earliest virtual arrival and tells
+        the other servers whose request that was; they follow the same order."""
+        if self.consistency == "bsp":
+            src = self.workers[self._turn % len(self.workers)]
+            while src not in self.active:
+                self._turn += 1
+                src = self.workers[self._turn % len(self.workers)]
+            self._turn += 1
+            return src, self.comm.recv(src, REQUEST)
+        if self.comm.rank > 0:
+            src = int(self.comm.recv(0, ORDER)[0])
+            return src, self.comm.recv(src, REQUEST)
+        src, meta = self.comm.recv_any(sorted(self.active), REQUEST)
+        for s in range(1, self.layout.servers):
+            self.comm.send(s, np.array([src], np.int64), ORDER, label="request order")
+        return src, meta
+
+    def push(self, src: int, keys: tuple, values: np.ndarray) -> None:
+        """BSP: sum g / W until all W gradients of the round are in, then one update.
+        SSP/ASP: one update per gradient, with g / W."""
+        self.clock[src] += 1
+        if self.pushes >= self.budget:
+            self.discarded += 1
+            return
+        self.pushes += 1
+        if self.consistency != "bsp" or self.in_round == 0:
+            self.grad[...] = 0
+        local = self.layout.parts(keys)[self.comm.rank][1]
+        self.grad[local] += values / len(self.workers)
+        self.comm.charge_reduction(values.nbytes, label="aggregate")
+        self.in_round += 1
+        if self.consistency != "bsp" or self.in_round == len(self.active):
+            self.sgd.step()
+            self.comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * self.weights.size, label="server update")
+            self.in_round = 0
+
+    def leave(self, src: int) -> None:
+        worker = src - self.layout.servers
+        if self.consistency == "bsp":
+            raise WorkerFailed(f"worker {worker} (rank {src}) failed at clock {self.clock[src]}; "
+                               f"BSP cannot continue: every round needs all workers' gradients")
+        self.active.discard(src)
+        self.failed.append({"worker": worker, "clock": self.clock[src], "time_s": self.comm.clock})
+
+    def answer_pulls(self) -> None:
+        """The gate: a pull at clock c is answered once c - slowest <= s (or to say stop)."""
+        waiting = []
+        for src, keys in self.held:
+            stop = self.pushes >= self.budget
+            c = self.clock[src]
+            if not stop and c - self.slowest() > self.staleness:
+                waiting.append((src, keys))
+                continue
+            local = self.layout.parts(keys)[self.comm.rank][1]
+            head = STOP if stop else c
+            if not stop:
+                self.reads.append({"worker": src - self.layout.servers, "clock": c,
+                                   "slowest": self.slowest(), "staleness": c - self.slowest(),
+                                   "time_s": self.comm.clock})
+                label = f"pull reply clock {c} slowest {self.slowest()}"
+            else:
+                label = "stop"
+                self.active.discard(src)
+            self.comm.send(src, np.concatenate([[head], self.weights[local]]).astype(self.weights.dtype),
+                           REPLY, label=label)
+        self.held = waiting
+
+    def save(self, directory) -> None:
+        """This server's key range, optimizer state and clocks (each server saves its own)."""
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"server{self.comm.rank}.npz")
+        state = {f"optimizer_{k}": v for k, v in self.sgd.state_dict().items()}
+        np.savez(f"{path}.tmp.npz", weights=self.weights, pushes=self.pushes,
+                 clocks=[self.clock[w] for w in self.workers], **state)
+        os.replace(f"{path}.tmp.npz", path)
+
+    def restore(self, directory) -> None:
+        with np.load(os.path.join(directory, f"server{self.comm.rank}.npz")) as ckpt:
+            if ckpt["weights"].shape != self.weights.shape or len(ckpt["clocks"]) != len(self.workers):
+                raise ValueError(f"checkpoint in {directory} is for another model, server group or worker count")
+            self.weights[...] = ckpt["weights"]
+            self.sgd.load_state_dict({k[len("optimizer_"):]: ckpt[k] for k in ckpt.files if k.startswith("optimizer_")})
+            self.pushes = int(ckpt["pushes"])
+            self.clock = dict(zip(self.workers, (int(c) for c in ckpt["clocks"])))
+
+
+def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "bsp", staleness: int = 0,
+               fail: tuple[int, int] | None = None, checkpoint=None, resume=None):
+    """Rank program: ranks below `servers` serve, the others train. The budget is
+    epochs * steps_per_epoch * W gradients, the work of `epochs` synchronous epochs."""
+    task, model = task_of(config), build_model(config)
+    layout = KeyLayout([p.size for p in model.param_slices()], servers)
+    workers = comm.size - servers
+    budget = config.epochs * steps_per_epoch(len(task.y_train), workers, config.batch_size) * workers
+    if comm.rank >= servers:
+        return _work(comm, config, task, model, layout, workers, fail)
+    server = KVServer(comm, layout, config, workers, consistency, staleness, budget, model.params)
+    if resume:
+        server.restore(resume)
+    server.serve()
+    if checkpoint:
+        server.save(checkpoint)
+    if comm.rank > 0:
+        comm.send(0, server.weights, GATHER, label="gather weights for evaluation")
+        return {}
+    for s in range(servers):
+        lo, hi = layout.bounds[s], layout.bounds[s + 1]
+        model.params[lo:hi] = server.weights if s == 0 else comm.recv(s, GATHER)
+    return {"params": model.params.copy(), "test_accuracy": accuracy(model, task.X_test, task.y_test),
+            "reads": server.reads, "failed": server.failed, "gradients_applied": server.pushes,
+            "gradients_discarded": server.discarded}
+
+
+def _work(comm, config, task, model, layout, workers, fail):
+    """A worker: pull the weights, compute a gradient on this clock's batch, push it."""
+    worker, n = comm.rank - layout.servers, len(task.y_train)
+    kv, keys = KVWorker(comm, layout, layout.servers), range(len(layout.offsets) - 1)
+    per_epoch = steps_per_epoch(n, workers, config.batch_size)
+    losses, curve, steps = [], [], 0
+    while True:
+        if fail is not None and fail == (worker, steps):
+            kv.leave()
+            break
+        pulled = kv.wait(kv.pull(keys))
+        if pulled is None:
+            break
+        clock, model.params[...] = pulled
+        if worker == 0 and clock % per_epoch == 0 and clock:
+            curve.append({"epoch": clock // per_epoch, "time_s": comm.clock,
+                          "test_accuracy": accuracy(model, task.X_test, task.y_test)})
+        idx = batch_indices(n, clock, worker, workers, config.batch_size, config.seed)
+        loss = gradient(comm, model, task.X_train[idx], task.y_train[idx])
+        losses.append({"rank": comm.rank, "step": clock, "time_s": comm.clock, "loss": loss})
+        kv.push(keys, model.grads)
+        steps += 1
+    return {"losses": losses, "accuracy_curve": curve, "steps": steps}

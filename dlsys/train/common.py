@@ -1,0 +1,124 @@
+"""What every training strategy shares: the task, the model, the data plan, one step.
+
+The data plan is PyTorch's DistributedSampler: epoch e shuffles the n training samples
+with the seed (seed, e); global step i takes the next P*b of them, and worker r takes the
+r-th b of those. So P workers with batch b see exactly the samples one process sees with
+batch P*b, which is why data-parallel SGD can reproduce single-process SGD.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .. import data, nn
+
+MODELS = ("mlp", "cnn")
+DATASETS = ("digits", "synthetic")
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The learning problem, the same for every strategy.
+
+    ``batch_size`` is per worker; ``lr`` is applied to the mean gradient of the global
+    batch (workers * batch_size samples), SGD with ``momentum``."""
+    model: str = "mlp"
+    hidden: tuple[int, ...] = (64, 64)
+    dataset: str = "digits"
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 0.1
+    momentum: float = 0.9
+    seed: int = 0
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        for name, choices in (("model", MODELS), ("dataset", DATASETS), ("dtype", DTYPES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        if self.model == "cnn" and self.dataset != "digits":
+            raise ValueError("model 'cnn' needs image data: use dataset 'digits'")
+        for name in ("epochs", "batch_size"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+        if not all(isinstance(h, int) and h >= 1 for h in self.hidden):
+            raise ValueError(f"hidden must list positive layer widths, got {self.hidden!r}")
+        if not self.lr > 0 or not 0 <= self.momentum < 1:
+            raise ValueError(f"need lr > 0 and momentum in [0, 1), got lr={self.lr!r}, momentum={self.momentum!r}")
+
+
+@dataclass(frozen=True)
+class Task:
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+
+
+@lru_cache(maxsize=8)
+def load_task(dataset: str = "digits", image: bool = False, seed: int = 0) -> Task:
+    """Stratified 75/25 split, pixels z-scored with the training set's statistics:
+    x <- (x - mean) / (std + 0.1) (the 0.1 keeps always-blank pixels finite)."""
+    if dataset == "digits":
+        X, y = data.load_digits("image" if image else "flat")
+    else:
+        X, y = data.synthetic_classification(2000, 64, 10, seed=seed)
+    X_train, X_test, y_train, y_test = data.train_test_split(X, y, 0.25, seed=seed)
+    mean, std = X_train.mean(axis=0), X_train.std(axis=0) + 0.1
+    return Task((X_train - mean) / std, y_train, (X_test - mean) / std, y_test)
+
+
+def task_of(config: TrainConfig) -> Task:
+    return load_task(config.dataset, config.model == "cnn", config.seed)
+
+
+def build_model(config: TrainConfig) -> nn.Sequential:
+    """The same initial weights on every rank that builds it (seeded by config.seed)."""
+    dtype = DTYPES[config.dtype]
+    if config.model == "cnn":
+        return nn.cnn(seed=config.seed, dtype=dtype)
+    return nn.mlp([64, *config.hidden, 10], seed=config.seed, dtype=dtype)
+
+
+def steps_per_epoch(n: int, workers: int, batch_size: int) -> int:
+    """Global steps in one epoch; the last incomplete global batch is dropped."""
+    steps = n // (workers * batch_size)
+    if steps < 1:
+        raise ValueError(f"workers * batch_size = {workers * batch_size} exceeds the {n} training samples")
+    return steps
+
+
+def batch_indices(n: int, step: int, rank: int, workers: int, batch_size: int, seed: int) -> np.ndarray:
+    """Worker `rank`'s samples at global step `step` (DistributedSampler-style, see above)."""
+    epoch, i = divmod(step, steps_per_epoch(n, workers, batch_size))
+    order = np.random.default_rng([seed, epoch]).permutation(n)
+    start = (i * workers + rank) * batch_size
+    return order[start:start + batch_size]
+
+
+def gradient(comm, model: nn.Sequential, X: np.ndarray, y: np.ndarray, on_grad_ready=None) -> float:
+    """Forward, loss, backward into model.grads; return the loss. Virtual time is charged,
+    not measured: forward FLOPs + 2x forward FLOPs for the backward pass."""
+    loss, dlogits = nn.softmax_cross_entropy(model.forward(X), y)
+    model.backward(dlogits, on_grad_ready)
+    comm.compute(flops=3 * sum(model.flops(len(X))), label="forward+backward")
+    return loss
+
+
+def accuracy(model: nn.Sequential, X: np.ndarray, y: np.ndarray) -> float:
+    """Fraction of samples whose arg-max logit is the label."""
+    return float(np.mean(model.forward(X).argmax(axis=1) == y))
+
+
+def summarize(result, strategy: str, config: TrainConfig, record: dict) -> dict:
+    """The tidy record every strategy returns: config, the program's record, and the
+    run's virtual time and bytes (summed over every message in the trace)."""
+    return {"strategy": strategy, **config.__dict__, **record,
+            "virtual_time_s": result.virtual_time_s,
+            "bytes_moved": int(sum(m.nbytes for m in result.trace.messages)),
+            "messages": len(result.trace.messages), "wall_time_s": result.wall_time_s,
+            "result": result}

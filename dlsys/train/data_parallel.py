@@ -1,0 +1,118 @@
+"""Decentralized data parallelism: every rank holds the whole model and reduces with peers.
+
+The programming model is Horovod's (Sergeev & Del Balso 2018): write single-process
+training code, then (1) broadcast the initial weights from rank 0, (2) wrap the optimizer
+in a ``DistributedOptimizer`` that all-reduces the gradients, (3) checkpoint on rank 0 only.
+Because ``model.grads`` is one contiguous buffer, one all-reduce syncs every layer.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import collectives, optim
+from .common import TrainConfig, accuracy, batch_indices, build_model, gradient, steps_per_epoch, task_of
+
+
+class DistributedOptimizer:
+    """Horovod's ``hvd.DistributedOptimizer``: before each update, average the gradients of
+    all P ranks with one all-reduce of the flat buffer, g <- (1/P) sum_r g_r, then apply the
+    wrapped optimizer. Every rank applies the same update to the same weights, so the copies
+    stay identical without ever sending weights."""
+
+    def __init__(self, optimizer: optim.Optimizer, comm, algorithm: str = "ring"):
+        collectives.check_algorithm("allreduce", algorithm)
+        self.optimizer, self.comm, self.algorithm = optimizer, comm, algorithm
+
+    def step(self) -> None:
+        grads = self.optimizer.grads
+        grads[...] = collectives.allreduce(self.comm, grads, op="mean", algorithm=self.algorithm)
+        self.optimizer.step()
+
+
+def broadcast_parameters(comm, params: np.ndarray, root: int = 0) -> None:
+    """``hvd.broadcast_parameters``: every rank starts from the root's weights (in place)."""
+    params[...] = collectives.broadcast(comm, params, root)
+
+
+def save_checkpoint(path, params: np.ndarray, optimizer: optim.Optimizer, step: int) -> None:
+    """Weights, optimizer state and the global step in one .npz, written atomically."""
+    tmp = f"{path}.tmp.npz"
+    state = optimizer.state_dict()
+    np.savez(tmp, params=params, step=step, **{f"optimizer_{k}": v for k, v in state.items()})
+    os.replace(tmp, path)
+
+
+def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimizer) -> int:
+    """Rank 0 reads the checkpoint and broadcasts weights, optimizer state and step
+    (``hvd.broadcast_parameters`` + ``broadcast_optimizer_state``); returns the step."""
+    if comm.rank == 0:
+        with np.load(path) as ckpt:
+            params[...] = ckpt["params"]
+            optimizer.load_state_dict({k[len("optimizer_"):]: ckpt[k] for k in ckpt.files if k.startswith("optimizer_")})
+            step = int(ckpt["step"])
+    else:
+        step = 0
+    broadcast_parameters(comm, params)
+    for name in optimizer.state_names:
+        getattr(optimizer, name)[...] = collectives.broadcast(comm, getattr(optimizer, name))
+    step, optimizer.steps = (int(v) for v in collectives.broadcast(comm, np.array([step, optimizer.steps])))
+    return step
+
+
+def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None):
+    """Synchronous data-parallel SGD: W(t+1) = W(t) - lr * (1/P) sum_r grad_r(t).
+
+    Checkpoints (if ``checkpoint`` is a path) after every epoch on rank 0 only; ``resume``
+    restarts from such a file and continues bit-identically."""
+    task, model = task_of(config), build_model(config)
+    sgd = optim.SGD(model.params, model.grads, config.lr, config.momentum)
+    opt = DistributedOptimizer(sgd, comm, algorithm)
+    start = restore_checkpoint(comm, resume, model.params, sgd) if resume else 0
+    if not resume:
+        broadcast_parameters(comm, model.params)
+    n = len(task.y_train)
+    per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
+    losses, curve = [], []
+    for step in range(start, config.epochs * per_epoch):
+        idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
+        losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
+        opt.step()
+        if comm.rank == 0 and (step + 1) % per_epoch == 0:
+            curve.append(((step + 1) // per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
+            if checkpoint:
+                save_checkpoint(checkpoint, model.params, sgd, step + 1)
+    return _rank_record(comm, model, task, losses, curve)
+
+
+def local_sgd_program(comm, config: TrainConfig, period: int = 4):
+    """Local SGD / periodic model averaging (Zinkevich et al. 2010; Stich 2019; Lin et al.
+    2020): every worker takes ``period`` SGD steps on its own batches, then all average
+    their weights, w <- (1/P) sum_r w_r: one all-reduce every ``period`` steps instead of
+    every step. With period 1 (and any momentum) it is synchronous SGD again."""
+    task, model = task_of(config), build_model(config)
+    sgd = optim.SGD(model.params, model.grads, config.lr, config.momentum)
+    broadcast_parameters(comm, model.params)
+    n = len(task.y_train)
+    per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
+    total, losses, curve = config.epochs * per_epoch, [], []
+    for step in range(total):
+        idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
+        losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
+        sgd.step()
+        if (step + 1) % period == 0 or step + 1 == total:
+            model.params[...] = collectives.allreduce(comm, model.params, op="mean")
+        if comm.rank == 0 and (step + 1) % per_epoch == 0:
+            curve.append(((step + 1) // per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
+    return _rank_record(comm, model, task, losses, curve)
+
+
+def _rank_record(comm, model, task, losses, curve) -> dict:
+    """Every rank reports its losses; rank 0 also the weights and test accuracy."""
+    record = {"losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": loss} for s, t, loss in losses]}
+    if comm.rank == 0:
+        record.update(params=model.params.copy(), test_accuracy=accuracy(model, task.X_test, task.y_test),
+                      accuracy_curve=[{"epoch": e, "time_s": t, "test_accuracy": a} for e, t, a in curve])
+    return record
