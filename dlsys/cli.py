@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("presets", help="list link and node presets with their numbers and sources")
     pre.add_argument("--json", action="store_true")
     pre.set_defaults(func=cmd_presets)
+
+    from .cli_train import add_commands as add_train_commands
+    add_train_commands(sub)
     return parser
 
 

@@ -39,7 +39,8 @@ import os
 import numpy as np
 
 from . import optim
-from .train.common import TrainConfig, accuracy, batch_indices, build_model, gradient, steps_per_epoch, task_of
+from .train.common import (TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
+                           steps_per_epoch, task_of)
 
 CONSISTENCY = ("bsp", "ssp", "asp")
 PULL, PUSH, LEAVE = 0, 1, 2
@@ -146,18 +147,21 @@ class KVServer:
     def slowest(self) -> int:
         return min(self.clock[w] for w in self.active)
 
-    def serve(self) -> None:
+    def serve(self, progress: bool = False) -> None:
         """Handle requests until every worker has been told to stop (or has left)."""
+        bar = progress_bar(self.budget - self.pushes, progress and self.comm.rank == 0,
+                           f"parameter server ({self.consistency})")
         while self.active:
             src, meta = self.next_request()
             kind, keys = int(meta[0]), tuple(int(k) for k in meta[1:])
             if kind == PULL:
                 self.held.append((src, keys))
             elif kind == PUSH:
-                self.push(src, keys, self.comm.recv(src, DATA))
+                bar.update(self.push(src, keys, self.comm.recv(src, DATA)))
             else:
                 self.leave(src)
             self.answer_pulls()
+        bar.close()
 
     def next_request(self) -> tuple[int, np.ndarray]:
         """BSP: round robin. SSP/ASP: server 0 takes the earliest virtual arrival and tells
@@ -177,13 +181,13 @@ class KVServer:
             self.comm.send(s, np.array([src], np.int64), ORDER, label="request order")
         return src, meta
 
-    def push(self, src: int, keys: tuple, values: np.ndarray) -> None:
+    def push(self, src: int, keys: tuple, values: np.ndarray) -> bool:
         """BSP: sum g / W until all W gradients of the round are in, then one update.
-        SSP/ASP: one update per gradient, with g / W."""
+        SSP/ASP: one update per gradient, with g / W. False if over budget (discarded)."""
         self.clock[src] += 1
         if self.pushes >= self.budget:
             self.discarded += 1
-            return
+            return False
         self.pushes += 1
         if self.consistency != "bsp" or self.in_round == 0:
             self.grad[...] = 0
@@ -195,6 +199,7 @@ class KVServer:
             self.sgd.step()
             self.comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * self.weights.size, label="server update")
             self.in_round = 0
+        return True
 
     def leave(self, src: int) -> None:
         worker = src - self.layout.servers
@@ -247,7 +252,7 @@ class KVServer:
 
 
 def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "bsp", staleness: int = 0,
-               fail: tuple[int, int] | None = None, checkpoint=None, resume=None):
+               fail: tuple[int, int] | None = None, checkpoint=None, resume=None, progress: bool = False):
     """Rank program: ranks below `servers` serve, the others train. The budget is
     epochs * steps_per_epoch * W gradients, the work of `epochs` synchronous epochs."""
     task, model = task_of(config), build_model(config)
@@ -259,7 +264,7 @@ def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "
     server = KVServer(comm, layout, config, workers, consistency, staleness, budget, model.params)
     if resume:
         server.restore(resume)
-    server.serve()
+    server.serve(progress)
     if checkpoint:
         server.save(checkpoint)
     if comm.rank > 0:
@@ -286,7 +291,8 @@ def _work(comm, config, task, model, layout, workers, fail):
         pulled = kv.wait(kv.pull(keys))
         if pulled is None:
             break
-        clock, model.params[...] = pulled
+        clock, weights = pulled
+        model.params[...] = weights
         if worker == 0 and clock % per_epoch == 0 and clock:
             curve.append({"epoch": clock // per_epoch, "time_s": comm.clock,
                           "test_accuracy": accuracy(model, task.X_test, task.y_test)})

@@ -36,7 +36,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
           backend: str = "threads", link="tcp-10gbe", node="laptop-cpu",
           straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
           micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
-          checkpoint=None, resume=None, timeout_s: float = 600.0) -> dict:
+          checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0) -> dict:
     """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
 
     ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
@@ -44,6 +44,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
     crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
     a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
+    ``progress`` shows a progress bar on a terminal.
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
     LaunchResult under "result".
@@ -83,7 +84,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
         kwargs = {"servers": servers, "consistency": strategy[3:], "staleness": staleness, "fail": fail,
                   "checkpoint": checkpoint, "resume": resume}
     result = launch(program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
-                    args=(config,), kwargs=kwargs, timeout_s=timeout_s)
+                    args=(config,), kwargs={**kwargs, "progress": progress}, timeout_s=timeout_s)
     values = result.values
     record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
     record["workers"] = workers

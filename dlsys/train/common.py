@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from tqdm import tqdm
 
 from .. import data, nn
 
@@ -112,6 +113,11 @@ def gradient(comm, model: nn.Sequential, X: np.ndarray, y: np.ndarray, on_grad_r
 def accuracy(model: nn.Sequential, X: np.ndarray, y: np.ndarray) -> float:
     """Fraction of samples whose arg-max logit is the label."""
     return float(np.mean(model.forward(X).argmax(axis=1) == y))
+
+
+def progress_bar(total: int, enabled: bool, desc: str) -> tqdm:
+    """A progress bar on stderr for the one rank that reports (shown only on a terminal)."""
+    return tqdm(total=total, desc=desc, unit="step", leave=False, disable=None if enabled else True)
 
 
 def summarize(result, strategy: str, config: TrainConfig, record: dict) -> dict:

@@ -13,7 +13,8 @@ import os
 import numpy as np
 
 from .. import collectives, optim
-from .common import TrainConfig, accuracy, batch_indices, build_model, gradient, steps_per_epoch, task_of
+from .common import (TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
+                     steps_per_epoch, task_of)
 
 
 class DistributedOptimizer:
@@ -62,7 +63,8 @@ def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimize
     return step
 
 
-def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None):
+def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None,
+                      progress: bool = False):
     """Synchronous data-parallel SGD: W(t+1) = W(t) - lr * (1/P) sum_r grad_r(t).
 
     Checkpoints (if ``checkpoint`` is a path) after every epoch on rank 0 only; ``resume``
@@ -76,7 +78,9 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     n = len(task.y_train)
     per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
     losses, curve = [], []
+    bar = progress_bar(config.epochs * per_epoch - start, progress and comm.rank == 0, "allreduce")
     for step in range(start, config.epochs * per_epoch):
+        bar.update()
         idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
         losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
         opt.step()
@@ -84,10 +88,11 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
             curve.append(((step + 1) // per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
             if checkpoint:
                 save_checkpoint(checkpoint, model.params, sgd, step + 1)
+    bar.close()
     return _rank_record(comm, model, task, losses, curve)
 
 
-def local_sgd_program(comm, config: TrainConfig, period: int = 4):
+def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False):
     """Local SGD / periodic model averaging (Zinkevich et al. 2010; Stich 2019; Lin et al.
     2020): every worker takes ``period`` SGD steps on its own batches, then all average
     their weights, w <- (1/P) sum_r w_r: one all-reduce every ``period`` steps instead of
@@ -98,7 +103,9 @@ def local_sgd_program(comm, config: TrainConfig, period: int = 4):
     n = len(task.y_train)
     per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
     total, losses, curve = config.epochs * per_epoch, [], []
+    bar = progress_bar(total, progress and comm.rank == 0, f"local SGD (period {period})")
     for step in range(total):
+        bar.update()
         idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
         losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
         sgd.step()
@@ -106,6 +113,7 @@ def local_sgd_program(comm, config: TrainConfig, period: int = 4):
             model.params[...] = collectives.allreduce(comm, model.params, op="mean")
         if comm.rank == 0 and (step + 1) % per_epoch == 0:
             curve.append(((step + 1) // per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
+    bar.close()
     return _rank_record(comm, model, task, losses, curve)
 
 

@@ -15,7 +15,7 @@ import copy
 import numpy as np
 
 from .. import nn, optim
-from .common import TrainConfig, accuracy, batch_indices, build_model, steps_per_epoch, task_of
+from .common import TrainConfig, accuracy, batch_indices, build_model, progress_bar, steps_per_epoch, task_of
 
 FORWARD, BACKWARD, GATHER = 11, 12, 13
 
@@ -40,7 +40,7 @@ def bubble_fraction(stages: int, micro_batches: int) -> float:
     return (stages - 1) / (micro_batches + stages - 1)
 
 
-def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4):
+def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress: bool = False):
     """One pipeline stage per rank. Rank 0 finally gathers every stage's weights to report
     the test accuracy (that last gather is the only time weights travel)."""
     task, model = task_of(config), build_model(config)
@@ -52,8 +52,10 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4):
     summed = np.zeros(hi - lo, model.params.dtype)
     flops = lambda batch: sum(model.flops(batch)[start:stop])  # noqa: E731 - this stage's share
     n, global_batch = len(task.y_train), comm.size * config.batch_size
-    losses = []
-    for step in range(config.epochs * steps_per_epoch(n, 1, global_batch)):
+    losses, total = [], config.epochs * steps_per_epoch(n, 1, global_batch)
+    bar = progress_bar(total, progress and s == 0, f"pipeline ({micro_batches} micro-batches)")
+    for step in range(total):
+        bar.update()
         idx = batch_indices(n, step, 0, 1, global_batch, config.seed)
         micro = np.array_split(idx, micro_batches)
         # each in-flight micro-batch keeps its own activations: a shallow copy of the
@@ -84,6 +86,7 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4):
         sgd.step()
         if s == last:
             losses.append({"rank": s, "step": step, "time_s": comm.clock, "loss": loss})
+    bar.close()
     if s > 0:
         comm.send(0, model.params[lo:hi], GATHER, label="gather weights for evaluation")
         return {"losses": losses, "layers": (start, stop)}

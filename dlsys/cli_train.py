@@ -1,0 +1,125 @@
+"""``dlsys train``: train a real model under one distributed strategy, in virtual time.
+
+    dlsys train --model mlp --dataset digits --workers 4 --strategy ps-ssp --staleness 2 \\
+                --straggler 3:4 --epochs 10 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .comm import BACKENDS, RankFailed
+from .net import LINK_PRESETS, NODE_PRESETS
+from .train import STRATEGIES, TrainConfig, train
+from .train.common import DATASETS, MODELS
+
+HISTOGRAM_WIDTH = 40  # characters of the longest bar
+
+
+def _pair(kind: type, names: str):
+    """argparse type for 'A:B', e.g. --straggler 3:4 -> (3, 4.0)."""
+    def parse(text: str):
+        try:
+            a, b = text.split(":")
+            return int(a), kind(b)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {names}, got {text!r}") from None
+    return parse
+
+
+def add_commands(subparsers) -> None:
+    """Register ``train`` on the ``dlsys`` argparse subparsers."""
+    p = subparsers.add_parser("train", help="train a numpy model with a distributed strategy (virtual time)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strategy", default="allreduce", choices=STRATEGIES)
+    p.add_argument("--model", default="mlp", choices=MODELS)
+    p.add_argument("--hidden", type=int, nargs="+", default=[64, 64], help="MLP hidden widths (default 64 64)")
+    p.add_argument("--dataset", default="digits", choices=DATASETS)
+    p.add_argument("--workers", type=int, default=4, help="workers (pipeline stages for model-parallel); default 4")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=32, help="samples per worker per step (default 32)")
+    p.add_argument("--lr", type=float, default=0.1, help="learning rate for the global batch (default 0.1)")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--staleness", type=int, default=2, help="SSP bound s in clocks (ps-ssp; default 2)")
+    p.add_argument("--straggler", type=_pair(float, "WORKER:FACTOR"), metavar="WORKER:FACTOR",
+                   help="make worker WORKER (0-based) FACTOR times slower, e.g. 3:4")
+    p.add_argument("--period", type=int, default=4, help="local-sgd: average the weights every K steps (default 4)")
+    p.add_argument("--micro-batches", type=int, default=4, help="model-parallel: GPipe micro-batches (default 4)")
+    p.add_argument("--servers", type=int, default=1, help="parameter servers, extra ranks (default 1)")
+    p.add_argument("--fail", type=_pair(int, "WORKER:STEP"), metavar="WORKER:STEP",
+                   help="ps-*: worker WORKER crashes after STEP gradients")
+    p.add_argument("--checkpoint", metavar="PATH", help="allreduce: .npz file (rank 0); ps-*: directory")
+    p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
+    p.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
+    p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
+    p.add_argument("--backend", default="threads", choices=list(BACKENDS))
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_train)
+
+
+def histogram_lines(histogram: dict) -> list[str]:
+    """One text bar per staleness value; long tails are bucketed into 10 ranges."""
+    keys = sorted(histogram)
+    if len(keys) > 10:
+        width = -(-(keys[-1] + 1) // 10)
+        buckets: dict = {}
+        for k in keys:
+            lo = k // width * width
+            buckets[f"{lo}-{lo + width - 1}"] = buckets.get(f"{lo}-{lo + width - 1}", 0) + histogram[k]
+    else:
+        buckets = {str(k): histogram[k] for k in keys}
+    top = max(buckets.values(), default=1)
+    return [f"{k:>8} clocks  {'#' * max(1, round(HISTOGRAM_WIDTH * v / top))} {v}" for k, v in buckets.items()]
+
+
+def cmd_train(args) -> int:
+    config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
+                         args.lr, args.momentum, args.seed, args.dtype)
+    try:
+        record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
+                       node=args.node, straggler=args.straggler, staleness=args.staleness,
+                       period=args.period, micro_batches=args.micro_batches, servers=args.servers,
+                       fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
+                       progress=not args.json)
+    except RankFailed as exc:
+        print(f"dlsys train: the run failed: rank {exc.rank}: {exc.summary}", file=sys.stderr)
+        return 1
+    result = record.pop("result")
+    if args.trace:
+        result.trace.save_chrome(args.trace)
+    steps: dict = {}
+    for row in record["losses"]:
+        steps[row["rank"]] = steps.get(row["rank"], 0) + 1
+    summary = {k: v for k, v in record.items() if k not in ("params", "losses", "reads")}
+    summary["steps_per_rank"] = steps
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    rows = [
+        ("strategy", f"{args.strategy} on {args.workers} workers"
+                     + (f" + {args.servers} server(s)" if args.strategy.startswith("ps-") else "")),
+        ("model", f"{args.model} {config.hidden if args.model == 'mlp' else ''} on {args.dataset}, "
+                  f"{args.epochs} epochs, batch {args.batch_size} per worker"),
+        ("test accuracy", f"{record['test_accuracy']:.2%}"),
+        ("virtual time", f"{record['virtual_time_s'] * 1e3:.3f} ms ({args.link}, {args.node})"),
+        ("bytes moved", f"{record['bytes_moved'] / 1e6:.3f} MB in {record['messages']} messages"),
+        ("steps per rank", ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items()))),
+        ("max staleness", f"{record['max_staleness']} clocks"),
+        ("wall time here", f"{record['wall_time_s']:.2f} s ({args.backend} backend)"),
+    ]
+    if record.get("failed"):
+        rows.append(("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"])))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print("staleness histogram (reads per staleness)")
+    for line in histogram_lines(record["staleness_histogram"]):
+        print(line)
+    if args.trace:
+        print(f"trace: {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
