@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .cli_train import add_commands as add_train_commands
     add_train_commands(sub)
+    from .exercises.cli import add_commands as add_exercise_commands
+    add_exercise_commands(sub)
     return parser
 
 

@@ -10,9 +10,9 @@ from .release import release
 
 
 def cmd_list(args) -> int:
-    print(f"{'exercise':<22} {'points':>6}  {'file':<30} lesson")
+    print(f"{'exercise':<22} {'points':>6}  {'file':<30} {'lesson':<36} task")
     for e in EXERCISES:
-        print(f"{e.id:<22} {e.points:>6}  {e.file:<30} {e.lesson}")
+        print(f"{e.id:<22} {e.points:>6}  {e.file:<30} {e.lesson:<36} {e.title}")
     print(f"{'total':<22} {sum(e.points for e in EXERCISES):>6}")
     return 0
 

@@ -30,9 +30,10 @@ from .testing import STUDENT_DIR_ENV
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
 MAX_OUTPUT_CHARS = 4000
-_KILL_GRACE_S = 5.0  # pytest-timeout reports first (with stacks); the kill is the backstop
+_KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
-_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1"}
 _PASSED = re.compile(r"^1 passed in ", re.MULTILINE)
 _PYTEST_ARGS = ["-p", "pytest_timeout", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]
 
@@ -59,8 +60,12 @@ def collect(exercises: list[Exercise]) -> list[tuple[Exercise, str]]:
     return [(by_file[node.split("::")[0]], node) for node in ids]
 
 
-def _tail(text: str) -> str:
-    return text if len(text) <= MAX_OUTPUT_CHARS else "...\n" + text[-MAX_OUTPUT_CHARS:]
+def _clip(text: str) -> str:
+    """At most MAX_OUTPUT_CHARS: the head (a timeout dumps the ranks' stacks first) and the tail."""
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    head = MAX_OUTPUT_CHARS * 2 // 5
+    return f"{text[:head]}\n[... {len(text) - MAX_OUTPUT_CHARS} characters left out ...]\n{text[head - MAX_OUTPUT_CHARS:]}"
 
 
 def run_one(node: str, student_dir: Path | None, timeout_s: float, memory_bytes: int) -> tuple[bool, str, float]:
@@ -69,7 +74,7 @@ def run_one(node: str, student_dir: Path | None, timeout_s: float, memory_bytes:
     if student_dir is not None:
         env[STUDENT_DIR_ENV] = str(student_dir)
     cmd = [sys.executable, "-m", "dlsys.exercises.sandbox", str(memory_bytes), *_PYTEST_ARGS,
-           f"--timeout={timeout_s:g}", node]
+           f"--timeout={timeout_s:g}", "--timeout-method=thread", node]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
@@ -81,7 +86,7 @@ def run_one(node: str, student_dir: Path | None, timeout_s: float, memory_bytes:
         output, _ = proc.communicate()
         verdict = f"\ntimed out after {timeout_s:g} s (an infinite loop or a deadlock?): killed"
     passed = proc.returncode == 0 and _PASSED.search(output) is not None
-    return passed, _tail(output + verdict), time.perf_counter() - start
+    return passed, _clip(output + verdict), time.perf_counter() - start
 
 
 def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
