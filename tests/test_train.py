@@ -1,0 +1,122 @@
+"""Data-parallel (all-reduce, local SGD) and model-parallel training: equivalences with
+single-process SGD, accuracy on digits, checkpoints, communication volume, bad input."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import dlsys
+from dlsys import optim
+from dlsys.train import (STRATEGIES, DistributedOptimizer, TrainConfig, broadcast_parameters, build_model,
+                         split_stages, train)
+
+F64 = TrainConfig(epochs=2, batch_size=8, dtype="float64")
+
+
+def close(a, b, rtol=1e-6):
+    return np.max(np.abs(a - b)) <= rtol * np.max(np.abs(b))
+
+
+def single_process(config: TrainConfig, workers: int) -> np.ndarray:
+    """The reference: one process, batch workers * b."""
+    return train("allreduce", replace(config, batch_size=workers * config.batch_size), 1)["params"]
+
+
+def test_allreduce_p_workers_equal_one_process_with_p_times_the_batch():
+    got = train("allreduce", F64, 4)["params"]
+    assert close(got, single_process(F64, 4))
+    assert not np.array_equal(got, build_model(F64).params)  # it did train
+
+
+def test_model_parallel_pipeline_equals_one_process():
+    got = train("model-parallel", F64, 4, micro_batches=3)["params"]
+    assert close(got, single_process(F64, 4))
+
+
+def test_local_sgd_with_period_1_is_synchronous_sgd():
+    assert close(train("local-sgd", F64, 4, period=1)["params"], train("allreduce", F64, 4)["params"])
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_reaches_95_percent_on_digits_with_4_workers(strategy):
+    record = train(strategy, TrainConfig(epochs=10), 4)
+    assert record["test_accuracy"] >= 0.95, record["test_accuracy"]
+    assert record["virtual_time_s"] > 0 and record["bytes_moved"] > 0
+
+
+def test_communicating_less_often_moves_fewer_bytes_in_less_time():
+    config = TrainConfig(epochs=2)
+    every_step = train("allreduce", config, 4)
+    local = train("local-sgd", config, 4, period=4)
+    bigger_batch = train("allreduce", replace(config, batch_size=128), 4)
+    assert local["bytes_moved"] < every_step["bytes_moved"] / 3
+    assert local["virtual_time_s"] < every_step["virtual_time_s"]
+    assert bigger_batch["bytes_moved"] < every_step["bytes_moved"] / 3
+    assert bigger_batch["virtual_time_s"] < every_step["virtual_time_s"]
+
+
+def test_checkpoint_and_resume_are_bit_identical(tmp_path):
+    config = TrainConfig(epochs=3)
+    straight = train("allreduce", config, 4)["params"]
+    path = tmp_path / "ckpt.npz"
+    train("allreduce", replace(config, epochs=1), 4, checkpoint=path)
+    with np.load(path) as ckpt:
+        assert int(ckpt["step"]) == 10  # 1347 samples // (4 * 32) steps per epoch
+    resumed = train("allreduce", config, 4, resume=path)["params"]
+    assert np.array_equal(resumed, straight)
+
+
+def test_horovod_programming_model_keeps_every_copy_identical():
+    """A user program: broadcast rank 0's weights, wrap SGD, train on rank-local data."""
+    def program(comm):
+        model = build_model(replace(F64, seed=comm.rank))  # different initial weights per rank
+        broadcast_parameters(comm, model.params)
+        opt = DistributedOptimizer(optim.SGD(model.params, model.grads, lr=0.1), comm)
+        for _ in range(3):
+            model.grads[...] = comm.rng.standard_normal(model.grads.size)
+            opt.step()
+        return model.params
+
+    values = dlsys.launch(program, 3, "threads").values
+    assert all(np.array_equal(v, values[0]) for v in values)
+
+
+def test_pipeline_stages_balance_flops_and_report_the_bubble():
+    model = build_model(TrainConfig())
+    assert split_stages(model, 4) == [(0, 1), (1, 3), (3, 4), (4, 5)]
+    record = train("model-parallel", TrainConfig(epochs=1), 4, micro_batches=4)
+    assert record["bubble_fraction"] == pytest.approx(3 / 7)
+    assert all(m.label.startswith(("activation", "gather")) for m in record["result"].trace.messages)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"strategy": "gossip"}, "strategy must be one of"),
+    ({"workers": 0}, "workers must be"),
+    ({"workers": 100}, "exceeds the 1347 training samples"),
+    ({"strategy": "model-parallel", "workers": 6}, "stages <= layers"),
+    ({"straggler": (4, 2.0)}, "straggler worker"),
+    ({"strategy": "allreduce", "fail": (0, 1)}, "parameter-server"),
+    ({"strategy": "local-sgd", "period": 0}, "period must be"),
+])
+def test_bad_input_is_rejected_before_any_rank_starts(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        train(**{"config": TrainConfig(epochs=1), **kwargs})
+
+
+def test_bad_config_names_the_argument():
+    with pytest.raises(ValueError, match="model must be one of"):
+        TrainConfig(model="resnet")
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainConfig(batch_size=0)
+
+
+def test_cli_train_json(capsys):
+    from dlsys.cli import main
+    assert main(["train", "--strategy", "local-sgd", "--epochs", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"test_accuracy", "virtual_time_s", "bytes_moved", "max_staleness"} <= out.keys()
+    assert main(["train", "--strategy", "ps-asp", "--epochs", "1", "--straggler", "3:4"]) == 0
+    text = capsys.readouterr().out
+    assert "test accuracy" in text and "staleness histogram" in text and " ms " in text and " MB " in text
