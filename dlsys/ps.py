@@ -83,8 +83,8 @@ class KVWorker:
     ``wait`` on a push returns at once); a pull's ``wait`` returns (clock, values), or
     None once the servers say training is over."""
 
-    def __init__(self, comm, layout: KeyLayout, servers: int):
-        self.comm, self.layout, self.servers = comm, layout, servers
+    def __init__(self, comm, layout: KeyLayout):
+        self.comm, self.layout, self.servers = comm, layout, layout.servers
         self._pulls: dict[int, tuple] = {}
         self._ts = 0
 
@@ -128,6 +128,8 @@ class KVServer:
 
     def __init__(self, comm, layout: KeyLayout, config: TrainConfig, workers: int, consistency: str,
                  staleness: int, budget: int, initial: np.ndarray):
+        if consistency not in CONSISTENCY:
+            raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY)}, got {consistency!r}")
         self.comm, self.layout, self.consistency = comm, layout, consistency
         self.staleness = {"bsp": 0, "ssp": staleness, "asp": math.inf}[consistency]
         self.lo, self.hi = layout.bounds[comm.rank], layout.bounds[comm.rank + 1]
@@ -210,26 +212,22 @@ class KVServer:
         self.failed.append({"worker": worker, "clock": self.clock[src], "time_s": self.comm.clock})
 
     def answer_pulls(self) -> None:
-        """The gate: a pull at clock c is answered once c - slowest <= s (or to say stop)."""
+        """The gate: a pull at clock c is answered once c - slowest <= s; once the budget is
+        spent, every pull is answered with STOP."""
         waiting = []
         for src, keys in self.held:
-            stop = self.pushes >= self.budget
             c = self.clock[src]
-            if not stop and c - self.slowest() > self.staleness:
-                waiting.append((src, keys))
-                continue
-            local = self.layout.parts(keys)[self.comm.rank][1]
-            head = STOP if stop else c
-            if not stop:
-                self.reads.append({"worker": src - self.layout.servers, "clock": c,
-                                   "slowest": self.slowest(), "staleness": c - self.slowest(),
-                                   "time_s": self.comm.clock})
-                label = f"pull reply clock {c} slowest {self.slowest()}"
-            else:
-                label = "stop"
+            if self.pushes >= self.budget:
                 self.active.discard(src)
-            self.comm.send(src, np.concatenate([[head], self.weights[local]]).astype(self.weights.dtype),
-                           REPLY, label=label)
+                self.comm.send(src, np.array([STOP], self.weights.dtype), REPLY, label="stop")
+            elif c - self.slowest() <= self.staleness:
+                self.reads.append({"worker": src - self.layout.servers, "clock": c, "slowest": self.slowest(),
+                                   "staleness": c - self.slowest(), "time_s": self.comm.clock})
+                local = self.layout.parts(keys)[self.comm.rank][1]
+                self.comm.send(src, np.concatenate([[c], self.weights[local]]).astype(self.weights.dtype),
+                               REPLY, label=f"pull reply clock {c} slowest {self.slowest()}")
+            else:
+                waiting.append((src, keys))
         self.held = waiting
 
     def save(self, directory) -> None:
@@ -281,7 +279,7 @@ def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "
 def _work(comm, config, task, model, layout, workers, fail):
     """A worker: pull the weights, compute a gradient on this clock's batch, push it."""
     worker, n = comm.rank - layout.servers, len(task.y_train)
-    kv, keys = KVWorker(comm, layout, layout.servers), range(len(layout.offsets) - 1)
+    kv, keys = KVWorker(comm, layout), range(len(layout.offsets) - 1)
     per_epoch = steps_per_epoch(n, workers, config.batch_size)
     losses, curve, steps = [], [], 0
     while True:

@@ -40,7 +40,7 @@ def test_push_and_pull_of_a_key_subset_through_two_servers():
                               budget=2, initial=model.params)
             server.serve()
             return server.weights
-        kv = KVWorker(comm, layout, servers=2)
+        kv = KVWorker(comm, layout)
         kv.push((1,), np.ones(sizes[1]))
         clock, values = kv.wait(kv.pull((1, 0)))
         kv.push((0,), np.zeros(sizes[0]))
