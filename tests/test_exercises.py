@@ -1,0 +1,167 @@
+"""Proof that grading grades: stubs score 0, the reference scores full, plausible wrong
+solutions get partial credit, and a hung, deadlocked or greedy submission costs only the
+tests it breaks. The graded tests themselves are in tests/exercises/."""
+
+import argparse
+import json
+
+import pytest
+
+from dlsys.exercises import EXERCISES, REPO_ROOT, get
+from dlsys.exercises.cli import add_commands
+from dlsys.exercises.grading import gradescope_results, grade, score_table
+from dlsys.exercises.release import find_regions, release, replace_regions, student_source
+from dlsys.exercises.testing import use_student_files
+
+# A ring all-reduce that forwards whole buffers: right values, p/2 times the bytes, (p-1)(alpha + n beta).
+WHOLE_BUFFERS = """\
+        acc, passing = x.copy(), x
+        for step in range(p - 1):
+            comm.send((comm.rank + 1) % p, passing, TAG, f"allreduce step {step}")
+            passing = _recv(comm, (comm.rank - 1) % p, x, "")
+            acc = _combine(comm, acc, passing, op)
+        result = acc
+"""
+
+# A ring reduce-scatter with the all-gather's chunk indices: one block off.
+OFF_BY_ONE = """\
+    p, r = comm.size, comm.rank
+    for step in range(p - 1):
+        send_i, recv_i = (r - step) % p, (r - step - 1) % p
+        comm.send((r + 1) % p, blocks[send_i], TAG, f"reduce-scatter step {step} block {send_i}")
+        incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
+        blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op)
+    return blocks[r]
+"""
+
+# A token ring that loops forever on 4 ranks, allocates 2 GiB on 3 and deadlocks on 6.
+MISBEHAVING_TOKEN_RING = """\
+    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    if comm.size == 4:
+        while True:
+            pass
+    if comm.size == 3:
+        np.ones(1 << 28)
+    if comm.size == 6:
+        comm.recv(left)
+    if comm.rank == 0:
+        comm.send(right, token + 1)
+        return comm.recv(left)
+    received = comm.recv(left)
+    comm.send(right, received + 1)
+    return received
+"""
+
+
+def submission(tmp_path, bodies: dict, exercises=EXERCISES):
+    """A student directory holding the reference files of ``exercises``, with the regions of
+    the exercises in ``bodies`` replaced by those bodies."""
+    for e in exercises:
+        source = (REPO_ROOT / e.file).read_text()
+        (tmp_path / e.student_file).write_text(replace_regions(source, lambda r: bodies.get(r.exercise, r.body)))
+    return tmp_path
+
+
+def by_exercise(results):
+    return {e: [r for r in results if r.exercise == e] for e in dict.fromkeys(r.exercise for r in results)}
+
+
+def test_every_exercise_has_regions_and_tests():
+    for e in EXERCISES:
+        assert e.id in {r.exercise for r in find_regions((REPO_ROOT / e.file).read_text(), e.file)}
+        assert (REPO_ROOT / e.tests).is_file() and (REPO_ROOT / e.lesson).is_file()
+
+
+@pytest.mark.parametrize("source, error", [
+    ("# BEGIN SOLUTION token_ring\nx = 1\n", "never closed"),
+    ("# END SOLUTION\n", "without BEGIN"),
+    ("# BEGIN SOLUTION token_ring\n# BEGIN SOLUTION token_ring\n", "inside the region"),
+    ("# BEGIN SOLUTION no_such_exercise\n# END SOLUTION\n", "known exercise id"),
+])
+def test_malformed_regions_are_rejected_with_the_line(source, error):
+    with pytest.raises(ValueError, match=error):
+        find_regions(source, "f.py")
+
+
+def test_release_stubs_every_region_and_ships_the_tests(tmp_path):
+    written = release(tmp_path)
+    for e in EXERCISES:
+        reference = (REPO_ROOT / e.file).read_text()
+        released = (tmp_path / e.student_file).read_text()
+        assert released == student_source(reference) and "SOLUTION" not in released
+        assert released.count(f'raise NotImplementedError("{e.id}")') == \
+            sum(r.exercise == e.id for r in find_regions(reference))
+        compile(released, e.student_file, "exec")
+        assert (tmp_path / "tests" / f"test_{e.id}.py").is_file()
+    assert {p.name for p in written} >= {"README.md", "exercises.json", "conftest.py"}
+    with pytest.raises(FileExistsError):
+        release(tmp_path)  # never overwrites a student's work
+
+
+def test_stubs_score_zero_with_every_test_failing(tmp_path):
+    release(tmp_path)
+    results = grade(tmp_path)
+    assert len(results) >= 3 * len(EXERCISES)
+    assert not any(r.passed for r in results) and sum(r.score for r in results) == 0
+    assert all("NotImplementedError" in r.output for r in results), "stubs must fail by raising, not otherwise"
+
+
+def test_the_reference_scores_full_and_reports_gradescope_json():
+    results = grade()
+    assert all(r.passed for r in results), [r.output for r in results if not r.passed]
+    report = gradescope_results(results)
+    assert report["score"] == report["max_score"] == sum(e.points for e in EXERCISES)
+    assert {"name", "score", "max_score", "output"} <= set(report["tests"][0])
+    assert "total" in score_table(results)
+
+
+def test_a_ring_forwarding_whole_buffers_gets_partial_credit(tmp_path):
+    results = grade(submission(tmp_path, {"ring_allreduce": WHOLE_BUFFERS}), ["ring_allreduce"])
+    failed = {r.name.split("::")[1] for r in results if not r.passed}
+    assert failed == {"test_each_rank_sends_2_p_minus_1_blocks_to_its_right_neighbour", "test_time_is_the_ring_closed_form"}
+    assert 0 < sum(r.score for r in results) < get("ring_allreduce").points
+
+
+def test_an_off_by_one_chunk_index_gets_partial_credit(tmp_path):
+    results = grade(submission(tmp_path, {"ring_reduce_scatter": OFF_BY_ONE}), ["ring_reduce_scatter"])
+    passed = {r.name.split("::")[1] for r in results if r.passed}
+    assert passed == {"test_p_minus_1_blocks_to_the_right_neighbour", "test_time_is_the_ring_closed_form"}
+    assert 0 < sum(r.score for r in results) < get("ring_reduce_scatter").points
+
+
+def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path):
+    """The costs.py exercise is missing from this submission: its tests fail without running."""
+    student = submission(tmp_path, {"token_ring": MISBEHAVING_TOKEN_RING}, [get("token_ring")])
+    results = by_exercise(grade(student, ["token_ring", "ring_allreduce_cost"], timeout_s=3,
+                                memory_bytes=1 << 30))
+    outputs = {r.name.split("::")[1]: r.output for r in results["token_ring"] if not r.passed}
+    assert set(outputs) == {"test_one_lap_costs_p_messages_one_after_the_other", "test_keeps_dtype_and_shape",
+                            "test_the_token_goes_once_around_neighbour_to_neighbour"}
+    assert "Timeout" in outputs["test_one_lap_costs_p_messages_one_after_the_other"]
+    assert "MemoryError" in outputs["test_keeps_dtype_and_shape"]
+    assert "deadlock" in outputs["test_the_token_goes_once_around_neighbour_to_neighbour"]
+    assert all(not r.passed and "no costs.py" in r.output for r in results["ring_allreduce_cost"])
+
+
+def test_student_files_must_come_first():
+    import dlsys.collectives  # noqa: F401 - already imported: too late to swap in a student's
+    with pytest.raises(RuntimeError, match="too late"):
+        use_student_files(REPO_ROOT)
+
+
+def test_cli_lists_releases_and_grades(tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="dlsys")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+
+    def run(*argv):
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    assert run("exercises", "list") == 0
+    listing = capsys.readouterr().out
+    assert all(e.id in listing and e.lesson in listing for e in EXERCISES)
+    assert run("exercises", "release", str(tmp_path / "hw")) == 0
+    assert run("exercises", "release", str(tmp_path / "hw")) == 2
+    assert run("grade", str(tmp_path / "hw"), "--exercise", "token_ring", "--json", str(tmp_path / "r.json")) == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["score"] == 0 and report["max_score"] == get("token_ring").points and len(report["tests"]) == 5
