@@ -2,7 +2,8 @@
 
 Start it with ``make app`` (Streamlit on 127.0.0.1, ``PORT=8502 make app`` for another port).
 Every page is thin: widgets -> a cached ``dlsys.experiments`` call -> ``dlsys.viz`` figures.
-A new page is one file in app/pages/ and one line in PAGES.
+A new page is one file in app/views/ (not pages/: that name switches Streamlit to its
+old directory-based navigation when a page URL is opened first) and one line in PAGES.
 """
 
 import sys
@@ -12,14 +13,14 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # pages import shared.py (AppTest does not add it)
 
-st.set_page_config(page_title="dlsys", page_icon="🔁", layout="wide")
+st.set_page_config(page_title="dlsys", page_icon=":material/sync_alt:", layout="wide")
 
 PAGES = {
-    "dlsys": [st.Page("pages/home.py", title="Home", icon="🏠", default=True)],
+    "dlsys": [st.Page("views/home.py", title="Home", icon=":material/home:", default=True)],
     "Communication": [
-        st.Page("pages/collectives.py", title="Collectives", icon="🔁"),
-        st.Page("pages/cost_model.py", title="Cost model explorer", icon="📈"),
-        st.Page("pages/ps_vs_ring.py", title="PS vs ring", icon="🕸️"),
+        st.Page("views/collectives.py", title="Collectives", icon=":material/sync_alt:"),
+        st.Page("views/cost_model.py", title="Cost model explorer", icon=":material/monitoring:"),
+        st.Page("views/ps_vs_ring.py", title="PS vs ring", icon=":material/hub:"),
     ],
 }
 

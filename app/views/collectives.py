@@ -45,23 +45,29 @@ right.caption(
     "powers of two; elsewhere they are the textbook estimate (recursive doubling all-gather and halving "
     "reduce-scatter then fall back to the ring). " + shared.real_data_note(record))
 
-tabs = st.tabs(["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"])
-with tabs[0]:
-    st.plotly_chart(viz.message_animation({f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}": trace}),
-                    key="coll_animation")
-    st.caption("Press ▶ Play: each dot is a message from departure to arrival (virtual time), coloured by step; "
-               "hover for its label and size. Drag the slider to step through time.")
-with tabs[1]:
-    st.plotly_chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), key="coll_ring_steps")
-    st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
-               "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
-               "one chunk; all-gather then passes the finished chunks around. The replay's final state is checked "
-               "against the values the ranks returned.")
-with tabs[2]:
-    st.plotly_chart(viz.timeline(trace), key="coll_timeline")
-    st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message arrives; "
-               "recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
-with tabs[3]:
-    st.plotly_chart(viz.link_bytes(trace), key="coll_link_bytes")
-with tabs[4]:
-    shared.downloads(trace, [shared.summary_row(record)], f"{name}-{algorithm}-p{ranks}")
+messages, steps, gantt, links, files = st.tabs(
+    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key="coll_view", on_change="rerun")
+if messages.open:  # only the open tab is built and drawn
+    with messages:
+        st.plotly_chart(viz.message_animation({f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}": trace}),
+                        key="coll_animation")
+        st.caption("Press ▶ Play: each dot is a message from departure to arrival (virtual time), coloured by step; "
+                   "hover for its label and size. Drag the slider to step through time.")
+if steps.open:
+    with steps:
+        st.plotly_chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), key="coll_ring_steps")
+        st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
+                   "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
+                   "one chunk; all-gather then passes the finished chunks around. The replay's final state is "
+                   "checked against the values the ranks returned.")
+if gantt.open:
+    with gantt:
+        st.plotly_chart(viz.timeline(trace), key="coll_timeline")
+        st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
+                   "arrives; recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
+if links.open:
+    with links:
+        st.plotly_chart(viz.link_bytes(trace), key="coll_link_bytes")
+if files.open:
+    with files:
+        shared.downloads(trace, [shared.summary_row(record)], f"{name}-{algorithm}-p{ranks}")

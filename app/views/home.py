@@ -34,13 +34,13 @@ st.markdown(
 
 st.subheader("Pages")
 cols = st.columns(3)
-cols[0].page_link("pages/collectives.py", label="Collectives", icon="🔁")
+cols[0].page_link("views/collectives.py", label="Collectives", icon=":material/sync_alt:")
 cols[0].caption("Every MPI collective and algorithm: messages animated on a ring of ranks, the ring all-reduce "
                 "step by step, the timeline, bytes per link, measured against the closed form.")
-cols[1].page_link("pages/cost_model.py", label="Cost model explorer", icon="📈")
+cols[1].page_link("views/cost_model.py", label="Cost model explorer", icon=":material/monitoring:")
 cols[1].caption("All-reduce algorithms against message size and ranks, where they cross, TCP against RDMA, "
                 "alpha and beta apart.")
-cols[2].page_link("pages/ps_vs_ring.py", label="PS vs ring", icon="🕸️")
+cols[2].page_link("views/ps_vs_ring.py", label="PS vs ring", icon=":material/hub:")
 cols[2].caption("A parameter server and a ring all-reduce averaging the same gradients, side by side: the "
                 "server's link is the bottleneck.")
 

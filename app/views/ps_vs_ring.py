@@ -39,21 +39,26 @@ st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)
 st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
            "if larger). " + shared.real_data_note(ring) + " Both runs average the same gradients; the means agree.")
 
-st.plotly_chart(viz.message_animation(traces, {"parameter server": "star"}), key="ps_animation")
-st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is still busy. "
-           "In the left panel rank 0 (centre) is the server.")
-
-names = {"parameter server": ["server"] + [f"worker {w}" for w in range(1, workers + 1)],
-         "ring all-reduce": [f"worker {w + 1}" for w in range(workers)]}
-st.plotly_chart(viz.traffic_per_rank(traces, names), key="ps_traffic")
-
-st.header("Communication time against workers")
-st.plotly_chart(ps_vs_ring_scaling(shared.ps_vs_ring_scaling(nbytes, link),
-                                   f"{format_bytes(nbytes)} gradient on {link}"), key="ps_scaling")
-st.caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
-           "2n/B. Markers: emulated runs; lines: closed forms.")
-
-st.subheader("Downloads")
-for name, trace in traces.items():
-    st.markdown(f"**{name}**")
-    shared.downloads(trace, [shared.summary_row(r) for r in records.values()], name.replace(" ", "-"))
+animation, traffic, scaling, files = st.tabs(
+    ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key="ps_view", on_change="rerun")
+if animation.open:  # only the open tab is built and drawn
+    with animation:
+        st.plotly_chart(viz.message_animation(traces, {"parameter server": "star"}), key="ps_animation")
+        st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
+                   "still busy. In the left panel rank 0 (centre) is the server.")
+if traffic.open:
+    with traffic:
+        names = {"parameter server": ["server"] + [f"worker {w}" for w in range(1, workers + 1)],
+                 "ring all-reduce": [f"worker {w + 1}" for w in range(workers)]}
+        st.plotly_chart(viz.traffic_per_rank(traces, names), key="ps_traffic")
+if scaling.open:
+    with scaling:
+        st.plotly_chart(ps_vs_ring_scaling(shared.ps_vs_ring_scaling(nbytes, link),
+                                           f"{format_bytes(nbytes)} gradient on {link}"), key="ps_scaling")
+        st.caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
+                   "2n/B. Markers: emulated runs; lines: closed forms.")
+if files.open:
+    with files:
+        for name, trace in traces.items():
+            st.markdown(f"**{name}**")
+            shared.downloads(trace, [shared.summary_row(r) for r in records.values()], name.replace(" ", "-"))

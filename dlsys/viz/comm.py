@@ -79,12 +79,15 @@ def message_animation(panels: dict, layouts: dict | None = None, frames: int = 1
     for col, (title, trace) in enumerate(panels.items(), 1):
         pos = rank_positions(trace.world_size, layouts.get(title, "circle"))
         steps, n_steps = step_index(trace.messages)
-        arcs = [np.vstack([_arc_point(pos[a], pos[b], np.linspace(0, 1, 16)), [np.nan, np.nan]])
-                for a, b in sorted(trace.bytes_per_link())]
-        arcs = np.vstack(arcs) if arcs else np.empty((0, 2))
-        fig.add_trace(go.Scatter(x=arcs[:, 0], y=arcs[:, 1], mode="lines", hoverinfo="skip", showlegend=False,
+        arc_x, arc_y = [], []  # plain lists: plotly.js animation drops base64-encoded (numpy) static traces
+        for a, b in sorted(trace.bytes_per_link()):
+            arc = _arc_point(pos[a], pos[b], np.linspace(0, 1, 16))
+            arc_x += arc[:, 0].tolist() + [None]
+            arc_y += arc[:, 1].tolist() + [None]
+        fig.add_trace(go.Scatter(x=arc_x, y=arc_y, mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color="#c8c8c8", width=1)), row=1, col=col)
-        fig.add_trace(go.Scatter(x=pos[:, 0], y=pos[:, 1], mode="markers+text", text=[str(r) for r in range(len(pos))],
+        fig.add_trace(go.Scatter(x=pos[:, 0].tolist(), y=pos[:, 1].tolist(), mode="markers+text",
+                                 text=[str(r) for r in range(len(pos))],
                                  hovertext=[f"rank {r}" for r in range(len(pos))], hoverinfo="text", showlegend=False,
                                  marker=dict(size=30, color="white", line=dict(width=2, color="#444"))),
                       row=1, col=col)
@@ -96,8 +99,9 @@ def message_animation(panels: dict, layouts: dict | None = None, frames: int = 1
         fig.update_xaxes(visible=False, range=[-1.35, 1.35], row=1, col=col)
         fig.update_yaxes(visible=False, range=[-1.35, 1.35], scaleanchor=f"x{axis}", row=1, col=col)
     fig.frames = [go.Frame(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
-    play = dict(frame=dict(duration=frame_ms, redraw=False), fromcurrent=True, transition=dict(duration=0))
-    pause = dict(frame=dict(duration=0, redraw=False), mode="immediate", transition=dict(duration=0))
+    # redraw=True: Streamlit's plotly.js (4.2) drops the traces a frame does not name when redraw=False
+    play = dict(frame=dict(duration=frame_ms, redraw=True), fromcurrent=True, transition=dict(duration=0))
+    pause = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
         coloraxis=dict(colorscale=STEP_COLORSCALE, cmin=0, cmax=1,
@@ -106,7 +110,7 @@ def message_animation(panels: dict, layouts: dict | None = None, frames: int = 1
                           pad=dict(t=40), showactive=False,
                           buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
                                    dict(label="❚❚ Pause", method="animate", args=[[None], pause])])],
-        sliders=[dict(active=0, x=0.16, len=0.84, y=0, yanchor="top", pad=dict(t=30),
+        sliders=[dict(active=0, x=0.2, len=0.8, y=0, yanchor="top", pad=dict(t=30),
                       currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}"),
                       steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause])
                              for k, t in enumerate(times)])])

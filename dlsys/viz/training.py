@@ -1,0 +1,92 @@
+"""Figures of distributed training runs: progress per worker (who waits), loss and accuracy
+against virtual time, staleness histograms, and the cost of each strategy. Inputs are the
+records of ``dlsys.train.train`` (tidy dicts), keyed by a display name."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .units import time_unit
+
+LAYOUT = dict(height=420, margin=dict(l=10, r=10, t=60, b=40),
+              legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+
+
+def _end_s(records: dict) -> float:
+    return max(r["virtual_time_s"] for r in records.values()) or 1e-9
+
+
+def worker_progress(records: dict, title: str = "Gradients computed by each worker") -> go.Figure:
+    """One panel per run, one staircase per worker: its step count against virtual time.
+    Under BSP the stairs move together (everyone waits for the slowest); under ASP the fast
+    workers climb away from a straggler; SSP lets them run at most s steps ahead."""
+    div, unit = time_unit(_end_s(records))
+    fig = make_subplots(rows=1, cols=len(records), subplot_titles=list(records), shared_yaxes=True)
+    for col, record in enumerate(records.values(), 1):
+        ranks = sorted({row["rank"] for row in record["losses"]})
+        for i, rank in enumerate(ranks):
+            times = sorted(row["time_s"] for row in record["losses"] if row["rank"] == rank)
+            fig.add_trace(go.Scatter(x=[0.0] + [t / div for t in times], y=list(range(len(times) + 1)),
+                                     mode="lines", line_shape="hv", name=f"worker {i}", legendgroup=str(i),
+                                     showlegend=col == 1, line=dict(color=f"hsl({i * 360 // len(ranks)},60%,45%)")),
+                          row=1, col=col)
+        fig.update_xaxes(title_text=f"virtual time ({unit})", row=1, col=col)
+    fig.update_yaxes(title_text="gradients computed", row=1, col=1)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def loss_curves(records: dict, title: str = "Training loss against virtual time") -> go.Figure:
+    """Each run's minibatch losses (all workers) by virtual time, as a moving mean over
+    5 losses per worker, so runs that take different times compare at a glance."""
+    div, unit = time_unit(_end_s(records))
+    fig = go.Figure()
+    for name, record in records.items():
+        rows = sorted(record["losses"], key=lambda row: row["time_s"])
+        window = max(1, min(5 * record["workers"], len(rows)))
+        loss = np.convolve([row["loss"] for row in rows], np.ones(window) / window, mode="valid")
+        times = [row["time_s"] / div for row in rows][window - 1:]
+        fig.add_trace(go.Scatter(x=times, y=loss, mode="lines", name=name))
+    fig.update_layout(title=title, xaxis_title=f"virtual time ({unit})", yaxis_title="cross-entropy loss",
+                      yaxis_type="log", **LAYOUT)
+    return fig
+
+
+def staleness_histogram(records: dict, title: str = "Staleness of every read") -> go.Figure:
+    """Reads per staleness (the reader's clock minus the slowest worker's clock), one bar
+    series per run; SSP's bars stop at s, ASP's tail is as long as the straggler lags."""
+    fig = go.Figure()
+    for name, record in records.items():
+        hist = record["staleness_histogram"]
+        fig.add_trace(go.Bar(x=list(hist), y=list(hist.values()), name=name))
+    fig.update_layout(title=title, xaxis_title="staleness (clocks)", yaxis_title="reads", barmode="group", **LAYOUT)
+    return fig
+
+
+def accuracy_curves(records: dict, title: str = "Test accuracy against virtual time") -> go.Figure:
+    """Test accuracy after every epoch (as rank 0, or the first worker, saw the weights)."""
+    div, unit = time_unit(_end_s(records))
+    fig = go.Figure()
+    for name, record in records.items():
+        curve = record["accuracy_curve"]
+        fig.add_trace(go.Scatter(x=[c["time_s"] / div for c in curve], y=[c["test_accuracy"] for c in curve],
+                                 mode="lines+markers", name=name))
+    fig.update_layout(title=title, xaxis_title=f"virtual time ({unit})", yaxis_title="test accuracy",
+                      yaxis_tickformat=".0%", **LAYOUT)
+    return fig
+
+
+def cost_bars(records: dict, title: str = "What each strategy costs") -> go.Figure:
+    """Virtual time (ms), bytes moved (MB) and test accuracy side by side, one bar per run."""
+    names = list(records)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("virtual time (ms)", "bytes moved (MB)", "test accuracy"))
+    for col, (key, scale) in enumerate((("virtual_time_s", 1e3), ("bytes_moved", 1e-6), ("test_accuracy", 1)), 1):
+        values = [records[n][key] * scale for n in names]
+        fig.add_trace(go.Bar(x=names, y=values, showlegend=False, marker_color="#4c78a8",
+                             text=[f"{v:.3g}" if key != "test_accuracy" else f"{v:.1%}" for v in values],
+                             textposition="auto"), row=1, col=col)
+    fig.update_yaxes(tickformat=".0%", range=[0.8, 1.0], row=1, col=3)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
