@@ -147,7 +147,17 @@ class KVServer:
         self._turn = 0
 
     def slowest(self) -> int:
+        """The smallest clock among the active workers (those that neither left nor stopped)."""
+        # BEGIN SOLUTION ssp_gate
         return min(self.clock[w] for w in self.active)
+        # END SOLUTION
+
+    def may_read(self, src: int) -> bool:
+        """SSP's read rule (Ho et al. 2013): worker `src`, at clock c = self.clock[src], may
+        read the weights once c - slowest <= self.staleness (0 under BSP, inf under ASP)."""
+        # BEGIN SOLUTION ssp_gate
+        return self.clock[src] - self.slowest() <= self.staleness
+        # END SOLUTION
 
     def serve(self, progress: bool = False) -> None:
         """Handle requests until every worker has been told to stop (or has left)."""
@@ -184,24 +194,32 @@ class KVServer:
         return src, meta
 
     def push(self, src: int, keys: tuple, values: np.ndarray) -> bool:
-        """BSP: sum g / W until all W gradients of the round are in, then one update.
-        SSP/ASP: one update per gradient, with g / W. False if over budget (discarded)."""
+        """Count the worker's clock, aggregate its gradient, update when `aggregate` says so.
+        False if the budget is spent (the gradient is discarded)."""
         self.clock[src] += 1
         if self.pushes >= self.budget:
             self.discarded += 1
             return False
         self.pushes += 1
-        if self.consistency != "bsp" or self.in_round == 0:
-            self.grad[...] = 0
-        local = self.layout.parts(keys)[self.comm.rank][1]
-        self.grad[local] += values / len(self.workers)
         self.comm.charge_reduction(values.nbytes, label="aggregate")
-        self.in_round += 1
-        if self.consistency != "bsp" or self.in_round == len(self.active):
+        if self.aggregate(self.layout.parts(keys)[self.comm.rank][1], values):
             self.sgd.step()
             self.comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * self.weights.size, label="server update")
-            self.in_round = 0
         return True
+
+    def aggregate(self, local: np.ndarray, values: np.ndarray) -> bool:
+        """Add one worker's gradient `values` (for the elements `local` of this server's
+        range) into self.grad; True when self.grad holds the update to apply now.
+        BSP: self.grad = (1/W) sum of the W gradients of the round, ready after the W-th
+        (self.in_round counts them; every round starts from zeros). SSP/ASP: self.grad is
+        this gradient alone, g / W (zeros elsewhere), ready at once. W = len(self.workers)."""
+        # BEGIN SOLUTION ps_aggregation
+        if self.consistency != "bsp" or self.in_round == 0:
+            self.grad[...] = 0
+        self.grad[local] += values / len(self.workers)
+        self.in_round = (self.in_round + 1) % len(self.workers) if self.consistency == "bsp" else 0
+        return self.in_round == 0
+        # END SOLUTION
 
     def leave(self, src: int) -> None:
         worker = src - self.layout.servers
@@ -220,7 +238,7 @@ class KVServer:
             if self.pushes >= self.budget:
                 self.active.discard(src)
                 self.comm.send(src, np.array([STOP], self.weights.dtype), REPLY, label="stop")
-            elif c - self.slowest() <= self.staleness:
+            elif self.may_read(src):
                 self.reads.append({"worker": src - self.layout.servers, "clock": c, "slowest": self.slowest(),
                                    "staleness": c - self.slowest(), "time_s": self.comm.clock})
                 local = self.layout.parts(keys)[self.comm.rank][1]

@@ -58,6 +58,10 @@ EXERCISES: tuple[Exercise, ...] = (
              "dlsys/collectives.py", 20, "lessons/03_ring_allreduce.py"),
     Exercise("ring_allreduce_cost", "the alpha-beta cost of ring all-reduce, and its crossover with recursive doubling",
              "dlsys/exercises/costs.py", 20, "lessons/04_trees_vs_ring.py"),
+    Exercise("ps_aggregation", "parameter-server aggregation: a BSP round's mean, or each gradient at once",
+             "dlsys/ps.py", 15, "lessons/05_parameter_server.py"),
+    Exercise("ssp_gate", "the SSP gate: read only within s clocks of the slowest worker",
+             "dlsys/ps.py", 10, "lessons/05_parameter_server.py"),
 )
 
 
