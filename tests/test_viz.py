@@ -1,0 +1,152 @@
+"""dlsys.viz: the figures are built from traces and records, animate only what moves, and
+label their units."""
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from dlsys import experiments as E
+from dlsys.comm import Message, Span, Trace
+from dlsys.net import CLOSED_FORMS, closed_form
+from dlsys.viz import catalogue, comm, costs
+from dlsys.viz.units import format_bytes, format_rate, format_seconds, time_unit
+
+
+@pytest.fixture(scope="module")
+def ring_trace():
+    return E.simulate_collective("allreduce", "ring", 4, "1MiB", "tcp-10gbe")["result"].trace
+
+
+def test_units():
+    assert time_unit(0.012) == (1e-3, "ms") and time_unit(0) == (1.0, "s")
+    assert format_seconds(0.0123) == "12.3 ms" and format_seconds(4e-6) == "4 µs" and format_seconds(12.0) == "12 s"
+    assert format_bytes(64 * 2**20) == "64 MiB" and format_bytes(4) == "4 B" and format_bytes(0) == "0 B"
+    assert format_rate(1.25e9) == "1.25 GB/s" and format_rate(5) == "5 B/s"
+
+
+def test_rank_positions():
+    circle = comm.rank_positions(4)
+    assert np.allclose(circle[0], [0, 1]) and np.allclose(circle[1], [1, 0])  # rank 0 on top, clockwise
+    assert np.allclose(np.hypot(*circle.T), 1)
+    star = comm.rank_positions(5, "star")
+    assert np.allclose(star[0], [0, 0]) and np.allclose(np.hypot(*star[1:].T), 1)
+    with pytest.raises(ValueError, match="layout"):
+        comm.rank_positions(3, "grid")
+
+
+def test_animation_frames_hold_only_the_moving_traces(ring_trace):
+    fig = comm.message_animation({"a": ring_trace, "b": ring_trace}, {"b": "star"}, frames=30)
+    moving = [i for i, d in enumerate(fig.data) if d.mode == "markers"]
+    assert len(moving) == 2 and len(fig.frames) == 31
+    for frame in fig.frames:
+        assert list(frame.traces) == moving and len(frame.data) == 2
+    assert all(isinstance(d.x, tuple) for d in fig.data if d.mode != "markers")  # lists: animation keeps them
+    play = fig.layout.updatemenus[0].buttons[0]
+    assert play.args[1]["frame"]["redraw"] is True
+    assert fig.layout.sliders[0].currentvalue.suffix.strip() in ("s", "ms", "µs", "ns")
+
+
+def test_animation_shows_every_message_in_flight(ring_trace):
+    fig = comm.message_animation({"a": ring_trace}, frames=200)
+    end = ring_trace.makespan_s
+    for k in (17, 100, 163):
+        t = end * k / 200
+        in_flight = sum(m.depart_s <= t <= m.arrive_s for m in ring_trace.messages)
+        assert len(fig.frames[k].data[0].x) == in_flight
+
+
+def test_step_colours_follow_the_ring(ring_trace):
+    steps, n_steps = comm.step_index(ring_trace.messages)
+    assert n_steps == 2 * 3
+    first = min(ring_trace.messages, key=lambda m: m.depart_s)
+    assert steps[ring_trace.messages.index(first)] == 0
+
+
+def test_message_arc_ends_at_the_ranks():
+    a, b = np.array([0.0, 1.0]), np.array([1.0, 0.0])
+    ends = comm._arc_point(a, b, [0.0, 1.0])
+    assert np.allclose(ends, [a, b])
+    there, back = comm._arc_point(a, b, [0.5])[0], comm._arc_point(b, a, [0.5])[0]
+    assert not np.allclose(there, back)  # the two directions are drawn apart
+
+
+def test_timeline_and_link_bytes(ring_trace):
+    fig = comm.timeline(ring_trace)
+    bars = [d for d in fig.data if isinstance(d, go.Bar)]
+    assert sum(len(d.x) for d in bars) == len(ring_trace.spans)
+    assert "virtual time" in fig.layout.xaxis.title.text
+    heat = comm.link_bytes(ring_trace).data[0]
+    assert np.sum(heat.z) * 2**20 == pytest.approx(sum(ring_trace.bytes_per_link().values()))
+
+
+def test_traffic_per_rank_names_the_server():
+    records = E.ps_vs_ring(3, "1KiB", "tcp-10gbe")
+    traces = {k: r["result"].trace for k, r in records.items()}
+    fig = comm.traffic_per_rank(traces, {"parameter server": ["server", "w1", "w2", "w3"]})
+    assert fig.data[0].x[0] == "server" and len(fig.data) == 4
+
+
+def test_contributor_labels():
+    assert comm._contributors(0b1011, 4) == "0+1+3"
+    assert comm._contributors(0b1110111, 8) == "0–2+4–6"
+    assert comm._contributors(0b1111, 4) == "all"
+    assert comm._contributors(0b100, 4) == "2"
+
+
+def test_ring_steps_figure():
+    states = E.ring_allreduce_steps(4)
+    fig = comm.ring_steps(states)
+    assert len(fig.frames) == len(states) == 7
+    assert all(list(f.traces) == [0, 1] for f in fig.frames)
+    last = fig.frames[-1].data[0]
+    assert all(text == "all" for row in last.text for text in row)
+    assert "reduce-scatter step 0" in fig.frames[1].layout.title.text
+
+
+def test_cost_curves_mark_crossovers():
+    rows = E.allreduce_costs(["tcp-10gbe"], [8], [2**k for k in range(33)])
+    cross = E.crossovers(rows)
+    emulated = [{"algorithm": "ring", "nbytes": 2**20, "time_s": 1e-3}]
+    fig = costs.cost_curves(rows, "nbytes", emulated, cross)
+    lines = [d for d in fig.data if d.mode == "lines"]
+    stars = [d for d in fig.data if d.mode == "markers" and d.marker.symbol == "star"]
+    assert len(lines) == 4 and len(stars) == len(cross) == 1
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_link_comparison_and_alpha_beta_split():
+    rows = E.allreduce_costs(["tcp-10gbe", "rdma-edr"], [8], [2**k for k in range(0, 33, 4)])
+    ring = [r for r in rows if r["algorithm"] == "ring"]
+    fig = costs.link_comparison(ring)
+    assert [d.line.dash for d in fig.data] == ["dash", "solid"]
+    star = costs.alpha_beta_split([r for r in ring if r["link"] == "rdma-edr"]).data[-1]
+    n_half, latency_s = star.x[0], star.y[0]  # where the latency and bandwidth parts are equal
+    assert closed_form("allreduce", "ring", 8, n_half, "rdma-edr") == pytest.approx(2 * latency_s)
+
+
+def test_closed_form_latex_covers_every_algorithm():
+    assert set(costs.CLOSED_FORM_LATEX) == set(CLOSED_FORMS)
+
+
+def test_ps_scaling_figure():
+    rows = E.ps_vs_ring_scaling((2, 4), "1MiB", "tcp-10gbe")
+    fig = costs.ps_vs_ring_scaling(rows)
+    assert len(fig.data) == 6 and fig.layout.xaxis.title.text == "workers W"
+
+
+def test_concept_map():
+    fig = catalogue.concept_map([("A", "x", "app"), ("A", "y", "planned"), ("B", "z", "lesson")])
+    tree = fig.data[0]
+    assert list(tree.parents) == ["", "dlsys", "dlsys", "A", "A", "B"]
+
+
+def test_figures_of_a_hand_made_trace():
+    """Traces from any source work: zero-length spans, zero-byte messages, one rank idle."""
+    spans = [Span(0, 0.0, 1e-3, "compute", "forward"), Span(1, 0.0, 0.0, "send", "")]
+    messages = [Message(0, 1, 0, 1e-3, 1e-3, 0, "token"), Message(1, 0, 8, 1e-3, 2e-3, 0, "")]
+    trace = Trace(spans, messages, 3)
+    for fig in (comm.message_animation({"t": trace}, frames=4), comm.timeline(trace), comm.link_bytes(trace)):
+        assert fig.to_json()
+    assert math.isfinite(trace.makespan_s)
