@@ -22,6 +22,7 @@ PAGES = {
         st.Page("views/cost_model.py", title="Cost model explorer", icon=":material/monitoring:"),
         st.Page("views/ps_vs_ring.py", title="PS vs ring", icon=":material/hub:"),
     ],
+    "Training": [st.Page("views/training.py", title="Distributed training", icon=":material/model_training:")],
 }
 
 st.navigation(PAGES).run()

@@ -120,3 +120,21 @@ def test_cli_train_json(capsys):
     assert main(["train", "--strategy", "ps-asp", "--epochs", "1", "--straggler", "3:4"]) == 0
     text = capsys.readouterr().out
     assert "test accuracy" in text and "staleness histogram" in text and " ms " in text and " MB " in text
+
+
+def test_training_page_runs_every_tab():
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/training.py").run()
+    for tab, settings in (("Who waits: BSP, SSP, ASP", {"train_straggler": 8.0, "train_staleness": 0}),
+                          ("Push and pull", {"train_pp_servers": 3, "train_pp_consistency": "ps-asp"}),
+                          ("Data vs model parallel", {"train_micro": 16, "train_period": 1})):
+        at.session_state["train_view"] = tab
+        for key, value in settings.items():
+            at.session_state[key] = value
+        at.run()
+        assert not at.exception and not at.error, tab
+        assert len(at.get("plotly_chart")) >= 2, tab

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..comm import Trace
 from .units import time_unit
 
 LAYOUT = dict(height=420, margin=dict(l=10, r=10, t=60, b=40),
@@ -16,6 +17,12 @@ LAYOUT = dict(height=420, margin=dict(l=10, r=10, t=60, b=40),
 
 def _end_s(records: dict) -> float:
     return max(r["virtual_time_s"] for r in records.values()) or 1e-9
+
+
+def first_seconds(trace: Trace, seconds: float) -> Trace:
+    """The part of a trace that starts before ``seconds`` (a readable timeline or animation)."""
+    return Trace([s for s in trace.spans if s.start_s < seconds],
+                 [m for m in trace.messages if m.depart_s < seconds], trace.world_size)
 
 
 def worker_progress(records: dict, title: str = "Gradients computed by each worker") -> go.Figure:
@@ -34,7 +41,7 @@ def worker_progress(records: dict, title: str = "Gradients computed by each work
                           row=1, col=col)
         fig.update_xaxes(title_text=f"virtual time ({unit})", row=1, col=col)
     fig.update_yaxes(title_text="gradients computed", row=1, col=1)
-    fig.update_layout(title=title, **LAYOUT)
+    fig.update_layout(title=title, **{**LAYOUT, "margin": dict(l=10, r=10, t=90, b=40)})
     return fig
 
 

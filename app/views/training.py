@@ -1,0 +1,105 @@
+"""Distributed training: real models under BSP, SSP and ASP with a straggler, the parameter
+server's pushes and pulls, and data against model parallelism."""
+
+import streamlit as st
+
+from dlsys.net import LINK_PRESETS
+from dlsys.train import TrainConfig, train
+from dlsys.viz import comm as viz
+from dlsys.viz import training as tviz
+from dlsys.viz.units import format_bytes, format_seconds
+
+WORKERS = 4
+
+
+@st.cache_data(max_entries=48, show_spinner="training on real ranks...")
+def run(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32, **options) -> dict:
+    """One training run (threads backend), without the weights and the ranks' values."""
+    straggler = (WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
+    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size), WORKERS, link=link,
+                   straggler=straggler, **options)
+    record["trace"] = record.pop("result").trace
+    del record["params"]
+    return record
+
+
+st.title("Distributed training")
+st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {WORKERS} workers: every gradient is really "
+           "computed and really sent; time is virtual (FLOPs on the node model, messages on the link model).")
+cols = st.columns(2)
+links = list(LINK_PRESETS)
+link = cols[0].selectbox("link", links, index=links.index("rdma-edr"), key="train_link",
+                         help="On RDMA the compute matters, so stragglers show; on TCP the messages dominate.")
+epochs = cols[1].slider("epochs", 1, 10, 3, key="train_epochs")
+
+sync, pushpull, split = st.tabs(["Who waits: BSP, SSP, ASP", "Push and pull", "Data vs model parallel"],
+                                key="train_view", on_change="rerun")
+
+if sync.open:
+    with sync:
+        c = st.columns(2)
+        factor = c[0].slider("straggler: worker 3 is k times slower", 1.0, 8.0, 4.0, 0.5, key="train_straggler")
+        s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key="train_staleness")
+        runs = {"BSP": run("ps-bsp", epochs, link, factor),
+                f"SSP s={s}": run("ps-ssp", epochs, link, factor, staleness=s),
+                "ASP": run("ps-asp", epochs, link, factor)}
+        m = st.columns(3)
+        for col, (name, r) in zip(m, runs.items()):
+            col.metric(name, format_seconds(r["virtual_time_s"]),
+                       delta=f"{r['test_accuracy']:.1%} test accuracy, max staleness {r['max_staleness']}",
+                       delta_color="off")
+        st.latex(r"\text{worker } k \text{ at clock } c_k \text{ may read once } c_k - \min_j c_j \le s"
+                 r"\qquad (\text{BSP: } s = 0,\ \text{ASP: } s = \infty)")
+        st.plotly_chart(tviz.worker_progress(runs), key="train_progress")
+        st.caption("Each staircase is one worker's gradient count. BSP: all climb at the straggler's pace. "
+                   "SSP: the fast ones run ahead until they are s clocks ahead, then wait. ASP: nobody waits; "
+                   "the straggler simply does less of the fixed budget of gradients.")
+        left, right = st.columns(2)
+        left.plotly_chart(tviz.staleness_histogram(runs), key="train_staleness_hist")
+        right.plotly_chart(tviz.loss_curves(runs), key="train_loss")
+        shown = st.selectbox("timeline of", list(runs), key="train_timeline_run")
+        trace = runs[shown]["trace"]
+        st.plotly_chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
+                                     f"{shown}: the first tenth of the run (rank 0 is the server)"),
+                        key="train_timeline")
+        st.caption("Grey 'wait' spans are the price of consistency: a worker whose pull the server holds.")
+
+if pushpull.open:
+    with pushpull:
+        c = st.columns(2)
+        consistency = c[0].selectbox("consistency", ["ps-bsp", "ps-ssp", "ps-asp"], key="train_pp_consistency")
+        servers = c[1].slider("servers (key ranges)", 1, 3, 1, key="train_pp_servers")
+        record = run(consistency, 1, link, 1.0, servers=servers)
+        trace = tviz.first_seconds(record["trace"], record["virtual_time_s"] / 5)
+        title = f"{consistency}, {servers} server(s) + {WORKERS} workers, the first steps"
+        st.plotly_chart(viz.message_animation({title: trace}, {title: "star"}), key="train_pp_animation")
+        st.caption("Press ▶ Play. Ranks 0.." f"{servers - 1} are servers (rank 0 in the centre), the others "
+                   "workers. Per step a worker sends each server a pull request (keys), then a push (keys, then "
+                   "values: its slice of the gradient); the server answers the pull with its slice of the weights. "
+                   "With several servers under SSP/ASP, server 0 tells the others the order of requests.")
+        names = {"run": [f"server {r}" for r in range(servers)] + [f"worker {w}" for w in range(WORKERS)]}
+        st.plotly_chart(viz.traffic_per_rank({"run": record["trace"]}, names), key="train_pp_traffic")
+        st.caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
+                   "Each server carries about 1/S of the push and pull traffic.")
+
+if split.open:
+    with split:
+        c = st.columns(3)
+        micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key="train_micro")
+        period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key="train_period")
+        big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key="train_big_batch")
+        runs = {"all-reduce": run("allreduce", epochs, link),
+                f"model parallel M={micro}": run("model-parallel", epochs, link, micro_batches=micro),
+                f"local SGD K={period}": run("local-sgd", epochs, link, period=period),
+                f"all-reduce, batch {big}": run("allreduce", epochs, link, batch_size=big)}
+        st.plotly_chart(tviz.cost_bars(runs), key="train_costs")
+        st.latex(r"\text{data parallel: } 2\tfrac{P-1}{P}\,n \text{ bytes per rank per step}\qquad"
+                 r"\text{GPipe bubble: } \tfrac{S-1}{M+S-1}")
+        st.caption("Data parallelism moves gradients (n = 8,970 parameters per all-reduce); model parallelism "
+                   "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
+                   "and larger batches communicate less often. All-reduce and the pipeline compute the same "
+                   "weights (the same test accuracy).")
+        shown = st.selectbox("timeline of", list(runs), index=1, key="train_split_timeline_run")
+        trace = runs[shown]["trace"]
+        st.plotly_chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
+                        key="train_split_timeline")
