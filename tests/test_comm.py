@@ -23,7 +23,8 @@ BACKENDS = ["threads", "processes"]
 
 
 def shm_segments():
-    return {f for f in os.listdir("/dev/shm") if f.startswith("dlsys-")}
+    """Segments of runs launched by this process (names carry the launcher's pid)."""
+    return {f for f in os.listdir("/dev/shm") if f.startswith(f"dlsys-{os.getpid()}-")}
 
 
 @pytest.fixture(autouse=True)

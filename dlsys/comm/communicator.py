@@ -26,7 +26,8 @@ from ..net import LinkModel, NodeModel
 from .trace import Message, Span
 
 # The status board: one row per rank, shared with the launcher (deadlock detection) and
-# with the other ranks (recv_any). Columns FROM + s count messages delivered from rank s.
+# with the other ranks (recv_any). Columns FROM + s count messages delivered from rank s,
+# columns FROM + size + d messages sent to rank d.
 STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED, CLOCK = range(6)
 BOARD_FIELDS = 6
 FROM = BOARD_FIELDS
@@ -34,10 +35,11 @@ ANY_SOURCE = -1
 RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
 POLL_S = 0.05  # how often a blocked rank re-checks abort and its deadline
 ANY_POLL_S = 0.002  # recv_any re-reads the other ranks' states this often
+DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
 
 
 def board_width(size: int) -> int:
-    return BOARD_FIELDS + size
+    return BOARD_FIELDS + 2 * size
 MAX_LABEL = 200
 
 
@@ -115,7 +117,8 @@ class Transport:
 
 def as_payload(x, name: str = "x") -> np.ndarray:
     """The array a message carries; rejects what cannot travel as numbers."""
-    arr = np.asarray(x)
+    # A LogicalArray (dlsys.comm.logical) must stay one: its logical size is what we charge.
+    arr = np.asanyarray(x) if hasattr(x, "logical_nbytes") else np.asarray(x)
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"{name} must be a numeric array (bool, int, float or complex); got dtype {arr.dtype}")
     return arr
@@ -149,8 +152,9 @@ class Communicator:
         self.rank, self.size, self.link, self.node = rank, size, link, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
-        self._transport, self._deadline, self._board, self._row = transport, deadline, board, board[rank]
-        self._sent_to = [0] * size
+        self._transport, self._board, self._row = transport, board, board[rank]
+        self._deadline = deadline + DEADLINE_GRACE_S
+        self._sent = FROM + size  # first column of this rank's sent-to counters
         self._t = self._egress_free = self._ingress_free = 0.0
         self._record = record
         self.spans: list[Span] = []
@@ -211,7 +215,7 @@ class Communicator:
         self._egress_free = depart + self.link.wire_s(n)
         header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype.str, arr.shape)
         self._row[POSTED] += 1
-        self._sent_to[dst] += 1
+        self._row[self._sent + dst] += 1
         self._transport.post(dst, header, arr)
 
     def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
@@ -236,11 +240,14 @@ class Communicator:
                    self._ingress_free + self.link.wire_s(n))
 
     def _silent(self, src: int) -> bool:
-        """src cannot send again before we do: it finished, or it waits on us and has
-        everything we sent it."""
+        """Nothing more can come from src before we send again: everything it sent us is
+        here, and it finished or waits on us with everything we sent it.
+        (State is read before the counters: a rank bumps its counters before it blocks.)"""
         row = self._board[src]
-        return row[STATE] == DONE or (row[STATE] == BLOCKED and row[WAIT_SRC] == self.rank
-                                      and row[FROM + self.rank] == self._sent_to[src])
+        finished = row[STATE] == DONE
+        waits_on_us = (row[STATE] == BLOCKED and row[WAIT_SRC] == self.rank
+                       and row[FROM + self.rank] == self._row[self._sent + src])
+        return (finished or waits_on_us) and row[self._sent + self.rank] == self._row[FROM + src]
 
     def recv_any(self, sources=None, tag: int = 0, label: str | None = None) -> tuple[int, np.ndarray]:
         """Receive the message with the earliest virtual arrival from any of ``sources``.
