@@ -4,6 +4,7 @@ server's pushes and pulls, and data against model parallelism."""
 import streamlit as st
 
 from dlsys.net import LINK_PRESETS
+from dlsys.optim import scale_lr
 from dlsys.train import TrainConfig, train
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
@@ -13,10 +14,11 @@ WORKERS = 4
 
 
 @st.cache_data(max_entries=48, show_spinner="training on real ranks...")
-def run(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32, **options) -> dict:
+def run(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
+        lr: float = 0.1, **options) -> dict:
     """One training run (threads backend), without the weights and the ranks' values."""
     straggler = (WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
-    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size), WORKERS, link=link,
+    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), WORKERS, link=link,
                    straggler=straggler, **options)
     record["trace"] = record.pop("result").trace
     del record["params"]
@@ -73,10 +75,12 @@ if pushpull.open:
         trace = tviz.first_seconds(record["trace"], record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {WORKERS} workers, the first steps"
         st.plotly_chart(viz.message_animation({title: trace}, {title: "star"}), key="train_pp_animation")
-        st.caption("Press ▶ Play. Ranks 0.." f"{servers - 1} are servers (rank 0 in the centre), the others "
-                   "workers. Per step a worker sends each server a pull request (keys), then a push (keys, then "
-                   "values: its slice of the gradient); the server answers the pull with its slice of the weights. "
-                   "With several servers under SSP/ASP, server 0 tells the others the order of requests.")
+        server_text = (f"Ranks 0..{servers - 1} are servers (rank 0 in the centre)" if servers > 1
+                       else "Rank 0, in the centre, is the server")
+        st.caption(f"Press ▶ Play. {server_text}, the others workers. Per step a worker sends each server a pull "
+                   "request (keys), then a push (keys, then values: its slice of the gradient); the server answers "
+                   "the pull with its slice of the weights. With several servers under SSP/ASP, server 0 tells "
+                   "the others the order of requests.")
         names = {"run": [f"server {r}" for r in range(servers)] + [f"worker {w}" for w in range(WORKERS)]}
         st.plotly_chart(viz.traffic_per_rank({"run": record["trace"]}, names), key="train_pp_traffic")
         st.caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
@@ -87,11 +91,13 @@ if split.open:
         c = st.columns(3)
         micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key="train_micro")
         period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key="train_period")
-        big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key="train_big_batch")
+        big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key="train_big_batch",
+                                 help="With the linear scaling rule (Goyal et al. 2017): lr = 0.1 x batch / 32.")
+        big_lr = scale_lr(0.1, big, 32, "linear")
         runs = {"all-reduce": run("allreduce", epochs, link),
                 f"model parallel M={micro}": run("model-parallel", epochs, link, micro_batches=micro),
                 f"local SGD K={period}": run("local-sgd", epochs, link, period=period),
-                f"all-reduce, batch {big}": run("allreduce", epochs, link, batch_size=big)}
+                f"all-reduce, batch {big}, lr {big_lr:g}": run("allreduce", epochs, link, batch_size=big, lr=big_lr)}
         st.plotly_chart(tviz.cost_bars(runs), key="train_costs")
         st.latex(r"\text{data parallel: } 2\tfrac{P-1}{P}\,n \text{ bytes per rank per step}\qquad"
                  r"\text{GPipe bubble: } \tfrac{S-1}{M+S-1}")

@@ -94,6 +94,7 @@ def cost_bars(records: dict, title: str = "What each strategy costs") -> go.Figu
         fig.add_trace(go.Bar(x=names, y=values, showlegend=False, marker_color="#4c78a8",
                              text=[f"{v:.3g}" if key != "test_accuracy" else f"{v:.1%}" for v in values],
                              textposition="auto"), row=1, col=col)
-    fig.update_yaxes(tickformat=".0%", range=[0.8, 1.0], row=1, col=3)
+    low = min(0.8, min(records[n]["test_accuracy"] for n in names) - 0.05)
+    fig.update_yaxes(tickformat=".0%", range=[max(low, 0.0), 1.0], row=1, col=3)
     fig.update_layout(title=title, **LAYOUT)
     return fig
