@@ -34,9 +34,11 @@ OFF_BY_ONE = """\
     return blocks[r]
 """
 
-# A token ring that loops forever on 4 ranks, allocates 2 GiB on 3 and deadlocks on 6.
+# A token ring that loops forever on 4 ranks, allocates 2 GiB on 3 and deadlocks on 6; it
+# always warns (divide by zero), which must not fail the tests it passes.
 MISBEHAVING_TOKEN_RING = """\
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    np.float64(1.0) / 0.0
     if comm.size == 4:
         while True:
             pass
@@ -140,6 +142,7 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
     assert "Timeout" in outputs["test_one_lap_costs_p_messages_one_after_the_other"]
     assert "MemoryError" in outputs["test_keeps_dtype_and_shape"]
     assert "deadlock" in outputs["test_the_token_goes_once_around_neighbour_to_neighbour"]
+    assert all("RuntimeWarning" in r.output for r in results["token_ring"] if r.passed), "passed despite a warning"
     assert all(not r.passed and "no costs.py" in r.output for r in results["ring_allreduce_cost"])
 
 

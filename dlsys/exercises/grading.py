@@ -1,10 +1,10 @@
-"""Grade a submission: every graded test in its own subprocess, then a score table and
+"""Grade a submission: every graded test in its own process, then a score table and
 Gradescope's results.json.
 
-Each test runs as ``python -m dlsys.exercises.sandbox`` (pytest under RLIMIT_AS) in its
-own session, with the student's files in place of the reference (``testing.py``), a
-wall-clock timeout after which its whole process group is killed, and a memory limit: an
-infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
+``sandbox.py`` runs each test in a forked child, in its own session, with the student's
+files in place of the reference (``testing.py``), a timeout (pytest-timeout reports every
+thread's stack; the process group is killed if it outlives the grace) and a memory limit
+(RLIMIT_AS): an infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
 always the reference checkout's, never the submission's copy. Each test is worth an equal
 share of its exercise's points. A test passes only if its process exits 0 and pytest
 reports it passed (a skip is not a pass). The sandbox contains accidents, not malice:
@@ -14,13 +14,12 @@ graded code runs with the grader's user rights.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +33,7 @@ _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the 
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
 _ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1"}
-_PASSED = re.compile(r"^1 passed in ", re.MULTILINE)
+_PASSED = re.compile(r"^1 passed(, \d+ warnings?)? in ", re.MULTILINE)  # pytest's summary line
 _PYTEST_ARGS = ["-p", "pytest_timeout", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]
 
 
@@ -68,25 +67,32 @@ def _clip(text: str) -> str:
     return f"{text[:head]}\n[... {len(text) - MAX_OUTPUT_CHARS} characters left out ...]\n{text[head - MAX_OUTPUT_CHARS:]}"
 
 
-def run_one(node: str, student_dir: Path | None, timeout_s: float, memory_bytes: int) -> tuple[bool, str, float]:
-    """Run one graded test in a fresh sandboxed process: (passed, output, seconds)."""
+def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memory_bytes: int,
+              jobs: int) -> list[tuple[bool, str, float]]:
+    """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, seconds) each."""
     env = os.environ | _ENV
     if student_dir is not None:
         env[STUDENT_DIR_ENV] = str(student_dir)
-    cmd = [sys.executable, "-m", "dlsys.exercises.sandbox", str(memory_bytes), *_PYTEST_ARGS,
-           f"--timeout={timeout_s:g}", "--timeout-method=thread", node]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout_s + _KILL_GRACE_S)
-        verdict = "" if proc.returncode >= 0 else f"\nkilled by signal {-proc.returncode}"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        verdict = f"\ntimed out after {timeout_s:g} s (an infinite loop or a deadlock?): killed"
-    passed = proc.returncode == 0 and _PASSED.search(output) is not None
-    return passed, _clip(output + verdict), time.perf_counter() - start
+    kill_after_s = timeout_s + _KILL_GRACE_S
+    with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir:
+        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s,
+                "memory_bytes": memory_bytes, "out_dir": out_dir,
+                "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
+        budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
+        done = subprocess.run([sys.executable, "-m", "dlsys.exercises.sandbox"], input=json.dumps(spec), cwd=REPO_ROOT,
+                              env=env, capture_output=True, text=True, timeout=budget_s)
+        if done.returncode != 0:
+            raise RuntimeError(f"the grading sandbox failed:\n{done.stdout}{done.stderr}")
+        results = []
+        for i, r in enumerate(json.loads(done.stdout)):
+            output = (Path(out_dir) / f"{i}.txt").read_text(errors="replace")
+            if r["timed_out"]:
+                output += f"\ntimed out after {timeout_s:g} s (an infinite loop or a deadlock?): killed"
+            elif r["code"] < 0:
+                output += f"\nkilled by signal {-r['code']}"
+            passed = r["code"] == 0 and _PASSED.search(output) is not None
+            results.append((passed, _clip(output), r["seconds"]))
+    return results
 
 
 def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
@@ -101,19 +107,15 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
     tests = collect(exercises)
-    counts = {e.id: sum(1 for t, _ in tests if t is e) for e in exercises}
-
-    def run(item):
-        exercise, node = item
-        if student_dir is not None and not (student_dir / exercise.student_file).is_file():
-            passed, output, seconds = False, f"the submission has no {exercise.student_file}", 0.0
-        else:
-            passed, output, seconds = run_one(node, student_dir, timeout_s, memory_bytes)
-        max_score = exercise.points / counts[exercise.id]
-        return TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds, output)
-
-    with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        return list(pool.map(run, tests))
+    present = [(e, node) for e, node in tests if student_dir is None or (student_dir / e.student_file).is_file()]
+    ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
+                                      jobs or os.cpu_count() or 1)))
+    results = []
+    for exercise, node in tests:
+        passed, output, seconds = ran.get((exercise, node), (False, f"the submission has no {exercise.student_file}", 0.0))
+        max_score = exercise.points / sum(1 for e, _ in tests if e is exercise)
+        results.append(TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds, output))
+    return results
 
 
 def score_table(results: list[TestResult]) -> str:
