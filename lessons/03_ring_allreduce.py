@@ -127,9 +127,9 @@ show(cost_curves(closed, "ranks", emulated, title=f"All-reduce of {format_bytes(
 #    64 MiB? For 64 KiB? Run `simulate_collective("allreduce", "ring", 64, "64KiB")`.
 # 3. The ring's time hardly grows with p at 64 MiB. Why does it grow at all? Which term
 #    would dominate at p = 4096?
-# 4. A ring sends $2\frac{p-1}{p}n$ bytes per rank. Show that no all-reduce can send
-#    fewer than $\frac{p-1}{p}n$ (hint: every rank must learn the p-1 other contributions
-#    to its block).
+# 4. Patarasuk & Yuan (2009) show that when bandwidth dominates no all-reduce beats
+#    $2\frac{p-1}{p}n\beta$: the ring is bandwidth-optimal. Which algorithm of lesson 04
+#    also reaches that bound, and what does it pay less of?
 #
 # ## Exercises `ring_reduce_scatter` (20), `ring_allgather` (15), `ring_allreduce` (20)
 #
