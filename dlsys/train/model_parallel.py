@@ -50,7 +50,10 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
     lo, hi = (mine[0].offset, mine[-1].offset + mine[-1].size) if mine else (0, 0)
     sgd = optim.SGD(model.params[lo:hi], model.grads[lo:hi], config.lr, config.momentum)
     summed = np.zeros(hi - lo, model.params.dtype)
-    flops = lambda batch: sum(model.flops(batch)[start:stop])  # noqa: E731 - this stage's share
+
+    def flops(batch: int) -> int:  # this stage's share of the forward FLOPs
+        return sum(model.flops(batch)[start:stop])
+
     n, global_batch = len(task.y_train), comm.size * config.batch_size
     losses, total = [], config.epochs * steps_per_epoch(n, 1, global_batch)
     bar = progress_bar(total, progress and s == 0, f"pipeline ({micro_batches} micro-batches)")
