@@ -52,18 +52,23 @@ def _input(x, name="x") -> np.ndarray:
     return np.array(as_payload(x, name), copy=True, subok=True)
 
 
-def _recv(comm: Communicator, src: int, like: np.ndarray, label: str) -> np.ndarray:
-    """Receive from src and check it matches what this rank expects (shape and dtype)."""
+def _recv(comm: Communicator, src: int, like: np.ndarray, label: str, into=None) -> np.ndarray:
+    """Receive from src and check it matches what this rank expects (shape and dtype).
+    With ``into`` (an array like ``like``), copy it there and return ``into``."""
     got = comm.recv(src, TAG, label)
     if got.dtype != like.dtype or got.size != like.size:
         raise ValueError(f"x: rank {src} sent {got.size} elements of {got.dtype} where rank {comm.rank} "
                          f"expected {like.size} of {like.dtype}; every rank must pass the same shape and dtype")
-    return got.reshape(like.shape)
+    if into is None:
+        return got.reshape(like.shape)
+    np.copyto(into, got.reshape(into.shape))
+    return into
 
 
-def _combine(comm: Communicator, mine: np.ndarray, other: np.ndarray, op: str) -> np.ndarray:
+def _combine(comm: Communicator, mine: np.ndarray, other: np.ndarray, op: str, into=None) -> np.ndarray:
+    """op(mine, other), as a new array or written into ``into``."""
     comm.charge_reduction(payload_nbytes(other))
-    return np.maximum(mine, other) if op == "max" else mine + other
+    return (np.maximum if op == "max" else np.add)(mine, other, out=into)
 
 
 def _finish(result: np.ndarray, op: str, p: int) -> np.ndarray:
@@ -175,29 +180,32 @@ def reduce(comm: Communicator, x, op: str = "sum", root: int = 0, algorithm: str
 
 # --- rings: reduce-scatter and all-gather on blocks -----------------------------------
 
-def _reduce_scatter_ring(comm: Communicator, blocks: list, op: str) -> np.ndarray:
+def _reduce_scatter_ring(comm: Communicator, blocks: list, op: str, into: list | None = None) -> np.ndarray:
     """p-1 steps; in step s rank r sends block r-s-1 right, adds block r-s-2 from the left.
-    Afterwards rank r holds the full reduction of block r. (p-1)(alpha + n/p (beta + gamma))."""
+    Afterwards rank r holds the full reduction of block r. (p-1)(alpha + n/p (beta + gamma)).
+    ``into`` (optional, all-reduce's result blocks): write the sum of block i into into[i]
+    (pass it to ``_combine``) instead of a new array."""
     # BEGIN SOLUTION ring_reduce_scatter
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
         comm.send((r + 1) % p, blocks[send_i], TAG, f"reduce-scatter step {step} block {send_i}")
         incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
-        blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op)
+        blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op, None if into is None else into[recv_i])
     return blocks[r]
     # END SOLUTION
 
 
-def _allgather_ring(comm: Communicator, blocks: list) -> list:
+def _allgather_ring(comm: Communicator, blocks: list, into: list | None = None) -> list:
     """p-1 steps; in step s rank r forwards block r-s right and gets block r-s-1 from the
-    left. (p-1)(alpha + n/p beta)."""
+    left. (p-1)(alpha + n/p beta). ``into`` (optional, all-reduce's result blocks): copy
+    block i into into[i] (pass it to ``_recv``)."""
     # BEGIN SOLUTION ring_allgather
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
         comm.send((r + 1) % p, blocks[send_i], TAG, f"allgather step {step} block {send_i}")
-        blocks[recv_i] = _recv(comm, (r - 1) % p, blocks[recv_i], "")
+        blocks[recv_i] = _recv(comm, (r - 1) % p, blocks[recv_i], "", None if into is None else into[recv_i])
     return blocks
     # END SOLUTION
 
@@ -295,8 +303,12 @@ def allgather(comm: Communicator, x, algorithm: str = "ring") -> np.ndarray:
     return _cat(blocks, x.dtype).reshape(comm.size, *x.shape)
 
 
-def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring") -> np.ndarray:
+def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None) -> np.ndarray:
     """Every rank gets op over every rank's x (same shape as x).
+
+    ``out`` (optional): the result buffer, like MPI_Allreduce's recvbuf (C-contiguous, x's
+    shape and dtype; x itself for an in-place all-reduce). The ring writes every sum straight
+    into it, so a caller that reuses it allocates nothing per call.
 
     ring (Baidu 2017): reduce-scatter + all-gather around the ring, 2(p-1)(alpha + n/p beta)
     + (p-1) n/p gamma: for large p the time stops depending on p.
@@ -305,12 +317,16 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring") -
     rank 0, then binomial broadcast.
     """
     check_algorithm("allreduce", algorithm), check_op(op)
-    x, p = _input(x), comm.size
-    if algorithm == "ring":
+    x, p = as_payload(x), comm.size  # only read: every algorithm below builds new arrays
+    _check_out(out, x, op)
+    if p == 1:
+        result = _input(x)
+    elif algorithm == "ring":
         # BEGIN SOLUTION ring_allreduce
-        blocks = np.array_split(x.ravel(), p)
-        _reduce_scatter_ring(comm, blocks, op)
-        result = _cat(_allgather_ring(comm, blocks), x.dtype).reshape(x.shape)
+        result = np.empty_like(x, order="C") if out is None else out  # every sum lands here
+        blocks, into = np.array_split(x.ravel(), p), np.array_split(result.ravel(), p)
+        _reduce_scatter_ring(comm, blocks, op, into)
+        _allgather_ring(comm, blocks, into)
         # END SOLUTION
     elif algorithm == "reduce_broadcast":
         summed = reduce(comm, x, "max" if op == "max" else "sum", 0)
@@ -331,4 +347,19 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring") -
             _allgather_doubling(comm, group, blocks)
             acc = _cat(blocks, x.dtype).reshape(x.shape)
         result = _fold_out(comm, group, acc, x)
-    return _finish(result, op, p)
+    result = _finish(result, op, p)
+    if out is None or result is out:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _check_out(out, x: np.ndarray, op: str) -> None:
+    if out is None:
+        return
+    if not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == x.dtype
+            and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"out must be a writeable C-contiguous array of shape {x.shape} and dtype {x.dtype}, "
+                         f"got {type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
+    if op == "mean" and x.dtype.kind in "biu":
+        raise ValueError(f"out: the mean of {x.dtype} values is a float; pass out=None")
