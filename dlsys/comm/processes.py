@@ -8,10 +8,16 @@ Why it looks like this:
   and its arguments travel by value with cloudpickle (as in joblib/loky and Ray), so
   functions defined in notebooks, lessons and ``python -`` scripts work.
 * A payload is written once into a shared-memory segment (a file in /dev/shm) that the
-  receiver maps and unlinks: the receiver's array *is* that memory, no pickling, no copy.
+  receiver maps: the receiver's array *is* that memory, no pickling, no second copy, and
+  reductions read straight out of it. Segments are pooled: each sender keeps its own
+  segments and reuses one as soon as its receiver has dropped every view of the array
+  (a flag byte in the segment, cleared by the receiver), and each receiver keeps its
+  mappings. A fresh segment per message would page-fault on every byte on both sides
+  (about as costly as the copy itself); a pooled one is written at memory speed.
   Only a small header travels through the receiver's inbox pipe (one atomic write of at
   most PIPE_BUF bytes, so any number of senders can share one pipe without a lock).
-  A reader thread drains the pipe into the rank's mailbox, so sends never block.
+  A reader thread drains the pipe into the rank's mailbox, so sends never block, and a
+  waiting rank sleeps on a condition variable: nothing spins.
 * The parent owns every name: it sweeps /dev/shm/dlsys-<run>-* after success, failure or
   Ctrl-C; ranks run in their own session (Ctrl-C reaches only the parent, which kills them)
   and exit by themselves if the parent dies (the lifeline pipe closes).
@@ -20,6 +26,7 @@ Why it looks like this:
 from __future__ import annotations
 
 import glob
+import math
 import mmap
 import os
 import pickle
@@ -37,44 +44,95 @@ import numpy as np
 
 from .communicator import DONE, STATE, Aborted, Communicator, Header, Mailbox, board_width
 from .launch import Outcome, RankFailed, RunSpec, supervise
+from .logical import as_logical
 
 SHM_DIR = "/dev/shm"
 PIPE_BUF = 4096
 _FRAME = struct.Struct("<I")
+# A segment starts with this many bytes of control area: byte 0 is the lease flag (1 while
+# a receiver may still read the payload). 64 keeps the payload cache-line aligned.
+SEGMENT_HEADER = 64
+MIN_SEGMENT = 1 << 16
 
 
 def _shm_path(run_id: str, name: str) -> str:
     return os.path.join(SHM_DIR, f"dlsys-{run_id}-{name}")
 
 
-def _map(path: str, nbytes: int, create: bool) -> mmap.mmap:
+def _map(path: str, nbytes: int | None, create: bool) -> mmap.mmap:
+    """Map a segment; ``create`` makes it ``nbytes`` long, otherwise its own length is used."""
     flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
     fd = os.open(path, flags, 0o600)
     try:
         if create:
             os.ftruncate(fd, nbytes)
-        return mmap.mmap(fd, nbytes)
+        return mmap.mmap(fd, nbytes if create else os.fstat(fd).st_size)
     finally:
         os.close(fd)
 
 
+class _Segment:
+    """One reusable shared-memory segment of a sender's pool."""
+
+    __slots__ = ("name", "mem", "capacity")
+
+    def __init__(self, name: str, mem: mmap.mmap):
+        self.name, self.mem, self.capacity = name, mem, len(mem) - SEGMENT_HEADER
+
+
+class _Lease:
+    """What a received array is a view of: the sender's segment, on loan.
+
+    numpy keeps the object behind ``__array_interface__`` as the array's ``base``, and
+    every view of the array keeps that base alive, so this object dies exactly when the
+    program has dropped the array and all its views. Then the segment goes back to the
+    sender's pool. (The receiver read the payload before it dropped the array; the flag
+    store comes after those reads in program order and across the interpreter's own locks.)
+    """
+
+    __slots__ = ("_view", "_mem")
+
+    def __init__(self, mem: mmap.mmap, view: np.ndarray):
+        self._mem, self._view = mem, view
+
+    @property
+    def __array_interface__(self):
+        return self._view.__array_interface__
+
+    def __del__(self):
+        self._mem[0] = 0
+
+
 class _ProcessTransport:
-    """Send: copy into a fresh segment, write a header. Take: map the segment, unlink it."""
+    """Send: copy into a free segment of this rank's pool, write a header to dst's pipe.
+    Take: map the sender's segment (once per segment) and lend the payload out in place."""
 
     def __init__(self, rank, run_id, inbox_writers, mailbox):
         self.rank, self.run_id, self.writers, self.mailbox = rank, run_id, inbox_writers, mailbox
-        self.sequence = 0
+        self.pool: list[_Segment] = []
+        self.mapped: dict[str, mmap.mmap] = {}  # other ranks' segments this rank has seen
+
+    def _acquire(self, nbytes: int) -> _Segment:
+        """The smallest free segment that fits, or a new one (capacity a power of two, so
+        a pool serving varying sizes stays small; untouched pages of /dev/shm cost nothing)."""
+        fits = [s for s in self.pool if s.capacity >= nbytes and s.mem[0] == 0]
+        if fits:
+            segment = min(fits, key=lambda s: s.capacity)
+        else:
+            size = max(MIN_SEGMENT, 1 << (nbytes + SEGMENT_HEADER - 1).bit_length())
+            name = f"s{self.rank}-{len(self.pool)}"
+            segment = _Segment(name, _map(_shm_path(self.run_id, name), size, create=True))
+            self.pool.append(segment)
+        segment.mem[0] = 1
+        return segment
 
     def post(self, dst, header, array):
         handle = None
         if array.nbytes:
-            self.sequence += 1
-            handle = f"m{self.rank}-{self.sequence}"
-            mem = _map(_shm_path(self.run_id, handle), array.nbytes, create=True)
-            view = np.frombuffer(mem, dtype=array.dtype).reshape(array.shape)
-            np.copyto(view, array, casting="no")
-            del view
-            mem.close()
+            segment = self._acquire(array.nbytes)
+            view = np.frombuffer(segment.mem, array.dtype, array.size, SEGMENT_HEADER)
+            np.copyto(view.reshape(array.shape), array, casting="no")
+            handle = segment.name
         frame = pickle.dumps(header._replace(handle=handle), protocol=pickle.HIGHEST_PROTOCOL)
         if len(frame) + _FRAME.size > PIPE_BUF:
             raise ValueError(f"message header too large ({len(frame)} bytes); shorten the label")
@@ -84,11 +142,14 @@ class _ProcessTransport:
         header, _ = self.mailbox.take(src, tag, deadline)
         dtype, shape = np.dtype(header.dtype), header.shape
         if header.handle is None:
-            return header, np.zeros(shape, dtype)
-        path = _shm_path(self.run_id, header.handle)
-        mem = _map(path, os.path.getsize(path), create=False)
-        os.unlink(path)  # the mapping lives on as long as the array does
-        return header, np.frombuffer(mem, dtype=dtype).reshape(shape)
+            return header, as_logical(np.zeros(shape, dtype), header.nbytes)
+        mem = self.mapped.get(header.handle)
+        if mem is None:
+            mem = self.mapped[header.handle] = _map(_shm_path(self.run_id, header.handle), None, create=False)
+        count = math.prod(shape)
+        view = np.frombuffer(mem, dtype, count, SEGMENT_HEADER)
+        array = np.asarray(_Lease(mem, view)).reshape(shape)
+        return header, as_logical(array, header.nbytes)
 
 
 def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
@@ -116,7 +177,7 @@ def _child_main() -> None:
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     threading.Thread(target=_watch_lifeline, args=(job["lifeline"],), daemon=True).start()
     rank, run_id = job["rank"], job["run_id"]
-    board_mem = _map(_shm_path(run_id, "board"), job["board_nbytes"], create=False)
+    board_mem = _map(_shm_path(run_id, "board"), None, create=False)
     board = np.frombuffer(board_mem, dtype=np.float64).reshape(job["size"], board_width(job["size"]))
     mailbox = Mailbox(rank, board)
     threading.Thread(target=_drain_inbox, args=(job["inbox"], mailbox), daemon=True).start()
@@ -161,8 +222,7 @@ def run_processes(spec: RunSpec) -> list[Outcome]:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         for rank in range(size):
             job = {"rank": rank, "size": size, "run_id": run_id, "spec": blob, "sys_path": sys.path,
-                   "inbox": inboxes[rank][0], "writers": writers, "lifeline": life_r,
-                   "board_nbytes": board_nbytes}
+                   "inbox": inboxes[rank][0], "writers": writers, "lifeline": life_r}
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from dlsys.comm.processes import _child_main; _child_main()"],
                 stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], life_r, *writers],

@@ -1,0 +1,143 @@
+"""Logical sizes: a small real array that stands for a much larger one.
+
+Emulating 512 ranks that each hold AlexNet's gradient (61.1 M float32, 244 MB) would need
+125 GB of real memory. The virtual clocks only need the *size* of every message, so a
+rank can compute on a small real array and charge the wire for the large one:
+
+    from dlsys.comm.logical import LogicalArray
+    grad = LogicalArray(np.ones(512, np.float32), scale=119_338)  # stands for 61,101,056 floats
+    grad.logical_nbytes        # 244_404_224: what a send of it costs on the virtual wire
+    collectives.allreduce(comm, grad)  # unchanged program code
+
+Each real element stands for ``scale`` logical elements, so everything that slices keeps
+the proportion: a block from ``np.array_split`` of 1/p of the real elements stands for
+1/p of the logical bytes, which is what the closed forms assume (pick the real length
+as a multiple of p so that every block is the same size). Values are the real ones: only
+sizes are logical. The rules:
+
+* slicing, reshaping, copying, ``np.array_split``, ``np.concatenate``, ``np.empty_like``
+  and element-wise arithmetic (``+``, ``np.maximum``, ``/ p``, ``astype``) keep the scale;
+* mixing two different scales in one operation is an error (the result's size would be
+  meaningless); a plain ndarray operand is fine and takes the LogicalArray's scale;
+* reductions (``sum``, ``max``, ``mean`` over axes) return plain arrays and numbers, since
+  a reduction's result is a value, not a payload;
+* both backends deliver a received LogicalArray with the sender's scale
+  (``Communicator.send`` charges ``payload_nbytes``, which reads ``logical_nbytes``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class LogicalArray(np.ndarray):
+    """An ndarray whose every element stands for ``scale`` logical elements on the wire."""
+
+    scale: int
+
+    def __new__(cls, real, scale: int):
+        if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool) or scale < 1:
+            raise ValueError(f"scale must be an integer >= 1 (logical elements per real element), got {scale!r}")
+        obj = np.asanyarray(real).view(cls)
+        obj.scale = int(scale)
+        return obj
+
+    def __array_finalize__(self, obj):
+        # Called for views, slices, copies and new arrays "like" this one: inherit the scale.
+        self.scale = getattr(obj, "scale", 1)
+
+    def __reduce__(self):
+        # Pickling (cloudpickle of a program's arguments and results) keeps the scale.
+        rebuild, args, state = super().__reduce__()
+        return _unpickle, (rebuild, args, state, self.scale)
+
+    def __repr__(self):
+        return f"LogicalArray({np.asarray(self)!r}, scale={self.scale})"
+
+    @property
+    def logical_size(self) -> int:
+        """Elements this array stands for."""
+        return self.size * self.scale
+
+    @property
+    def logical_nbytes(self) -> int:
+        """Bytes this array stands for: what sending it costs in virtual time."""
+        return self.nbytes * self.scale
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        scale = common_scale(inputs + (out or ()))
+        plain = tuple(_plain(x) for x in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(_plain(o) for o in out)
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        if method != "__call__":  # reduce, accumulate, outer, at: values, not payloads
+            return result
+        if isinstance(result, tuple):
+            return tuple(_wrap(r, scale) for r in result)
+        return _wrap(result, scale)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func is np.concatenate:
+            arrays = args[0] if args else kwargs["arrays"]
+            result = super().__array_function__(func, types, args, kwargs)
+            scale = common_scale(arrays)
+            return result if isinstance(result, LogicalArray) and "out" in kwargs else _wrap(result, scale)
+        return super().__array_function__(func, types, args, kwargs)
+
+
+def common_scale(operands) -> int:
+    """The one scale the LogicalArrays among ``operands`` share (1 if there are none)."""
+    scales = {x.scale for x in operands if isinstance(x, LogicalArray)}
+    if len(scales) > 1:
+        raise ValueError(f"cannot combine LogicalArrays of different scales {sorted(scales)}: "
+                         "their logical sizes would not add up")
+    return scales.pop() if scales else 1
+
+
+def as_logical(array: np.ndarray, logical_nbytes: int) -> np.ndarray:
+    """``array`` as it was sent: a LogicalArray if it stood for ``logical_nbytes`` > its bytes.
+
+    Used by transports that move only the real bytes (the processes backend) to restore
+    the sender's scale from the message header.
+    """
+    if logical_nbytes == array.nbytes or array.nbytes == 0:
+        return array
+    scale, rest = divmod(logical_nbytes, array.nbytes)
+    if rest or scale < 1:
+        raise ValueError(f"a message of {array.nbytes} real bytes cannot stand for {logical_nbytes} logical bytes")
+    return LogicalArray(array, scale)
+
+
+def standing_for(logical_count: int, real_count: int, dtype=np.float32, fill: float = 1.0) -> LogicalArray:
+    """A LogicalArray of ``real_count`` elements (all ``fill``) standing for ``logical_count``.
+
+    ``real_count`` must divide ``logical_count``; choose it as a multiple of the number of
+    ranks so that ``np.array_split`` gives equal blocks.
+    """
+    if not (isinstance(real_count, (int, np.integer)) and real_count >= 1):
+        raise ValueError(f"real_count must be an integer >= 1, got {real_count!r}")
+    if not (isinstance(logical_count, (int, np.integer)) and logical_count >= real_count
+            and logical_count % real_count == 0):
+        raise ValueError(f"logical_count must be a multiple of real_count ({real_count}), got {logical_count!r}")
+    return LogicalArray(np.full(real_count, fill, dtype), logical_count // real_count)
+
+
+def _plain(x):
+    return x.view(np.ndarray) if isinstance(x, LogicalArray) else x
+
+
+def _wrap(result, scale: int):
+    if isinstance(result, np.ndarray) and result.ndim:
+        wrapped = result.view(LogicalArray)
+        wrapped.scale = scale
+        return wrapped
+    return result
+
+
+def _unpickle(rebuild, args, state, scale):
+    array = rebuild(*args)
+    array.__setstate__(state)
+    array.scale = scale
+    return array
