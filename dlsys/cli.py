@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_commands(sub)
     from .exercises.cli import add_commands as add_exercise_commands
     add_exercise_commands(sub)
+    from .bench import add_commands as add_bench_commands
+    add_bench_commands(sub)
     return parser
 
 
