@@ -64,26 +64,22 @@ class LogicalArray(np.ndarray):
         """Bytes this array stands for: what sending it costs in virtual time."""
         return self.nbytes * self.scale
 
-    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
-        scale = common_scale(inputs + (out or ()))
-        plain = tuple(_plain(x) for x in inputs)
-        if out is not None:
-            kwargs["out"] = tuple(_plain(o) for o in out)
-        result = getattr(ufunc, method)(*plain, **kwargs)
-        if out is not None:
-            return out[0] if len(out) == 1 else out
-        if method != "__call__":  # reduce, accumulate, outer, at: values, not payloads
-            return result
-        if isinstance(result, tuple):
-            return tuple(_wrap(r, scale) for r in result)
-        return _wrap(result, scale)
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        # numpy calls this on every ufunc result (context = (ufunc, inputs, index)) and on
+        # every reduction (context None). It is cheaper than __array_ufunc__, which would
+        # re-dispatch every addition of an emulated ring.
+        if context is None:  # sum, max, mean...: a value, not a payload
+            array = array.view(np.ndarray)
+            return array[()] if return_scalar else array
+        common_scale(context[1])
+        return super().__array_wrap__(array, context, return_scalar)
 
     def __array_function__(self, func, types, args, kwargs):
         if func is np.concatenate:
             arrays = args[0] if args else kwargs["arrays"]
             result = super().__array_function__(func, types, args, kwargs)
             scale = common_scale(arrays)
-            return result if isinstance(result, LogicalArray) and "out" in kwargs else _wrap(result, scale)
+            return result if kwargs.get("out") is not None else _wrap(result, scale)
         return super().__array_function__(func, types, args, kwargs)
 
 
@@ -122,10 +118,6 @@ def standing_for(logical_count: int, real_count: int, dtype=np.float32, fill: fl
             and logical_count % real_count == 0):
         raise ValueError(f"logical_count must be a multiple of real_count ({real_count}), got {logical_count!r}")
     return LogicalArray(np.full(real_count, fill, dtype), logical_count // real_count)
-
-
-def _plain(x):
-    return x.view(np.ndarray) if isinstance(x, LogicalArray) else x
 
 
 def _wrap(result, scale: int):

@@ -1,0 +1,254 @@
+"""Benchmarks of dlsys itself: how fast the real bytes move, how far the emulation scales.
+
+Two different questions, two different clocks:
+
+* ``allreduce_bench``: the *real* wall-clock time of an all-reduce of real float32 data
+  between real processes (the ``processes`` backend: shared memory), measured inside the
+  ranks around the collective (a barrier first, so process start-up is excluded), median
+  of repeats after warm-up, the result checked on every repeat. Reported as nccl-tests
+  does: algbw = n / t, busbw = algbw * 2(p-1)/p; and against numpy's memcpy bandwidth
+  for the same n, measured by rank 0 in the same run between the repeats.
+* ``emulate_allreduce`` / ``emulate_ps``: the wall time and peak memory this machine
+  needs to *emulate* a large cluster on the ``threads`` backend (virtual time), with
+  payloads of a logical size far above what is allocated (``dlsys.comm.logical``).
+
+    dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--json]
+    dlsys bench emulate --scheme ring --ranks 512 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import time
+
+import numpy as np
+
+from . import collectives
+from .comm import launch
+from .comm.launch import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
+from .comm.logical import LogicalArray
+from .net import busbw_factor, closed_form, get_link, parse_size
+from .profiles import totals
+from .viz.units import format_bytes, format_rate, format_seconds
+
+MAX_BENCH_NBYTES = 2**30
+PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks are exact
+
+
+# --- the real data path -----------------------------------------------------------------
+
+def bench_data(count: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rank's input, the exact sum every rank must get): small integers times rank + 1."""
+    pattern = (np.arange(count) % PATTERN).astype(np.float32)
+    return pattern * np.float32(rank + 1), pattern * np.float32(size * (size + 1) // 2)
+
+
+def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int):
+    """Rank program: time ``warmup + repeats`` all-reduces; rank 0 also times memcpy.
+
+    Returns (seconds per timed all-reduce, seconds per memcpy) for this rank. The result
+    buffer is allocated once and passed as ``out`` (as MPI_Allreduce's recvbuf, or the
+    preallocated buffers of nccl-tests), so the loop measures communication, not malloc.
+    """
+    x, want = bench_data(count, comm.rank, comm.size)
+    out = np.zeros_like(x)
+    copy_dst = np.zeros_like(x) if comm.rank == 0 else None
+    times, copies = [], []
+    for i in range(warmup + repeats):
+        collectives.barrier(comm)
+        start = time.perf_counter()
+        collectives.allreduce(comm, x, algorithm=algorithm, out=out)
+        elapsed = time.perf_counter() - start
+        if not np.array_equal(out, want):
+            raise AssertionError(f"rank {comm.rank}: all-reduce ({algorithm}) returned a wrong sum in repeat {i}")
+        out[:] = 0  # a stale correct result must not pass the next check
+        collectives.barrier(comm)  # memcpy below runs while every other rank waits, idle
+        if copy_dst is not None:
+            start = time.perf_counter()
+            np.copyto(copy_dst, x)
+            copy_s = time.perf_counter() - start
+        if i >= warmup:
+            times.append(elapsed)
+            if copy_dst is not None:
+                copies.append(copy_s)
+    return times, copies
+
+
+def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repeats: int = 10,
+                    warmup: int = 3, timeout_s: float = 600.0) -> dict:
+    """Wall-clock all-reduce of float32 data on ``ranks`` processes, vs memcpy (see module doc).
+
+    Each repeat's time is the slowest rank's (the collective is done when the last rank
+    is); ``wall_time_s`` is the median over repeats, and ``memcpy_Bps`` is n over the
+    median time of ``np.copyto`` of the same n bytes. Returns a JSON-ready record.
+    """
+    ranks = _check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
+    repeats, warmup = _check_int("repeats", repeats, 1, 10_000), _check_int("warmup", warmup, 0, 10_000)
+    collectives.check_algorithm("allreduce", algorithm)
+    nbytes = parse_size(size)
+    if not (4 <= nbytes <= MAX_BENCH_NBYTES and nbytes % 4 == 0):
+        raise ValueError(f"size must be a multiple of 4 bytes (float32) in 4..{MAX_BENCH_NBYTES}, got {nbytes}")
+    result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats),
+                    record=False, timeout_s=timeout_s)
+    per_repeat = [max(ts) for ts in zip(*(times for times, _ in result.values))]
+    return bandwidth_record(ranks, nbytes, per_repeat, result.values[0][1], benchmark="allreduce",
+                            backend="processes", algorithm=algorithm, repeats=repeats, warmup=warmup)
+
+
+def bandwidth_record(ranks: int, nbytes: int, times_s, memcpy_times_s, **about) -> dict:
+    """The all-reduce record every implementation reports (dlsys and its peers alike):
+    median time over repeats (each the slowest rank's), algbw = n / t, busbw = algbw *
+    2(p-1)/p (nccl-tests), memcpy_Bps = n / median memcpy time, and their ratio."""
+    t = statistics.median(times_s)
+    algbw = nbytes / t
+    busbw = algbw * busbw_factor("allreduce", ranks)
+    memcpy_bps = nbytes / statistics.median(memcpy_times_s)
+    return {**about, "ranks": ranks, "nbytes": nbytes, "dtype": "float32", "correct": True,
+            "wall_time_s": t, "times_s": list(times_s), "algbw_Bps": algbw, "busbw_Bps": busbw,
+            "memcpy_Bps": memcpy_bps, "ratio_to_memcpy": busbw / memcpy_bps}
+
+
+# --- the emulation's scale ----------------------------------------------------------------
+
+def logical_gradient(params: int, blocks: int, value: float) -> LogicalArray:
+    """A gradient standing for ``params`` float32 (rounded up to a multiple of ``blocks``)
+    held as ``blocks`` real elements, all ``value``: one real element per ring block, so
+    every block is the same size, as the closed form assumes."""
+    return LogicalArray(np.full(blocks, value, np.float32), math.ceil(params / blocks))
+
+
+def _ring_program(comm, params: int):
+    grad = logical_gradient(params, comm.size, comm.rank + 1)
+    total = collectives.allreduce(comm, grad, algorithm="ring")
+    return bool(np.all(total == comm.size * (comm.size + 1) // 2)), total.logical_nbytes
+
+
+def _ps_program(comm, params: int):
+    """One synchronous parameter-server round, ps-lite style: every worker pushes its
+    gradient to rank 0, rank 0 averages them and sends the new weights to every worker."""
+    workers = comm.size - 1
+    if comm.rank == 0:
+        total = sum(comm.recv(w, label="push gradient") for w in range(1, workers + 1))
+        weights = total / workers
+        for w in range(1, workers + 1):
+            comm.send(w, weights, label="pull weights")
+    else:
+        comm.send(0, logical_gradient(params, 1, comm.rank), label="push gradient")
+        weights = comm.recv(0, label="pull weights")
+    return bool(np.all(weights == (workers + 1) / 2)), weights.logical_nbytes
+
+
+def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, link="tcp-10gbe",
+            timeout_s: float = 600.0) -> dict:
+    """Emulate one all-reduce (``ring``) or one parameter-server round (``ps``, rank 0 the
+    server) of a ``params``-float32 gradient (default: AlexNet) on ``ranks`` threads.
+
+    Returns wall time, the process's peak resident memory so far (run it in a fresh
+    process to measure one emulation), the virtual time and its closed form.
+    """
+    if scheme not in ("ring", "ps"):
+        raise ValueError(f"scheme must be 'ring' or 'ps', got {scheme!r}")
+    ranks = _check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
+    params = totals("alexnet")[0] if params is None else _check_int("params", params, 1, 10**12)
+    link = get_link(link)
+    program = _ring_program if scheme == "ring" else _ps_program
+    result = launch(program, ranks, "threads", link=link, args=(params,), record=False, timeout_s=timeout_s)
+    if not all(ok for ok, _ in result.values):
+        raise AssertionError(f"{scheme}: a rank returned a wrong result")
+    nbytes = result.values[0][1]
+    if scheme == "ring":
+        closed = closed_form("allreduce", "ring", ranks, nbytes, link)
+    else:
+        from .experiments import ps_closed_form_s
+        closed = ps_closed_form_s(ranks - 1, nbytes, link)
+    t = result.virtual_time_s
+    return {"benchmark": "emulate", "scheme": scheme, "backend": "threads", "ranks": ranks,
+            "params": nbytes // 4, "logical_nbytes": nbytes, "link": link.name,
+            "messages": 2 * ranks * (ranks - 1) if scheme == "ring" else 2 * (ranks - 1),
+            "wall_time_s": result.wall_time_s, "peak_rss_bytes": _peak_rss_bytes(),
+            "virtual_time_s": t, "closed_form_s": closed, "relative_error": abs(t - closed) / closed}
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _check_int(name: str, value, low: int, high: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+    return int(value)
+
+
+# --- the command line -------------------------------------------------------------------
+
+def _print_rows(title: str, rows) -> None:
+    print(title)
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+
+
+def cmd_allreduce(args) -> int:
+    rec = allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup)
+    if args.json:
+        print(json.dumps(rec))
+        return 0
+    _print_rows(f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
+                f"processes backend, median of {rec['repeats']} after {rec['warmup']} warm-up", [
+        ("time", format_seconds(rec["wall_time_s"])),
+        ("algbw", format_rate(rec["algbw_Bps"]) + "  (n / t)"),
+        ("busbw", format_rate(rec["busbw_Bps"]) + "  (algbw * 2(p-1)/p, as nccl-tests)"),
+        ("memcpy", format_rate(rec["memcpy_Bps"]) + f"  (numpy copy of {format_bytes(rec['nbytes'])}, same run)"),
+        ("busbw/memcpy", f"{rec['ratio_to_memcpy']:.2f}"),
+        ("correct", "yes (every repeat checked)"),
+    ])
+    return 0
+
+
+def cmd_emulate(args) -> int:
+    rec = emulate(args.scheme, args.ranks, args.params, args.link)
+    if args.json:
+        print(json.dumps(rec))
+        return 0
+    what = "ring all-reduce" if rec["scheme"] == "ring" else "parameter-server round"
+    _print_rows(f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "
+                f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}", [
+        ("messages", f"{rec['messages']:,}"),
+        ("wall time here", format_seconds(rec["wall_time_s"])),
+        ("peak memory", format_bytes(rec["peak_rss_bytes"]) + "  (this process)"),
+        ("virtual time", format_seconds(rec["virtual_time_s"], 6)),
+        ("closed form", format_seconds(rec["closed_form_s"], 6) + f"  (relative error {rec['relative_error']:.1e})"),
+    ])
+    return 0
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_commands(subparsers) -> None:
+    """Register ``dlsys bench allreduce`` and ``dlsys bench emulate``."""
+    bench = subparsers.add_parser("bench", help="benchmark the real data path and the emulator's scale")
+    sub = bench.add_subparsers(dest="bench_command", required=True)
+    ar = sub.add_parser("allreduce", help="real wall-clock all-reduce between processes, vs memcpy")
+    ar.add_argument("--ranks", type=int, default=2, help="processes P (default 2)")
+    ar.add_argument("--size", type=_size, default="64MiB", help="bytes per rank, float32 (default 64MiB)")
+    ar.add_argument("--algo", default="ring", choices=list(collectives.ALGORITHMS["allreduce"]))
+    ar.add_argument("--repeats", type=int, default=10, help="timed repeats, the median is reported (default 10)")
+    ar.add_argument("--warmup", type=int, default=3, help="untimed repeats first (default 3)")
+    ar.add_argument("--json", action="store_true", help="print one JSON object")
+    ar.set_defaults(func=cmd_allreduce)
+    em = sub.add_parser("emulate", help="wall time and memory of a large emulated cluster (threads backend)")
+    em.add_argument("--scheme", default="ring", choices=["ring", "ps"], help="ring all-reduce or a PS round")
+    em.add_argument("--ranks", type=int, default=512, help="emulated ranks (default 512)")
+    em.add_argument("--params", type=int, default=None, help="float32 parameters (default AlexNet's 61,100,840)")
+    em.add_argument("--link", default="tcp-10gbe")
+    em.add_argument("--json", action="store_true", help="print one JSON object")
+    em.set_defaults(func=cmd_emulate)

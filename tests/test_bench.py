@@ -1,0 +1,200 @@
+"""Benchmarks (a tiny smoke of each: correctness, not speed), LogicalArray semantics, and the
+processes backend's pooled shared memory (reuse, leases, nothing left in /dev/shm)."""
+
+import glob
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlsys
+from dlsys import bench, collectives
+from dlsys.cli import main
+from dlsys.comm.logical import LogicalArray, as_logical, standing_for
+from dlsys.net import closed_form
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def our_segments():
+    """Shared-memory names of runs started by this test process (other sessions may run too)."""
+    return glob.glob(f"/dev/shm/dlsys-{os.getpid()}-*")
+
+
+# --- dlsys bench allreduce ----------------------------------------------------------------
+
+@pytest.mark.parametrize("ranks, algorithm", [(2, "ring"), (3, "ring"), (4, "rabenseifner"),
+                                              (3, "recursive_doubling"), (2, "reduce_broadcast")])
+def test_allreduce_bench_is_checked_and_reports_nccl_units(ranks, algorithm):
+    rec = bench.allreduce_bench(ranks, "24KiB", algorithm, repeats=2, warmup=1)
+    assert rec["correct"] and rec["nbytes"] == 24 * 1024 and len(rec["times_s"]) == 2
+    assert rec["algbw_Bps"] == pytest.approx(rec["nbytes"] / rec["wall_time_s"])
+    assert rec["busbw_Bps"] == pytest.approx(rec["algbw_Bps"] * 2 * (ranks - 1) / ranks)
+    assert rec["ratio_to_memcpy"] == pytest.approx(rec["busbw_Bps"] / rec["memcpy_Bps"])
+    assert not our_segments()
+
+
+def test_cli_bench_allreduce_json():
+    out = subprocess.run([sys.executable, "-m", "dlsys.cli", "bench", "allreduce", "--ranks", "2", "--size", "8KiB",
+                          "--repeats", "2", "--warmup", "0", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    for key in ("busbw_Bps", "algbw_Bps", "memcpy_Bps", "ratio_to_memcpy", "wall_time_s"):
+        assert rec[key] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "10"], "multiple of 4"),
+    (["--size", "4GiB"], "size must be"),
+    (["--ranks", "0"], "ranks must be"),
+    (["--repeats", "0"], "repeats must be"),
+])
+def test_cli_bench_rejects_bad_input_before_starting(argv, message, capsys):
+    assert main(["bench", "allreduce", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- dlsys bench emulate ------------------------------------------------------------------
+
+@pytest.mark.parametrize("scheme, ranks", [("ring", 16), ("ps", 17)])
+def test_emulation_matches_its_closed_form(scheme, ranks):
+    rec = bench.emulate(scheme, ranks)
+    assert rec["relative_error"] < 1e-9
+    assert rec["logical_nbytes"] >= 61_100_840 * 4  # AlexNet, rounded up to equal ring blocks
+    assert rec["peak_rss_bytes"] < 2 * 2**30
+
+
+def test_cli_bench_emulate(capsys):
+    assert main(["bench", "emulate", "--ranks", "8", "--params", "8000"]) == 0
+    assert "closed form" in capsys.readouterr().out
+
+
+def test_run_all_smoke():
+    out = subprocess.run([sys.executable, "benchmarks/run_all.py", "--smoke"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "dlsys all-reduce" in out.stdout and "emulated ring" in out.stdout
+
+
+# --- LogicalArray ---------------------------------------------------------------------------
+
+def test_logical_sizes_follow_slicing_splitting_and_concatenation():
+    a = standing_for(8 * 1000, 8)
+    assert a.scale == 1000 and a.logical_size == 8000 and a.logical_nbytes == 32000
+    blocks = np.array_split(a, 4)
+    assert all(isinstance(b, LogicalArray) and b.logical_nbytes == 8000 for b in blocks)
+    assert np.concatenate(blocks).logical_nbytes == 32000
+    assert a[:2].logical_nbytes == 8000 and a.reshape(2, 4).scale == 1000
+    assert np.empty_like(a).scale == a.copy().scale == 1000
+    assert a.astype(np.float64).logical_nbytes == 64000
+
+
+def test_logical_arithmetic_keeps_the_scale_and_reductions_are_values():
+    a, b = standing_for(8000, 8, fill=2.0), standing_for(8000, 8, fill=3.0)
+    assert (a + b).scale == sum([a, b, a]).scale == (a / 2).scale == np.maximum(a, b).scale == 1000
+    assert (a + np.ones(8, np.float32)).scale == 1000  # a plain operand takes the scale
+    out = np.empty_like(a)
+    assert np.add(a, b, out=out) is out and np.all(out == 5)
+    assert type(a.sum()) is np.float32 and a.sum() == 16
+    assert type(np.max(a.reshape(2, 4), axis=0)) is np.ndarray
+    with pytest.raises(ValueError, match="different scales"):
+        a + LogicalArray(np.ones(8, np.float32), 7)
+    with pytest.raises(ValueError, match="different scales"):
+        np.concatenate([a, LogicalArray(np.ones(8, np.float32), 7)])
+
+
+def test_logical_array_construction_and_pickling():
+    a = LogicalArray(np.arange(4.0), 3)
+    assert pickle.loads(pickle.dumps(a)).scale == 3
+    assert as_logical(np.ones(4, np.float32), 64).scale == 4
+    assert type(as_logical(np.ones(4, np.float32), 16)) is np.ndarray
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="scale"):
+            LogicalArray(np.ones(2), bad)
+    with pytest.raises(ValueError, match="multiple"):
+        standing_for(10, 3)
+
+
+def _logical_collectives(comm):
+    x = LogicalArray(np.full(2 * comm.size, comm.rank + 1.0, np.float32), 500)
+    ring = collectives.allreduce(comm, x)
+    gathered = collectives.allgather(comm, x)
+    sent = comm.sendrecv(x[:2], (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size)
+    return ring, gathered, sent
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_collectives_on_logical_arrays_cost_the_logical_size(backend):
+    p = 4
+    result = dlsys.launch(_logical_collectives, p, backend, record=True)
+    ring, gathered, sent = result.values[0]
+    assert isinstance(ring, LogicalArray) and ring.scale == 500 and np.all(ring == p * (p + 1) / 2)
+    assert isinstance(gathered, LogicalArray) and gathered.logical_nbytes == p * 2 * p * 4 * 500
+    assert isinstance(sent, LogicalArray) and sent.scale == 500  # the transport keeps it
+    assert all(m.nbytes % (4 * 500) == 0 for m in result.trace.messages)  # whole logical elements
+    assert not our_segments()
+
+
+def test_ring_time_equals_the_closed_form_for_logical_sizes():
+    p, scale = 8, 250_000
+
+    def program(comm):
+        return collectives.allreduce(comm, LogicalArray(np.ones(p, np.float32), scale))
+
+    result = dlsys.launch(program, p, "threads", record=False)
+    assert result.virtual_time_s == pytest.approx(closed_form("allreduce", "ring", p, p * 4 * scale, "tcp-10gbe"), rel=1e-12)
+
+
+# --- the processes backend's pooled shared memory ------------------------------------------
+
+def _stream(comm, count, messages):
+    """Rank 0 streams messages; rank 1 checks each and drops it. Returns rank 0's pool size."""
+    if comm.rank == 0:
+        for i in range(messages):
+            comm.send(1, np.full(count, i, np.float32))
+        comm.recv(1)
+        return len(comm._transport.pool)
+    for i in range(messages):
+        assert np.all(comm.recv(0) == i)
+    comm.send(0, np.zeros(1))
+    return None
+
+
+def test_segments_are_reused_once_the_receiver_drops_the_array():
+    result = dlsys.launch(_stream, 2, "processes", args=(2**18, 200))
+    assert result.values[0] < 200  # far fewer segments than messages
+    assert not our_segments()
+
+
+def _keep_first(comm):
+    """A received array stays valid while held, however many sends follow."""
+    if comm.rank == 0:
+        for i in range(20):
+            comm.send(1, np.full(1024, i, np.float32))
+        return None
+    first = comm.recv(0)
+    later = [comm.recv(0).copy() for _ in range(19)]
+    return float(first[0]), float(first[-1]), [float(x[0]) for x in later]
+
+
+def test_a_held_receive_is_never_overwritten():
+    first0, first_last, later = dlsys.launch(_keep_first, 2, "processes").values[1]
+    assert first0 == first_last == 0.0 and later == list(range(1, 20))
+
+
+def test_no_shared_memory_is_left_after_a_failed_run():
+    def failing(comm):
+        comm.send((comm.rank + 1) % 2, np.ones(1 << 16))
+        if comm.rank == 1:
+            raise RuntimeError("boom")
+        comm.recv(1)
+        comm.recv(1)
+
+    with pytest.raises(dlsys.RankFailed):
+        dlsys.launch(failing, 2, "processes", timeout_s=60)
+    assert not our_segments()
