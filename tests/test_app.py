@@ -1,12 +1,7 @@
 """The Streamlit app under streamlit.testing.v1.AppTest (every page, defaults and edge
 widget values, every tab), and the dlsys.experiments functions its pages call.
-
-``DLSYS_MEASURE=1`` adds the 30-concurrent-sessions measurement recorded in docs/app.md.
 """
 
-import os
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -113,34 +108,6 @@ def test_ps_vs_ring_page_edges(workers, size):
     assert charts(at) == 1
     at.session_state["ps_view"] = "Against workers"
     ok(at.run())
-
-
-@pytest.mark.skipif(not os.environ.get("DLSYS_MEASURE"), reason="measurement for docs/app.md: DLSYS_MEASURE=1")
-def test_30_concurrent_sessions():
-    """30 AppTest sessions at once, spread over the pages; prints wall time and memory."""
-    import psutil
-    process = psutil.Process()
-    rss_before = process.memory_info().rss
-    errors, start = [], time.perf_counter()
-
-    def session(i):
-        try:
-            at = open_page(PAGES[i % len(PAGES)])
-            if "collectives" in PAGES[i % len(PAGES)]:
-                at.slider(key="coll_ranks").set_value(2 + i % 15)
-                ok(at.run())
-        except Exception as exc:  # noqa: BLE001 - collected and reported below
-            errors.append(f"session {i}: {exc!r}")
-
-    threads = [threading.Thread(target=session, args=(i,)) for i in range(30)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
-    print(f"\n30 concurrent sessions: {wall:.1f} s wall, {len(errors)} errors, "
-          f"RSS {rss_before / 2**20:.0f} -> {process.memory_info().rss / 2**20:.0f} MiB")
-    assert not errors, errors
 
 
 # --- the experiments behind the pages --------------------------------------------------------

@@ -8,13 +8,13 @@ from dlsys.viz.catalogue import concept_map
 
 # (section, concept, where to see it: "app", "lesson" or "planned"), after the concept catalogue.
 CONCEPTS = [
-    ("Why distribute", "data parallelism", "planned"), ("Why distribute", "model parallelism", "planned"),
-    ("Why distribute", "speedup and scaling efficiency", "planned"),
+    ("Why distribute", "data parallelism", "app"), ("Why distribute", "model parallelism", "app"),
+    ("Why distribute", "speedup and scaling efficiency", "lesson"),
     ("Primitives and cost", "send / recv", "app"), ("Primitives and cost", "broadcast, scatter, gather", "app"),
     ("Primitives and cost", "reduce, all-gather, reduce-scatter", "app"), ("Primitives and cost", "all-reduce algorithms", "app"),
     ("Primitives and cost", "alpha-beta model", "app"), ("Primitives and cost", "algbw / busbw", "app"),
     ("Architectures", "parameter server", "app"), ("Architectures", "ring all-reduce", "app"),
-    ("Coordination", "BSP", "planned"), ("Coordination", "ASP", "planned"), ("Coordination", "SSP / bounded delay", "planned"),
+    ("Coordination", "BSP", "app"), ("Coordination", "ASP", "app"), ("Coordination", "SSP / bounded delay", "app"),
     ("Communicate less often", "large batches", "planned"), ("Communicate less often", "local SGD", "planned"),
     ("Compression", "1-bit SGD, TernGrad, QSGD", "planned"), ("Compression", "Top-k, gradient dropping, DGC", "planned"),
     ("Overlap", "WFBP", "planned"), ("Overlap", "P3, ByteScheduler", "planned"), ("Overlap", "gradient fusion", "planned"),
@@ -22,7 +22,30 @@ CONCEPTS = [
     ("IO", "prefetching, zero copy", "planned"),
     ("Large batch", "linear scaling, warm-up", "planned"), ("Large batch", "LARS, LAMB", "planned"),
     ("TaihuLight case study", "PS vs ring on Caffe", "app"),
-    ("Beyond speed", "fault tolerance, consistency", "planned"),
+    ("Beyond speed", "fault tolerance, consistency", "lesson"),
+]
+
+def lesson_title(path: Path) -> str:
+    """A lesson's first markdown heading ("# # Lesson 01: ..."), else its file name."""
+    for line in path.read_text().splitlines():
+        if line.startswith("# # "):
+            return line[4:].strip()
+    return path.stem
+
+
+# (page, label, icon, what it shows): one line per page of streamlit_app.PAGES
+PAGE_LINKS = [
+    ("views/collectives.py", "Collectives", ":material/sync_alt:",
+     "Every MPI collective and algorithm: messages animated on a ring of ranks, the ring all-reduce step by step, "
+     "the timeline, bytes per link, measured against the closed form."),
+    ("views/cost_model.py", "Cost model explorer", ":material/monitoring:",
+     "All-reduce algorithms against message size and ranks, where they cross, TCP against RDMA, alpha and beta apart."),
+    ("views/ps_vs_ring.py", "PS vs ring", ":material/hub:",
+     "A parameter server and a ring all-reduce averaging the same gradients, side by side: the server's link is "
+     "the bottleneck."),
+    ("views/training.py", "Distributed training", ":material/model_training:",
+     "Real models under BSP, SSP and ASP with a straggler, parameter-server pushes and pulls, data against model "
+     "parallelism."),
 ]
 
 st.title("dlsys: watch distributed deep learning")
@@ -33,16 +56,9 @@ st.markdown(
     "comparable with the textbook alpha-beta costs.")
 
 st.subheader("Pages")
-cols = st.columns(3)
-cols[0].page_link("views/collectives.py", label="Collectives", icon=":material/sync_alt:")
-cols[0].caption("Every MPI collective and algorithm: messages animated on a ring of ranks, the ring all-reduce "
-                "step by step, the timeline, bytes per link, measured against the closed form.")
-cols[1].page_link("views/cost_model.py", label="Cost model explorer", icon=":material/monitoring:")
-cols[1].caption("All-reduce algorithms against message size and ranks, where they cross, TCP against RDMA, "
-                "alpha and beta apart.")
-cols[2].page_link("views/ps_vs_ring.py", label="PS vs ring", icon=":material/hub:")
-cols[2].caption("A parameter server and a ring all-reduce averaging the same gradients, side by side: the "
-                "server's link is the bottleneck.")
+for col, (path, label, icon, text) in zip(st.columns(len(PAGE_LINKS)), PAGE_LINKS):
+    col.page_link(path, label=label, icon=icon)
+    col.caption(text)
 
 st.subheader("The map of concepts")
 st.plotly_chart(concept_map(CONCEPTS), key="home_concepts")
@@ -50,7 +66,7 @@ st.plotly_chart(concept_map(CONCEPTS), key="home_concepts")
 st.subheader("Lessons")
 lessons = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.py"))
 if lessons:
-    st.markdown("\n".join(f"- `lessons/{p.name}`" for p in lessons))
+    st.markdown("\n".join(f"- {lesson_title(p)} (`lessons/{p.name}`)" for p in lessons))
     st.caption("Percent-format scripts: open them as notebooks with jupytext, or run them with python.")
 else:
     st.info("No lessons in lessons/ yet.")

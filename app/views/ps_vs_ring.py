@@ -27,9 +27,9 @@ traces = {name: r["result"].trace for name, r in records.items()}
 
 m = st.columns(4)
 m[0].metric("parameter server", format_seconds(ps["virtual_time_s"]),
-            delta=f"closed form {format_seconds(ps['closed_form_s'])}", delta_color="off")
+            delta=f"closed form {format_seconds(ps['closed_form_s'])}", delta_color="off", delta_arrow="off")
 m[1].metric("ring all-reduce", format_seconds(ring["virtual_time_s"]),
-            delta=f"closed form {format_seconds(ring['closed_form_s'])}", delta_color="off")
+            delta=f"closed form {format_seconds(ring['closed_form_s'])}", delta_color="off", delta_arrow="off")
 m[2].metric("PS / ring", f"{ps['virtual_time_s'] / ring['virtual_time_s']:.2f}x")
 server = traces["parameter server"]
 m[3].metric("server link traffic", format_bytes(server.bytes_sent_per_rank()[0] + server.bytes_received_per_rank()[0]),

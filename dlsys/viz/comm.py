@@ -61,16 +61,19 @@ def _in_flight(trace, pos, steps, n_steps, t, div, unit) -> dict:
                             line=dict(width=1, color="black")))
 
 
-def message_animation(panels: dict, layouts: dict | None = None, frames: int = 120,
-                      frame_ms: int = 60, height: int = 520) -> go.Figure:
+def message_animation(panels: dict, layouts: dict | None = None, frames: int | None = None,
+                      frame_ms: int = 80, height: int = 520) -> go.Figure:
     """Ranks as nodes, every message a marker travelling from sender to receiver over
     virtual time (departure to arrival), coloured by step; play/pause and a time slider.
 
     ``panels`` maps a title to a Trace; several panels share one clock (side by side).
     ``layouts`` maps a title to "circle" (default) or "star" (rank 0 in the centre).
     Static traces (links, ranks) are drawn once; each frame holds only the moving traces.
+    ``frames`` defaults to 4 per step of the busiest panel, within 60..120.
     """
     layouts = layouts or {}
+    if frames is None:
+        frames = min(120, max(60, 4 * max(step_index(t.messages)[1] for t in panels.values())))
     end_s = max(t.makespan_s for t in panels.values()) or 1e-9
     div, unit = time_unit(end_s)
     times = np.linspace(0.0, end_s, frames + 1)
@@ -201,7 +204,7 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
         z = [[bin(v).count("1") for v in row] for row in state["chunks"]]
         text = [[_contributors(v, ranks) for v in row] for row in state["chunks"]]
         return dict(type="heatmap", z=z, x=chunk_axis, y=rank_axis, text=text, zmin=1, zmax=ranks,
-                    texttemplate="%{text}", textfont=dict(size=max(7, 14 - ranks // 2)), colorscale="YlGnBu",
+                    texttemplate="%{text}", textfont=dict(size=max(8, 17 - ranks // 2)), colorscale="YlGnBu",
                     colorbar=dict(title="inputs<br>summed"),
                     hovertemplate="rank %{y}, chunk %{x}: sum of ranks %{text}<extra></extra>")
 
@@ -213,7 +216,7 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
 
     def caption(state):
         if state["phase"] == "start":
-            return "start: rank r holds its own input x_r in every chunk"
+            return "start: rank r holds its own input x_r in every chunk (a cell lists the ranks summed in it)"
         verb = "adds" if state["phase"] == "reduce-scatter" else "copies"
         return f"{state['phase']} step {state['step']}: each rank {verb} the chunk from its left neighbour (outlined)"
 
@@ -224,7 +227,7 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     labels = ["start"] + [f"{'RS' if s['phase'] == 'reduce-scatter' else 'AG'} {s['step']}" for s in states[1:]]
     fig.update_layout(
         title=caption(states[0]), height=height or 260 + 30 * ranks, margin=dict(l=10, r=10, t=50, b=10),
-        sliders=[dict(active=0, currentvalue=dict(prefix="after: "), pad=dict(t=40),
+        sliders=[dict(active=0, x=0.1, len=0.9, currentvalue=dict(prefix="after: "), pad=dict(t=40),
                       steps=[dict(label=lab, method="animate", args=[[str(k)], still]) for k, lab in enumerate(labels)])],
         updatemenus=[dict(type="buttons", x=0, y=0, xanchor="left", yanchor="top", pad=dict(t=45), showactive=False,
                           buttons=[dict(label="▶ Play", method="animate",
