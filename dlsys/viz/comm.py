@@ -226,7 +226,8 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     labels = ["start"] + [f"{'RS' if s['phase'] == 'reduce-scatter' else 'AG'} {s['step']}" for s in states[1:]]
     fig.update_layout(
-        title=caption(states[0]), height=height or 260 + 30 * ranks, margin=dict(l=10, r=10, t=50, b=10),
+        title=dict(text=caption(states[0]), y=0.99, yanchor="top"), height=height or 280 + 30 * ranks,
+        margin=dict(l=10, r=10, t=90, b=10),
         sliders=[dict(active=0, x=0.1, len=0.9, currentvalue=dict(prefix="after: "), pad=dict(t=40),
                       steps=[dict(label=lab, method="animate", args=[[str(k)], still]) for k, lab in enumerate(labels)])],
         updatemenus=[dict(type="buttons", x=0, y=0, xanchor="left", yanchor="top", pad=dict(t=45), showactive=False,

@@ -3,6 +3,8 @@ with crossovers, links compared, alpha and beta apart, parameter server against 
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
@@ -60,7 +62,7 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
                                  marker=dict(symbol="star", size=15, color="black"),
                                  hovertext=f"{c['from']} → {c['to']} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
                                  hoverinfo="text"))
-        fig.add_annotation(x=c[x], y=1, yref="paper", xanchor="left", showarrow=False, textangle=-90,
+        fig.add_annotation(x=math.log10(c[x]), y=1, yref="paper",  # annotations on log axes take log10 xanchor="left", showarrow=False, textangle=-90,
                            yanchor="top", text=f"→ {c['to']} at {_x_label(x, c[x])}", font=dict(size=11))
     if emulated:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="emulated run",
