@@ -43,28 +43,33 @@ def real_data_note(record: dict) -> str:
 
 @st.cache_data(**CACHE)
 def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
+    """experiments.simulate_collective on capped real buffers, without the returned arrays."""
     return experiments.without_values(experiments.simulate_collective(
         name, algorithm, ranks, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES))
 
 
 @st.cache_data(**CACHE)
 def ring_steps(ranks: int, link: str) -> list:
+    """experiments.ring_allreduce_steps: every rank's chunks after every ring step."""
     return experiments.ring_allreduce_steps(ranks, link)
 
 
 @st.cache_data(**CACHE)
 def ps_vs_ring(workers: int, nbytes: int, link: str) -> dict:
+    """experiments.ps_vs_ring on capped real buffers, without the returned arrays."""
     records = experiments.ps_vs_ring(workers, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES)
     return {name: experiments.without_values(r) for name, r in records.items()}
 
 
 @st.cache_data(**CACHE)
 def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
+    """experiments.ps_vs_ring_scaling for 2 to 32 workers."""
     return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link)
 
 
 @st.cache_data(**CACHE)
 def emulated_allreduce_costs(link: str, ranks: int) -> list:
+    """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
     return experiments.emulated_allreduce_costs(link, ranks)
 
 
