@@ -65,9 +65,10 @@ class Mailbox:
     message is delivered, so "every live rank BLOCKED and nothing in flight" means deadlock.
     """
 
-    def __init__(self, rank: int, board: np.ndarray):
+    def __init__(self, rank: int, board: np.ndarray, cond=None):
         self.rank, self.row = rank, board[rank]
-        self._cond = threading.Condition()
+        # The threads backend passes a BatonCondition (dlsys.comm.baton): ranks take turns.
+        self._cond = threading.Condition() if cond is None else cond
         self._stash: dict[tuple[int, int], deque] = defaultdict(deque)
         self.aborted = False
 
@@ -195,12 +196,16 @@ class Communicator:
             self._advance(nbytes * self.node.gamma_s_per_byte, "compute", label)
 
     def _check_peer(self, peer, name: str) -> int:
+        if type(peer) is int and 0 <= peer < self.size and peer != self.rank:
+            return peer  # the common case, first: a 512-rank emulation checks a million peers
         if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool) or not 0 <= peer < self.size or peer == self.rank:
             raise ValueError(f"{name} must be another rank in 0..{self.size - 1} (this is rank {self.rank}), got {peer!r}")
         return int(peer)
 
     @staticmethod
     def _check_tag(tag) -> int:
+        if type(tag) is int and tag >= 0:
+            return tag
         if not isinstance(tag, (int, np.integer)) or tag < 0:
             raise ValueError(f"tag must be an int >= 0, got {tag!r}")
         return int(tag)
@@ -223,8 +228,8 @@ class Communicator:
         src, tag = self._check_peer(src, "src"), self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
         n = header.nbytes
-        arrive = max(header.depart_s + self.link.latency_s + self.link.wire_s(n),
-                     self._ingress_free + self.link.wire_s(n))
+        wire_s = self.link.wire_s(n)
+        arrive = max(header.depart_s + self.link.latency_s + wire_s, self._ingress_free + wire_s)
         self._ingress_free = arrive
         label = header.label if label is None else label
         if self._record:

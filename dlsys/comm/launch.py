@@ -185,15 +185,18 @@ class _ThreadTransport:
 
 
 def run_threads(spec: RunSpec) -> list[Outcome]:
+    from .baton import Baton, BatonCondition
     from .communicator import Aborted, Communicator, Mailbox, board_width
 
     board = np.zeros((spec.size, board_width(spec.size)))
-    boxes = [Mailbox(r, board) for r in range(spec.size)]
+    baton = Baton(spec.size)  # ranks take turns: see dlsys/comm/baton.py for why
+    boxes = [Mailbox(r, board, BatonCondition(baton, r, board[r])) for r in range(spec.size)]
     outcomes: list = [None] * spec.size
     failures: dict = {}
     changed = threading.Event()
 
     def body(rank):
+        baton.enter(rank)
         comm = Communicator(rank, spec.size, _ThreadTransport(boxes, rank), spec.link,
                             spec.nodes[rank], spec.seed, spec.deadline, board,
                             spec.charge_reductions, spec.record)
@@ -206,6 +209,7 @@ def run_threads(spec: RunSpec) -> list[Outcome]:
             failures[rank] = (exc, traceback.format_exc())
         finally:
             board[rank, STATE] = DONE
+            baton.leave(rank)
             changed.set()
 
     def finished():
@@ -224,10 +228,12 @@ def run_threads(spec: RunSpec) -> list[Outcome]:
     try:
         for t in threads:
             t.start()
+        baton.start()
         supervise(board, finished, wait, spec.deadline)
     finally:
         for box in boxes:
             box.abort()
+        baton.close()
         for t in threads:
             t.join(timeout=1.0)
     return outcomes
