@@ -60,14 +60,15 @@ def _recv(comm: Communicator, src: int, like: np.ndarray, label: str, into=None)
         raise ValueError(f"x: rank {src} sent {got.size} elements of {got.dtype} where rank {comm.rank} "
                          f"expected {like.size} of {like.dtype}; every rank must pass the same shape and dtype")
     if into is None:
-        return got.reshape(like.shape)
-    np.copyto(into, got.reshape(into.shape))
+        return got if got.shape == like.shape else got.reshape(like.shape)
+    into[...] = got if got.shape == into.shape else got.reshape(into.shape)
     return into
 
 
 def _combine(comm: Communicator, mine: np.ndarray, other: np.ndarray, op: str, into=None) -> np.ndarray:
     """op(mine, other), as a new array or written into ``into``."""
-    comm.charge_reduction(payload_nbytes(other))
+    if comm.charge_reductions:
+        comm.charge_reduction(payload_nbytes(other))
     return (np.maximum if op == "max" else np.add)(mine, other, out=into)
 
 

@@ -71,11 +71,19 @@ class LogicalArray(np.ndarray):
         if context is None:  # sum, max, mean...: a value, not a payload
             array = array.view(np.ndarray)
             return array[()] if return_scalar else array
-        common_scale(context[1])
+        for operand in context[1]:  # inputs and outputs; numpy wraps with one of them (self)
+            if type(operand) is LogicalArray and operand.scale != self.scale:
+                common_scale(context[1])  # raises, naming the scales
+        if type(array) is LogicalArray:  # written into an ``out`` LogicalArray
+            return array
         return super().__array_wrap__(array, context, return_scalar)
 
     def __array_function__(self, func, types, args, kwargs):
-        if func is np.concatenate:
+        if func is np.array_split:
+            blocks = _split_axis0(*args, **kwargs)
+            if blocks is not None:
+                return blocks
+        elif func is np.concatenate:
             arrays = args[0] if args else kwargs["arrays"]
             result = super().__array_function__(func, types, args, kwargs)
             scale = common_scale(arrays)
@@ -118,6 +126,23 @@ def standing_for(logical_count: int, real_count: int, dtype=np.float32, fill: fl
             and logical_count % real_count == 0):
         raise ValueError(f"logical_count must be a multiple of real_count ({real_count}), got {logical_count!r}")
     return LogicalArray(np.full(real_count, fill, dtype), logical_count // real_count)
+
+
+def _split_axis0(ary, indices_or_sections, axis=0):
+    """np.array_split into n sections along axis 0 as plain slices (one view per block,
+    where numpy's version makes two swapaxes per block, each dispatched back through
+    ``__array_function__``: the split of a 512-rank ring's buffer would dominate). None
+    when numpy's general version is needed."""
+    sections = indices_or_sections
+    if not (isinstance(sections, (int, np.integer)) and sections > 0 and axis == 0 and ary.ndim):
+        return None
+    each, extra = divmod(ary.shape[0], int(sections))
+    blocks, start = [], 0
+    for i in range(sections):
+        stop = start + each + (i < extra)
+        blocks.append(ary[start:stop])
+        start = stop
+    return blocks
 
 
 def _wrap(result, scale: int):
