@@ -117,22 +117,22 @@ class BatonCondition:
 
     def __init__(self, baton: Baton, rank: int, row):
         self._baton, self._rank, self._row = baton, rank, row
-        self._lock = threading.Lock()  # still needed against the launcher thread (abort)
+        self.lock = threading.Lock()  # still needed against the launcher thread (abort)
 
     def __enter__(self):
-        self._lock.acquire()
+        self.lock.acquire()
         return self
 
     def __exit__(self, *exc_info):
-        self._lock.release()
+        self.lock.release()
 
     def wait(self, timeout: float | None = None) -> None:
         polls = self._row[WAIT_SRC] == ANY_SOURCE  # recv_any: re-check after `timeout`
-        self._lock.release()
+        self.lock.release()
         try:
             self._baton.suspend(self._rank, timeout if polls else None)
         finally:
-            self._lock.acquire()
+            self.lock.acquire()
 
     def notify(self, n: int = 1) -> None:
         self._baton.wake(self._rank)  # only the mailbox's own rank ever waits on it

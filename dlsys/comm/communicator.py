@@ -15,6 +15,7 @@ same values and the same trace on threads and on processes.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import defaultdict, deque
@@ -68,22 +69,28 @@ class Mailbox:
     def __init__(self, rank: int, board: np.ndarray, cond=None):
         self.rank, self.row = rank, board[rank]
         # The threads backend passes a BatonCondition (dlsys.comm.baton): ranks take turns.
-        self._cond = threading.Condition() if cond is None else cond
+        # deliver and take enter the bare lock (a C-level ``with``: they run once per message).
+        self._lock = threading.Lock() if cond is None else cond.lock
+        self._cond = threading.Condition(self._lock) if cond is None else cond
         self._stash: dict[tuple[int, int], deque] = defaultdict(deque)
+        self._pulled, self._from = 0, defaultdict(int)  # mirrors of the board's counters
         self.aborted = False
 
     def deliver(self, header: Header, payload) -> None:
-        with self._cond:
+        with self._lock:
             self._stash[(header.src, header.tag)].append((header, payload))
             row = self.row
-            row[PULLED] += 1
-            row[FROM + header.src] += 1
-            if row[STATE] == BLOCKED and row[WAIT_SRC] == header.src and row[WAIT_TAG] == header.tag:
-                row[STATE] = RUNNING
-            self._cond.notify()
+            self._pulled += 1  # counted in Python, stored to the board: cheaper than numpy +=
+            row[PULLED] = self._pulled
+            self._from[header.src] += 1
+            row[FROM + header.src] = self._from[header.src]
+            if row[STATE] == BLOCKED:  # a rank that is not waiting needs no wake-up
+                if row[WAIT_SRC] == header.src and row[WAIT_TAG] == header.tag:
+                    row[STATE] = RUNNING
+                self._cond.notify()
 
     def take(self, src: int, tag: int, deadline: float):
-        with self._cond:
+        with self._lock:
             queue, row = self._stash[(src, tag)], self.row
             while not queue:
                 row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
@@ -118,11 +125,16 @@ class Transport:
 
 def as_payload(x, name: str = "x") -> np.ndarray:
     """The array a message carries; rejects what cannot travel as numbers."""
-    # A LogicalArray (dlsys.comm.logical) must stay one: its logical size is what we charge.
-    arr = np.asanyarray(x) if hasattr(x, "logical_nbytes") else np.asarray(x)
+    if type(x) is np.ndarray:  # the common case, first
+        arr = x
+    else:  # a LogicalArray (dlsys.comm.logical) must stay one: its logical size is what we charge
+        arr = np.asanyarray(x) if hasattr(type(x), "logical_nbytes") else np.asarray(x)
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"{name} must be a numeric array (bool, int, float or complex); got dtype {arr.dtype}")
     return arr
+
+
+_dtype_str = functools.lru_cache(maxsize=None)(lambda dtype: dtype.str)  # dtype.str builds a new string
 
 
 def payload_nbytes(arr: np.ndarray) -> int:
@@ -156,6 +168,7 @@ class Communicator:
         self._transport, self._board, self._row = transport, board, board[rank]
         self._deadline = deadline + DEADLINE_GRACE_S
         self._sent = FROM + size  # first column of this rank's sent-to counters
+        self._posted, self._sent_to = 0, [0] * size  # mirrors of the board's counters
         self._t = self._egress_free = self._ingress_free = 0.0
         self._record = record
         self.spans: list[Span] = []
@@ -169,15 +182,12 @@ class Communicator:
         """This rank's virtual time in seconds."""
         return self._t
 
-    def _span(self, start: float, end: float, kind: str, label: str) -> None:
-        if self._record and end > start:
-            self.spans.append(Span(self.rank, start, end, kind, label))
-
     def _advance(self, seconds: float, kind: str, label: str) -> None:
         start = self._t
-        self._t += seconds
-        self._row[CLOCK] = self._t
-        self._span(start, self._t, kind, label)
+        self._t = end = start + seconds
+        self._row[CLOCK] = end
+        if self._record and end > start:
+            self.spans.append(Span(self.rank, start, end, kind, label))
 
     def compute(self, seconds: float | None = None, flops: float | None = None,
                 label: str = "compute") -> None:
@@ -218,9 +228,11 @@ class Communicator:
         self._advance(self.link.send_overhead_s(n), "send", label)
         depart = max(self._t, self._egress_free)
         self._egress_free = depart + self.link.wire_s(n)
-        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype.str, arr.shape)
-        self._row[POSTED] += 1
-        self._row[self._sent + dst] += 1
+        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], _dtype_str(arr.dtype), arr.shape)
+        self._posted += 1
+        self._row[POSTED] = self._posted
+        self._sent_to[dst] += 1
+        self._row[self._sent + dst] = self._sent_to[dst]
         self._transport.post(dst, header, arr)
 
     def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
