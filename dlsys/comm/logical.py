@@ -17,8 +17,9 @@ sizes are logical. The rules:
 
 * slicing, reshaping, copying, ``np.array_split``, ``np.concatenate``, ``np.empty_like``
   and element-wise arithmetic (``+``, ``np.maximum``, ``/ p``, ``astype``) keep the scale;
-* mixing two different scales in one operation is an error (the result's size would be
-  meaningless); a plain ndarray operand is fine and takes the LogicalArray's scale;
+* mixing two different scales in one operation that makes a new array is an error (the
+  result's size would be meaningless); a plain ndarray operand is fine and takes the
+  LogicalArray's scale; a result written into ``out=`` keeps the scale of ``out``;
 * reductions (``sum``, ``max``, ``mean`` over axes) return plain arrays and numbers, since
   a reduction's result is a value, not a payload;
 * both backends deliver a received LogicalArray with the sender's scale
@@ -31,28 +32,28 @@ import numpy as np
 
 
 class LogicalArray(np.ndarray):
-    """An ndarray whose every element stands for ``scale`` logical elements on the wire."""
+    """An ndarray whose every element stands for ``scale`` logical elements on the wire.
 
-    scale: int
+    ``LogicalArray(real, scale)`` returns an instance of a subclass made for that scale
+    (one per scale, cached): the scale lives on the type, and numpy keeps the type through
+    views, slices, copies and element-wise results at C speed, with no Python hook per
+    array (a 512-rank emulation makes millions of them).
+    """
+
+    scale: int = 1
+    __array_priority__ = 1.0  # np.concatenate of LogicalArrays returns one
 
     def __new__(cls, real, scale: int):
         if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool) or scale < 1:
             raise ValueError(f"scale must be an integer >= 1 (logical elements per real element), got {scale!r}")
-        obj = np.asanyarray(real).view(cls)
-        obj.scale = int(scale)
-        return obj
-
-    def __array_finalize__(self, obj):
-        # Called for views, slices, copies and new arrays "like" this one: inherit the scale.
-        self.scale = getattr(obj, "scale", 1)
+        return np.asanyarray(real).view(np.ndarray).view(_scaled(int(scale)))
 
     def __reduce__(self):
-        # Pickling (cloudpickle of a program's arguments and results) keeps the scale.
-        rebuild, args, state = super().__reduce__()
-        return _unpickle, (rebuild, args, state, self.scale)
+        # Pickle as (values, scale): the per-scale subclass is made again on loading.
+        return LogicalArray, (self.view(np.ndarray), self.scale)
 
     def __repr__(self):
-        return f"LogicalArray({np.asarray(self)!r}, scale={self.scale})"
+        return f"LogicalArray({self.view(np.ndarray)!r}, scale={self.scale})"
 
     @property
     def logical_size(self) -> int:
@@ -71,11 +72,11 @@ class LogicalArray(np.ndarray):
         if context is None:  # sum, max, mean...: a value, not a payload
             array = array.view(np.ndarray)
             return array[()] if return_scalar else array
-        for operand in context[1]:  # inputs and outputs; numpy wraps with one of them (self)
-            if type(operand) is LogicalArray and operand.scale != self.scale:
-                common_scale(context[1])  # raises, naming the scales
-        if type(array) is LogicalArray:  # written into an ``out`` LogicalArray
+        if isinstance(array, LogicalArray):  # written into an ``out``: its scale is the result's
             return array
+        for operand in context[1]:  # numpy wraps with one of the inputs (self)
+            if isinstance(operand, LogicalArray) and operand.scale != self.scale:
+                common_scale(context[1])  # raises, naming the scales
         return super().__array_wrap__(array, context, return_scalar)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -147,14 +148,16 @@ def _split_axis0(ary, indices_or_sections, axis=0):
 
 def _wrap(result, scale: int):
     if isinstance(result, np.ndarray) and result.ndim:
-        wrapped = result.view(LogicalArray)
-        wrapped.scale = scale
-        return wrapped
+        return result.view(_scaled(scale))
     return result
 
 
-def _unpickle(rebuild, args, state, scale):
-    array = rebuild(*args)
-    array.__setstate__(state)
-    array.scale = scale
-    return array
+_SCALED: dict[int, type] = {}
+
+
+def _scaled(scale: int) -> type:
+    """The subclass of LogicalArray whose instances stand for ``scale`` elements each."""
+    cls = _SCALED.get(scale)
+    if cls is None:
+        cls = _SCALED[scale] = type("LogicalArray", (LogicalArray,), {"scale": scale, "__module__": __name__})
+    return cls
