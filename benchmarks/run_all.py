@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from dlsys.bench import allreduce_bench
+from dlsys.net import parse_size
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 HERE = Path(__file__).resolve().parent
@@ -115,13 +116,17 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes and rank counts (seconds)")
     parser.add_argument("--json", metavar="FILE", help="also write every record here")
     parser.add_argument("--plot", metavar="FILE", help="write the emulation curve as plotly HTML")
+    parser.add_argument("--sizes", default="64MiB", help="real data path sizes, comma-separated (default 64MiB)")
+    parser.add_argument("--ranks", default="2,4", help="real data path rank counts, comma-separated (default 2,4)")
     args = parser.parse_args(argv)
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    ranks = [int(r) for r in args.ranks.split(",")]
     if args.smoke:
         real = real_data_path([64 * 2**10], [2], repeats=2, warmup=1)
         big = [emulation("ring", 16), emulation("ps", 17)]
         curve = [emulation("ring", p) for p in (8, 16)]
     else:
-        real = real_data_path([64 * 2**20], [2, 4], repeats=10, warmup=3)
+        real = real_data_path(sizes, ranks, repeats=10, warmup=3)
         big = [emulation("ring", 512), emulation("ps", 512)]
         curve = [emulation("ring", p) for p in (8, 16, 32, 64, 128, 256)] + [big[0]]
     print_real(real)
