@@ -41,7 +41,7 @@ class LogicalArray(np.ndarray):
     """
 
     scale: int = 1
-    __array_priority__ = 1.0  # np.concatenate of LogicalArrays returns one
+    __array_priority__ = 1.0  # numpy functions that pick an output type by priority pick ours
 
     def __new__(cls, real, scale: int):
         if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool) or scale < 1:
