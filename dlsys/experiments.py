@@ -121,46 +121,18 @@ def launch_logical(program, ranks: int, nbytes: int, real_nbytes: int, backend: 
     by the factor; latency and per-message overheads stay. So each message costs exactly
     what its logical size costs, the virtual times are those of the logical run, and the
     returned trace reports logical bytes (with the original link and node models).
-    Messages carry their sender's label (see ``sender_labels``).
     """
     factor = nbytes / real_nbytes if real_nbytes and nbytes > real_nbytes else 1.0
     if factor == 1.0:
         result = launch(program, ranks, backend, link=link, node=node, **kwargs)
-        return replace(result, trace=sender_labels(result.trace))
+        return result
     link, node = get_link(link), get_node(node)
     slow_link = replace(link, bandwidth_Bps=link.bandwidth_Bps / factor,
                         copy_bandwidth_Bps=link.copy_bandwidth_Bps / factor)
     slow_node = replace(node, memory_bandwidth_Bps=node.memory_bandwidth_Bps / factor)
     result = launch(program, ranks, backend, link=slow_link, node=slow_node, **kwargs)
-    trace = sender_labels(result.trace)
-    messages = [m._replace(nbytes=round(m.nbytes * factor)) for m in trace.messages]
-    return replace(result, trace=Trace(trace.spans, messages, ranks), link=link, nodes=(node,) * ranks)
-
-
-def sender_labels(trace: Trace) -> Trace:
-    """The trace with every message labelled as its sender labelled the send.
-
-    A receiver may pass its own label to ``recv`` (the collectives pass "" or "reduce"), which
-    replaces the sender's label ("reduce-scatter step 3 block 5") on the message. The
-    sender's label survives on its ``send`` span: each send makes one span and one message,
-    in program order, so the k-th send span of a rank labels its k-th departing message.
-    A rank whose counts differ (a link with zero send overhead records no span) keeps its
-    labels.
-    """
-    sends = defaultdict(list)
-    for s in trace.spans:
-        if s.kind == "send":
-            sends[s.rank].append(s.label)
-    out = defaultdict(list)
-    for i, m in enumerate(trace.messages):
-        out[m.src].append(i)
-    messages = list(trace.messages)
-    for src, indices in out.items():
-        indices.sort(key=lambda i: (messages[i].depart_s, i))
-        if len(indices) == len(sends[src]):
-            for i, label in zip(indices, sends[src]):
-                messages[i] = messages[i]._replace(label=label or messages[i].label)
-    return Trace(trace.spans, messages, trace.world_size)
+    messages = [m._replace(nbytes=round(m.nbytes * factor)) for m in result.trace.messages]
+    return replace(result, trace=Trace(result.trace.spans, messages, ranks), link=link, nodes=(node,) * ranks)
 
 
 def without_values(record: dict) -> dict:

@@ -24,7 +24,7 @@ import numpy as np
 
 import dlsys
 from dlsys import collectives
-from dlsys.experiments import allreduce_costs, ring_allreduce_steps, sender_labels, simulate_collective
+from dlsys.experiments import allreduce_costs, ring_allreduce_steps, simulate_collective
 from dlsys.viz.comm import ring_steps, timeline
 from dlsys.viz.costs import cost_curves
 from dlsys.viz.lessons import show
@@ -86,7 +86,7 @@ def ring_allreduce(comm, count):
 
 
 run = dlsys.launch(ring_allreduce, P, "threads", link="tcp-10gbe", args=(1024,))
-for m in sorted(sender_labels(run.trace).messages, key=lambda m: (m.depart_s, m.src)):
+for m in sorted(run.trace.messages, key=lambda m: (m.depart_s, m.src)):
     print(f"{m.label:<32} rank {m.src} -> rank {m.dst}  {format_bytes(m.nbytes):>8}  "
           f"departs {format_seconds(m.depart_s):>9}, arrives {format_seconds(m.arrive_s)}")
 print(f"bytes sent per rank: {run.trace.bytes_sent_per_rank()} = 2 (p-1)/p n = {2 * (P - 1) * 4096 // P}")

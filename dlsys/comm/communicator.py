@@ -236,16 +236,18 @@ class Communicator:
         self._transport.post(dst, header, arr)
 
     def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
-        """Receive the next array rank src sent with this tag (blocks; deadlock-checked)."""
+        """Receive the next array rank src sent with this tag (blocks; deadlock-checked).
+
+        The message keeps its sender's label; ``label`` names this rank's wait/recv spans
+        (default: the sender's label)."""
         src, tag = self._check_peer(src, "src"), self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
         n = header.nbytes
-        wire_s = self.link.wire_s(n)
-        arrive = max(header.depart_s + self.link.latency_s + wire_s, self._ingress_free + wire_s)
+        arrive = self._arrival_s(header)
         self._ingress_free = arrive
-        label = header.label if label is None else label
         if self._record:
-            self.messages.append(Message(src, self.rank, n, header.depart_s, arrive, tag, label))
+            self.messages.append(Message(src, self.rank, n, header.depart_s, arrive, tag, header.label))
+        label = label or header.label
         if arrive > self._t:
             self._advance(arrive - self._t, "wait", label)
         self._advance(self.link.recv_overhead_s(n), "recv", label)

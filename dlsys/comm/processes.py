@@ -43,7 +43,7 @@ import traceback
 import cloudpickle
 import numpy as np
 
-from .communicator import DONE, STATE, Aborted, Communicator, Header, Mailbox, board_width
+from .communicator import DONE, STATE, Aborted, Communicator, Mailbox, board_width
 from .launch import Outcome, RankFailed, RunSpec, supervise
 from .logical import as_logical
 
