@@ -18,7 +18,6 @@ Two different questions, two different clocks:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import resource
@@ -31,7 +30,7 @@ from . import collectives
 from .comm import launch
 from .comm.launch import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from .comm.logical import LogicalArray
-from .net import busbw_factor, closed_form, get_link, parse_size
+from .net import busbw_factor, closed_form, get_link, parse_size, size_arg
 from .profiles import totals
 from .viz.units import format_bytes, format_rate, format_seconds
 
@@ -226,12 +225,6 @@ def cmd_emulate(args) -> int:
     return 0
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
 
 def add_commands(subparsers) -> None:
     """Register ``dlsys bench allreduce`` and ``dlsys bench emulate``."""
@@ -239,7 +232,7 @@ def add_commands(subparsers) -> None:
     sub = bench.add_subparsers(dest="bench_command", required=True)
     ar = sub.add_parser("allreduce", help="real wall-clock all-reduce between processes, vs memcpy")
     ar.add_argument("--ranks", type=int, default=2, help="processes P (default 2)")
-    ar.add_argument("--size", type=_size, default="64MiB", help="bytes per rank, float32 (default 64MiB)")
+    ar.add_argument("--size", type=size_arg, default="64MiB", help="bytes per rank, float32 (default 64MiB)")
     ar.add_argument("--algo", default="ring", choices=list(collectives.ALGORITHMS["allreduce"]))
     ar.add_argument("--repeats", type=int, default=10, help="timed repeats, the median is reported (default 10)")
     ar.add_argument("--warmup", type=int, default=3, help="untimed repeats first (default 3)")

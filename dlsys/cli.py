@@ -10,25 +10,8 @@ from dataclasses import asdict
 
 from . import collectives
 from .comm import BACKENDS
-from .net import LINK_PRESETS, NODE_PRESETS, parse_size
-
-
-def _si(value: float, unit: str) -> str:
-    """1.23e9, 'B/s' -> '1.23 GB/s'; seconds get ms/us/ns."""
-    if unit == "s":
-        for scale, prefix in ((1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-            if abs(value) >= scale or scale == 1e-9:
-                return f"{value / scale:.4g} {prefix}s"
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
-        if abs(value) >= scale or scale == 1:
-            return f"{value / scale:.4g} {prefix}{unit}"
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+from .net import LINK_PRESETS, NODE_PRESETS, size_arg
+from .viz.units import format_bytes, format_rate, format_seconds
 
 
 def cmd_simulate(args) -> int:
@@ -45,15 +28,15 @@ def cmd_simulate(args) -> int:
     rows = [
         ("collective", f"{record['collective']} / {record['algorithm']}"),
         ("ranks", str(record["ranks"])),
-        ("buffer", f"{_si(record['nbytes'], 'B')} {record['dtype']} ({record['nbytes']} bytes)"),
+        ("buffer", f"{format_bytes(record['nbytes'])} {record['dtype']} ({record['nbytes']} bytes)"),
         ("link", record["link"]),
-        ("virtual time", _si(record["virtual_time_s"], "s")),
-        ("closed form", _si(record["closed_form_s"], "s")),
+        ("virtual time", format_seconds(record["virtual_time_s"], 4)),
+        ("closed form", format_seconds(record["closed_form_s"], 4)),
         ("relative error", f"{record['relative_error']:.2e}"),
-        ("algbw", _si(record["algbw_Bps"], "B/s")),
-        ("busbw", _si(record["busbw_Bps"], "B/s")),
-        ("sent per rank", _si(max(record["bytes_sent_per_rank"]), "B")),
-        ("wall time here", _si(record["wall_time_s"], "s") + f" ({record['backend']} backend)"),
+        ("algbw", format_rate(record["algbw_Bps"])),
+        ("busbw", format_rate(record["busbw_Bps"])),
+        ("sent per rank", format_bytes(max(record["bytes_sent_per_rank"]))),
+        ("wall time here", format_seconds(record["wall_time_s"]) + f" ({record['backend']} backend)"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
@@ -74,13 +57,13 @@ def cmd_presets(args) -> int:
     print("Links")
     print(f"  {'name':<10} {'latency':>10} {'bandwidth':>12} {'overhead':>10} {'copies':>6}  source")
     for m in LINK_PRESETS.values():
-        print(f"  {m.name:<10} {_si(m.latency_s, 's'):>10} {_si(m.bandwidth_Bps, 'B/s'):>12} "
-              f"{_si(m.overhead_s, 's'):>10} {m.kernel_copies:>6}  {m.source}")
+        print(f"  {m.name:<10} {format_seconds(m.latency_s):>10} {format_rate(m.bandwidth_Bps):>12} "
+              f"{format_seconds(m.overhead_s):>10} {m.kernel_copies:>6}  {m.source}")
     print("Nodes")
     print(f"  {'name':<10} {'peak':>12} {'sustained':>10} {'memory bw':>12}  source")
     for m in NODE_PRESETS.values():
-        print(f"  {m.name:<10} {_si(m.peak_flops, 'FLOP/s'):>12} {m.efficiency:>10.0%} "
-              f"{_si(m.memory_bandwidth_Bps, 'B/s'):>12}  {m.source}")
+        print(f"  {m.name:<10} {f'{m.peak_flops / 1e12:.3g} TFLOP/s':>12} {m.efficiency:>10.0%} "
+              f"{format_rate(m.memory_bandwidth_Bps):>12}  {m.source}")
     return 0
 
 
@@ -92,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("collective", choices=list(collectives.ALGORITHMS))
     sim.add_argument("--algo", default=None, help="algorithm (default: the first listed for the collective)")
     sim.add_argument("--ranks", type=int, default=8, help="world size P (default 8)")
-    sim.add_argument("--size", type=_size, default="1MiB", help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
+    sim.add_argument("--size", type=size_arg, default="1MiB", help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
     sim.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))

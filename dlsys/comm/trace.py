@@ -71,13 +71,6 @@ class Trace:
             links[(m.src, m.dst)] += m.nbytes
         return dict(links)
 
-    def time_by_kind(self) -> dict[str, list[float]]:
-        """Seconds each rank spent in each span kind (compute, send, wait, recv)."""
-        totals: dict[str, list[float]] = defaultdict(lambda: [0.0] * self.world_size)
-        for s in self.spans:
-            totals[s.kind][s.rank] += s.end_s - s.start_s
-        return dict(totals)
-
     def records(self) -> tuple[list[dict], list[dict]]:
         """(spans, messages) as lists of dicts, ready for pandas/plotly or CSV."""
         return [s._asdict() for s in self.spans], [m._asdict() for m in self.messages]
