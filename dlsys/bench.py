@@ -49,12 +49,14 @@ def bench_data(count: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray
 def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int):
     """Rank program: time ``warmup + repeats`` all-reduces; rank 0 also times memcpy.
 
-    Returns (seconds per timed all-reduce, seconds per memcpy) for this rank. The result
-    buffer is allocated once and passed as ``out`` (as MPI_Allreduce's recvbuf, or the
-    preallocated buffers of nccl-tests), so the loop measures communication, not malloc.
+    Returns (seconds per timed all-reduce, seconds per memcpy) for this rank. The input and
+    the result buffer (passed as ``out``, as MPI_Allreduce's recvbuf) are allocated once,
+    with ``comm.alloc``, as nccl-tests allocates and registers its buffers: so the loop
+    measures communication, not malloc, and the ring lends its blocks instead of copying.
     """
-    x, want = bench_data(count, comm.rank, comm.size)
-    out = np.zeros_like(x)
+    data, want = bench_data(count, comm.rank, comm.size)
+    x, out = comm.alloc(count), comm.alloc(count)
+    x[:] = data
     copy_dst = np.zeros_like(x) if comm.rank == 0 else None
     times, copies = [], []
     for i in range(warmup + repeats):

@@ -190,9 +190,11 @@ def _reduce_scatter_ring(comm: Communicator, blocks: list, op: str, into: list |
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
-        comm.send((r + 1) % p, blocks[send_i], TAG, f"reduce-scatter step {step} block {send_i}")
+        sent = comm.isend((r + 1) % p, blocks[send_i], TAG, f"reduce-scatter step {step} block {send_i}")
         incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
         blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op, None if into is None else into[recv_i])
+        del incoming  # drop the left neighbour's block (it may be its own memory, lent) ...
+        sent.wait()  # ... and wait until the right neighbour dropped ours
     return blocks[r]
     # END SOLUTION
 
@@ -205,8 +207,9 @@ def _allgather_ring(comm: Communicator, blocks: list, into: list | None = None) 
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
-        comm.send((r + 1) % p, blocks[send_i], TAG, f"allgather step {step} block {send_i}")
+        sent = comm.isend((r + 1) % p, blocks[send_i], TAG, f"allgather step {step} block {send_i}")
         blocks[recv_i] = _recv(comm, (r - 1) % p, blocks[recv_i], "", None if into is None else into[recv_i])
+        sent.wait()
     return blocks
     # END SOLUTION
 

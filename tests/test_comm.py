@@ -307,3 +307,117 @@ def test_recv_any_with_every_source_finished_is_an_error():
             comm.recv_any()
     with pytest.raises(RankFailed, match="every source"):
         dlsys.launch(program, 3, "threads")
+
+
+# --- lent sends: isend of comm.alloc memory is zero-copy on processes ------------------------
+# The receiver's array is the sender's buffer; the sender's request completes when the
+# receiver drops it (MPI's rule: don't write an isend buffer before wait). Virtual time
+# does not change: the trace is the same as with copied sends, on every backend.
+
+
+def lend_once(comm, n):
+    if comm.rank == 0:
+        buf = comm.alloc(n)
+        buf[:] = 7
+        comm.isend(1, buf).wait()
+        buf[:] = 0  # allowed after wait: the receiver has dropped its array
+        return len(getattr(comm._transport, "pool", []))  # copied sends would fill the pool
+    got = comm.recv(0)
+    return got.flags.writeable, float(got.sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_alloc_memory_travels_by_isend_and_the_values_arrive(backend):
+    pool, (writeable, total) = dlsys.launch(lend_once, 2, backend, args=(1000,)).values
+    assert total == 7000
+    if backend == "processes":
+        assert pool == 0 and not writeable  # lent, not copied; the receiver only reads it
+
+
+def hold_then_drop(comm):
+    if comm.rank == 0:
+        request = comm.isend(1, comm.alloc(10))
+        comm.recv(1)  # rank 1 holds the array now
+        request.wait()
+        return time.monotonic()
+    got = comm.recv(0)
+    comm.send(0, np.zeros(1))
+    time.sleep(0.3)
+    dropped_at = time.monotonic()
+    del got
+    return dropped_at
+
+
+def test_the_senders_wait_returns_only_after_the_receiver_dropped_the_array():
+    done_at, dropped_at = dlsys.launch(hold_then_drop, 2, "processes").values
+    assert done_at >= dropped_at  # CLOCK_MONOTONIC is one clock for every process
+
+
+def hold_and_wait(comm):
+    if comm.rank == 0:
+        comm.isend(1, comm.alloc(10)).wait()
+        comm.send(1, np.zeros(1))
+    else:
+        first = comm.recv(0)  # held while waiting for the next message: rank 0 never gets it back
+        return first, comm.recv(0)
+
+
+def test_holding_a_lent_array_while_waiting_on_its_sender_is_a_named_deadlock():
+    with pytest.raises(DeadlockError, match="rank 0 waits for rank 1 to drop the array rank 0 lent it"):
+        dlsys.launch(hold_and_wait, 2, "processes", timeout_s=60)
+
+
+def lend_and_leave(comm):
+    if comm.rank == 0:
+        buf = comm.alloc(100)
+        buf[:] = 3
+        comm.isend(1, buf)  # never waited: the buffer stays valid after this rank is gone
+        return None
+    time.sleep(0.3)
+    return float(comm.recv(0).sum())
+
+
+def test_a_sender_that_finishes_without_waiting_leaves_valid_data():
+    assert dlsys.launch(lend_and_leave, 2, "processes").values[1] == 300
+
+
+def ring_on_alloc(comm, n, in_place):
+    x = comm.alloc(n)
+    results = []
+    for repeat in range(3):  # rewriting the buffers between calls must be safe
+        x[:] = np.arange(n) * (comm.rank + 1) + repeat
+        out = x if in_place else comm.alloc(n)
+        results.append(collectives.allreduce(comm, x, out=out).copy())
+    return results
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_ring_allreduce_on_lent_memory_is_exact(p, in_place):
+    n = 1003  # blocks of different sizes
+    result = dlsys.launch(ring_on_alloc, p, "processes", args=(n, in_place))
+    for repeat in range(3):
+        want = np.arange(n) * p * (p + 1) / 2 + p * repeat
+        for values in result.values:
+            np.testing.assert_array_equal(values[repeat], want.astype(np.float32))
+
+
+def test_lending_does_not_change_the_trace():
+    runs = [dlsys.launch(ring_on_alloc, 3, backend, args=(999, False), link="rdma-edr") for backend in BACKENDS]
+    assert runs[0].trace.spans == runs[1].trace.spans and runs[0].trace.messages == runs[1].trace.messages
+    assert runs[0].virtual_time_s == runs[1].virtual_time_s
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda comm: comm.alloc(-1), ValueError, "alloc: shape must be an int >= 0"),
+    (lambda comm: comm.alloc((2, 1.5)), ValueError, "alloc: shape"),
+    (lambda comm: comm.alloc(3, object), TypeError, "alloc: dtype must be numeric"),
+])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_alloc_arguments_name_the_argument(backend, call, error, match):
+    with pytest.raises(RankFailed, match=match):
+        dlsys.launch(call, 2, backend, timeout_s=60)
+
+
+def test_alloc_of_nothing_is_an_empty_array():
+    assert dlsys.launch(lambda comm: comm.alloc((0, 3)).shape, 2, "processes").values == [(0, 3)] * 2

@@ -33,6 +33,7 @@ STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED, CLOCK = range(6)
 BOARD_FIELDS = 6
 FROM = BOARD_FIELDS
 ANY_SOURCE = -1
+RELEASE = -2  # WAIT_TAG of a rank waiting for a receiver to drop an array it lent
 RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
 POLL_S = 0.05  # how often a blocked rank re-checks abort and its deadline
 ANY_POLL_S = 0.002  # recv_any re-reads the other ranks' states this often
@@ -74,6 +75,8 @@ class Mailbox:
         self._cond = threading.Condition(self._lock) if cond is None else cond
         self._stash: dict[tuple[int, int], deque] = defaultdict(deque)
         self._pulled, self._from = 0, defaultdict(int)  # mirrors of the board's counters
+        self._released: set = set()  # loans (see Communicator.alloc) their receivers dropped
+        self._awaited = None
         self.aborted = False
 
     def deliver(self, header: Header, payload) -> None:
@@ -102,6 +105,29 @@ class Mailbox:
             row[STATE] = RUNNING
             return queue.popleft()
 
+    def released(self, loan: int) -> None:
+        """The receiver of loan ``loan`` dropped the array: the sender may reuse the memory."""
+        with self._lock:
+            self._released.add(loan)
+            if self._awaited == loan:
+                self.row[STATE] = RUNNING
+                self._cond.notify()
+
+    def wait_released(self, loan: int, dst: int, deadline: float) -> None:
+        with self._lock:
+            row, self._awaited = self.row, loan
+            while loan not in self._released:
+                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = dst, RELEASE, BLOCKED
+                self._cond.wait(POLL_S)
+                if self.aborted:
+                    raise Aborted()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rank {self.rank}: rank {dst} did not drop the array this rank lent it "
+                                       "(isend of comm.alloc memory) before the deadline")
+            self._released.remove(loan)
+            self._awaited = None
+            row[STATE] = RUNNING
+
     def head(self, src: int, tag: int) -> Header | None:
         """The header of the next message from src with this tag, if one is here."""
         queue = self._stash.get((src, tag))
@@ -114,9 +140,13 @@ class Mailbox:
 
 
 class Transport:
-    """What a backend provides: move a message to dst's mailbox, take one from ours."""
+    """What a backend provides: move a message to dst's mailbox, take one from ours.
 
-    def post(self, dst: int, header: Header, array: np.ndarray) -> None:
+    ``post(..., lend=True)`` may lend the array instead of copying it (only memory from
+    the transport's own ``alloc``); it then returns a loan number, and the mailbox hears
+    ``released(loan)`` once the receiver has dropped the array. Otherwise it returns None."""
+
+    def post(self, dst: int, header: Header, array: np.ndarray, lend: bool = False) -> int | None:
         raise NotImplementedError
 
     def take(self, src: int, tag: int, deadline: float) -> tuple[Header, np.ndarray]:
@@ -143,17 +173,27 @@ def payload_nbytes(arr: np.ndarray) -> int:
 
 
 class Request:
-    """A non-blocking operation; ``wait()`` completes it and returns the received array."""
+    """A non-blocking operation; ``wait()`` completes it and returns the received array
+    (None for a send). A send request of lent memory completes when the receiver has
+    dropped the array; wait() then charges no virtual time (the link model's sender never
+    waits for its receiver): it is real-time synchronization only."""
 
-    def __init__(self, comm: "Communicator", src: int | None = None, tag: int = 0, label=None):
-        self._comm, self._src, self._tag, self._label = comm, src, tag, label
-        self._done, self._value = src is None, None
+    def __init__(self, comm: "Communicator", src: int | None = None, tag: int = 0, label=None,
+                 loan: int | None = None, dst: int | None = None):
+        self._comm, self._src, self._tag, self._label, self._loan, self._dst = comm, src, tag, label, loan, dst
+        self._done, self._value = src is None and loan is None, None
 
     def wait(self):
         if not self._done:
-            self._value = self._comm.recv(self._src, self._tag, self._label)
+            if self._loan is not None:
+                self._comm._transport.mailbox.wait_released(self._loan, self._dst, self._comm._deadline)
+            else:
+                self._value = self._comm.recv(self._src, self._tag, self._label)
             self._done = True
         return self._value
+
+
+_SENT = Request(None)  # what isend returns when the payload was copied: already complete
 
 
 class Communicator:
@@ -220,8 +260,29 @@ class Communicator:
             raise ValueError(f"tag must be an int >= 0, got {tag!r}")
         return int(tag)
 
+    def alloc(self, shape, dtype="float32") -> np.ndarray:
+        """A zeroed array that ``isend`` may lend to the receiver instead of copying it.
+
+        Like MPI_Alloc_mem or NCCL's registered buffers. On the processes backend it lives in
+        shared memory, and ``isend`` of (a contiguous part of) it is zero-copy: the receiver's
+        array *is* this memory, so the request completes only when the receiver has dropped
+        that array, and, as in MPI, the sender must not write the buffer before ``wait()``.
+        ``send`` still copies. Backends that cannot lend (threads) return plain memory.
+        """
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "biufc":
+            raise TypeError(f"alloc: dtype must be numeric (bool, int, float or complex), got {dtype}")
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ValueError(f"alloc: shape must be an int >= 0 or a tuple of them, got {shape!r}")
+        alloc = getattr(self._transport, "alloc", None)
+        return np.zeros(shape, dtype) if alloc is None else alloc(shape, dtype)
+
     def send(self, dst: int, x, tag: int = 0, label: str = "") -> None:
         """Buffered send of array x to rank dst (returns without waiting for the receiver)."""
+        self._post(dst, x, tag, label, False)
+
+    def _post(self, dst, x, tag, label, lend: bool) -> int | None:
         dst, tag = self._check_peer(dst, "dst"), self._check_tag(tag)
         arr = as_payload(x)
         n = payload_nbytes(arr)
@@ -233,7 +294,7 @@ class Communicator:
         self._row[POSTED] = self._posted
         self._sent_to[dst] += 1
         self._row[self._sent + dst] = self._sent_to[dst]
-        self._transport.post(dst, header, arr)
+        return self._transport.post(dst, header, arr, lend)
 
     def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
         """Receive the next array rank src sent with this tag (blocks; deadlock-checked).
@@ -299,9 +360,11 @@ class Communicator:
         return src, self.recv(src, tag, label)
 
     def isend(self, dst: int, x, tag: int = 0, label: str = "") -> Request:
-        """Non-blocking send; sends are buffered, so the request is complete at once."""
-        self.send(dst, x, tag, label)
-        return Request(self)
+        """Non-blocking send. Complete at once (the payload is copied), unless x is memory
+        from ``alloc`` on a backend that lends it: then ``wait()`` returns once the receiver
+        has dropped the array, and x must not be written before that (MPI's rule)."""
+        loan = self._post(dst, x, tag, label, True)
+        return _SENT if loan is None else Request(self, loan=loan, dst=dst)
 
     def irecv(self, src: int, tag: int = 0, label: str | None = None) -> Request:
         """Non-blocking receive; the message is charged when the request is waited on."""

@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ..net import LinkModel, NodeModel, get_link, get_node
-from .communicator import BLOCKED, DONE, POSTED, PULLED, RUNNING, STATE, WAIT_SRC, WAIT_TAG
+from .communicator import BLOCKED, DONE, POSTED, PULLED, RELEASE, RUNNING, STATE, WAIT_SRC, WAIT_TAG
 from .trace import Trace
 
 BACKENDS = ("threads", "processes")
@@ -140,10 +140,17 @@ def deadlock_report(board: np.ndarray) -> str | None:
         return None
     if board[:, POSTED].sum() != board[:, PULLED].sum():
         return None
-    waits = [f"rank {r} waits for " + (f"rank {int(board[r, WAIT_SRC])}" if board[r, WAIT_SRC] >= 0 else "any rank")
-             + f" (tag {int(board[r, WAIT_TAG])})" for r in range(len(board)) if states[r] == BLOCKED]
+    waits = [_waiting(r, board[r]) for r in range(len(board)) if states[r] == BLOCKED]
     done = [str(r) for r in range(len(board)) if states[r] == DONE]
     return "; ".join(waits) + (f"; finished: ranks {', '.join(done)}" if done else "")
+
+
+def _waiting(rank: int, row: np.ndarray) -> str:
+    src, tag = int(row[WAIT_SRC]), int(row[WAIT_TAG])
+    if tag == RELEASE:
+        return (f"rank {rank} waits for rank {src} to drop the array rank {rank} lent it "
+                f"(isend of comm.alloc memory completes only then)")
+    return f"rank {rank} waits for " + (f"rank {src}" if src >= 0 else "any rank") + f" (tag {tag})"
 
 
 def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],
@@ -174,7 +181,7 @@ class _ThreadTransport:
         self.boxes, self.rank = boxes, rank
         self.take = boxes[rank].take  # bound once: one call less per receive
 
-    def post(self, dst, header, array):
+    def post(self, dst, header, array, lend=False):
         self.boxes[dst].deliver(header, array.copy())  # the sender may reuse its buffer
 
     @property

@@ -15,6 +15,11 @@ Why it looks like this:
   mappings. A fresh segment per message page-faults on every page on both sides and is
   zeroed by the kernel (a 64 MiB all-reduce was 5x slower, docs/performance.md); a pooled
   one is written at memory speed.
+  Memory from ``comm.alloc`` is a segment of its own, and ``isend`` of it is lent, not
+  copied: the receiver maps the sender's buffer itself, and when it drops the array a
+  one-line "released" frame goes back through the sender's inbox pipe, which completes
+  the sender's request (MPI's rendezvous; the ring all-reduce then moves each byte the
+  fewest times, docs/performance.md).
   Only a small header travels through the receiver's inbox pipe (one atomic write of at
   most PIPE_BUF bytes, so any number of senders can share one pipe without a lock).
   A reader thread drains the pipe into the rank's mailbox, so sends never block, and a
@@ -26,6 +31,7 @@ Why it looks like this:
 
 from __future__ import annotations
 
+import functools
 import glob
 import math
 import mmap
@@ -104,14 +110,56 @@ class _Lease:
         self._mem[0] = 0
 
 
+class _Loan:
+    """What a received lent array is a view of: the sender's own buffer (``comm.alloc``).
+    When the program drops the array and all its views, tell the sender (see _Lease)."""
+
+    __slots__ = ("_view", "_release")
+
+    def __init__(self, view: np.ndarray, release):
+        self._view, self._release = view, release
+
+    @property
+    def __array_interface__(self):
+        return self._view.__array_interface__
+
+    def __del__(self):
+        self._release()
+
+
 class _ProcessTransport:
-    """Send: copy into a free segment of this rank's pool, write a header to dst's pipe.
-    Take: map the sender's segment (once per segment) and lend the payload out in place."""
+    """Send: copy into a free segment of this rank's pool (or lend comm.alloc memory),
+    write a header to dst's pipe. Take: map the sender's segment (once per segment) and
+    hand the payload out in place."""
 
     def __init__(self, rank, run_id, inbox_writers, mailbox):
         self.rank, self.run_id, self.writers, self.mailbox = rank, run_id, inbox_writers, mailbox
         self.pool: list[_Segment] = []
         self.mapped: dict[str, mmap.mmap] = {}  # other ranks' segments this rank has seen
+        self.lendable: list[tuple[int, int, str]] = []  # (first address, end address, name)
+        self.loans = 0
+
+    def alloc(self, shape, dtype) -> np.ndarray:
+        """Zeroed memory in a segment of its own, which post(lend=True) lends (comm.alloc)."""
+        count = math.prod(shape)
+        if count == 0:
+            return np.zeros(shape, dtype)
+        name = f"a{self.rank}-{len(self.lendable)}"
+        mem = _map(_shm_path(self.run_id, name), count * dtype.itemsize, create=True)
+        array = np.frombuffer(mem, dtype, count).reshape(shape)
+        start = array.__array_interface__["data"][0]
+        self.lendable.append((start, start + array.nbytes, name))
+        return array
+
+    def _lendable(self, array) -> tuple[str, int] | None:
+        """(segment, byte offset) if array is a contiguous piece of comm.alloc memory."""
+        if not array.flags.c_contiguous or type(array) is not np.ndarray:
+            return None
+        address = array.__array_interface__["data"][0]
+        for start, end, name in self.lendable:
+            if start <= address and address + array.nbytes <= end:
+                return name, address - start
+        return None
 
     def _acquire(self, nbytes: int) -> _Segment:
         """The smallest free segment that fits, or a new one (capacity a power of two, so
@@ -127,9 +175,12 @@ class _ProcessTransport:
         segment.mem[0] = 1
         return segment
 
-    def post(self, dst, header, array):
-        handle = None
-        if array.nbytes:
+    def post(self, dst, header, array, lend=False):
+        handle = loan = None
+        if lend and self.lendable and array.nbytes and (place := self._lendable(array)):
+            self.loans += 1
+            handle, loan = (*place, self.loans), self.loans
+        elif array.nbytes:
             segment = self._acquire(array.nbytes)
             view = np.frombuffer(segment.mem, array.dtype, array.size, SEGMENT_HEADER)
             np.copyto(view.reshape(array.shape), array, casting="no")
@@ -138,23 +189,38 @@ class _ProcessTransport:
         if len(frame) + _FRAME.size > PIPE_BUF:
             raise ValueError(f"message header too large ({len(frame)} bytes); shorten the label")
         os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
+        return loan
 
     def take(self, src, tag, deadline):
         header, _ = self.mailbox.take(src, tag, deadline)
         dtype, shape = np.dtype(header.dtype), header.shape
         if header.handle is None:
             return header, as_logical(np.zeros(shape, dtype), header.nbytes)
-        mem = self.mapped.get(header.handle)
+        name = header.handle[0] if type(header.handle) is tuple else header.handle
+        mem = self.mapped.get(name)
         if mem is None:
-            mem = self.mapped[header.handle] = _map(_shm_path(self.run_id, header.handle), None, create=False)
+            mem = self.mapped[name] = _map(_shm_path(self.run_id, name), None, create=False)
         count = math.prod(shape)
+        if type(header.handle) is tuple:  # lent: (segment, offset, loan number)
+            _, offset, loan = header.handle
+            view = np.frombuffer(mem, dtype, count, offset)
+            view.flags.writeable = False  # the sender's own buffer: read, never write
+            return header, np.asarray(_Loan(view, functools.partial(self._release, header.src, loan))).reshape(shape)
         view = np.frombuffer(mem, dtype, count, SEGMENT_HEADER)
         array = np.asarray(_Lease(mem, view)).reshape(shape)
         return header, as_logical(array, header.nbytes)
 
+    def _release(self, src: int, loan: int) -> None:
+        frame = pickle.dumps(loan)
+        try:
+            os.write(self.writers[src], _FRAME.pack(len(frame)) + frame)
+        except BrokenPipeError:
+            pass  # the sender has finished: nobody waits for this loan
+
 
 def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
-    """Reader thread: split the inbox pipe into frames and deliver them."""
+    """Reader thread: split the inbox pipe into frames: message headers, and the numbers
+    of loans their receivers dropped."""
     buffer = b""
     while chunk := os.read(fd, 1 << 16):
         buffer += chunk
@@ -162,9 +228,12 @@ def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
             (length,) = _FRAME.unpack_from(buffer)
             if len(buffer) < _FRAME.size + length:
                 break
-            header = pickle.loads(buffer[_FRAME.size:_FRAME.size + length])
+            frame = pickle.loads(buffer[_FRAME.size:_FRAME.size + length])
             buffer = buffer[_FRAME.size + length:]
-            mailbox.deliver(header, None)
+            if type(frame) is int:
+                mailbox.released(frame)
+            else:
+                mailbox.deliver(frame, None)
 
 
 def _watch_lifeline(fd: int) -> None:
