@@ -15,7 +15,6 @@ same values and the same trace on threads and on processes.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections import defaultdict, deque
@@ -42,6 +41,14 @@ DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fi
 
 def board_width(size: int) -> int:
     return BOARD_FIELDS + 2 * size
+
+
+def board_row(board: np.ndarray, rank: int) -> memoryview:
+    """Rank's row of the board as a memoryview: the same memory, but reading or writing one
+    number costs a third of numpy's item access (it happens several times per message)."""
+    return memoryview(board[rank])
+
+
 MAX_LABEL = 200
 
 
@@ -55,7 +62,7 @@ class Header(NamedTuple):
     depart_s: float
     nbytes: int
     label: str
-    dtype: str
+    dtype: np.dtype
     shape: tuple
     handle: object = None  # transport-specific (the shared-memory name on processes)
 
@@ -68,7 +75,7 @@ class Mailbox:
     """
 
     def __init__(self, rank: int, board: np.ndarray, cond=None):
-        self.rank, self.row = rank, board[rank]
+        self.rank, self.row = rank, board_row(board, rank)
         # The threads backend passes a BatonCondition (dlsys.comm.baton): ranks take turns.
         # deliver and take enter the bare lock (a C-level ``with``: they run once per message).
         self._lock = threading.Lock() if cond is None else cond.lock
@@ -155,21 +162,19 @@ class Transport:
 
 def as_payload(x, name: str = "x") -> np.ndarray:
     """The array a message carries; rejects what cannot travel as numbers."""
-    if type(x) is np.ndarray:  # the common case, first
-        arr = x
-    else:  # a LogicalArray (dlsys.comm.logical) must stay one: its logical size is what we charge
-        arr = np.asanyarray(x) if hasattr(type(x), "logical_nbytes") else np.asarray(x)
+    if type(x) is np.ndarray or hasattr(type(x), "logical_nbytes"):
+        arr = x  # a LogicalArray (dlsys.comm.logical) must stay one: its logical size is what we charge
+    else:
+        arr = np.asarray(x)
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"{name} must be a numeric array (bool, int, float or complex); got dtype {arr.dtype}")
     return arr
 
 
-_dtype_str = functools.lru_cache(maxsize=None)(lambda dtype: dtype.str)  # dtype.str builds a new string
-
-
 def payload_nbytes(arr: np.ndarray) -> int:
-    """Bytes a payload stands for on the wire (a LogicalArray stands for more than it holds)."""
-    return int(getattr(arr, "logical_nbytes", arr.nbytes))
+    """Bytes a payload stands for on the wire: a LogicalArray's elements each stand for
+    ``scale`` (a class attribute: no Python call, and this runs once per message)."""
+    return arr.nbytes * getattr(arr, "scale", 1)
 
 
 class Request:
@@ -205,11 +210,12 @@ class Communicator:
         self.rank, self.size, self.link, self.node = rank, size, link, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
-        self._transport, self._board, self._row = transport, board, board[rank]
+        self._transport, self._board, self._row = transport, board, board_row(board, rank)
         self._deadline = deadline + DEADLINE_GRACE_S
         self._sent = FROM + size  # first column of this rank's sent-to counters
         self._posted, self._sent_to = 0, [0] * size  # mirrors of the board's counters
         self._t = self._egress_free = self._ingress_free = 0.0
+        self._costs: dict[int, tuple[float, float, float]] = {}  # see _link_costs
         self._record = record
         self.spans: list[Span] = []
         self.messages: list[Message] = []
@@ -246,16 +252,12 @@ class Communicator:
             self._advance(nbytes * self.node.gamma_s_per_byte, "compute", label)
 
     def _check_peer(self, peer, name: str) -> int:
-        if type(peer) is int and 0 <= peer < self.size and peer != self.rank:
-            return peer  # the common case, first: a 512-rank emulation checks a million peers
         if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool) or not 0 <= peer < self.size or peer == self.rank:
             raise ValueError(f"{name} must be another rank in 0..{self.size - 1} (this is rank {self.rank}), got {peer!r}")
         return int(peer)
 
     @staticmethod
     def _check_tag(tag) -> int:
-        if type(tag) is int and tag >= 0:
-            return tag
         if not isinstance(tag, (int, np.integer)) or tag < 0:
             raise ValueError(f"tag must be an int >= 0, got {tag!r}")
         return int(tag)
@@ -282,14 +284,26 @@ class Communicator:
         """Buffered send of array x to rank dst (returns without waiting for the receiver)."""
         self._post(dst, x, tag, label, False)
 
+    def _link_costs(self, nbytes: int) -> tuple[float, float, float]:
+        """(send overhead, wire time, receive overhead) of an nbytes message, from the link
+        model; cached, as a ring sends one size over and over (read as
+        ``self._costs.get(n) or self._link_costs(n)``: a dict lookup, not three calls)."""
+        link = self.link
+        costs = self._costs[nbytes] = (link.send_overhead_s(nbytes), link.wire_s(nbytes), link.recv_overhead_s(nbytes))
+        return costs
+
     def _post(self, dst, x, tag, label, lend: bool) -> int | None:
-        dst, tag = self._check_peer(dst, "dst"), self._check_tag(tag)
+        if not (type(dst) is int and 0 <= dst < self.size and dst != self.rank):  # checks cost
+            dst = self._check_peer(dst, "dst")  # calls: a 512-rank emulation sends 523k messages
+        if not (type(tag) is int and tag >= 0):
+            tag = self._check_tag(tag)
         arr = as_payload(x)
         n = payload_nbytes(arr)
-        self._advance(self.link.send_overhead_s(n), "send", label)
+        send_s, wire_s, _ = self._costs.get(n) or self._link_costs(n)
+        self._advance(send_s, "send", label)
         depart = max(self._t, self._egress_free)
-        self._egress_free = depart + self.link.wire_s(n)
-        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], _dtype_str(arr.dtype), arr.shape)
+        self._egress_free = depart + wire_s
+        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype, arr.shape)
         self._posted += 1
         self._row[POSTED] = self._posted
         self._sent_to[dst] += 1
@@ -301,23 +315,25 @@ class Communicator:
 
         The message keeps its sender's label; ``label`` names this rank's wait/recv spans
         (default: the sender's label)."""
-        src, tag = self._check_peer(src, "src"), self._check_tag(tag)
+        if not (type(src) is int and 0 <= src < self.size and src != self.rank):  # as in _post
+            src = self._check_peer(src, "src")
+        if not (type(tag) is int and tag >= 0):
+            tag = self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
         n = header.nbytes
-        arrive = self._arrival_s(header)
+        _, wire_s, recv_s = self._costs.get(n) or self._link_costs(n)
+        arrive = self._arrival_s(header, wire_s)
         self._ingress_free = arrive
         if self._record:
             self.messages.append(Message(src, self.rank, n, header.depart_s, arrive, tag, header.label))
         label = label or header.label
         if arrive > self._t:
             self._advance(arrive - self._t, "wait", label)
-        self._advance(self.link.recv_overhead_s(n), "recv", label)
+        self._advance(recv_s, "recv", label)
         return arr
 
-    def _arrival_s(self, header: Header) -> float:
-        n = header.nbytes
-        return max(header.depart_s + self.link.latency_s + self.link.wire_s(n),
-                   self._ingress_free + self.link.wire_s(n))
+    def _arrival_s(self, header: Header, wire_s: float) -> float:
+        return max(header.depart_s + self.link.latency_s + wire_s, self._ingress_free + wire_s)
 
     def _silent(self, src: int) -> bool:
         """Nothing more can come from src before we send again: everything it sent us is
@@ -344,7 +360,7 @@ class Communicator:
             with box._cond:
                 heads = {s: box.head(s, tag) for s in sources}
                 if all(h is not None or self._silent(s) for s, h in heads.items()):
-                    ready = [(self._arrival_s(h), s) for s, h in heads.items() if h is not None]
+                    ready = [(self._arrival_s(h, self.link.wire_s(h.nbytes)), s) for s, h in heads.items() if h is not None]
                     if ready:
                         row[STATE] = RUNNING
                         break

@@ -191,11 +191,11 @@ class _ThreadTransport:
 
 def run_threads(spec: RunSpec) -> list[Outcome]:
     from .baton import Baton, BatonCondition
-    from .communicator import Aborted, Communicator, Mailbox, board_width
+    from .communicator import Aborted, Communicator, Mailbox, board_row, board_width
 
     board = np.zeros((spec.size, board_width(spec.size)))
     baton = Baton(spec.size)  # ranks take turns: see dlsys/comm/baton.py for why
-    boxes = [Mailbox(r, board, BatonCondition(baton, r, board[r])) for r in range(spec.size)]
+    boxes = [Mailbox(r, board, BatonCondition(baton, r, board_row(board, r))) for r in range(spec.size)]
     outcomes: list = [None] * spec.size
     failures: dict = {}
     changed = threading.Event()
