@@ -16,6 +16,7 @@ import pytest
 import dlsys
 from dlsys import collectives
 from dlsys.comm import DeadlockError, RankFailed
+from dlsys.comm.processes import LEND_MIN_NBYTES
 from dlsys.net import LinkModel, get_node
 
 LINK = LinkModel("test", latency_s=2e-6, bandwidth_Bps=1e9, overhead_s=1e-6, kernel_copies=1, copy_bandwidth_Bps=4e9)
@@ -315,6 +316,9 @@ def test_recv_any_with_every_source_finished_is_an_error():
 # does not change: the trace is the same as with copied sends, on every backend.
 
 
+LENT = LEND_MIN_NBYTES // 4  # float32 elements: the smallest payload that is lent, not copied
+
+
 def lend_once(comm, n):
     if comm.rank == 0:
         buf = comm.alloc(n)
@@ -328,15 +332,20 @@ def lend_once(comm, n):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_alloc_memory_travels_by_isend_and_the_values_arrive(backend):
-    pool, (writeable, total) = dlsys.launch(lend_once, 2, backend, args=(1000,)).values
-    assert total == 7000
+    pool, (writeable, total) = dlsys.launch(lend_once, 2, backend, args=(LENT,)).values
+    assert total == 7 * LENT
     if backend == "processes":
         assert pool == 0 and not writeable  # lent, not copied; the receiver only reads it
 
 
+def test_small_payloads_are_copied_even_from_alloc_memory():
+    pool, (writeable, total) = dlsys.launch(lend_once, 2, "processes", args=(LENT - 1,)).values
+    assert total == 7 * (LENT - 1) and pool == 1 and writeable  # eager: a copy beats a round trip
+
+
 def hold_then_drop(comm):
     if comm.rank == 0:
-        request = comm.isend(1, comm.alloc(10))
+        request = comm.isend(1, comm.alloc(LENT))
         comm.recv(1)  # rank 1 holds the array now
         request.wait()
         return time.monotonic()
@@ -355,7 +364,7 @@ def test_the_senders_wait_returns_only_after_the_receiver_dropped_the_array():
 
 def hold_and_wait(comm):
     if comm.rank == 0:
-        comm.isend(1, comm.alloc(10)).wait()
+        comm.isend(1, comm.alloc(LENT)).wait()
         comm.send(1, np.zeros(1))
     else:
         first = comm.recv(0)  # held while waiting for the next message: rank 0 never gets it back
@@ -369,7 +378,7 @@ def test_holding_a_lent_array_while_waiting_on_its_sender_is_a_named_deadlock():
 
 def lend_and_leave(comm):
     if comm.rank == 0:
-        buf = comm.alloc(100)
+        buf = comm.alloc(LENT)
         buf[:] = 3
         comm.isend(1, buf)  # never waited: the buffer stays valid after this rank is gone
         return None
@@ -378,7 +387,7 @@ def lend_and_leave(comm):
 
 
 def test_a_sender_that_finishes_without_waiting_leaves_valid_data():
-    assert dlsys.launch(lend_and_leave, 2, "processes").values[1] == 300
+    assert dlsys.launch(lend_and_leave, 2, "processes").values[1] == 3 * LENT
 
 
 def ring_on_alloc(comm, n, in_place):
@@ -388,22 +397,23 @@ def ring_on_alloc(comm, n, in_place):
         x[:] = np.arange(n) * (comm.rank + 1) + repeat
         out = x if in_place else comm.alloc(n)
         results.append(collectives.allreduce(comm, x, out=out).copy())
-    return results
+    return results, len(getattr(comm._transport, "pool", []))
 
 
 @pytest.mark.parametrize("p", [2, 3, 4])
 @pytest.mark.parametrize("in_place", [False, True])
 def test_ring_allreduce_on_lent_memory_is_exact(p, in_place):
-    n = 1003  # blocks of different sizes
+    n = p * LENT + 3  # blocks of different sizes, each large enough to be lent
     result = dlsys.launch(ring_on_alloc, p, "processes", args=(n, in_place))
     for repeat in range(3):
         want = np.arange(n) * p * (p + 1) / 2 + p * repeat
-        for values in result.values:
+        for values, _ in result.values:
             np.testing.assert_array_equal(values[repeat], want.astype(np.float32))
+    assert all(pool == 0 for _, pool in result.values)  # every block was lent, none copied
 
 
 def test_lending_does_not_change_the_trace():
-    runs = [dlsys.launch(ring_on_alloc, 3, backend, args=(999, False), link="rdma-edr") for backend in BACKENDS]
+    runs = [dlsys.launch(ring_on_alloc, 3, backend, args=(3 * LENT + 2, False), link="rdma-edr") for backend in BACKENDS]
     assert runs[0].trace.spans == runs[1].trace.spans and runs[0].trace.messages == runs[1].trace.messages
     assert runs[0].virtual_time_s == runs[1].virtual_time_s
 

@@ -60,6 +60,9 @@ _FRAME = struct.Struct("<I")
 # a receiver may still read the payload). 64 keeps the payload cache-line aligned.
 SEGMENT_HEADER = 64
 MIN_SEGMENT = 1 << 16
+# Smaller payloads are copied even when they could be lent (MPI's eager protocol): below
+# this a copy costs less than the receiver's extra "released" wake-up (docs/performance.md).
+LEND_MIN_NBYTES = 1 << 20
 
 
 def _shm_path(run_id: str, name: str) -> str:
@@ -177,7 +180,7 @@ class _ProcessTransport:
 
     def post(self, dst, header, array, lend=False):
         handle = loan = None
-        if lend and self.lendable and array.nbytes and (place := self._lendable(array)):
+        if lend and array.nbytes >= LEND_MIN_NBYTES and self.lendable and (place := self._lendable(array)):
             self.loans += 1
             handle, loan = (*place, self.loans), self.loans
         elif array.nbytes:
