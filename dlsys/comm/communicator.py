@@ -62,7 +62,7 @@ class Header(NamedTuple):
     depart_s: float
     nbytes: int
     label: str
-    dtype: np.dtype
+    dtype: np.dtype  # its string on the processes backend (cheaper to pickle)
     shape: tuple
     handle: object = None  # transport-specific (the shared-memory name on processes)
 

@@ -49,7 +49,7 @@ import traceback
 import cloudpickle
 import numpy as np
 
-from .communicator import DONE, STATE, Aborted, Communicator, Mailbox, board_width
+from .communicator import DONE, STATE, Aborted, Communicator, Header, Mailbox, board_width
 from .launch import Outcome, RankFailed, RunSpec, supervise
 from .logical import as_logical
 
@@ -188,7 +188,9 @@ class _ProcessTransport:
             view = np.frombuffer(segment.mem, array.dtype, array.size, SEGMENT_HEADER)
             np.copyto(view.reshape(array.shape), array, casting="no")
             handle = segment.name
-        frame = pickle.dumps(header._replace(handle=handle), protocol=pickle.HIGHEST_PROTOCOL)
+        # A plain tuple with the dtype as a string: pickling the NamedTuple and the dtype
+        # object took 12 us a message, a third of a small send.
+        frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle), protocol=pickle.HIGHEST_PROTOCOL)
         if len(frame) + _FRAME.size > PIPE_BUF:
             raise ValueError(f"message header too large ({len(frame)} bytes); shorten the label")
         os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
@@ -236,7 +238,7 @@ def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
             if type(frame) is int:
                 mailbox.released(frame)
             else:
-                mailbox.deliver(frame, None)
+                mailbox.deliver(Header(*frame), None)
 
 
 def _watch_lifeline(fd: int) -> None:
