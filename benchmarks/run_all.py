@@ -6,7 +6,8 @@
 
 1. The real data path: ``dlsys bench allreduce`` (processes backend) at P = 2 and 4, and,
    next to it, the same measurement of Open MPI's MPI_Allreduce (mpi4py under mpirun) and
-   of torch.distributed's all_reduce over gloo, each only if installed (skipped otherwise).
+   of torch.distributed's all_reduce over gloo, each only if installed (skipped otherwise);
+   and ``dlsys bench latency``, a small-message ping-pong next to bare pipes.
 2. The emulation's scale: a 512-rank ring all-reduce and a 512-rank parameter-server round
    of AlexNet's gradient on the threads backend, and the wall time of the ring for 8..512
    ranks (each emulation in a fresh process, so its peak memory is its own).
@@ -23,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlsys.bench import allreduce_bench
+from dlsys.bench import allreduce_bench, latency_bench
 from dlsys.net import parse_size
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
@@ -123,14 +124,18 @@ def main(argv=None) -> int:
     ranks = [int(r) for r in args.ranks.split(",")]
     if args.smoke:
         real = real_data_path([64 * 2**10], [2], repeats=2, warmup=1)
+        latency = latency_bench("8B", repeats=5, warmup=1)
         big = [emulation("ring", 16), emulation("ps", 17)]
         curve = [emulation("ring", p) for p in (8, 16)]
     else:
         real = real_data_path(sizes, ranks, repeats=10, warmup=3)
+        latency = latency_bench("8B")
         big = [emulation("ring", 512), emulation("ps", 512)]
         curve = [emulation("ring", p) for p in (8, 16, 32, 64, 128, 256)] + [big[0]]
     print_real(real)
-    print()
+    print(f"\nSmall messages: ping-pong of {latency['nbytes']} B, round trip (median of {latency['repeats']}): "
+          f"dlsys {format_seconds(latency['round_trip_s'])}, bare pipes between two processes "
+          f"{format_seconds(latency['pipe_round_trip_s'])} ({latency['ratio_to_pipes']:.1f}x)\n")
     print_emulation(big)
     print()
     print("Emulation wall time vs ranks (ring all-reduce, AlexNet gradient): messages grow as 2p(p-1)")
@@ -143,7 +148,8 @@ def main(argv=None) -> int:
         verdict = "meets" if ours[0]["ratio_to_memcpy"] >= TARGET_RATIO else "MISSES"
         print(f"\nP=2, 64 MiB: busbw/memcpy = {ours[0]['ratio_to_memcpy']:.2f} ({verdict} the {TARGET_RATIO:.0%} target)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"real": real, "emulation": big, "curve": curve}, indent=1))
+        Path(args.json).write_text(json.dumps({"real": real, "latency": latency, "emulation": big, "curve": curve},
+                                              indent=1))
     if args.plot:
         write_plot(curve, Path(args.plot))
     return 0

@@ -13,6 +13,7 @@ Two different questions, two different clocks:
   payloads of a logical size far above what is allocated (``dlsys.comm.logical``).
 
     dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--json]
+    dlsys bench latency [--size 8B] [--json]
     dlsys bench emulate --scheme ring --ranks 512 [--json]
 """
 
@@ -20,8 +21,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -111,6 +115,65 @@ def bandwidth_record(ranks: int, nbytes: int, times_s, memcpy_times_s, **about) 
     return {**about, "ranks": ranks, "nbytes": nbytes, "dtype": "float32", "correct": True,
             "wall_time_s": t, "times_s": list(times_s), "algbw_Bps": algbw, "busbw_Bps": busbw,
             "memcpy_Bps": memcpy_bps, "ratio_to_memcpy": busbw / memcpy_bps}
+
+
+def _pingpong_program(comm, nbytes: int, warmup: int, repeats: int) -> list[float]:
+    x = np.zeros(nbytes, np.uint8)
+    times = []
+    for i in range(warmup + repeats):
+        start = time.perf_counter()
+        if comm.rank == 0:
+            comm.send(1, x)
+            got = comm.recv(1)
+        else:
+            got = comm.recv(0)
+            comm.send(0, x)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+        if got.nbytes != nbytes:
+            raise AssertionError(f"rank {comm.rank}: ping-pong got {got.nbytes} bytes, sent {nbytes}")
+    return times
+
+
+_PIPE_ECHO = "import os,sys\nr,w=int(sys.argv[1]),int(sys.argv[2])\nwhile m:=os.read(r,1<<16): os.write(w,m)"
+
+
+def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
+    """The floor under dlsys's small messages: two processes, two pipes, no dlsys, each
+    round trip waking the other process twice, as a dlsys ping-pong does."""
+    to_r, to_w = os.pipe()
+    back_r, back_w = os.pipe()
+    echo = subprocess.Popen([sys.executable, "-c", _PIPE_ECHO, str(to_r), str(back_w)], pass_fds=(to_r, back_w))
+    os.close(to_r), os.close(back_w)
+    message, times = b"x" * nbytes, []
+    try:
+        for i in range(warmup + repeats):
+            start = time.perf_counter()
+            os.write(to_w, message)
+            got = 0
+            while got < nbytes:
+                got += len(os.read(back_r, nbytes - got))
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+    finally:
+        os.close(to_w)
+        echo.wait(timeout=10)
+        os.close(back_r)
+    return times
+
+
+def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: float = 600.0) -> dict:
+    """Round-trip time of a ping-pong of ``size`` bytes between two processes backend
+    ranks (median of repeats), next to the same ping-pong over bare pipes in the same run."""
+    repeats, warmup = _check_int("repeats", repeats, 1, 1_000_000), _check_int("warmup", warmup, 0, 1_000_000)
+    nbytes = parse_size(size)
+    if not 1 <= nbytes <= 4096:
+        raise ValueError(f"size must be 1..4096 bytes (a small message; use bench allreduce for bandwidth), got {nbytes}")
+    result = launch(_pingpong_program, 2, "processes", args=(nbytes, warmup, repeats), record=False, timeout_s=timeout_s)
+    ours = statistics.median(result.values[0])
+    pipes = statistics.median(_pipe_round_trips(nbytes, warmup, repeats))
+    return {"benchmark": "latency", "backend": "processes", "nbytes": nbytes, "repeats": repeats,
+            "round_trip_s": ours, "pipe_round_trip_s": pipes, "ratio_to_pipes": ours / pipes}
 
 
 # --- the emulation's scale ----------------------------------------------------------------
@@ -210,6 +273,20 @@ def cmd_allreduce(args) -> int:
     return 0
 
 
+def cmd_latency(args) -> int:
+    rec = latency_bench(args.size, args.repeats, args.warmup)
+    if args.json:
+        print(json.dumps(rec))
+        return 0
+    _print_rows(f"ping-pong of {format_bytes(rec['nbytes'])} between 2 ranks, processes backend, "
+                f"median of {rec['repeats']}", [
+        ("round trip", format_seconds(rec["round_trip_s"])),
+        ("bare pipes", format_seconds(rec["pipe_round_trip_s"]) + "  (two processes, two pipes, no dlsys; same run)"),
+        ("ratio", f"{rec['ratio_to_pipes']:.2f}x"),
+    ])
+    return 0
+
+
 def cmd_emulate(args) -> int:
     rec = emulate(args.scheme, args.ranks, args.params, args.link)
     if args.json:
@@ -240,6 +317,12 @@ def add_commands(subparsers) -> None:
     ar.add_argument("--warmup", type=int, default=3, help="untimed repeats first (default 3)")
     ar.add_argument("--json", action="store_true", help="print one JSON object")
     ar.set_defaults(func=cmd_allreduce)
+    lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")
+    lat.add_argument("--size", type=size_arg, default="8B", help="bytes per message, 1..4096 (default 8B)")
+    lat.add_argument("--repeats", type=int, default=1000, help="timed round trips, the median is reported")
+    lat.add_argument("--warmup", type=int, default=50, help="untimed round trips first (default 50)")
+    lat.add_argument("--json", action="store_true", help="print one JSON object")
+    lat.set_defaults(func=cmd_latency)
     em = sub.add_parser("emulate", help="wall time and memory of a large emulated cluster (threads backend)")
     em.add_argument("--scheme", default="ring", choices=["ring", "ps"], help="ring all-reduce or a PS round")
     em.add_argument("--ranks", type=int, default=512, help="emulated ranks (default 512)")

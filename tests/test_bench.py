@@ -74,6 +74,14 @@ def test_cli_bench_emulate(capsys):
     assert "closed form" in capsys.readouterr().out
 
 
+def test_latency_bench_reports_both_round_trips():
+    rec = bench.latency_bench("8B", repeats=5, warmup=1)
+    assert rec["nbytes"] == 8 and rec["round_trip_s"] > 0 and rec["pipe_round_trip_s"] > 0
+    assert rec["ratio_to_pipes"] == pytest.approx(rec["round_trip_s"] / rec["pipe_round_trip_s"])
+    with pytest.raises(ValueError, match="size must be 1..4096 bytes"):
+        bench.latency_bench("1MiB")
+
+
 def test_run_all_smoke():
     out = subprocess.run([sys.executable, "benchmarks/run_all.py", "--smoke"], capture_output=True, text=True,
                          cwd=ROOT, timeout=600)
