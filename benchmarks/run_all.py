@@ -101,15 +101,9 @@ def print_emulation(rows: list[dict]) -> None:
 
 def write_plot(curve: list[dict], path: Path) -> None:
     """Emulation wall time vs ranks (log-log), as a standalone plotly HTML file."""
-    import plotly.graph_objects as go
+    from dlsys.viz.datapath import emulation_scaling
 
-    ranks = [r["ranks"] for r in curve]
-    fig = go.Figure(go.Scatter(x=ranks, y=[r["wall_time_s"] for r in curve], mode="lines+markers",
-                               name="wall time", hovertemplate="%{x} ranks: %{y:.3g} s<extra></extra>"))
-    fig.update_layout(title="Emulated ring all-reduce of AlexNet's gradient: wall time here vs ranks",
-                      xaxis={"title": "ranks", "type": "log", "tickvals": ranks},
-                      yaxis={"title": "wall time (s)", "type": "log"}, template="plotly_white")
-    fig.write_html(path, include_plotlyjs="cdn")
+    emulation_scaling(curve).write_html(path, include_plotlyjs="cdn")
 
 
 def main(argv=None) -> int:

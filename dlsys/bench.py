@@ -50,16 +50,20 @@ def bench_data(count: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray
     return pattern * np.float32(rank + 1), pattern * np.float32(size * (size + 1) // 2)
 
 
-def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int):
+BUFFERS = ("alloc", "plain")
+
+
+def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int, buffers: str = "alloc"):
     """Rank program: time ``warmup + repeats`` all-reduces; rank 0 also times memcpy.
 
     Returns (seconds per timed all-reduce, seconds per memcpy) for this rank. The input and
-    the result buffer (passed as ``out``, as MPI_Allreduce's recvbuf) are allocated once,
-    with ``comm.alloc``, as nccl-tests allocates and registers its buffers: so the loop
-    measures communication, not malloc, and the ring lends its blocks instead of copying.
+    the result buffer (passed as ``out``, as MPI_Allreduce's recvbuf) are allocated once:
+    so the loop measures communication, not malloc. ``buffers="alloc"`` takes them from
+    ``comm.alloc``, as nccl-tests allocates and registers its buffers, and the ring lends
+    its blocks; ``"plain"`` uses ordinary numpy memory, and every send is a copy.
     """
     data, want = bench_data(count, comm.rank, comm.size)
-    x, out = comm.alloc(count), comm.alloc(count)
+    x, out = (comm.alloc(count), comm.alloc(count)) if buffers == "alloc" else (np.zeros_like(data), np.zeros_like(data))
     x[:] = data
     copy_dst = np.zeros_like(x) if comm.rank == 0 else None
     times, copies = [], []
@@ -84,24 +88,27 @@ def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: i
 
 
 def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repeats: int = 10,
-                    warmup: int = 3, timeout_s: float = 600.0) -> dict:
+                    warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc") -> dict:
     """Wall-clock all-reduce of float32 data on ``ranks`` processes, vs memcpy (see module doc).
 
     Each repeat's time is the slowest rank's (the collective is done when the last rank
     is); ``wall_time_s`` is the median over repeats, and ``memcpy_Bps`` is n over the
-    median time of ``np.copyto`` of the same n bytes. Returns a JSON-ready record.
+    median time of ``np.copyto`` of the same n bytes. ``buffers``: ``alloc`` (lent sends)
+    or ``plain`` (copied sends; see ``_allreduce_program``). Returns a JSON-ready record.
     """
+    if buffers not in BUFFERS:
+        raise ValueError(f"buffers must be one of {', '.join(BUFFERS)}, got {buffers!r}")
     ranks = _check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
     repeats, warmup = _check_int("repeats", repeats, 1, 10_000), _check_int("warmup", warmup, 0, 10_000)
     collectives.check_algorithm("allreduce", algorithm)
     nbytes = parse_size(size)
     if not (4 <= nbytes <= MAX_BENCH_NBYTES and nbytes % 4 == 0):
         raise ValueError(f"size must be a multiple of 4 bytes (float32) in 4..{MAX_BENCH_NBYTES}, got {nbytes}")
-    result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats),
+    result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats, buffers),
                     record=False, timeout_s=timeout_s)
     per_repeat = [max(ts) for ts in zip(*(times for times, _ in result.values))]
     return bandwidth_record(ranks, nbytes, per_repeat, result.values[0][1], benchmark="allreduce",
-                            backend="processes", algorithm=algorithm, repeats=repeats, warmup=warmup)
+                            backend="processes", algorithm=algorithm, buffers=buffers, repeats=repeats, warmup=warmup)
 
 
 def bandwidth_record(ranks: int, nbytes: int, times_s, memcpy_times_s, **about) -> dict:
@@ -257,12 +264,13 @@ def _print_rows(title: str, rows) -> None:
 
 
 def cmd_allreduce(args) -> int:
-    rec = allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup)
+    rec = allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers)
     if args.json:
         print(json.dumps(rec))
         return 0
+    sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
     _print_rows(f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
-                f"processes backend, median of {rec['repeats']} after {rec['warmup']} warm-up", [
+                f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up", [
         ("time", format_seconds(rec["wall_time_s"])),
         ("algbw", format_rate(rec["algbw_Bps"]) + "  (n / t)"),
         ("busbw", format_rate(rec["busbw_Bps"]) + "  (algbw * 2(p-1)/p, as nccl-tests)"),
@@ -315,6 +323,8 @@ def add_commands(subparsers) -> None:
     ar.add_argument("--algo", default="ring", choices=list(collectives.ALGORITHMS["allreduce"]))
     ar.add_argument("--repeats", type=int, default=10, help="timed repeats, the median is reported (default 10)")
     ar.add_argument("--warmup", type=int, default=3, help="untimed repeats first (default 3)")
+    ar.add_argument("--buffers", default="alloc", choices=BUFFERS,
+                    help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
     ar.add_argument("--json", action="store_true", help="print one JSON object")
     ar.set_defaults(func=cmd_allreduce)
     lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")

@@ -2,5 +2,6 @@
 
 Modules: ``units`` (human-readable seconds, bytes, rates), ``comm`` (figures of one run's
 trace: message animation, timeline, bytes per link, the ring step by step), ``costs``
-(cost-model curves and scaling plots from experiment records), ``catalogue`` (the concept map).
+(cost-model curves and scaling plots from experiment records), ``datapath`` (memory traffic
+of the real data path, measured bandwidth, emulation scale), ``catalogue`` (the concept map).
 """
