@@ -8,7 +8,7 @@ import json
 
 import streamlit as st
 
-from dlsys import experiments
+from dlsys import bench, experiments
 from dlsys.net import LINK_PRESETS
 from dlsys.viz.units import format_bytes
 
@@ -71,6 +71,18 @@ def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
 def emulated_allreduce_costs(link: str, ranks: int) -> list:
     """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
     return experiments.emulated_allreduce_costs(link, ranks)
+
+
+@st.cache_data(max_entries=32, show_spinner="running real rank processes...")
+def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
+    """bench.allreduce_bench: a real all-reduce between processes, vs memcpy (wall clock)."""
+    return bench.allreduce_bench(ranks, nbytes, "ring", repeats=5, warmup=1, buffers=buffers)
+
+
+@st.cache_data(max_entries=16, show_spinner="emulating...")
+def emulation(ranks: int) -> dict:
+    """bench.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
+    return bench.emulate("ring", ranks)
 
 
 def summary_row(record: dict) -> dict:

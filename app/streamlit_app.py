@@ -23,6 +23,7 @@ PAGES = {
         st.Page("views/ps_vs_ring.py", title="PS vs ring", icon=":material/hub:"),
     ],
     "Training": [st.Page("views/training.py", title="Distributed training", icon=":material/model_training:")],
+    "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=":material/speed:")],
 }
 
 st.navigation(PAGES).run()

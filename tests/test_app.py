@@ -13,7 +13,7 @@ from dlsys.collectives import ALGORITHMS
 from dlsys.net import closed_form, get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
-PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py"]
+PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/performance.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -108,6 +108,36 @@ def test_ps_vs_ring_page_edges(workers, size):
     assert charts(at) == 1
     at.session_state["ps_view"] = "Against workers"
     ok(at.run())
+
+
+@pytest.mark.parametrize("ranks, size", [(2, 2**20), (16, 4 * 2**30)])
+def test_performance_page_traffic_edges(ranks, size):
+    at = open_page("views/performance.py")
+    at.slider(key="perf_ranks").set_value(ranks)
+    at.select_slider(key="perf_size").set_value(size)
+    at.slider(key="perf_speedup").set_value(4.0)
+    ok(at.run())
+    assert charts(at) == 1 and len(at.metric) == 3
+
+
+def test_performance_page_measures_real_processes_and_emulates():
+    at = open_page("views/performance.py")
+    at.session_state["perf_view"] = "Measure it here"
+    ok(at.run())
+    assert charts(at) == 0 and at.info  # nothing runs until the button is pressed
+    at.multiselect(key="perf_bench_sizes").set_value([2**20])
+    ok(at.button(key="perf_run").click().run())
+    assert charts(at) == 1
+    table = at.dataframe[0].value
+    assert list(table["sends"]) == ["copied sends (plain memory)", "lent sends (comm.alloc)"]
+    assert (table["busbw/memcpy"] > 0).all()
+    at.session_state["perf_view"] = "Emulation scale"
+    ok(at.run())
+    at.select_slider(key="perf_emulate_ranks").set_value(16)
+    ok(at.button(key="perf_emulate").click().run())
+    table = at.dataframe[0].value
+    assert list(table["ranks"]) == [8, 16] and list(table["messages"]) == [112, 480]
+    assert list(table["virtual time"]) == list(table["closed form"])
 
 
 # --- the experiments behind the pages --------------------------------------------------------

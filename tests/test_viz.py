@@ -9,8 +9,9 @@ import pytest
 
 from dlsys import experiments as E
 from dlsys.comm import Message, Span, Trace
+from dlsys.datapath import ring_allreduce_traffic_bytes
 from dlsys.net import CLOSED_FORMS, closed_form
-from dlsys.viz import catalogue, comm, costs
+from dlsys.viz import catalogue, comm, costs, datapath
 from dlsys.viz.units import format_bytes, format_rate, format_seconds, time_unit
 
 
@@ -150,3 +151,28 @@ def test_figures_of_a_hand_made_trace():
     for fig in (comm.message_animation({"t": trace}, frames=4), comm.timeline(trace), comm.link_bytes(trace)):
         assert fig.to_json()
     assert math.isfinite(trace.makespan_s)
+
+
+# --- the real data path and the emulation's scale ----------------------------------------------
+
+def test_traffic_bars_stack_to_the_model_and_to_hand_counts():
+    fig = datapath.traffic_bars(2, 64 * 2**20)
+    stacks = [sum(trace.y[i] for trace in fig.data) for i in range(3)]  # MiB: copied, lent, memcpy
+    assert stacks == [288, 160, 128]  # by hand: 4.5 n, 2.5 n, 2 n for n = 64 MiB at p = 2
+    assert stacks[:2] == [ring_allreduce_traffic_bytes(2, 64 * 2**20, lent) / 2**20 for lent in (False, True)]
+
+
+def test_ratio_bars_show_measurements_and_their_bounds():
+    records = [dict(nbytes=n, buffers=b, ratio_to_memcpy=r, wall_time_s=0.01, ranks=2)
+               for n, b, r in [(2**20, "plain", 0.1), (2**20, "alloc", 0.2), (2**24, "alloc", 0.4)]]
+    fig = datapath.ratio_bars(records)
+    bars = {trace.name: list(trace.y) for trace in fig.data}
+    assert bars == {datapath.BUFFER_NAMES["plain"]: [0.1, None], datapath.BUFFER_NAMES["alloc"]: [0.2, 0.4]}
+    bounds = sorted(round(shape.y0, 2) for shape in fig.layout.shapes)
+    assert bounds == [0.3, 0.54]
+
+
+def test_emulation_scaling_is_log_log_in_rank_order():
+    fig = datapath.emulation_scaling([dict(ranks=16, wall_time_s=0.02, messages=480),
+                                      dict(ranks=8, wall_time_s=0.01, messages=112)])
+    assert list(fig.data[0].x) == [8, 16] and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
