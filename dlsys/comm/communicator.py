@@ -269,7 +269,9 @@ class Communicator:
         shared memory, and ``isend`` of (a contiguous part of) it is zero-copy: the receiver's
         array *is* this memory, so the request completes only when the receiver has dropped
         that array, and, as in MPI, the sender must not write the buffer before ``wait()``.
-        ``send`` still copies. Backends that cannot lend (threads) return plain memory.
+        ``send`` still copies, and so do payloads under 1 MiB (a copy is cheaper than the
+        receiver's "released" round trip). Backends that cannot lend (threads) return plain
+        memory. The memory lives until the run ends: allocate buffers once and reuse them.
         """
         dtype = np.dtype(dtype)
         if dtype.kind not in "biufc":
