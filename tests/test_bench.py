@@ -39,6 +39,14 @@ def test_allreduce_bench_is_checked_and_reports_nccl_units(ranks, algorithm):
     assert not our_segments()
 
 
+@pytest.mark.parametrize("buffers", ["alloc", "plain"])
+def test_allreduce_bench_at_the_lending_size_with_either_buffers(buffers):
+    rec = bench.allreduce_bench(2, "4MiB", "ring", repeats=2, warmup=1, buffers=buffers)
+    assert rec["correct"] and rec["buffers"] == buffers and rec["ratio_to_memcpy"] > 0
+    with pytest.raises(ValueError, match="buffers must be one of alloc, plain"):
+        bench.allreduce_bench(2, "4MiB", buffers="pinned")
+
+
 def test_cli_bench_allreduce_json():
     out = subprocess.run([sys.executable, "-m", "dlsys.cli", "bench", "allreduce", "--ranks", "2", "--size", "8KiB",
                           "--repeats", "2", "--warmup", "0", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
