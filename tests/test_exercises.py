@@ -131,6 +131,33 @@ def test_an_off_by_one_chunk_index_gets_partial_credit(tmp_path):
     assert 0 < sum(r.score for r in results) < get("ring_reduce_scatter").points
 
 
+# Two plausible wrong datapath.py solutions (its two regions differ, so edit the reference):
+# a copied send counted as a write only (k = 7), and a bound that forgets the p ranks share
+# one memory (4 s / k instead of 4 s / (k p)).
+DATAPATH_MISTAKES = {
+    "copy_not_read": ("per_step_pair = 5 if lent else 9", "per_step_pair = 5 if lent else 7",
+                      {"test_linear_in_the_buffer_and_nothing_on_one_rank", "test_bound_follows_from_the_traffic",
+                       "test_valid_input_accepted_bad_input_rejected_by_name"}),
+    "memory_not_shared": ("allreduce_s = p * ring_allreduce_traffic_bytes", "allreduce_s = ring_allreduce_traffic_bytes",
+                          {"test_two_and_four_ranks_by_hand", "test_matches_the_count_step_by_step",
+                           "test_linear_in_the_buffer_and_nothing_on_one_rank",
+                           "test_lending_saves_a_read_and_a_write_of_every_byte_sent",
+                           "test_tends_to_5n_lent_and_9n_copied_for_many_ranks",
+                           "test_valid_input_accepted_bad_input_rejected_by_name"}),
+}
+
+
+@pytest.mark.parametrize("mistake", DATAPATH_MISTAKES)
+def test_a_wrong_memory_traffic_count_or_bound_gets_partial_credit(tmp_path, mistake):
+    reference, wrong, expected_passed = DATAPATH_MISTAKES[mistake]
+    source = (REPO_ROOT / get("ring_memory_traffic").file).read_text()
+    assert source.count(reference) == 1
+    (tmp_path / "datapath.py").write_text(source.replace(reference, wrong))
+    results = grade(tmp_path, ["ring_memory_traffic"])
+    assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
+    assert 0 < sum(r.score for r in results) < get("ring_memory_traffic").points
+
+
 def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path):
     """The costs.py exercise is missing from this submission: its tests fail without running."""
     student = submission(tmp_path, {"token_ring": MISBEHAVING_TOKEN_RING}, [get("token_ring")])

@@ -62,6 +62,9 @@ EXERCISES: tuple[Exercise, ...] = (
              "dlsys/ps.py", 15, "lessons/05_parameter_server.py"),
     Exercise("ssp_gate", "the SSP gate: read only within s clocks of the slowest worker",
              "dlsys/ps.py", 10, "lessons/05_parameter_server.py"),
+    Exercise("ring_memory_traffic",
+             "memory traffic of the ring all-reduce, copied vs lent sends, and the bandwidth bound it implies",
+             "dlsys/datapath.py", 10, "lessons/07_real_bytes.py"),
 )
 
 
