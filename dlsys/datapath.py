@@ -12,16 +12,13 @@ step handles one block of n/p bytes):
   Lent sends (``isend`` of ``comm.alloc`` memory) let the receiver read the sender's own
   buffer, so that copy disappears.
 
-So a rank moves k (p-1) n / p bytes, k = 5 lent and k = 9 buffered, against 2 n for one
-memcpy of n bytes. If the p ranks together stream s times one core's memory bandwidth
-(s ~ 1.35 for the two cores of the machine in docs/performance.md), the all-reduce takes
-p k (p-1) n / (p s BW) and the memcpy 2 n / BW, and the nccl-tests bus bandwidth
-busbw = (n / t) 2(p-1)/p relates to memcpy's n / t as
-
-    busbw / memcpy <= 4 s / (k p)         (p = 2, s = 1.35: 0.54 lent, 0.30 buffered)
-
-an upper bound: caches help a little, wake-ups and page faults cost a little.
-(Measured: 0.40-0.54 lent, 0.23-0.30 buffered; ``dlsys bench allreduce``.)
+Add the passes up for the bytes a rank moves (copied and lent), against 2 n for one memcpy
+of n bytes. If the p ranks together stream s times one core's memory bandwidth BW (s ~ 1.35
+for the two cores of the machine in docs/performance.md), the all-reduce takes at least all
+ranks' bytes / (s BW) and the memcpy 2 n / BW; with the nccl-tests bus bandwidth
+busbw = (n / t) 2(p-1)/p that bounds busbw / memcpy from above (lesson 07 derives it).
+Caches help a little, wake-ups and page faults cost a little; ``dlsys bench allreduce``
+measures it (docs/performance.md).
 """
 
 from __future__ import annotations
