@@ -130,7 +130,7 @@ def test_performance_page_measures_real_processes_and_emulates():
     assert charts(at) == 1
     table = at.dataframe[0].value
     assert list(table["sends"]) == ["copied sends (plain memory)", "lent sends (comm.alloc)"]
-    assert (table["busbw/memcpy"] > 0).all()
+    assert (table["busbw/memcpy"] >= 0).all() and table["time"].str.endswith("s").all()
     at.session_state["perf_view"] = "Emulation scale"
     ok(at.run())
     at.select_slider(key="perf_emulate_ranks").set_value(16)
