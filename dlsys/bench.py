@@ -256,21 +256,24 @@ def _check_int(name: str, value, low: int, high: int) -> int:
 
 # --- the command line -------------------------------------------------------------------
 
-def _print_rows(title: str, rows) -> None:
+def _report(args, rec: dict, title: str, rows) -> int:
+    """``--json``: the record as one JSON object; otherwise the title and a table of rows."""
+    if args.json:
+        print(json.dumps(rec))
+        return 0
     print(title)
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
+    return 0
 
 
 def cmd_allreduce(args) -> int:
     rec = allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers)
-    if args.json:
-        print(json.dumps(rec))
-        return 0
     sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
-    _print_rows(f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
-                f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up", [
+    title = (f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
+             f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up")
+    return _report(args, rec, title, [
         ("time", format_seconds(rec["wall_time_s"])),
         ("algbw", format_rate(rec["algbw_Bps"]) + "  (n / t)"),
         ("busbw", format_rate(rec["busbw_Bps"]) + "  (algbw * 2(p-1)/p, as nccl-tests)"),
@@ -278,39 +281,30 @@ def cmd_allreduce(args) -> int:
         ("busbw/memcpy", f"{rec['ratio_to_memcpy']:.2f}"),
         ("correct", "yes (every repeat checked)"),
     ])
-    return 0
 
 
 def cmd_latency(args) -> int:
     rec = latency_bench(args.size, args.repeats, args.warmup)
-    if args.json:
-        print(json.dumps(rec))
-        return 0
-    _print_rows(f"ping-pong of {format_bytes(rec['nbytes'])} between 2 ranks, processes backend, "
-                f"median of {rec['repeats']}", [
+    title = f"ping-pong of {format_bytes(rec['nbytes'])} between 2 ranks, processes backend, median of {rec['repeats']}"
+    return _report(args, rec, title, [
         ("round trip", format_seconds(rec["round_trip_s"])),
         ("bare pipes", format_seconds(rec["pipe_round_trip_s"]) + "  (two processes, two pipes, no dlsys; same run)"),
         ("ratio", f"{rec['ratio_to_pipes']:.2f}x"),
     ])
-    return 0
 
 
 def cmd_emulate(args) -> int:
     rec = emulate(args.scheme, args.ranks, args.params, args.link)
-    if args.json:
-        print(json.dumps(rec))
-        return 0
     what = "ring all-reduce" if rec["scheme"] == "ring" else "parameter-server round"
-    _print_rows(f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "
-                f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}", [
+    title = (f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "
+             f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}")
+    return _report(args, rec, title, [
         ("messages", f"{rec['messages']:,}"),
         ("wall time here", format_seconds(rec["wall_time_s"])),
         ("peak memory", format_bytes(rec["peak_rss_bytes"]) + "  (this process)"),
         ("virtual time", format_seconds(rec["virtual_time_s"], 6)),
         ("closed form", format_seconds(rec["closed_form_s"], 6) + f"  (relative error {rec['relative_error']:.1e})"),
     ])
-    return 0
-
 
 
 def add_commands(subparsers) -> None:
