@@ -15,12 +15,12 @@ CONCEPTS = [
     ("Primitives and cost", "alpha-beta model", "app"), ("Primitives and cost", "algbw / busbw", "app"),
     ("Architectures", "parameter server", "app"), ("Architectures", "ring all-reduce", "app"),
     ("Coordination", "BSP", "app"), ("Coordination", "ASP", "app"), ("Coordination", "SSP / bounded delay", "app"),
-    ("Communicate less often", "large batches", "planned"), ("Communicate less often", "local SGD", "planned"),
+    ("Communicate less often", "large batches", "app"), ("Communicate less often", "local SGD", "app"),
     ("Compression", "1-bit SGD, TernGrad, QSGD", "planned"), ("Compression", "Top-k, gradient dropping, DGC", "planned"),
     ("Overlap", "WFBP", "planned"), ("Overlap", "P3, ByteScheduler", "planned"), ("Overlap", "gradient fusion", "planned"),
     ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "planned"),
-    ("IO", "prefetching, zero copy", "planned"),
-    ("Large batch", "linear scaling, warm-up", "planned"), ("Large batch", "LARS, LAMB", "planned"),
+    ("IO", "zero copy, memory bandwidth", "app"), ("IO", "prefetching", "planned"),
+    ("Large batch", "linear scaling, warm-up", "lesson"), ("Large batch", "LARS, LAMB", "planned"),
     ("TaihuLight case study", "PS vs ring on Caffe", "app"),
     ("Beyond speed", "fault tolerance, consistency", "lesson"),
 ]
@@ -46,6 +46,9 @@ PAGE_LINKS = [
     ("views/training.py", "Distributed training", ":material/model_training:",
      "Real models under BSP, SSP and ASP with a straggler, parameter-server pushes and pulls, data against model "
      "parallelism."),
+    ("views/performance.py", "Real bytes and scale", ":material/speed:",
+     "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
+     "against memcpy, and how far the emulator scales."),
 ]
 
 st.title("dlsys: watch distributed deep learning")
