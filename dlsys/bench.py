@@ -63,7 +63,8 @@ def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: i
     its blocks; ``"plain"`` uses ordinary numpy memory, and every send is a copy.
     """
     data, want = bench_data(count, comm.rank, comm.size)
-    x, out = (comm.alloc(count), comm.alloc(count)) if buffers == "alloc" else (np.zeros_like(data), np.zeros_like(data))
+    alloc = comm.alloc if buffers == "alloc" else np.zeros
+    x, out = alloc(count, np.float32), alloc(count, np.float32)
     x[:] = data
     copy_dst = np.zeros_like(x) if comm.rank == 0 else None
     times, copies = [], []

@@ -91,43 +91,27 @@ class _Segment:
 
 
 class _Lease:
-    """What a received array is a view of: the sender's segment, on loan.
+    """What a received array is a view of: the sender's memory, on loan.
 
     numpy keeps the object behind ``__array_interface__`` as the array's ``base``, and
     every view of the array keeps that base alive, so this object dies exactly when the
-    program has dropped the array and all its views. Then the segment goes back to the
-    sender's pool. (The receiver read the payload before it dropped the array; the flag
-    store comes after those reads in program order and across the interpreter's own locks.)
+    program has dropped the array and all its views. Then ``on_drop`` gives the memory
+    back: a pooled segment's flag byte is cleared, or a lent buffer's sender is told.
+    (The receiver read the payload before it dropped the array; the flag store or the
+    frame comes after those reads in program order and across the interpreter's locks.)
     """
 
-    __slots__ = ("_view", "_mem")
+    __slots__ = ("_view", "_on_drop")
 
-    def __init__(self, mem: mmap.mmap, view: np.ndarray):
-        self._mem, self._view = mem, view
-
-    @property
-    def __array_interface__(self):
-        return self._view.__array_interface__
-
-    def __del__(self):
-        self._mem[0] = 0
-
-
-class _Loan:
-    """What a received lent array is a view of: the sender's own buffer (``comm.alloc``).
-    When the program drops the array and all its views, tell the sender (see _Lease)."""
-
-    __slots__ = ("_view", "_release")
-
-    def __init__(self, view: np.ndarray, release):
-        self._view, self._release = view, release
+    def __init__(self, view: np.ndarray, on_drop):
+        self._view, self._on_drop = view, on_drop
 
     @property
     def __array_interface__(self):
         return self._view.__array_interface__
 
     def __del__(self):
-        self._release()
+        self._on_drop()
 
 
 class _ProcessTransport:
@@ -210,9 +194,9 @@ class _ProcessTransport:
             _, offset, loan = header.handle
             view = np.frombuffer(mem, dtype, count, offset)
             view.flags.writeable = False  # the sender's own buffer: read, never write
-            return header, np.asarray(_Loan(view, functools.partial(self._release, header.src, loan))).reshape(shape)
+            return header, np.asarray(_Lease(view, functools.partial(self._release, header.src, loan))).reshape(shape)
         view = np.frombuffer(mem, dtype, count, SEGMENT_HEADER)
-        array = np.asarray(_Lease(mem, view)).reshape(shape)
+        array = np.asarray(_Lease(view, functools.partial(mem.__setitem__, 0, 0))).reshape(shape)
         return header, as_logical(array, header.nbytes)
 
     def _release(self, src: int, loan: int) -> None:
