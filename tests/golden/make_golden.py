@@ -1,0 +1,103 @@
+"""Golden values and traces, recorded before the wave-2 engine refactor (issue 10).
+
+    .venv/bin/python tests/golden/make_golden.py      # rewrites tests/golden/traces.json.gz
+
+Every collective algorithm at 4 and 5 ranks (an uneven length, so blocks differ in size)
+and every training strategy on 3 workers. ``tests/test_golden.py`` replays each case and
+compares values (a digest of their bytes) and the whole trace (messages and spans, exact
+floats) with what is stored here. Regenerate only for a deliberate change of the model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATH = os.path.join(HERE, "traces.json.gz")
+
+
+def digest(value) -> str:
+    """sha256 of a rank's return value: arrays by dtype, shape and bytes; dicts and lists by item."""
+    h = hashlib.sha256()
+
+    def feed(v):
+        if isinstance(v, np.ndarray):
+            h.update(f"{v.dtype.str}{v.shape}".encode())
+            h.update(np.ascontiguousarray(v).tobytes())
+        elif isinstance(v, dict):
+            for k in sorted(v):
+                h.update(str(k).encode())
+                feed(v[k])
+        elif isinstance(v, (list, tuple)):
+            h.update(f"[{len(v)}".encode())
+            for item in v:
+                feed(item)
+        else:
+            h.update(repr(v).encode())
+    feed(value)
+    return h.hexdigest()
+
+
+def trace_record(result) -> dict:
+    t = result.trace
+    return {"messages": [[m.src, m.dst, m.nbytes, m.depart_s, m.arrive_s, m.tag, m.label] for m in t.messages],
+            "spans": [[s.rank, s.start_s, s.end_s, s.kind, s.label] for s in t.spans],
+            "clocks_s": list(result.clocks_s)}
+
+
+COLLECTIVE_COUNT = 1001  # elements: uneven blocks at 4 and 5 ranks
+
+
+def collective_cases():
+    from dlsys import collectives
+    for collective, algorithms in collectives.ALGORITHMS.items():
+        for algorithm in algorithms:
+            for ranks in (4, 5):
+                yield f"{collective}/{algorithm}/p{ranks}", collective, algorithm, ranks
+
+
+TRAIN_STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
+
+
+def train_config():
+    from dlsys.train import TrainConfig
+    return TrainConfig(epochs=1, batch_size=16)
+
+
+def run_collective(collective, algorithm, ranks, backend="threads"):
+    import dlsys
+    from dlsys.experiments import collective_program
+    return dlsys.launch(collective_program, ranks, backend, link="tcp-10gbe", seed=3,
+                        args=(collective, algorithm, COLLECTIVE_COUNT, "float32", "sum", 3),
+                        charge_reductions=True)
+
+
+def run_train(strategy, backend="threads"):
+    from dlsys.train import train
+    record = train(strategy, train_config(), 3, backend=backend, straggler=(2, 3.0), staleness=1, period=2)
+    return record["result"], record["params"]
+
+
+def main() -> int:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    cases = {}
+    for name, collective, algorithm, ranks in collective_cases():
+        result = run_collective(collective, algorithm, ranks)
+        cases[name] = {"values": [digest(v) for v in result.values], **trace_record(result)}
+    for strategy in TRAIN_STRATEGIES:
+        result, params = run_train(strategy)
+        cases[f"train/{strategy}"] = {"values": [digest(params)], **trace_record(result)}
+    with gzip.open(PATH, "wt") as f:
+        json.dump(cases, f)
+    print(f"{len(cases)} cases -> {PATH} ({os.path.getsize(PATH)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
