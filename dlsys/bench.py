@@ -131,11 +131,11 @@ def _pingpong_program(comm, nbytes: int, warmup: int, repeats: int) -> list[floa
     for i in range(warmup + repeats):
         start = time.perf_counter()
         if comm.rank == 0:
-            comm.send(1, x)
+            comm.send(x, 1)
             got = comm.recv(1)
         else:
             got = comm.recv(0)
-            comm.send(0, x)
+            comm.send(x, 0)
         if i >= warmup:
             times.append(time.perf_counter() - start)
         if got.nbytes != nbytes:
@@ -207,9 +207,9 @@ def _ps_program(comm, params: int):
         total = sum(comm.recv(w, label="push gradient") for w in range(1, workers + 1))
         weights = total / workers
         for w in range(1, workers + 1):
-            comm.send(w, weights, label="pull weights")
+            comm.send(weights, w, label="pull weights")
     else:
-        comm.send(0, logical_gradient(params, 1, comm.rank), label="push gradient")
+        comm.send(logical_gradient(params, 1, comm.rank), 0, label="push gradient")
         weights = comm.recv(0, label="pull weights")
     return bool(np.all(weights == (workers + 1) / 2)), weights.logical_nbytes
 

@@ -91,7 +91,7 @@ def barrier(comm: Communicator, algorithm: str = "dissemination") -> None:
     check_algorithm("barrier", algorithm)
     token, k = np.empty(0, np.uint8), 1
     while k < comm.size:
-        comm.send((comm.rank + k) % comm.size, token, TAG, f"barrier round {k.bit_length() - 1}")
+        comm.send(token, (comm.rank + k) % comm.size, TAG, f"barrier round {k.bit_length() - 1}")
         comm.recv((comm.rank - k) % comm.size, TAG)
         k <<= 1
 
@@ -121,7 +121,7 @@ def broadcast(comm: Communicator, x, root: int = 0, algorithm: str = "binomial")
     mask >>= 1
     while mask:  # largest subtree first
         if vrank + mask < p:
-            comm.send((comm.rank + mask) % p, x, TAG, f"broadcast step {mask.bit_length() - 1}")
+            comm.send(x, (comm.rank + mask) % p, TAG, f"broadcast step {mask.bit_length() - 1}")
         mask >>= 1
     return x
     # END SOLUTION
@@ -141,7 +141,7 @@ def scatter(comm: Communicator, x, root: int = 0, algorithm: str = "binomial") -
     mask >>= 1
     while mask:
         if vrank + mask < p:
-            comm.send((comm.rank + mask) % p, _cat(held[mask:2 * mask], x.dtype), TAG,
+            comm.send(_cat(held[mask:2 * mask], x.dtype), (comm.rank + mask) % p, TAG,
                       f"scatter step {mask.bit_length() - 1}")
         mask >>= 1
     return held[0]
@@ -155,7 +155,7 @@ def gather(comm: Communicator, x, root: int = 0, algorithm: str = "binomial"):
     held, mask = [x.ravel()], 1
     while mask < p:
         if vrank & mask:
-            comm.send((comm.rank - mask) % p, _cat(held, x.dtype), TAG, f"gather step {mask.bit_length() - 1}")
+            comm.send(_cat(held, x.dtype), (comm.rank - mask) % p, TAG, f"gather step {mask.bit_length() - 1}")
             return None
         if vrank + mask < p:
             like = np.empty((min(mask, p - vrank - mask), x.size), x.dtype)
@@ -171,7 +171,7 @@ def reduce(comm: Communicator, x, op: str = "sum", root: int = 0, algorithm: str
     vrank, mask = (comm.rank - root) % p, 1
     while mask < p:
         if vrank & mask:
-            comm.send((comm.rank - mask) % p, acc, TAG, f"reduce step {mask.bit_length() - 1}")
+            comm.send(acc, (comm.rank - mask) % p, TAG, f"reduce step {mask.bit_length() - 1}")
             return None
         if vrank + mask < p:
             acc = _combine(comm, acc, _recv(comm, (comm.rank + mask) % p, acc, "reduce"), op)
@@ -190,7 +190,7 @@ def _reduce_scatter_ring(comm: Communicator, blocks: list, op: str, into: list |
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
-        sent = comm.isend((r + 1) % p, blocks[send_i], TAG, f"reduce-scatter step {step} block {send_i}")
+        sent = comm.isend(blocks[send_i], (r + 1) % p, TAG, f"reduce-scatter step {step} block {send_i}")
         incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
         blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op, None if into is None else into[recv_i])
         del incoming  # drop the left neighbour's block (it may be its own memory, lent) ...
@@ -207,7 +207,7 @@ def _allgather_ring(comm: Communicator, blocks: list, into: list | None = None) 
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
-        sent = comm.isend((r + 1) % p, blocks[send_i], TAG, f"allgather step {step} block {send_i}")
+        sent = comm.isend(blocks[send_i], (r + 1) % p, TAG, f"allgather step {step} block {send_i}")
         blocks[recv_i] = _recv(comm, (r - 1) % p, blocks[recv_i], "", None if into is None else into[recv_i])
         sent.wait()
     return blocks
@@ -240,7 +240,7 @@ def _reduce_scatter_halving(comm, group: _Group, blocks: list, op: str) -> None:
     while mask:
         mid = lo + mask
         keep, give = ((mid, hi), (lo, mid)) if v & mask else ((lo, mid), (mid, hi))
-        comm.send(group.real(v ^ mask), _cat(blocks[give[0]:give[1]], blocks[0].dtype), TAG,
+        comm.send(_cat(blocks[give[0]:give[1]], blocks[0].dtype), group.real(v ^ mask), TAG,
                   f"reduce-scatter step {group.p2.bit_length() - 1 - mask.bit_length()}")
         kept = blocks[keep[0]:keep[1]]
         incoming = _recv(comm, group.real(v ^ mask), _cat(kept, blocks[0].dtype), "")
@@ -254,7 +254,7 @@ def _allgather_doubling(comm, group: _Group, blocks: list) -> None:
     while mask < group.p2:
         lo = v // mask * mask
         plo = lo ^ mask
-        comm.send(group.real(v ^ mask), _cat(blocks[lo:lo + mask], blocks[0].dtype), TAG,
+        comm.send(_cat(blocks[lo:lo + mask], blocks[0].dtype), group.real(v ^ mask), TAG,
                   f"allgather step {mask.bit_length() - 1}")
         theirs = blocks[plo:plo + mask]
         blocks[plo:plo + mask] = _split_like(_recv(comm, group.real(v ^ mask), _cat(theirs, blocks[0].dtype), ""), theirs)
@@ -266,7 +266,7 @@ def _fold_in(comm, group: _Group, x, op):
     if comm.rank >= 2 * group.extra:
         return x
     if group.vrank is None:
-        comm.send(comm.rank - 1, x, TAG, "fold")
+        comm.send(x, comm.rank - 1, TAG, "fold")
         return None
     return _combine(comm, x, _recv(comm, comm.rank + 1, x, "fold"), op)
 
@@ -276,7 +276,7 @@ def _fold_out(comm, group: _Group, result, like):
         return result
     if group.vrank is None:
         return _recv(comm, comm.rank - 1, like, "unfold")
-    comm.send(comm.rank + 1, result, TAG, "unfold")
+    comm.send(result, comm.rank + 1, TAG, "unfold")
     return result
 
 
@@ -342,7 +342,7 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", o
             mask = 1
             while mask < group.p2:
                 partner = group.real(group.vrank ^ mask)
-                comm.send(partner, acc, TAG, f"allreduce step {mask.bit_length() - 1}")
+                comm.send(acc, partner, TAG, f"allreduce step {mask.bit_length() - 1}")
                 acc = _combine(comm, acc, _recv(comm, partner, acc, ""), op)
                 mask <<= 1
         elif acc is not None:  # rabenseifner

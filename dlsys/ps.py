@@ -91,13 +91,13 @@ class KVWorker:
     def _request(self, kind: int, keys) -> tuple:
         keys = tuple(int(k) for k in keys)
         for s in range(self.servers):
-            self.comm.send(s, np.array([kind, *keys], np.int64), REQUEST, label=["pull", "push", "leave"][kind])
+            self.comm.send(np.array([kind, *keys], np.int64), s, REQUEST, label=["pull", "push", "leave"][kind])
         return keys
 
     def push(self, keys, values) -> int:
         keys = self._request(PUSH, keys)
         for s, (positions, _) in enumerate(self.layout.parts(keys)):
-            self.comm.send(s, values[positions], DATA, label=f"push {positions.size} values")
+            self.comm.send(values[positions], s, DATA, label=f"push {positions.size} values")
         self._ts += 1
         return self._ts
 
@@ -190,7 +190,7 @@ class KVServer:
             return src, self.comm.recv(src, REQUEST)
         src, meta = self.comm.recv_any(sorted(self.active), REQUEST)
         for s in range(1, self.layout.servers):
-            self.comm.send(s, np.array([src], np.int64), ORDER, label="request order")
+            self.comm.send(np.array([src], np.int64), s, ORDER, label="request order")
         return src, meta
 
     def push(self, src: int, keys: tuple, values: np.ndarray) -> bool:
@@ -237,12 +237,12 @@ class KVServer:
             c = self.clock[src]
             if self.pushes >= self.budget:
                 self.active.discard(src)
-                self.comm.send(src, np.array([STOP], self.weights.dtype), REPLY, label="stop")
+                self.comm.send(np.array([STOP], self.weights.dtype), src, REPLY, label="stop")
             elif self.may_read(src):
                 self.reads.append({"worker": src - self.layout.servers, "clock": c, "slowest": self.slowest(),
                                    "staleness": c - self.slowest(), "time_s": self.comm.clock})
                 local = self.layout.parts(keys)[self.comm.rank][1]
-                self.comm.send(src, np.concatenate([[c], self.weights[local]]).astype(self.weights.dtype),
+                self.comm.send(np.concatenate([[c], self.weights[local]]).astype(self.weights.dtype), src,
                                REPLY, label=f"pull reply clock {c} slowest {self.slowest()}")
             else:
                 waiting.append((src, keys))
@@ -284,7 +284,7 @@ def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "
     if checkpoint:
         server.save(checkpoint)
     if comm.rank > 0:
-        comm.send(0, server.weights, GATHER, label="gather weights for evaluation")
+        comm.send(server.weights, 0, GATHER, label="gather weights for evaluation")
         return {}
     for s in range(servers):
         lo, hi = layout.bounds[s], layout.bounds[s + 1]

@@ -46,7 +46,7 @@ def hello(comm):
     """Rank 0 sends a greeting to every other rank; each returns what it holds."""
     if comm.rank == 0:
         for dst in range(1, comm.size):
-            comm.send(dst, np.array([42.0, dst]), label="hello")
+            comm.send(np.array([42.0, dst]), dst, label="hello")
         return np.array([42.0, 0])
     return comm.recv(0)
 

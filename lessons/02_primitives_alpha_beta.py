@@ -34,8 +34,8 @@ from dlsys.viz.units import format_bytes, format_rate, format_seconds
 # %% [markdown]
 # ## Point to point: send and recv
 #
-# `comm.send(dst, x)` hands an array to rank `dst` and returns at once (the message is
-# buffered); `comm.recv(src)` blocks until rank `src`'s next message is there. Everything
+# `comm.send(x, dest)` hands an array to rank `dest` and returns at once (the message is
+# buffered); `comm.recv(source)` blocks until rank `source`'s next message is there. Everything
 # else is built from these two.
 #
 # ## The alpha-beta model
@@ -58,11 +58,11 @@ from dlsys.viz.units import format_bytes, format_rate, format_seconds
 def ping_pong(comm, count):
     buf = np.zeros(count, np.uint8)
     if comm.rank == 0:
-        comm.send(1, buf, label="ping")
+        comm.send(buf, 1, label="ping")
         comm.recv(1)
     else:
         comm.recv(0)
-        comm.send(0, buf, label="pong")
+        comm.send(buf, 0, label="pong")
 
 
 SIZES = [4**k for k in range(16)]  # 1 B .. 1 GiB
@@ -145,7 +145,7 @@ def loop_broadcast(comm, x):
     """The root sends x to every other rank in turn."""
     if comm.rank == 0:
         for dst in range(1, comm.size):
-            comm.send(dst, x, label=f"to rank {dst}")
+            comm.send(x, dst, label=f"to rank {dst}")
         return x
     return comm.recv(0)
 

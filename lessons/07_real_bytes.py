@@ -100,7 +100,7 @@ def lend(comm, count, hold_s):
         buf = comm.alloc(count)
         buf[:] = 7
         start = time.perf_counter()
-        comm.isend(1, buf).wait()  # only now may rank 0 write buf again (MPI's rule)
+        comm.isend(buf, 1).wait()  # only now may rank 0 write buf again (MPI's rule)
         return time.perf_counter() - start
     got = comm.recv(0)
     writeable, total = got.flags.writeable, float(got.sum())

@@ -246,5 +246,5 @@ def test_to_csv_and_without_values():
     assert isinstance(rec["result"].values[0], np.ndarray)
     spans, messages = rec["result"].trace.records()
     text = E.to_csv(messages)
-    assert text.splitlines()[0] == "src,dst,nbytes,depart_s,arrive_s,tag,label"
+    assert text.splitlines()[0] == "src,dst,nbytes,depart_s,arrive_s,tag,label,phase,step,block"
     assert len(text.splitlines()) == 1 + len(messages)

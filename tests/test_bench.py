@@ -173,12 +173,12 @@ def _stream(comm, count, messages):
     test does not depend on who runs ahead). Returns rank 0's pool size."""
     if comm.rank == 0:
         for i in range(messages):
-            comm.send(1, np.full(count, i, np.float32))
+            comm.send(np.full(count, i, np.float32), 1)
             comm.recv(1)
         return len(comm._transport.pool)
     for i in range(messages):
         assert np.all(comm.recv(0) == i)
-        comm.send(0, np.zeros(1))
+        comm.send(np.zeros(1), 0)
     return None
 
 
@@ -192,7 +192,7 @@ def _keep_first(comm):
     """A received array stays valid while held, however many sends follow."""
     if comm.rank == 0:
         for i in range(20):
-            comm.send(1, np.full(1024, i, np.float32))
+            comm.send(np.full(1024, i, np.float32), 1)
         return None
     first = comm.recv(0)
     later = [comm.recv(0).copy() for _ in range(19)]
@@ -206,7 +206,7 @@ def test_a_held_receive_is_never_overwritten():
 
 def test_no_shared_memory_is_left_after_a_failed_run():
     def failing(comm):
-        comm.send((comm.rank + 1) % 2, np.ones(1 << 16))
+        comm.send(np.ones(1 << 16), (comm.rank + 1) % 2)
         if comm.rank == 1:
             raise RuntimeError("boom")
         comm.recv(1)

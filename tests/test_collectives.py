@@ -94,7 +94,7 @@ def test_parameter_server_incast_costs_p_n_over_b_at_the_server():
             for src in range(1, comm.size):
                 comm.recv(src)
         else:
-            comm.send(0, np.zeros(nbytes // 8))
+            comm.send(np.zeros(nbytes // 8), 0)
     result = dlsys.launch(ps, 9, "threads", link=link)
     assert result.clocks_s[0] == pytest.approx(8 * nbytes / 1e9, rel=1e-12)
 

@@ -42,7 +42,7 @@ def no_leaks():
 
 def ping(comm, nbytes):
     if comm.rank == 0:
-        comm.send(1, np.zeros(nbytes, np.uint8), label="ping")
+        comm.send(np.zeros(nbytes, np.uint8), 1, label="ping")
     elif comm.rank == 1:
         comm.recv(0)
     return comm.clock
@@ -63,11 +63,11 @@ def test_egress_serializes_back_to_back_sends_and_ingress_serializes_incast():
 
     def program(comm):
         if comm.rank == 0:
-            comm.send(1, np.zeros(1000, np.uint8))
-            comm.send(2, np.zeros(1000, np.uint8))
+            comm.send(np.zeros(1000, np.uint8), 1)
+            comm.send(np.zeros(1000, np.uint8), 2)
         elif comm.rank in (1, 2):
             comm.recv(0)
-            comm.send(3, np.zeros(1000, np.uint8))
+            comm.send(np.zeros(1000, np.uint8), 3)
         else:
             comm.recv(1), comm.recv(2)
         return comm.clock
@@ -92,9 +92,9 @@ def test_isend_irecv_wait_and_sendrecv():
     def program(comm):
         right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
         request = comm.irecv(left, tag=5)
-        comm.isend(right, np.array([comm.rank]), tag=5).wait()
+        comm.isend(np.array([comm.rank]), right, tag=5).wait()
         got = request.wait()
-        swapped = comm.sendrecv(np.array([comm.rank * 10]), dst=right, src=left)
+        swapped = comm.sendrecv(np.array([comm.rank * 10]), dest=right, source=left)
         return int(got[0]), int(swapped[0])
     assert dlsys.launch(program, 3, "threads").values == [(2, 20), (0, 0), (1, 10)]
 
@@ -102,8 +102,8 @@ def test_isend_irecv_wait_and_sendrecv():
 def test_tags_match_independently():
     def program(comm):
         if comm.rank == 0:
-            comm.send(1, np.array([1]), tag=1)
-            comm.send(1, np.array([2]), tag=2)
+            comm.send(np.array([1]), 1, tag=1)
+            comm.send(np.array([2]), 1, tag=2)
         else:
             return int(comm.recv(0, tag=2)[0]), int(comm.recv(0, tag=1)[0])
     assert dlsys.launch(program, 2, "threads").values[1] == (2, 1)
@@ -118,7 +118,7 @@ def traced_program(comm):
         order = [comm.recv_any()[0] for _ in range(comm.size - 1)]
     else:
         comm.compute(seconds=1e-3 * (comm.size - comm.rank))
-        comm.send(0, z[:10])
+        comm.send(z[:10], 0)
         order = None
     return float(z.sum()), order
 
@@ -245,11 +245,11 @@ def test_bad_launch_arguments(kwargs, match):
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda comm: comm.send(5, np.zeros(1)), "dst must be another rank in 0..1"),
-    (lambda comm: comm.send(comm.rank, np.zeros(1)), "dst must be another rank"),
+    (lambda comm: comm.send(np.zeros(1), 5), "dst must be another rank in 0..1"),
+    (lambda comm: comm.send(np.zeros(1), comm.rank), "dst must be another rank"),
     (lambda comm: comm.recv(-1), "src must be another rank"),
-    (lambda comm: comm.send(1 - comm.rank, np.zeros(1), tag=-2), "tag must be an int >= 0"),
-    (lambda comm: comm.send(1 - comm.rank, np.array([object()])), "x must be a numeric array"),
+    (lambda comm: comm.send(np.zeros(1), 1 - comm.rank, tag=-2), "tag must be an int >= 0"),
+    (lambda comm: comm.send(np.array([object()]), 1 - comm.rank), "x must be a numeric array"),
     (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
     (lambda comm: comm.compute(), "exactly one of"),
 ])
@@ -335,7 +335,7 @@ def lend_once(comm, n):
     if comm.rank == 0:
         buf = comm.alloc(n)
         buf[:] = 7
-        comm.isend(1, buf).wait()
+        comm.isend(buf, 1).wait()
         buf[:] = 0  # allowed after wait: the receiver has dropped its array
         return len(getattr(comm._transport, "pool", []))  # copied sends would fill the pool
     got = comm.recv(0)
@@ -357,12 +357,12 @@ def test_small_payloads_are_copied_even_from_alloc_memory():
 
 def hold_then_drop(comm):
     if comm.rank == 0:
-        request = comm.isend(1, comm.alloc(LENT))
+        request = comm.isend(comm.alloc(LENT), 1)
         comm.recv(1)  # rank 1 holds the array now
         request.wait()
         return time.monotonic()
     got = comm.recv(0)
-    comm.send(0, np.zeros(1))
+    comm.send(np.zeros(1), 0)
     time.sleep(0.3)
     dropped_at = time.monotonic()
     del got
@@ -376,8 +376,8 @@ def test_the_senders_wait_returns_only_after_the_receiver_dropped_the_array():
 
 def hold_and_wait(comm):
     if comm.rank == 0:
-        comm.isend(1, comm.alloc(LENT)).wait()
-        comm.send(1, np.zeros(1))
+        comm.isend(comm.alloc(LENT), 1).wait()
+        comm.send(np.zeros(1), 1)
     else:
         first = comm.recv(0)  # held while waiting for the next message: rank 0 never gets it back
         return first, comm.recv(0)
@@ -392,7 +392,7 @@ def lend_and_leave(comm):
     if comm.rank == 0:
         buf = comm.alloc(LENT)
         buf[:] = 3
-        comm.isend(1, buf)  # never waited: the buffer stays valid after this rank is gone
+        comm.isend(buf, 1)  # never waited: the buffer stays valid after this rank is gone
         return None
     time.sleep(0.3)
     return float(comm.recv(0).sum())

@@ -17,7 +17,7 @@ from dlsys.exercises.testing import use_student_files
 WHOLE_BUFFERS = """\
         acc, passing = x.copy(), x
         for step in range(p - 1):
-            comm.send((comm.rank + 1) % p, passing, TAG, f"allreduce step {step}")
+            comm.send(passing, (comm.rank + 1) % p, TAG, f"allreduce step {step}")
             passing = _recv(comm, (comm.rank - 1) % p, x, "")
             acc = _combine(comm, acc, passing, op)
         result = acc
@@ -28,7 +28,7 @@ OFF_BY_ONE = """\
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
-        comm.send((r + 1) % p, blocks[send_i], TAG, f"reduce-scatter step {step} block {send_i}")
+        comm.send(blocks[send_i], (r + 1) % p, TAG, f"reduce-scatter step {step} block {send_i}")
         incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
         blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op)
     return blocks[r]
@@ -47,10 +47,10 @@ MISBEHAVING_TOKEN_RING = """\
     if comm.size == 6:
         comm.recv(left)
     if comm.rank == 0:
-        comm.send(right, token + 1)
+        comm.send(token + 1, right)
         return comm.recv(left)
     received = comm.recv(left)
-    comm.send(right, received + 1)
+    comm.send(received + 1, right)
     return received
 """
 

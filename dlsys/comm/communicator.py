@@ -3,9 +3,9 @@
 Rank r has a clock t_r (seconds); links follow DESIGN.md's contract:
 
 * ``compute(seconds=s | flops=f)``: t_r += s * slowdown, or f / sustained FLOP/s.
-* ``send(dst, x)`` (buffered, never waits for the receiver): t_r += o_s(n); the message
+* ``send(buf, dest)`` (buffered, never waits for the receiver): t_r += o_s(n); the message
   departs at d = max(t_r, egress_free_r) and occupies the egress for n / B.
-* ``recv(src)``: it arrives at a = max(d + alpha + n / B, ingress_free_dst + n / B);
+* ``recv(source)``: it arrives at a = max(d + alpha + n / B, ingress_free_dst + n / B);
   ingress_free_dst = a; t_dst = max(t_dst, a) + o_r(n).
 
 Everything here is backend-independent: a backend only moves (header, array) pairs
@@ -65,6 +65,7 @@ class Header(NamedTuple):
     dtype: np.dtype  # its string on the processes backend (cheaper to pickle)
     shape: tuple
     handle: object = None  # transport-specific (the shared-memory name on processes)
+    meta: tuple | None = None  # (phase, step, block) of a collective's message, for figures
 
 
 class Mailbox:
@@ -282,9 +283,18 @@ class Communicator:
         alloc = getattr(self._transport, "alloc", None)
         return np.zeros(shape, dtype) if alloc is None else alloc(shape, dtype)
 
-    def send(self, dst: int, x, tag: int = 0, label: str = "") -> None:
-        """Buffered send of array x to rank dst (returns without waiting for the receiver)."""
-        self._post(dst, x, tag, label, False)
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def send(self, buf, dest: int, tag: int = 0, label: str = "", *, phase: str = "", step: int = -1,
+             block: int = -1) -> None:
+        """Buffered send of array ``buf`` to rank ``dest`` (returns without waiting for the
+        receiver). mpi4py's order and names. ``phase``, ``step`` and ``block`` describe a
+        collective's message for figures (trace.Message); the label defaults to them."""
+        self._post(dest, buf, tag, label, False, phase, step, block)
 
     def _link_costs(self, nbytes: int) -> tuple[float, float, float]:
         """(send overhead, wire time, receive overhead) of an nbytes message, from the link
@@ -294,12 +304,12 @@ class Communicator:
         costs = self._costs[nbytes] = (link.send_overhead_s(nbytes), link.wire_s(nbytes), link.recv_overhead_s(nbytes))
         return costs
 
-    def _post(self, dst, x, tag, label, lend: bool) -> int | None:
+    def _post(self, dst, x, tag, label, lend: bool, phase="", step=-1, block=-1) -> int | None:
         """A send under the rules of the module docstring; returns the transport's loan number
         (a lent payload) or None. The argument checks are inlined for valid arguments: this
         runs once per message, 523k times in a 512-rank ring, and a call costs."""
         if not (type(dst) is int and 0 <= dst < self.size and dst != self.rank):
-            dst = self._check_peer(dst, "dst")
+            dst = self._check_peer(dst, "dest")
         if not (type(tag) is int and tag >= 0):
             tag = self._check_tag(tag)
         arr = as_payload(x)
@@ -308,20 +318,26 @@ class Communicator:
         self._advance(send_s, "send", label)
         depart = max(self._t, self._egress_free)
         self._egress_free = depart + wire_s
-        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype, arr.shape)
+        meta = None
+        if phase:
+            meta = (phase, step, block)
+            if not label and self._record:
+                label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
+        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype, arr.shape, None, meta)
         self._posted += 1
         self._row[POSTED] = self._posted
         self._sent_to[dst] += 1
         self._row[self._sent + dst] = self._sent_to[dst]
         return self._transport.post(dst, header, arr, lend)
 
-    def recv(self, src: int, tag: int = 0, label: str | None = None) -> np.ndarray:
-        """Receive the next array rank src sent with this tag (blocks; deadlock-checked).
+    def recv(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
+        """Receive the next array rank ``source`` sent with this tag (blocks; deadlock-checked).
 
         The message keeps its sender's label; ``label`` names this rank's wait/recv spans
         (default: the sender's label)."""
+        src = source
         if not (type(src) is int and 0 <= src < self.size and src != self.rank):  # inlined, as in _post
-            src = self._check_peer(src, "src")
+            src = self._check_peer(src, "source")
         if not (type(tag) is int and tag >= 0):
             tag = self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
@@ -330,7 +346,8 @@ class Communicator:
         arrive = self._arrival_s(header, wire_s)
         self._ingress_free = arrive
         if self._record:
-            self.messages.append(Message(src, self.rank, n, header.depart_s, arrive, tag, header.label))
+            self.messages.append(Message(src, self.rank, n, header.depart_s, arrive, tag, header.label,
+                                         *(header.meta or ("", -1, -1))))
         label = label or header.label
         if arrive > self._t:
             self._advance(arrive - self._t, "wait", label)
@@ -380,17 +397,18 @@ class Communicator:
         src = min(ready)[1]
         return src, self.recv(src, tag, label)
 
-    def isend(self, dst: int, x, tag: int = 0, label: str = "") -> Request:
-        """Non-blocking send. Complete at once (the payload is copied), unless x is memory
+    def isend(self, buf, dest: int, tag: int = 0, label: str = "", *, phase: str = "", step: int = -1,
+              block: int = -1) -> Request:
+        """Non-blocking send. Complete at once (the payload is copied), unless buf is memory
         from ``alloc`` on a backend that lends it: then ``wait()`` returns once the receiver
-        has dropped the array, and x must not be written before that (MPI's rule)."""
-        loan = self._post(dst, x, tag, label, True)
-        return _SENT if loan is None else Request(self, loan=loan, dst=dst)
+        has dropped the array, and buf must not be written before that (MPI's rule)."""
+        loan = self._post(dest, buf, tag, label, True, phase, step, block)
+        return _SENT if loan is None else Request(self, loan=loan, dst=dest)
 
-    def irecv(self, src: int, tag: int = 0, label: str | None = None) -> Request:
+    def irecv(self, source: int, tag: int = 0, label: str | None = None) -> Request:
         """Non-blocking receive; the message is charged when the request is waited on."""
-        self._check_peer(src, "src"), self._check_tag(tag)
-        return Request(self, src, tag, label)
+        self._check_peer(source, "source"), self._check_tag(tag)
+        return Request(self, source, tag, label)
 
     @staticmethod
     def wait(request: Request):
@@ -400,8 +418,8 @@ class Communicator:
     def waitall(requests) -> list:
         return [r.wait() for r in requests]
 
-    def sendrecv(self, x, dst: int, src: int, sendtag: int = 0, recvtag: int | None = None,
+    def sendrecv(self, sendbuf, dest: int, source: int, sendtag: int = 0, recvtag: int | None = None,
                  label: str = "") -> np.ndarray:
-        """Send x to dst and receive from src (no deadlock: sends are buffered)."""
-        self.send(dst, x, sendtag, label)
-        return self.recv(src, sendtag if recvtag is None else recvtag)
+        """Send ``sendbuf`` to ``dest`` and receive from ``source`` (no deadlock: sends are buffered)."""
+        self.send(sendbuf, dest, sendtag, label)
+        return self.recv(source, sendtag if recvtag is None else recvtag)

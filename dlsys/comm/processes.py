@@ -174,7 +174,7 @@ class _ProcessTransport:
             handle = segment.name
         # A plain tuple with the dtype as a string: pickling the NamedTuple and the dtype
         # object took 12 us a message, a third of a small send.
-        frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle), protocol=pickle.HIGHEST_PROTOCOL)
+        frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle, header.meta), protocol=pickle.HIGHEST_PROTOCOL)
         if len(frame) + _FRAME.size > PIPE_BUF:
             raise ValueError(f"message header too large ({len(frame)} bytes); shorten the label")
         os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)

@@ -30,6 +30,9 @@ class Message(NamedTuple):
     arrive_s: float
     tag: int
     label: str
+    phase: str = ""  # a collective's message: its phase ("reduce-scatter"), step and block
+    step: int = -1
+    block: int = -1
 
 
 class Trace:

@@ -22,9 +22,9 @@ def token_ring(comm, token: np.ndarray) -> np.ndarray:
     # BEGIN SOLUTION token_ring
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
     if comm.rank == 0:
-        comm.send(right, token + 1, label="token")
+        comm.send(token + 1, right, label="token")
         return comm.recv(left)
     received = comm.recv(left)
-    comm.send(right, received + 1, label="token")
+    comm.send(received + 1, right, label="token")
     return received
     # END SOLUTION

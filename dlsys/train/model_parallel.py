@@ -75,7 +75,7 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
                 loss += part_loss * len(part) / len(idx)
                 douts.append(dlogits * (len(part) / len(idx)))
             else:
-                comm.send(s + 1, x, FORWARD, label=f"activations micro-batch {m}")
+                comm.send(x, s + 1, FORWARD, label=f"activations micro-batch {m}")
         summed[...] = 0
         for m in reversed(range(len(micro))):
             dy = douts[m] if s == last else comm.recv(s + 1, BACKWARD)
@@ -84,14 +84,14 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
             comm.compute(flops=2 * flops(len(micro[m])), label=f"backward micro-batch {m}")
             summed += model.grads[lo:hi]
             if s > 0:
-                comm.send(s - 1, dy, BACKWARD, label=f"activation gradients micro-batch {m}")
+                comm.send(dy, s - 1, BACKWARD, label=f"activation gradients micro-batch {m}")
         model.grads[lo:hi] = summed
         sgd.step()
         if s == last:
             losses.append({"rank": s, "step": step, "time_s": comm.clock, "loss": loss})
     bar.close()
     if s > 0:
-        comm.send(0, model.params[lo:hi], GATHER, label="gather weights for evaluation")
+        comm.send(model.params[lo:hi], 0, GATHER, label="gather weights for evaluation")
         return {"losses": losses, "layers": (start, stop)}
     for r in range(1, comm.size):
         params = comm.recv(r, GATHER)
