@@ -34,7 +34,8 @@ from . import collectives
 from .comm import launch
 from .comm.launch import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from .comm.logical import LogicalArray
-from .net import busbw_factor, closed_form, get_link, parse_size, size_arg
+from .collectives import closed_form
+from .net import busbw_factor, get_link, parse_size, size_arg
 from .profiles import totals
 from .viz.units import format_bytes, format_rate, format_seconds
 

@@ -25,7 +25,8 @@ import numpy as np
 import dlsys
 from dlsys import collectives
 from dlsys.experiments import launch_logical, link_table, real_count
-from dlsys.net import closed_form, get_link
+from dlsys.collectives import closed_form
+from dlsys.net import get_link
 from dlsys.viz.comm import timeline
 from dlsys.viz.costs import link_comparison
 from dlsys.viz.lessons import lines, show

@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from dlsys import experiments as E
 from dlsys.collectives import ALGORITHMS
-from dlsys.net import closed_form, get_link
+from dlsys.collectives import closed_form
+from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/performance.py"]

@@ -16,7 +16,7 @@ import dlsys
 from dlsys import bench, collectives
 from dlsys.cli import main
 from dlsys.comm.logical import LogicalArray, as_logical, standing_for
-from dlsys.net import closed_form
+from dlsys.collectives import closed_form
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,99 @@
+"""One entry per (collective, algorithm): its rank function, closed form, LaTeX, citation
+and colour. Dispatch (dlsys.collectives), ``check_algorithm``, the CLI's choices, the
+tests and the figures all read REGISTRY, so adding an algorithm is one file and one entry.
+
+Closed forms (Hockney's alpha-beta-gamma model; Thakur, Rabenseifner & Gropp 2005) are
+functions ``cost(p, n, m, a, b, g, L)`` of p ranks, n bytes (the whole buffer; for gather
+and allgather the whole result), m the bytes of the *largest* block the algorithm sends
+(np.array_split: ceil(n/p) elements), a = alpha, b = beta, g = gamma (0 unless reductions
+are charged) and L = ceil(lg p). With m = n/p a form is the textbook one. With the real m
+it is exact wherever ``exact`` says, at every n: in a ring the largest block travels the
+whole ring and every step waits for it, so it sets every step. Where ``uneven`` is
+"bound", blocks of different sizes meet in one step (a tree's subtrees, a halving's
+halves) and the form with the largest block is an upper bound, the one with the smallest
+a lower bound (every message time grows with its size); both are exact when p divides n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import halving_doubling, ring, ring_fast, trees
+
+EVERY_P, POWERS_OF_TWO = "every p", "powers of two"
+THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
+PATARASUK = "Patarasuk & Yuan 2009, Bandwidth optimal all-reduce algorithms for clusters of workstations"
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    collective: str
+    name: str
+    run: Callable    # the rank function (reading path); its arguments depend on the collective
+    cost: Callable   # closed form cost(p, n, m, a, b, g, L) in seconds (module docstring)
+    latex: str       # the textbook form (m = n/p) without gamma, for figures
+    citation: str
+    color: str       # its colour in every figure
+    exact: str = POWERS_OF_TWO  # rank counts where the emulation equals ``cost``
+    uneven: str = "exact"       # "bound": with uneven blocks ``cost`` is an upper bound (docstring)
+    fallback: str | None = None  # the algorithm that runs instead when p is not a power of two
+    fast: Callable | None = None  # runs instead when the caller passes out= (same messages)
+
+
+REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
+    Algorithm("barrier", "dissemination", trees.barrier_dissemination,
+              lambda p, n, m, a, b, g, L: L * a,
+              r"L\,\alpha", "Hensgen, Finkel & Manber 1988, Two algorithms for barrier synchronization",
+              "#8C564B", exact=EVERY_P),
+    Algorithm("broadcast", "binomial", trees.broadcast_binomial,
+              lambda p, n, m, a, b, g, L: L * (a + n * b),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD"),
+    Algorithm("broadcast", "scatter_allgather", ring.broadcast_scatter_allgather,
+              lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m * b,
+              r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+              "van de Geijn: Barnett et al. 1994, Interprocessor collective communication library; " + THAKUR,
+              "#17BECF", uneven="bound"),
+    Algorithm("scatter", "binomial", trees.scatter_binomial,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m * b,
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", uneven="bound"),
+    Algorithm("gather", "binomial", trees.gather_binomial,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m * b,
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD"),
+    Algorithm("allgather", "ring", ring.allgather_ring,
+              lambda p, n, m, a, b, g, L: (p - 1) * (a + m * b),
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})", PATARASUK, "#1F77B4",
+              exact=EVERY_P),
+    Algorithm("allgather", "recursive_doubling", halving_doubling.allgather_recursive_doubling,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m * b,
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#FF7F0E",
+              fallback="ring"),
+    Algorithm("reduce", "binomial", trees.reduce_binomial,
+              lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD"),
+    Algorithm("reduce_scatter", "ring", ring.reduce_scatter_ring,
+              lambda p, n, m, a, b, g, L: (p - 1) * (a + m * (b + g)),
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK, "#1F77B4", exact=EVERY_P),
+    Algorithm("reduce_scatter", "recursive_halving", halving_doubling.reduce_scatter_recursive_halving,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m * (b + g),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#2CA02C", uneven="bound", fallback="ring"),
+    Algorithm("allreduce", "ring", ring.allreduce_ring,
+              lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m * b) + (p - 1) * m * g,
+              r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK + "; Baidu 2017, ring all-reduce", "#1F77B4",
+              exact=EVERY_P, fast=ring_fast.allreduce_ring_into),
+    Algorithm("allreduce", "recursive_doubling", halving_doubling.allreduce_recursive_doubling,
+              lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
+              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E"),
+    Algorithm("allreduce", "rabenseifner", halving_doubling.allreduce_rabenseifner,
+              lambda p, n, m, a, b, g, L: 2 * L * a + 2 * (p - 1) * m * b + (p - 1) * m * g,
+              r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+              "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
+              uneven="bound"),
+    Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
+              lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
+              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728"),
+]}
+
+# collective -> its algorithms, in registry order (the first is the default)
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    collective: tuple(name for c, name in REGISTRY if c == collective) for collective in dict.fromkeys(c for c, _ in REGISTRY)}
