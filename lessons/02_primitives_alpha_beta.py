@@ -203,7 +203,7 @@ for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast
 #
 # ## Exercise `binomial_broadcast` (15 points)
 #
-# Write the binomial tree yourself: the body of `broadcast` in `hw/collectives.py` (after
+# Write the binomial tree yourself: the body of `broadcast_binomial` in `hw/trees.py` (after
 # `dlsys exercises release hw/`). Work with ranks relative to the root,
 # `vrank = (rank - root) % p`; a rank receives once from its parent, then sends to its
 # children, largest subtree first. Graded: every rank gets the root's array for any root,

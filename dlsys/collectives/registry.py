@@ -7,8 +7,9 @@ functions ``cost(p, n, m, a, b, g, L)`` of p ranks, n bytes (the whole buffer; f
 and allgather the whole result), m the bytes of the *largest* block the algorithm sends
 (np.array_split: ceil(n/p) elements), a = alpha, b = beta, g = gamma (0 unless reductions
 are charged) and L = ceil(lg p). With m = n/p a form is the textbook one. With the real m
-it is exact wherever ``exact`` says, at every n: in a ring the largest block travels the
-whole ring and every step waits for it, so it sets every step. Where ``uneven`` is
+it is exact wherever ``exact`` says, at every n. In a ring the largest block (block 0)
+travels the whole ring, each hop waiting for the one before: that chain alone costs the
+form with m, and smaller other blocks cannot slow any step, so it is exact. Where ``uneven`` is
 "bound", blocks of different sizes meet in one step (a tree's subtrees, a halving's
 halves) and the form with the largest block is an upper bound, the one with the smallest
 a lower bound (every message time grows with its size); both are exact when p divides n.
@@ -28,6 +29,15 @@ PATARASUK = "Patarasuk & Yuan 2009, Bandwidth optimal all-reduce algorithms for 
 
 @dataclass(frozen=True)
 class Algorithm:
+    """One algorithm of one collective.
+
+    ``exact``: the rank counts where the emulation equals ``cost`` ("every p" or "powers
+    of two"; elsewhere the form is an estimate with L = ceil(lg p), where the all-reduces
+    fold to a power of two first). ``uneven``: "exact" (at every length) or "bound" (module
+    docstring). ``fallback``: the algorithm that runs instead when p is not a power of two.
+    ``fast``: runs instead when the caller passes ``out=``; same messages, same trace.
+    """
+
     collective: str
     name: str
     run: Callable    # the rank function (reading path); its arguments depend on the collective
@@ -35,10 +45,10 @@ class Algorithm:
     latex: str       # the textbook form (m = n/p) without gamma, for figures
     citation: str
     color: str       # its colour in every figure
-    exact: str = POWERS_OF_TWO  # rank counts where the emulation equals ``cost``
-    uneven: str = "exact"       # "bound": with uneven blocks ``cost`` is an upper bound (docstring)
-    fallback: str | None = None  # the algorithm that runs instead when p is not a power of two
-    fast: Callable | None = None  # runs instead when the caller passes out= (same messages)
+    exact: str = POWERS_OF_TWO
+    uneven: str = "exact"
+    fallback: str | None = None
+    fast: Callable | None = None
 
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [

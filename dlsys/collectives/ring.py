@@ -7,6 +7,10 @@ All-reduce = reduce-scatter (rank r ends with the full reduction of block r) + a
 (every rank ends with every reduced block): 2(p-1)(alpha + n/p beta) + (p-1) n/p gamma,
 which for large n stops depending on p. This is the reading path, plain sends and
 receives; ``ring_fast`` runs the same messages zero-copy into a caller's buffer.
+
+The helpers (base.py): ``send(comm, buf, dest, phase, step, block)``,
+``recv_like(comm, source, like)`` (checks the size and dtype) and
+``combine(comm, mine, other, op)`` (a new array; charges the reduction).
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
     blocks, into = np.array_split(x.ravel(), p), np.array_split(out.reshape(-1), p)
     if p == 1:
         np.copyto(out, x)
+    # labels spelled out as in base.send (the Communicator names a send's span before it
+    # derives the default label from phase, step and block)
     for step in range(p - 1):  # reduce-scatter: sums land in out's blocks
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
         sent = comm.isend(blocks[send_i], right, TAG, f"reduce-scatter step {step} block {send_i}",

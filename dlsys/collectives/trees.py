@@ -3,7 +3,8 @@
 Costs (p ranks, n bytes, L = ceil(lg p), Thakur, Rabenseifner & Gropp 2005) are in the
 registry (dlsys.collectives.registry). A binomial tree rooted at ``root`` works on
 relative ranks v = (rank - root) mod p: rank v's parent is v minus its lowest set bit,
-and its children are v + 2^k for every 2^k below that bit.
+and its children are v + 2^k for every 2^k below that bit. Helpers: base.py (``send``,
+``recv_like``, ``combine``; see ring.py).
 """
 
 from __future__ import annotations
