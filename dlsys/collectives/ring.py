@@ -23,11 +23,14 @@ from .trees import scatter_binomial
 
 def reduce_scatter_blocks(comm, blocks: list, op: str) -> np.ndarray:
     """Reduce p blocks around the ring; rank r returns the reduction of block r over all
-    ranks. (p-1)(alpha + n/p (beta + gamma)).
+    ranks (op "sum" or "max"). (p-1)(alpha + n/p (beta + gamma)).
 
         for step = 0 .. p-2:
-            send block (r - step - 1) mod p to the right
-            receive block (r - step - 2) mod p from the left, add it to ours
+            send block (r - step - 1) mod p to the right   (phase "reduce-scatter", step, block)
+            receive block (r - step - 2) mod p from the left, combine it with ours
+
+    Put new arrays into ``blocks`` (``combine`` returns one); never write into a block, it
+    may be a view of the caller's buffer.
     """
     # BEGIN SOLUTION ring_reduce_scatter
     p, r = comm.size, comm.rank
@@ -45,8 +48,8 @@ def allgather_blocks(comm, blocks: list) -> list:
     filled in). (p-1)(alpha + n/p beta).
 
         for step = 0 .. p-2:
-            send block (r - step) mod p to the right
-            receive block (r - step - 1) mod p from the left
+            send block (r - step) mod p to the right        (phase "allgather", step, block)
+            receive block (r - step - 1) mod p from the left, it replaces ours
     """
     # BEGIN SOLUTION ring_allgather
     p, r = comm.size, comm.rank
@@ -59,8 +62,9 @@ def allgather_blocks(comm, blocks: list) -> list:
 
 
 def allreduce_ring(comm, x: np.ndarray, op: str) -> np.ndarray:
-    """Every rank gets op over every rank's x: ``reduce_scatter_blocks`` then
-    ``allgather_blocks`` on the p blocks of x. 2(p-1)(alpha + n/p beta) + (p-1) n/p gamma."""
+    """Every rank gets op ("sum" or "max") over every rank's x, as a new array of x's shape:
+    ``reduce_scatter_blocks`` then ``allgather_blocks`` on the p blocks of x
+    (np.array_split). 2(p-1)(alpha + n/p beta) + (p-1) n/p gamma."""
     # BEGIN SOLUTION ring_allreduce
     blocks = np.array_split(x.ravel(), comm.size)
     reduce_scatter_blocks(comm, blocks, op)

@@ -39,8 +39,10 @@ def broadcast_binomial(comm, x: np.ndarray, root: int) -> np.ndarray:
     the children, largest subtree first. lg p (alpha + n beta) at powers of two.
 
         v = (rank - root) mod p;  m = lowest set bit of v
-        if v != 0: x = recv(from v - m)
-        for k = m/2, m/4, ..., 1: if v + k < p: send(x, to v + k)
+        if v != 0: x = receive from v - m
+        for k = m/2, m/4, ..., 1: if v + k < p: send x to v + k   (phase "broadcast", step lg k)
+
+    Ranks here are relative: v's real rank is (v + root) mod p.
     """
     # BEGIN SOLUTION binomial_broadcast
     p = comm.size
