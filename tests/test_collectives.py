@@ -87,10 +87,33 @@ def test_closed_form_is_exact_for_uneven_blocks_or_bounds_them(collective, algor
     if entry.uneven == "exact" or (ranks & (ranks - 1) and entry.fallback):  # a fallback ring is exact
         assert t == pytest.approx(record["closed_form_s"], rel=1e-9, abs=1e-18)
         return
-    smallest_blocks = ranks * (UNEVEN_COUNT // ranks) * 4
-    lower = textbook_form(collective, algorithm, ranks, smallest_blocks, link, NODE, gamma)
-    assert lower * (1 - 1e-9) <= t <= record["closed_form_s"] * (1 + 1e-9)
-    assert lower < record["closed_form_s"]
+    gamma_s = NODE.gamma_s_per_byte if gamma else 0.0
+    smallest = entry.cost(ranks, 4 * UNEVEN_COUNT, lambda k: UNEVEN_COUNT // k * 4, link.alpha_s,
+                          link.beta_s_per_byte, gamma_s, (ranks - 1).bit_length())
+    assert smallest * (1 - 1e-9) <= t <= record["closed_form_s"] * (1 + 1e-9)
+    assert smallest < record["closed_form_s"]
+
+
+@pytest.mark.parametrize("link", LINKS)
+@pytest.mark.parametrize("gamma", [False, True])
+def test_rabenseifner_after_a_fold_is_exact_at_every_rank_count(link, gamma):
+    """dlsys.collectives.registry.fold; even blocks (16 divides the length)."""
+    for ranks in range(2, 18):
+        record = simulate_collective("allreduce", "rabenseifner", ranks, 4 * 16 * 105, LINKS[link], NODE,
+                                     charge_reductions=gamma)
+        assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9), ranks
+
+
+@pytest.mark.parametrize("ranks", [3, 5, 6, 7, 9, 12, 13, 15, 17])
+def test_recursive_doubling_after_a_fold_is_bounded_and_exact_when_most_ranks_fold(ranks):
+    """dlsys.collectives.registry.fold: exact iff 2 (p - p2) > p2, else an upper bound."""
+    record = simulate_collective("allreduce", "recursive_doubling", ranks, 4 * UNEVEN_COUNT, LINKS["mixed"], NODE,
+                                 charge_reductions=True)
+    p2 = 1 << (ranks.bit_length() - 1)
+    if 2 * (ranks - p2) > p2:
+        assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9)
+    else:
+        assert record["virtual_time_s"] < record["closed_form_s"]
 
 
 @pytest.mark.parametrize("ranks", [3, 8])

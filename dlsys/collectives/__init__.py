@@ -27,7 +27,7 @@ import numpy as np
 
 from ..comm.communicator import Communicator, as_payload
 from ..net import get_link, get_node
-from .registry import ALGORITHMS, REGISTRY, Algorithm
+from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
 OPS = ("sum", "mean", "max")
 
@@ -151,7 +151,7 @@ def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce) ->
         return 0.0
     link = get_link(link)
     gamma = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
-    return entry.cost(p, nbytes, block_nbytes(p), link.alpha_s, link.beta_s_per_byte, gamma, math.ceil(math.log2(p)))
+    return entry.cost(p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p))
 
 
 def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
@@ -166,11 +166,11 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
     memory bandwidth) of reductions. Thakur, Rabenseifner & Gropp 2005.
     """
     count = round(nbytes / itemsize)
-    return _form(collective, algorithm, p, nbytes, lambda p: math.ceil(count / p) * itemsize, link, node, reduce)
+    return _form(collective, algorithm, p, nbytes, lambda k: math.ceil(count / k) * itemsize, link, node, reduce)
 
 
 def textbook_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
                   reduce: bool = False) -> float:
     """The textbook closed form: every block n/p bytes (Thakur, Rabenseifner & Gropp 2005).
     Equals ``closed_form`` when p divides the element count; for figures and for comparison."""
-    return _form(collective, algorithm, p, nbytes, lambda p: nbytes / p, link, node, reduce)
+    return _form(collective, algorithm, p, nbytes, lambda k: nbytes / k, link, node, reduce)

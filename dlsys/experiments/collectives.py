@@ -81,7 +81,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if collective == "barrier":
         model_bytes = 0
     closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0], charge_reductions,
-                                     nbytes // count if count else itemsize)
+                                     nbytes / count if count else itemsize)  # a real element stands for this
     t = result.virtual_time_s
     algbw = nbytes / t if t > 0 else 0.0
     return {
