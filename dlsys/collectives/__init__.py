@@ -118,9 +118,8 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", o
     if p == 1:
         result = x.copy()
     elif out is not None and entry.fast is not None:
-        result = entry.fast(comm, x, base_op, out)
-        if op == "mean":
-            return np.divide(out, p, out=out)
+        entry.fast(comm, x, base_op, out)
+        return np.divide(out, p, out=out) if op == "mean" else out
     else:
         result = entry.run(comm, x, base_op)
     result = _mean(result, op, p)
@@ -172,5 +171,5 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
 def textbook_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
                   reduce: bool = False) -> float:
     """The textbook closed form: every block n/p bytes (Thakur, Rabenseifner & Gropp 2005).
-    Equals ``closed_form`` when p divides the element count; for figures and for comparison."""
+    Equals ``closed_form`` when the blocks are even; for figures and for comparison."""
     return _form(collective, algorithm, p, nbytes, lambda k: nbytes / k, link, node, reduce)
