@@ -31,8 +31,7 @@ import time
 import numpy as np
 
 from . import collectives
-from .comm import launch
-from .comm.launch import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
+from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
 from .comm.logical import LogicalArray
 from .net import busbw_factor, closed_form, get_link, parse_size, size_arg
 from .profiles import totals

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm.communicator import Communicator, as_payload, payload_nbytes
+from .comm import Communicator, as_payload, payload_nbytes
 
 TAG = 1 << 20  # collectives use their own tag so they never match a program's own messages
 OPS = ("sum", "mean", "max")

@@ -49,9 +49,12 @@ import traceback
 import cloudpickle
 import numpy as np
 
-from .communicator import DONE, STATE, Aborted, Communicator, Header, Mailbox, board_width
-from .launch import Outcome, RankFailed, RunSpec, supervise
-from .logical import as_logical
+from ..board import DONE, STATE, board_width, new_board
+from ..communicator import Communicator
+from ..logical import as_logical
+from ..mailbox import Aborted, Header, Mailbox
+from ..supervise import Outcome, RankFailed, RunSpec, supervise
+from .base import Backend, MailboxTransport
 
 SHM_DIR = "/dev/shm"
 PIPE_BUF = 4096
@@ -63,6 +66,7 @@ MIN_SEGMENT = 1 << 16
 # Smaller payloads are copied even when they could be lent (MPI's eager protocol): below
 # this a copy costs less than the receiver's extra "released" wake-up (docs/performance.md).
 LEND_MIN_NBYTES = 1 << 20
+MAX_PROCESS_RANKS = 256
 
 
 def _shm_path(run_id: str, name: str) -> str:
@@ -114,13 +118,14 @@ class _Lease:
         self._on_drop()
 
 
-class _ProcessTransport:
+class _ProcessTransport(MailboxTransport):
     """Send: copy into a free segment of this rank's pool (or lend comm.alloc memory),
     write a header to dst's pipe. Take: map the sender's segment (once per segment) and
     hand the payload out in place."""
 
     def __init__(self, rank, run_id, inbox_writers, mailbox):
-        self.rank, self.run_id, self.writers, self.mailbox = rank, run_id, inbox_writers, mailbox
+        super().__init__(mailbox)
+        self.rank, self.run_id, self.writers = rank, run_id, inbox_writers
         self.pool: list[_Segment] = []
         self.mapped: dict[str, mmap.mmap] = {}  # other ranks' segments this rank has seen
         self.lendable: list[tuple[int, int, str]] = []  # (first address, end address, name)
@@ -236,8 +241,7 @@ def _child_main() -> None:
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     threading.Thread(target=_watch_lifeline, args=(job["lifeline"],), daemon=True).start()
     rank, run_id = job["rank"], job["run_id"]
-    board_mem = _map(_shm_path(run_id, "board"), None, create=False)
-    board = np.frombuffer(board_mem, dtype=np.float64).reshape(job["size"], board_width(job["size"]))
+    board = new_board(job["size"], _map(_shm_path(run_id, "board"), None, create=False))
     mailbox = Mailbox(rank, board)
     threading.Thread(target=_drain_inbox, args=(job["inbox"], mailbox), daemon=True).start()
     try:
@@ -262,12 +266,18 @@ def _child_main() -> None:
     os._exit(0)  # the reader thread blocks in read(); do not wait for it
 
 
+class ProcessesBackend(Backend):
+    name = "processes"
+    max_ranks = MAX_PROCESS_RANKS
+
+    def run(self, spec: RunSpec) -> list[Outcome]:
+        return run_processes(spec)
+
+
 def run_processes(spec: RunSpec) -> list[Outcome]:
     run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
     size = spec.size
-    board_nbytes = size * board_width(size) * 8
-    board_mem = _map(_shm_path(run_id, "board"), board_nbytes, create=True)
-    board = np.frombuffer(board_mem, dtype=np.float64).reshape(size, board_width(size))
+    board = new_board(size, _map(_shm_path(run_id, "board"), size * board_width(size) * 8, create=True))
     procs: list[subprocess.Popen] = []
     fds: list[int] = []
     outcomes: list = [None] * size
@@ -277,13 +287,14 @@ def run_processes(spec: RunSpec) -> list[Outcome]:
         life_r, life_w = os.pipe()
         fds += [fd for pair in inboxes for fd in pair] + [life_r, life_w]
         writers = [w for _, w in inboxes]
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         for rank in range(size):
             job = {"rank": rank, "size": size, "run_id": run_id, "spec": blob, "sys_path": sys.path,
                    "inbox": inboxes[rank][0], "writers": writers, "lifeline": life_r}
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from dlsys.comm.processes import _child_main; _child_main()"],
+                # -P: not the working directory's dlsys, the launcher's (PYTHONPATH)
+                [sys.executable, "-P", "-c", "from dlsys.comm.backends.processes import _child_main; _child_main()"],
                 stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], life_r, *writers],
                 start_new_session=True, env=env)
             procs.append(proc)
