@@ -246,9 +246,9 @@ def test_bad_launch_arguments(kwargs, match):
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda comm: comm.send(np.zeros(1), 5), "dst must be another rank in 0..1"),
-    (lambda comm: comm.send(np.zeros(1), comm.rank), "dst must be another rank"),
-    (lambda comm: comm.recv(-1), "src must be another rank"),
+    (lambda comm: comm.send(np.zeros(1), 5), "dest must be another rank in 0..1"),
+    (lambda comm: comm.send(np.zeros(1), comm.rank), "dest must be another rank"),
+    (lambda comm: comm.recv(-1), "source must be another rank"),
     (lambda comm: comm.send(np.zeros(1), 1 - comm.rank, tag=-2), "tag must be an int >= 0"),
     (lambda comm: comm.send(np.array([object()]), 1 - comm.rank), "x must be a numeric array"),
     (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
