@@ -24,10 +24,11 @@ Why it looks like this:
   most PIPE_BUF bytes, so any number of senders can share one pipe without a lock).
   A reader thread drains the pipe into the rank's mailbox, so sends never block, and a
   waiting rank sleeps on a condition variable: nothing spins.
-* Nothing outlives a run, however it ends. Every name is /dev/shm/dlsys-<launcher pid>-
-  <run>-*, and each rank's command line carries ``dlsys-<launcher pid>-<run>-rank<r>``.
-  Ranks run in their own session (Ctrl-C reaches only the launcher) and hold the read end
-  of a lifeline pipe whose only write end the launcher holds. Then:
+* Nothing outlives a run, however it ends (the leak policy). A run's segments are named
+  /dev/shm/dlsys-<launcher pid>-<run>-*, and each rank's command line carries
+  ``dlsys-<launcher pid>-<run>-rank<r>``. Ranks run in their own session (Ctrl-C reaches
+  only the launcher) and hold the read end of a lifeline pipe whose only write end the
+  launcher holds. Then:
   - success, a failing rank, deadlock, deadline, Ctrl-C: the launcher's ``finally`` kills
     the ranks still running and sweeps /dev/shm/dlsys-<launcher pid>-<run>-*;
   - SIGTERM to the launcher (``kill PID``): while a run is under way in the main thread,
