@@ -13,6 +13,6 @@ from .launch import LaunchResult, launch
 from .supervise import DeadlockError, RankFailed
 from .trace import Message, Span, Trace
 
-__all__ = ["Communicator", "Request", "launch", "LaunchResult", "RankFailed", "DeadlockError",
-           "BACKENDS", "Trace", "Span", "Message", "as_payload", "payload_nbytes",
-           "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS"]
+__all__ = ["BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Communicator",
+           "DeadlockError", "LaunchResult", "Message", "RankFailed", "Request", "Span", "Trace",
+           "as_payload", "launch", "payload_nbytes"]

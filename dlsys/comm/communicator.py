@@ -44,7 +44,7 @@ class Request:
     dropped the array; wait() then charges no virtual time (the link model's sender never
     waits for its receiver): it is real-time synchronization only."""
 
-    def __init__(self, comm: "Communicator", src: int | None = None, tag: int = 0, label=None,
+    def __init__(self, comm: Communicator, src: int | None = None, tag: int = 0, label=None,
                  loan: int | None = None, dst: int | None = None):
         self._comm, self._src, self._tag, self._label, self._loan, self._dst = comm, src, tag, label, loan, dst
         self._done, self._value = src is None and loan is None, None

@@ -11,11 +11,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict, deque
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
-from .board import ANY_SOURCE, BLOCKED, FROM, PULLED, RELEASE, RUNNING, STATE, WAIT_SRC, WAIT_TAG, board_row
+from .board import (
+    ANY_SOURCE,
+    BLOCKED,
+    FROM,
+    PULLED,
+    RELEASE,
+    RUNNING,
+    STATE,
+    WAIT_SRC,
+    WAIT_TAG,
+    board_row,
+)
 
 POLL_S = 0.05  # how often a blocked rank re-checks abort and its deadline
 ANY_POLL_S = 0.002  # wait_any re-asks this often: the other ranks' states change without a notify

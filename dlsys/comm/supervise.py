@@ -10,7 +10,8 @@ or TimeoutError (the run's wall-clock deadline passed).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 

@@ -12,4 +12,4 @@ from .threads import MAX_THREAD_RANKS, ThreadsBackend
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (ThreadsBackend(), ProcessesBackend())}
 
-__all__ = ["BACKENDS", "Backend", "Transport", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS"]
+__all__ = ["BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Backend", "Transport"]

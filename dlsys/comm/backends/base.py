@@ -25,7 +25,7 @@ Values and traces must equal those of the threads backend for the same program a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -124,7 +124,7 @@ def _map(path: str, nbytes: int | None, create: bool) -> mmap.mmap:
 class _Segment:
     """One reusable shared-memory segment of a sender's pool."""
 
-    __slots__ = ("name", "mem", "capacity")
+    __slots__ = ("capacity", "mem", "name")
 
     def __init__(self, name: str, mem: mmap.mmap):
         self.name, self.mem, self.capacity = name, mem, len(mem) - SEGMENT_HEADER
@@ -141,7 +141,7 @@ class _Lease:
     frame comes after those reads in program order and across the interpreter's locks.)
     """
 
-    __slots__ = ("_view", "_on_drop")
+    __slots__ = ("_on_drop", "_view")
 
     def __init__(self, view: np.ndarray, on_drop):
         self._view, self._on_drop = view, on_drop
