@@ -31,8 +31,7 @@ import time
 import numpy as np
 
 from . import collectives
-from .comm import launch
-from .comm.launch import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
+from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
 from .comm.logical import LogicalArray
 from .collectives import closed_form
 from .net import busbw_factor, get_link, parse_size, size_arg

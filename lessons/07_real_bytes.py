@@ -29,7 +29,7 @@ import numpy as np
 import dlsys
 from dlsys import collectives
 from dlsys.bench import allreduce_bench, emulate
-from dlsys.comm.processes import LEND_MIN_NBYTES
+from dlsys.comm import LEND_MIN_NBYTES
 from dlsys.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from dlsys.collectives import closed_form
 from dlsys.viz.datapath import emulation_scaling, ratio_bars, traffic_bars

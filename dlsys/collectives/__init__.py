@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..comm.communicator import Communicator, as_payload
+from ..comm import Communicator, as_payload
 from ..net import get_link, get_node
 from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 

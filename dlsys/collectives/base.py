@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm.communicator import Communicator, payload_nbytes
+from ..comm import Communicator, payload_nbytes
 
 TAG = 1 << 20  # collectives use their own tag so they never match a program's own messages
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm.communicator import payload_nbytes
+from ..comm import payload_nbytes
 from .base import TAG, recv_like
 
 
