@@ -19,10 +19,8 @@ TAG = 1 << 20  # collectives use their own tag so they never match a program's o
 def send(comm: Communicator, buf, dest: int, phase: str, step: int = -1, block: int = -1,
          label: str = "") -> None:
     """``comm.send`` on the collectives' tag, describing the message by phase, step and block
-    (trace.Message's fields, which the figures read). The label is spelled out as the
-    Communicator's default ("<phase> step <step> block <block>") because the Communicator
-    names the sender's span before it derives that default."""
-    label = label or f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
+    (trace.Message's fields, which the figures read); the label defaults to
+    "<phase> step <step> block <block>"."""
     comm.send(buf, dest, TAG, label, phase=phase, step=step, block=block)
 
 

@@ -160,12 +160,12 @@ class Communicator:
             tag = self._check_tag(tag)
         arr = as_payload(x)
         n = payload_nbytes(arr)
-        depart = self._clock.send(n, label)
         meta = None
         if phase:
             meta = (phase, step, block)
-            if not label and self._record:
+            if not label and self._record:  # before the send span, which carries it too
                 label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
+        depart = self._clock.send(n, label)
         header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype, arr.shape, None, meta)
         self._posted += 1
         self._row[POSTED] = self._posted
