@@ -15,11 +15,12 @@ Two different questions, two different clocks:
     dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--json]
     dlsys bench latency [--size 8B] [--json]
     dlsys bench emulate --scheme ring --ranks 512 [--json]
+
+(The command line is ``dlsys.cli.bench``.)
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
@@ -32,11 +33,10 @@ import numpy as np
 
 from . import collectives
 from .comm import launch
-from .comm.launch import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from .comm.logical import LogicalArray
-from .net import busbw_factor, closed_form, get_link, parse_size, size_arg
+from .experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
+from .net import busbw_factor, closed_form, get_link, parse_size
 from .profiles import totals
-from .viz.units import format_bytes, format_rate, format_seconds
 
 MAX_BENCH_NBYTES = 2**30
 PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks are exact
@@ -99,8 +99,8 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
     """
     if buffers not in BUFFERS:
         raise ValueError(f"buffers must be one of {', '.join(BUFFERS)}, got {buffers!r}")
-    ranks = _check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
-    repeats, warmup = _check_int("repeats", repeats, 1, 10_000), _check_int("warmup", warmup, 0, 10_000)
+    ranks = check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
+    repeats, warmup = check_int("repeats", repeats, 1, 10_000), check_int("warmup", warmup, 0, 10_000)
     collectives.check_algorithm("allreduce", algorithm)
     nbytes = parse_size(size)
     if not (4 <= nbytes <= MAX_BENCH_NBYTES and nbytes % 4 == 0):
@@ -173,7 +173,7 @@ def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
 def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: float = 600.0) -> dict:
     """Round-trip time of a ping-pong of ``size`` bytes between two processes backend
     ranks (median of repeats), next to the same ping-pong over bare pipes in the same run."""
-    repeats, warmup = _check_int("repeats", repeats, 1, 1_000_000), _check_int("warmup", warmup, 0, 1_000_000)
+    repeats, warmup = check_int("repeats", repeats, 1, 1_000_000), check_int("warmup", warmup, 0, 1_000_000)
     nbytes = parse_size(size)
     if not 1 <= nbytes <= 4096:
         raise ValueError(f"size must be 1..4096 bytes (a small message; use bench allreduce for bandwidth), got {nbytes}")
@@ -224,8 +224,8 @@ def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, l
     """
     if scheme not in ("ring", "ps"):
         raise ValueError(f"scheme must be 'ring' or 'ps', got {scheme!r}")
-    ranks = _check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
-    params = totals("alexnet")[0] if params is None else _check_int("params", params, 1, 10**12)
+    ranks = check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
+    params = totals("alexnet")[0] if params is None else check_int("params", params, 1, 10**12)
     link = get_link(link)
     program = _ring_program if scheme == "ring" else _ps_program
     result = launch(program, ranks, "threads", link=link, args=(params,), record=False, timeout_s=timeout_s)
@@ -247,91 +247,3 @@ def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, l
 
 def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-
-def _check_int(name: str, value, low: int, high: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return int(value)
-
-
-# --- the command line -------------------------------------------------------------------
-
-def _report(args, rec: dict, title: str, rows) -> int:
-    """``--json``: the record as one JSON object; otherwise the title and a table of rows."""
-    if args.json:
-        print(json.dumps(rec))
-        return 0
-    print(title)
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
-    return 0
-
-
-def cmd_allreduce(args) -> int:
-    rec = allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers)
-    sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
-    title = (f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
-             f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up")
-    return _report(args, rec, title, [
-        ("time", format_seconds(rec["wall_time_s"])),
-        ("algbw", format_rate(rec["algbw_Bps"]) + "  (n / t)"),
-        ("busbw", format_rate(rec["busbw_Bps"]) + "  (algbw * 2(p-1)/p, as nccl-tests)"),
-        ("memcpy", format_rate(rec["memcpy_Bps"]) + f"  (numpy copy of {format_bytes(rec['nbytes'])}, same run)"),
-        ("busbw/memcpy", f"{rec['ratio_to_memcpy']:.2f}"),
-        ("correct", "yes (every repeat checked)"),
-    ])
-
-
-def cmd_latency(args) -> int:
-    rec = latency_bench(args.size, args.repeats, args.warmup)
-    title = f"ping-pong of {format_bytes(rec['nbytes'])} between 2 ranks, processes backend, median of {rec['repeats']}"
-    return _report(args, rec, title, [
-        ("round trip", format_seconds(rec["round_trip_s"])),
-        ("bare pipes", format_seconds(rec["pipe_round_trip_s"]) + "  (two processes, two pipes, no dlsys; same run)"),
-        ("ratio", f"{rec['ratio_to_pipes']:.2f}x"),
-    ])
-
-
-def cmd_emulate(args) -> int:
-    rec = emulate(args.scheme, args.ranks, args.params, args.link)
-    what = "ring all-reduce" if rec["scheme"] == "ring" else "parameter-server round"
-    title = (f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "
-             f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}")
-    return _report(args, rec, title, [
-        ("messages", f"{rec['messages']:,}"),
-        ("wall time here", format_seconds(rec["wall_time_s"])),
-        ("peak memory", format_bytes(rec["peak_rss_bytes"]) + "  (this process)"),
-        ("virtual time", format_seconds(rec["virtual_time_s"], 6)),
-        ("closed form", format_seconds(rec["closed_form_s"], 6) + f"  (relative error {rec['relative_error']:.1e})"),
-    ])
-
-
-def add_commands(subparsers) -> None:
-    """Register ``dlsys bench allreduce`` and ``dlsys bench emulate``."""
-    bench = subparsers.add_parser("bench", help="benchmark the real data path and the emulator's scale")
-    sub = bench.add_subparsers(dest="bench_command", required=True)
-    ar = sub.add_parser("allreduce", help="real wall-clock all-reduce between processes, vs memcpy")
-    ar.add_argument("--ranks", type=int, default=2, help="processes P (default 2)")
-    ar.add_argument("--size", type=size_arg, default="64MiB", help="bytes per rank, float32 (default 64MiB)")
-    ar.add_argument("--algo", default="ring", choices=list(collectives.ALGORITHMS["allreduce"]))
-    ar.add_argument("--repeats", type=int, default=10, help="timed repeats, the median is reported (default 10)")
-    ar.add_argument("--warmup", type=int, default=3, help="untimed repeats first (default 3)")
-    ar.add_argument("--buffers", default="alloc", choices=BUFFERS,
-                    help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
-    ar.add_argument("--json", action="store_true", help="print one JSON object")
-    ar.set_defaults(func=cmd_allreduce)
-    lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")
-    lat.add_argument("--size", type=size_arg, default="8B", help="bytes per message, 1..4096 (default 8B)")
-    lat.add_argument("--repeats", type=int, default=1000, help="timed round trips, the median is reported")
-    lat.add_argument("--warmup", type=int, default=50, help="untimed round trips first (default 50)")
-    lat.add_argument("--json", action="store_true", help="print one JSON object")
-    lat.set_defaults(func=cmd_latency)
-    em = sub.add_parser("emulate", help="wall time and memory of a large emulated cluster (threads backend)")
-    em.add_argument("--scheme", default="ring", choices=["ring", "ps"], help="ring all-reduce or a PS round")
-    em.add_argument("--ranks", type=int, default=512, help="emulated ranks (default 512)")
-    em.add_argument("--params", type=int, default=None, help="float32 parameters (default AlexNet's 61,100,840)")
-    em.add_argument("--link", default="tcp-10gbe")
-    em.add_argument("--json", action="store_true", help="print one JSON object")
-    em.set_defaults(func=cmd_emulate)

@@ -34,10 +34,19 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,match", [
     (["simulate", "allreduce", "--algo", "telepathy"], "valid: ring"),
-    (["simulate", "allreduce", "--size", "-4"], "size"),
-    (["simulate", "allreduce", "--size", "lots"], "size"),
-    (["simulate", "allreduce", "--ranks", "0"], "--ranks must be in 1..4096"),
+    (["simulate", "allreduce", "--size", "-4"], "--size must be > 0 bytes, got -4"),
+    (["simulate", "allreduce", "--size=-5MiB"], "--size must be > 0 bytes, got -5MiB"),
+    (["simulate", "allreduce", "--size", "-5MiB"], "--size must be > 0 bytes, got -5MiB"),
+    (["simulate", "allreduce", "--size", "0"], "--size must be > 0 bytes, got 0"),
+    (["simulate", "allreduce", "--size", "lots"], "--size must be a size in bytes"),
+    (["simulate", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..4096, got 0"),
+    (["simulate", "allreduce", "--ranks", "100000"], "--ranks must be an integer in 1..4096, got 100000"),
+    (["simulate", "allreduce", "--ranks", "two"], "--ranks must be an integer in 1..4096, got two"),
     (["simulate", "allreduce", "--link", "wifi"], "invalid choice"),
+    (["train", "--workers", "0"], "--workers must be an integer in 1..4096, got 0"),
+    (["train", "--straggler", "3"], "--straggler must be WORKER:FACTOR, got 3"),
+    (["train", "--lr", "-1"], "--lr must be a number > 0, got -1"),
+    (["bench", "emulate", "--ranks", "1"], "--ranks must be an integer in 2..4096, got 1"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(args, match):
     out = run(*args)
