@@ -10,11 +10,13 @@ import streamlit as st
 
 from dlsys import bench, experiments
 from dlsys.net import LINK_PRESETS
+from dlsys.train import TrainConfig
 from dlsys.viz.units import format_bytes
 
 MAX_REAL_NBYTES = 64 * 2**10  # real arrays per rank stay this small; larger sizes are charged logically
 SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20, 2**30, 4 * 2**30]
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
+TRAIN_WORKERS = 4
 
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
@@ -71,6 +73,17 @@ def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
 def emulated_allreduce_costs(link: str, ranks: int) -> list:
     """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
     return experiments.emulated_allreduce_costs(link, ranks)
+
+
+@st.cache_data(max_entries=48, show_spinner="training on real ranks...")
+def training(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
+             lr: float = 0.1, **options) -> dict:
+    """experiments.train of the digits MLP on TRAIN_WORKERS workers (threads), the last one
+    ``straggler_factor`` times slower; cached without the weights and the ranks' values."""
+    straggler = (TRAIN_WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
+    record = experiments.train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), TRAIN_WORKERS,
+                               link=link, straggler=straggler, **options)
+    return {k: v for k, v in experiments.without_values(record).items() if k != "params"}
 
 
 @st.cache_data(max_entries=32, show_spinner="running real rank processes...")

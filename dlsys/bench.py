@@ -34,9 +34,11 @@ import numpy as np
 from . import collectives
 from .comm import launch
 from .comm.logical import LogicalArray
+from .experiments import ps_closed_form_s
 from .experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
 from .net import busbw_factor, closed_form, get_link, parse_size
 from .profiles import totals
+from .ps import ps_round
 
 MAX_BENCH_NBYTES = 2**30
 PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks are exact
@@ -200,18 +202,9 @@ def _ring_program(comm, params: int):
 
 
 def _ps_program(comm, params: int):
-    """One synchronous parameter-server round, ps-lite style: every worker pushes its
-    gradient to rank 0, rank 0 averages them and sends the new weights to every worker."""
-    workers = comm.size - 1
-    if comm.rank == 0:
-        total = sum(comm.recv(w, label="push gradient") for w in range(1, workers + 1))
-        weights = total / workers
-        for w in range(1, workers + 1):
-            comm.send(weights, w, label="pull weights")
-    else:
-        comm.send(logical_gradient(params, 1, comm.rank), 0, label="push gradient")
-        weights = comm.recv(0, label="pull weights")
-    return bool(np.all(weights == (workers + 1) / 2)), weights.logical_nbytes
+    """One synchronous parameter-server round (``dlsys.ps.ps_round``), rank 0 the server."""
+    weights = ps_round(comm, logical_gradient(params, 1, comm.rank))
+    return bool(np.all(weights == comm.size / 2)), weights.logical_nbytes
 
 
 def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, link="tcp-10gbe",
@@ -235,7 +228,6 @@ def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, l
     if scheme == "ring":
         closed = closed_form("allreduce", "ring", ranks, nbytes, link)
     else:
-        from .experiments import ps_closed_form_s
         closed = ps_closed_form_s(ranks - 1, nbytes, link)
     t = result.virtual_time_s
     return {"benchmark": "emulate", "scheme": scheme, "backend": "threads", "ranks": ranks,

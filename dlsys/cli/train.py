@@ -11,7 +11,8 @@ import json
 
 from ..comm import BACKENDS
 from ..net import LINK_PRESETS, NODE_PRESETS
-from ..train import STRATEGIES, TrainConfig, train
+from ..experiments import STRATEGIES, train
+from ..train import TrainConfig
 from ..train.common import DATASETS, MODELS
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table
 

@@ -5,26 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..net import get_link, parse_size
+from ..ps import ps_round
 from .collectives import launch_logical, real_count, simulate_collective
 
-def ps_sync_program(comm, count: int, seed: int):
-    """Rank program: one synchronous parameter-server round; rank 0 is the server.
 
-    Every worker (ranks 1..W) pushes its gradient to rank 0; rank 0 sums them and sends
-    the mean back to every worker. The server's ingress carries W * n bytes and its egress
-    another W * n, where a ring all-reduce puts 2 (W-1)/W * n on every link.
-    Worker w's gradient is the one ring rank w-1 uses in ``collective_program``.
-    """
-    workers = comm.size - 1
-    if comm.rank == 0:
-        total = sum(comm.recv(w, label="push gradient").astype(np.float64) for w in range(1, workers + 1))
-        mean = (total / workers).astype(np.float32)
-        for w in range(1, workers + 1):
-            comm.send(mean, w, label="pull mean")
-        return mean
-    grad = np.random.default_rng([seed, comm.rank - 1]).standard_normal(count).astype(np.float32)
-    comm.send(grad, 0, label="push gradient")
-    return comm.recv(0, label="pull mean")
+def _ps_program(comm, count: int, seed: int):
+    """Rank program: one synchronous parameter-server round (``dlsys.ps.ps_round``), rank 0
+    the server. Worker w's gradient is the one ring rank w-1 uses in ``collective_program``."""
+    grad = None
+    if comm.rank > 0:
+        grad = np.random.default_rng([seed, comm.rank - 1]).standard_normal(count).astype(np.float32)
+    return ps_round(comm, grad)
 
 
 def ps_closed_form_s(workers: int, nbytes: float, link) -> float:
@@ -48,7 +39,7 @@ def simulate_ps(workers: int = 8, size="64MiB", link="tcp-10gbe", node="laptop-c
     if nbytes % 4:
         raise ValueError(f"size must be a multiple of the float32 item size (4 bytes), got {nbytes}")
     count = real_count(nbytes // 4, workers, 4, max_real_nbytes)
-    result = launch_logical(ps_sync_program, workers + 1, nbytes, count * 4, link=link, node=node,
+    result = launch_logical(_ps_program, workers + 1, nbytes, count * 4, link=link, node=node,
                             seed=seed, args=(count, seed))
     want = np.mean([np.random.default_rng([seed, w]).standard_normal(count).astype(np.float32)
                     for w in range(workers)], axis=0)
