@@ -13,7 +13,9 @@ from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
 from dlsys.viz.units import format_bytes
 
-MAX_REAL_NBYTES = 64 * 2**10  # real arrays per rank stay this small; larger sizes are charged logically
+# real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
+# sizes run on real elements that each stand for several, charged at the logical size
+MAX_MEMORY_BYTES = 16 * 2**20
 SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20, 2**30, 4 * 2**30]
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
 TRAIN_WORKERS = 4
@@ -22,8 +24,8 @@ TRAIN_WORKERS = 4
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
     """A size in bytes, 4 B to 4 GiB (costs are virtual, so huge sizes are cheap)."""
     return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=key,
-                            help="Bytes per rank. Real arrays stay small (at most 64 KiB per rank); "
-                                 "the virtual time is computed for the size chosen here.")
+                            help=f"Bytes per rank. Real arrays stay small (at most {format_bytes(MAX_MEMORY_BYTES)} "
+                                 "for all ranks); the virtual time is computed for the size chosen here.")
 
 
 def link_select(key: str, default: str = "tcp-10gbe") -> str:
@@ -36,18 +38,29 @@ def link_select(key: str, default: str = "tcp-10gbe") -> str:
 def real_data_note(record: dict) -> str:
     """An honest caption: what really ran, and how the virtual time was charged."""
     real = format_bytes(record["real_nbytes"])
-    if record["scale"] == 1.0:
+    low, high = record["scale_min"], record["scale_max"]
+    if high == 1:
         return f"Real run: {real} per rank of real float32 data moved between {record['ranks']} ranks (threads)."
+    stands = f"{low:,}" if low == high else f"{low:,} to {high:,} (one element per ring block)"
     return (f"Real run on {real} per rank of real float32 data ({record['ranks']} ranks, threads); every real "
-            f"byte is charged as {record['scale']:.6g} bytes, so the virtual times and byte counts are those "
-            f"of {format_bytes(record['nbytes'])} (exact: latency and per-message costs are unchanged).")
+            f"element stands for {stands} elements, and every message is charged at its logical size, so the "
+            f"virtual times and byte counts are those of {format_bytes(record['nbytes'])} (exact).")
+
+
+def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
+    """experiments.simulate_collective within MAX_MEMORY_BYTES, without the returned arrays;
+    a size that cannot be scaled exactly for this algorithm stops the page with the reason."""
+    try:
+        return _collective(name, algorithm, ranks, nbytes, link)
+    except ValueError as exc:
+        st.error(f"{exc}. Pick another size or rank count.")
+        st.stop()
 
 
 @st.cache_data(**CACHE)
-def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
-    """experiments.simulate_collective on capped real buffers, without the returned arrays."""
+def _collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
     return experiments.without_values(experiments.simulate_collective(
-        name, algorithm, ranks, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES))
+        name, algorithm, ranks, nbytes, link, max_memory_bytes=MAX_MEMORY_BYTES))
 
 
 @st.cache_data(**CACHE)
@@ -58,21 +71,21 @@ def ring_steps(ranks: int, link: str) -> list:
 
 @st.cache_data(**CACHE)
 def ps_vs_ring(workers: int, nbytes: int, link: str) -> dict:
-    """experiments.ps_vs_ring on capped real buffers, without the returned arrays."""
-    records = experiments.ps_vs_ring(workers, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES)
+    """experiments.ps_vs_ring within MAX_MEMORY_BYTES, without the returned arrays."""
+    records = experiments.ps_vs_ring(workers, nbytes, link, max_memory_bytes=MAX_MEMORY_BYTES)
     return {name: experiments.without_values(r) for name, r in records.items()}
 
 
 @st.cache_data(**CACHE)
 def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
     """experiments.ps_vs_ring_scaling for 2 to 32 workers."""
-    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link)
+    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link, MAX_MEMORY_BYTES)
 
 
 @st.cache_data(**CACHE)
 def emulated_allreduce_costs(link: str, ranks: int) -> list:
     """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
-    return experiments.emulated_allreduce_costs(link, ranks)
+    return experiments.emulated_allreduce_costs(link, ranks, max_memory_bytes=MAX_MEMORY_BYTES)
 
 
 @st.cache_data(max_entries=48, show_spinner="training on real ranks...")

@@ -10,7 +10,7 @@ Two different questions, two different clocks:
   for the same n, measured by rank 0 in the same run between the repeats.
 * ``emulate_allreduce`` / ``emulate_ps``: the wall time and peak memory this machine
   needs to *emulate* a large cluster on the ``threads`` backend (virtual time), with
-  payloads of a logical size far above what is allocated (``dlsys.comm.logical``).
+  payloads of a logical size far above what is allocated (``dlsys.experiments.budget``).
 
     dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--json]
     dlsys bench latency [--size 8B] [--json]
@@ -21,7 +21,6 @@ Two different questions, two different clocks:
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 import statistics
@@ -33,8 +32,7 @@ import numpy as np
 
 from . import collectives
 from .comm import launch
-from .comm.logical import LogicalArray
-from .experiments import ps_closed_form_s
+from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
 from .experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
 from .net import busbw_factor, closed_form, get_link, parse_size
 from .profiles import totals
@@ -188,53 +186,50 @@ def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: f
 
 # --- the emulation's scale ----------------------------------------------------------------
 
-def logical_gradient(params: int, blocks: int, value: float) -> LogicalArray:
-    """A gradient standing for ``params`` float32 (rounded up to a multiple of ``blocks``)
-    held as ``blocks`` real elements, all ``value``: one real element per ring block, so
-    every block is the same size, as the closed form assumes."""
-    return LogicalArray(np.full(blocks, value, np.float32), math.ceil(params / blocks))
+def _ring_program(comm, plan: BufferPlan):
+    total = collectives.allreduce(comm, plan.full(comm.rank + 1), algorithm="ring")
+    return bool(np.all(total == comm.size * (comm.size + 1) // 2))
 
 
-def _ring_program(comm, params: int):
-    grad = logical_gradient(params, comm.size, comm.rank + 1)
-    total = collectives.allreduce(comm, grad, algorithm="ring")
-    return bool(np.all(total == comm.size * (comm.size + 1) // 2)), total.logical_nbytes
-
-
-def _ps_program(comm, params: int):
+def _ps_program(comm, plan: BufferPlan):
     """One synchronous parameter-server round (``dlsys.ps.ps_round``), rank 0 the server."""
-    weights = ps_round(comm, logical_gradient(params, 1, comm.rank))
-    return bool(np.all(weights == comm.size / 2)), weights.logical_nbytes
+    weights = ps_round(comm, None if comm.rank == 0 else plan.full(comm.rank))
+    return bool(np.all(weights == comm.size / 2))
 
 
 def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, link="tcp-10gbe",
-            timeout_s: float = 600.0) -> dict:
+            max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, timeout_s: float = 600.0) -> dict:
     """Emulate one all-reduce (``ring``) or one parameter-server round (``ps``, rank 0 the
-    server) of a ``params``-float32 gradient (default: AlexNet) on ``ranks`` threads.
+    server) of a ``params``-float32 gradient (default: AlexNet) on ``ranks`` threads, on
+    real buffers within ``max_memory_bytes`` (``experiments.plan_buffers``: exact logical
+    sizes, one real element per ring block if the blocks are uneven).
 
-    Returns wall time, the process's peak resident memory so far (run it in a fresh
-    process to measure one emulation), the virtual time and its closed form.
+    Returns wall time, messages per wall second, the process's peak resident memory so far
+    (run it in a fresh process to measure one emulation), the virtual time and its closed
+    form (the ring's at its largest block, which sets every step).
     """
     if scheme not in ("ring", "ps"):
         raise ValueError(f"scheme must be 'ring' or 'ps', got {scheme!r}")
     ranks = check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
     params = totals("alexnet")[0] if params is None else check_int("params", params, 1, 10**12)
     link = get_link(link)
-    program = _ring_program if scheme == "ring" else _ps_program
-    result = launch(program, ranks, "threads", link=link, args=(params,), record=False, timeout_s=timeout_s)
-    if not all(ok for ok, _ in result.values):
-        raise AssertionError(f"{scheme}: a rank returned a wrong result")
-    nbytes = result.values[0][1]
     if scheme == "ring":
-        closed = closed_form("allreduce", "ring", ranks, nbytes, link)
+        plan = plan_buffers(params, ranks, unit=ranks, split_per_block=True, max_memory_bytes=max_memory_bytes)
+        program, messages = _ring_program, 2 * ranks * (ranks - 1)
+        closed = closed_form("allreduce", "ring", ranks, ranks * -(-params // ranks) * 4, link)
     else:
-        closed = ps_closed_form_s(ranks - 1, nbytes, link)
+        plan = plan_buffers(params, ranks, max_memory_bytes=max_memory_bytes)
+        program, messages = _ps_program, 2 * (ranks - 1)
+        closed = ps_closed_form_s(ranks - 1, params * 4, link)
+    result = launch(program, ranks, "threads", link=link, args=(plan,), record=False, timeout_s=timeout_s)
+    if not all(result.values):
+        raise AssertionError(f"{scheme}: a rank returned a wrong result")
     t = result.virtual_time_s
     return {"benchmark": "emulate", "scheme": scheme, "backend": "threads", "ranks": ranks,
-            "params": nbytes // 4, "logical_nbytes": nbytes, "link": link.name,
-            "messages": 2 * ranks * (ranks - 1) if scheme == "ring" else 2 * (ranks - 1),
-            "wall_time_s": result.wall_time_s, "peak_rss_bytes": _peak_rss_bytes(),
-            "virtual_time_s": t, "closed_form_s": closed, "relative_error": abs(t - closed) / closed}
+            "params": params, "logical_nbytes": params * 4, "link": link.name, "messages": messages,
+            "wall_time_s": result.wall_time_s, "messages_per_s": messages / result.wall_time_s,
+            "peak_rss_bytes": _peak_rss_bytes(), "virtual_time_s": t, "closed_form_s": closed,
+            "relative_error": abs(t - closed) / closed, **plan_record(plan, max_memory_bytes)}
 
 
 def _peak_rss_bytes() -> int:

@@ -9,7 +9,7 @@ from .. import bench as benchmarks, collectives
 from ..experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from ..net import LINK_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .common import Checked, integer, print_table, size
+from .common import Checked, integer, print_table, real_buffers, size
 
 
 def _report(args, rec: dict, title: str, rows) -> int:
@@ -53,7 +53,8 @@ def cmd_emulate(args) -> int:
              f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}")
     return _report(args, rec, title, [
         ("messages", f"{rec['messages']:,}"),
-        ("wall time here", format_seconds(rec["wall_time_s"])),
+        ("wall time here", format_seconds(rec["wall_time_s"]) + f"  ({rec['messages_per_s']:,.0f} messages/s)"),
+        ("real buffers", real_buffers(rec)),
         ("peak memory", format_bytes(rec["peak_rss_bytes"]) + "  (this process)"),
         ("virtual time", format_seconds(rec["virtual_time_s"], 6)),
         ("closed form", format_seconds(rec["closed_form_s"], 6) + f"  (relative error {rec['relative_error']:.1e})"),

@@ -1,4 +1,5 @@
-"""What every command shares: the argument checkers and the table printer.
+"""What every command shares: the argument checkers, the table printer, the account of
+the real buffers a run used.
 
 Checkers run at the boundary, before any rank starts (the algorithms below trust their
 input). Each error names the option and the accepted range, e.g.
@@ -113,3 +114,17 @@ def print_table(rows, title: str | None = None) -> None:
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"{indent}{key:<{width}}  {value}")
+
+
+def real_buffers(record: dict) -> str:
+    """What really ran: '512 x 2 KiB, each element stands for 29,770..29,771 (one per ring
+    block); 3 MiB of the 1 GiB budget'."""
+    low, high = record["scale_min"], record["scale_max"]
+    if high == 1:
+        stands = "real data (scale 1)"
+    elif low == high:
+        stands = f"each element stands for {low:,}"
+    else:
+        stands = f"each element stands for {low:,}..{high:,} (one element per ring block)"
+    return (f"{record['ranks']} x {format_bytes(record['real_nbytes'])}, {stands}; about "
+            f"{format_bytes(record['memory_bytes'])} of the {format_bytes(record['max_memory_bytes'])} budget")

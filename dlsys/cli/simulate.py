@@ -8,10 +8,10 @@ from dataclasses import asdict
 
 from .. import collectives
 from ..comm import BACKENDS
-from ..experiments import DTYPES, simulate_collective
+from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..net import LINK_PRESETS, NODE_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .common import MAX_RANKS, Checked, integer, print_table, size
+from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, size
 
 
 def cmd_simulate(args) -> int:
@@ -21,7 +21,8 @@ def cmd_simulate(args) -> int:
     except ValueError as exc:
         raise ValueError(f"--algo: {exc}") from None
     record = simulate_collective(args.collective, algorithm, args.ranks, args.size, args.link,
-                                 args.node, args.backend, args.dtype, args.op, args.seed, args.gamma)
+                                 args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
+                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace))
     result = record.pop("result")
     if args.trace:
         result.trace.save_chrome(args.trace)
@@ -39,6 +40,7 @@ def cmd_simulate(args) -> int:
         ("algbw", format_rate(record["algbw_Bps"])),
         ("busbw", format_rate(record["busbw_Bps"])),
         ("sent per rank", format_bytes(max(record["bytes_sent_per_rank"]))),
+        ("real buffers", real_buffers(record)),
         ("wall time here", format_seconds(record["wall_time_s"]) + f" ({record['backend']} backend)"),
     ]
     if args.trace:
@@ -83,6 +85,11 @@ def add_commands(subparsers) -> None:
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))
     sim.add_argument("--op", default="sum", choices=list(collectives.OPS))
     sim.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
+    sim.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
+                     metavar="SIZE", help="real buffers of all ranks together stay below this; larger sizes run on "
+                                          "real elements that each stand for several (default 1GiB)")
+    sim.add_argument("--real", action="store_true",
+                     help="real data only: refuse, before any rank starts, a size that does not fit --max-memory")
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
     sim.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
