@@ -37,6 +37,7 @@ from .experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
 from .net import busbw_factor, closed_form, get_link, parse_size
 from .profiles import totals
 from .ps import ps_round
+from .viz.units import format_bytes
 
 MAX_BENCH_NBYTES = 2**30
 PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks are exact
@@ -89,13 +90,16 @@ def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: i
 
 
 def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repeats: int = 10,
-                    warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc") -> dict:
+                    warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc",
+                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
     """Wall-clock all-reduce of float32 data on ``ranks`` processes, vs memcpy (see module doc).
 
     Each repeat's time is the slowest rank's (the collective is done when the last rank
     is); ``wall_time_s`` is the median over repeats, and ``memcpy_Bps`` is n over the
     median time of ``np.copyto`` of the same n bytes. ``buffers``: ``alloc`` (lent sends)
-    or ``plain`` (copied sends; see ``_allreduce_program``). Returns a JSON-ready record.
+    or ``plain`` (copied sends; see ``_allreduce_program``). The bytes are real (this
+    measures the data path), so ranks x size x 4 buffers (input, result, the expected sum,
+    blocks in flight) must fit ``max_memory_bytes``. Returns a JSON-ready record.
     """
     if buffers not in BUFFERS:
         raise ValueError(f"buffers must be one of {', '.join(BUFFERS)}, got {buffers!r}")
@@ -105,6 +109,10 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
     nbytes = parse_size(size)
     if not (4 <= nbytes <= MAX_BENCH_NBYTES and nbytes % 4 == 0):
         raise ValueError(f"size must be a multiple of 4 bytes (float32) in 4..{MAX_BENCH_NBYTES}, got {nbytes}")
+    if 4 * ranks * nbytes > max_memory_bytes:
+        raise ValueError(f"{ranks} ranks x 4 real buffers of {format_bytes(nbytes)} need {format_bytes(4 * ranks * nbytes)}, "
+                         f"more than the memory budget {format_bytes(max_memory_bytes)} (--max-memory): "
+                         "the real data path cannot scale its buffers; lower --ranks or --size")
     result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats, buffers),
                     record=False, timeout_s=timeout_s)
     per_repeat = [max(ts) for ts in zip(*(times for times, _ in result.values))]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from .. import bench as benchmarks, collectives
+from ..experiments import DEFAULT_MAX_MEMORY_BYTES
 from ..experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from ..net import LINK_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
@@ -22,7 +23,8 @@ def _report(args, rec: dict, title: str, rows) -> int:
 
 
 def cmd_allreduce(args) -> int:
-    rec = benchmarks.allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers)
+    rec = benchmarks.allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers,
+                                     max_memory_bytes=args.max_memory)
     sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
     title = (f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
              f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up")
@@ -77,6 +79,8 @@ def add_commands(subparsers) -> None:
                     help="untimed repeats first (default 3)")
     ar.add_argument("--buffers", default="alloc", choices=benchmarks.BUFFERS,
                     help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
+    ar.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
+                    metavar="SIZE", help="refuse runs whose real buffers (ranks x size x 4) exceed this (default 1GiB)")
     ar.add_argument("--json", action="store_true", help="print one JSON object")
     ar.set_defaults(func=cmd_allreduce)
     lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")

@@ -42,6 +42,9 @@ class _SentBytes:
 
     def __init__(self, comm):
         self._comm, self.nbytes = comm, 0
+        # what a collective reads on every message, bound once (not looked up through __getattr__)
+        self.rank, self.size, self.recv = comm.rank, comm.size, comm.recv
+        self.charge_reductions = comm.charge_reductions
 
     def __getattr__(self, name):
         return getattr(self._comm, name)

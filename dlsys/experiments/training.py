@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from ..comm import launch
 from ..net import get_node
 from ..ps import ps_program
 from ..train import (TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
                      split_stages, steps_per_epoch)
+from ..viz.units import format_bytes
+from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .checks import MAX_THREAD_RANKS, check_int
 
 STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
@@ -31,7 +35,8 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
           backend: str = "threads", link="tcp-10gbe", node="laptop-cpu",
           straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
           micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
-          checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0) -> dict:
+          checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
+          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
     """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
 
     ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
@@ -39,7 +44,9 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
     crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
     a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
-    ``progress`` shows a progress bar on a terminal.
+    ``progress`` shows a progress bar on a terminal. Every rank holds about 4 copies of the
+    model (weights, gradients, momentum, a message); a model and world that need more than
+    ``max_memory_bytes`` together are refused before any rank starts.
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
     LaunchResult under "result".
@@ -52,6 +59,12 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     check_int("staleness", staleness, 0)
     check_int("period", period, 1)
     check_int("micro_batches", micro_batches, 1, workers * config.batch_size)
+    ranks = (servers if is_ps else 0) + workers
+    model_nbytes = mlp_params(config) * np.dtype(config.dtype).itemsize if config.model == "mlp" else 0
+    if 4 * model_nbytes * ranks > max_memory_bytes:
+        raise ValueError(f"{ranks} ranks x 4 copies of a {format_bytes(model_nbytes)} model need "
+                         f"{format_bytes(4 * model_nbytes * ranks)}, more than the memory budget "
+                         f"{format_bytes(max_memory_bytes)}: use fewer or narrower hidden layers, or fewer workers")
     if strategy == "model-parallel":
         split_stages(build_model(config), workers)  # raises before any rank starts
     steps_per_epoch(len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers,
@@ -93,6 +106,13 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     record["max_staleness"] = max(staleness_of, default=0)
     record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
     return summarize(result, strategy, config, record)
+
+
+def mlp_params(config: TrainConfig) -> int:
+    """Parameters of the MLP ``config`` describes (``nn.mlp``: 64 inputs, the hidden
+    widths, 10 classes; weights and biases), counted without building it."""
+    widths = [64, *config.hidden, 10]
+    return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
 
 
 def summarize(result, strategy: str, config: TrainConfig, record: dict) -> dict:
