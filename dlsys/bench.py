@@ -33,6 +33,7 @@ import numpy as np
 from . import collectives
 from .comm import launch
 from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
+from .experiments.budget import PROCESS_RANK_BYTES
 from .experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
 from .net import busbw_factor, closed_form, get_link, parse_size
 from .profiles import totals
@@ -40,6 +41,8 @@ from .ps import ps_round
 from .viz.units import format_bytes
 
 MAX_BENCH_NBYTES = 2**30
+# per rank: the pattern, the input, the expected sum (bench_data); x and out; rank 0's memcpy target
+REAL_BUFFERS = 6
 PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks are exact
 
 
@@ -98,8 +101,8 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
     is); ``wall_time_s`` is the median over repeats, and ``memcpy_Bps`` is n over the
     median time of ``np.copyto`` of the same n bytes. ``buffers``: ``alloc`` (lent sends)
     or ``plain`` (copied sends; see ``_allreduce_program``). The bytes are real (this
-    measures the data path), so ranks x size x 4 buffers (input, result, the expected sum,
-    blocks in flight) must fit ``max_memory_bytes``. Returns a JSON-ready record.
+    measures the data path), so ranks x (``REAL_BUFFERS`` x size + an interpreter) must fit
+    ``max_memory_bytes``. Returns a JSON-ready record.
     """
     if buffers not in BUFFERS:
         raise ValueError(f"buffers must be one of {', '.join(BUFFERS)}, got {buffers!r}")
@@ -109,8 +112,10 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
     nbytes = parse_size(size)
     if not (4 <= nbytes <= MAX_BENCH_NBYTES and nbytes % 4 == 0):
         raise ValueError(f"size must be a multiple of 4 bytes (float32) in 4..{MAX_BENCH_NBYTES}, got {nbytes}")
-    if 4 * ranks * nbytes > max_memory_bytes:
-        raise ValueError(f"{ranks} ranks x 4 real buffers of {format_bytes(nbytes)} need {format_bytes(4 * ranks * nbytes)}, "
+    need = ranks * (REAL_BUFFERS * nbytes + PROCESS_RANK_BYTES)
+    if need > max_memory_bytes:
+        raise ValueError(f"{ranks} rank processes with {REAL_BUFFERS} real buffers of {format_bytes(nbytes)} each need "
+                         f"{format_bytes(need)}, "
                          f"more than the memory budget {format_bytes(max_memory_bytes)} (--max-memory): "
                          "the real data path cannot scale its buffers; lower --ranks or --size")
     result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats, buffers),

@@ -52,6 +52,9 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["simulate", "allgather", "--ranks", "4096", "--size", "1GiB", "--max-memory", "32MiB"], "even one real element"),
     (["simulate", "allreduce", "--ranks", "512", "--max-memory", "1MiB"], "even one real element per block"),
     (["simulate", "scatter", "--ranks", "6", "--size", "1GiB"], "use a multiple of 6 elements"),
+    (["simulate", "allreduce", "--ranks", "64", "--backend", "processes"], "use fewer ranks or the threads backend"),
+    (["bench", "allreduce", "--ranks", "64", "--size", "16MiB"], "the real data path cannot scale its buffers"),
+    (["train", "--hidden", "4096", "4096", "4096", "--workers", "64"], "more than the memory budget 1 GiB"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(args, match):
     out = run(*args)

@@ -80,7 +80,7 @@ def add_commands(subparsers) -> None:
     ar.add_argument("--buffers", default="alloc", choices=benchmarks.BUFFERS,
                     help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
     ar.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
-                    metavar="SIZE", help="refuse runs whose real buffers (ranks x size x 4) exceed this (default 1GiB)")
+                    metavar="SIZE", help="refuse runs whose real memory (ranks x (6 x size + 32 MiB)) exceeds this (default 1GiB)")
     ar.add_argument("--json", action="store_true", help="print one JSON object")
     ar.set_defaults(func=cmd_allreduce)
     lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")

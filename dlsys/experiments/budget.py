@@ -24,6 +24,9 @@ from ..comm.logical import LogicalArray, per_block
 from ..viz.units import format_bytes
 
 DEFAULT_MAX_MEMORY_BYTES = 2**30  # real buffers of all ranks together: safe on a laptop
+# A rank of the processes backend is a fresh interpreter with numpy: 35 MiB resident,
+# measured (ru_maxrss), some of it shared libraries; counted against the budget.
+PROCESS_RANK_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class BufferPlan:
 
 def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int = 1, copies: int = 3,
                  split_per_block: bool = False, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
-                 real: bool = False) -> BufferPlan:
+                 real: bool = False, overhead_bytes: int = 0) -> BufferPlan:
     """Real buffers for ``ranks`` ranks that each stand for ``logical_count`` elements,
     within ``max_memory_bytes`` for all ranks together, ``copies`` buffers per rank (the
     input, the result, the working copies of the algorithm).
@@ -70,20 +73,24 @@ def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int =
     algorithm cuts a buffer into, so every real block stands for exactly its logical
     block). If ``unit`` does not divide logical_count and ``split_per_block`` (a ring, that
     only ever sends its ``unit`` blocks), one real element per block with per-block
-    scales. ``real=True`` forbids scaling. Raises ValueError, naming the budget, for what
-    cannot be represented exactly within it.
+    scales. ``real=True`` forbids scaling. ``overhead_bytes``: memory the run needs besides
+    its buffers (``PROCESS_RANK_BYTES`` per rank on the processes backend). Raises
+    ValueError, naming the budget, for what cannot be represented exactly within it.
     """
     itemsize = np.dtype(dtype).itemsize
     if not (isinstance(logical_count, (int, np.integer)) and logical_count >= 0):
         raise ValueError(f"logical_count must be an integer >= 0, got {logical_count!r}")
 
     def memory(count: int) -> int:
-        return ranks * copies * count * itemsize
+        return overhead_bytes + ranks * copies * count * itemsize
 
     def plan(count: int, scales: tuple) -> BufferPlan:
         return BufferPlan(int(logical_count), count, scales, np.dtype(dtype).name, memory(count))
 
     budget = format_bytes(max_memory_bytes)
+    if overhead_bytes >= max_memory_bytes:
+        raise ValueError(f"the run needs {format_bytes(overhead_bytes)} besides its buffers ({ranks} ranks), "
+                         f"more than the memory budget {budget} (--max-memory): use fewer ranks or the threads backend")
     if memory(logical_count) <= max_memory_bytes:
         return plan(logical_count, (1,))
     if real:
@@ -95,7 +102,7 @@ def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int =
                          f"{format_bytes(memory(unit))}, more than the memory budget {budget} (--max-memory)")
     blocks, rest = divmod(logical_count, unit)
     if rest == 0:
-        k = _largest_divisor_at_most(blocks, max_memory_bytes // memory(unit))
+        k = _largest_divisor_at_most(blocks, (max_memory_bytes - overhead_bytes) // (memory(unit) - overhead_bytes))
         return plan(unit * k, (blocks // k,))
     if split_per_block and blocks >= 1:
         return plan(unit, tuple(blocks + (i < rest) for i in range(unit)))

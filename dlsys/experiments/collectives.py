@@ -11,7 +11,7 @@ import numpy as np
 from .. import collectives
 from ..comm import BACKENDS, launch
 from ..net import busbw_factor, closed_form, get_link, parse_size
-from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
+from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers
 from .checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -65,11 +65,13 @@ def _counted_program(comm, *args):
 
 
 def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dtype: str = "float32",
-                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False) -> BufferPlan:
+                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
+                    backend: str = "threads") -> BufferPlan:
     """The real buffers for one collective of ``count`` logical elements per rank
     (``budget.plan_buffers``): ``unit`` is the number of blocks the algorithm cuts a buffer
     into; gather and all-gather hold every rank's buffer, the others about 4 buffers per
-    rank (input, its float64 draw, result, a block in flight)."""
+    rank (input, its float64 draw, result, a block in flight); on the processes backend
+    every rank is also an interpreter (``PROCESS_RANK_BYTES``)."""
     p2 = 1 << (ranks.bit_length() - 1)
     splits_in_p = {("allreduce", "ring"), ("reduce_scatter", "ring"), ("reduce_scatter", "recursive_halving"),
                    ("broadcast", "scatter_allgather"), ("scatter", "binomial")}
@@ -77,7 +79,8 @@ def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dty
     copies = ranks + 3 if collective in ("gather", "allgather") else 4
     return plan_buffers(0 if collective == "barrier" else count, ranks, dtype, unit=unit, copies=copies,
                         split_per_block=algorithm == "ring" and collective in ("allreduce", "reduce_scatter"),
-                        max_memory_bytes=max_memory_bytes, real=real)
+                        max_memory_bytes=max_memory_bytes, real=real,
+                        overhead_bytes=ranks * PROCESS_RANK_BYTES if backend == "processes" else 0)
 
 
 def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str, seed: int) -> list:
@@ -131,7 +134,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if nbytes % itemsize:
         raise ValueError(f"size must be a multiple of the {dtype} item size ({itemsize} bytes), got {nbytes}")
     link = get_link(link)
-    plan = collective_plan(collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real)
+    plan = collective_plan(collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real, backend)
     count = plan.real_count
     result = launch(_counted_program, ranks, backend, link=link, node=node, seed=seed, record=record,
                     args=(collective, algorithm, count, dtype, op, seed, plan), charge_reductions=charge_reductions)
