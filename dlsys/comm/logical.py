@@ -125,20 +125,6 @@ def as_logical(array: np.ndarray, logical_nbytes: int) -> np.ndarray:
     return LogicalArray(array, scale)
 
 
-def standing_for(logical_count: int, real_count: int, dtype=np.float32, fill: float = 1.0) -> LogicalArray:
-    """A LogicalArray of ``real_count`` elements (all ``fill``) standing for ``logical_count``.
-
-    ``real_count`` must divide ``logical_count``; choose it as a multiple of the number of
-    ranks so that ``np.array_split`` gives equal blocks.
-    """
-    if not (isinstance(real_count, (int, np.integer)) and real_count >= 1):
-        raise ValueError(f"real_count must be an integer >= 1, got {real_count!r}")
-    if not (isinstance(logical_count, (int, np.integer)) and logical_count >= real_count
-            and logical_count % real_count == 0):
-        raise ValueError(f"logical_count must be a multiple of real_count ({real_count}), got {logical_count!r}")
-    return LogicalArray(np.full(real_count, fill, dtype), logical_count // real_count)
-
-
 def _split_axis0(ary, indices_or_sections, axis=0):
     """np.array_split into n sections along axis 0 as plain slices (one view per block,
     where numpy's version makes two swapaxes per block, each dispatched back through
