@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from dlsys import experiments as E
 from dlsys.collectives import ALGORITHMS
+from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import closed_form, get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
@@ -181,6 +182,15 @@ def test_scaled_runs_equal_real_runs_in_time_and_bytes(collective):
             assert real["scale"] == 1 and (scaled["scale"] > 1 or collective == "barrier")
             assert scaled["virtual_time_s"] == real["virtual_time_s"], (collective, algorithm, p)
             assert scaled["bytes_sent_per_rank"] == real["bytes_sent_per_rank"], (collective, algorithm, p)
+
+
+def test_per_block_scales_cross_process_boundaries():
+    budget = 5 * PROCESS_RANK_BYTES + 2**10  # five interpreters and a few real elements
+    scaled = E.simulate_collective("allreduce", "ring", 5, 4 * 1003, backend="processes", max_memory_bytes=budget)
+    real = E.simulate_collective("allreduce", "ring", 5, 4 * 1003)
+    assert (scaled["real_count"], scaled["scale_min"], scaled["scale_max"]) == (5, 200, 201)
+    assert scaled["virtual_time_s"] == real["virtual_time_s"]
+    assert scaled["bytes_sent_per_rank"] == real["bytes_sent_per_rank"]
 
 
 def test_512_ranks_within_the_budget_meet_the_closed_form():
