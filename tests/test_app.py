@@ -57,6 +57,16 @@ def test_collectives_page_edges(ranks, size):
     assert virtual == closed  # ring all-reduce is exact at any p and size
 
 
+def test_collectives_page_explains_a_size_it_cannot_scale_exactly():
+    at = open_page("views/collectives.py")
+    at.slider(key="coll_ranks").set_value(6)
+    at.select_slider(key="coll_size").set_value(HUGE)
+    at.selectbox(key="coll_collective").set_value("scatter")
+    at.run()
+    assert not at.exception and charts(at) == 0
+    assert "use a multiple of 6 elements" in at.error[0].value
+
+
 @pytest.mark.parametrize("ranks, size", [(16, TINY), (2, HUGE)])
 def test_collectives_page_every_algorithm(ranks, size):
     at = open_page("views/collectives.py")
