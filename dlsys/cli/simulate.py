@@ -14,6 +14,9 @@ from ..viz.units import format_bytes, format_rate, format_seconds
 from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, size
 
 
+MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
+
+
 def cmd_simulate(args) -> int:
     algorithm = args.algo or collectives.ALGORITHMS[args.collective][0]
     try:
@@ -77,7 +80,7 @@ def add_commands(subparsers) -> None:
     sim.add_argument("--algo", default=None, help="algorithm (default: the first listed for the collective)")
     sim.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), default=8,
                      help=f"world size P, 1..{MAX_RANKS} (default 8)")
-    sim.add_argument("--size", action=Checked, check=size(), default=2**20,
+    sim.add_argument("--size", action=Checked, check=size(1, MAX_SIZE_BYTES), default=2**20,
                      help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
     sim.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))

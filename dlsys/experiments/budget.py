@@ -16,6 +16,7 @@ Anything else is refused with the nearest exact sizes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,10 +114,16 @@ def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int =
 
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:
-    """The largest divisor of n that is <= limit (limit >= 1)."""
+    """The largest divisor of n that is <= limit (limit >= 1): the divisors come in pairs
+    (d, n / d) with d <= sqrt(n), tried a million at a time (memory stays a few MB)."""
     if n <= limit:
         return n
-    small = np.arange(1, int(np.sqrt(n)) + 2, dtype=np.int64)
-    small = small[n % small == 0]
-    divisors = np.concatenate([small, n // small])
-    return int(divisors[divisors <= limit].max())
+    best, root, chunk = 1, math.isqrt(n), 2**20
+    for start in range(1, root + 1, chunk):
+        d = np.arange(start, min(start + chunk, root + 1), dtype=np.int64)
+        d = d[n % d == 0]
+        pairs = np.concatenate([d, n // d])
+        fitting = pairs[pairs <= limit]
+        if fitting.size:
+            best = max(best, int(fitting.max()))
+    return best
