@@ -71,11 +71,13 @@ def size(low: int = 1, high: int | None = None, multiple: int = 1):
             nbytes = parse_size(text.strip().lstrip("-"))
         except ValueError:
             raise ValueError(f"must be a size in bytes like 1024, 61MB, 64MiB, 1GiB, got {text}") from None
-        ok = not negative and nbytes >= low and (high is None or nbytes <= high) and nbytes % multiple == 0
-        if not ok:
+        too_small = negative or nbytes < low
+        if too_small or (high is not None and nbytes > high) or nbytes % multiple:
+            if too_small and low == 1 and multiple == 1:
+                raise ValueError(f"must be > 0 bytes, got {text}")
             what = f"a multiple of {multiple} bytes " if multiple > 1 else ""
             if high is None:
-                limits = "> 0 bytes" if low == 1 else f">= {format_bytes(low)}"
+                limits = f">= {format_bytes(low)}"
             else:
                 limits = f"in {format_bytes(low)}..{format_bytes(high)} ({low}..{high} bytes)"
             raise ValueError(f"must be {what}{limits}, got {text}")
