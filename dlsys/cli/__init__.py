@@ -19,7 +19,7 @@ from .common import join_negative_values
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlsys", description=__doc__.split("\n")[0],
+    parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (simulate, train, exercises, bench):
