@@ -1,7 +1,8 @@
-"""Link and node models, their presets, and the closed-form costs of every collective.
+"""Link and node models and their presets.
 
 Pure: no I/O, no communication. Everything that *runs* (dlsys.comm) charges virtual time
-through these models, and the tests hold every emulated collective to the closed forms here.
+through these models; the closed forms of the collectives, written in alpha, beta and
+gamma below, are in the collectives' registry (dlsys.collectives.closed_form).
 
 The alpha-beta(-gamma) model (Hockney; Thakur, Rabenseifner & Gropp 2005): a message of n
 bytes costs ``alpha + n * beta`` and reducing n bytes costs ``n * gamma``. Our links split
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 
 __all__ = [
     "LinkModel", "NodeModel", "LINK_PRESETS", "NODE_PRESETS", "get_link", "get_node",
-    "closed_form", "CLOSED_FORMS", "busbw_factor", "parse_size",
+    "busbw_factor", "parse_size",
 ]
 
 
@@ -160,66 +161,6 @@ def get_link(link) -> LinkModel:
 def get_node(node) -> NodeModel:
     """A NodeModel, or the preset of that name (ValueError lists the valid names)."""
     return _get("node", NODE_PRESETS, node)
-
-
-# ---------------------------------------------------------------------------------------
-# Closed forms. p ranks, n bytes (the whole buffer; for allgather/gather the whole result),
-# h(m) = alpha + m * beta one message, g = gamma per reduced byte (0 without the switch).
-# Exact for the emulation at every p for ring algorithms and the barrier, at powers of two
-# for tree, recursive-doubling and recursive-halving algorithms (elsewhere: the textbook
-# estimate with ceil(lg p)); sizes are taken as divisible by p.
-# ---------------------------------------------------------------------------------------
-
-def _lg(p: int) -> int:
-    return math.ceil(math.log2(p)) if p > 1 else 0
-
-
-def _terms(p, n, link, node, reduce):
-    link = get_link(link)
-    g = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
-    return link.alpha_s, link.beta_s_per_byte, g, _lg(p)
-
-
-CLOSED_FORMS = {
-    # name: (collective, algorithm) -> cost(p, n, a, b, g, L)
-    ("barrier", "dissemination"): lambda p, n, a, b, g, L: L * a,
-    ("broadcast", "binomial"): lambda p, n, a, b, g, L: L * (a + n * b),
-    ("broadcast", "scatter_allgather"): lambda p, n, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) / p * n * b,
-    ("scatter", "binomial"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * b,
-    ("gather", "binomial"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * b,
-    ("allgather", "ring"): lambda p, n, a, b, g, L: (p - 1) * (a + n / p * b),
-    ("allgather", "recursive_doubling"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * b,
-    ("reduce", "binomial"): lambda p, n, a, b, g, L: L * (a + n * b + n * g),
-    ("reduce_scatter", "ring"): lambda p, n, a, b, g, L: (p - 1) * (a + n / p * (b + g)),
-    ("reduce_scatter", "recursive_halving"): lambda p, n, a, b, g, L: L * a + (p - 1) / p * n * (b + g),
-    ("allreduce", "reduce_broadcast"): lambda p, n, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
-    ("allreduce", "recursive_doubling"): lambda p, n, a, b, g, L: L * (a + n * b + n * g),
-    ("allreduce", "rabenseifner"): lambda p, n, a, b, g, L: 2 * L * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g,
-    ("allreduce", "ring"): lambda p, n, a, b, g, L: 2 * (p - 1) * (a + n / p * b) + (p - 1) * n / p * g,
-}
-
-
-_RING_FALLBACK = {("allgather", "recursive_doubling"): ("allgather", "ring"),
-                  ("reduce_scatter", "recursive_halving"): ("reduce_scatter", "ring")}
-
-
-def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
-                reduce: bool = False) -> float:
-    """Closed-form time in seconds of ``collective`` by ``algorithm`` (Thakur et al. 2005).
-
-    ``reduce=True`` adds the gamma term (node memory bandwidth) for reductions.
-    """
-    key = (collective, algorithm)
-    if key not in CLOSED_FORMS:
-        valid = ", ".join(f"{c}/{a}" for c, a in CLOSED_FORMS)
-        raise ValueError(f"no closed form for {collective}/{algorithm}; valid: {valid}")
-    if p < 1:
-        raise ValueError(f"p must be >= 1, got {p!r}")
-    if p == 1:
-        return 0.0
-    if p & (p - 1) and key in _RING_FALLBACK:  # dlsys.collectives falls back to the ring
-        key = _RING_FALLBACK[key]
-    return CLOSED_FORMS[key](p, nbytes, *_terms(p, nbytes, link, node, reduce))
 
 
 def busbw_factor(collective: str, p: int) -> float:

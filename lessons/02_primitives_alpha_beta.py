@@ -24,8 +24,9 @@ import numpy as np
 
 import dlsys
 from dlsys import collectives
+from dlsys.collectives import closed_form
 from dlsys.experiments import link_table, plan_buffers
-from dlsys.net import closed_form, get_link
+from dlsys.net import get_link
 from dlsys.viz.comm import timeline
 from dlsys.viz.costs import link_comparison
 from dlsys.viz.lessons import lines, show
@@ -204,7 +205,7 @@ for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast
 #
 # ## Exercise `binomial_broadcast` (15 points)
 #
-# Write the binomial tree yourself: the body of `broadcast` in `hw/collectives.py` (after
+# Write the binomial tree yourself: the body of `broadcast_binomial` in `hw/trees.py` (after
 # `dlsys exercises release hw/`). Work with ranks relative to the root,
 # `vrank = (rank - root) % p`; a rank receives once from its parent, then sends to its
 # children, largest subtree first. Graded: every rank gets the root's array for any root,

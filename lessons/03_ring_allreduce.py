@@ -133,10 +133,10 @@ show(cost_curves(closed, "ranks", emulated, title=f"All-reduce of {format_bytes(
 #
 # ## Exercises `ring_reduce_scatter` (20), `ring_allgather` (15), `ring_allreduce` (20)
 #
-# In `hw/collectives.py` (after `dlsys exercises release hw/`): write
-# `_reduce_scatter_ring` and `_allgather_ring` on a list of p blocks, then the `ring`
-# branch of `allreduce` from those two. Use `_recv` and `_combine` (they check shapes and
-# charge reductions) and label each send with its step and block. Graded: the values
+# In `hw/ring.py` (after `dlsys exercises release hw/`): write
+# `reduce_scatter_blocks` and `allgather_blocks` on a list of p blocks, then
+# `allreduce_ring` from those two. Use `send` (it names each message's phase, step and
+# block), `recv_like` and `combine` (they check shapes and charge reductions). Graded: the values
 # (also uneven blocks: 13 elements on 5 ranks), p-1 messages of one block to the right
 # neighbour per phase, and the closed-form time; sending whole buffers or an off-by-one
 # block index loses points. `dlsys grade hw --exercise ring_allreduce` grades one.

@@ -29,9 +29,9 @@ import numpy as np
 import dlsys
 from dlsys import collectives
 from dlsys.bench import allreduce_bench, emulate
-from dlsys.comm.processes import LEND_MIN_NBYTES
+from dlsys.comm import LEND_MIN_NBYTES
 from dlsys.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
-from dlsys.net import closed_form
+from dlsys.collectives import closed_form
 from dlsys.viz.datapath import emulation_scaling, ratio_bars, traffic_bars
 from dlsys.viz.lessons import show
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
@@ -117,7 +117,8 @@ for count in (LEND_MIN_NBYTES // 4, LEND_MIN_NBYTES // 4 - 1):
           f"rank 0 waited {format_seconds(waited_s)}")
 
 # %% [markdown]
-# The ring all-reduce (`collectives.allreduce(comm, x, out=out)`) sends with `isend` and
+# The ring all-reduce's fast path (`collectives.allreduce(comm, x, out=out)`, in
+# `dlsys/collectives/ring_fast.py`; the ring you wrote in lesson 03 is its reading path) sends with `isend` and
 # waits for each step's send before the next, because in the all-gather it overwrites
 # blocks it lent. With `comm.alloc` buffers its reduce-scatter adds the peer's block read
 # *straight out of the peer's input*, and its all-gather copies the peer's sum *straight

@@ -9,9 +9,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dlsys import experiments as E
-from dlsys.collectives import ALGORITHMS
+from dlsys.collectives import ALGORITHMS, closed_form
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
-from dlsys.net import closed_form, get_link
+from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/performance.py"]

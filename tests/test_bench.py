@@ -15,8 +15,8 @@ import pytest
 import dlsys
 from dlsys import bench, collectives
 from dlsys.cli import main
+from dlsys.collectives import closed_form
 from dlsys.comm.logical import LogicalArray, as_logical, per_block
-from dlsys.net import closed_form
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,8 +120,10 @@ def test_logical_arithmetic_keeps_the_scale_and_reductions_are_values():
     assert type(np.max(a.reshape(2, 4), axis=0)) is np.ndarray
     with pytest.raises(ValueError, match="different scales"):
         a + LogicalArray(np.ones(8, np.float32), 7)
+    joined = np.concatenate([a[:2], LogicalArray(np.ones(1, np.float32), 7)])  # uneven blocks, joined
+    assert joined.block_scales == (1000, 1000, 7) and joined.logical_nbytes == 4 * 2007
     with pytest.raises(ValueError, match="different scales"):
-        np.concatenate([a, LogicalArray(np.ones(8, np.float32), 7)])
+        np.concatenate([a.reshape(2, 4), LogicalArray(np.ones((1, 4), np.float32), 7)])
 
 
 def test_logical_array_construction_and_pickling():

@@ -1,4 +1,5 @@
-"""Every collective equals numpy's answer and its closed form."""
+"""Every collective equals numpy's answer and its closed form; the fast ring equals the
+reading ring; the registry is complete."""
 
 import math
 
@@ -10,9 +11,11 @@ from hypothesis import strategies as st
 import dlsys
 from dlsys import collectives
 from dlsys.experiments import collective_program, expected_values, simulate_collective
-from dlsys.net import LinkModel, NodeModel, closed_form
+from dlsys.collectives import REGISTRY, closed_form, textbook_form
+from dlsys.collectives.registry import EVERY_P, POWERS_OF_TWO
+from dlsys.net import LINK_PRESETS, NODE_PRESETS, LinkModel, NodeModel
 
-CASES = [(c, a) for c, algos in collectives.ALGORITHMS.items() for a in algos]
+CASES = list(REGISTRY)
 
 
 def check_values(got, want, dtype):
@@ -60,15 +63,70 @@ def test_makespan_equals_closed_form_at_powers_of_two(collective, algorithm, lin
         assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9, abs=1e-18), ranks
 
 
-@pytest.mark.parametrize("collective,algorithm", [("allreduce", "ring"), ("reduce_scatter", "ring"),
-                                                  ("allgather", "ring"), ("barrier", "dissemination"),
-                                                  ("allgather", "recursive_doubling"),
-                                                  ("reduce_scatter", "recursive_halving")])
-@pytest.mark.parametrize("ranks", [3, 5, 6, 7, 9, 12])
-def test_ring_algorithms_equal_closed_form_at_any_rank_count(collective, algorithm, ranks):
-    record = simulate_collective(collective, algorithm, ranks, 8 * 9 * 7 * 5 * 4, LINKS["mixed"], NODE,
+def rank_counts(entry):
+    """Where ``entry``'s closed form is exact: every p, or powers of two (else its fallback's)."""
+    if entry.exact == EVERY_P or (entry.fallback and REGISTRY[(entry.collective, entry.fallback)].exact == EVERY_P):
+        return range(2, 18)
+    assert entry.exact == POWERS_OF_TWO
+    return (2, 4, 8, 16)
+
+
+UNEVEN_CASES = [(c, a, p) for (c, a), entry in REGISTRY.items() for p in rank_counts(entry)]
+UNEVEN_COUNT = 1001  # float32 elements per rank: uneven blocks at every p in 2..17 but 7, 11, 13
+
+
+@pytest.mark.parametrize("gamma", [False, True])
+@pytest.mark.parametrize("collective,algorithm,ranks", UNEVEN_CASES, ids=lambda v: str(v))
+def test_closed_form_is_exact_for_uneven_blocks_or_bounds_them(collective, algorithm, ranks, gamma):
+    """Exact where the registry says so, at an uneven size; where uneven blocks meet in one
+    step (``uneven == "bound"``), between the forms with every block the smallest and the
+    largest, and exact when p divides the length."""
+    entry, link = REGISTRY[(collective, algorithm)], LINKS["mixed"]
+    record = simulate_collective(collective, algorithm, ranks, 4 * UNEVEN_COUNT, link, NODE, charge_reductions=gamma)
+    t = record["virtual_time_s"]
+    if entry.uneven == "exact" or (ranks & (ranks - 1) and entry.fallback):  # a fallback ring is exact
+        assert t == pytest.approx(record["closed_form_s"], rel=1e-9, abs=1e-18)
+        return
+    gamma_s = NODE.gamma_s_per_byte if gamma else 0.0
+    smallest = entry.cost(ranks, 4 * UNEVEN_COUNT, lambda k: UNEVEN_COUNT // k * 4, link.alpha_s,
+                          link.beta_s_per_byte, gamma_s, (ranks - 1).bit_length())
+    assert smallest * (1 - 1e-9) <= t <= record["closed_form_s"] * (1 + 1e-9)
+    assert smallest < record["closed_form_s"]
+
+
+@pytest.mark.parametrize("link", LINKS)
+@pytest.mark.parametrize("gamma", [False, True])
+def test_rabenseifner_after_a_fold_is_exact_at_every_rank_count(link, gamma):
+    """dlsys.collectives.registry.fold; even blocks (16 divides the length)."""
+    for ranks in range(2, 18):
+        record = simulate_collective("allreduce", "rabenseifner", ranks, 4 * 16 * 105, LINKS[link], NODE,
+                                     charge_reductions=gamma)
+        assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9), ranks
+
+
+@pytest.mark.parametrize("ranks", [3, 5, 6, 7, 9, 12, 13, 15, 17])
+def test_recursive_doubling_after_a_fold_is_bounded_and_exact_when_most_ranks_fold(ranks):
+    """dlsys.collectives.registry.fold: exact iff 2 (p - p2) > p2, else an upper bound."""
+    record = simulate_collective("allreduce", "recursive_doubling", ranks, 4 * UNEVEN_COUNT, LINKS["mixed"], NODE,
                                  charge_reductions=True)
+    p2 = 1 << (ranks.bit_length() - 1)
+    if 2 * (ranks - p2) > p2:
+        assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9)
+    else:
+        assert record["virtual_time_s"] < record["closed_form_s"]
+
+
+@pytest.mark.parametrize("ranks", [3, 8])
+def test_a_ring_with_fewer_elements_than_ranks_meets_its_closed_form(ranks):
+    record = simulate_collective("allreduce", "ring", ranks, 4 * 5, LINKS["mixed"], NODE, charge_reductions=True)
     assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9)
+
+
+def test_dlsys_simulate_ring_on_3_ranks_is_exact():
+    """8 MiB of float32 on 3 ranks: blocks of 699051 and 699050 elements (issue 10)."""
+    record = simulate_collective("allreduce", "ring", 3, "8MiB", "tcp-10gbe", real=True)
+    assert record["relative_error"] < 1e-12
+    assert textbook_form("allreduce", "ring", 3, 8 * 2**20, "tcp-10gbe") < record["closed_form_s"]
 
 
 @pytest.mark.parametrize("ranks", [2, 3, 5, 8, 16])
@@ -143,3 +201,98 @@ def test_non_numeric_arrays_are_rejected():
         return collectives.allreduce(comm, np.array(["a", "b"]))
     with pytest.raises(dlsys.RankFailed, match="x must be a numeric array"):
         dlsys.launch(program, 2, "threads")
+
+
+# --- the fast ring equals the reading ring ------------------------------------------------
+
+def _ring(comm, count, op, fast, in_place):
+    x = np.random.default_rng([5, comm.rank]).standard_normal(count).astype(np.float32)
+    if not fast:
+        return collectives.allreduce(comm, x, op=op, algorithm="ring")
+    out = comm.alloc(count, np.float32)  # shared memory on processes: the ring lends it
+    if in_place:
+        out[...] = x
+    result = collectives.allreduce(comm, out if in_place else x, op=op, algorithm="ring", out=out)
+    assert result is out
+    return out.copy()
+
+
+@pytest.mark.parametrize("backend,ranks,count", [("threads", 2, 7), ("threads", 5, 1001), ("threads", 7, 3),
+                                                 ("processes", 3, 3 * 2**18 + 2), ("processes", 4, 1001)])
+@pytest.mark.parametrize("op,in_place", [("sum", False), ("mean", True), ("max", False)])
+def test_fast_ring_gives_the_reading_rings_values_and_trace(backend, ranks, count, op, in_place):
+    """Blocks of 1 MiB and more (processes, 3 ranks) are lent, not copied."""
+    kwargs = dict(link="tcp-10gbe", charge_reductions=True)
+    reading = dlsys.launch(_ring, ranks, backend, args=(count, op, False, False), **kwargs)
+    fast = dlsys.launch(_ring, ranks, backend, args=(count, op, True, in_place), **kwargs)
+    for a, b in zip(reading.values, fast.values):
+        assert np.array_equal(a, b)
+    assert fast.trace.messages == reading.trace.messages and fast.trace.spans == reading.trace.spans
+    assert fast.clocks_s == reading.clocks_s
+
+
+def test_the_reading_ring_keeps_a_logical_array_logical():
+    from dlsys.comm.logical import LogicalArray
+
+    def program(comm):
+        return collectives.allreduce(comm, LogicalArray(np.full(6, comm.rank, np.float32), 1000))
+    result = dlsys.launch(program, 3, "threads")
+    assert all(isinstance(v, LogicalArray) and v.scale == 1000 and np.all(v == 3) for v in result.values)
+    assert {m.nbytes for m in result.trace.messages} == {2 * 4 * 1000}
+
+
+def test_every_message_of_a_collective_carries_phase_step_and_block():
+    result = dlsys.launch(collective_program, 4, "threads", args=("allreduce", "ring", 10, "float32", "sum", 1))
+    rs = [m for m in result.trace.messages if m.phase == "reduce-scatter"]
+    assert len(rs) == 4 * 3 and {m.step for m in rs} == {0, 1, 2}
+    assert all(m.label == f"reduce-scatter step {m.step} block {m.block}" for m in rs)
+
+
+# --- the registry and the closed forms ----------------------------------------------------
+
+def test_every_registry_entry_is_complete():
+    for (collective, algorithm), entry in REGISTRY.items():
+        assert (entry.collective, entry.name) == (collective, algorithm)
+        assert callable(entry.run) and entry.latex and len(entry.citation) > 10 and entry.color.startswith("#")
+        assert entry.exact in (EVERY_P, POWERS_OF_TWO) and entry.uneven in ("exact", "bound")
+        assert entry.fallback is None or (collective, entry.fallback) in REGISTRY
+        assert algorithm in collectives.ALGORITHMS[collective]
+    assert sum(map(len, collectives.ALGORITHMS.values())) == len(REGISTRY)
+
+
+def test_every_closed_form_is_zero_for_one_rank_and_positive_otherwise():
+    link = LINK_PRESETS["tcp-1gbe"]
+    for collective, algorithm in REGISTRY:
+        assert closed_form(collective, algorithm, 1, 1e6, link) == 0
+        assert closed_form(collective, algorithm, 8, 1e6, link) > 0
+    assert math.isfinite(closed_form("allreduce", "ring", 512, 244e6, "sw26010"))
+
+
+def test_ring_allreduce_closed_form_by_hand():
+    link = LinkModel("l", latency_s=10e-6, bandwidth_Bps=1e9)
+    assert closed_form("allreduce", "ring", 4, 4e6, link) == pytest.approx(2 * 3 * (10e-6 + 1e6 / 1e9))
+    # 10 bytes on 4 ranks: blocks of 3, 3, 2, 2 bytes; the 3-byte blocks set every step
+    assert closed_form("allreduce", "ring", 4, 10, link) == pytest.approx(2 * 3 * (10e-6 + 3 / 1e9))
+    assert textbook_form("allreduce", "ring", 4, 10, link) == pytest.approx(2 * 3 * (10e-6 + 2.5 / 1e9))
+    # 10 float32 on 4 ranks: blocks of 3 elements, 12 bytes
+    assert closed_form("allreduce", "ring", 4, 40, link, itemsize=4) == pytest.approx(2 * 3 * (10e-6 + 12 / 1e9))
+
+
+def test_recursive_doubling_beats_ring_for_small_messages_and_loses_for_large():
+    link = LINK_PRESETS["tcp-10gbe"]
+    assert closed_form("allreduce", "recursive_doubling", 64, 1024, link) < closed_form("allreduce", "ring", 64, 1024, link)
+    assert closed_form("allreduce", "recursive_doubling", 64, 2**28, link) > closed_form("allreduce", "ring", 64, 2**28, link)
+
+
+def test_gamma_term_needs_a_node():
+    link = LINK_PRESETS["rdma-edr"]
+    base = closed_form("allreduce", "ring", 8, 1e8, link)
+    with_gamma = closed_form("allreduce", "ring", 8, 1e8, link, NODE_PRESETS["v100"], reduce=True)
+    assert with_gamma - base == pytest.approx(7 / 8 * 1e8 * 3 / 900e9)
+
+
+def test_closed_form_errors():
+    with pytest.raises(ValueError, match="valid: ring"):
+        closed_form("allreduce", "magic", 4, 1, "tcp-1gbe")
+    with pytest.raises(ValueError, match="p must be an int >= 1"):
+        closed_form("allreduce", "ring", 0, 1, "tcp-1gbe")

@@ -15,12 +15,13 @@ import pytest
 
 import dlsys
 from dlsys import collectives
-from dlsys.comm import DeadlockError, RankFailed
-from dlsys.comm.processes import LEND_MIN_NBYTES
+from dlsys.comm import LEND_MIN_NBYTES, DeadlockError, RankFailed
 from dlsys.net import LinkModel, get_node
 
 LINK = LinkModel("test", latency_s=2e-6, bandwidth_Bps=1e9, overhead_s=1e-6, kernel_copies=1, copy_bandwidth_Bps=4e9)
 BACKENDS = ["threads", "processes"]
+# a script outside the repository imports this checkout's dlsys, not an installed one
+REPO_ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def shm_segments():
@@ -245,9 +246,9 @@ def test_bad_launch_arguments(kwargs, match):
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda comm: comm.send(np.zeros(1), 5), "dst must be another rank in 0..1"),
-    (lambda comm: comm.send(np.zeros(1), comm.rank), "dst must be another rank"),
-    (lambda comm: comm.recv(-1), "src must be another rank"),
+    (lambda comm: comm.send(np.zeros(1), 5), "dest must be another rank in 0..1"),
+    (lambda comm: comm.send(np.zeros(1), comm.rank), "dest must be another rank"),
+    (lambda comm: comm.recv(-1), "source must be another rank"),
     (lambda comm: comm.send(np.zeros(1), 1 - comm.rank, tag=-2), "tag must be an int >= 0"),
     (lambda comm: comm.send(np.array([object()]), 1 - comm.rank), "x must be a numeric array"),
     (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
@@ -288,7 +289,7 @@ def test_programs_defined_in_a_stdin_script_run_on_processes():
 def test_a_script_without_main_guard_is_not_re_executed_by_ranks(tmp_path):
     script = tmp_path / "lesson.py"
     script.write_text(SCRIPT + "\nprint('top level ran')\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=REPO_ENV)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("top level ran") == 1
 

@@ -15,12 +15,12 @@ from dlsys.exercises.testing import use_student_files
 
 # A ring all-reduce that forwards whole buffers: right values, p/2 times the bytes, (p-1)(alpha + n beta).
 WHOLE_BUFFERS = """\
-        acc, passing = x.copy(), x
-        for step in range(p - 1):
-            comm.send(passing, (comm.rank + 1) % p, TAG, f"allreduce step {step}")
-            passing = _recv(comm, (comm.rank - 1) % p, x, "")
-            acc = _combine(comm, acc, passing, op)
-        result = acc
+    acc, passing = x, x
+    for step in range(comm.size - 1):
+        send(comm, passing, (comm.rank + 1) % comm.size, "allreduce", step)
+        passing = recv_like(comm, (comm.rank - 1) % comm.size, x)
+        acc = combine(comm, acc, passing, op)
+    return acc
 """
 
 # A ring reduce-scatter with the all-gather's chunk indices: one block off.
@@ -28,9 +28,9 @@ OFF_BY_ONE = """\
     p, r = comm.size, comm.rank
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
-        comm.send(blocks[send_i], (r + 1) % p, TAG, f"reduce-scatter step {step} block {send_i}")
-        incoming = _recv(comm, (r - 1) % p, blocks[recv_i], "")
-        blocks[recv_i] = _combine(comm, blocks[recv_i], incoming, op)
+        send(comm, blocks[send_i], (r + 1) % p, "reduce-scatter", step, send_i)
+        incoming = recv_like(comm, (r - 1) % p, blocks[recv_i])
+        blocks[recv_i] = combine(comm, blocks[recv_i], incoming, op)
     return blocks[r]
 """
 
@@ -174,7 +174,7 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
 
 
 def test_student_files_must_come_first():
-    import dlsys.collectives  # noqa: F401 - already imported: too late to swap in a student's
+    import dlsys.collectives  # noqa: F401 - imports ring.py and trees.py: too late to swap in a student's
     with pytest.raises(RuntimeError, match="too late"):
         use_student_files(REPO_ROOT)
 

@@ -10,7 +10,7 @@ import pytest
 from dlsys import experiments as E
 from dlsys.comm import Message, Span, Trace
 from dlsys.datapath import ring_allreduce_traffic_bytes
-from dlsys.net import CLOSED_FORMS, closed_form
+from dlsys.collectives import REGISTRY, closed_form
 from dlsys.viz import catalogue, comm, costs, datapath
 from dlsys.viz.units import format_bytes, format_rate, format_seconds, time_unit
 
@@ -128,7 +128,7 @@ def test_link_comparison_and_alpha_beta_split():
 
 
 def test_closed_form_latex_covers_every_algorithm():
-    assert set(costs.CLOSED_FORM_LATEX) == set(CLOSED_FORMS)
+    assert set(costs.CLOSED_FORM_LATEX) == set(REGISTRY)
 
 
 def test_ps_scaling_figure():

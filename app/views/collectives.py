@@ -29,7 +29,7 @@ m = st.columns(5)
 m[0].metric("virtual time", format_seconds(record["virtual_time_s"]), help="Emulated makespan: the latest rank's clock.")
 m[1].metric("closed form", format_seconds(record["closed_form_s"]),
             delta=f"{record['relative_error']:.1e} relative error", delta_color="off", delta_arrow="off",
-            help="Thakur, Rabenseifner & Gropp (2005), dlsys.net.closed_form.")
+            help="Thakur, Rabenseifner & Gropp (2005), dlsys.collectives.closed_form.")
 busbw_help = "nccl-tests convention: algbw = n / t; busbw = algbw x 2(p-1)/p (all-reduce), (p-1)/p (all-gather, reduce-scatter), 1 otherwise."
 m[2].metric("algbw", format_rate(record["algbw_Bps"]) if name != "barrier" else "n/a", help=busbw_help)
 m[3].metric("busbw", format_rate(record["busbw_Bps"]) if name != "barrier" else "n/a", help=busbw_help)

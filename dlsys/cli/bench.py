@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from .. import bench as benchmarks, collectives
+from ..comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES
-from ..experiments.checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from ..net import LINK_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
 from .common import Checked, integer, print_table, real_buffers, size

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..experiments.checks import MAX_THREAD_RANKS
+from ..comm import MAX_THREAD_RANKS
 from ..net import parse_size
 from ..viz.units import format_bytes
 

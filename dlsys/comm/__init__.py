@@ -1,8 +1,18 @@
-"""Communication: the Communicator, virtual clocks, backends and the trace."""
+"""Communication: the Communicator, virtual clocks, backends and the trace.
 
-from .communicator import Communicator, Request
-from .launch import BACKENDS, DeadlockError, LaunchResult, RankFailed, launch
+Files, one concern each: ``clock.py`` the virtual-time rules, ``communicator.py`` the rank
+API, ``mailbox.py`` and ``board.py`` waiting, the status board and deadlock detection,
+``supervise.py`` run supervision, ``launch.py`` the entry point, ``backends/`` the
+transports (interface and registry in ``backends/__init__.py`` and ``backends/base.py``),
+``trace.py`` the trace, ``logical.py`` logical sizes.
+"""
+
+from .backends import BACKENDS, LEND_MIN_NBYTES, MAX_PROCESS_RANKS, MAX_THREAD_RANKS
+from .communicator import Communicator, Request, as_payload, payload_nbytes
+from .launch import LaunchResult, launch
+from .supervise import DeadlockError, RankFailed
 from .trace import Message, Span, Trace
 
-__all__ = ["Communicator", "Request", "launch", "LaunchResult", "RankFailed", "DeadlockError",
-           "BACKENDS", "Trace", "Span", "Message"]
+__all__ = ["BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Communicator",
+           "DeadlockError", "LaunchResult", "Message", "RankFailed", "Request", "Span", "Trace",
+           "as_payload", "launch", "payload_nbytes"]

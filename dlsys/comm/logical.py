@@ -20,6 +20,8 @@ sizes are logical. The rules:
 * mixing two different scales in one operation that makes a new array is an error (the
   result's size would be meaningless); a plain ndarray operand is fine and takes the
   LogicalArray's scale; a result written into ``out=`` keeps the scale of ``out``;
+  ``np.concatenate`` of 1-D arrays of different scales (a ring's uneven blocks, joined
+  again) gives one scale per element (``per_block`` below);
 * reductions (``sum``, ``max``, ``mean`` over axes) return plain arrays and numbers, since
   a reduction's result is a value, not a payload;
 * both backends deliver a received LogicalArray with the sender's scale
@@ -97,8 +99,12 @@ class LogicalArray(np.ndarray):
         elif func is np.concatenate:
             arrays = args[0] if args else kwargs["arrays"]
             result = super().__array_function__(func, types, args, kwargs)
-            scale = common_scale(arrays)
-            return result if kwargs.get("out") is not None else _wrap(result, scale)
+            if kwargs.get("out") is not None:
+                return result
+            scales = {x.scale for x in arrays if isinstance(x, LogicalArray)}
+            if len(scales) == 1 and None not in scales:
+                return _wrap(result, scales.pop())
+            return per_block(result, _element_scales(arrays))  # a ring's blocks, joined again
         return super().__array_function__(func, types, args, kwargs)
 
 
@@ -163,6 +169,18 @@ def _scaled(scale: int) -> type:
     if cls is None:
         cls = _SCALED[scale] = type("LogicalArray", (LogicalArray,), {"scale": scale, "__module__": __name__})
     return cls
+
+
+def _element_scales(arrays) -> list[int]:
+    """Every element's scale, for joining 1-D arrays of different scales into a per-block
+    array; a plain array among them has no scale to give (the sizes would not add up)."""
+    scales: list[int] = []
+    for x in arrays:
+        if not isinstance(x, LogicalArray) or x.ndim != 1:
+            common_scale(arrays)  # raises, naming the scales
+            raise ValueError("only 1-D LogicalArrays of different scales can be joined (one scale per element)")
+        scales.extend(x.block_scales if x.scale is None else [x.scale] * x.size)
+    return scales
 
 
 def per_block(real, scales) -> LogicalArray:

@@ -5,7 +5,7 @@ and ``# END SOLUTION`` (one exercise may own several regions), its graded tests 
 ``tests/exercises/test_<id>.py`` (every test there carries the pytest marker ``ex_<id>``),
 its points and the lesson that leads to it. ``release`` writes the student version,
 ``grading`` grades one (docs/exercises.md). File names are unique, so a released
-directory is flat: ``collectives.py``, ``token_ring.py``, ... next to ``tests/``.
+directory is flat: ``ring.py``, ``trees.py``, ``token_ring.py``, ... next to ``tests/``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Exercise:
 
     @property
     def module(self) -> str:
-        """The dotted module name of ``file`` (dlsys/collectives.py -> dlsys.collectives)."""
+        """The dotted module name of ``file`` (dlsys/collectives/ring.py -> dlsys.collectives.ring)."""
         return self.file.removesuffix(".py").replace("/", ".")
 
 
@@ -49,13 +49,13 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("token_ring", "pass a token around a ring with send/recv",
              "dlsys/exercises/token_ring.py", 10, "lessons/01_why_distribute.py"),
     Exercise("binomial_broadcast", "binomial-tree broadcast in lg p rounds",
-             "dlsys/collectives.py", 15, "lessons/02_primitives_alpha_beta.py"),
+             "dlsys/collectives/trees.py", 15, "lessons/02_primitives_alpha_beta.py"),
     Exercise("ring_reduce_scatter", "ring reduce-scatter",
-             "dlsys/collectives.py", 20, "lessons/03_ring_allreduce.py"),
+             "dlsys/collectives/ring.py", 20, "lessons/03_ring_allreduce.py"),
     Exercise("ring_allgather", "ring all-gather",
-             "dlsys/collectives.py", 15, "lessons/03_ring_allreduce.py"),
+             "dlsys/collectives/ring.py", 15, "lessons/03_ring_allreduce.py"),
     Exercise("ring_allreduce", "ring all-reduce = reduce-scatter + all-gather",
-             "dlsys/collectives.py", 20, "lessons/03_ring_allreduce.py"),
+             "dlsys/collectives/ring.py", 20, "lessons/03_ring_allreduce.py"),
     Exercise("ring_allreduce_cost", "the alpha-beta cost of ring all-reduce, and its crossover with recursive doubling",
              "dlsys/exercises/costs.py", 20, "lessons/04_trees_vs_ring.py"),
     Exercise("ps_aggregation", "parameter-server aggregation: a BSP round's mean, or each gradient at once",

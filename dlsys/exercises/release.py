@@ -75,7 +75,7 @@ def _readme() -> str:
 
 Fill in every `raise NotImplementedError("<exercise id>")` in the files below; the
 docstring above each one says what to write, and the lesson explains why. Your files
-replace their namesakes in dlsys (`collectives.py` is `dlsys.collectives`).
+replace their namesakes in dlsys (`ring.py` is `dlsys.collectives.ring`).
 
 | exercise | points | file | lesson | task |
 | --- | --- | --- | --- | --- |

@@ -1,7 +1,7 @@
 """What runs inside a graded test process: the student's files in place of the reference.
 
-``use_student_files(root)`` makes ``import dlsys.collectives`` (and every other exercise
-module) load ``root/collectives.py`` instead of the reference; the rest of dlsys
+``use_student_files(root)`` makes ``import dlsys.collectives.ring`` (and every other
+exercise module) load ``root/ring.py`` instead of the reference; the rest of dlsys
 (the Communicator, the link models) stays the reference, so a submission is graded by
 the same emulator it was written against. ``load_reference`` gives a test the reference
 module anyway (to emulate a ring while grading a formula).
@@ -54,10 +54,17 @@ def student_root(tests_dir) -> Path | None:
 
 
 def load_reference(module: str):
-    """The reference version of an exercise module, even while grading a student's."""
-    exercise = next(e for e in EXERCISES if e.module == module)
-    # a sibling name, so its relative imports resolve in the real package
-    spec = importlib.util.spec_from_file_location(f"{module}__reference", REPO_ROOT / exercise.file)
+    """The reference version of a module of dlsys (an exercise module, or a package that
+    holds some, such as dlsys.collectives), even while grading a student's."""
+    path = REPO_ROOT / module.replace(".", "/")
+    # a sibling name, so its relative imports resolve in the real package; the student
+    # finder does not know the names of a reference package's modules, so they stay reference
+    name = f"{module}__reference"
+    if path.is_dir():
+        spec = importlib.util.spec_from_file_location(name, path / "__init__.py", submodule_search_locations=[str(path)])
+    else:
+        spec = importlib.util.spec_from_file_location(name, path.with_suffix(".py"))
     reference = importlib.util.module_from_spec(spec)
+    sys.modules[name] = reference  # a package's own relative imports look it up here
     spec.loader.exec_module(reference)
     return reference

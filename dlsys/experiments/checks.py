@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-# launch's limits (dlsys.comm checks them again; here they are known before anything starts)
-MAX_THREAD_RANKS = 4096
-MAX_PROCESS_RANKS = 256
-
 
 def check_int(name: str, value, low: int, high: int | None = None) -> int:
     """``value`` as an int if it is an integer in low..high (no upper bound if None);

@@ -3,16 +3,15 @@ closed form; and the ring all-reduce replayed step by step (the textbook figure)
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import numpy as np
 
 from .. import collectives
-from ..comm import BACKENDS, launch
-from ..net import busbw_factor, closed_form, get_link, parse_size
+from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
+from ..net import busbw_factor, get_link, parse_size
 from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers
-from .checks import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, check_int
+from .checks import check_int
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -147,7 +146,9 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     model_bytes = nbytes * ranks if collective in ("gather", "allgather") else nbytes
     if collective == "barrier":
         model_bytes = 0
-    closed = closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0], charge_reductions)
+    # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
+    closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0], charge_reductions,
+                                     itemsize)
     t = result.virtual_time_s
     algbw = nbytes / t if t > 0 else 0.0
     return {
@@ -181,8 +182,7 @@ def ring_allreduce_steps(ranks: int = 4, link="tcp-10gbe") -> list[dict]:
     """Every rank's chunks after every step of a real ring all-reduce (the textbook figure).
 
     Rank r contributes 2**r in every element. The run's trace says which chunk moved from
-    which rank to which at each step ("reduce-scatter step s block b", "allgather step s
-    block b"); replaying those moves from the inputs gives each intermediate state as a
+    which rank to which at each step (each message's phase, step and block); replaying those moves from the inputs gives each intermediate state as a
     bitmask of contributing ranks per (rank, chunk), and the replay's final state is
     checked against the values the ranks really returned. Returns one dict per state:
     ``phase``, ``step``, ``chunks`` (ranks x ranks bitmasks), ``moves`` [(src, dst, chunk)].
@@ -193,10 +193,8 @@ def ring_allreduce_steps(ranks: int = 4, link="tcp-10gbe") -> list[dict]:
     chunks = [[1 << r] * ranks for r in range(ranks)]
     states = [{"phase": "start", "step": None, "chunks": [row[:] for row in chunks], "moves": []}]
     for phase in ("reduce-scatter", "allgather"):
-        pattern = re.compile(rf"{phase} step (\d+) block (\d+)")
         for step in range(ranks - 1):
-            moves = [(m.src, m.dst, int(g[2])) for m in result.trace.messages
-                     if (g := pattern.fullmatch(m.label)) and int(g[1]) == step]
+            moves = [(m.src, m.dst, m.block) for m in result.trace.messages if m.phase == phase and m.step == step]
             before = [row[:] for row in chunks]
             for src, dst, chunk in moves:
                 chunks[dst][chunk] = before[src][chunk] | (before[dst][chunk] if phase == "reduce-scatter" else 0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import collectives
-from ..net import LINK_PRESETS, closed_form, get_link
+from ..collectives import textbook_form as closed_form
+from ..net import LINK_PRESETS, get_link
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .collectives import simulate_collective
 

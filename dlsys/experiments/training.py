@@ -19,14 +19,14 @@ from collections import Counter
 
 import numpy as np
 
-from ..comm import launch
+from ..comm import MAX_THREAD_RANKS, launch
 from ..net import get_node
 from ..ps import ps_program
 from ..train import (TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
                      split_stages, steps_per_epoch)
 from ..viz.units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
-from .checks import MAX_THREAD_RANKS, check_int
+from .checks import check_int
 
 STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
 

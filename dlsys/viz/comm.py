@@ -5,7 +5,6 @@ states of ``dlsys.experiments.ring_allreduce_steps``."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -39,9 +38,10 @@ def _arc_point(a: np.ndarray, b: np.ndarray, f: np.ndarray) -> np.ndarray:
 
 
 def step_index(messages) -> tuple[list[int], int]:
-    """Each message's step number (its label without " block N", numbered by first
-    departure) and the number of steps; colours messages by step."""
-    keys = [re.sub(r" block \d+$", "", m.label) for m in messages]
+    """Each message's step number and the number of steps; colours messages by step. A
+    step is a collective's (phase, step) (trace.Message's fields; the blocks of one step
+    share it), else the message's label; steps are numbered by first departure."""
+    keys = [(m.phase, m.step) if m.phase else m.label for m in messages]
     order = {}
     for key, m in sorted(zip(keys, messages), key=lambda km: km[1].depart_s):
         order.setdefault(key, len(order))

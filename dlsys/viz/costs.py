@@ -9,29 +9,14 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ..collectives import REGISTRY
 from .units import format_bytes, format_seconds
 
-ALGORITHM_COLORS = dict(zip(("ring", "recursive_doubling", "rabenseifner", "reduce_broadcast"), qualitative.D3))
 X_TITLES = {"nbytes": "message size per rank (bytes)", "ranks": "ranks p"}
 
-# The closed forms of dlsys.net.CLOSED_FORMS as LaTeX (gamma terms left out: the app does
-# not charge reductions). p ranks, n bytes, L = ceil(lg p).
-CLOSED_FORM_LATEX = {
-    ("barrier", "dissemination"): r"L\,\alpha",
-    ("broadcast", "binomial"): r"L\,(\alpha + n\beta)",
-    ("broadcast", "scatter_allgather"): r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
-    ("scatter", "binomial"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
-    ("gather", "binomial"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
-    ("allgather", "ring"): r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})",
-    ("allgather", "recursive_doubling"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
-    ("reduce", "binomial"): r"L\,(\alpha + n\beta)",
-    ("reduce_scatter", "ring"): r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
-    ("reduce_scatter", "recursive_halving"): r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
-    ("allreduce", "reduce_broadcast"): r"2L\,(\alpha + n\beta)",
-    ("allreduce", "recursive_doubling"): r"L\,(\alpha + n\beta)",
-    ("allreduce", "rabenseifner"): r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
-    ("allreduce", "ring"): r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
-}
+# Every closed form of the registry as LaTeX (the textbook form, gamma left out: the app
+# does not charge reductions). p ranks, n bytes, L = ceil(lg p).
+CLOSED_FORM_LATEX = {key: algorithm.latex for key, algorithm in REGISTRY.items()}
 
 
 def _x_label(x: str, value) -> str:
@@ -40,11 +25,14 @@ def _x_label(x: str, value) -> str:
 
 def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), crossovers: list[dict] = (),
                 title: str = "") -> go.Figure:
-    """Log-log time of every algorithm against ``x`` ("nbytes" or "ranks"): closed forms as
+    """Log-log time of every algorithm in ``rows`` (all-reduce unless the rows name their
+    "collective") against ``x`` ("nbytes" or "ranks"), in the registry's colours: closed forms as
     lines, emulated runs as markers, crossovers (where the fastest algorithm changes) as
     dotted lines with a star."""
     fig = go.Figure()
-    for algorithm, color in ALGORITHM_COLORS.items():
+    collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
+    for algorithm in (name for c, name in REGISTRY if c == collective):
+        color = REGISTRY[(collective, algorithm)].color
         mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
         if mine:
             fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",

@@ -1,4 +1,4 @@
-"""Graded: exercise binomial_broadcast (the binomial tree in dlsys.collectives.broadcast)."""
+"""Graded: exercise binomial_broadcast (dlsys.collectives.trees.broadcast_binomial)."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from dlsys import launch
 from dlsys.collectives import broadcast
 from dlsys.exercises.testing import LAUNCH_TIMEOUT_S
-from dlsys.net import closed_form
+from dlsys.collectives import closed_form
 
 pytestmark = pytest.mark.ex_binomial_broadcast
 

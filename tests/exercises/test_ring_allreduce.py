@@ -1,4 +1,4 @@
-"""Graded: exercise ring_allreduce (the ring branch of dlsys.collectives.allreduce).
+"""Graded: exercise ring_allreduce (dlsys.collectives.ring.allreduce_ring).
 
 It builds on your ring reduce-scatter and ring all-gather.
 """
@@ -9,7 +9,7 @@ import pytest
 from dlsys import launch
 from dlsys.collectives import allreduce
 from dlsys.exercises.testing import LAUNCH_TIMEOUT_S
-from dlsys.net import closed_form
+from dlsys.collectives import closed_form
 
 pytestmark = pytest.mark.ex_ring_allreduce
 

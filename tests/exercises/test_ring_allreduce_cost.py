@@ -9,7 +9,8 @@ from dlsys import launch
 from dlsys.exercises.costs import (ring_allreduce_bytes_sent_per_rank, ring_allreduce_time_s,
                                    ring_vs_doubling_crossover_nbytes)
 from dlsys.exercises.testing import LAUNCH_TIMEOUT_S, load_reference
-from dlsys.net import LinkModel, closed_form, get_link
+from dlsys.collectives import textbook_form
+from dlsys.net import LinkModel, get_link
 
 pytestmark = pytest.mark.ex_ring_allreduce_cost
 
@@ -57,8 +58,8 @@ def test_crossover_equalises_the_closed_forms():
         "on 2 ranks the ring sends as many bytes as recursive doubling and more messages"
     for p in (4, 8, 64):
         n = ring_vs_doubling_crossover_nbytes(p, alpha_s, beta_s_per_byte)
-        assert closed_form("allreduce", "ring", p, n, link) == pytest.approx(
-            closed_form("allreduce", "recursive_doubling", p, n, link), rel=1e-9), f"p={p}"
+        assert textbook_form("allreduce", "ring", p, n, link) == pytest.approx(
+            textbook_form("allreduce", "recursive_doubling", p, n, link), rel=1e-9), f"p={p}"
 
 
 def test_crossover_separates_the_emulated_winners():

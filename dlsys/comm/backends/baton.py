@@ -11,12 +11,13 @@ and the order of execution is deterministic.
 
 Nothing else changes: values and virtual times come from the same Communicator code.
 A rank waits only inside its mailbox, through ``BatonCondition``, which has the interface
-of ``threading.Condition`` that ``Mailbox`` and ``Communicator.recv_any`` use:
+of the ``threading.Condition`` that ``Mailbox`` uses:
 
 * a rank waiting for one message (``Mailbox.take``) sleeps until a matching delivery or
   an abort wakes it: no polling;
-* ``recv_any`` re-reads the other ranks' states, which change without notifying it, so
-  its wait ends after its poll interval (or at a delivery) and it queues for the baton.
+* ``recv_any`` (``Mailbox.wait_any``) re-reads the other ranks' states, which change
+  without notifying it, so its wait ends after its poll interval (or at a delivery) and
+  it queues for the baton.
 
 Ranks must synchronize only through the communicator (as on every backend): a rank that
 blocks on something else holds the baton until the run's deadline.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from .communicator import ANY_SOURCE, WAIT_SRC
+from ..board import ANY_SOURCE, WAIT_SRC
 
 WAITING, READY, RUNNING, DONE = range(4)
 

@@ -24,13 +24,27 @@ Why it looks like this:
   most PIPE_BUF bytes, so any number of senders can share one pipe without a lock).
   A reader thread drains the pipe into the rank's mailbox, so sends never block, and a
   waiting rank sleeps on a condition variable: nothing spins.
-* The parent owns every name: it sweeps /dev/shm/dlsys-<run>-* after success, failure or
-  Ctrl-C; ranks run in their own session (Ctrl-C reaches only the parent, which kills them)
-  and exit by themselves if the parent dies (the lifeline pipe closes).
+* Nothing outlives a run, however it ends (the leak policy). A run's segments are named
+  /dev/shm/dlsys-<launcher pid>-<run>-*, and each rank's command line carries
+  ``dlsys-<launcher pid>-<run>-rank<r>``. Ranks run in their own session (Ctrl-C reaches
+  only the launcher) and hold the read end of a lifeline pipe whose only write end the
+  launcher holds. Then:
+  - success, a failing rank, deadlock, deadline, Ctrl-C: the launcher's ``finally`` kills
+    the ranks still running and sweeps /dev/shm/dlsys-<launcher pid>-<run>-*;
+  - SIGTERM to the launcher (``kill PID``): while a run is under way in the main thread,
+    and if SIGTERM still has its default action, it raises SystemExit(128 + 15) there, so
+    the same ``finally`` runs and the process exits with status 143 (the shell's code for
+    "terminated"); the previous action is restored when the run ends. An application that
+    handles SIGTERM itself (or a run in another thread) keeps its own handling;
+  - SIGKILL of the launcher (nothing of it runs): the lifeline breaks, every rank wakes
+    in its watcher thread, sweeps the run's segments and exits;
+  - whatever a rank created after its sweep, in the instant before it exited: every new
+    run first sweeps /dev/shm/dlsys-<pid>-* of launchers that no longer exist.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import math
@@ -49,9 +63,12 @@ import traceback
 import cloudpickle
 import numpy as np
 
-from .communicator import DONE, STATE, Aborted, Communicator, Header, Mailbox, board_width
-from .launch import Outcome, RankFailed, RunSpec, supervise
-from .logical import as_logical
+from ..board import DONE, STATE, board_width, new_board
+from ..communicator import Communicator
+from ..logical import as_logical
+from ..mailbox import Aborted, Header, Mailbox
+from ..supervise import Outcome, RankFailed, RunSpec, supervise
+from .base import Backend, MailboxTransport
 
 SHM_DIR = "/dev/shm"
 PIPE_BUF = 4096
@@ -63,10 +80,33 @@ MIN_SEGMENT = 1 << 16
 # Smaller payloads are copied even when they could be lent (MPI's eager protocol): below
 # this a copy costs less than the receiver's extra "released" wake-up (docs/performance.md).
 LEND_MIN_NBYTES = 1 << 20
+MAX_PROCESS_RANKS = 256
 
 
 def _shm_path(run_id: str, name: str) -> str:
     return os.path.join(SHM_DIR, f"dlsys-{run_id}-{name}")
+
+
+def _sweep(pattern: str) -> None:
+    """Unlink the segments matching pattern (others may be sweeping the same ones)."""
+    for path in glob.glob(pattern):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _sweep_dead_launchers() -> None:
+    """Unlink the segments of launchers that no longer exist (the pid in their name)."""
+    for path in glob.glob(os.path.join(SHM_DIR, "dlsys-*")):
+        pid = os.path.basename(path).split("-")[1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                os.unlink(path)
+        except PermissionError:
+            pass  # alive, another user's
 
 
 def _map(path: str, nbytes: int | None, create: bool) -> mmap.mmap:
@@ -84,7 +124,7 @@ def _map(path: str, nbytes: int | None, create: bool) -> mmap.mmap:
 class _Segment:
     """One reusable shared-memory segment of a sender's pool."""
 
-    __slots__ = ("name", "mem", "capacity")
+    __slots__ = ("capacity", "mem", "name")
 
     def __init__(self, name: str, mem: mmap.mmap):
         self.name, self.mem, self.capacity = name, mem, len(mem) - SEGMENT_HEADER
@@ -101,7 +141,7 @@ class _Lease:
     frame comes after those reads in program order and across the interpreter's locks.)
     """
 
-    __slots__ = ("_view", "_on_drop")
+    __slots__ = ("_on_drop", "_view")
 
     def __init__(self, view: np.ndarray, on_drop):
         self._view, self._on_drop = view, on_drop
@@ -114,13 +154,14 @@ class _Lease:
         self._on_drop()
 
 
-class _ProcessTransport:
+class _ProcessTransport(MailboxTransport):
     """Send: copy into a free segment of this rank's pool (or lend comm.alloc memory),
     write a header to dst's pipe. Take: map the sender's segment (once per segment) and
     hand the payload out in place."""
 
     def __init__(self, rank, run_id, inbox_writers, mailbox):
-        self.rank, self.run_id, self.writers, self.mailbox = rank, run_id, inbox_writers, mailbox
+        super().__init__(mailbox)
+        self.rank, self.run_id, self.writers = rank, run_id, inbox_writers
         self.pool: list[_Segment] = []
         self.mapped: dict[str, mmap.mmap] = {}  # other ranks' segments this rank has seen
         self.lendable: list[tuple[int, int, str]] = []  # (first address, end address, name)
@@ -225,8 +266,9 @@ def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
                 mailbox.deliver(Header(*frame), None)
 
 
-def _watch_lifeline(fd: int) -> None:
-    os.read(fd, 1)  # returns only when the parent is gone
+def _watch_lifeline(fd: int, run_id: str) -> None:
+    os.read(fd, 1)  # returns only when the launcher is gone (killed before it could sweep)
+    _sweep(_shm_path(run_id, "*"))
     os._exit(70)
 
 
@@ -234,10 +276,9 @@ def _child_main() -> None:
     """Entry point of a rank process: read its job from stdin, run, write the outcome."""
     job = pickle.loads(sys.stdin.buffer.read())
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    threading.Thread(target=_watch_lifeline, args=(job["lifeline"],), daemon=True).start()
     rank, run_id = job["rank"], job["run_id"]
-    board_mem = _map(_shm_path(run_id, "board"), None, create=False)
-    board = np.frombuffer(board_mem, dtype=np.float64).reshape(job["size"], board_width(job["size"]))
+    threading.Thread(target=_watch_lifeline, args=(job["lifeline"], run_id), daemon=True).start()
+    board = new_board(job["size"], _map(_shm_path(run_id, "board"), None, create=False))
     mailbox = Mailbox(rank, board)
     threading.Thread(target=_drain_inbox, args=(job["inbox"], mailbox), daemon=True).start()
     try:
@@ -262,28 +303,55 @@ def _child_main() -> None:
     os._exit(0)  # the reader thread blocks in read(); do not wait for it
 
 
-def run_processes(spec: RunSpec) -> list[Outcome]:
-    run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+class ProcessesBackend(Backend):
+    name = "processes"
+    max_ranks = MAX_PROCESS_RANKS
+
+    def run(self, spec: RunSpec) -> list[Outcome]:
+        _sweep_dead_launchers()
+        with _sigterm_exits():
+            return _run(spec, f"{os.getpid()}-{secrets.token_hex(4)}")
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """SIGTERM raises SystemExit(143) while the run is under way (see the module docstring)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _exit_on_sigterm(signum, frame):
+    signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
+    raise SystemExit(128 + signum)
+
+
+def _run(spec: RunSpec, run_id: str) -> list[Outcome]:
     size = spec.size
-    board_nbytes = size * board_width(size) * 8
-    board_mem = _map(_shm_path(run_id, "board"), board_nbytes, create=True)
-    board = np.frombuffer(board_mem, dtype=np.float64).reshape(size, board_width(size))
     procs: list[subprocess.Popen] = []
     fds: list[int] = []
     outcomes: list = [None] * size
     try:
+        board = new_board(size, _map(_shm_path(run_id, "board"), size * board_width(size) * 8, create=True))
         blob = cloudpickle.dumps(spec)  # the deadline is CLOCK_MONOTONIC, the same in every process
         inboxes = [os.pipe() for _ in range(size)]
         life_r, life_w = os.pipe()
         fds += [fd for pair in inboxes for fd in pair] + [life_r, life_w]
         writers = [w for _, w in inboxes]
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         for rank in range(size):
             job = {"rank": rank, "size": size, "run_id": run_id, "spec": blob, "sys_path": sys.path,
                    "inbox": inboxes[rank][0], "writers": writers, "lifeline": life_r}
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from dlsys.comm.processes import _child_main; _child_main()"],
+                # -P: not the working directory's dlsys, the launcher's (PYTHONPATH)
+                [sys.executable, "-P", "-c", "from dlsys.comm.backends.processes import _child_main; _child_main()",
+                 f"dlsys-{run_id}-rank{rank}"],  # names the run in ps: the marker tests and users look for
                 stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], life_r, *writers],
                 start_new_session=True, env=env)
             procs.append(proc)
@@ -309,8 +377,7 @@ def run_processes(spec: RunSpec) -> list[Outcome]:
             proc.wait()
         for fd in fds:
             os.close(fd)
-        for path in glob.glob(_shm_path(run_id, "*")):
-            os.unlink(path)
+        _sweep(_shm_path(run_id, "*"))
 
 
 def _collect(run_id: str, rank: int, returncode: int) -> Outcome:

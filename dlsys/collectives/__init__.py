@@ -1,0 +1,175 @@
+"""The MPI collectives over a Communicator, one file per family of algorithms (as MPICH's
+src/mpi/coll/), picked by name from one registry.
+
+Call form: ``allreduce(comm, x, op="sum", algorithm="ring")``. As in MPI and
+torch.distributed, every rank passes an array of the same shape and dtype (for broadcast
+and scatter the non-roots' contents are ignored: it is the receive buffer's shape).
+
+    trees.py             barrier (dissemination), binomial broadcast/scatter/gather/reduce,
+                         reduce + broadcast all-reduce
+    ring.py              ring reduce-scatter, all-gather, all-reduce; scatter-allgather broadcast
+    halving_doubling.py  recursive halving/doubling, Rabenseifner; MPICH's fold to a power of two
+    ring_fast.py         the ring all-reduce zero-copy into ``out=`` (the fast path)
+    registry.py          (collective, algorithm) -> rank function, closed form, LaTeX, citation, colour
+
+What a student reads (trees, ring, halving_doubling) is plain sends, receives and numpy;
+ring_fast sends the same messages from lent memory into the caller's buffer, and the tests
+hold both to identical values and traces. A new algorithm: a rank function in one of these
+files (or a new one) and one REGISTRY entry; its closed form, figures and tests follow.
+The functions below check arguments, turn "mean" into a sum and a division, and dispatch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..comm import Communicator, as_payload
+from ..net import get_link, get_node
+from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
+
+OPS = ("sum", "mean", "max")
+
+__all__ = ["barrier", "broadcast", "scatter", "gather", "reduce", "reduce_scatter", "allgather", "allreduce",
+           "ALGORITHMS", "REGISTRY", "Algorithm", "OPS", "check_algorithm", "check_op", "closed_form",
+           "textbook_form"]
+
+
+def check_algorithm(collective: str, algorithm: str) -> None:
+    """ValueError naming the valid choices (callable before any rank starts)."""
+    if collective not in ALGORITHMS:
+        raise ValueError(f"unknown collective {collective!r}; valid: {', '.join(ALGORITHMS)}")
+    if algorithm not in ALGORITHMS[collective]:
+        raise ValueError(f"unknown algorithm {algorithm!r} for {collective}; valid: {', '.join(ALGORITHMS[collective])}")
+
+
+def check_op(op: str) -> None:
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; valid: {', '.join(OPS)}")
+
+
+def _entry(collective: str, algorithm: str, p: int) -> Algorithm:
+    """The registry entry that runs on p ranks: its power-of-two fallback if p is not one."""
+    check_algorithm(collective, algorithm)
+    entry = REGISTRY[(collective, algorithm)]
+    return REGISTRY[(collective, entry.fallback)] if entry.fallback and p & (p - 1) else entry
+
+
+def _mean(result, op: str, p: int):
+    """The algorithms reduce with "sum" or "max"; the mean is the sum over p."""
+    return result / p if op == "mean" and result is not None else result
+
+
+# --- the collectives --------------------------------------------------------------------
+# Algorithms never write their input; those that may hand it back get a copy.
+
+def barrier(comm: Communicator, algorithm: str = "dissemination") -> None:
+    """Return once every rank has entered the barrier."""
+    _entry("barrier", algorithm, comm.size).run(comm)
+
+
+def broadcast(comm: Communicator, x, root: int = 0, algorithm: str = "binomial") -> np.ndarray:
+    """Root's x to every rank."""
+    return _entry("broadcast", algorithm, comm.size).run(comm, as_payload(x).copy(), root)
+
+
+def scatter(comm: Communicator, x, root: int = 0, algorithm: str = "binomial") -> np.ndarray:
+    """Rank r gets block r (np.array_split of the flattened x into p) of root's x."""
+    return _entry("scatter", algorithm, comm.size).run(comm, as_payload(x).copy(), root)
+
+
+def gather(comm: Communicator, x, root: int = 0, algorithm: str = "binomial"):
+    """Root gets every rank's x stacked, shape (p, *x.shape); the others None."""
+    return _entry("gather", algorithm, comm.size).run(comm, as_payload(x).copy(), root)
+
+
+def reduce(comm: Communicator, x, op: str = "sum", root: int = 0, algorithm: str = "binomial"):
+    """Root gets op over every rank's x; the others None."""
+    check_op(op)
+    run = _entry("reduce", algorithm, comm.size).run
+    return _mean(run(comm, as_payload(x).copy(), "max" if op == "max" else "sum", root), op, comm.size)
+
+
+def reduce_scatter(comm: Communicator, x, op: str = "sum", algorithm: str = "ring") -> np.ndarray:
+    """Rank r gets block r (np.array_split of the flattened x into p) of op over all ranks."""
+    check_op(op)
+    run = _entry("reduce_scatter", algorithm, comm.size).run
+    return _mean(run(comm, as_payload(x).copy(), "max" if op == "max" else "sum"), op, comm.size)
+
+
+def allgather(comm: Communicator, x, algorithm: str = "ring") -> np.ndarray:
+    """Every rank gets every rank's x, stacked: shape (p, *x.shape)."""
+    return _entry("allgather", algorithm, comm.size).run(comm, as_payload(x).copy())
+
+
+def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None) -> np.ndarray:
+    """Every rank gets op over every rank's x (same shape as x).
+
+    ``out`` (optional): the result buffer, like MPI_Allreduce's recvbuf (C-contiguous, x's
+    shape and dtype; x itself for an in-place all-reduce). An algorithm with a fast path
+    (the ring: ring_fast.py) writes every sum straight into it, so a caller that reuses it
+    allocates nothing per call; the others copy their result into it.
+    """
+    check_op(op)
+    entry, x, p = _entry("allreduce", algorithm, comm.size), as_payload(x), comm.size
+    _check_out(out, x, op)
+    base_op = "max" if op == "max" else "sum"
+    if p == 1:
+        result = x.copy()
+    elif out is not None and entry.fast is not None:
+        entry.fast(comm, x, base_op, out)
+        return np.divide(out, p, out=out) if op == "mean" else out
+    else:
+        result = entry.run(comm, x, base_op)
+    result = _mean(result, op, p)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _check_out(out, x: np.ndarray, op: str) -> None:
+    if out is None:
+        return
+    if not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == x.dtype
+            and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"out must be a writeable C-contiguous array of shape {x.shape} and dtype {x.dtype}, "
+                         f"got {type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
+    if op == "mean" and x.dtype.kind in "biu":
+        raise ValueError(f"out: the mean of {x.dtype} values is a float; pass out=None")
+
+
+# --- closed forms -----------------------------------------------------------------------
+
+def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce) -> float:
+    if not (isinstance(p, (int, np.integer)) and p >= 1):
+        raise ValueError(f"p must be an int >= 1, got {p!r}")
+    entry = _entry(collective, algorithm, p)
+    if p == 1:
+        return 0.0
+    link = get_link(link)
+    gamma = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
+    return entry.cost(p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p))
+
+
+def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
+                reduce: bool = False, itemsize: int = 1) -> float:
+    """Time in seconds of ``collective`` by ``algorithm`` on p ranks over ``nbytes`` (the
+    whole buffer; for gather and allgather the whole result) of ``itemsize``-byte elements.
+
+    The registry's cost with the block sizes the algorithm really sends: np.array_split
+    cuts nbytes / itemsize elements into p blocks, the largest ceil(n / p) elements. Exact
+    for the emulation where the entry says (``exact``), at every size; an upper bound at
+    uneven sizes where ``uneven == "bound"``. ``reduce=True`` adds the gamma term (node
+    memory bandwidth) of reductions. Thakur, Rabenseifner & Gropp 2005.
+    """
+    count = round(nbytes / itemsize)
+    return _form(collective, algorithm, p, nbytes, lambda k: math.ceil(count / k) * itemsize, link, node, reduce)
+
+
+def textbook_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
+                  reduce: bool = False) -> float:
+    """The textbook closed form: every block n/p bytes (Thakur, Rabenseifner & Gropp 2005).
+    Equals ``closed_form`` when the blocks are even; for figures and for comparison."""
+    return _form(collective, algorithm, p, nbytes, lambda k: nbytes / k, link, node, reduce)

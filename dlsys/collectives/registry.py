@@ -1,0 +1,134 @@
+"""One entry per (collective, algorithm): its rank function, closed form, LaTeX, citation
+and colour. Dispatch (dlsys.collectives), ``check_algorithm``, the CLI's choices, the
+tests and the figures all read REGISTRY, so adding an algorithm is one file and one entry.
+
+Closed forms (Hockney's alpha-beta-gamma model; Thakur, Rabenseifner & Gropp 2005) are
+functions ``cost(p, n, m, a, b, g, L)`` of p ranks, n bytes (the whole buffer; for gather
+and allgather the whole result), m(k) the bytes of the *largest* of k blocks of n
+(np.array_split: ceil(n/k) elements), a = alpha, b = beta, g = gamma (0 unless reductions
+are charged) and L = ceil(lg p). With m(k) = n/k a form is the textbook one. With the real m
+it is exact wherever ``exact`` says, at every n. In a ring the largest block (block 0)
+travels the whole ring, each hop waiting for the one before: that chain alone costs the
+form with m, and smaller other blocks cannot slow any step, so it is exact. Where ``uneven`` is
+"bound", blocks of different sizes meet in one step (a tree's subtrees, a halving's
+halves) and the form with the largest block is an upper bound, the one with the smallest
+a lower bound (every message time grows with its size); both are exact when p divides n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import halving_doubling, ring, ring_fast, trees
+
+EVERY_P, POWERS_OF_TWO = "every p", "powers of two"
+
+
+def lg(p: int) -> int:
+    """ceil(lg p)."""
+    return (p - 1).bit_length()
+
+
+def p2(p: int) -> int:
+    """The largest power of two <= p: the group left after MPICH's fold."""
+    return 1 << (p.bit_length() - 1)
+
+
+def fold(p: int, n: float, a: float, b: float, g: float) -> float:
+    """What MPICH's fold adds to an all-reduce (0 at a power of two): the odd rank of each of
+    the first 2 (p - p2) pairs hands x to the even one, which reduces it (alpha + n beta
+    + n gamma), and gets the result back at the end (alpha + n beta).
+
+    Rabenseifner's partners (p2/2 .. 1, then 1 .. p2/2) XOR to 0, so a folded rank's result
+    waits on a chain of every step that starts at its own late start: the group costs its
+    power-of-two time after the fold, exactly (and no more: starting every rank late cannot
+    be faster). Recursive doubling's partners XOR to p2 - 1: the chain starts at the rank
+    v ^ (p2 - 1), which is late for some folded v only if 2 (p - p2) > p2; elsewhere the
+    form is an upper bound."""
+    return 0.0 if p == p2(p) else 2 * (a + n * b) + n * g
+THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
+PATARASUK = "Patarasuk & Yuan 2009, Bandwidth optimal all-reduce algorithms for clusters of workstations"
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm of one collective.
+
+    ``exact``: the rank counts where the emulation equals ``cost`` ("every p" or "powers
+    of two"; elsewhere the form is an estimate with L = ceil(lg p), where the all-reduces
+    fold to a power of two first). ``uneven``: "exact" (at every length) or "bound" (module
+    docstring). ``fallback``: the algorithm that runs instead when p is not a power of two.
+    ``fast``: runs instead when the caller passes ``out=``; same messages, same trace.
+    """
+
+    collective: str
+    name: str
+    run: Callable    # the rank function (reading path); its arguments depend on the collective
+    cost: Callable   # closed form cost(p, n, m, a, b, g, L) in seconds (module docstring)
+    latex: str       # the textbook form (m = n/p) without gamma, for figures
+    citation: str
+    color: str       # its colour in every figure
+    exact: str = POWERS_OF_TWO
+    uneven: str = "exact"
+    fallback: str | None = None
+    fast: Callable | None = None
+
+
+REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
+    Algorithm("barrier", "dissemination", trees.barrier_dissemination,
+              lambda p, n, m, a, b, g, L: L * a,
+              r"L\,\alpha", "Hensgen, Finkel & Manber 1988, Two algorithms for barrier synchronization",
+              "#8C564B", exact=EVERY_P),
+    Algorithm("broadcast", "binomial", trees.broadcast_binomial,
+              lambda p, n, m, a, b, g, L: L * (a + n * b),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD"),
+    Algorithm("broadcast", "scatter_allgather", ring.broadcast_scatter_allgather,
+              lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
+              r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+              "van de Geijn: Barnett et al. 1994, Interprocessor collective communication library; " + THAKUR,
+              "#17BECF", uneven="bound"),
+    Algorithm("scatter", "binomial", trees.scatter_binomial,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", uneven="bound"),
+    Algorithm("gather", "binomial", trees.gather_binomial,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD"),
+    Algorithm("allgather", "ring", ring.allgather_ring,
+              lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})", PATARASUK, "#1F77B4",
+              exact=EVERY_P),
+    Algorithm("allgather", "recursive_doubling", halving_doubling.allgather_recursive_doubling,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#FF7F0E",
+              fallback="ring"),
+    Algorithm("reduce", "binomial", trees.reduce_binomial,
+              lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD"),
+    Algorithm("reduce_scatter", "ring", ring.reduce_scatter_ring,
+              lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * (b + g)),
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK, "#1F77B4", exact=EVERY_P),
+    Algorithm("reduce_scatter", "recursive_halving", halving_doubling.reduce_scatter_recursive_halving,
+              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * (b + g),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#2CA02C", uneven="bound", fallback="ring"),
+    Algorithm("allreduce", "ring", ring.allreduce_ring,
+              lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
+              r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK + "; Baidu 2017, ring all-reduce", "#1F77B4",
+              exact=EVERY_P, fast=ring_fast.allreduce_ring_into),
+    Algorithm("allreduce", "recursive_doubling", halving_doubling.allreduce_recursive_doubling,
+              lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
+              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E"),  # other p: an upper bound (see fold)
+    Algorithm("allreduce", "rabenseifner", halving_doubling.allreduce_rabenseifner,
+              lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
+                                           + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
+              r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+              "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
+              exact=EVERY_P, uneven="bound"),
+    Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
+              lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
+              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728"),
+]}
+
+# collective -> its algorithms, in registry order (the first is the default)
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    collective: tuple(name for c, name in REGISTRY if c == collective) for collective in dict.fromkeys(c for c, _ in REGISTRY)}

@@ -1,0 +1,48 @@
+"""The ring all-reduce on the fast path: the messages of ``ring.allreduce_ring``, zero-copy.
+
+``allreduce(comm, x, algorithm="ring", out=buf)`` runs this (dlsys bench allreduce does,
+with ``comm.alloc`` buffers). It differs from the reading path only in where bytes live:
+* every sum and every received block is written straight into ``out`` (MPI_Allreduce's
+  recvbuf), so a caller that reuses ``out`` allocates nothing per call;
+* sends are ``isend``: of ``comm.alloc`` memory on the processes backend they are lent,
+  not copied (the receiver reads our memory), so each step ends with ``wait()`` until the
+  right neighbour has dropped our block, and drops the left neighbour's block at once.
+Virtual time is charged by the same sends and receives in the same order, so values and
+traces equal the reading path's (tests/test_collectives.py holds them equal).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..comm import payload_nbytes
+from .base import TAG, recv_like
+
+
+def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.ndarray:
+    """op over every rank's x, written into ``out`` (C-contiguous, x's shape and dtype; may
+    be x itself). 2(p-1)(alpha + n/p beta) + (p-1) n/p gamma, as ``ring.allreduce_ring``."""
+    p, r = comm.size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    blocks, into = np.array_split(x.ravel(), p), np.array_split(out.reshape(-1), p)
+    if p == 1:
+        np.copyto(out, x)
+    # labels spelled out as in base.send (the Communicator names a send's span before it
+    # derives the default label from phase, step and block)
+    for step in range(p - 1):  # reduce-scatter: sums land in out's blocks
+        send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
+        sent = comm.isend(blocks[send_i], right, TAG, f"reduce-scatter step {step} block {send_i}",
+                          phase="reduce-scatter", step=step, block=send_i)
+        incoming = recv_like(comm, left, blocks[recv_i])
+        comm.charge_reduction(payload_nbytes(incoming))
+        blocks[recv_i] = (np.maximum if op == "max" else np.add)(blocks[recv_i], incoming, out=into[recv_i])
+        del incoming  # the left neighbour's memory, lent: let it go before we wait on ours
+        sent.wait()
+    for step in range(p - 1):  # all-gather: received blocks are copied into out's blocks
+        send_i, recv_i = (r - step) % p, (r - step - 1) % p
+        sent = comm.isend(blocks[send_i], right, TAG, f"allgather step {step} block {send_i}",
+                          phase="allgather", step=step, block=send_i)
+        into[recv_i][...] = recv_like(comm, left, blocks[recv_i])
+        blocks[recv_i] = into[recv_i]
+        sent.wait()
+    return out

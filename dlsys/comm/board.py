@@ -1,0 +1,78 @@
+"""The status board: what every rank is doing, readable by every rank and the launcher.
+
+One row of float64 per rank (shared memory on the processes backend):
+
+    STATE     RUNNING, BLOCKED (waiting in its mailbox) or DONE
+    WAIT_SRC  whom a BLOCKED rank waits for (ANY_SOURCE for recv_any)
+    WAIT_TAG  the tag it waits for (RELEASE: a receiver must drop an array it was lent)
+    POSTED    messages this rank has sent; PULLED: messages delivered to its mailbox
+    FROM + s  messages delivered to this rank from rank s
+    SENT + d  messages this rank sent to rank d   (SENT = FROM + size)
+
+Two questions are answered from it alone, with no message exchanged:
+
+* deadlock (``deadlock_report``): every live rank is BLOCKED and every posted message has
+  been delivered (sum POSTED == sum PULLED), so nothing can ever wake anyone;
+* silence (``silent``, recv_any's conservative rule): nothing more can come from src to
+  me before I send again.
+
+A rank bumps its counters before it marks itself BLOCKED, so readers read STATE first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED = range(5)
+FROM = 5
+ANY_SOURCE = -1
+RELEASE = -2
+RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
+
+
+def board_width(size: int) -> int:
+    return FROM + 2 * size
+
+
+def new_board(size: int, buffer=None) -> np.ndarray:
+    """A zeroed board for ``size`` ranks, in ``buffer`` (shared memory) if given."""
+    if buffer is None:
+        return np.zeros((size, board_width(size)))
+    return np.frombuffer(buffer, dtype=np.float64).reshape(size, board_width(size))
+
+
+def board_row(board: np.ndarray, rank: int) -> memoryview:
+    """Rank's row as a memoryview: the same memory, but reading or writing one number costs
+    a third of numpy's item access (it happens several times per message)."""
+    return memoryview(board[rank])
+
+
+def silent(board: np.ndarray, src: int, me: int) -> bool:
+    """Nothing more can come from src to me before I send again: everything it sent me has
+    been delivered, and it finished or waits on me with everything I sent it."""
+    sent = FROM + len(board)
+    theirs, mine = board[src], board[me]
+    finished = theirs[STATE] == DONE
+    waits_on_me = (theirs[STATE] == BLOCKED and theirs[WAIT_SRC] == me
+                   and theirs[FROM + me] == mine[sent + src])
+    return (finished or waits_on_me) and theirs[sent + me] == mine[FROM + src]
+
+
+def deadlock_report(board: np.ndarray) -> str | None:
+    """Who waits for whom, if every live rank waits and no message is in flight."""
+    states = board[:, STATE]
+    if (states == RUNNING).any() or (states == DONE).all():
+        return None
+    if board[:, POSTED].sum() != board[:, PULLED].sum():
+        return None
+    waits = [_waiting(r, board[r]) for r in range(len(board)) if states[r] == BLOCKED]
+    done = [str(r) for r in range(len(board)) if states[r] == DONE]
+    return "; ".join(waits) + (f"; finished: ranks {', '.join(done)}" if done else "")
+
+
+def _waiting(rank: int, row: np.ndarray) -> str:
+    src, tag = int(row[WAIT_SRC]), int(row[WAIT_TAG])
+    if tag == RELEASE:
+        return (f"rank {rank} waits for rank {src} to drop the array rank {rank} lent it "
+                f"(isend of comm.alloc memory completes only then)")
+    return f"rank {rank} waits for " + (f"rank {src}" if src >= 0 else "any rank") + f" (tag {tag})"

@@ -1,0 +1,141 @@
+"""A rank's mailbox: messages wait here, by (src, tag), until the rank takes them.
+
+Every wait marks the rank BLOCKED on the status board (dlsys.comm.board) with whom it
+waits for, and every delivery marks it RUNNING again when it matches, so the launcher
+can tell a deadlock from a slow rank. Every wait has a deadline and ends at an abort
+(another rank failed), so nothing hangs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from .board import (
+    ANY_SOURCE,
+    BLOCKED,
+    FROM,
+    PULLED,
+    RELEASE,
+    RUNNING,
+    STATE,
+    WAIT_SRC,
+    WAIT_TAG,
+    board_row,
+)
+
+POLL_S = 0.05  # how often a blocked rank re-checks abort and its deadline
+ANY_POLL_S = 0.002  # wait_any re-asks this often: the other ranks' states change without a notify
+
+
+class Aborted(Exception):
+    """Raised inside a rank when the run is being torn down because another rank failed."""
+
+
+class Header(NamedTuple):
+    src: int
+    tag: int
+    depart_s: float
+    nbytes: int
+    label: str
+    dtype: np.dtype  # its string on the processes backend (cheaper to pickle)
+    shape: tuple
+    handle: object = None  # transport-specific (the shared-memory name on processes)
+    meta: tuple | None = None  # (phase, step, block) of a collective's message, for figures
+
+
+class Mailbox:
+    """One rank's inbox. ``cond``: the threads backend passes a BatonCondition
+    (dlsys.comm.backends.baton), so that ranks take turns; otherwise a threading.Condition."""
+
+    def __init__(self, rank: int, board: np.ndarray, cond=None):
+        self.rank, self.row = rank, board_row(board, rank)
+        # deliver and take enter the bare lock (a C-level ``with``: they run once per message)
+        self._lock = threading.Lock() if cond is None else cond.lock
+        self._cond = threading.Condition(self._lock) if cond is None else cond
+        self._stash: dict[tuple[int, int], deque] = defaultdict(deque)
+        self._pulled, self._from = 0, defaultdict(int)  # mirrors of the board's counters
+        self._released: set = set()  # loans (see Communicator.alloc) their receivers dropped
+        self._awaited = None
+        self.aborted = False
+
+    def deliver(self, header: Header, payload) -> None:
+        with self._lock:
+            self._stash[(header.src, header.tag)].append((header, payload))
+            row = self.row
+            self._pulled += 1  # counted in Python, stored to the board: cheaper than numpy +=
+            row[PULLED] = self._pulled
+            self._from[header.src] += 1
+            row[FROM + header.src] = self._from[header.src]
+            if row[STATE] == BLOCKED:  # a rank that is not waiting needs no wake-up
+                if row[WAIT_SRC] == header.src and row[WAIT_TAG] == header.tag:
+                    row[STATE] = RUNNING
+                self._cond.notify()
+
+    def take(self, src: int, tag: int, deadline: float):
+        """The next (header, payload) from src with this tag; waits for it."""
+        with self._lock:
+            queue, row = self._stash[(src, tag)], self.row
+            while not queue:
+                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
+                self._cond.wait(POLL_S)
+                self._check(deadline, f"no message from rank {src} (tag {tag})")
+            row[STATE] = RUNNING
+            return queue.popleft()
+
+    def wait_any(self, tag: int, choose: Callable, deadline: float):
+        """Wait until ``choose(head)`` returns a source, and return it.
+
+        ``head(src, tag)`` is the header of the next message from src with this tag, or
+        None; ``choose`` runs under the mailbox's lock, so no delivery changes the heads
+        while it looks, and it is asked again at every delivery and every ANY_POLL_S.
+        """
+        with self._lock:
+            row = self.row
+            while (chosen := choose(self.head)) is None:
+                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = ANY_SOURCE, tag, BLOCKED
+                self._cond.wait(ANY_POLL_S)
+                self._check(deadline, f"recv_any (tag {tag}) could not choose a message")
+            row[STATE] = RUNNING
+            return chosen
+
+    def head(self, src: int, tag: int) -> Header | None:
+        queue = self._stash.get((src, tag))
+        return queue[0][0] if queue else None
+
+    def released(self, loan: int) -> None:
+        """The receiver of loan ``loan`` dropped the array: the sender may reuse the memory."""
+        with self._lock:
+            self._released.add(loan)
+            if self._awaited == loan:
+                self.row[STATE] = RUNNING
+                self._cond.notify()
+
+    def wait_released(self, loan: int, dst: int, deadline: float) -> None:
+        with self._lock:
+            row, self._awaited = self.row, loan
+            while loan not in self._released:
+                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = dst, RELEASE, BLOCKED
+                self._cond.wait(POLL_S)
+                self._check(deadline, f"rank {dst} did not drop the array this rank lent it "
+                                      "(isend of comm.alloc memory)")
+            self._released.remove(loan)
+            self._awaited = None
+            row[STATE] = RUNNING
+
+    def abort(self) -> None:
+        with self._cond:
+            self.aborted = True
+            self._cond.notify_all()
+
+    def _check(self, deadline: float, what: str) -> None:
+        if self.aborted:
+            raise Aborted()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {self.rank}: {what} before the deadline")
+

@@ -1,0 +1,75 @@
+"""Run supervision, the same on every backend: wait for the ranks, never hang.
+
+A backend starts the ranks of a ``RunSpec`` and calls ``supervise`` with the run's status
+board; supervise returns when every rank has finished, and raises instead of hanging:
+``RankFailed`` (a rank raised or died; raised by the backend's ``finished``),
+``DeadlockError`` (every live rank waits and no message is in flight, dlsys.comm.board)
+or TimeoutError (the run's wall-clock deadline passed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..net import LinkModel
+from .board import deadlock_report
+
+
+class RankFailed(RuntimeError):
+    """A rank raised or died; ``rank`` says which, ``rank_traceback`` shows where."""
+
+    def __init__(self, rank: int, summary: str, rank_traceback: str = ""):
+        self.rank, self.summary, self.rank_traceback = rank, summary, rank_traceback
+        text = f"rank {rank} failed: {summary}"
+        super().__init__(text + (f"\n--- traceback of rank {rank} ---\n{rank_traceback}" if rank_traceback else ""))
+
+
+class DeadlockError(RuntimeError):
+    """Every live rank waits for a message that no rank will send."""
+
+
+class RunSpec(NamedTuple):
+    """Everything a rank needs to run its program (it travels to processes by value)."""
+    program: Callable
+    args: tuple
+    kwargs: dict
+    size: int
+    link: LinkModel
+    nodes: tuple
+    seed: int
+    charge_reductions: bool
+    record: bool
+    deadline: float  # time.monotonic() after which the run is abandoned
+
+
+class Outcome(NamedTuple):
+    """What a rank returns to the launcher."""
+    value: Any
+    spans: list
+    messages: list
+    clock_s: float
+
+
+def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],
+              deadline: float, poll_s: float = 0.1, confirm_s: float = 0.5) -> None:
+    """Wait until ``finished()``; raise DeadlockError or TimeoutError instead of hanging.
+
+    ``finished`` raises RankFailed itself. A deadlock is reported only after the board has
+    stayed unchanged for ``confirm_s`` (a woken rank may not have been scheduled yet).
+    """
+    seen = None  # (report, board snapshot, first seen at)
+    while not finished():
+        report = deadlock_report(board)
+        if report is None:
+            seen = None
+        elif seen is None or seen[0] != report or not np.array_equal(seen[1], board):
+            seen = (report, board.copy(), time.monotonic())
+        elif time.monotonic() - seen[2] >= confirm_s:
+            raise DeadlockError(f"deadlock: no rank can make progress: {report}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the run did not finish before its deadline (timeout_s); board: {report or 'ranks still running'}")
+        wait(poll_s)
