@@ -10,18 +10,23 @@ import streamlit as st
 
 from dlsys import bench, experiments
 from dlsys.net import LINK_PRESETS
+from dlsys.train import TrainConfig
 from dlsys.viz.units import format_bytes
 
-MAX_REAL_NBYTES = 64 * 2**10  # real arrays per rank stay this small; larger sizes are charged logically
+# real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
+# sizes run on real elements that each stand for several, charged at the logical size
+MAX_MEMORY_BYTES = 16 * 2**20
 SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20, 2**30, 4 * 2**30]
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
+TRAIN_WORKERS = 4
+REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 4 processes x 64 MiB need 1.7 GiB
 
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
     """A size in bytes, 4 B to 4 GiB (costs are virtual, so huge sizes are cheap)."""
     return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=key,
-                            help="Bytes per rank. Real arrays stay small (at most 64 KiB per rank); "
-                                 "the virtual time is computed for the size chosen here.")
+                            help=f"Bytes per rank. Real arrays stay small (at most {format_bytes(MAX_MEMORY_BYTES)} "
+                                 "for all ranks); the virtual time is computed for the size chosen here.")
 
 
 def link_select(key: str, default: str = "tcp-10gbe") -> str:
@@ -34,18 +39,29 @@ def link_select(key: str, default: str = "tcp-10gbe") -> str:
 def real_data_note(record: dict) -> str:
     """An honest caption: what really ran, and how the virtual time was charged."""
     real = format_bytes(record["real_nbytes"])
-    if record["scale"] == 1.0:
+    low, high = record["scale_min"], record["scale_max"]
+    if high == 1:
         return f"Real run: {real} per rank of real float32 data moved between {record['ranks']} ranks (threads)."
+    stands = f"{low:,}" if low == high else f"{low:,} to {high:,} (one element per ring block)"
     return (f"Real run on {real} per rank of real float32 data ({record['ranks']} ranks, threads); every real "
-            f"byte is charged as {record['scale']:.6g} bytes, so the virtual times and byte counts are those "
-            f"of {format_bytes(record['nbytes'])} (exact: latency and per-message costs are unchanged).")
+            f"element stands for {stands} elements, and every message is charged at its logical size, so the "
+            f"virtual times and byte counts are those of {format_bytes(record['nbytes'])} (exact).")
+
+
+def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
+    """experiments.simulate_collective within MAX_MEMORY_BYTES, without the returned arrays;
+    a size that cannot be scaled exactly for this algorithm stops the page with the reason."""
+    try:
+        return _collective(name, algorithm, ranks, nbytes, link)
+    except ValueError as exc:
+        st.error(f"{exc}. Pick another size or rank count.")
+        st.stop()
 
 
 @st.cache_data(**CACHE)
-def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
-    """experiments.simulate_collective on capped real buffers, without the returned arrays."""
+def _collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
     return experiments.without_values(experiments.simulate_collective(
-        name, algorithm, ranks, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES))
+        name, algorithm, ranks, nbytes, link, max_memory_bytes=MAX_MEMORY_BYTES))
 
 
 @st.cache_data(**CACHE)
@@ -56,27 +72,39 @@ def ring_steps(ranks: int, link: str) -> list:
 
 @st.cache_data(**CACHE)
 def ps_vs_ring(workers: int, nbytes: int, link: str) -> dict:
-    """experiments.ps_vs_ring on capped real buffers, without the returned arrays."""
-    records = experiments.ps_vs_ring(workers, nbytes, link, max_real_nbytes=MAX_REAL_NBYTES)
+    """experiments.ps_vs_ring within MAX_MEMORY_BYTES, without the returned arrays."""
+    records = experiments.ps_vs_ring(workers, nbytes, link, max_memory_bytes=MAX_MEMORY_BYTES)
     return {name: experiments.without_values(r) for name, r in records.items()}
 
 
 @st.cache_data(**CACHE)
 def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
     """experiments.ps_vs_ring_scaling for 2 to 32 workers."""
-    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link)
+    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link, MAX_MEMORY_BYTES)
 
 
 @st.cache_data(**CACHE)
 def emulated_allreduce_costs(link: str, ranks: int) -> list:
     """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
-    return experiments.emulated_allreduce_costs(link, ranks)
+    return experiments.emulated_allreduce_costs(link, ranks, max_memory_bytes=MAX_MEMORY_BYTES)
+
+
+@st.cache_data(max_entries=48, show_spinner="training on real ranks...")
+def training(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
+             lr: float = 0.1, **options) -> dict:
+    """experiments.train of the digits MLP on TRAIN_WORKERS workers (threads), the last one
+    ``straggler_factor`` times slower; cached without the weights and the ranks' values."""
+    straggler = (TRAIN_WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
+    record = experiments.train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), TRAIN_WORKERS,
+                               link=link, straggler=straggler, **options)
+    return {k: v for k, v in experiments.without_values(record).items() if k != "params"}
 
 
 @st.cache_data(max_entries=32, show_spinner="running real rank processes...")
 def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
     """bench.allreduce_bench: a real all-reduce between processes, vs memcpy (wall clock)."""
-    return bench.allreduce_bench(ranks, nbytes, "ring", repeats=5, warmup=1, buffers=buffers)
+    return bench.allreduce_bench(ranks, nbytes, "ring", repeats=5, warmup=1, buffers=buffers,
+                                 max_memory_bytes=REAL_DATA_PATH_BYTES)
 
 
 @st.cache_data(max_entries=16, show_spinner="emulating...")

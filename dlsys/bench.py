@@ -10,17 +10,17 @@ Two different questions, two different clocks:
   for the same n, measured by rank 0 in the same run between the repeats.
 * ``emulate_allreduce`` / ``emulate_ps``: the wall time and peak memory this machine
   needs to *emulate* a large cluster on the ``threads`` backend (virtual time), with
-  payloads of a logical size far above what is allocated (``dlsys.comm.logical``).
+  payloads of a logical size far above what is allocated (``dlsys.experiments.budget``).
 
     dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--json]
     dlsys bench latency [--size 8B] [--json]
     dlsys bench emulate --scheme ring --ranks 512 [--json]
+
+(The command line is ``dlsys.cli.bench``.)
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import resource
 import statistics
@@ -31,14 +31,19 @@ import time
 import numpy as np
 
 from . import collectives
-from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
-from .comm.logical import LogicalArray
 from .collectives import closed_form
-from .net import busbw_factor, get_link, parse_size, size_arg
+from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
+from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
+from .experiments.budget import PROCESS_RANK_BYTES
+from .experiments.checks import check_int
+from .net import busbw_factor, get_link, parse_size
 from .profiles import totals
-from .viz.units import format_bytes, format_rate, format_seconds
+from .ps import ps_round
+from .viz.units import format_bytes
 
 MAX_BENCH_NBYTES = 2**30
+# per rank: the pattern, the input, the expected sum (bench_data); x and out; rank 0's memcpy target
+REAL_BUFFERS = 6
 PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks are exact
 
 
@@ -89,22 +94,31 @@ def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: i
 
 
 def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repeats: int = 10,
-                    warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc") -> dict:
+                    warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc",
+                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
     """Wall-clock all-reduce of float32 data on ``ranks`` processes, vs memcpy (see module doc).
 
     Each repeat's time is the slowest rank's (the collective is done when the last rank
     is); ``wall_time_s`` is the median over repeats, and ``memcpy_Bps`` is n over the
     median time of ``np.copyto`` of the same n bytes. ``buffers``: ``alloc`` (lent sends)
-    or ``plain`` (copied sends; see ``_allreduce_program``). Returns a JSON-ready record.
+    or ``plain`` (copied sends; see ``_allreduce_program``). The bytes are real (this
+    measures the data path), so ranks x (``REAL_BUFFERS`` x size + an interpreter) must fit
+    ``max_memory_bytes``. Returns a JSON-ready record.
     """
     if buffers not in BUFFERS:
         raise ValueError(f"buffers must be one of {', '.join(BUFFERS)}, got {buffers!r}")
-    ranks = _check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
-    repeats, warmup = _check_int("repeats", repeats, 1, 10_000), _check_int("warmup", warmup, 0, 10_000)
+    ranks = check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
+    repeats, warmup = check_int("repeats", repeats, 1, 10_000), check_int("warmup", warmup, 0, 10_000)
     collectives.check_algorithm("allreduce", algorithm)
     nbytes = parse_size(size)
     if not (4 <= nbytes <= MAX_BENCH_NBYTES and nbytes % 4 == 0):
         raise ValueError(f"size must be a multiple of 4 bytes (float32) in 4..{MAX_BENCH_NBYTES}, got {nbytes}")
+    need = ranks * (REAL_BUFFERS * nbytes + PROCESS_RANK_BYTES)
+    if need > max_memory_bytes:
+        raise ValueError(f"{ranks} rank processes with {REAL_BUFFERS} real buffers of {format_bytes(nbytes)} each need "
+                         f"{format_bytes(need)}, "
+                         f"more than the memory budget {format_bytes(max_memory_bytes)} (--max-memory): "
+                         "the real data path cannot scale its buffers; lower --ranks or --size")
     result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats, buffers),
                     record=False, timeout_s=timeout_s)
     per_repeat = [max(ts) for ts in zip(*(times for times, _ in result.values))]
@@ -173,7 +187,7 @@ def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
 def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: float = 600.0) -> dict:
     """Round-trip time of a ping-pong of ``size`` bytes between two processes backend
     ranks (median of repeats), next to the same ping-pong over bare pipes in the same run."""
-    repeats, warmup = _check_int("repeats", repeats, 1, 1_000_000), _check_int("warmup", warmup, 0, 1_000_000)
+    repeats, warmup = check_int("repeats", repeats, 1, 1_000_000), check_int("warmup", warmup, 0, 1_000_000)
     nbytes = parse_size(size)
     if not 1 <= nbytes <= 4096:
         raise ValueError(f"size must be 1..4096 bytes (a small message; use bench allreduce for bandwidth), got {nbytes}")
@@ -186,152 +200,51 @@ def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: f
 
 # --- the emulation's scale ----------------------------------------------------------------
 
-def logical_gradient(params: int, blocks: int, value: float) -> LogicalArray:
-    """A gradient standing for ``params`` float32 (rounded up to a multiple of ``blocks``)
-    held as ``blocks`` real elements, all ``value``: one real element per ring block, so
-    every block is the same size, as the closed form assumes."""
-    return LogicalArray(np.full(blocks, value, np.float32), math.ceil(params / blocks))
+def _ring_program(comm, plan: BufferPlan):
+    total = collectives.allreduce(comm, plan.full(comm.rank + 1), algorithm="ring")
+    return bool(np.all(total == comm.size * (comm.size + 1) // 2))
 
 
-def _ring_program(comm, params: int):
-    grad = logical_gradient(params, comm.size, comm.rank + 1)
-    total = collectives.allreduce(comm, grad, algorithm="ring")
-    return bool(np.all(total == comm.size * (comm.size + 1) // 2)), total.logical_nbytes
-
-
-def _ps_program(comm, params: int):
-    """One synchronous parameter-server round, ps-lite style: every worker pushes its
-    gradient to rank 0, rank 0 averages them and sends the new weights to every worker."""
-    workers = comm.size - 1
-    if comm.rank == 0:
-        total = sum(comm.recv(w, label="push gradient") for w in range(1, workers + 1))
-        weights = total / workers
-        for w in range(1, workers + 1):
-            comm.send(weights, w, label="pull weights")
-    else:
-        comm.send(logical_gradient(params, 1, comm.rank), 0, label="push gradient")
-        weights = comm.recv(0, label="pull weights")
-    return bool(np.all(weights == (workers + 1) / 2)), weights.logical_nbytes
+def _ps_program(comm, plan: BufferPlan):
+    """One synchronous parameter-server round (``dlsys.ps.ps_round``), rank 0 the server."""
+    weights = ps_round(comm, None if comm.rank == 0 else plan.full(comm.rank))
+    return bool(np.all(weights == comm.size / 2))
 
 
 def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, link="tcp-10gbe",
-            timeout_s: float = 600.0) -> dict:
+            max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, timeout_s: float = 600.0) -> dict:
     """Emulate one all-reduce (``ring``) or one parameter-server round (``ps``, rank 0 the
-    server) of a ``params``-float32 gradient (default: AlexNet) on ``ranks`` threads.
+    server) of a ``params``-float32 gradient (default: AlexNet) on ``ranks`` threads, on
+    real buffers within ``max_memory_bytes`` (``experiments.plan_buffers``: exact logical
+    sizes, one real element per ring block if the blocks are uneven).
 
-    Returns wall time, the process's peak resident memory so far (run it in a fresh
-    process to measure one emulation), the virtual time and its closed form.
+    Returns wall time, messages per wall second, the process's peak resident memory so far
+    (run it in a fresh process to measure one emulation), the virtual time and its closed
+    form (the ring's at its largest block, which sets every step).
     """
     if scheme not in ("ring", "ps"):
         raise ValueError(f"scheme must be 'ring' or 'ps', got {scheme!r}")
-    ranks = _check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
-    params = totals("alexnet")[0] if params is None else _check_int("params", params, 1, 10**12)
+    ranks = check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
+    params = totals("alexnet")[0] if params is None else check_int("params", params, 1, 10**12)
     link = get_link(link)
-    program = _ring_program if scheme == "ring" else _ps_program
-    result = launch(program, ranks, "threads", link=link, args=(params,), record=False, timeout_s=timeout_s)
-    if not all(ok for ok, _ in result.values):
-        raise AssertionError(f"{scheme}: a rank returned a wrong result")
-    nbytes = result.values[0][1]
     if scheme == "ring":
-        closed = closed_form("allreduce", "ring", ranks, nbytes, link)
+        plan = plan_buffers(params, ranks, unit=ranks, split_per_block=True, max_memory_bytes=max_memory_bytes)
+        program, messages = _ring_program, 2 * ranks * (ranks - 1)
+        closed = closed_form("allreduce", "ring", ranks, ranks * -(-params // ranks) * 4, link)
     else:
-        from .experiments import ps_closed_form_s
-        closed = ps_closed_form_s(ranks - 1, nbytes, link)
+        plan = plan_buffers(params, ranks, max_memory_bytes=max_memory_bytes)
+        program, messages = _ps_program, 2 * (ranks - 1)
+        closed = ps_closed_form_s(ranks - 1, params * 4, link)
+    result = launch(program, ranks, "threads", link=link, args=(plan,), record=False, timeout_s=timeout_s)
+    if not all(result.values):
+        raise AssertionError(f"{scheme}: a rank returned a wrong result")
     t = result.virtual_time_s
     return {"benchmark": "emulate", "scheme": scheme, "backend": "threads", "ranks": ranks,
-            "params": nbytes // 4, "logical_nbytes": nbytes, "link": link.name,
-            "messages": 2 * ranks * (ranks - 1) if scheme == "ring" else 2 * (ranks - 1),
-            "wall_time_s": result.wall_time_s, "peak_rss_bytes": _peak_rss_bytes(),
-            "virtual_time_s": t, "closed_form_s": closed, "relative_error": abs(t - closed) / closed}
+            "params": params, "logical_nbytes": params * 4, "link": link.name, "messages": messages,
+            "wall_time_s": result.wall_time_s, "messages_per_s": messages / result.wall_time_s,
+            "peak_rss_bytes": _peak_rss_bytes(), "virtual_time_s": t, "closed_form_s": closed,
+            "relative_error": abs(t - closed) / closed, **plan_record(plan, max_memory_bytes)}
 
 
 def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-
-def _check_int(name: str, value, low: int, high: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return int(value)
-
-
-# --- the command line -------------------------------------------------------------------
-
-def _report(args, rec: dict, title: str, rows) -> int:
-    """``--json``: the record as one JSON object; otherwise the title and a table of rows."""
-    if args.json:
-        print(json.dumps(rec))
-        return 0
-    print(title)
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
-    return 0
-
-
-def cmd_allreduce(args) -> int:
-    rec = allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers)
-    sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
-    title = (f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
-             f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up")
-    return _report(args, rec, title, [
-        ("time", format_seconds(rec["wall_time_s"])),
-        ("algbw", format_rate(rec["algbw_Bps"]) + "  (n / t)"),
-        ("busbw", format_rate(rec["busbw_Bps"]) + "  (algbw * 2(p-1)/p, as nccl-tests)"),
-        ("memcpy", format_rate(rec["memcpy_Bps"]) + f"  (numpy copy of {format_bytes(rec['nbytes'])}, same run)"),
-        ("busbw/memcpy", f"{rec['ratio_to_memcpy']:.2f}"),
-        ("correct", "yes (every repeat checked)"),
-    ])
-
-
-def cmd_latency(args) -> int:
-    rec = latency_bench(args.size, args.repeats, args.warmup)
-    title = f"ping-pong of {format_bytes(rec['nbytes'])} between 2 ranks, processes backend, median of {rec['repeats']}"
-    return _report(args, rec, title, [
-        ("round trip", format_seconds(rec["round_trip_s"])),
-        ("bare pipes", format_seconds(rec["pipe_round_trip_s"]) + "  (two processes, two pipes, no dlsys; same run)"),
-        ("ratio", f"{rec['ratio_to_pipes']:.2f}x"),
-    ])
-
-
-def cmd_emulate(args) -> int:
-    rec = emulate(args.scheme, args.ranks, args.params, args.link)
-    what = "ring all-reduce" if rec["scheme"] == "ring" else "parameter-server round"
-    title = (f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "
-             f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}")
-    return _report(args, rec, title, [
-        ("messages", f"{rec['messages']:,}"),
-        ("wall time here", format_seconds(rec["wall_time_s"])),
-        ("peak memory", format_bytes(rec["peak_rss_bytes"]) + "  (this process)"),
-        ("virtual time", format_seconds(rec["virtual_time_s"], 6)),
-        ("closed form", format_seconds(rec["closed_form_s"], 6) + f"  (relative error {rec['relative_error']:.1e})"),
-    ])
-
-
-def add_commands(subparsers) -> None:
-    """Register ``dlsys bench allreduce`` and ``dlsys bench emulate``."""
-    bench = subparsers.add_parser("bench", help="benchmark the real data path and the emulator's scale")
-    sub = bench.add_subparsers(dest="bench_command", required=True)
-    ar = sub.add_parser("allreduce", help="real wall-clock all-reduce between processes, vs memcpy")
-    ar.add_argument("--ranks", type=int, default=2, help="processes P (default 2)")
-    ar.add_argument("--size", type=size_arg, default="64MiB", help="bytes per rank, float32 (default 64MiB)")
-    ar.add_argument("--algo", default="ring", choices=list(collectives.ALGORITHMS["allreduce"]))
-    ar.add_argument("--repeats", type=int, default=10, help="timed repeats, the median is reported (default 10)")
-    ar.add_argument("--warmup", type=int, default=3, help="untimed repeats first (default 3)")
-    ar.add_argument("--buffers", default="alloc", choices=BUFFERS,
-                    help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
-    ar.add_argument("--json", action="store_true", help="print one JSON object")
-    ar.set_defaults(func=cmd_allreduce)
-    lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")
-    lat.add_argument("--size", type=size_arg, default="8B", help="bytes per message, 1..4096 (default 8B)")
-    lat.add_argument("--repeats", type=int, default=1000, help="timed round trips, the median is reported")
-    lat.add_argument("--warmup", type=int, default=50, help="untimed round trips first (default 50)")
-    lat.add_argument("--json", action="store_true", help="print one JSON object")
-    lat.set_defaults(func=cmd_latency)
-    em = sub.add_parser("emulate", help="wall time and memory of a large emulated cluster (threads backend)")
-    em.add_argument("--scheme", default="ring", choices=["ring", "ps"], help="ring all-reduce or a PS round")
-    em.add_argument("--ranks", type=int, default=512, help="emulated ranks (default 512)")
-    em.add_argument("--params", type=int, default=None, help="float32 parameters (default AlexNet's 61,100,840)")
-    em.add_argument("--link", default="tcp-10gbe")
-    em.add_argument("--json", action="store_true", help="print one JSON object")
-    em.set_defaults(func=cmd_emulate)

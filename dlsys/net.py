@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 __all__ = [
     "LinkModel", "NodeModel", "LINK_PRESETS", "NODE_PRESETS", "get_link", "get_node",
-    "busbw_factor", "parse_size", "size_arg",
+    "busbw_factor", "parse_size",
 ]
 
 
@@ -174,15 +174,6 @@ def busbw_factor(collective: str, p: int) -> float:
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
           "GIB": 2**30, "K": 2**10, "M": 2**20, "G": 2**30}
-
-
-def size_arg(text: str) -> int:
-    """parse_size as an argparse ``type=``: its message, not argparse's generic one."""
-    import argparse
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_size(text) -> int:

@@ -21,6 +21,9 @@ Consistency, with a worker's clock c = the number of gradients it has pushed:
 Training stops after a budget of epochs * steps_per_epoch * W gradients: the server then
 answers pulls with "stop". So under ASP fast workers simply do more of the work.
 
+The simplest round of all, one server and plain synchronous averaging, is ``ps_round``:
+the experiments that put a parameter server beside ring all-reduce use it.
+
 Determinism: server 0 takes requests in virtual-arrival order (``comm.recv_any``); with
 several servers it tells the others the order (a 1-number message), so every server makes
 the same decisions. Under BSP the order is fixed (round robin), no ordering messages.
@@ -51,6 +54,26 @@ UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
 
 class WorkerFailed(RuntimeError):
     """A worker left a BSP run: no synchronous round can complete without it."""
+
+
+def ps_round(comm, grad=None):
+    """One synchronous parameter-server round, rank 0 the server: every worker (ranks
+    1..W) pushes its gradient ``grad``, the server averages the W gradients and sends the
+    mean back to every worker. Returns the mean on every rank (``grad`` is unused on rank 0).
+
+    The server's ingress carries W n bytes and its egress another W n, where a ring
+    all-reduce puts 2 (W-1)/W n on every link: one round costs
+    2 (alpha + n beta) + 2 (W-1) n / B (``experiments.ps_closed_form_s``).
+    """
+    workers = comm.size - 1
+    if comm.rank == 0:
+        total = sum(comm.recv(w, label="push gradient") for w in range(1, workers + 1))
+        mean = total / workers
+        for w in range(1, workers + 1):
+            comm.send(mean, w, label="pull mean")
+        return mean
+    comm.send(grad, 0, label="push gradient")
+    return comm.recv(0, label="pull mean")
 
 
 class KeyLayout:

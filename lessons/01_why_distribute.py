@@ -25,7 +25,7 @@ import numpy as np
 import dlsys
 from dlsys import collectives, nn, profiles
 from dlsys.data import load_digits
-from dlsys.experiments import launch_logical, real_count
+from dlsys.experiments import collective_plan
 from dlsys.net import get_link, get_node
 from dlsys.viz.lessons import show, strong_scaling
 
@@ -133,7 +133,9 @@ print(f"y is {y_parallel.shape}; largest difference from x @ W: {np.abs(y_parall
 # communication *share* grows. Below, ResNet-50 (25.6 M parameters, 4.1 GMACs per
 # sample; `dlsys.profiles`) with B = 256 on V100-class nodes, emulated: every rank
 # computes its share and then really runs the ring all-reduce (on small real buffers
-# charged as the full 102 MB, `launch_logical`).
+# charged as the full 102 MB: `collective_plan` picks real buffers within a memory
+# budget, each real element standing for many, and every message is charged at its
+# logical size).
 
 # %%
 params, fwd_flops = profiles.totals("resnet50")
@@ -141,19 +143,21 @@ GLOBAL_BATCH, NODE = 256, "v100"
 grad_nbytes = 4 * params
 
 
-def iteration(comm, flops_per_rank, count):
+MAX_MEMORY_BYTES = 64 * 2**20  # real buffers of all ranks together
+
+
+def iteration(comm, flops_per_rank, plan):
     """One synchronous data-parallel step: compute, then all-reduce the gradients."""
     comm.compute(flops=flops_per_rank, label="forward + backward")
-    collectives.allreduce(comm, np.ones(count, np.float32), op="mean")
+    collectives.allreduce(comm, plan.full(1.0), op="mean")
 
 
 rows = []
 for link in ("tcp-10gbe", "rdma-edr"):
     for p in (1, 2, 4, 8, 16, 32, 64):
         flops_per_rank = 3 * fwd_flops * GLOBAL_BATCH / p
-        count = real_count(params, p, 4, 64 * 1024)
-        run = launch_logical(iteration, p, grad_nbytes, count * 4, link=link, node=NODE,
-                             args=(flops_per_rank, count))
+        plan = collective_plan("allreduce", "ring", p, params, max_memory_bytes=MAX_MEMORY_BYTES)
+        run = dlsys.launch(iteration, p, "threads", link=link, node=NODE, args=(flops_per_rank, plan))
         compute_s = get_node(NODE).compute_s(flops_per_rank)
         rows.append({"link": link, "ranks": p, "compute_s": compute_s,
                      "communication_s": run.virtual_time_s - compute_s, "time_s": run.virtual_time_s})

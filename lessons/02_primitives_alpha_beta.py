@@ -24,8 +24,8 @@ import numpy as np
 
 import dlsys
 from dlsys import collectives
-from dlsys.experiments import launch_logical, link_table, real_count
 from dlsys.collectives import closed_form
+from dlsys.experiments import link_table, plan_buffers
 from dlsys.net import get_link
 from dlsys.viz.comm import timeline
 from dlsys.viz.costs import link_comparison
@@ -56,8 +56,8 @@ from dlsys.viz.units import format_bytes, format_rate, format_seconds
 # sends them back; half the round trip is T(n).
 
 # %%
-def ping_pong(comm, count):
-    buf = np.zeros(count, np.uint8)
+def ping_pong(comm, plan):
+    buf = plan.full(0)
     if comm.rank == 0:
         comm.send(buf, 1, label="ping")
         comm.recv(1)
@@ -67,11 +67,12 @@ def ping_pong(comm, count):
 
 
 SIZES = [4**k for k in range(16)]  # 1 B .. 1 GiB
+MAX_MEMORY_BYTES = 2**20  # real buffers of all ranks together (dlsys.experiments.plan_buffers)
 rows = []
 for link in ("tcp-10gbe", "rdma-edr"):
     for n in SIZES:
-        count = real_count(n, 2, 1, 64 * 1024)  # big messages: small real buffers charged as n bytes
-        run = launch_logical(ping_pong, 2, n, count, link=link, args=(count,))
+        plan = plan_buffers(n, 2, "uint8", max_memory_bytes=MAX_MEMORY_BYTES)  # big messages: small real
+        run = dlsys.launch(ping_pong, 2, "threads", link=link, args=(plan,))    # buffers charged as n bytes
         rows.append({"link": link, "nbytes": n, "time_s": run.virtual_time_s / 2})
 
 print(f"{'link':<10} {'n':>10} {'T(n) emulated':>14} {'alpha + n beta':>15} {'n / T(n)':>12}")
@@ -142,8 +143,9 @@ for name in held[0]:
 # $$T_\text{binomial}(p, n) = \lceil \lg p \rceil \, (\alpha + n\beta)$$
 
 # %%
-def loop_broadcast(comm, x):
+def loop_broadcast(comm, plan):
     """The root sends x to every other rank in turn."""
+    x = plan.full(1.0)
     if comm.rank == 0:
         for dst in range(1, comm.size):
             comm.send(x, dst, label=f"to rank {dst}")
@@ -151,7 +153,8 @@ def loop_broadcast(comm, x):
     return comm.recv(0)
 
 
-def tree_broadcast(comm, x):
+def tree_broadcast(comm, plan):
+    x = plan.full(1.0)
     return collectives.broadcast(comm, x if comm.rank == 0 else np.zeros_like(x), root=0)
 
 
@@ -159,10 +162,9 @@ LINK = "tcp-10gbe"
 bcast_rows = []
 for n in (64, 2**20):
     for p in (2, 4, 8, 16, 32, 64):
-        count = real_count(n // 4, p, 4, 16 * 1024)
-        x = np.ones(count, np.float32)
+        plan = plan_buffers(n // 4, p, "float32", max_memory_bytes=MAX_MEMORY_BYTES)
         for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast)):
-            t = launch_logical(program, p, n, count * 4, link=LINK, args=(x,)).virtual_time_s
+            t = dlsys.launch(program, p, "threads", link=LINK, args=(plan,)).virtual_time_s
             bcast_rows.append({"series": f"{name}, {format_bytes(n)}", "ranks": p, "time_ms": t * 1e3,
                                "algorithm": name, "nbytes": n, "time_s": t})
 
@@ -184,9 +186,9 @@ show(lines(bcast_rows, "ranks", "time_ms", "series", f"Broadcast on {LINK}: a lo
 # the tree puts more ranks to work every round (grey lines are messages).
 
 # %%
-x = np.ones(2**18, np.float32)  # 1 MiB
+plan = plan_buffers(2**18, 8, "float32", max_memory_bytes=MAX_MEMORY_BYTES)  # 1 MiB per rank
 for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast)):
-    trace = dlsys.launch(program, 8, "threads", link=LINK, args=(x,)).trace
+    trace = dlsys.launch(program, 8, "threads", link=LINK, args=(plan,)).trace
     show(timeline(trace, f"Broadcast of 1 MiB to 8 ranks: {name}"), f"02_timeline_{name.replace(' ', '_')}")
 
 # %% [markdown]

@@ -109,7 +109,7 @@ closed = [r for r in allreduce_costs([LINK], RANKS, [N]) if r["algorithm"] in sh
 emulated = []
 for p in RANKS:
     for algorithm in shown:
-        record = simulate_collective("allreduce", algorithm, p, N, LINK, max_real_nbytes=64 * 1024)
+        record = simulate_collective("allreduce", algorithm, p, N, LINK, max_memory_bytes=2**24, record=False)
         emulated.append({"algorithm": algorithm, "ranks": p, "time_s": record["virtual_time_s"]})
         if algorithm == "ring":
             print(f"p = {p:>2}: ring {format_seconds(record['virtual_time_s']):>9} (closed form "

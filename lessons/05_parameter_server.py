@@ -24,7 +24,8 @@ import numpy as np
 
 import dlsys
 from dlsys.ps import KeyLayout
-from dlsys.train import TrainConfig, build_model, train
+from dlsys.experiments import train
+from dlsys.train import TrainConfig, build_model
 from dlsys.viz.lessons import show
 from dlsys.viz.training import loss_curves, staleness_histogram, worker_progress
 

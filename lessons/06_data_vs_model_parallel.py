@@ -27,8 +27,9 @@ import numpy as np
 
 import dlsys
 from dlsys import optim
+from dlsys.experiments import train
 from dlsys.train import (DistributedOptimizer, TrainConfig, batch_indices, broadcast_parameters, build_model,
-                         load_task, split_stages, train)
+                         load_task, split_stages)
 from dlsys.train.common import gradient
 from dlsys.viz.comm import timeline
 from dlsys.viz.lessons import lines, show

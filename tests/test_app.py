@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dlsys import experiments as E
-from dlsys.collectives import ALGORITHMS
-from dlsys.collectives import closed_form
+from dlsys.collectives import ALGORITHMS, closed_form
+from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
@@ -55,6 +55,16 @@ def test_collectives_page_edges(ranks, size):
     assert charts(at) == 1
     virtual, closed = at.metric[0].value, at.metric[1].value
     assert virtual == closed  # ring all-reduce is exact at any p and size
+
+
+def test_collectives_page_explains_a_size_it_cannot_scale_exactly():
+    at = open_page("views/collectives.py")
+    at.slider(key="coll_ranks").set_value(6)
+    at.select_slider(key="coll_size").set_value(HUGE)
+    at.selectbox(key="coll_collective").set_value("scatter")
+    at.run()
+    assert not at.exception and charts(at) == 0
+    assert "use a multiple of 6 elements" in at.error[0].value
 
 
 @pytest.mark.parametrize("ranks, size", [(16, TINY), (2, HUGE)])
@@ -146,18 +156,73 @@ def test_performance_page_measures_real_processes_and_emulates():
 @pytest.mark.parametrize("algorithm", ALGORITHMS["allreduce"])
 @pytest.mark.parametrize("ranks", [2, 8])
 def test_small_real_buffers_give_the_logical_size_exactly(algorithm, ranks):
-    rec = E.simulate_collective("allreduce", algorithm, ranks, "1GiB", "tcp-10gbe", max_real_nbytes=4096)
-    assert rec["real_nbytes"] <= 4096 and rec["scale"] > 2**17
+    rec = E.simulate_collective("allreduce", algorithm, ranks, "1GiB", "tcp-10gbe", max_memory_bytes=2**16)
+    assert rec["memory_bytes"] <= 2**16 and rec["real_nbytes"] <= 2**13 and rec["scale"] > 2**15
     assert rec["virtual_time_s"] == pytest.approx(rec["closed_form_s"], rel=1e-9)
     assert rec["result"].link == get_link("tcp-10gbe")  # the trace is reported with the real link
 
 
-def test_logical_trace_reports_logical_bytes():
-    p, n = 5, 2**30
-    rec = E.simulate_collective("allreduce", "ring", p, n, "rdma-edr", max_real_nbytes=2**12)
-    for sent in rec["bytes_sent_per_rank"]:
-        assert sent == pytest.approx(2 * (p - 1) / p * n, rel=1e-3)
-    assert rec["virtual_time_s"] == pytest.approx(closed_form("allreduce", "ring", p, n, "rdma-edr"), rel=1e-9)
+def test_uneven_ring_blocks_are_exact_with_one_real_element_per_block():
+    """2**28 float32 on 5 ranks: blocks of 53,687,092 and 53,687,091 elements. Each real
+    element stands for its own block, so the bytes are exact and the largest block sets
+    every ring step: the closed form at p * ceil(n / p)."""
+    p, count = 5, 2**28
+    rec = E.simulate_collective("allreduce", "ring", p, 4 * count, "rdma-edr", max_memory_bytes=2**12)
+    assert rec["real_count"] == p and (rec["scale_min"], rec["scale_max"]) == (count // p, count // p + 1)
+    blocks = [count // p + (i < count % p) for i in range(p)]
+    assert rec["bytes_sent_per_rank"] == rec["result"].trace.bytes_sent_per_rank()
+    assert sum(rec["bytes_sent_per_rank"]) == 4 * 2 * (p - 1) * sum(blocks)
+    largest = closed_form("allreduce", "ring", p, 4 * p * max(blocks), "rdma-edr")
+    assert rec["virtual_time_s"] == pytest.approx(largest, rel=1e-12)
+
+
+@pytest.mark.parametrize("collective", list(ALGORITHMS))
+def test_scaled_runs_equal_real_runs_in_time_and_bytes(collective):
+    """The budget changes what is allocated, never what is charged: every algorithm, on
+    even and uneven sizes (uneven ones only where they can be exact, else a clear error)."""
+    for algorithm in ALGORITHMS[collective]:
+        for p, count in ((4, 1024), (6, 1003), (5, 1000)):
+            real = E.simulate_collective(collective, algorithm, p, 4 * count, record=False)
+            try:
+                scaled = E.simulate_collective(collective, algorithm, p, 4 * count, max_memory_bytes=2**11,
+                                               record=False)
+            except ValueError as exc:
+                assert "do not split into" in str(exc) and count % p, (collective, algorithm, p)
+                continue
+            assert real["scale"] == 1 and (scaled["scale"] > 1 or collective == "barrier")
+            assert scaled["virtual_time_s"] == real["virtual_time_s"], (collective, algorithm, p)
+            assert scaled["bytes_sent_per_rank"] == real["bytes_sent_per_rank"], (collective, algorithm, p)
+
+
+def test_per_block_scales_cross_process_boundaries():
+    budget = 5 * PROCESS_RANK_BYTES + 2**10  # five interpreters and a few real elements
+    scaled = E.simulate_collective("allreduce", "ring", 5, 4 * 1003, backend="processes", max_memory_bytes=budget)
+    real = E.simulate_collective("allreduce", "ring", 5, 4 * 1003)
+    assert (scaled["real_count"], scaled["scale_min"], scaled["scale_max"]) == (5, 200, 201)
+    assert scaled["virtual_time_s"] == real["virtual_time_s"]
+    assert scaled["bytes_sent_per_rank"] == real["bytes_sent_per_rank"]
+
+
+def test_512_ranks_within_the_budget_meet_the_closed_form():
+    """The default budget (1 GiB for all ranks) at 512 ranks: 2**26 bytes per rank (an
+    even split) and 60.97 MB (15,242,500 float32: 260 blocks one element larger)."""
+    even = E.simulate_collective("allreduce", "ring", 512, 2**26, "sw26010", record=False)
+    assert even["memory_bytes"] <= 2**30 and even["scale_min"] == even["scale_max"] > 1
+    assert even["virtual_time_s"] == pytest.approx(even["closed_form_s"], rel=1e-12)
+    assert even["bytes_sent_per_rank"] == [2 * 511 * 2**26 // 512] * 512
+    uneven = E.simulate_collective("allreduce", "ring", 512, "60.97MB", "sw26010", record=False)
+    assert (uneven["real_count"], uneven["scale_min"], uneven["scale_max"]) == (512, 29_770, 29_771)
+    largest = closed_form("allreduce", "ring", 512, 4 * 512 * 29_771, "sw26010")
+    assert uneven["virtual_time_s"] == pytest.approx(largest, rel=1e-12)
+
+
+def test_budget_refuses_before_any_rank_starts():
+    with pytest.raises(ValueError, match="more than the memory budget 1 KiB"):
+        E.simulate_collective("allreduce", "ring", 8, "1MiB", max_memory_bytes=2**10, real=True)
+    with pytest.raises(ValueError, match="even one real element per block"):
+        E.simulate_collective("allgather", "ring", 4096, "1GiB", max_memory_bytes=2**20)
+    with pytest.raises(ValueError, match=r"use a multiple of 6 elements \(e.g. 174 or 180\)"):
+        E.simulate_collective("broadcast", "scatter_allgather", 6, 4 * 175, max_memory_bytes=2**10)
 
 
 def test_uncapped_run_is_unchanged():
@@ -189,7 +254,7 @@ def test_ring_steps_replay_the_textbook_figure(ranks):
 @pytest.mark.parametrize("workers", [1, 3, 16])
 @pytest.mark.parametrize("size", ["4", "1MiB", "1GiB"])
 def test_parameter_server_meets_its_closed_form(link, workers, size):
-    rec = E.simulate_ps(workers, size, link, max_real_nbytes=2**12)
+    rec = E.simulate_ps(workers, size, link, max_memory_bytes=2**14)
     assert rec["virtual_time_s"] == pytest.approx(rec["closed_form_s"], rel=1e-9)
 
 

@@ -15,8 +15,8 @@ import pytest
 import dlsys
 from dlsys import bench, collectives
 from dlsys.cli import main
-from dlsys.comm.logical import LogicalArray, as_logical, standing_for
 from dlsys.collectives import closed_form
+from dlsys.comm.logical import LogicalArray, as_logical, per_block
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ def test_run_all_smoke():
 # --- LogicalArray ---------------------------------------------------------------------------
 
 def test_logical_sizes_follow_slicing_splitting_and_concatenation():
-    a = standing_for(8 * 1000, 8)
+    a = LogicalArray(np.ones(8, np.float32), 1000)
     assert a.scale == 1000 and a.logical_size == 8000 and a.logical_nbytes == 32000
     blocks = np.array_split(a, 4)
     assert all(isinstance(b, LogicalArray) and b.logical_nbytes == 8000 for b in blocks)
@@ -111,7 +111,7 @@ def test_logical_sizes_follow_slicing_splitting_and_concatenation():
 
 
 def test_logical_arithmetic_keeps_the_scale_and_reductions_are_values():
-    a, b = standing_for(8000, 8, fill=2.0), standing_for(8000, 8, fill=3.0)
+    a, b = LogicalArray(np.full(8, 2, np.float32), 1000), LogicalArray(np.full(8, 3, np.float32), 1000)
     assert (a + b).scale == sum([a, b, a]).scale == (a / 2).scale == np.maximum(a, b).scale == 1000
     assert (a + np.ones(8, np.float32)).scale == 1000  # a plain operand takes the scale
     out = np.empty_like(a)
@@ -120,8 +120,10 @@ def test_logical_arithmetic_keeps_the_scale_and_reductions_are_values():
     assert type(np.max(a.reshape(2, 4), axis=0)) is np.ndarray
     with pytest.raises(ValueError, match="different scales"):
         a + LogicalArray(np.ones(8, np.float32), 7)
+    joined = np.concatenate([a[:2], LogicalArray(np.ones(1, np.float32), 7)])  # uneven blocks, joined
+    assert joined.block_scales == (1000, 1000, 7) and joined.logical_nbytes == 4 * 2007
     with pytest.raises(ValueError, match="different scales"):
-        np.concatenate([a, LogicalArray(np.ones(8, np.float32), 7)])
+        np.concatenate([a.reshape(2, 4), LogicalArray(np.ones((1, 4), np.float32), 7)])
 
 
 def test_logical_array_construction_and_pickling():
@@ -132,8 +134,19 @@ def test_logical_array_construction_and_pickling():
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="scale"):
             LogicalArray(np.ones(2), bad)
-    with pytest.raises(ValueError, match="multiple"):
-        standing_for(10, 3)
+
+
+
+def test_per_block_scales_split_into_their_blocks_only():
+    a = per_block(np.arange(3, dtype=np.float32), (5, 4, 4))
+    assert a.logical_size == 13 and pickle.loads(pickle.dumps(a)).block_scales == (5, 4, 4)
+    blocks = np.array_split(a, 3)
+    assert [b.logical_nbytes for b in blocks] == [20, 16, 16] and [b.scale for b in blocks] == [5, 4, 4]
+    assert (np.empty_like(a) + a).block_scales == (5, 4, 4)
+    with pytest.raises(ValueError, match="splits only into its 3 blocks"):
+        np.array_split(a, 2)
+    with pytest.raises(ValueError, match="one real element per block"):
+        per_block(np.ones(2), (5, 4, 4))
 
 
 def _logical_collectives(comm):

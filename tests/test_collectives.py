@@ -124,7 +124,7 @@ def test_a_ring_with_fewer_elements_than_ranks_meets_its_closed_form(ranks):
 
 def test_dlsys_simulate_ring_on_3_ranks_is_exact():
     """8 MiB of float32 on 3 ranks: blocks of 699051 and 699050 elements (issue 10)."""
-    record = simulate_collective("allreduce", "ring", 3, "8MiB", "tcp-10gbe", max_real_nbytes=None)
+    record = simulate_collective("allreduce", "ring", 3, "8MiB", "tcp-10gbe", real=True)
     assert record["relative_error"] < 1e-12
     assert textbook_form("allreduce", "ring", 3, 8 * 2**20, "tcp-10gbe") < record["closed_form_s"]
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dlsys.exercises import EXERCISES, REPO_ROOT, get
-from dlsys.exercises.cli import add_commands
+from dlsys.cli.exercises import add_commands
 from dlsys.exercises.grading import gradescope_results, grade, score_table
 from dlsys.exercises.release import find_regions, release, replace_regions, student_source
 from dlsys.exercises.testing import use_student_files

@@ -9,7 +9,8 @@ import pytest
 
 import dlsys
 from dlsys.ps import KeyLayout, KVServer, KVWorker
-from dlsys.train import TrainConfig, build_model, train
+from dlsys.experiments import train
+from dlsys.train import TrainConfig, build_model
 
 CONFIG = TrainConfig(epochs=2)
 STRAGGLER = (3, 4.0)  # worker 3 is 4x slower

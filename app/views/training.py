@@ -3,30 +3,15 @@ server's pushes and pulls, and data against model parallelism."""
 
 import streamlit as st
 
+import shared
 from dlsys.net import LINK_PRESETS
 from dlsys.optim import scale_lr
-from dlsys.train import TrainConfig, train
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
 from dlsys.viz.units import format_bytes, format_seconds
 
-WORKERS = 4
-
-
-@st.cache_data(max_entries=48, show_spinner="training on real ranks...")
-def run(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
-        lr: float = 0.1, **options) -> dict:
-    """One training run (threads backend), without the weights and the ranks' values."""
-    straggler = (WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
-    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), WORKERS, link=link,
-                   straggler=straggler, **options)
-    record["trace"] = record.pop("result").trace
-    del record["params"]
-    return record
-
-
 st.title("Distributed training")
-st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {WORKERS} workers: every gradient is really "
+st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {shared.TRAIN_WORKERS} workers: every gradient is really "
            "computed and really sent; time is virtual (FLOPs on the node model, messages on the link model).")
 cols = st.columns(2)
 links = list(LINK_PRESETS)
@@ -42,9 +27,9 @@ if sync.open:
         c = st.columns(2)
         factor = c[0].slider("straggler: worker 3 is k times slower", 1.0, 8.0, 4.0, 0.5, key="train_straggler")
         s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key="train_staleness")
-        runs = {"BSP": run("ps-bsp", epochs, link, factor),
-                f"SSP s={s}": run("ps-ssp", epochs, link, factor, staleness=s),
-                "ASP": run("ps-asp", epochs, link, factor)}
+        runs = {"BSP": shared.training("ps-bsp", epochs, link, factor),
+                f"SSP s={s}": shared.training("ps-ssp", epochs, link, factor, staleness=s),
+                "ASP": shared.training("ps-asp", epochs, link, factor)}
         m = st.columns(3)
         for col, (name, r) in zip(m, runs.items()):
             col.metric(name, format_seconds(r["virtual_time_s"]),
@@ -60,7 +45,7 @@ if sync.open:
         left.plotly_chart(tviz.staleness_histogram(runs), key="train_staleness_hist")
         right.plotly_chart(tviz.loss_curves(runs), key="train_loss")
         shown = st.selectbox("timeline of", list(runs), key="train_timeline_run")
-        trace = runs[shown]["trace"]
+        trace = runs[shown]["result"].trace
         st.plotly_chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
                                      f"{shown}: the first tenth of the run (rank 0 is the server)"),
                         key="train_timeline")
@@ -71,9 +56,9 @@ if pushpull.open:
         c = st.columns(2)
         consistency = c[0].selectbox("consistency", ["ps-bsp", "ps-ssp", "ps-asp"], key="train_pp_consistency")
         servers = c[1].slider("servers (key ranges)", 1, 3, 1, key="train_pp_servers")
-        record = run(consistency, 1, link, 1.0, servers=servers)
-        trace = tviz.first_seconds(record["trace"], record["virtual_time_s"] / 5)
-        title = f"{consistency}, {servers} server(s) + {WORKERS} workers, the first steps"
+        record = shared.training(consistency, 1, link, 1.0, servers=servers)
+        trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
+        title = f"{consistency}, {servers} server(s) + {shared.TRAIN_WORKERS} workers, the first steps"
         st.plotly_chart(viz.message_animation({title: trace}, {title: "star"}), key="train_pp_animation")
         server_text = (f"Ranks 0..{servers - 1} are servers (rank 0 in the centre)" if servers > 1
                        else "Rank 0, in the centre, is the server")
@@ -81,8 +66,8 @@ if pushpull.open:
                    "request (keys), then a push (keys, then values: its slice of the gradient); the server answers "
                    "the pull with its slice of the weights. With several servers under SSP/ASP, server 0 tells "
                    "the others the order of requests.")
-        names = {"run": [f"server {r}" for r in range(servers)] + [f"worker {w}" for w in range(WORKERS)]}
-        st.plotly_chart(viz.traffic_per_rank({"run": record["trace"]}, names), key="train_pp_traffic")
+        names = {"run": [f"server {r}" for r in range(servers)] + [f"worker {w}" for w in range(shared.TRAIN_WORKERS)]}
+        st.plotly_chart(viz.traffic_per_rank({"run": record["result"].trace}, names), key="train_pp_traffic")
         st.caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
                    "Each server carries about 1/S of the push and pull traffic.")
 
@@ -94,10 +79,10 @@ if split.open:
         big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key="train_big_batch",
                                  help="With the linear scaling rule (Goyal et al. 2017): lr = 0.1 x batch / 32.")
         big_lr = scale_lr(0.1, big, 32, "linear")
-        runs = {"all-reduce": run("allreduce", epochs, link),
-                f"model parallel M={micro}": run("model-parallel", epochs, link, micro_batches=micro),
-                f"local SGD K={period}": run("local-sgd", epochs, link, period=period),
-                f"all-reduce, batch {big}, lr {big_lr:g}": run("allreduce", epochs, link, batch_size=big, lr=big_lr)}
+        runs = {"all-reduce": shared.training("allreduce", epochs, link),
+                f"model parallel M={micro}": shared.training("model-parallel", epochs, link, micro_batches=micro),
+                f"local SGD K={period}": shared.training("local-sgd", epochs, link, period=period),
+                f"all-reduce, batch {big}, lr {big_lr:g}": shared.training("allreduce", epochs, link, batch_size=big, lr=big_lr)}
         st.plotly_chart(tviz.cost_bars(runs), key="train_costs")
         st.latex(r"\text{data parallel: } 2\tfrac{P-1}{P}\,n \text{ bytes per rank per step}\qquad"
                  r"\text{GPipe bubble: } \tfrac{S-1}{M+S-1}")
@@ -106,6 +91,6 @@ if split.open:
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")
         shown = st.selectbox("timeline of", list(runs), index=1, key="train_split_timeline_run")
-        trace = runs[shown]["trace"]
+        trace = runs[shown]["result"].trace
         st.plotly_chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
                         key="train_split_timeline")

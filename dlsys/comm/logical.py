@@ -20,10 +20,22 @@ sizes are logical. The rules:
 * mixing two different scales in one operation that makes a new array is an error (the
   result's size would be meaningless); a plain ndarray operand is fine and takes the
   LogicalArray's scale; a result written into ``out=`` keeps the scale of ``out``;
+  ``np.concatenate`` of 1-D arrays of different scales (a ring's uneven blocks, joined
+  again) gives one scale per element (``per_block`` below);
 * reductions (``sum``, ``max``, ``mean`` over axes) return plain arrays and numbers, since
   a reduction's result is a value, not a payload;
 * both backends deliver a received LogicalArray with the sender's scale
   (``Communicator.send`` charges ``payload_nbytes``, which reads ``logical_nbytes``).
+
+Uneven blocks: 60.97 MB of float32 on 512 ranks is 15,242,500 elements, 260 blocks of
+29,771 and 252 of 29,770; one integer scale cannot stand for both. ``per_block(real,
+scales)`` makes an array of one real element per block whose ``np.array_split`` into
+``len(scales)`` gives block i the integer scale ``scales[i]``: a ring's messages then
+cost exactly the logical blocks. Such an array is only ever split (the ring sends its
+blocks, never the whole); sending it whole raises (its ``scale`` is None).
+
+How long the real arrays are, under a memory budget, is decided in one place for every
+entry point (CLI, app, lessons, bench): ``dlsys.experiments.budget.plan_buffers``.
 """
 
 from __future__ import annotations
@@ -87,8 +99,12 @@ class LogicalArray(np.ndarray):
         elif func is np.concatenate:
             arrays = args[0] if args else kwargs["arrays"]
             result = super().__array_function__(func, types, args, kwargs)
-            scale = common_scale(arrays)
-            return result if kwargs.get("out") is not None else _wrap(result, scale)
+            if kwargs.get("out") is not None:
+                return result
+            scales = {x.scale for x in arrays if isinstance(x, LogicalArray)}
+            if len(scales) == 1 and None not in scales:
+                return _wrap(result, scales.pop())
+            return per_block(result, _element_scales(arrays))  # a ring's blocks, joined again
         return super().__array_function__(func, types, args, kwargs)
 
 
@@ -96,7 +112,7 @@ def common_scale(operands) -> int:
     """The one scale the LogicalArrays among ``operands`` share (1 if there are none)."""
     scales = {x.scale for x in operands if isinstance(x, LogicalArray)}
     if len(scales) > 1:
-        raise ValueError(f"cannot combine LogicalArrays of different scales {sorted(scales)}: "
+        raise ValueError(f"cannot combine LogicalArrays of different scales {sorted(scales, key=str)}: "
                          "their logical sizes would not add up")
     return scales.pop() if scales else 1
 
@@ -115,20 +131,6 @@ def as_logical(array: np.ndarray, logical_nbytes: int) -> np.ndarray:
     return LogicalArray(array, scale)
 
 
-def standing_for(logical_count: int, real_count: int, dtype=np.float32, fill: float = 1.0) -> LogicalArray:
-    """A LogicalArray of ``real_count`` elements (all ``fill``) standing for ``logical_count``.
-
-    ``real_count`` must divide ``logical_count``; choose it as a multiple of the number of
-    ranks so that ``np.array_split`` gives equal blocks.
-    """
-    if not (isinstance(real_count, (int, np.integer)) and real_count >= 1):
-        raise ValueError(f"real_count must be an integer >= 1, got {real_count!r}")
-    if not (isinstance(logical_count, (int, np.integer)) and logical_count >= real_count
-            and logical_count % real_count == 0):
-        raise ValueError(f"logical_count must be a multiple of real_count ({real_count}), got {logical_count!r}")
-    return LogicalArray(np.full(real_count, fill, dtype), logical_count // real_count)
-
-
 def _split_axis0(ary, indices_or_sections, axis=0):
     """np.array_split into n sections along axis 0 as plain slices (one view per block,
     where numpy's version makes two swapaxes per block, each dispatched back through
@@ -137,6 +139,12 @@ def _split_axis0(ary, indices_or_sections, axis=0):
     sections = indices_or_sections
     if not (isinstance(sections, (int, np.integer)) and sections > 0 and axis == 0 and ary.ndim):
         return None
+    scales = getattr(ary, "block_scales", None)
+    if scales is not None:  # one real element per block, each with its own scale
+        if ary.shape != (len(scales),) or sections != len(scales):
+            raise ValueError(f"an array of per-block scales splits only into its {len(scales)} blocks, "
+                             f"not {ary.shape} into {sections}")
+        return [ary[i:i + 1].view(_scaled(scale)) for i, scale in enumerate(scales)]
     each, extra = divmod(ary.shape[0], int(sections))
     blocks, start = [], 0
     for i in range(sections):
@@ -160,4 +168,57 @@ def _scaled(scale: int) -> type:
     cls = _SCALED.get(scale)
     if cls is None:
         cls = _SCALED[scale] = type("LogicalArray", (LogicalArray,), {"scale": scale, "__module__": __name__})
+    return cls
+
+
+def _element_scales(arrays) -> list[int]:
+    """Every element's scale, for joining 1-D arrays of different scales into a per-block
+    array; a plain array among them has no scale to give (the sizes would not add up)."""
+    scales: list[int] = []
+    for x in arrays:
+        if not isinstance(x, LogicalArray) or x.ndim != 1:
+            common_scale(arrays)  # raises, naming the scales
+            raise ValueError("only 1-D LogicalArrays of different scales can be joined (one scale per element)")
+        scales.extend(x.block_scales if x.scale is None else [x.scale] * x.size)
+    return scales
+
+
+def per_block(real, scales) -> LogicalArray:
+    """One real element per block, element i standing for ``scales[i]`` logical ones:
+    ``np.array_split`` into ``len(scales)`` blocks gives block i the scale ``scales[i]``."""
+    real = np.asanyarray(real).view(np.ndarray)
+    scales = tuple(int(s) for s in scales)
+    if real.shape != (len(scales),) or min(scales, default=0) < 1:
+        raise ValueError(f"per_block needs one real element per block and scales >= 1, got {real.shape} "
+                         f"elements for {len(scales)} scales (smallest {min(scales, default=None)})")
+    return real.view(_per_block(scales))
+
+
+class _PerBlock(LogicalArray):
+    block_scales: tuple = ()
+    scale = None  # sending the whole array would have no single scale: payload_nbytes raises
+
+    def __reduce__(self):
+        return per_block, (self.view(np.ndarray), self.block_scales)
+
+    def __repr__(self):
+        return f"per_block({self.view(np.ndarray)!r}, scales={self.block_scales[:4]}...)"
+
+    @property
+    def logical_size(self) -> int:
+        return sum(self.block_scales)
+
+    @property
+    def logical_nbytes(self) -> int:
+        return self.itemsize * sum(self.block_scales)
+
+
+_PER_BLOCK: dict[tuple, type] = {}
+
+
+def _per_block(scales: tuple) -> type:
+    cls = _PER_BLOCK.get(scales)
+    if cls is None:
+        cls = _PER_BLOCK[scales] = type("LogicalArray", (_PerBlock,), {"block_scales": scales,
+                                                                      "__module__": __name__})
     return cls

@@ -3,18 +3,23 @@
 The CLI, the app and the lessons all call these, so a figure in class and a number in the
 terminal come from the same code.
 
-Topics, one module each: ``collectives`` (one collective, checked and timed; the ring step
+Topics, one module each: ``budget`` (real buffers standing for any logical size within a
+memory budget: every experiment sizes its buffers there), ``collectives`` (one collective, checked and timed; the ring step
 by step), ``costs`` (closed forms, emulated costs, crossovers), ``ps_vs_ring`` (a parameter
-server beside ring all-reduce), ``records`` (CSV, cacheable records).
+server beside ring all-reduce), ``training`` (a model trained under a distributed
+strategy), ``records`` (CSV, cacheable records).
 """
 
-from .collectives import (DTYPES, collective_program, expected_values, launch_logical, real_count,
+from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
+from .collectives import (DTYPES, collective_plan, collective_program, expected_values, plan_record,
                           ring_allreduce_steps, simulate_collective)
 from .costs import ALLREDUCE_ALGORITHMS, allreduce_costs, crossovers, emulated_allreduce_costs, link_table
-from .ps_vs_ring import ps_closed_form_s, ps_sync_program, ps_vs_ring, ps_vs_ring_scaling, simulate_ps
+from .ps_vs_ring import ps_closed_form_s, ps_vs_ring, ps_vs_ring_scaling, simulate_ps
 from .records import to_csv, without_values
+from .training import STRATEGIES, train
 
-__all__ = ["DTYPES", "collective_program", "expected_values", "launch_logical", "real_count",
+__all__ = ["DEFAULT_MAX_MEMORY_BYTES", "BufferPlan", "plan_buffers", "DTYPES", "collective_plan",
+           "collective_program", "expected_values", "plan_record",
            "ring_allreduce_steps", "simulate_collective", "ALLREDUCE_ALGORITHMS", "allreduce_costs",
-           "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s", "ps_sync_program",
-           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values"]
+           "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s",
+           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", "STRATEGIES", "train"]

@@ -8,17 +8,23 @@ from dataclasses import replace
 import numpy as np
 
 from .. import collectives
-from ..comm import LaunchResult, Trace, launch
-from ..net import busbw_factor, get_link, get_node, parse_size
+from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
+from ..net import busbw_factor, get_link, parse_size
+from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers
+from .checks import check_int
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
-def collective_program(comm, collective: str, algorithm: str, count: int, dtype: str, op: str, seed: int):
-    """Rank program: every rank builds its own seeded data and runs one collective."""
-    x = np.random.default_rng([seed, comm.rank]).standard_normal(count).astype(DTYPES[dtype])
+def collective_program(comm, collective: str, algorithm: str, count: int, dtype: str, op: str, seed: int,
+                       plan: BufferPlan | None = None):
+    """Rank program: every rank builds its own seeded data and runs one collective.
+    With ``plan``, the ``count`` real elements stand for ``plan.logical_count``."""
     if collective == "barrier":
         return collectives.barrier(comm)
+    x = np.random.default_rng([seed, comm.rank]).standard_normal(count).astype(DTYPES[dtype])
+    if plan is not None:
+        x = plan.wrap(x)
     if collective in ("allreduce", "reduce_scatter"):
         return getattr(collectives, collective)(comm, x, op=op, algorithm=algorithm)
     if collective == "reduce":
@@ -28,9 +34,58 @@ def collective_program(comm, collective: str, algorithm: str, count: int, dtype:
     return collectives.allgather(comm, x, algorithm=algorithm)
 
 
+class _SentBytes:
+    """``comm`` as a collective sees it, adding up the logical bytes this rank sends: the
+    bytes per rank without recording the trace (2 M events in a 512-rank ring, half the
+    wall time of the run)."""
+
+    def __init__(self, comm):
+        self._comm, self.nbytes = comm, 0
+        # what a collective reads on every message, bound once (not looked up through __getattr__)
+        self.rank, self.size, self.recv = comm.rank, comm.size, comm.recv
+        self.charge_reductions = comm.charge_reductions
+
+    def __getattr__(self, name):
+        return getattr(self._comm, name)
+
+    def send(self, buf, dest, tag=0, label="", **fields):
+        self.nbytes += getattr(buf, "logical_nbytes", buf.nbytes)
+        return self._comm.send(buf, dest, tag, label, **fields)
+
+    def isend(self, buf, dest, tag=0, label="", **fields):
+        self.nbytes += getattr(buf, "logical_nbytes", buf.nbytes)
+        return self._comm.isend(buf, dest, tag, label, **fields)
+
+
+def _counted_program(comm, *args):
+    """``collective_program`` returning (its value, the logical bytes this rank sent)."""
+    counted = _SentBytes(comm)
+    return collective_program(counted, *args), counted.nbytes
+
+
+def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dtype: str = "float32",
+                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
+                    backend: str = "threads") -> BufferPlan:
+    """The real buffers for one collective of ``count`` logical elements per rank
+    (``budget.plan_buffers``): ``unit`` is the number of blocks the algorithm cuts a buffer
+    into; gather and all-gather hold every rank's buffer, the others about 4 buffers per
+    rank (input, its float64 draw, result, a block in flight); on the processes backend
+    every rank is also an interpreter (``PROCESS_RANK_BYTES``)."""
+    p2 = 1 << (ranks.bit_length() - 1)
+    splits_in_p = {("allreduce", "ring"), ("reduce_scatter", "ring"), ("reduce_scatter", "recursive_halving"),
+                   ("broadcast", "scatter_allgather"), ("scatter", "binomial")}
+    unit = ranks if (collective, algorithm) in splits_in_p else p2 if algorithm == "rabenseifner" else 1
+    copies = ranks + 3 if collective in ("gather", "allgather") else 4
+    return plan_buffers(0 if collective == "barrier" else count, ranks, dtype, unit=unit, copies=copies,
+                        split_per_block=algorithm == "ring" and collective in ("allreduce", "reduce_scatter"),
+                        max_memory_bytes=max_memory_bytes, real=real,
+                        overhead_bytes=ranks * PROCESS_RANK_BYTES if backend == "processes" else 0)
+
+
 def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str, seed: int) -> list:
     """What every rank must return, computed directly with numpy (the oracle)."""
     xs = [np.random.default_rng([seed, r]).standard_normal(count).astype(DTYPES[dtype]) for r in range(ranks)]
+    stacked = np.stack(xs) if collective in ("gather", "allgather") else None  # one copy, not one per rank
     reduced = {"sum": lambda: np.sum(xs, axis=0, dtype=np.float64), "mean": lambda: np.mean(xs, axis=0, dtype=np.float64),
                "max": lambda: np.max(xs, axis=0)}[op]() if xs else None
     table = {
@@ -40,8 +95,8 @@ def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str
         "reduce_scatter": lambda r: np.array_split(reduced, ranks)[r],
         "broadcast": lambda r: xs[0],
         "scatter": lambda r: np.array_split(xs[0], ranks)[r],
-        "gather": lambda r: np.stack(xs) if r == 0 else None,
-        "allgather": lambda r: np.stack(xs),
+        "gather": lambda r: stacked if r == 0 else None,
+        "allgather": lambda r: stacked,
     }
     return [table[collective](r) for r in range(ranks)]
 
@@ -50,29 +105,40 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
                         size="64MiB", link="tcp-10gbe", node="laptop-cpu", backend: str = "threads",
                         dtype: str = "float32", op: str = "sum", seed: int = 0,
                         charge_reductions: bool = False, check: bool = True,
-                        max_real_nbytes: int | None = None) -> dict:
+                        max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
+                        record: bool = True) -> dict:
     """Run one collective on ``ranks`` ranks over ``size`` bytes and compare with its closed form.
 
     ``size`` is the per-rank buffer (the whole result for gather/allgather is ranks * size).
     Returns a record with virtual time, closed form, relative error, algbw/busbw (nccl-tests
     convention), bytes per rank, wall time, and the LaunchResult under ``"result"``.
-    ``max_real_nbytes`` caps the real buffers: a larger ``size`` runs on smaller real arrays
-    charged as the logical size (see ``launch_logical``); ``real_nbytes`` and ``scale`` in
-    the record say so.
+    The real buffers of all ranks stay within ``max_memory_bytes`` (``collective_plan``):
+    a larger ``size`` runs on real arrays whose elements each stand for ``scale`` logical
+    ones, charged at the logical size; ``real=True`` refuses to scale. The record says
+    what ran: ``real_count`` elements per rank, ``scale_min``..``scale_max`` logical
+    elements per real one, ``memory_bytes`` (estimated) of ``max_memory_bytes``.
+    ``record=False`` skips the trace (``result.trace`` is empty; bytes per rank are still
+    counted): a 512-rank ring runs in half the wall time.
     """
     collectives.check_algorithm(collective, algorithm)
     collectives.check_op(op)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    check_int("ranks", ranks, 1, MAX_THREAD_RANKS if backend == "threads" else MAX_PROCESS_RANKS)
+    check_int("max_memory_bytes", max_memory_bytes, 1)
     nbytes = parse_size(size)
     itemsize = np.dtype(DTYPES[dtype]).itemsize
     if nbytes % itemsize:
         raise ValueError(f"size must be a multiple of the {dtype} item size ({itemsize} bytes), got {nbytes}")
     link = get_link(link)
-    count = real_count(nbytes // itemsize, ranks, itemsize, max_real_nbytes)
-    result = launch_logical(collective_program, ranks, nbytes, count * itemsize, backend, link=link,
-                            node=node, seed=seed, args=(collective, algorithm, count, dtype, op, seed),
-                            charge_reductions=charge_reductions)
+    plan = collective_plan(collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real, backend)
+    count = plan.real_count
+    result = launch(_counted_program, ranks, backend, link=link, node=node, seed=seed, record=record,
+                    args=(collective, algorithm, count, dtype, op, seed, plan), charge_reductions=charge_reductions)
+    values, sent_nbytes = zip(*result.values)
+    result = replace(result, values=list(values))
     if check:
         for rank, (got, want) in enumerate(zip(result.values, expected_values(collective, ranks, count, dtype, op, seed))):
             if (got is None) != (want is None) or (want is not None and not np.allclose(got, want, rtol=1e-4, atol=1e-4)):
@@ -80,8 +146,9 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     model_bytes = nbytes * ranks if collective in ("gather", "allgather") else nbytes
     if collective == "barrier":
         model_bytes = 0
+    # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
     closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0], charge_reductions,
-                                     nbytes / count if count else itemsize)  # a real element stands for this
+                                     itemsize)
     t = result.virtual_time_s
     algbw = nbytes / t if t > 0 else 0.0
     return {
@@ -90,44 +157,18 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
         "virtual_time_s": t, "closed_form_s": closed,
         "relative_error": abs(t - closed) / closed if closed > 0 else abs(t),
         "algbw_Bps": algbw, "busbw_Bps": algbw * busbw_factor(collective, ranks),
-        "bytes_sent_per_rank": result.trace.bytes_sent_per_rank(),
-        "wall_time_s": result.wall_time_s, "result": result,
-        "real_nbytes": count * itemsize, "scale": nbytes / (count * itemsize) if count else 1.0,
+        "bytes_sent_per_rank": list(sent_nbytes),
+        "wall_time_s": result.wall_time_s, "result": result, **plan_record(plan, max_memory_bytes),
     }
 
 
-# --- real buffers standing for large logical sizes --------------------------------------
-
-def real_count(count: int, ranks: int, itemsize: int, max_real_nbytes: int | None) -> int:
-    """Elements each rank really allocates: ``count``, or, above ``max_real_nbytes``, the
-    largest multiple of ``ranks`` that fits (so every block stays the same fraction)."""
-    if max_real_nbytes is None or count * itemsize <= max_real_nbytes:
-        return count
-    return ranks * max(1, max_real_nbytes // itemsize // ranks)
-
-
-def launch_logical(program, ranks: int, nbytes: int, real_nbytes: int, backend: str = "threads", *,
-                   link="tcp-10gbe", node="laptop-cpu", **kwargs) -> LaunchResult:
-    """``launch`` on real buffers of ``real_nbytes`` that stand for ``nbytes`` of logical data.
-
-    With factor = nbytes / real_nbytes, every real byte is charged as ``factor`` logical
-    bytes: the link's wire and copy bandwidths and the node's memory bandwidth are divided
-    by the factor; latency and per-message overheads stay. So each message costs exactly
-    what its logical size costs, the virtual times are those of the logical run, and the
-    returned trace reports logical bytes (with the original link and node models).
-    """
-    factor = nbytes / real_nbytes if real_nbytes and nbytes > real_nbytes else 1.0
-    if factor == 1.0:
-        result = launch(program, ranks, backend, link=link, node=node, **kwargs)
-        return result
-    link, node = get_link(link), get_node(node)
-    slow_link = replace(link, bandwidth_Bps=link.bandwidth_Bps / factor,
-                        copy_bandwidth_Bps=link.copy_bandwidth_Bps / factor)
-    slow_node = replace(node, memory_bandwidth_Bps=node.memory_bandwidth_Bps / factor)
-    result = launch(program, ranks, backend, link=slow_link, node=slow_node, **kwargs)
-    messages = [m._replace(nbytes=round(m.nbytes * factor)) for m in result.trace.messages]
-    return replace(result, trace=Trace(result.trace.spans, messages, ranks), link=link, nodes=(node,) * ranks)
-
+def plan_record(plan: BufferPlan, max_memory_bytes: int) -> dict:
+    """A record's account of what really ran: real elements and bytes per rank, logical
+    elements per real one (min and max: they differ by one with per-block scales; their
+    mean is ``scale``), the estimated real memory of all ranks and the budget."""
+    return {"real_count": plan.real_count, "real_nbytes": plan.real_count * np.dtype(plan.dtype).itemsize,
+            "scale": plan.scale, "scale_min": min(plan.scales), "scale_max": max(plan.scales),
+            "memory_bytes": plan.memory_bytes, "max_memory_bytes": max_memory_bytes}
 
 
 # --- the ring, step by step -------------------------------------------------------------
@@ -148,7 +189,7 @@ def ring_allreduce_steps(ranks: int = 4, link="tcp-10gbe") -> list[dict]:
     """
     if not 2 <= ranks <= 52:  # float64 holds 2**52 exactly
         raise ValueError(f"ranks must be in 2..52, got {ranks!r}")
-    result = launch_logical(_powers_of_two_allreduce, ranks, ranks * 8, ranks * 8, link=link, args=(ranks,))
+    result = launch(_powers_of_two_allreduce, ranks, "threads", link=link, args=(ranks,))
     chunks = [[1 << r] * ranks for r in range(ranks)]
     states = [{"phase": "start", "step": None, "chunks": [row[:] for row in chunks], "moves": []}]
     for phase in ("reduce-scatter", "allgather"):

@@ -7,6 +7,7 @@ from collections import defaultdict
 from .. import collectives
 from ..collectives import textbook_form as closed_form
 from ..net import LINK_PRESETS, get_link
+from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .collectives import simulate_collective
 
 ALLREDUCE_ALGORITHMS = collectives.ALGORITHMS["allreduce"]
@@ -32,12 +33,13 @@ def allreduce_costs(links=("tcp-10gbe",), ranks=(8,), sizes=(2**20,)) -> list[di
 
 
 def emulated_allreduce_costs(link="tcp-10gbe", ranks: int = 8, sizes=(2**10, 2**20, 2**30),
-                             max_real_nbytes: int = 16 * 2**10) -> list[dict]:
-    """The same rows as ``allreduce_costs``, measured by running every algorithm."""
+                             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> list[dict]:
+    """The same rows as ``allreduce_costs``, measured by running every algorithm (real
+    buffers within ``max_memory_bytes``; sizes must split exactly, see ``budget``)."""
     rows = []
     for algorithm in ALLREDUCE_ALGORITHMS:
         for n in sizes:
-            rec = simulate_collective("allreduce", algorithm, ranks, n, link, max_real_nbytes=max_real_nbytes)
+            rec = simulate_collective("allreduce", algorithm, ranks, n, link, max_memory_bytes=max_memory_bytes)
             rows.append({"link": rec["link"], "algorithm": algorithm, "ranks": ranks, "nbytes": n,
                          "time_s": rec["virtual_time_s"], "source": "emulated"})
     return rows

@@ -1,101 +1,17 @@
-"""Distributed training of real numpy models under every strategy, in virtual time.
+"""Training strategies as rank programs, over real numpy models.
 
-    from dlsys.train import TrainConfig, train
-    record = train("ps-ssp", TrainConfig(epochs=10), workers=4, staleness=2, straggler=(3, 4.0))
-    record["test_accuracy"], record["virtual_time_s"], record["bytes_moved"]
-
-Strategies: ``allreduce`` (Horovod-style data parallel), ``local-sgd`` (average the weights
-every ``period`` steps), ``model-parallel`` (GPipe pipeline of layer stages),
-``ps-bsp`` / ``ps-ssp`` / ``ps-asp`` (parameter server, ``dlsys.ps``).
+``allreduce_program`` (Horovod-style data parallel), ``local_sgd_program`` (average the
+weights every ``period`` steps), ``pipeline_program`` (GPipe pipeline of layer stages).
+The parameter server's program is ``dlsys.ps``; launching a strategy and building its
+record is an experiment: ``dlsys.experiments.train``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
-from ..comm import launch
-from ..net import get_node
-from .common import TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch, summarize
+from .common import TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch
 from .data_parallel import DistributedOptimizer, allreduce_program, broadcast_parameters, local_sgd_program
 from .model_parallel import bubble_fraction, pipeline_program, split_stages
 
-STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
-
-__all__ = ["STRATEGIES", "TrainConfig", "train", "DistributedOptimizer", "broadcast_parameters",
-           "allreduce_program", "local_sgd_program", "pipeline_program", "split_stages",
-           "bubble_fraction", "build_model", "load_task", "batch_indices", "steps_per_epoch", "accuracy"]
-
-
-def _check(name, value, low, high=None):
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)):
-        raise ValueError(f"{name} must be an integer >= {low}" + (f" and <= {high}" if high is not None else "")
-                         + f", got {value!r}")
-
-
-def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), workers: int = 4, *,
-          backend: str = "threads", link="tcp-10gbe", node="laptop-cpu",
-          straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
-          micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
-          checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0) -> dict:
-    """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
-
-    ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
-    ``staleness`` is SSP's s; ``period`` local SGD's k; ``micro_batches`` GPipe's M;
-    ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
-    crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
-    a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
-    ``progress`` shows a progress bar on a terminal.
-    The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
-    staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
-    LaunchResult under "result".
-    """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    _check("workers", workers, 1)
-    is_ps = strategy.startswith("ps-")
-    _check("servers", servers, 1)
-    _check("staleness", staleness, 0)
-    _check("period", period, 1)
-    _check("micro_batches", micro_batches, 1, workers * config.batch_size)
-    if strategy == "model-parallel":
-        split_stages(build_model(config), workers)  # raises before any rank starts
-    steps_per_epoch(len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers,
-                    config.batch_size)
-    if fail is not None and not is_ps:
-        raise ValueError("fail= is modelled for the parameter-server strategies (ps-bsp, ps-ssp, ps-asp)")
-    if (checkpoint or resume) and strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
-        raise ValueError("checkpoint/resume are supported for allreduce and the parameter-server strategies")
-    first_worker = servers if is_ps else 0
-    nodes = [get_node(node)] * (first_worker + workers)
-    if straggler is not None:
-        worker, factor = straggler
-        _check("straggler worker", worker, 0, workers - 1)
-        nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
-
-    if strategy == "allreduce":
-        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume}
-    elif strategy == "local-sgd":
-        program, kwargs = local_sgd_program, {"period": period}
-    elif strategy == "model-parallel":
-        program, kwargs = pipeline_program, {"micro_batches": micro_batches}
-    else:
-        from ..ps import ps_program
-        program = ps_program
-        kwargs = {"servers": servers, "consistency": strategy[3:], "staleness": staleness, "fail": fail,
-                  "checkpoint": checkpoint, "resume": resume}
-    result = launch(program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
-                    args=(config,), kwargs={**kwargs, "progress": progress}, timeout_s=timeout_s)
-    values = result.values
-    record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
-    record["workers"] = workers
-    record["losses"] = [row for v in values for row in v.get("losses", [])]
-    record["accuracy_curve"] = values[first_worker].get("accuracy_curve", values[0].get("accuracy_curve", []))
-    reads = values[0].get("reads")
-    if reads is not None:
-        staleness_of = [r["staleness"] for r in reads]
-    else:  # synchronous strategies read fresh weights; local SGD's miss up to period - 1 local steps
-        staleness_of = [period - 1 if strategy == "local-sgd" else 0] * len(record["losses"])
-    record["reads"] = reads or []
-    record["max_staleness"] = max(staleness_of, default=0)
-    record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
-    return summarize(result, strategy, config, record)
+__all__ = ["TrainConfig", "DistributedOptimizer", "broadcast_parameters", "allreduce_program",
+           "local_sgd_program", "pipeline_program", "split_stages", "bubble_fraction", "build_model",
+           "load_task", "batch_indices", "steps_per_epoch", "accuracy"]

@@ -118,13 +118,3 @@ def accuracy(model: nn.Sequential, X: np.ndarray, y: np.ndarray) -> float:
 def progress_bar(total: int, enabled: bool, desc: str) -> tqdm:
     """A progress bar on stderr for the one rank that reports (shown only on a terminal)."""
     return tqdm(total=total, desc=desc, unit="step", leave=False, disable=None if enabled else True)
-
-
-def summarize(result, strategy: str, config: TrainConfig, record: dict) -> dict:
-    """The tidy record every strategy returns: config, the program's record, and the
-    run's virtual time and bytes (summed over every message in the trace)."""
-    return {"strategy": strategy, **config.__dict__, **record,
-            "virtual_time_s": result.virtual_time_s,
-            "bytes_moved": int(sum(m.nbytes for m in result.trace.messages)),
-            "messages": len(result.trace.messages), "wall_time_s": result.wall_time_s,
-            "result": result}

@@ -79,7 +79,7 @@ def run_collective(collective, algorithm, ranks, backend="threads"):
 
 
 def run_train(strategy, backend="threads"):
-    from dlsys.train import train
+    from dlsys.experiments import train
     record = train(strategy, train_config(), 3, backend=backend, straggler=(2, 3.0), staleness=1, period=2)
     return record["result"], record["params"]
 

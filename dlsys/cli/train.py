@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from .comm import BACKENDS, RankFailed
-from .net import LINK_PRESETS, NODE_PRESETS
-from .train import STRATEGIES, TrainConfig, train
-from .train.common import DATASETS, MODELS
+from ..comm import BACKENDS
+from ..net import LINK_PRESETS, NODE_PRESETS
+from ..experiments import STRATEGIES, train
+from ..train import TrainConfig
+from ..train.common import DATASETS, MODELS
+from .common import MAX_RANKS, Checked, integer, number, pair, print_table
 
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
-
-
-def _pair(kind: type, names: str):
-    """argparse type for 'A:B', e.g. --straggler 3:4 -> (3, 4.0)."""
-    def parse(text: str):
-        try:
-            a, b = text.split(":")
-            return int(a), kind(b)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {names}, got {text!r}") from None
-    return parse
+MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
+MAX_EPOCHS = 10_000
 
 
 def add_commands(subparsers) -> None:
@@ -35,20 +27,30 @@ def add_commands(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--strategy", default="allreduce", choices=STRATEGIES)
     p.add_argument("--model", default="mlp", choices=MODELS)
-    p.add_argument("--hidden", type=int, nargs="+", default=[64, 64], help="MLP hidden widths (default 64 64)")
+    p.add_argument("--hidden", action=Checked, check=integer(1, MAX_WIDTH), nargs="+", default=[64, 64],
+                   help=f"MLP hidden widths, each 1..{MAX_WIDTH} (default 64 64)")
     p.add_argument("--dataset", default="digits", choices=DATASETS)
-    p.add_argument("--workers", type=int, default=4, help="workers (pipeline stages for model-parallel); default 4")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=32, help="samples per worker per step (default 32)")
-    p.add_argument("--lr", type=float, default=0.1, help="learning rate for the global batch (default 0.1)")
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--staleness", type=int, default=2, help="SSP bound s in clocks (ps-ssp; default 2)")
-    p.add_argument("--straggler", type=_pair(float, "WORKER:FACTOR"), metavar="WORKER:FACTOR",
+    p.add_argument("--workers", action=Checked, check=integer(1, MAX_RANKS), default=4,
+                   help="workers (pipeline stages for model-parallel); default 4")
+    p.add_argument("--epochs", action=Checked, check=integer(1, MAX_EPOCHS), default=10)
+    p.add_argument("--batch-size", action=Checked, check=integer(1, 2**16), default=32,
+                   help="samples per worker per step (default 32)")
+    p.add_argument("--lr", action=Checked, check=number(0, low_open=True), default=0.1,
+                   help="learning rate for the global batch (default 0.1)")
+    p.add_argument("--momentum", action=Checked, check=number(0, 1), default=0.9)
+    p.add_argument("--staleness", action=Checked, check=integer(0, MAX_EPOCHS), default=2,
+                   help="SSP bound s in clocks (ps-ssp; default 2)")
+    p.add_argument("--straggler", action=Checked, metavar="WORKER:FACTOR",
+                   check=pair(integer(0, MAX_RANKS - 1), number(0, low_open=True), "WORKER:FACTOR"),
                    help="make worker WORKER (0-based) FACTOR times slower, e.g. 3:4")
-    p.add_argument("--period", type=int, default=4, help="local-sgd: average the weights every K steps (default 4)")
-    p.add_argument("--micro-batches", type=int, default=4, help="model-parallel: GPipe micro-batches (default 4)")
-    p.add_argument("--servers", type=int, default=1, help="parameter servers, extra ranks (default 1)")
-    p.add_argument("--fail", type=_pair(int, "WORKER:STEP"), metavar="WORKER:STEP",
+    p.add_argument("--period", action=Checked, check=integer(1, 2**20), default=4,
+                   help="local-sgd: average the weights every K steps (default 4)")
+    p.add_argument("--micro-batches", action=Checked, check=integer(1, 2**16), default=4,
+                   help="model-parallel: GPipe micro-batches (default 4)")
+    p.add_argument("--servers", action=Checked, check=integer(1, MAX_RANKS), default=1,
+                   help="parameter servers, extra ranks (default 1)")
+    p.add_argument("--fail", action=Checked, metavar="WORKER:STEP",
+                   check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
                    help="ps-*: worker WORKER crashes after STEP gradients")
     p.add_argument("--checkpoint", metavar="PATH", help="allreduce: .npz file (rank 0); ps-*: directory")
     p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
@@ -56,7 +58,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
     p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_train)
@@ -80,15 +82,11 @@ def histogram_lines(histogram: dict) -> list[str]:
 def cmd_train(args) -> int:
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
                          args.lr, args.momentum, args.seed, args.dtype)
-    try:
-        record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
-                       node=args.node, straggler=args.straggler, staleness=args.staleness,
-                       period=args.period, micro_batches=args.micro_batches, servers=args.servers,
-                       fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
-                       progress=not args.json)
-    except RankFailed as exc:
-        print(f"dlsys train: the run failed: rank {exc.rank}: {exc.summary}", file=sys.stderr)
-        return 1
+    record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
+                   node=args.node, straggler=args.straggler, staleness=args.staleness,
+                   period=args.period, micro_batches=args.micro_batches, servers=args.servers,
+                   fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
+                   progress=not args.json)
     result = record.pop("result")
     if args.trace:
         result.trace.save_chrome(args.trace)
@@ -114,9 +112,7 @@ def cmd_train(args) -> int:
     ]
     if record.get("failed"):
         rows.append(("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"])))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_table(rows)
     print("staleness histogram (reads per staleness)")
     for line in histogram_lines(record["staleness_histogram"]):
         print(line)

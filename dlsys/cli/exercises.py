@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from . import EXERCISES
-from .grading import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
-from .release import release
+from ..exercises import EXERCISES
+from ..exercises.grading import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
+from ..exercises.release import release
+from .common import Checked, integer, number
 
 
 def cmd_list(args) -> int:
@@ -57,8 +58,10 @@ def add_commands(subparsers) -> None:
     gr.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
     gr.add_argument("--exercise", action="append", choices=[e.id for e in EXERCISES],
                     help="grade only this exercise (repeatable; default: all)")
-    gr.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help=f"per test (default {TIMEOUT_S:g})")
-    gr.add_argument("--memory-mib", type=int, default=MEMORY_BYTES >> 20,
-                    help=f"address-space limit per test (default {MEMORY_BYTES >> 20})")
-    gr.add_argument("--jobs", type=int, default=None, help="tests run at once (default: CPU count)")
+    gr.add_argument("--timeout-s", action=Checked, check=number(0, 86_400, low_open=True), default=TIMEOUT_S,
+                    help=f"per test, seconds (default {TIMEOUT_S:g})")
+    gr.add_argument("--memory-mib", action=Checked, check=integer(64, 1 << 20), default=MEMORY_BYTES >> 20,
+                    help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})")
+    gr.add_argument("--jobs", action=Checked, check=integer(1, 256), default=None,
+                    help="tests run at once (default: CPU count)")
     gr.set_defaults(func=cmd_grade)

@@ -1,24 +1,31 @@
-"""The ``dlsys`` command line: simulate collectives, list presets, and the subcommands
-that other capabilities register (exercises, grade, bench, train)."""
+"""``dlsys simulate COLLECTIVE``: one collective on emulated ranks against its closed form;
+``dlsys presets``: the link and node presets with their numbers and sources."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import asdict
 
-from . import collectives
-from .comm import BACKENDS
-from .net import LINK_PRESETS, NODE_PRESETS, size_arg
-from .viz.units import format_bytes, format_rate, format_seconds
+from .. import collectives
+from ..comm import BACKENDS
+from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
+from ..net import LINK_PRESETS, NODE_PRESETS
+from ..viz.units import format_bytes, format_rate, format_seconds
+from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, size
+
+
+MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
 
 
 def cmd_simulate(args) -> int:
-    from .experiments import simulate_collective
-    record = simulate_collective(args.collective, args.algo, args.ranks, args.size, args.link,
-                                 args.node, args.backend, args.dtype, args.op, args.seed,
-                                 args.gamma)
+    algorithm = args.algo or collectives.ALGORITHMS[args.collective][0]
+    try:
+        collectives.check_algorithm(args.collective, algorithm)
+    except ValueError as exc:
+        raise ValueError(f"--algo: {exc}") from None
+    record = simulate_collective(args.collective, algorithm, args.ranks, args.size, args.link,
+                                 args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
+                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace))
     result = record.pop("result")
     if args.trace:
         result.trace.save_chrome(args.trace)
@@ -36,13 +43,12 @@ def cmd_simulate(args) -> int:
         ("algbw", format_rate(record["algbw_Bps"])),
         ("busbw", format_rate(record["busbw_Bps"])),
         ("sent per rank", format_bytes(max(record["bytes_sent_per_rank"]))),
+        ("real buffers", real_buffers(record)),
         ("wall time here", format_seconds(record["wall_time_s"]) + f" ({record['backend']} backend)"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
     if args.trace:
-        print(f"{'trace':<{width}}  {args.trace} (open in https://ui.perfetto.dev)")
+        rows.append(("trace", f"{args.trace} (open in https://ui.perfetto.dev)"))
+    print_table(rows)
     return 0
 
 
@@ -67,56 +73,31 @@ def cmd_presets(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlsys", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    sim = sub.add_parser("simulate", help="run one collective on emulated ranks and compare with its closed form")
+def add_commands(subparsers) -> None:
+    """Register ``simulate`` and ``presets``."""
+    sim = subparsers.add_parser("simulate", help="run one collective on emulated ranks and compare with its closed form")
     sim.add_argument("collective", choices=list(collectives.ALGORITHMS))
     sim.add_argument("--algo", default=None, help="algorithm (default: the first listed for the collective)")
-    sim.add_argument("--ranks", type=int, default=8, help="world size P (default 8)")
-    sim.add_argument("--size", type=size_arg, default="1MiB", help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
+    sim.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), default=8,
+                     help=f"world size P, 1..{MAX_RANKS} (default 8)")
+    sim.add_argument("--size", action=Checked, check=size(1, MAX_SIZE_BYTES), default=2**20,
+                     help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
     sim.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
-    sim.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    sim.add_argument("--dtype", default="float32", choices=list(DTYPES))
     sim.add_argument("--op", default="sum", choices=list(collectives.OPS))
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
+    sim.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
+                     metavar="SIZE", help="real buffers of all ranks together stay below this; larger sizes run on "
+                                          "real elements that each stand for several (default 1GiB)")
+    sim.add_argument("--real", action="store_true",
+                     help="real data only: refuse, before any rank starts, a size that does not fit --max-memory")
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
     sim.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)
 
-    pre = sub.add_parser("presets", help="list link and node presets with their numbers and sources")
+    pre = subparsers.add_parser("presets", help="list link and node presets with their numbers and sources")
     pre.add_argument("--json", action="store_true")
     pre.set_defaults(func=cmd_presets)
-
-    from .cli_train import add_commands as add_train_commands
-    add_train_commands(sub)
-    from .exercises.cli import add_commands as add_exercise_commands
-    add_exercise_commands(sub)
-    from .bench import add_commands as add_bench_commands
-    add_bench_commands(sub)
-    return parser
-
-
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "simulate":
-        args.algo = args.algo or collectives.ALGORITHMS[args.collective][0]
-        try:
-            collectives.check_algorithm(args.collective, args.algo)
-        except ValueError as exc:
-            parser.error(f"--algo: {exc}")
-        if not 1 <= args.ranks <= 4096:
-            parser.error(f"--ranks must be in 1..4096, got {args.ranks}")
-    try:
-        return args.func(args)
-    except (ValueError, TypeError) as exc:
-        print(f"dlsys: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The ``dlsys`` command line: one module per command group, each registering its commands.
+
+    simulate, presets   dlsys.cli.simulate   (one collective in virtual time; the link and node presets)
+    train               dlsys.cli.train      (a real model under a distributed strategy)
+    bench               dlsys.cli.bench      (the real data path; the emulator's scale)
+    exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
+
+Every option is checked by ``dlsys.cli.common`` before any rank starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..comm import RankFailed
+from . import bench, exercises, simulate, train
+from .common import join_negative_values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (simulate, train, exercises, bench):
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run one command; exit code 2 with a one-line message for bad input, 1 if a run failed."""
+    argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # bad options (argparse printed why) or --help: an exit code, not an exit
+        return exc.code
+    try:
+        return args.func(args)
+    except RankFailed as exc:
+        print(f"dlsys {args.command}: the run failed: rank {exc.rank}: {exc.summary}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError) as exc:
+        print(f"dlsys: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,132 @@
+"""What every command shares: the argument checkers, the table printer, the account of
+the real buffers a run used.
+
+Checkers run at the boundary, before any rank starts (the algorithms below trust their
+input). Each error names the option and the accepted range, e.g.
+``--ranks must be an integer in 1..4096, got 0``; use them as
+``parser.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), ...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from ..comm import MAX_THREAD_RANKS
+from ..net import parse_size
+from ..viz.units import format_bytes
+
+MAX_RANKS = MAX_THREAD_RANKS  # the processes backend stops at 256 (launch says so before starting)
+
+
+class Checked(argparse.Action):
+    """An option whose value ``check`` parses; a ValueError becomes ``--option <message>``."""
+
+    def __init__(self, option_strings, dest, check, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.check = check
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        name = option_string or self.dest
+        try:
+            value = [self.check(v) for v in values] if isinstance(values, list) else self.check(values)
+        except ValueError as exc:
+            parser.error(f"{name} {exc}")
+        setattr(namespace, self.dest, value)
+
+
+def integer(low: int, high: int):
+    """Checker: an integer in low..high."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise ValueError(f"must be an integer in {low}..{high}, got {text}")
+        return value
+    return check
+
+
+def number(low: float, high: float = float("inf"), low_open: bool = False):
+    """Checker: a number in [low, high] (or (low, high] with ``low_open``)."""
+    def check(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not (low < value if low_open else low <= value) or not value <= high:
+            bounds = f"> {low:g}" if low_open else f">= {low:g}"
+            bounds += f" and <= {high:g}" if high != float("inf") else ""
+            raise ValueError(f"must be a number {bounds}, got {text}")
+        return value
+    return check
+
+
+def size(low: int = 1, high: int | None = None, multiple: int = 1):
+    """Checker: a byte size like 1024, 61MB, 64MiB in low..high, a multiple of ``multiple``."""
+    def check(text: str) -> int:
+        negative = text.strip().startswith("-")
+        try:
+            nbytes = parse_size(text.strip().lstrip("-"))
+        except ValueError:
+            raise ValueError(f"must be a size in bytes like 1024, 61MB, 64MiB, 1GiB, got {text}") from None
+        too_small = negative or nbytes < low
+        if too_small or (high is not None and nbytes > high) or nbytes % multiple:
+            if too_small and low == 1 and multiple == 1:
+                raise ValueError(f"must be > 0 bytes, got {text}")
+            what = f"a multiple of {multiple} bytes " if multiple > 1 else ""
+            if high is None:
+                limits = f">= {format_bytes(low)}"
+            else:
+                limits = f"in {format_bytes(low)}..{format_bytes(high)} ({low}..{high} bytes)"
+            raise ValueError(f"must be {what}{limits}, got {text}")
+        return nbytes
+    return check
+
+
+def pair(first, second, names: str):
+    """Checker for 'A:B', e.g. --straggler 3:4 -> (3, 4.0); ``first``/``second`` check each part."""
+    def check(text: str):
+        a, sep, b = text.partition(":")
+        if not sep:
+            raise ValueError(f"must be {names}, got {text}")
+        return first(a), second(b)
+    return check
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """``--size -5MiB`` -> ``--size=-5MiB``: argparse takes a value that starts with '-' and a
+    digit for an option, and would only say "expected one argument"; joined, the checker
+    sees it and names the accepted range."""
+    out: list[str] = []
+    for token in argv:
+        if out and re.match(r"-\d", token) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
+def print_table(rows, title: str | None = None) -> None:
+    """Key/value rows, keys aligned (under ``title``, indented, if given)."""
+    indent = "  " if title else ""
+    if title:
+        print(title)
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{indent}{key:<{width}}  {value}")
+
+
+def real_buffers(record: dict) -> str:
+    """What really ran: '512 x 2 KiB, each element stands for 29,770..29,771 (one per ring
+    block); 3 MiB of the 1 GiB budget'."""
+    low, high = record["scale_min"], record["scale_max"]
+    if high == 1:
+        stands = "real data (scale 1)"
+    elif low == high:
+        stands = f"each element stands for {low:,}"
+    else:
+        stands = f"each element stands for {low:,}..{high:,} (one element per ring block)"
+    return (f"{record['ranks']} x {format_bytes(record['real_nbytes'])}, {stands}; about "
+            f"{format_bytes(record['memory_bytes'])} of the {format_bytes(record['max_memory_bytes'])} budget")

@@ -1,0 +1,125 @@
+"""Training experiments: run a real model under one distributed strategy, in virtual time,
+and build its tidy record.
+
+    from dlsys.experiments import train
+    from dlsys.train import TrainConfig
+    record = train("ps-ssp", TrainConfig(epochs=10), workers=4, staleness=2, straggler=(3, 4.0))
+    record["test_accuracy"], record["virtual_time_s"], record["bytes_moved"]
+
+The strategies' rank programs live below: ``dlsys.train`` (``allreduce``: Horovod-style
+data parallel; ``local-sgd``: average the weights every ``period`` steps;
+``model-parallel``: a GPipe pipeline of layer stages) and ``dlsys.ps`` (``ps-bsp`` /
+``ps-ssp`` / ``ps-asp``: the parameter server). This module only checks the arguments,
+launches the program and summarizes what the ranks returned.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..comm import MAX_THREAD_RANKS, launch
+from ..net import get_node
+from ..ps import ps_program
+from ..train import (TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
+                     split_stages, steps_per_epoch)
+from ..viz.units import format_bytes
+from .budget import DEFAULT_MAX_MEMORY_BYTES
+from .checks import check_int
+
+STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
+
+
+def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), workers: int = 4, *,
+          backend: str = "threads", link="tcp-10gbe", node="laptop-cpu",
+          straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
+          micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
+          checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
+          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+    """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
+
+    ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
+    ``staleness`` is SSP's s; ``period`` local SGD's k; ``micro_batches`` GPipe's M;
+    ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
+    crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
+    a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
+    ``progress`` shows a progress bar on a terminal. Every rank holds about 4 copies of the
+    model (weights, gradients, momentum, a message); a model and world that need more than
+    ``max_memory_bytes`` together are refused before any rank starts.
+    The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
+    staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
+    LaunchResult under "result".
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    check_int("workers", workers, 1, MAX_THREAD_RANKS)
+    is_ps = strategy.startswith("ps-")
+    check_int("servers", servers, 1, MAX_THREAD_RANKS - workers)
+    check_int("staleness", staleness, 0)
+    check_int("period", period, 1)
+    check_int("micro_batches", micro_batches, 1, workers * config.batch_size)
+    ranks = (servers if is_ps else 0) + workers
+    model_nbytes = mlp_params(config) * np.dtype(config.dtype).itemsize if config.model == "mlp" else 0
+    if 4 * model_nbytes * ranks > max_memory_bytes:
+        raise ValueError(f"{ranks} ranks x 4 copies of a {format_bytes(model_nbytes)} model need "
+                         f"{format_bytes(4 * model_nbytes * ranks)}, more than the memory budget "
+                         f"{format_bytes(max_memory_bytes)}: use fewer or narrower hidden layers, or fewer workers")
+    if strategy == "model-parallel":
+        split_stages(build_model(config), workers)  # raises before any rank starts
+    steps_per_epoch(len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers,
+                    config.batch_size)
+    if fail is not None and not is_ps:
+        raise ValueError("fail= is modelled for the parameter-server strategies (ps-bsp, ps-ssp, ps-asp)")
+    if (checkpoint or resume) and strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
+        raise ValueError("checkpoint/resume are supported for allreduce and the parameter-server strategies")
+    first_worker = servers if is_ps else 0
+    nodes = [get_node(node)] * (first_worker + workers)
+    if straggler is not None:
+        worker, factor = straggler
+        check_int("straggler worker", worker, 0, workers - 1)
+        nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
+
+    if strategy == "allreduce":
+        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume}
+    elif strategy == "local-sgd":
+        program, kwargs = local_sgd_program, {"period": period}
+    elif strategy == "model-parallel":
+        program, kwargs = pipeline_program, {"micro_batches": micro_batches}
+    else:
+        program = ps_program
+        kwargs = {"servers": servers, "consistency": strategy[3:], "staleness": staleness, "fail": fail,
+                  "checkpoint": checkpoint, "resume": resume}
+    result = launch(program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
+                    args=(config,), kwargs={**kwargs, "progress": progress}, timeout_s=timeout_s)
+    values = result.values
+    record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
+    record["workers"] = workers
+    record["losses"] = [row for v in values for row in v.get("losses", [])]
+    record["accuracy_curve"] = values[first_worker].get("accuracy_curve", values[0].get("accuracy_curve", []))
+    reads = values[0].get("reads")
+    if reads is not None:
+        staleness_of = [r["staleness"] for r in reads]
+    else:  # synchronous strategies read fresh weights; local SGD's miss up to period - 1 local steps
+        staleness_of = [period - 1 if strategy == "local-sgd" else 0] * len(record["losses"])
+    record["reads"] = reads or []
+    record["max_staleness"] = max(staleness_of, default=0)
+    record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
+    return summarize(result, strategy, config, record)
+
+
+def mlp_params(config: TrainConfig) -> int:
+    """Parameters of the MLP ``config`` describes (``nn.mlp``: 64 inputs, the hidden
+    widths, 10 classes; weights and biases), counted without building it."""
+    widths = [64, *config.hidden, 10]
+    return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+
+
+def summarize(result, strategy: str, config: TrainConfig, record: dict) -> dict:
+    """The tidy record every strategy returns: config, the program's record, and the
+    run's virtual time and bytes (summed over every message in the trace)."""
+    return {"strategy": strategy, **config.__dict__, **record,
+            "virtual_time_s": result.virtual_time_s,
+            "bytes_moved": int(sum(m.nbytes for m in result.trace.messages)),
+            "messages": len(result.trace.messages), "wall_time_s": result.wall_time_s,
+            "result": result}
