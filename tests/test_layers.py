@@ -16,7 +16,7 @@ LAYER = {
     "collectives": 3,
     "train": 4, "ps": 4,
     "viz": 5, "exercises": 5, "bench": 5, "experiments": 5,
-    "cli": 6, "cli_train": 6,
+    "cli": 6,
 }
 
 
