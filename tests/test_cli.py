@@ -16,7 +16,7 @@ def run(*args):
 def test_simulate_json_has_the_required_fields(capsys):
     assert main(["simulate", "allreduce", "--algo", "ring", "--ranks", "4", "--size", "64KiB", "--link", "rdma-edr", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    for key in ("virtual_time_s", "closed_form_s", "relative_error", "algbw_Bps", "busbw_Bps",
+    for key in ("virtual_time_s", "closed_form_s", "textbook_form_s", "relative_error", "algbw_Bps", "busbw_Bps",
                 "bytes_sent_per_rank", "wall_time_s"):
         assert key in record
     assert record["relative_error"] < 1e-9
@@ -28,7 +28,7 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     assert main(["simulate", "broadcast", "--algo", "scatter_allgather", "--ranks", "4", "--size", "1MiB",
                  "--backend", "processes", "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
-    assert "virtual time" in out and "closed form" in out and "B/s" in out and " s" in out
+    assert "virtual time" in out and "closed form" in out and "textbook form" in out and "B/s" in out and " s" in out
     assert json.loads(trace.read_text())["traceEvents"]
 
 

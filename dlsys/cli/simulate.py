@@ -17,6 +17,12 @@ from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, size
 MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
 
 
+def textbook_gap(record: dict) -> float:
+    """How far the n/p formula is from the exact one (uneven blocks make them differ)."""
+    closed = record["closed_form_s"]
+    return abs(record["textbook_form_s"] - closed) / closed if closed > 0 else 0.0
+
+
 def cmd_simulate(args) -> int:
     algorithm = args.algo or collectives.ALGORITHMS[args.collective][0]
     try:
@@ -40,6 +46,8 @@ def cmd_simulate(args) -> int:
         ("virtual time", format_seconds(record["virtual_time_s"], 4)),
         ("closed form", format_seconds(record["closed_form_s"], 4)),
         ("relative error", f"{record['relative_error']:.2e}"),
+        ("textbook form", format_seconds(record["textbook_form_s"], 4) + " (blocks of n/p bytes; "
+                          + f"{textbook_gap(record):.2e} from the closed form)"),
         ("algbw", format_rate(record["algbw_Bps"])),
         ("busbw", format_rate(record["busbw_Bps"])),
         ("sent per rank", format_bytes(max(record["bytes_sent_per_rank"]))),

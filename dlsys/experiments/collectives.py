@@ -149,12 +149,14 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
     closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0], charge_reductions,
                                      itemsize)
+    textbook = collectives.textbook_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0],
+                                         charge_reductions)
     t = result.virtual_time_s
     algbw = nbytes / t if t > 0 else 0.0
     return {
         "collective": collective, "algorithm": algorithm, "ranks": ranks, "nbytes": nbytes,
         "dtype": dtype, "op": op, "link": link.name, "backend": backend,
-        "virtual_time_s": t, "closed_form_s": closed,
+        "virtual_time_s": t, "closed_form_s": closed, "textbook_form_s": textbook,
         "relative_error": abs(t - closed) / closed if closed > 0 else abs(t),
         "algbw_Bps": algbw, "busbw_Bps": algbw * busbw_factor(collective, ranks),
         "bytes_sent_per_rank": list(sent_nbytes),
