@@ -197,9 +197,27 @@ def sleeper(comm):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_run_has_a_wall_clock_deadline(backend):
     start = time.monotonic()
-    with pytest.raises(TimeoutError, match="deadline"):
+    with pytest.raises(TimeoutError, match="did not finish within timeout_s=1"):
         dlsys.launch(sleeper if backend == "processes" else unmatched_forever, 2, backend, timeout_s=1.0)
     assert time.monotonic() - start < 5
+
+
+def one_computes_one_waits(comm, compute_s):
+    """Rank 0 computes past the deadline while rank 1 waits for it (tag 3); rank 2 is done."""
+    if comm.rank == 0:
+        comm.recv(1, tag=1)
+        time.sleep(compute_s)
+    elif comm.rank == 1:
+        comm.send(np.zeros(1), 0, tag=1)
+        comm.recv(0, tag=3)
+
+
+@pytest.mark.parametrize("backend,timeout_s", [("threads", 1), ("processes", 5)])  # processes take ~1 s to start on a busy machine
+def test_a_timeout_says_what_each_unfinished_rank_was_doing(backend, timeout_s):
+    with pytest.raises(TimeoutError) as raised:
+        dlsys.launch(one_computes_one_waits, 3, backend, args=(timeout_s + 2,), timeout_s=timeout_s)
+    assert str(raised.value) == (f"the run did not finish within timeout_s={timeout_s}: rank 0 computing; "
+                                 "rank 1 waits for rank 0 (tag 3); 1 of 3 ranks finished")
 
 
 def unmatched_forever(comm):

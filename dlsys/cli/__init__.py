@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..comm import RankFailed
+from ..comm import DeadlockError, RankFailed
 from . import bench, exercises, simulate, train
 from .common import join_negative_values
 
@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Run one command; exit code 2 with a one-line message for bad input, 1 if a run failed."""
+    """Run one command; exit code 2 with a one-line message for bad input, 1 if a run failed,
+    130 (the shell's code for SIGINT) and the one line "interrupted" for Ctrl-C."""
     argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
     try:
         args = build_parser().parse_args(argv)
@@ -39,6 +40,13 @@ def main(argv=None) -> int:
     except RankFailed as exc:
         print(f"dlsys {args.command}: the run failed: rank {exc.rank}: {exc.summary}", file=sys.stderr)
         return 1
+    except (DeadlockError, TimeoutError) as exc:  # their message names every rank and what it waits for
+        print(f"dlsys {args.command}: the run failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the runs' own finally blocks have stopped their ranks by now
+        # on a terminal, a progress bar may be half drawn: start a line of our own
+        print("\ninterrupted" if sys.stderr.isatty() else "interrupted", file=sys.stderr)
+        return 130
     except (ValueError, TypeError) as exc:
         print(f"dlsys: error: {exc}", file=sys.stderr)
         return 2

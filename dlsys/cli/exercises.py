@@ -31,11 +31,22 @@ def cmd_release(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    """Exit code 0 only at full score (so CI can grade the reference)."""
+    """The failing tests (one line each: why; pytest's full report with --verbose), then the
+    score table, last, where the terminal shows it. Exit code 0 only at full score (so CI
+    can grade the reference)."""
     results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs)
-    for r in results:
-        if not r.passed:
+    failed = [r for r in results if not r.passed]
+    if failed and args.verbose:
+        for r in failed:
             print(f"--- FAILED {r.name} ({r.seconds:.1f} s)\n{r.output.strip()}\n")
+    elif failed:
+        print("failed tests, and why (dlsys grade --verbose shows pytest's full report):")
+        for exercise in dict.fromkeys(r.exercise for r in failed):
+            print(exercise)
+            for r in failed:
+                if r.exercise == exercise:
+                    print(f"  {r.name.split('::', 1)[1]}: {r.reason}")
+        print()
     print(score_table(results))
     if args.json:
         write_results_json(results, args.json)
@@ -56,6 +67,8 @@ def add_commands(subparsers) -> None:
     gr = subparsers.add_parser("grade", help="run the graded tests against DIR (default: the reference)")
     gr.add_argument("dir", metavar="DIR", nargs="?", help="the student's files (a released, filled-in directory)")
     gr.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
+    gr.add_argument("--verbose", "-v", action="store_true",
+                    help="pytest's full report of every failed test (default: one line, why it failed)")
     gr.add_argument("--exercise", action="append", choices=[e.id for e in EXERCISES],
                     help="grade only this exercise (repeatable; default: all)")
     gr.add_argument("--timeout-s", action=Checked, check=number(0, 86_400, low_open=True), default=TIMEOUT_S,

@@ -16,6 +16,8 @@ Two questions are answered from it alone, with no message exchanged:
 * silence (``silent``, recv_any's conservative rule): nothing more can come from src to
   me before I send again.
 
+``status_report`` says what every unfinished rank is doing (for a run past its deadline).
+
 A rank bumps its counters before it marks itself BLOCKED, so readers read STATE first.
 """
 
@@ -68,6 +70,20 @@ def deadlock_report(board: np.ndarray) -> str | None:
     waits = [_waiting(r, board[r]) for r in range(len(board)) if states[r] == BLOCKED]
     done = [str(r) for r in range(len(board)) if states[r] == DONE]
     return "; ".join(waits) + (f"; finished: ranks {', '.join(done)}" if done else "")
+
+
+MAX_REPORTED_RANKS = 16  # a 512-rank run's report names the first ones and counts the rest
+
+
+def status_report(board: np.ndarray) -> str:
+    """What each unfinished rank is doing: 'rank 0 computing; rank 1 waits for rank 0 (tag 3)'."""
+    states = board[:, STATE]
+    busy = [r for r in range(len(board)) if states[r] != DONE]
+    parts = [f"rank {r} computing" if states[r] == RUNNING else _waiting(r, board[r]) for r in busy[:MAX_REPORTED_RANKS]]
+    if len(busy) > MAX_REPORTED_RANKS:
+        parts.append(f"and {len(busy) - MAX_REPORTED_RANKS} more ranks")
+    done = len(board) - len(busy)
+    return "; ".join(parts) + (f"; {done} of {len(board)} ranks finished" if done else "")
 
 
 def _waiting(rank: int, row: np.ndarray) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..net import LinkModel, NodeModel, get_link, get_node
 from .backends import BACKENDS
-from .supervise import RunSpec
+from .supervise import RunSpec, RunTimeout
 from .trace import Trace
 
 
@@ -83,7 +83,10 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, get_link(link), nodes, seed,
                    bool(charge_reductions), bool(record), time.monotonic() + timeout_s)
     start = time.perf_counter()
-    outcomes = BACKENDS[backend].run(spec)
+    try:
+        outcomes = BACKENDS[backend].run(spec)
+    except RunTimeout as exc:
+        raise RunTimeout(exc.ranks, timeout_s) from None  # the same report, with the timeout_s it passed
     wall = time.perf_counter() - start
     spans = [s for o in outcomes for s in o.spans]
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))

@@ -4,7 +4,8 @@ A backend starts the ranks of a ``RunSpec`` and calls ``supervise`` with the run
 board; supervise returns when every rank has finished, and raises instead of hanging:
 ``RankFailed`` (a rank raised or died; raised by the backend's ``finished``),
 ``DeadlockError`` (every live rank waits and no message is in flight, dlsys.comm.board)
-or TimeoutError (the run's wall-clock deadline passed).
+or ``RunTimeout``, a TimeoutError (the run's wall-clock deadline passed). Each message says
+what every unfinished rank was doing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..net import LinkModel
-from .board import deadlock_report
+from .board import deadlock_report, status_report
 
 
 class RankFailed(RuntimeError):
@@ -30,6 +31,17 @@ class RankFailed(RuntimeError):
 
 class DeadlockError(RuntimeError):
     """Every live rank waits for a message that no rank will send."""
+
+
+class RunTimeout(TimeoutError):
+    """The run's deadline passed: 'the run did not finish within timeout_s=5: rank 0 computing;
+    rank 1 waits for rank 0 (tag 3)'. ``ranks`` is the part after the colon; supervise knows
+    it, and launch, which knows ``timeout_s``, completes the message."""
+
+    def __init__(self, ranks: str, timeout_s: float | None = None):
+        self.ranks = ranks
+        within = "before its deadline" if timeout_s is None else f"within timeout_s={timeout_s:g}"
+        super().__init__(f"the run did not finish {within}: {ranks}")
 
 
 class RunSpec(NamedTuple):
@@ -56,7 +68,7 @@ class Outcome(NamedTuple):
 
 def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],
               deadline: float, poll_s: float = 0.1, confirm_s: float = 0.5) -> None:
-    """Wait until ``finished()``; raise DeadlockError or TimeoutError instead of hanging.
+    """Wait until ``finished()``; raise DeadlockError or RunTimeout instead of hanging.
 
     ``finished`` raises RankFailed itself. A deadlock is reported only after the board has
     stayed unchanged for ``confirm_s`` (a woken rank may not have been scheduled yet).
@@ -71,5 +83,5 @@ def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[f
         elif time.monotonic() - seen[2] >= confirm_s:
             raise DeadlockError(f"deadlock: no rank can make progress: {report}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the run did not finish before its deadline (timeout_s); board: {report or 'ranks still running'}")
+            raise RunTimeout(status_report(board))
         wait(poll_s)

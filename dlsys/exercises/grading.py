@@ -34,7 +34,9 @@ _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the 
 _ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1"}
 _PASSED = re.compile(r"^1 passed(, \d+ warnings?)? in ", re.MULTILINE)  # pytest's summary line
-_PYTEST_ARGS = ["-p", "pytest_timeout", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]
+_PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]  # the sandbox adds pytest-timeout
+_TIMEOUT_BANNER = re.compile(r"^\++ Timeout \++$", re.MULTILINE)  # pytest-timeout's, before it ends the process
+_STOP_GRACE_S = 10.0  # an interrupted sandbox kills its tests, then exits
 
 
 @dataclass
@@ -45,12 +47,14 @@ class TestResult:
     score: float
     max_score: float
     seconds: float
-    output: str
+    output: str        # pytest's full report
+    reason: str = ""   # why it failed, one line ("NotImplementedError: ring_allreduce")
 
 
 def collect(exercises: list[Exercise]) -> list[tuple[Exercise, str]]:
     """(exercise, node id) of every graded test of ``exercises``, from the reference tests."""
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", *_PYTEST_ARGS, *(e.tests for e in exercises)]
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "pytest_timeout", *_PYTEST_ARGS,
+           *(e.tests for e in exercises)]
     done = subprocess.run(cmd, cwd=REPO_ROOT, env=os.environ | _ENV, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"collecting the graded tests failed:\n{done.stdout}{done.stderr}")
@@ -68,8 +72,8 @@ def _clip(text: str) -> str:
 
 
 def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memory_bytes: int,
-              jobs: int) -> list[tuple[bool, str, float]]:
-    """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, seconds) each."""
+              jobs: int) -> list[tuple[bool, str, str, float]]:
+    """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each."""
     env = os.environ | _ENV
     if student_dir is not None:
         env[STUDENT_DIR_ENV] = str(student_dir)
@@ -79,20 +83,43 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
                 "memory_bytes": memory_bytes, "out_dir": out_dir,
                 "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
-        done = subprocess.run([sys.executable, "-m", "dlsys.exercises.sandbox"], input=json.dumps(spec), cwd=REPO_ROOT,
-                              env=env, capture_output=True, text=True, timeout=budget_s)
-        if done.returncode != 0:
-            raise RuntimeError(f"the grading sandbox failed:\n{done.stdout}{done.stderr}")
+        code, stdout, stderr = _run_sandbox(json.dumps(spec), env, budget_s)
+        if code != 0:
+            raise RuntimeError(f"the grading sandbox failed:\n{stdout}{stderr}")
         results = []
-        for i, r in enumerate(json.loads(done.stdout)):
+        for i, r in enumerate(json.loads(stdout)):
             output = (Path(out_dir) / f"{i}.txt").read_text(errors="replace")
-            if r["timed_out"]:
-                output += f"\ntimed out after {timeout_s:g} s (an infinite loop or a deadlock?): killed"
+            reason_file = Path(out_dir) / f"{i}.reason"
+            reason = reason_file.read_text() if reason_file.exists() else ""
+            if r["timed_out"] or (not reason and _TIMEOUT_BANNER.search(output)):
+                reason = f"timed out after {timeout_s:g} s (an infinite loop or a deadlock?)"
+                output += f"\n{reason}" + (": killed" if r["timed_out"] else "")
             elif r["code"] < 0:
-                output += f"\nkilled by signal {-r['code']}"
+                reason = f"killed by signal {-r['code']}"
+                output += f"\n{reason}"
             passed = r["code"] == 0 and _PASSED.search(output) is not None
-            results.append((passed, _clip(output), r["seconds"]))
+            if not passed and not reason:  # a skip, or a failure outside any test: pytest's last line says
+                reason = next((line.strip("= ") for line in reversed(output.splitlines()) if line.strip()), "no output")
+            results.append((passed, _clip(output), "" if passed else reason, r["seconds"]))
     return results
+
+
+def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
+    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C), first stop the
+    sandbox with SIGTERM so that it kills its tests (they lead their own sessions, and
+    subprocess.run would SIGKILL it at once, leaving them running), then re-raise."""
+    with subprocess.Popen([sys.executable, "-m", "dlsys.exercises.sandbox"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env) as proc:
+        try:
+            stdout, stderr = proc.communicate(spec, timeout=budget_s)
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+    return proc.returncode, stdout, stderr
 
 
 def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
@@ -112,9 +139,11 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
                                       jobs or os.cpu_count() or 1)))
     results = []
     for exercise, node in tests:
-        passed, output, seconds = ran.get((exercise, node), (False, f"the submission has no {exercise.student_file}", 0.0))
+        missing = f"the submission has no {exercise.student_file}"
+        passed, output, reason, seconds = ran.get((exercise, node), (False, missing, missing, 0.0))
         max_score = exercise.points / sum(1 for e, _ in tests if e is exercise)
-        results.append(TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds, output))
+        results.append(TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds,
+                                  output, reason))
     return results
 
 

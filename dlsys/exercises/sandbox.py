@@ -4,13 +4,16 @@
 
 The spec is {"tests": [pytest node ids], "pytest_args": [...], "jobs": int,
 "kill_after_s": float, "memory_bytes": int, "out_dir": str}. This process imports pytest,
-numpy and the Communicator once (never an exercise module: the children import those,
-from the student's files), then forks one child per test, at most ``jobs`` at a time.
-A child starts its own session, limits its address space (RLIMIT_AS), writes its output to
-``out_dir/<i>.txt`` and runs pytest on its one test; one still running ``kill_after_s``
-after it started is killed with its process group. Forking saves each test the half
-second of starting Python and importing pytest. Prints one JSON list: per test, its exit
-code (negative: killed by that signal), whether it was killed for time, and its seconds.
+pytest-timeout, numpy and the Communicator once (never an exercise module: the children
+import those, from the student's files), then forks one child per test, at most ``jobs``
+at a time. A child starts its own session, limits its address space (RLIMIT_AS), writes
+its output to ``out_dir/<i>.txt`` and, if the test fails with an exception, that
+exception's one-line reason to ``out_dir/<i>.reason``, and runs pytest on its one test;
+one still running ``kill_after_s`` after it started is killed with its process group.
+Forking saves each test the half second of starting Python and importing pytest. Prints
+one JSON list: per test, its exit code (negative: killed by that signal), whether it was
+killed for time, and its seconds. Interrupted (SIGINT, SIGTERM), it kills the children's
+process groups first: they lead their own sessions, so nothing else would.
 """
 
 import contextlib
@@ -23,21 +26,50 @@ import time
 
 import numpy  # noqa: F401 - imported once here, inherited by every child
 import pytest
-import pytest_timeout  # noqa: F401
+import pytest_timeout
 
 import dlsys  # noqa: F401 - the Communicator and the link models; never the exercise modules
+from dlsys.comm import RankFailed
 
 POLL_S = 0.005
+MAX_REASON_CHARS = 200
+
+
+def reason(exc: BaseException) -> str:
+    """One line: 'NotImplementedError: ring_allreduce', an assertion's message, or for a
+    failed rank 'rank 0: NotImplementedError: token_ring' (not RankFailed's traceback)."""
+    if isinstance(exc, RankFailed):
+        text = f"rank {exc.rank}: {exc.summary}"
+    else:
+        lines = str(exc).strip().splitlines()
+        text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
+
+
+class _Reason:
+    """A pytest plugin writing the reason of the test's first exception to ``path``."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def pytest_exception_interact(self, node, call, report):
+        if not os.path.exists(self.path):
+            with open(self.path, "w") as f:
+                f.write(reason(call.excinfo.value))
 
 
 def _child(node: str, spec: dict, out_path: str) -> None:
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
-    out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(out, 1), os.dup2(out, 2)
     code = 3
-    try:
-        code = pytest.main([*spec["pytest_args"], node])
+    try:  # whatever happens, this process ends here: never back in the parent's loop
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is not the test's
+        resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
+        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1), os.dup2(out, 2)
+        # pytest-timeout as the imported module, not "-p pytest_timeout": pytest would try to
+        # rewrite the asserts of a module imported already and warn (PytestAssertRewriteWarning)
+        code = pytest.main([*spec["pytest_args"], node],
+                           plugins=[pytest_timeout, _Reason(out_path.removesuffix(".txt") + ".reason")])
     finally:
         sys.stdout.flush(), sys.stderr.flush()
         os._exit(int(code))
@@ -49,6 +81,18 @@ def run(spec: dict) -> list[dict]:
     running: dict[int, tuple[int, float]] = {}  # pid -> (index, start)
     killed: set[int] = set()
     results: list = [None] * len(pending)
+    try:
+        _loop(spec, pending, running, killed, results)
+    finally:
+        for pid in running:  # interrupted: the children lead their own sessions, no signal reaches them
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        for pid in running:
+            os.waitpid(pid, 0)
+    return results
+
+
+def _loop(spec, pending, running, killed, results) -> None:
     while pending or running:
         while pending and len(running) < spec["jobs"]:
             i, node = pending.pop(0)
@@ -68,8 +112,15 @@ def run(spec: dict) -> list[dict]:
                     os.killpg(pid, signal.SIGKILL)  # the child leads its own session
                 killed.add(pid)
         time.sleep(POLL_S)
-    return results
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(json.load(sys.stdin))))
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the grader stops us so: run's finally kills the children
+    try:
+        print(json.dumps(run(json.load(sys.stdin))))
+    except KeyboardInterrupt:
+        sys.exit(130)  # the children are gone (run's finally); the grader reports the interrupt
