@@ -86,12 +86,19 @@ def size(low: int = 1, high: int | None = None, multiple: int = 1):
 
 
 def pair(first, second, names: str):
-    """Checker for 'A:B', e.g. --straggler 3:4 -> (3, 4.0); ``first``/``second`` check each part."""
+    """Checker for 'A:B', e.g. --straggler 3:4 -> (3, 4.0); ``first``/``second`` check each
+    part, and an error names the part: ``--straggler FACTOR must be a number > 0, got 0``."""
     def check(text: str):
         a, sep, b = text.partition(":")
         if not sep:
             raise ValueError(f"must be {names}, got {text}")
-        return first(a), second(b)
+        parts = []
+        for name, part, checker in zip(names.split(":"), (a, b), (first, second)):
+            try:
+                parts.append(checker(part))
+            except ValueError as exc:
+                raise ValueError(f"{name} {exc}") from None
+        return tuple(parts)
     return check
 
 

@@ -79,7 +79,24 @@ def histogram_lines(histogram: dict) -> list[str]:
     return [f"{k:>8} clocks  {'#' * max(1, round(HISTOGRAM_WIDTH * v / top))} {v}" for k, v in buckets.items()]
 
 
+def check_ranks(args) -> None:
+    """What only the options together decide, named by option before any rank starts: the
+    ranks fit the backend, and --straggler and --fail name one of the workers."""
+    limit = BACKENDS[args.backend].max_ranks
+    if args.strategy.startswith("ps-"):
+        if args.workers + args.servers > limit:
+            raise ValueError(f"--workers + --servers must be at most {limit} on the {args.backend} backend, "
+                             f"got {args.workers} + {args.servers}")
+    elif args.workers > limit:
+        raise ValueError(f"--workers must be an integer in 1..{limit} on the {args.backend} backend, got {args.workers}")
+    for option, value in (("--straggler", args.straggler), ("--fail", args.fail)):
+        if value is not None and value[0] >= args.workers:
+            raise ValueError(f"{option} WORKER must be an integer in 0..{args.workers - 1} "
+                             f"(--workers {args.workers}), got {value[0]}")
+
+
 def cmd_train(args) -> int:
+    check_ranks(args)
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
                          args.lr, args.momentum, args.seed, args.dtype)
     record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
