@@ -1,9 +1,13 @@
 """The dlsys command line."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from dlsys.cli import main
@@ -46,7 +50,24 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["train", "--workers", "0"], "--workers must be an integer in 1..4096, got 0"),
     (["train", "--straggler", "3"], "--straggler must be WORKER:FACTOR, got 3"),
     (["train", "--lr", "-1"], "--lr must be a number > 0, got -1"),
+    (["train", "--straggler", "1:0"], "--straggler FACTOR must be a number > 0, got 0"),
+    (["train", "--straggler", "9:2"], "--straggler WORKER must be an integer in 0..3 (--workers 4), got 9"),
+    (["train", "--strategy", "ps-bsp", "--fail", "4:1"], "--fail WORKER must be an integer in 0..3 (--workers 4), got 4"),
+    (["train", "--epochs", "0"], "--epochs must be an integer in 1..10000, got 0"),
+    (["train", "--batch-size", "0"], "--batch-size must be an integer in 1..65536, got 0"),
+    (["train", "--hidden", "64", "0"], "--hidden must be an integer in 1..4096, got 0"),
+    (["train", "--workers", "300", "--backend", "processes"],
+     "--workers must be an integer in 1..256 on the processes backend, got 300"),
+    (["train", "--strategy", "ps-asp", "--workers", "4096", "--servers", "1"],
+     "--workers + --servers must be at most 4096 on the threads backend, got 4096 + 1"),
     (["bench", "emulate", "--ranks", "1"], "--ranks must be an integer in 2..4096, got 1"),
+    (["bench", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..256, got 0"),
+    (["bench", "allreduce", "--size", "6"], "--size must be a multiple of 4 bytes in 4 B..1 GiB"),
+    (["bench", "latency", "--size", "5000"], "--size must be in 1 B..4 KiB (1..4096 bytes), got 5000"),
+    (["bench", "latency", "--repeats", "0"], "--repeats must be an integer in 1..1000000, got 0"),
+    (["grade", "--jobs", "0"], "--jobs must be an integer in 1..256, got 0"),
+    (["grade", "--memory-mib", "1"], "--memory-mib must be an integer in 64..1048576, got 1"),
+    (["grade", "--timeout-s", "0"], "--timeout-s must be a number > 0 and <= 86400, got 0"),
     (["simulate", "allreduce", "--max-memory", "0"], "--max-memory must be > 0 bytes, got 0"),
     (["simulate", "allreduce", "--ranks", "8", "--size", "1GiB", "--real"], "more than the memory budget 1 GiB"),
     (["simulate", "allgather", "--ranks", "4096", "--size", "1GiB", "--max-memory", "32MiB"], "even one real element"),
@@ -80,3 +101,28 @@ def test_presets_json_lists_numbers_and_sources(capsys):
     assert "TaihuLight" in presets["nodes"]["sw26010"]["source"]
     assert main(["presets"]) == 0
     assert "rdma-hdr" in capsys.readouterr().out
+
+
+def test_ctrl_c_prints_one_line_exits_130_and_leaves_nothing_running():
+    """SIGINT (what Ctrl-C sends) to a long training run on the processes backend."""
+    proc = subprocess.Popen([sys.executable, "-m", "dlsys.cli", "train", "--backend", "processes", "--workers", "2",
+                             "--epochs", "10000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks_of(proc.pid)) < 2:  # interrupt the run itself, not the imports before it
+            assert time.monotonic() < deadline and proc.poll() is None, "the ranks never started"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert stderr == "interrupted\n"
+    assert not ranks_of(proc.pid)
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"dlsys-{proc.pid}-")]
+
+
+def ranks_of(pid: int) -> list:
+    """Live rank processes of runs launched by pid (their command line names the run)."""
+    return [p for p in psutil.process_iter(["cmdline", "status"]) if p.info["status"] != psutil.STATUS_ZOMBIE
+            and any(a.startswith(f"dlsys-{pid}-") for a in p.info["cmdline"] or [])]

@@ -169,6 +169,12 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
     assert "Timeout" in outputs["test_one_lap_costs_p_messages_one_after_the_other"]
     assert "MemoryError" in outputs["test_keeps_dtype_and_shape"]
     assert "deadlock" in outputs["test_the_token_goes_once_around_neighbour_to_neighbour"]
+    reasons = {r.name.split("::")[1]: r.reason for r in results["token_ring"] if not r.passed}
+    assert reasons["test_one_lap_costs_p_messages_one_after_the_other"] == (
+        "timed out after 3 s (an infinite loop or a deadlock?)")
+    assert "MemoryError" in reasons["test_keeps_dtype_and_shape"]
+    assert reasons["test_the_token_goes_once_around_neighbour_to_neighbour"].startswith(
+        "DeadlockError: deadlock: no rank can make progress: rank 0 waits for rank 5")
     assert all("RuntimeWarning" in r.output for r in results["token_ring"] if r.passed), "passed despite a warning"
     assert all(not r.passed and "no costs.py" in r.output for r in results["ring_allreduce_cost"])
 
@@ -192,6 +198,18 @@ def test_cli_lists_releases_and_grades(tmp_path, capsys):
     assert all(e.id in listing and e.lesson in listing for e in EXERCISES)
     assert run("exercises", "release", str(tmp_path / "hw")) == 0
     assert run("exercises", "release", str(tmp_path / "hw")) == 2
+    capsys.readouterr()
     assert run("grade", str(tmp_path / "hw"), "--exercise", "token_ring", "--json", str(tmp_path / "r.json")) == 1
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["score"] == 0 and report["max_score"] == get("token_ring").points and len(report["tests"]) == 5
+    # by default: why each test failed, one line each, then the table; nothing of pytest's reports
+    lines = capsys.readouterr().out.splitlines()
+    why = [line for line in lines if line.startswith("  test_")]
+    assert len(why) == 5 and all(line.endswith(": rank 0: NotImplementedError: token_ring") for line in why)
+    assert [line.split() for line in lines[-3:-1]] == [["token_ring", "0/5", "0.00/10.00"], ["total", "0/5", "0.00/10.00"]]
+    assert len(lines) == 2 + 5 + 1 + 3 + 1  # headings, the failures, a blank line, the table, the json line
+    # --verbose: pytest's full report of each, and no warning about the sandbox's own plugins
+    assert run("grade", str(tmp_path / "hw"), "--exercise", "token_ring", "--verbose") == 1
+    out = capsys.readouterr().out
+    assert out.count("--- FAILED tests/exercises/test_token_ring.py::") == 5 and out.count("= FAILURES =") == 5
+    assert "Traceback" in out and "Warning" not in out
