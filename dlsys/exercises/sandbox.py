@@ -28,8 +28,7 @@ import numpy  # noqa: F401 - imported once here, inherited by every child
 import pytest
 import pytest_timeout
 
-import dlsys  # noqa: F401 - the Communicator and the link models; never the exercise modules
-from dlsys.comm import RankFailed
+from dlsys.comm import RankFailed  # and so the Communicator and the link models; never the exercise modules
 
 POLL_S = 0.005
 MAX_REASON_CHARS = 200
