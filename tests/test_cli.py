@@ -122,6 +122,27 @@ def test_ctrl_c_prints_one_line_exits_130_and_leaves_nothing_running():
     assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"dlsys-{proc.pid}-")]
 
 
+def test_ctrl_c_during_grade_stops_every_test(tmp_path):
+    """The graded tests lead their own sessions, so Ctrl-C's SIGINT reaches none of them:
+    the grader must stop them itself. These ones would run for 10 s (the launch timeout)."""
+    (tmp_path / "token_ring.py").write_text("import time\n\ndef token_ring(comm, token):\n    time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "dlsys.cli", "grade", str(tmp_path), "--exercise", "token_ring",
+                             "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(started := psutil.Process(proc.pid).children(recursive=True)) < 3:  # the sandbox and its tests
+            assert time.monotonic() < deadline and proc.poll() is None, "no test ever started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and stderr == "interrupted\n"
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert not alive
+
+
 def ranks_of(pid: int) -> list:
     """Live rank processes of runs launched by pid (their command line names the run)."""
     return [p for p in psutil.process_iter(["cmdline", "status"]) if p.info["status"] != psutil.STATUS_ZOMBIE
