@@ -1,5 +1,6 @@
-"""Grade a submission: every graded test in its own process, then a score table and
-Gradescope's results.json.
+"""Grade a submission: every graded test in its own process, then a score table, a
+one-line reason per failed test (``TestResult.reason``: the exception's line, or the
+timeout) and Gradescope's results.json.
 
 ``sandbox.py`` runs each test in a forked child, in its own session, with the student's
 files in place of the reference (``testing.py``), a timeout (pytest-timeout reports every
