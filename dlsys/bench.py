@@ -165,7 +165,10 @@ def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
     round trip waking the other process twice, as a dlsys ping-pong does."""
     to_r, to_w = os.pipe()
     back_r, back_w = os.pipe()
-    echo = subprocess.Popen([sys.executable, "-c", _PIPE_ECHO, str(to_r), str(back_w)], pass_fds=(to_r, back_w))
+    # its own session: a terminal's Ctrl-C reaches only us, not a child that would print a
+    # traceback; closing to_w (finally) ends it, as does our death
+    echo = subprocess.Popen([sys.executable, "-c", _PIPE_ECHO, str(to_r), str(back_w)], pass_fds=(to_r, back_w),
+                            start_new_session=True)
     os.close(to_r), os.close(back_w)
     message, times = b"x" * nbytes, []
     try:

@@ -104,15 +104,17 @@ def test_presets_json_lists_numbers_and_sources(capsys):
 
 
 def test_ctrl_c_prints_one_line_exits_130_and_leaves_nothing_running():
-    """SIGINT (what Ctrl-C sends) to a long training run on the processes backend."""
+    """SIGINT to a long training run on the processes backend, sent as a terminal's Ctrl-C
+    sends it: to the whole process group."""
     proc = subprocess.Popen([sys.executable, "-m", "dlsys.cli", "train", "--backend", "processes", "--workers", "2",
-                             "--epochs", "10000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--epochs", "10000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while len(ranks_of(proc.pid)) < 2:  # interrupt the run itself, not the imports before it
             assert time.monotonic() < deadline and proc.poll() is None, "the ranks never started"
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
@@ -124,7 +126,8 @@ def test_ctrl_c_prints_one_line_exits_130_and_leaves_nothing_running():
 
 def test_ctrl_c_during_grade_stops_every_test(tmp_path):
     """The graded tests lead their own sessions, so Ctrl-C's SIGINT reaches none of them:
-    the grader must stop them itself. These ones would run for 10 s (the launch timeout)."""
+    the grader must stop them itself, even when the signal reaches it alone (kill -INT).
+    These tests would run for 10 s (the launch timeout)."""
     (tmp_path / "token_ring.py").write_text("import time\n\ndef token_ring(comm, token):\n    time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-m", "dlsys.cli", "grade", str(tmp_path), "--exercise", "token_ring",
                              "--jobs", "2"],
