@@ -6,6 +6,7 @@ records are cached without the ranks' real arrays (``experiments.without_values`
 
 import json
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from dlsys import bench, experiments
@@ -20,6 +21,17 @@ SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
 TRAIN_WORKERS = 4
 REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 4 processes x 64 MiB need 1.7 GiB
+# Page icons are emoji, not ":material/..." names: the Material Symbols font is what failed
+# in a classroom without internet; an emoji needs no font download (tests/test_browser.py
+# checks that no request leaves the machine).
+ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
+         "performance": "⏱️"}
+
+
+def chart(fig: go.Figure, key: str) -> None:
+    """Draw a dlsys.viz figure as built: theme=None, because Streamlit's theme would replace
+    the projector-sized fonts of the "dlsys" template (dlsys/viz/style.py) with its own."""
+    st.plotly_chart(fig, key=key, theme=None)
 
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
