@@ -21,9 +21,9 @@ SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
 TRAIN_WORKERS = 4
 REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 4 processes x 64 MiB need 1.7 GiB
-# Page icons are emoji, not ":material/..." names: the Material Symbols font is what failed
-# in a classroom without internet; an emoji needs no font download (tests/test_browser.py
-# checks that no request leaves the machine).
+# Page icons are emoji, not ":material/..." names: for those Streamlit's page (its favicon)
+# fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
+# (tests/test_browser.py checks that no request leaves the machine).
 ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
          "performance": "⏱️"}
 

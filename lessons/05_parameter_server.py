@@ -83,7 +83,8 @@ for name, r in (("ps-bsp", bsp), ("allreduce", ring)):
 # and ASP the server applies each gradient as it arrives (scaled by 1/W), and training ends
 # after the same budget of gradients as the BSP run, so fast workers may do more of them.
 #
-# Now make worker 3 (rank 4: the server is rank 0) four times slower. On RDMA the compute matters, so the straggler shows:
+# Now make worker 3 four times slower (rank 4: the server is rank 0, worker w is rank w + 1).
+# On RDMA the compute matters, so the straggler shows:
 
 # %%
 slow = dict(straggler=(3, 4.0), link="rdma-edr")

@@ -34,7 +34,7 @@ m[1].metric("ring all-reduce", format_seconds(ring["virtual_time_s"]),
 m[2].metric("PS / ring", f"{ps['virtual_time_s'] / ring['virtual_time_s']:.2f}x")
 server = traces["parameter server"]
 m[3].metric("server link traffic", format_bytes(server.bytes_sent_per_rank()[0] + server.bytes_received_per_rank()[0]),
-            help="Bytes rank 0 (the server) sent plus received.")
+            help="Bytes server 0 (rank 0) sent plus received.")
 st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)\right)"
          r"\qquad T_{ring} = 2(W-1)\left(\alpha + \tfrac{n}{W}\beta\right)")
 st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "

@@ -71,8 +71,9 @@ if pushpull.open:
                    "request (keys), then a push (keys, then values: its slice of the gradient); the server answers "
                    "the pull with its slice of the weights. With several servers under SSP/ASP, server 0 tells "
                    "the others the order of requests.")
-        names = {"run": role_names(shared.TRAIN_WORKERS, servers)}
-        shared.chart(viz.traffic_per_rank({"run": record["result"].trace}, names), "train_pp_traffic")
+        panel = f"{consistency}, one epoch"
+        shared.chart(viz.traffic_per_rank({panel: record["result"].trace}, {panel: role_names(shared.TRAIN_WORKERS, servers)}),
+                     "train_pp_traffic")
         st.caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
                    "Each server carries about 1/S of the push and pull traffic.")
 

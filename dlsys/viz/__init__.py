@@ -8,4 +8,6 @@ experiment records), ``datapath`` (memory traffic of the real data path, measure
 emulation scale), ``catalogue`` (the concept map).
 """
 
-from . import style  # noqa: F401  (registers the "dlsys" template as plotly's default)
+from . import style  # registers the "dlsys" template as plotly's default
+
+__all__ = ["style"]

@@ -109,7 +109,8 @@ def ps_vs_ring_scaling(rows: list[dict], title: str = "") -> go.Figure:
     """Left: communication time against workers, closed form (lines) and emulated
     (markers), for the parameter server and ring all-reduce. Right: bytes through the
     busiest rank's link: the server's grows with W, the ring's stays about 2n."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one synchronization", "busiest rank's traffic"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one synchronization", "busiest rank's traffic"),
+                        horizontal_spacing=0.15)
     for scheme, color in zip(dict.fromkeys(r["scheme"] for r in rows), qualitative.D3[4:]):
         mine = sorted((r for r in rows if r["scheme"] == scheme), key=lambda r: r["workers"])
         w = [r["workers"] for r in mine]
