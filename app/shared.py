@@ -12,6 +12,7 @@ import streamlit as st
 from dlsys import bench, experiments
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
+from dlsys.viz import style
 from dlsys.viz.units import format_bytes
 
 # real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
@@ -29,9 +30,11 @@ ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_rin
 
 
 def chart(fig: go.Figure, key: str) -> None:
-    """Draw a dlsys.viz figure as built: theme=None, because Streamlit's theme would replace
-    the projector-sized fonts of the "dlsys" template (dlsys/viz/style.py) with its own."""
-    st.plotly_chart(fig, key=key, theme=None)
+    """Draw a dlsys.viz figure in the "dlsys" template (dlsys/viz/style.py), whatever plotly's
+    default was when it was built (Streamlit sets its own default when it is imported), and
+    with theme=None, because Streamlit's theme would replace the template's projector-sized
+    fonts with its own."""
+    st.plotly_chart(fig.update_layout(template=style.TEMPLATE), key=key, theme=None)
 
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:

@@ -47,6 +47,16 @@ def _training_records():
     return {"BSP": record(1), "ASP": record(1)}
 
 
+@pytest.fixture
+def dlsys_default_template():
+    """Importing streamlit (test_app.py, in the same session) makes Streamlit's template
+    plotly's default; importing dlsys.viz after it makes "dlsys" the default again, as in
+    the app, where streamlit is imported first (and shared.chart applies "dlsys" anyway)."""
+    saved, pio.templates.default = pio.templates.default, style.TEMPLATE
+    yield
+    pio.templates.default = saved
+
+
 def _my_figures():
     """Every figure of the modules that use the shared style, built from small records."""
     rows = E.allreduce_costs(["tcp-10gbe"], [8], [2**k for k in range(33)])
@@ -73,11 +83,10 @@ def _my_figures():
     }
 
 
-def test_every_figure_has_the_projector_style():
+def test_every_figure_has_the_projector_style(dlsys_default_template):
     """Fonts of the dlsys template, a legend that stays beside the plots (never over a
     title), log axes with labelled decades or binary sizes only (no minor labels, no SI
     "kB"), and no annotation above the plot area where the title is."""
-    assert pio.templates.default == style.TEMPLATE
     for name, fig in _my_figures().items():
         template = fig.layout.template.layout
         assert template.font.size >= 16 and template.title.automargin, name
@@ -96,6 +105,14 @@ def test_crossover_notes_stand_at_the_foot_of_their_line():
     fig = costs.cost_curves(rows, "ranks", (), E.crossovers(rows, "ranks"), "Against ranks")
     notes = [a for a in fig.layout.annotations if a.text.startswith("→")]
     assert notes and all(a.y == 0 and a.yanchor == "bottom" for a in notes)
+
+
+def test_importing_dlsys_viz_makes_its_template_the_default():
+    import subprocess
+    import sys
+    code = "import plotly.io as pio, dlsys.viz; print(pio.templates.default)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == style.TEMPLATE
 
 
 def test_roles_are_named_with_their_rank():

@@ -39,6 +39,10 @@ def _template() -> go.layout.Template:
         legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top", font=dict(size=TICK_SIZE)),
         hoverlabel=dict(font=dict(size=TICK_SIZE)),
         annotationdefaults=dict(font=dict(size=FONT_SIZE)),
+        # animation controls keep plotly's compact sizes: at 16 px the Play/Pause buttons grow
+        # into the slider's "virtual time" label, and the slider's many step labels collide
+        updatemenudefaults=dict(font=dict(size=TICK_SIZE)),
+        sliderdefaults=dict(font=dict(size=12), currentvalue=dict(font=dict(size=TICK_SIZE))),
         xaxis=axis, yaxis=axis,
     )
     return template
