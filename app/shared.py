@@ -6,11 +6,13 @@ records are cached without the ranks' real arrays (``experiments.without_values`
 
 import json
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from dlsys import bench, experiments
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
+from dlsys.viz import style
 from dlsys.viz.units import format_bytes
 
 # real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
@@ -20,6 +22,19 @@ SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
 TRAIN_WORKERS = 4
 REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 4 processes x 64 MiB need 1.7 GiB
+# Page icons are emoji, not ":material/..." names: for those Streamlit's page (its favicon)
+# fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
+# (tests/test_browser.py checks that no request leaves the machine).
+ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
+         "performance": "⏱️"}
+
+
+def chart(fig: go.Figure, key: str) -> None:
+    """Draw a dlsys.viz figure in the "dlsys" template (dlsys/viz/style.py), whatever plotly's
+    default was when it was built (Streamlit sets its own default when it is imported), and
+    with theme=None, because Streamlit's theme would replace the template's projector-sized
+    fonts with its own."""
+    st.plotly_chart(fig.update_layout(template=style.TEMPLATE), key=key, theme=None)
 
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:

@@ -13,17 +13,19 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # pages import shared.py (AppTest does not add it)
 
-st.set_page_config(page_title="dlsys", page_icon=":material/sync_alt:", layout="wide")
+from shared import ICONS  # noqa: E402  (after the path is set)
+
+st.set_page_config(page_title="dlsys", page_icon=ICONS["collectives"], layout="wide")
 
 PAGES = {
-    "dlsys": [st.Page("views/home.py", title="Home", icon=":material/home:", default=True)],
+    "dlsys": [st.Page("views/home.py", title="Home", icon=ICONS["home"], default=True)],
     "Communication": [
-        st.Page("views/collectives.py", title="Collectives", icon=":material/sync_alt:"),
-        st.Page("views/cost_model.py", title="Cost model explorer", icon=":material/monitoring:"),
-        st.Page("views/ps_vs_ring.py", title="PS vs ring", icon=":material/hub:"),
+        st.Page("views/collectives.py", title="Collectives", icon=ICONS["collectives"]),
+        st.Page("views/cost_model.py", title="Cost model explorer", icon=ICONS["cost_model"]),
+        st.Page("views/ps_vs_ring.py", title="PS vs ring", icon=ICONS["ps_vs_ring"]),
     ],
-    "Training": [st.Page("views/training.py", title="Distributed training", icon=":material/model_training:")],
-    "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=":material/speed:")],
+    "Training": [st.Page("views/training.py", title="Distributed training", icon=ICONS["training"])],
+    "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=ICONS["performance"])],
 }
 
 st.navigation(PAGES).run()

@@ -174,7 +174,7 @@ for r in bcast_rows:
         print(f"binomial, p = {r['ranks']}, {format_bytes(r['nbytes'])}: emulated {format_seconds(r['time_s'])}, "
               f"lg p (alpha + n beta) = {format_seconds(formula_s)}")
 show(lines(bcast_rows, "ranks", "time_ms", "series", f"Broadcast on {LINK}: a loop at the root against a binomial tree",
-           "ranks p", "time (ms)", log_x=True, log_y=True), "02_broadcast_loop_vs_tree")
+           "ranks p", "time (ms)", log_x=True, log_y=True, x_unit="count"), "02_broadcast_loop_vs_tree")
 
 # %% [markdown]
 # For 1 MiB the tree wins from p = 4 on. For 64 bytes the loop wins up to about 16 ranks:

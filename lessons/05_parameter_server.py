@@ -83,7 +83,8 @@ for name, r in (("ps-bsp", bsp), ("allreduce", ring)):
 # and ASP the server applies each gradient as it arrives (scaled by 1/W), and training ends
 # after the same budget of gradients as the BSP run, so fast workers may do more of them.
 #
-# Now make worker 3 four times slower. On RDMA the compute matters, so the straggler shows:
+# Now make worker 3 four times slower (rank 4: the server is rank 0, worker w is rank w + 1).
+# On RDMA the compute matters, so the straggler shows:
 
 # %%
 slow = dict(straggler=(3, 4.0), link="rdma-edr")
@@ -95,7 +96,7 @@ for name, r in runs.items():
     steps = [sum(1 for row in r["losses"] if row["rank"] == rank) for rank in range(1, 5)]
     print(f"{name:>8}: {r['virtual_time_s'] * 1e3:6.2f} ms, test accuracy {r['test_accuracy']:.2%}, "
           f"max staleness {r['max_staleness']:>3} clocks, gradients per worker {steps}")
-show(worker_progress(runs, "Who waits: gradients per worker, worker 3 is 4x slower"), "05_worker_progress")
+show(worker_progress(runs, "Who waits: gradients per worker, worker 3 (rank 4) is 4x slower"), "05_worker_progress")
 show(staleness_histogram(runs), "05_staleness")
 show(loss_curves(runs), "05_loss")
 
@@ -115,7 +116,7 @@ show(loss_curves(runs), "05_loss")
 
 # %%
 survivor = train("ps-asp", TrainConfig(epochs=5), 4, fail=(1, 5))
-print(f"ASP with worker 1 dead after 5 steps: {survivor['failed']}, test accuracy {survivor['test_accuracy']:.2%}")
+print(f"ASP with worker 1 (rank 2) dead after 5 steps: {survivor['failed']}, test accuracy {survivor['test_accuracy']:.2%}")
 try:
     train("ps-bsp", TrainConfig(epochs=5), 4, fail=(1, 5))
 except dlsys.RankFailed as exc:

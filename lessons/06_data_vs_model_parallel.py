@@ -92,7 +92,7 @@ for m in (1, 2, 4, 8, 16, 32):
     print(f"M = {m:>2}: {r['virtual_time_s'] * 1e3:6.2f} ms, bubble {r['bubble_fraction']:.0%}, "
           f"{r['bytes_moved'] / 1e6:.2f} MB of activations, test accuracy {r['test_accuracy']:.2%}")
 show(lines(rows, "micro_batches", "time_ms", "run", "GPipe: more micro-batches, a smaller bubble",
-           "micro-batches M", "virtual time (ms)", log_x=True), "06_pipeline_microbatches")
+           "micro-batches M", "virtual time (ms)", log_x=True, x_unit="count"), "06_pipeline_microbatches")
 for m in (1, 4):
     r = train("model-parallel", TrainConfig(epochs=1), 4, micro_batches=m, link="rdma-edr")
     trace = r["result"].trace

@@ -2,6 +2,7 @@
 widget values, every tab), and the dlsys.experiments functions its pages call.
 """
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
-PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/performance.py"]
+PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
+         "views/performance.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -85,6 +87,7 @@ def test_collectives_page_every_algorithm(ranks, size):
     ("views/collectives.py", "coll_view", ["Ring step by step", "Timeline", "Bytes per link", "Downloads"]),
     ("views/cost_model.py", "cost_view", ["Against ranks", "TCP vs RDMA", "Alpha and beta"]),
     ("views/ps_vs_ring.py", "ps_view", ["Bytes per rank", "Against workers", "Downloads"]),
+    ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
@@ -93,8 +96,10 @@ def test_every_tab_runs(page, key, tabs):
         ok(at.run())
         if tab == "Downloads":
             assert len(at.get("download_button")) >= 4
-        else:
+        elif page != "views/training.py":  # the training tabs draw several charts
             assert charts(at) == 1, tab
+        else:
+            assert charts(at) >= 2, tab
 
 
 @pytest.mark.parametrize("ranks", [2, 16, 1024])
@@ -119,6 +124,24 @@ def test_ps_vs_ring_page_edges(workers, size):
     assert charts(at) == 1
     at.session_state["ps_view"] = "Against workers"
     ok(at.run())
+
+
+def test_pages_name_workers_and_servers_by_rank():
+    """One numbering (docs/app.md): ranks 0-based; "worker w (rank r)", "server s (rank r)"."""
+    at = open_page("views/training.py")
+    assert at.slider(key="train_straggler").label.startswith("straggler: worker 3 (rank 4)")
+    at.session_state["train_view"] = "Push and pull"
+    ok(at.run())
+    at.slider(key="train_pp_servers").set_value(2)
+    ok(at.run())
+    assert any("worker w is rank 2 + w" in c.value for c in at.caption)
+    at = open_page("views/ps_vs_ring.py")
+    at.slider(key="ps_workers").set_value(2)
+    at.session_state["ps_view"] = "Bytes per rank"
+    ok(at.run())
+    bars = [list(trace["x"]) for trace in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert bars[0] == ["server 0 (rank 0)", "worker 0 (rank 1)", "worker 1 (rank 2)"]
+    assert bars[-1] == ["worker 0 (rank 0)", "worker 1 (rank 1)"]
 
 
 @pytest.mark.parametrize("ranks, size", [(2, 2**20), (16, 4 * 2**30)])

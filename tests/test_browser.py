@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -129,6 +130,32 @@ def test_page_renders_in_chromium(app, browser, name, tmp_path_factory):
         page.screenshot(path=str(shots / f"{name.replace(' ', '_')}_{key}.png"))
     print(f"\n{name}: first render {rendered_s:.2f} s, screenshots in {shots}")
     page.close()
+
+
+def test_no_request_leaves_the_machine(app, browser):
+    """A classroom may have no internet: opening every page (and every tab the other test
+    opens) must not ask any host but this one, for fonts, icons, scripts or telemetry.
+    And the page is presentation-ready: no Deploy button (.streamlit/config.toml)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    hosts = []
+    context.on("request", lambda request: hosts.append((urlsplit(request.url).hostname, request.url)))
+    page = context.new_page()
+    for name, path in PAGES.items():
+        page.goto(f"{app[0]}/{path}")
+        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        wait_for_script(page)
+        no_exception(page)
+        if name in OTHER_TAB:
+            tab, key = OTHER_TAB[name]
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_selector(f".st-key-{key} .main-svg", timeout=60_000)
+            wait_for_script(page)
+        assert page.locator('[data-testid="stAppDeployButton"]').count() == 0, "the Deploy button shows"
+    page.wait_for_timeout(1000)  # late requests (fonts are fetched when first drawn)
+    context.close()
+    remote = sorted({url for host, url in hosts if host not in (None, "127.0.0.1", "localhost")})
+    assert not remote, remote
+    assert any(host == "127.0.0.1" for host, _ in hosts)  # the recording saw the page's own requests
 
 
 def server_rss_mib(make_pid: int) -> float:

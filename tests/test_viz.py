@@ -11,8 +11,11 @@ from dlsys import experiments as E
 from dlsys.comm import Message, Span, Trace
 from dlsys.datapath import ring_allreduce_traffic_bytes
 from dlsys.collectives import REGISTRY, closed_form
-from dlsys.viz import catalogue, comm, costs, datapath
-from dlsys.viz.units import format_bytes, format_rate, format_seconds, time_unit
+import plotly.io as pio
+
+from dlsys.viz import catalogue, comm, costs, datapath, lessons, style, training
+from dlsys.viz.units import (byte_ticks, count_ticks, format_bytes, format_rate, format_seconds, linear_byte_ticks,
+                             time_ticks, time_unit)
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,98 @@ def test_units():
     assert format_seconds(0.0123) == "12.3 ms" and format_seconds(4e-6) == "4 µs" and format_seconds(12.0) == "12 s"
     assert format_bytes(64 * 2**20) == "64 MiB" and format_bytes(4) == "4 B" and format_bytes(0) == "0 B"
     assert format_rate(1.25e9) == "1.25 GB/s" and format_rate(5) == "5 B/s"
+
+
+def test_axis_ticks_are_binary_sizes_and_decades():
+    assert byte_ticks(1, 2**32)[1] == ["1 B", "32 B", "1 KiB", "32 KiB", "1 MiB", "32 MiB", "1 GiB"]
+    assert byte_ticks(2**10, 2**20)[1] == ["1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB"]
+    assert time_ticks(2e-6, 0.3)[1] == ["1 µs", "10 µs", "100 µs", "1 ms", "10 ms", "100 ms", "1 s"]
+    assert count_ticks(2, 1024)[1] == [str(2**k) for k in range(1, 11)]
+    assert linear_byte_ticks(300 * 2**20)[1] == ["0", "100 MiB", "200 MiB", "300 MiB"]
+
+
+def _training_records():
+    def record(first_rank):
+        losses = [dict(rank=r, time_s=t * 1e-3, loss=2.0 / (t + 1)) for t in range(1, 6)
+                  for r in range(first_rank, first_rank + 2)]
+        return dict(losses=losses, workers=2, virtual_time_s=5e-3, bytes_moved=3 * 2**20, test_accuracy=0.9,
+                    staleness_histogram={0: 4, 1: 2}, accuracy_curve=[dict(time_s=5e-3, test_accuracy=0.9)])
+    return {"BSP": record(1), "ASP": record(1)}
+
+
+@pytest.fixture
+def dlsys_default_template():
+    """Importing streamlit (test_app.py, in the same session) makes Streamlit's template
+    plotly's default; importing dlsys.viz after it makes "dlsys" the default again, as in
+    the app, where streamlit is imported first (and shared.chart applies "dlsys" anyway)."""
+    saved, pio.templates.default = pio.templates.default, style.TEMPLATE
+    yield
+    pio.templates.default = saved
+
+
+def _my_figures():
+    """Every figure of the modules that use the shared style, built from small records."""
+    rows = E.allreduce_costs(["tcp-10gbe"], [8], [2**k for k in range(33)])
+    by_ranks = E.allreduce_costs(["tcp-10gbe"], [2**k for k in range(1, 11)], [2**26])
+    ring = [r for r in rows if r["algorithm"] == "ring"]
+    runs = _training_records()
+    return {
+        "cost_curves size": costs.cost_curves(rows, "nbytes", (), E.crossovers(rows), "title"),
+        "cost_curves ranks": costs.cost_curves(by_ranks, "ranks", (), E.crossovers(by_ranks, "ranks"), "title"),
+        "link_comparison": costs.link_comparison(ring, "title"),
+        "alpha_beta_split": costs.alpha_beta_split(ring, "title"),
+        "ps_vs_ring_scaling": costs.ps_vs_ring_scaling(E.ps_vs_ring_scaling((2, 4), "1MiB", "tcp-10gbe"), "title"),
+        "worker_progress": training.worker_progress(runs), "loss_curves": training.loss_curves(runs),
+        "staleness": training.staleness_histogram(runs), "accuracy": training.accuracy_curves(runs),
+        "cost_bars": training.cost_bars(runs),
+        "traffic_bars": datapath.traffic_bars(4, 2**26),
+        "emulation_scaling": datapath.emulation_scaling([dict(ranks=8, wall_time_s=0.01, messages=112),
+                                                         dict(ranks=64, wall_time_s=0.5, messages=8064)]),
+        "lines": lessons.lines([dict(p=p, t=p * 1e-3, s="a") for p in (2, 4, 8)], "p", "t", "s", "title", "p", "t",
+                               log_x=True, log_y=True, x_unit="count", y_unit="seconds"),
+        "strong_scaling": lessons.strong_scaling([dict(link="l", ranks=p, compute_s=1 / p, communication_s=0.01,
+                                                       speedup=p / 1.5) for p in (1, 2, 4)]),
+        "concept_map": catalogue.concept_map([("A", "a long concept name here", "app"), ("B", "z", "planned")]),
+    }
+
+
+def test_every_figure_has_the_projector_style(dlsys_default_template):
+    """Fonts of the dlsys template, a legend that stays beside the plots (never over a
+    title), log axes with labelled decades or binary sizes only (no minor labels, no SI
+    "kB"), and no annotation above the plot area where the title is."""
+    for name, fig in _my_figures().items():
+        template = fig.layout.template.layout
+        assert template.font.size >= 16 and template.title.automargin, name
+        legend = fig.layout.legend
+        assert legend.y is None or legend.y <= 1 or legend.yanchor == "top", name
+        for axis in [v for k, v in fig.layout.to_plotly_json().items() if k.startswith(("xaxis", "yaxis"))]:
+            if axis.get("type") == "log":
+                assert axis.get("tickmode") == "array" and axis.get("ticktext"), name
+                assert not any(t.endswith(("kB", "MB", "GB")) for t in axis["ticktext"]), name
+        for note in fig.layout.annotations:  # subplot titles sit at y = 1, on the top edge of their plot
+            assert note.yref != "paper" or note.y <= 1, (name, note.text)
+
+
+def test_crossover_notes_stand_at_the_foot_of_their_line():
+    rows = E.allreduce_costs(["tcp-10gbe"], [2**k for k in range(1, 11)], [2**26])
+    fig = costs.cost_curves(rows, "ranks", (), E.crossovers(rows, "ranks"), "Against ranks")
+    notes = [a for a in fig.layout.annotations if a.text.startswith("→")]
+    assert notes and all(a.y == 0 and a.yanchor == "bottom" for a in notes)
+
+
+def test_importing_dlsys_viz_makes_its_template_the_default():
+    import subprocess
+    import sys
+    code = "import plotly.io as pio, dlsys.viz; print(pio.templates.default)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == style.TEMPLATE
+
+
+def test_roles_are_named_with_their_rank():
+    assert style.role_names(2, servers=1) == ["server 0 (rank 0)", "worker 0 (rank 1)", "worker 1 (rank 2)"]
+    assert style.role_names(2) == ["worker 0 (rank 0)", "worker 1 (rank 1)"]
+    names = [t.name for t in training.worker_progress(_training_records()).data if t.showlegend]
+    assert names == ["worker 0 (rank 1)", "worker 1 (rank 2)"]
 
 
 def test_rank_positions():

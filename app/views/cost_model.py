@@ -34,17 +34,17 @@ if size_tab.open:  # only the open tab is built and drawn
     with size_tab:
         size_cross = experiments.crossovers(by_size, "nbytes")
         emulated = shared.emulated_allreduce_costs(link, ranks) if check and ranks <= 16 else []
-        st.plotly_chart(viz.cost_curves(by_size, "nbytes", emulated, size_cross,
-                                        f"All-reduce time against size, p = {ranks}, {link}"), key="cost_by_size")
+        shared.chart(viz.cost_curves(by_size, "nbytes", emulated, size_cross,
+                                     f"All-reduce time against size, p = {ranks}, {link}"), "cost_by_size")
         st.caption("Lines: closed forms. Circles: the same algorithms really run (virtual time). Stars: where the "
                    "fastest algorithm changes. " + " ".join(f"Above {format_bytes(c['nbytes'])}: {c['to']} beats "
                                                             f"{c['from']}." for c in size_cross))
 if ranks_tab.open:
     with ranks_tab:
         by_ranks = experiments.allreduce_costs([link], RANK_GRID, [nbytes])
-        st.plotly_chart(viz.cost_curves(by_ranks, "ranks", (), experiments.crossovers(by_ranks, "ranks"),
-                                        f"All-reduce time against ranks, n = {format_bytes(nbytes)}, {link}"),
-                        key="cost_by_ranks")
+        shared.chart(viz.cost_curves(by_ranks, "ranks", (), experiments.crossovers(by_ranks, "ranks"),
+                                     f"All-reduce time against ranks, n = {format_bytes(nbytes)}, {link}"),
+                     "cost_by_ranks")
         st.caption("Ring all-reduce costs 2(p-1)(α + n/(pB)): its bandwidth term tends to 2n/B, so for large "
                    "messages its time hardly grows with p, while its latency term grows linearly. In this model "
                    "Rabenseifner moves the same bytes with only 2 lg p alphas; the ring wins in practice because "
@@ -57,7 +57,7 @@ if links_tab.open:
             "copy, kernel bypass, about a microsecond. Below: ring all-reduce on every link preset (TCP dashed).")
         every_link = [r for r in experiments.allreduce_costs(list(LINK_PRESETS), [ranks], SIZE_GRID)
                       if r["algorithm"] == "ring"]
-        st.plotly_chart(viz.link_comparison(every_link, f"Ring all-reduce, p = {ranks}, every link"), key="cost_links")
+        shared.chart(viz.link_comparison(every_link, f"Ring all-reduce, p = {ranks}, every link"), "cost_links")
         st.dataframe([{"link": r["link"], "kind": r["kind"], "alpha": format_seconds(r["alpha_s"]),
                        "beta (ns/byte)": round(r["beta_s_per_byte"] * 1e9, 4),
                        "wire bandwidth": format_rate(r["bandwidth_Bps"]), "n½ = α/β": format_bytes(r["n_half_bytes"])}
@@ -67,5 +67,5 @@ if links_tab.open:
 if split_tab.open:
     with split_tab:
         ring = [r for r in by_size if r["algorithm"] == "ring"]
-        st.plotly_chart(viz.alpha_beta_split(ring, f"Ring all-reduce on {link}, p = {ranks}: alpha and beta apart"),
-                        key="cost_alpha_beta")
+        shared.chart(viz.alpha_beta_split(ring, f"Ring all-reduce on {link}, p = {ranks}: alpha and beta apart"),
+                     "cost_alpha_beta")

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
+import shared
 from dlsys.viz.catalogue import concept_map
 
 # (section, concept, where to see it: "app", "lesson" or "planned"), after the concept catalogue.
@@ -35,18 +36,18 @@ def lesson_title(path: Path) -> str:
 
 # (page, label, icon, what it shows): one line per page of streamlit_app.PAGES
 PAGE_LINKS = [
-    ("views/collectives.py", "Collectives", ":material/sync_alt:",
+    ("views/collectives.py", "Collectives", shared.ICONS["collectives"],
      "Every MPI collective and algorithm: messages animated on a ring of ranks, the ring all-reduce step by step, "
      "the timeline, bytes per link, measured against the closed form."),
-    ("views/cost_model.py", "Cost model explorer", ":material/monitoring:",
+    ("views/cost_model.py", "Cost model explorer", shared.ICONS["cost_model"],
      "All-reduce algorithms against message size and ranks, where they cross, TCP against RDMA, alpha and beta apart."),
-    ("views/ps_vs_ring.py", "PS vs ring", ":material/hub:",
+    ("views/ps_vs_ring.py", "PS vs ring", shared.ICONS["ps_vs_ring"],
      "A parameter server and a ring all-reduce averaging the same gradients, side by side: the server's link is "
      "the bottleneck."),
-    ("views/training.py", "Distributed training", ":material/model_training:",
+    ("views/training.py", "Distributed training", shared.ICONS["training"],
      "Real models under BSP, SSP and ASP with a straggler, parameter-server pushes and pulls, data against model "
      "parallelism."),
-    ("views/performance.py", "Real bytes and scale", ":material/speed:",
+    ("views/performance.py", "Real bytes and scale", shared.ICONS["performance"],
      "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
      "against memcpy, and how far the emulator scales."),
 ]
@@ -64,7 +65,7 @@ for col, (path, label, icon, text) in zip(st.columns(len(PAGE_LINKS)), PAGE_LINK
     col.caption(text)
 
 st.subheader("The map of concepts")
-st.plotly_chart(concept_map(CONCEPTS), key="home_concepts")
+shared.chart(concept_map(CONCEPTS), "home_concepts")
 
 st.subheader("Lessons")
 lessons = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.py"))

@@ -29,7 +29,7 @@ if traffic_tab.open:  # only the open tab is built and drawn
         speedup = cols[2].slider("memory bandwidth of all cores / one core", 1.0, 4.0, 1.35, 0.05,
                                  key="perf_speedup", help="1.35 measured on the 2-core machine of "
                                                           "docs/performance.md (two copies at once vs one).")
-        st.plotly_chart(viz.traffic_bars(ranks, nbytes), key="perf_traffic")
+        shared.chart(viz.traffic_bars(ranks, nbytes), "perf_traffic")
         m = st.columns(3)
         m[0].metric("copied sends", format_bytes(ring_allreduce_traffic_bytes(ranks, nbytes, False)),
                     delta=f"bound {memcpy_ratio_bound(ranks, False, speedup):.2f} of memcpy",
@@ -55,7 +55,7 @@ if measure_tab.open:
         if run:
             records = [shared.real_allreduce(bench_ranks, n, buffers) for n in sorted(sizes)
                        for buffers in ("plain", "alloc")]
-            st.plotly_chart(viz.ratio_bars(records), key="perf_ratio")
+            shared.chart(viz.ratio_bars(records), "perf_ratio")
             st.dataframe([{"size": format_bytes(r["nbytes"]), "sends": viz.BUFFER_NAMES[r["buffers"]],
                            "time": format_seconds(r["wall_time_s"]), "busbw/memcpy": round(r["ratio_to_memcpy"], 2)}
                           for r in records], hide_index=True)
@@ -71,7 +71,7 @@ if scale_tab.open:
                                help="512 ranks take a few seconds; each size is cached once run.")
         if st.button("Emulate", key="perf_emulate", type="primary"):
             curve = [shared.emulation(r) for r in EMULATION_RANKS if r <= top]
-            st.plotly_chart(viz.emulation_scaling(curve), key="perf_scaling")
+            shared.chart(viz.emulation_scaling(curve), "perf_scaling")
             st.dataframe([{"ranks": r["ranks"], "messages": r["messages"], "wall time": format_seconds(r["wall_time_s"]),
                            "virtual time": format_seconds(r["virtual_time_s"], 6),
                            "closed form": format_seconds(r["closed_form_s"], 6),

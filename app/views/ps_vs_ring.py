@@ -5,6 +5,7 @@ import streamlit as st
 import shared
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import ps_vs_ring_scaling
+from dlsys.viz.style import role_names
 from dlsys.viz.units import format_bytes, format_seconds
 
 st.title("Parameter server vs ring all-reduce")
@@ -33,7 +34,7 @@ m[1].metric("ring all-reduce", format_seconds(ring["virtual_time_s"]),
 m[2].metric("PS / ring", f"{ps['virtual_time_s'] / ring['virtual_time_s']:.2f}x")
 server = traces["parameter server"]
 m[3].metric("server link traffic", format_bytes(server.bytes_sent_per_rank()[0] + server.bytes_received_per_rank()[0]),
-            help="Bytes rank 0 (the server) sent plus received.")
+            help="Bytes server 0 (rank 0) sent plus received.")
 st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)\right)"
          r"\qquad T_{ring} = 2(W-1)\left(\alpha + \tfrac{n}{W}\beta\right)")
 st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
@@ -43,18 +44,18 @@ animation, traffic, scaling, files = st.tabs(
     ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key="ps_view", on_change="rerun")
 if animation.open:  # only the open tab is built and drawn
     with animation:
-        st.plotly_chart(viz.message_animation(traces, {"parameter server": "star"}), key="ps_animation")
+        shared.chart(viz.message_animation(traces, {"parameter server": "star"}), "ps_animation")
         st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
-                   "still busy. In the left panel rank 0 (centre) is the server.")
+                   "still busy. Left: server 0 (rank 0) in the centre, worker w is rank w + 1. Right: worker w is "
+                   "rank w.")
 if traffic.open:
     with traffic:
-        names = {"parameter server": ["server"] + [f"worker {w}" for w in range(1, workers + 1)],
-                 "ring all-reduce": [f"worker {w + 1}" for w in range(workers)]}
-        st.plotly_chart(viz.traffic_per_rank(traces, names), key="ps_traffic")
+        names = {"parameter server": role_names(workers, servers=1), "ring all-reduce": role_names(workers)}
+        shared.chart(viz.traffic_per_rank(traces, names), "ps_traffic")
 if scaling.open:
     with scaling:
-        st.plotly_chart(ps_vs_ring_scaling(shared.ps_vs_ring_scaling(nbytes, link),
-                                           f"{format_bytes(nbytes)} gradient on {link}"), key="ps_scaling")
+        shared.chart(ps_vs_ring_scaling(shared.ps_vs_ring_scaling(nbytes, link),
+                                        f"{format_bytes(nbytes)} gradient on {link}"), "ps_scaling")
         st.caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
                    "2n/B. Markers: emulated runs; lines: closed forms.")
 if files.open:

@@ -8,6 +8,7 @@ from dlsys.net import LINK_PRESETS
 from dlsys.optim import scale_lr
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
+from dlsys.viz.style import role_names
 from dlsys.viz.units import format_bytes, format_seconds
 
 st.title("Distributed training")
@@ -25,7 +26,9 @@ sync, pushpull, split = st.tabs(["Who waits: BSP, SSP, ASP", "Push and pull", "D
 if sync.open:
     with sync:
         c = st.columns(2)
-        factor = c[0].slider("straggler: worker 3 is k times slower", 1.0, 8.0, 4.0, 0.5, key="train_straggler")
+        slow = shared.TRAIN_WORKERS - 1  # shared.training slows the last worker; the server is rank 0
+        factor = c[0].slider(f"straggler: worker {slow} (rank {slow + 1}) is k times slower", 1.0, 8.0, 4.0, 0.5,
+                             key="train_straggler")
         s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key="train_staleness")
         runs = {"BSP": shared.training("ps-bsp", epochs, link, factor),
                 f"SSP s={s}": shared.training("ps-ssp", epochs, link, factor, staleness=s),
@@ -37,18 +40,20 @@ if sync.open:
                        delta_color="off")
         st.latex(r"\text{worker } k \text{ at clock } c_k \text{ may read once } c_k - \min_j c_j \le s"
                  r"\qquad (\text{BSP: } s = 0,\ \text{ASP: } s = \infty)")
-        st.plotly_chart(tviz.worker_progress(runs), key="train_progress")
+        shared.chart(tviz.worker_progress(runs), "train_progress")
         st.caption("Each staircase is one worker's gradient count. BSP: all climb at the straggler's pace. "
                    "SSP: the fast ones run ahead until they are s clocks ahead, then wait. ASP: nobody waits; "
                    "the straggler simply does less of the fixed budget of gradients.")
         left, right = st.columns(2)
-        left.plotly_chart(tviz.staleness_histogram(runs), key="train_staleness_hist")
-        right.plotly_chart(tviz.loss_curves(runs), key="train_loss")
+        with left:
+            shared.chart(tviz.staleness_histogram(runs), "train_staleness_hist")
+        with right:
+            shared.chart(tviz.loss_curves(runs), "train_loss")
         shown = st.selectbox("timeline of", list(runs), key="train_timeline_run")
         trace = runs[shown]["result"].trace
-        st.plotly_chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
-                                     f"{shown}: the first tenth of the run (rank 0 is the server)"),
-                        key="train_timeline")
+        shared.chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
+                                  f"{shown}: the first tenth of the run (rank 0 is the server)"),
+                     "train_timeline")
         st.caption("Grey 'wait' spans are the price of consistency: a worker whose pull the server holds.")
 
 if pushpull.open:
@@ -59,15 +64,16 @@ if pushpull.open:
         record = shared.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {shared.TRAIN_WORKERS} workers, the first steps"
-        st.plotly_chart(viz.message_animation({title: trace}, {title: "star"}), key="train_pp_animation")
-        server_text = (f"Ranks 0..{servers - 1} are servers (rank 0 in the centre)" if servers > 1
-                       else "Rank 0, in the centre, is the server")
-        st.caption(f"Press ▶ Play. {server_text}, the others workers. Per step a worker sends each server a pull "
+        shared.chart(viz.message_animation({title: trace}, {title: "star"}), "train_pp_animation")
+        server_text = (f"Servers 0..{servers - 1} are ranks 0..{servers - 1} (rank 0 in the centre)" if servers > 1
+                       else "Server 0 is rank 0, in the centre")
+        st.caption(f"Press ▶ Play. {server_text}; worker w is rank {servers} + w. Per step a worker sends each server a pull "
                    "request (keys), then a push (keys, then values: its slice of the gradient); the server answers "
                    "the pull with its slice of the weights. With several servers under SSP/ASP, server 0 tells "
                    "the others the order of requests.")
-        names = {"run": [f"server {r}" for r in range(servers)] + [f"worker {w}" for w in range(shared.TRAIN_WORKERS)]}
-        st.plotly_chart(viz.traffic_per_rank({"run": record["result"].trace}, names), key="train_pp_traffic")
+        panel = f"{consistency}, one epoch"
+        shared.chart(viz.traffic_per_rank({panel: record["result"].trace}, {panel: role_names(shared.TRAIN_WORKERS, servers)}),
+                     "train_pp_traffic")
         st.caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
                    "Each server carries about 1/S of the push and pull traffic.")
 
@@ -83,7 +89,7 @@ if split.open:
                 f"model parallel M={micro}": shared.training("model-parallel", epochs, link, micro_batches=micro),
                 f"local SGD K={period}": shared.training("local-sgd", epochs, link, period=period),
                 f"all-reduce, batch {big}, lr {big_lr:g}": shared.training("allreduce", epochs, link, batch_size=big, lr=big_lr)}
-        st.plotly_chart(tviz.cost_bars(runs), key="train_costs")
+        shared.chart(tviz.cost_bars(runs), "train_costs")
         st.latex(r"\text{data parallel: } 2\tfrac{P-1}{P}\,n \text{ bytes per rank per step}\qquad"
                  r"\text{GPipe bubble: } \tfrac{S-1}{M+S-1}")
         st.caption("Data parallelism moves gradients (n = 8,970 parameters per all-reduce); model parallelism "
@@ -92,5 +98,5 @@ if split.open:
                    "weights (the same test accuracy).")
         shown = st.selectbox("timeline of", list(runs), index=1, key="train_split_timeline_run")
         trace = runs[shown]["result"].trace
-        st.plotly_chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
-                        key="train_split_timeline")
+        shared.chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
+                     "train_split_timeline")

@@ -1,7 +1,13 @@
 """Plotly figures from traces and records (no streamlit here: the app and the lessons share them).
 
-Modules: ``units`` (human-readable seconds, bytes, rates), ``comm`` (figures of one run's
-trace: message animation, timeline, bytes per link, the ring step by step), ``costs``
-(cost-model curves and scaling plots from experiment records), ``datapath`` (memory traffic
-of the real data path, measured bandwidth, emulation scale), ``catalogue`` (the concept map).
+Modules: ``style`` (the shared figure style, registered as plotly's default template on
+import, log axes with unit ticks, rank names), ``units`` (human-readable seconds, bytes,
+rates, axis ticks), ``comm`` (figures of one run's trace: message animation, timeline,
+bytes per link, the ring step by step), ``costs`` (cost-model curves and scaling plots from
+experiment records), ``datapath`` (memory traffic of the real data path, measured bandwidth,
+emulation scale), ``catalogue`` (the concept map).
 """
+
+from . import style  # registers the "dlsys" template as plotly's default
+
+__all__ = ["style"]

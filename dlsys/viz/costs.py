@@ -10,9 +10,11 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
-from .units import format_bytes, format_seconds
+from .style import log_axis
+from .units import format_bytes, format_seconds, linear_byte_ticks
 
-X_TITLES = {"nbytes": "message size per rank (bytes)", "ranks": "ranks p"}
+X_TITLES = {"nbytes": "message size per rank", "ranks": "ranks p"}
+X_UNITS = {"nbytes": "bytes", "ranks": "count"}
 
 # Every closed form of the registry as LaTeX (the textbook form, gamma left out: the app
 # does not charge reductions). p ranks, n bytes, L = ceil(lg p).
@@ -37,27 +39,31 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
         if mine:
             fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
                                      name=algorithm, line=dict(color=color, width=2),
-                                     hovertemplate=f"{algorithm}<br>%{{x}}: %{{y:.3s}}s<extra>closed form</extra>"))
+                                     customdata=[_x_label(x, r[x]) for r in mine],
+                                     hovertemplate=f"{algorithm}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>"))
         runs = [r for r in emulated if r["algorithm"] == algorithm]
         if runs:
             fig.add_trace(go.Scatter(x=[r[x] for r in runs], y=[r["time_s"] for r in runs], mode="markers",
                                      name=f"{algorithm} (emulated)", legendgroup=algorithm, showlegend=False,
                                      marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
-                                     hovertemplate=f"{algorithm}<br>%{{x}}: %{{y:.3s}}s<extra>emulated</extra>"))
+                                     customdata=[_x_label(x, r[x]) for r in runs],
+                                     hovertemplate=f"{algorithm}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>"))
     for c in crossovers:
         fig.add_vline(x=c[x], line=dict(dash="dot", color="gray"))
         fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", showlegend=False,
                                  marker=dict(symbol="star", size=15, color="black"),
                                  hovertext=f"{c['from']} → {c['to']} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
                                  hoverinfo="text"))
-        fig.add_annotation(x=math.log10(c[x]), y=1, yref="paper",  # annotations on log axes take log10 xanchor="left", showarrow=False, textangle=-90,
-                           yanchor="top", text=f"→ {c['to']} at {_x_label(x, c[x])}", font=dict(size=11))
+        # at the foot of the line, where the rising curves leave room: at the top it ran into the title
+        fig.add_annotation(x=math.log10(c[x]), y=0, yref="paper",  # annotations on log axes take log10
+                           xanchor="left", yanchor="bottom", showarrow=False, textangle=-90,
+                           text=f"→ {c['to']} at {_x_label(x, c[x])}", bgcolor="rgba(255,255,255,0.8)")
     if emulated:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="emulated run",
                                  marker=dict(symbol="circle-open", size=10, color="gray", line=dict(width=2))))
-    fig.update_layout(title=title, height=460, margin=dict(l=10, r=10, t=50, b=40), hovermode="closest")
-    fig.update_xaxes(type="log", title=X_TITLES[x], exponentformat="SI", ticksuffix="B" if x == "nbytes" else "")
-    fig.update_yaxes(type="log", title="time (s)", exponentformat="SI", ticksuffix="s")
+    fig.update_layout(title=title, height=480, hovermode="closest")
+    fig.update_xaxes(**log_axis([r[x] for r in rows], X_UNITS[x], title=X_TITLES[x]))
+    fig.update_yaxes(**log_axis([r["time_s"] for r in [*rows, *emulated]], "seconds", title="time"))
     return fig
 
 
@@ -68,10 +74,11 @@ def link_comparison(rows: list[dict], title: str = "") -> go.Figure:
         mine = sorted((r for r in rows if r["link"] == link), key=lambda r: r["nbytes"])
         fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
                                  name=link, line=dict(dash="dash" if link.startswith("tcp") else "solid", width=2),
-                                 hovertemplate=f"{link}<br>%{{x}}B: %{{y:.3s}}s<extra></extra>"))
-    fig.update_layout(title=title, height=420, margin=dict(l=10, r=10, t=50, b=40))
-    fig.update_xaxes(type="log", title=X_TITLES["nbytes"], exponentformat="SI", ticksuffix="B")
-    fig.update_yaxes(type="log", title="time (s)", exponentformat="SI", ticksuffix="s")
+                                 customdata=[format_bytes(r["nbytes"]) for r in mine],
+                                 hovertemplate=f"{link}<br>%{{customdata}}: %{{y:.3s}}s<extra></extra>"))
+    fig.update_layout(title=title, height=460)
+    fig.update_xaxes(**log_axis([r["nbytes"] for r in rows], "bytes", title=X_TITLES["nbytes"]))
+    fig.update_yaxes(**log_axis([r["time_s"] for r in rows], "seconds", title="time"))
     return fig
 
 
@@ -91,9 +98,10 @@ def alpha_beta_split(rows: list[dict], title: str = "") -> go.Figure:
         fig.add_trace(go.Scatter(x=[half], y=[equal["latency_s"]], mode="markers+text", name="alpha = n beta",
                                  marker=dict(symbol="star", size=15, color="black"), textposition="top left",
                                  text=[f"{format_bytes(half)}"]))
-    fig.update_layout(title=title, height=420, margin=dict(l=10, r=10, t=50, b=40), hovermode="x unified")
-    fig.update_xaxes(type="log", title=X_TITLES["nbytes"], exponentformat="SI", ticksuffix="B")
-    fig.update_yaxes(type="log", title="time (s)", exponentformat="SI", ticksuffix="s")
+    fig.update_layout(title=title, height=460, hovermode="x unified")
+    fig.update_xaxes(**log_axis(n, "bytes", title=X_TITLES["nbytes"]))
+    fig.update_yaxes(**log_axis([r[k] for r in rows for k in ("time_s", "latency_s", "bandwidth_s")], "seconds",
+                                title="time"))
     return fig
 
 
@@ -101,7 +109,8 @@ def ps_vs_ring_scaling(rows: list[dict], title: str = "") -> go.Figure:
     """Left: communication time against workers, closed form (lines) and emulated
     (markers), for the parameter server and ring all-reduce. Right: bytes through the
     busiest rank's link: the server's grows with W, the ring's stays about 2n."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one synchronization", "busiest rank's traffic"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one synchronization", "busiest rank's traffic"),
+                        horizontal_spacing=0.15)
     for scheme, color in zip(dict.fromkeys(r["scheme"] for r in rows), qualitative.D3[4:]):
         mine = sorted((r for r in rows if r["scheme"] == scheme), key=lambda r: r["workers"])
         w = [r["workers"] for r in mine]
@@ -110,13 +119,16 @@ def ps_vs_ring_scaling(rows: list[dict], title: str = "") -> go.Figure:
         fig.add_trace(go.Scatter(x=w, y=[r["virtual_time_s"] for r in mine], mode="markers", name=f"{scheme} (emulated)",
                                  legendgroup=scheme, marker=dict(color=color, size=10, symbol="circle-open",
                                                                  line=dict(width=2))), row=1, col=1)
-        fig.add_trace(go.Bar(x=w, y=[r["busiest_rank_bytes"] / 2**20 for r in mine], name=f"{scheme}: bytes",
+        fig.add_trace(go.Bar(x=[str(v) for v in w], y=[r["busiest_rank_bytes"] for r in mine], name=f"{scheme}: bytes",
                              legendgroup=scheme, marker_color=color, showlegend=False,
                              hovertext=[format_bytes(r["busiest_rank_bytes"]) for r in mine], hoverinfo="x+text"),
                       row=1, col=2)
-    fig.update_layout(title=title, height=420, barmode="group", margin=dict(l=10, r=10, t=70, b=40))
-    fig.update_xaxes(title_text="workers W", type="log", dtick=0.30103, row=1, col=1)
+    tickvals, ticktext = linear_byte_ticks(max(r["busiest_rank_bytes"] for r in rows))
+    fig.update_layout(title=title, height=460, barmode="group")
+    fig.update_xaxes(**log_axis([r["workers"] for r in rows], "count", title_text="workers W"), row=1, col=1)
     fig.update_xaxes(title_text="workers W", type="category", row=1, col=2)
-    fig.update_yaxes(title_text="time (s)", type="log", exponentformat="SI", ticksuffix="s", row=1, col=1)
-    fig.update_yaxes(title_text="MiB sent + received", row=1, col=2)
+    fig.update_yaxes(**log_axis([r[k] for r in rows for k in ("closed_form_s", "virtual_time_s")], "seconds",
+                                title_text="time"), row=1, col=1)
+    fig.update_yaxes(title_text="bytes sent + received", tickmode="array", tickvals=tickvals, ticktext=ticktext,
+                     row=1, col=2)
     return fig

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from .style import log_axis
 from .units import format_bytes, format_seconds
 
 BUFFER_NAMES = {"plain": "copied sends (plain memory)", "alloc": "lent sends (comm.alloc)"}
@@ -33,9 +34,8 @@ def traffic_bars(p: int, nbytes: int) -> go.Figure:
     for column, lent in ((columns[0], False), (columns[1], True)):
         total = ring_allreduce_traffic_bytes(p, nbytes, lent)
         fig.add_annotation(x=column, y=total / 2**20, text=format_bytes(total), showarrow=False, yshift=10)
-    fig.update_layout(barmode="stack", template="plotly_white", yaxis_title="MiB read + written per rank",
-                      title=f"Memory traffic of a ring all-reduce of {format_bytes(nbytes)} on {p} ranks",
-                      legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(barmode="stack", yaxis_title="MiB read + written per rank", height=460,
+                      title=f"Memory traffic of a ring all-reduce of {format_bytes(nbytes)} on {p} ranks")
     return fig
 
 
@@ -59,9 +59,8 @@ def ratio_bars(records: list[dict], speedup: float = 1.35) -> go.Figure:
             bound = memcpy_ratio_bound(p, buffers == "alloc", speedup)
             fig.add_hline(y=bound, line=dict(dash="dash", color=BUFFER_COLORS[buffers]),
                           annotation_text=f"bound {bound:.2f} ({buffers})", annotation_position="top left")
-    fig.update_layout(barmode="group", template="plotly_white", xaxis_title="buffer size per rank",
-                      yaxis_title="busbw / memcpy bandwidth", title="Real all-reduce between processes vs memcpy",
-                      legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(barmode="group", xaxis_title="buffer size per rank", height=460,
+                      yaxis_title="busbw / memcpy bandwidth", title="Real all-reduce between processes vs memcpy")
     return fig
 
 
@@ -74,7 +73,7 @@ def emulation_scaling(curve: list[dict]) -> go.Figure:
         x=ranks, y=[r["wall_time_s"] for r in curve], mode="lines+markers", name="wall time",
         customdata=[[f"{r['messages']:,}", format_seconds(r["wall_time_s"] / r["messages"])] for r in curve],
         hovertemplate="%{x} ranks: %{y:.3g} s<br>%{customdata[0]} messages, %{customdata[1]} each<extra></extra>"))
-    fig.update_layout(title="Emulated ring all-reduce: wall time here vs ranks",
-                      xaxis={"title": "ranks", "type": "log", "tickvals": ranks},
-                      yaxis={"title": "wall time (s)", "type": "log"}, template="plotly_white")
+    fig.update_layout(title="Emulated ring all-reduce: wall time here vs ranks", height=460)
+    fig.update_xaxes(**log_axis(ranks, "count", title="ranks"))
+    fig.update_yaxes(**log_axis([r["wall_time_s"] for r in curve], "seconds", title="wall time"))
     return fig

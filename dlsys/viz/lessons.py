@@ -14,6 +14,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .style import log_axis
+
 OUT_DIR_ENV = "DLSYS_LESSON_OUT"
 
 
@@ -31,16 +33,19 @@ def show(fig: go.Figure, name: str) -> Path | None:
 
 
 def lines(rows: list[dict], x: str, y: str, by: str, title: str, x_title: str, y_title: str,
-          log_x: bool = False, log_y: bool = False, markers: bool = True) -> go.Figure:
-    """One line per value of ``rows[i][by]``, through (``x``, ``y``); rows are tidy dicts."""
+          log_x: bool = False, log_y: bool = False, markers: bool = True,
+          x_unit: str | None = None, y_unit: str | None = None) -> go.Figure:
+    """One line per value of ``rows[i][by]``, through (``x``, ``y``); rows are tidy dicts.
+    A log axis gets ``style.log_axis`` ticks in its unit ("bytes", "seconds", "count", or
+    None for plain decades)."""
     fig = go.Figure()
     for name in dict.fromkeys(r[by] for r in rows):
         mine = sorted((r for r in rows if r[by] == name), key=lambda r: r[x])
         fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r[y] for r in mine], name=str(name),
                                  mode="lines+markers" if markers else "lines"))
-    fig.update_layout(title=title, height=420, margin=dict(l=10, r=10, t=50, b=40))
-    fig.update_xaxes(title=x_title, type="log" if log_x else "linear")
-    fig.update_yaxes(title=y_title, type="log" if log_y else "linear")
+    fig.update_layout(title=title, height=460)
+    fig.update_xaxes(**log_axis([r[x] for r in rows], x_unit) if log_x else {}, title=x_title)
+    fig.update_yaxes(**log_axis([r[y] for r in rows], y_unit) if log_y else {}, title=y_title)
     return fig
 
 
@@ -64,9 +69,10 @@ def strong_scaling(rows: list[dict], title: str = "") -> go.Figure:
     ideal = sorted({r["ranks"] for r in rows})
     fig.add_trace(go.Scatter(x=ideal, y=ideal, name="ideal (speedup = p)", mode="lines",
                              line=dict(dash="dot", color="gray")), row=1, col=2)
-    fig.update_layout(title=title, height=440, barmode="group", margin=dict(l=10, r=10, t=70, b=40))
+    fig.update_layout(title=title, height=460, barmode="group")
     fig.update_xaxes(title_text="workers p", type="category", row=1, col=1)
-    fig.update_xaxes(title_text="workers p", type="log", row=1, col=2)
+    fig.update_xaxes(**log_axis(ideal, "count", title_text="workers p"), row=1, col=2)
     fig.update_yaxes(title_text="ms", row=1, col=1)
-    fig.update_yaxes(title_text="speedup t(1) / t(p)", type="log", row=1, col=2)
+    fig.update_yaxes(**log_axis(ideal + [r["speedup"] for r in rows], "count", title_text="speedup t(1) / t(p)"),
+                     row=1, col=2)
     return fig

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 _BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
 _RATE_UNITS = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1, "B/s"))
@@ -35,3 +37,56 @@ def format_rate(bytes_per_s: float, digits: int = 3) -> str:
     """1.25e9 -> '1.25 GB/s' (decimal units, as link rates and nccl-tests report them)."""
     div, name = _pick(bytes_per_s, _RATE_UNITS)
     return f"{bytes_per_s / div:.{digits}g} {name}"
+
+
+# Axis ticks. Figures set tick values and texts themselves: plotly's own log ticks label
+# the minor ticks ("2 5" or "9 8 7 6...") when the range is short, and its SI prefixes are
+# decimal ("10kB"), while the app states sizes in binary units.
+
+def _spaced(first: int, last: int, strides, max_ticks: int) -> range:
+    """Exponents first..last at the smallest stride whose ticks number at most max_ticks,
+    aligned to multiples of the stride (so 1 KiB, 1 MiB... stay on the grid)."""
+    for stride in strides:
+        start = -(-first // stride) * stride if first % stride else first
+        if (last - start) // stride + 1 <= max_ticks:
+            return range(start, last + 1, stride)
+    return range(first, last + 1, strides[-1])
+
+
+def byte_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], list[str]]:
+    """Log-axis ticks at powers of two from lo to hi bytes, in binary units:
+    (1, 1e9) -> 1 B, 32 B, 1 KiB, 32 KiB, 1 MiB, 32 MiB, 1 GiB."""
+    first, last = math.floor(math.log2(max(lo, 1))), math.ceil(math.log2(max(hi, 1)))
+    exps = _spaced(first, last, (1, 2, 5, 10, 20), max_ticks)
+    return [float(2**k) for k in exps], [format_bytes(2**k) for k in exps]
+
+
+def time_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], list[str]]:
+    """Log-axis ticks at decades of seconds: (2e-6, 0.3) -> 1 µs, 10 µs, ..., 1 s."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    exps = _spaced(first, last, (1, 2, 3, 6), max_ticks)
+    return [10.0**k for k in exps], [format_seconds(10.0**k) for k in exps]
+
+
+def count_ticks(lo: float, hi: float, max_ticks: int = 11) -> tuple[list[float], list[str]]:
+    """Log-axis ticks for counts (ranks, workers, speedup) at powers of two: 2, 4, ..., 1024."""
+    first, last = math.floor(math.log2(max(lo, 1))), math.ceil(math.log2(max(hi, 1)))
+    exps = _spaced(first, last, (1, 2, 5), max_ticks)
+    return [float(2**k) for k in exps], [f"{2**k:g}" for k in exps]
+
+
+def decade_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], list[str]]:
+    """Log-axis ticks at decades of a unitless quantity: 0.01, 0.1, 1, 10."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    exps = _spaced(first, last, (1, 2, 3, 6), max_ticks)
+    return [10.0**k for k in exps], [f"{10.0**k:g}" for k in exps]
+
+
+def linear_byte_ticks(hi: float, max_ticks: int = 6) -> tuple[list[float], list[str]]:
+    """Linear-axis ticks from 0 to at least hi bytes at a round step of one binary unit:
+    (300 MiB) -> 0, 100 MiB, 200 MiB, 300 MiB."""
+    div, name = _pick(max(hi, 1), _BYTE_UNITS)
+    span = max(hi, 1) / div
+    step = next(s * 10**e for e in range(-3, 5) for s in (1, 2, 5) if span / (s * 10**e) <= max_ticks - 1)
+    count = math.ceil(span / step - 1e-9)
+    return [k * step * div for k in range(count + 1)], [f"{k * step:g} {name}" if k else "0" for k in range(count + 1)]

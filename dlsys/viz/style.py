@@ -1,0 +1,76 @@
+"""The one figure style of dlsys: readable on a 1280x720 projector at the back of a room.
+
+Importing ``dlsys.viz`` registers the plotly template ``"dlsys"`` and makes it the default,
+so every figure built afterwards (app, lessons, CLI) gets it without asking:
+- fonts of 16 px (ticks 14 px, titles 20 px): plotly's 12 px is unreadable projected;
+- the title left-aligned with its own margin (``automargin``), so no annotation, legend or
+  subplot title can sit on it;
+- the legend outside the plot area, to the right, where it cannot cover a subplot title
+  (a legend above the plots is what covered "ASP" on the training page);
+- no minor tick labels: log axes get their ticks from ``log_axis``.
+
+The app draws figures with ``st.plotly_chart(..., theme=None)``: Streamlit's own theme
+would otherwise overwrite the template's fonts with its 12 px ones.
+
+Numbering, one convention everywhere (docs/app.md): ranks are 0-based; on parameter-server
+and training pages a rank is also named by its role, "worker w (rank r)" and
+"server s (rank r)", with w and s 0-based; the servers take the first ranks.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from .units import byte_ticks, count_ticks, decade_ticks, time_ticks
+
+FONT_SIZE, TICK_SIZE, TITLE_SIZE = 16, 14, 20
+TEMPLATE = "dlsys"
+
+
+def _template() -> go.layout.Template:
+    template = go.layout.Template(pio.templates["plotly_white"])
+    axis = dict(automargin=True, tickfont=dict(size=TICK_SIZE), title=dict(font=dict(size=FONT_SIZE)),
+                showline=True, linecolor="#888", ticks="outside", minor=dict(showgrid=False, ticks=""))
+    template.layout.update(
+        font=dict(size=FONT_SIZE, family="Source Sans, Arial, sans-serif"),
+        title=dict(font=dict(size=TITLE_SIZE), x=0, xanchor="left", xref="paper", automargin=True),
+        margin=dict(l=10, r=10, t=60, b=10),
+        legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top", font=dict(size=TICK_SIZE)),
+        hoverlabel=dict(font=dict(size=TICK_SIZE)),
+        annotationdefaults=dict(font=dict(size=FONT_SIZE)),
+        # animation controls keep plotly's compact sizes: at 16 px the Play/Pause buttons grow
+        # into the slider's "virtual time" label, and the slider's many step labels collide
+        updatemenudefaults=dict(font=dict(size=TICK_SIZE)),
+        sliderdefaults=dict(font=dict(size=12), currentvalue=dict(font=dict(size=TICK_SIZE))),
+        xaxis=axis, yaxis=axis,
+    )
+    return template
+
+
+pio.templates[TEMPLATE] = _template()
+pio.templates.default = TEMPLATE
+
+_TICKS = {"bytes": byte_ticks, "seconds": time_ticks, "count": count_ticks, None: decade_ticks}
+
+
+def log_axis(values, unit: str | None = None, **axis) -> dict:
+    """Properties of a log axis over ``values`` (update_xaxes/update_yaxes keyword arguments)
+    with labelled major ticks only: binary sizes ("bytes": 1 KiB, 32 KiB, 1 MiB...),
+    decades of seconds ("seconds": 1 µs, 10 µs...), powers of two ("count": ranks,
+    workers) or plain decades (None). Extra keyword arguments are passed through."""
+    positive = [v for v in values if v is not None and v > 0]
+    tickvals, ticktext = _TICKS[unit](min(positive), max(positive))
+    return dict(type="log", tickmode="array", tickvals=tickvals, ticktext=ticktext, **axis)
+
+
+def rank_name(rank: int) -> str:
+    """A rank of a collective: "rank 3"."""
+    return f"rank {rank}"
+
+
+def role_names(workers: int, servers: int = 0) -> list[str]:
+    """Names of every rank of a parameter-server or training run, indexed by rank: the
+    servers first ("server 0 (rank 0)"), then the workers ("worker 0 (rank 1)")."""
+    return ([f"server {s} (rank {s})" for s in range(servers)]
+            + [f"worker {w} (rank {servers + w})" for w in range(workers)])
