@@ -86,10 +86,13 @@ class LogicalArray(np.ndarray):
             return array[()] if return_scalar else array
         if isinstance(array, LogicalArray):  # written into an ``out``: its scale is the result's
             return array
+        cls = type(self)
         for operand in context[1]:  # numpy wraps with one of the inputs (self)
-            if isinstance(operand, LogicalArray) and operand.scale != self.scale:
+            if type(operand) is not cls and isinstance(operand, LogicalArray) and operand.scale != cls.scale:
                 common_scale(context[1])  # raises, naming the scales
-        return super().__array_wrap__(array, context, return_scalar)
+        # what ndarray.__array_wrap__ does for a subclass, without super()'s lookups: this
+        # runs on every addition of an emulated ring's reduce-scatter
+        return array.view(cls)
 
     def __array_function__(self, func, types, args, kwargs):
         if func is np.array_split:
