@@ -147,7 +147,8 @@ def _split_axis0(ary, indices_or_sections, axis=0):
         if ary.shape != (len(scales),) or sections != len(scales):
             raise ValueError(f"an array of per-block scales splits only into its {len(scales)} blocks, "
                              f"not {ary.shape} into {sections}")
-        return [ary[i:i + 1].view(_scaled(scale)) for i, scale in enumerate(scales)]
+        plain = ary.view(np.ndarray)  # slicing a plain view, then one view per block, is the cheapest
+        return [plain[i:i + 1].view(cls) for i, cls in enumerate(ary.block_types)]
     each, extra = divmod(ary.shape[0], int(sections))
     blocks, start = [], 0
     for i in range(sections):
@@ -199,6 +200,7 @@ def per_block(real, scales) -> LogicalArray:
 
 class _PerBlock(LogicalArray):
     block_scales: tuple = ()
+    block_types: tuple = ()  # _scaled(scale) of every block, made once with the class
     scale = None  # sending the whole array would have no single scale: payload_nbytes raises
 
     def __reduce__(self):
@@ -222,6 +224,7 @@ _PER_BLOCK: dict[tuple, type] = {}
 def _per_block(scales: tuple) -> type:
     cls = _PER_BLOCK.get(scales)
     if cls is None:
-        cls = _PER_BLOCK[scales] = type("LogicalArray", (_PerBlock,), {"block_scales": scales,
-                                                                      "__module__": __name__})
+        cls = _PER_BLOCK[scales] = type("LogicalArray", (_PerBlock,), {
+            "block_scales": scales, "block_types": tuple(_scaled(scale) for scale in scales),
+            "__module__": __name__})
     return cls
