@@ -183,7 +183,13 @@ def _element_scales(arrays) -> list[int]:
         if not isinstance(x, LogicalArray) or x.ndim != 1:
             common_scale(arrays)  # raises, naming the scales
             raise ValueError("only 1-D LogicalArrays of different scales can be joined (one scale per element)")
-        scales.extend(x.block_scales if x.scale is None else [x.scale] * x.size)
+        scale = x.scale
+        if scale is None:
+            scales.extend(x.block_scales)
+        elif x.size == 1:  # a ring's block of a per-block array: no list per block (p of them per rank)
+            scales.append(scale)
+        else:
+            scales.extend([scale] * x.size)
     return scales
 
 
@@ -191,7 +197,7 @@ def per_block(real, scales) -> LogicalArray:
     """One real element per block, element i standing for ``scales[i]`` logical ones:
     ``np.array_split`` into ``len(scales)`` blocks gives block i the scale ``scales[i]``."""
     real = np.asanyarray(real).view(np.ndarray)
-    scales = tuple(int(s) for s in scales)
+    scales = tuple(map(int, scales))
     if real.shape != (len(scales),) or min(scales, default=0) < 1:
         raise ValueError(f"per_block needs one real element per block and scales >= 1, got {real.shape} "
                          f"elements for {len(scales)} scales (smallest {min(scales, default=None)})")
