@@ -18,6 +18,7 @@ from .mailbox import Header
 from .trace import Message
 
 MAX_LABEL = 200
+_new_tuple = tuple.__new__  # builds a NamedTuple from a tuple in C (Header(...) is a Python call)
 DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
 
 
@@ -79,6 +80,7 @@ class Communicator:
         self._deadline = deadline + DEADLINE_GRACE_S
         self._sent = FROM + size  # first column of this rank's sent-to counters
         self._posted, self._sent_to = 0, [0] * size  # mirrors of the board's counters
+        self.bytes_sent = 0  # logical bytes this rank has sent (what its messages cost on the wire)
         self._clock = VirtualClock(rank, link, node, record)
         self._record = record
         self.spans = self._clock.spans
@@ -152,25 +154,33 @@ class Communicator:
 
     def _post(self, dst, x, tag, label, lend: bool, phase="", step=-1, block=-1) -> int | None:
         """A send (VirtualClock.send); returns the transport's loan number (a lent payload)
-        or None. The argument checks are inlined for valid arguments: this runs once per
-        message, 523k times in a 512-rank ring, and a call costs."""
+        or None. The argument checks, ``as_payload`` and ``payload_nbytes`` are inlined for
+        valid arguments and the usual payloads (an ndarray, a LogicalArray): this runs once
+        per message, 2.1 M times in a 1024-rank ring, and every Python call costs ~0.1 us."""
         if not (type(dst) is int and 0 <= dst < self.size and dst != self.rank):
             dst = self._check_peer(dst, "dest")
         if not (type(tag) is int and tag >= 0):
             tag = self._check_tag(tag)
-        arr = as_payload(x)
-        n = payload_nbytes(arr)
+        arr = x
+        if not (type(x) is np.ndarray or hasattr(type(x), "logical_nbytes")) or x.dtype.kind not in "biufc":
+            arr = as_payload(x)
+        n = arr.nbytes * getattr(arr, "scale", 1)  # payload_nbytes
         meta = None
         if phase:
             meta = (phase, step, block)
             if not label and self._record:  # before the send span, which carries it too
                 label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
         depart = self._clock.send(n, label)
-        header = Header(self.rank, tag, depart, n, str(label)[:MAX_LABEL], arr.dtype, arr.shape, None, meta)
+        if type(label) is not str or len(label) > MAX_LABEL:
+            label = str(label)[:MAX_LABEL]
+        # Header(...) without the NamedTuple's Python-level __new__
+        header = _new_tuple(Header, (self.rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta))
+        self.bytes_sent += n
         self._posted += 1
         self._row[POSTED] = self._posted
-        self._sent_to[dst] += 1
-        self._row[self._sent + dst] = self._sent_to[dst]
+        sent_to = self._sent_to[dst] + 1
+        self._sent_to[dst] = sent_to
+        self._row[self._sent + dst] = sent_to
         return self._transport.post(dst, header, arr, lend)
 
     def recv(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:

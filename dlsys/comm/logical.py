@@ -86,10 +86,13 @@ class LogicalArray(np.ndarray):
             return array[()] if return_scalar else array
         if isinstance(array, LogicalArray):  # written into an ``out``: its scale is the result's
             return array
+        cls = type(self)
         for operand in context[1]:  # numpy wraps with one of the inputs (self)
-            if isinstance(operand, LogicalArray) and operand.scale != self.scale:
+            if type(operand) is not cls and isinstance(operand, LogicalArray) and operand.scale != cls.scale:
                 common_scale(context[1])  # raises, naming the scales
-        return super().__array_wrap__(array, context, return_scalar)
+        # what ndarray.__array_wrap__ does for a subclass, without super()'s lookups: this
+        # runs on every addition of an emulated ring's reduce-scatter
+        return array.view(cls)
 
     def __array_function__(self, func, types, args, kwargs):
         if func is np.array_split:
@@ -144,7 +147,8 @@ def _split_axis0(ary, indices_or_sections, axis=0):
         if ary.shape != (len(scales),) or sections != len(scales):
             raise ValueError(f"an array of per-block scales splits only into its {len(scales)} blocks, "
                              f"not {ary.shape} into {sections}")
-        return [ary[i:i + 1].view(_scaled(scale)) for i, scale in enumerate(scales)]
+        plain = ary.view(np.ndarray)  # slicing a plain view, then one view per block, is the cheapest
+        return [plain[i:i + 1].view(cls) for i, cls in enumerate(ary.block_types)]
     each, extra = divmod(ary.shape[0], int(sections))
     blocks, start = [], 0
     for i in range(sections):
@@ -179,7 +183,13 @@ def _element_scales(arrays) -> list[int]:
         if not isinstance(x, LogicalArray) or x.ndim != 1:
             common_scale(arrays)  # raises, naming the scales
             raise ValueError("only 1-D LogicalArrays of different scales can be joined (one scale per element)")
-        scales.extend(x.block_scales if x.scale is None else [x.scale] * x.size)
+        scale = x.scale
+        if scale is None:
+            scales.extend(x.block_scales)
+        elif x.size == 1:  # a ring's block of a per-block array: no list per block (p of them per rank)
+            scales.append(scale)
+        else:
+            scales.extend([scale] * x.size)
     return scales
 
 
@@ -187,7 +197,7 @@ def per_block(real, scales) -> LogicalArray:
     """One real element per block, element i standing for ``scales[i]`` logical ones:
     ``np.array_split`` into ``len(scales)`` blocks gives block i the scale ``scales[i]``."""
     real = np.asanyarray(real).view(np.ndarray)
-    scales = tuple(int(s) for s in scales)
+    scales = tuple(map(int, scales))
     if real.shape != (len(scales),) or min(scales, default=0) < 1:
         raise ValueError(f"per_block needs one real element per block and scales >= 1, got {real.shape} "
                          f"elements for {len(scales)} scales (smallest {min(scales, default=None)})")
@@ -196,6 +206,7 @@ def per_block(real, scales) -> LogicalArray:
 
 class _PerBlock(LogicalArray):
     block_scales: tuple = ()
+    block_types: tuple = ()  # _scaled(scale) of every block, made once with the class
     scale = None  # sending the whole array would have no single scale: payload_nbytes raises
 
     def __reduce__(self):
@@ -219,6 +230,7 @@ _PER_BLOCK: dict[tuple, type] = {}
 def _per_block(scales: tuple) -> type:
     cls = _PER_BLOCK.get(scales)
     if cls is None:
-        cls = _PER_BLOCK[scales] = type("LogicalArray", (_PerBlock,), {"block_scales": scales,
-                                                                      "__module__": __name__})
+        cls = _PER_BLOCK[scales] = type("LogicalArray", (_PerBlock,), {
+            "block_scales": scales, "block_types": tuple(_scaled(scale) for scale in scales),
+            "__module__": __name__})
     return cls

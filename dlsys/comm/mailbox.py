@@ -59,28 +59,33 @@ class Mailbox:
         self._lock = threading.Lock() if cond is None else cond.lock
         self._cond = threading.Condition(self._lock) if cond is None else cond
         self._stash: dict[tuple[int, int], deque] = defaultdict(deque)
-        self._pulled, self._from = 0, defaultdict(int)  # mirrors of the board's counters
+        self._pulled, self._from = 0, [0] * ((len(self.row) - FROM) // 2)  # mirrors of the board's counters
         self._released: set = set()  # loans (see Communicator.alloc) their receivers dropped
         self._awaited = None
         self.aborted = False
 
     def deliver(self, header: Header, payload) -> None:
+        src = header.src
         with self._lock:
-            self._stash[(header.src, header.tag)].append((header, payload))
+            self._stash[src, header.tag].append((header, payload))
             row = self.row
-            self._pulled += 1  # counted in Python, stored to the board: cheaper than numpy +=
-            row[PULLED] = self._pulled
-            self._from[header.src] += 1
-            row[FROM + header.src] = self._from[header.src]
+            # counted in Python, stored to the board: cheaper than numpy +=
+            self._pulled = pulled = self._pulled + 1
+            row[PULLED] = pulled
+            self._from[src] = delivered = self._from[src] + 1
+            row[FROM + src] = delivered
             if row[STATE] == BLOCKED:  # a rank that is not waiting needs no wake-up
-                if row[WAIT_SRC] == header.src and row[WAIT_TAG] == header.tag:
+                if row[WAIT_SRC] == src and row[WAIT_TAG] == header.tag:
                     row[STATE] = RUNNING
                 self._cond.notify()
 
     def take(self, src: int, tag: int, deadline: float):
         """The next (header, payload) from src with this tag; waits for it."""
         with self._lock:
-            queue, row = self._stash[(src, tag)], self.row
+            queue = self._stash[src, tag]
+            if queue:  # the usual case: no wait, and the rank is RUNNING already
+                return queue.popleft()
+            row = self.row
             while not queue:
                 row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
                 self._cond.wait(POLL_S)
