@@ -51,8 +51,10 @@ if messages.open:  # only the open tab is built and drawn
     with messages:
         st.plotly_chart(viz.message_animation({f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}": trace}),
                         key="coll_animation")
-        st.caption("Press ▶ Play: each dot is a message from departure to arrival (virtual time), coloured by step; "
-                   "hover for its label and size. Drag the slider to step through time.")
+        st.caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
+                   "phase and step (light to dark). A bar fills under it while its sender's CPU copies it (the "
+                   "node outlined orange) and again while its receiver's does (green); between, it travels in "
+                   "virtual time. Hover for its size and step; drag the slider to step through time.")
 if steps.open:
     with steps:
         st.plotly_chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), key="coll_ring_steps")

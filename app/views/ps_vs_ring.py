@@ -43,9 +43,11 @@ animation, traffic, scaling, files = st.tabs(
     ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key="ps_view", on_change="rerun")
 if animation.open:  # only the open tab is built and drawn
     with animation:
-        st.plotly_chart(viz.message_animation(traces, {"parameter server": "star"}), key="ps_animation")
+        st.plotly_chart(viz.message_animation(traces, {"parameter server": "star"},
+                                              {"parameter server": viz.role_names(1, workers),
+                                               "ring all-reduce": viz.role_names(0, workers)}), key="ps_animation")
         st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
-                   "still busy. In the left panel rank 0 (centre) is the server.")
+                   "still busy. In the left panel server 0 (rank 0, centre) is the server.")
 if traffic.open:
     with traffic:
         names = {"parameter server": ["server"] + [f"worker {w}" for w in range(1, workers + 1)],

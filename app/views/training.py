@@ -59,7 +59,9 @@ if pushpull.open:
         record = shared.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {shared.TRAIN_WORKERS} workers, the first steps"
-        st.plotly_chart(viz.message_animation({title: trace}, {title: "star"}), key="train_pp_animation")
+        st.plotly_chart(viz.message_animation({title: trace}, {title: "star"},
+                                              {title: viz.role_names(servers, shared.TRAIN_WORKERS)}),
+                        key="train_pp_animation")
         server_text = (f"Ranks 0..{servers - 1} are servers (rank 0 in the centre)" if servers > 1
                        else "Rank 0, in the centre, is the server")
         st.caption(f"Press ▶ Play. {server_text}, the others workers. Per step a worker sends each server a pull "
