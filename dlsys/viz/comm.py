@@ -23,7 +23,7 @@ AT_NODE = 0.17  # where a message waits beside its sender or receiver (data unit
 BAR = 0.18  # length of a CPU-overhead progress bar (data units)
 FRAMES_PER_STEP = 8  # interpolated frames per step of the busiest panel, within 60..240
 SPEEDS = {"▶ Play": 1.0, "▶ ½ speed": 0.5, "▶ 2x speed": 2.0}
-LEGEND_MAX = 6
+LEGEND_MAX = 6  # more groups (a training run's labels) would push the legend over the controls
 BOTTOM = 150  # px under the nodes: buttons, slider, legend
 CAPTION_Y = 1.42  # the step caption, above the ring (data units)
 LEGIBLE = dict(size=15, color="#222")  # node labels and captions: read from the back of a lecture room
@@ -106,12 +106,16 @@ def _colours(messages) -> tuple[list[str], dict]:
                                    [0.45 + 0.55 * i / max(n - 1, 1) for i in range(n)])
         shade.update({(key, s): c for s, c in zip(steps[key], shades)})
     solid = {k: LABEL_COLORS[i % len(LABEL_COLORS)] for i, k in enumerate(k for k in steps if k not in phased)}
-    colours = [shade[key, m.step] if key in shade or (key, m.step) in shade else solid[key]
-               for key, m in zip(keys, messages)]
+    colours = [shade[key, m.step] if (key, m.step) in shade else solid[key] for key, m in zip(keys, messages)]
     legend = {k: (shade[k, steps[k][len(steps[k]) // 2]], f"{k}: steps 1 → {len(steps[k])}, light → dark")
               for k in phased}
     legend.update({k: (c, k) for k, c in solid.items()})
     return colours, legend
+
+
+def _step_key(m):
+    """The step a message belongs to: a collective's (phase, step), else its label."""
+    return (m.phase, m.step) if m.phase else m.label
 
 
 def _describe(m, n_steps: dict) -> str:
@@ -142,7 +146,7 @@ class _Panel:
                             for r in range(trace.world_size)] for kind in ("send", "recv")}
         self.hover = [f"{names[m.src]} → {names[m.dst]}<br>{_describe(m, self.n_steps)}<br>{format_bytes(m.nbytes)}"
                       for m in trace.messages]
-        self.ends = []  # (where it waits beside the sender, beside the receiver) as arc fractions
+        self.ends = []  # where it waits beside its sender (arc fraction; beside the receiver: 1 minus it)
         for m in trace.messages:
             chord = float(np.hypot(*(pos[m.dst] - pos[m.src])))
             self.ends.append(min(0.35, AT_NODE / max(chord, 1e-9)))
@@ -190,11 +194,10 @@ class _Panel:
         if not live:
             return ""
         messages = self.trace.messages
-        step = lambda m: (m.phase, m.step) if m.phase else m.label  # noqa: E731
         counts: dict = {}
         for i in live:
-            counts[step(messages[i])] = counts.get(step(messages[i]), 0) + 1
-        shown = min((messages[i] for i in live), key=lambda m: (-counts[step(m)], m.depart_s))
+            counts[_step_key(messages[i])] = counts.get(_step_key(messages[i]), 0) + 1
+        shown = min((messages[i] for i in live), key=lambda m: (-counts[_step_key(m)], m.depart_s))
         return _describe(shown._replace(block=-1), self.n_steps)
 
 
@@ -271,8 +274,8 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
         legend.update(panel.legend)
         fig.update_xaxes(visible=False, range=[-1.55, 1.55], fixedrange=True, row=1, col=col)
         fig.update_yaxes(visible=False, range=[-1.35, 1.5], fixedrange=True, row=1, col=col)
-    # a legend of many labels (a training run's "pull reply clock 7 ...") would hide the
-    # controls; then the caption and the hover name each message
+    # with many labels (a training run's "pull reply clock 7 ...") the caption and the
+    # hover name each message instead
     for colour, text in (legend.values() if len(legend) <= LEGEND_MAX else ()):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=text, marker=dict(size=14, color=colour)))
 
