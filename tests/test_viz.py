@@ -150,6 +150,12 @@ def test_traffic_per_rank_names_the_server():
     assert fig.data[0].x[0] == "server" and len(fig.data) == 4
 
 
+def test_long_contributor_lists_wrap_after_a_plus():
+    assert comm._wrap("0–3+13–15", 5) == "0–3+<br>13–15"
+    assert comm._wrap("0+1+14+15", 5) == "0+1+<br>14+15"
+    assert comm._wrap("0+2", 5) == "0+2" and comm._wrap("10–13+15", 5) == "10–13+<br>15"
+
+
 def test_contributor_labels():
     assert comm._contributors(0b1011, 4) == "0+1+3"
     assert comm._contributors(0b1110111, 8) == "0–2+4–6"
@@ -172,7 +178,7 @@ def test_ring_steps_figure(ranks):
         boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
         assert boxes == [(c - 0.47, c + 0.47, d - 0.47, d + 0.47) for _, d, c in state["moves"]]
     widest = max(len(line) for row in fig.frames[ranks - 1].data[0].text for t in row for line in t.split("<br>"))
-    assert widest <= {2: 40, 4: 40, 16: 8}[ranks]  # wrapped to fit a cell at 16 ranks
+    assert widest <= {2: 40, 4: 40, 16: 6}[ranks]  # wrapped to fit a cell at 16 ranks
 
 
 def test_cost_curves_mark_crossovers():

@@ -378,16 +378,15 @@ def _contributors(mask: int, ranks: int) -> str:
 
 
 def _wrap(label: str, width: int) -> str:
-    """Break a contributor list after a '+' once a line reaches ``width`` characters, so a
-    long list ('0–3+13–15') stays inside a narrow cell on two lines."""
-    lines, line = [], ""
-    for part in label.split("+"):
-        if line and len(line) + 1 + len(part) > width:
-            lines.append(line + "+")
-            line = part
-        else:
-            line = f"{line}+{part}" if line else part
-    return "<br>".join(lines + [line])
+    """Break a contributor list after a '+' so a line holds at most ``width`` characters
+    (a single longer run keeps its own line): '0–3+13–15' stays inside a narrow cell."""
+    parts = label.split("+")
+    lines = [""]
+    for token in [p + "+" for p in parts[:-1]] + parts[-1:]:
+        if lines[-1] and len(lines[-1]) + len(token) > width:
+            lines.append("")
+        lines[-1] += token
+    return "<br>".join(lines)
 
 
 def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
@@ -397,9 +396,9 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     title says which step ("reduce-scatter step 3 of 7", steps 1-based)."""
     ranks = len(states[0]["chunks"])
     chunk_axis, rank_axis = list(range(ranks)), list(range(ranks))
-    # 16 columns share about 900 px on a 1280 px projector with the sidebar open: about 6
-    # characters of 13 px text per line, so longer lists wrap onto a second line
-    font, width = (20, 40) if ranks <= 4 else (16, 12) if ranks <= 8 else (13, 6)
+    # 16 columns share about 650 px on a 1280 px projector with the sidebar open: 5
+    # characters of 12 px text per line, so longer lists wrap onto a second line
+    font, width = (20, 40) if ranks <= 4 else (16, 12) if ranks <= 8 else (13, 6) if ranks <= 12 else (12, 5)
 
     def heat(state):
         z = [[bin(v).count("1") for v in row] for row in state["chunks"]]
@@ -439,7 +438,7 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     fig.update_layout(
         title=dict(text=caption(states[0]), y=0.99, yanchor="top", font=dict(size=17)),
         height=height or max(420, 190 + 34 * ranks), margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white",
-        sliders=[dict(active=0, x=0.22, len=0.78, currentvalue=dict(prefix="after: ", font=dict(size=15)),
+        sliders=[dict(active=0, x=0.28, len=0.72, currentvalue=dict(prefix="after: ", font=dict(size=15)),
                       pad=dict(t=40), steps=[dict(label=lab, method="animate", args=[[str(k)], still])
                                              for k, lab in enumerate(labels)])],
         updatemenus=[dict(type="buttons", direction="left", x=0, y=0, xanchor="left", yanchor="top", pad=dict(t=45),
