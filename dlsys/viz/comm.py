@@ -298,10 +298,28 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
                       currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
                       steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause])
                              for k, t in enumerate(times)])])
-    # frames as plain dicts, unvalidated: plotly's validation of hundreds of frames took
-    # over a second of the page's first render; the static figure above is validated
-    frames = [dict(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
-    return go.Figure(data=fig.data, layout=fig.layout, frames=frames, _validate=False)
+    return _Animation(fig, [dict(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)])
+
+
+class _Animation(go.Figure):
+    """A figure whose frames stay the plain dicts they were built as until ``.frames`` is
+    read. Plotly makes every trace of every frame an object (about 0.4 ms each, even
+    unvalidated: half a second or more for the PS page's 1,100, which the page would wait
+    for), while Streamlit and ``write_html`` only need the JSON, which ``to_dict`` writes
+    straight from the dicts. The static figure is a validated go.Figure as usual."""
+
+    def __init__(self, fig: go.Figure, frames: list[dict]):
+        super().__init__(fig)
+        self._plain_frames, self._frame_objects = frames, None
+
+    @property
+    def frames(self) -> tuple:
+        if self._frame_objects is None:
+            self._frame_objects = go.Figure(frames=self._plain_frames, _validate=False).frames
+        return self._frame_objects
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "frames": self._plain_frames}
 
 
 def timeline(trace, title: str = "Timeline") -> go.Figure:
