@@ -118,12 +118,14 @@ def test_caption_names_the_step():
 def test_role_names_are_zero_based():
     assert comm.role_names(1, 2) == ["server 0 (rank 0)", "worker 0 (rank 1)", "worker 1 (rank 2)"]
     assert comm.role_names(0, 2) == ["worker 0 (rank 0)", "worker 1 (rank 1)"]
-    records = E.ps_vs_ring(3, "1KiB", "tcp-10gbe")
+    records = E.ps_vs_ring(3, "1MiB", "tcp-10gbe")  # the server is the slower: the ring finishes first
     traces = {k: r["result"].trace for k, r in records.items()}
     fig = comm.message_animation(traces, {"parameter server": "star"},
                                  {"parameter server": comm.role_names(1, 3), "ring all-reduce": comm.role_names(0, 3)})
     assert fig.data[fig.frames[0].traces[0]].text[0] == "server 0<br>(rank 0)"
     assert fig.data[fig.frames[0].traces[MOVING]].text[2] == "worker 2<br>(rank 2)"
+    ring_done = max(life[1] for life in lives_by_hand(traces["ring all-reduce"]))
+    assert fig.frames[-1].data[MOVING + 4].text[0] == f"<b>finished in {format_seconds(ring_done)}</b>"
 
 
 def test_message_arc_ends_at_the_ranks():

@@ -189,10 +189,13 @@ class _Panel:
                 dict(type="scatter", x=[0.0], y=[CAPTION_Y], text=[f"<b>{self.caption(t)}</b>"])]
 
     def caption(self, t: float) -> str:
-        """What the class sees now: the step most live messages belong to (ties: the earlier)."""
+        """What the class sees now: the step most live messages belong to (ties: the earlier);
+        once its last message is received, when it finished (panels share one clock, so the
+        ring's panel says so while the server's link is still busy)."""
         live = self.alive(t)
         if not live:
-            return ""
+            done = float(self.lives[:, 5].max(initial=0.0))
+            return f"finished in {format_seconds(done)}" if self.trace.messages and t > done else ""
         messages = self.trace.messages
         counts: dict = {}
         for i in live:
