@@ -59,6 +59,23 @@ def test_collectives_page_edges(ranks, size):
     assert virtual == closed  # ring all-reduce is exact at any p and size
 
 
+@pytest.mark.parametrize("ranks", [2, 16])
+def test_collectives_animation_and_ring_steps_at_edge_ranks(ranks):
+    """The Messages tab animates every rank and every message; the ring replay has a
+    column per chunk and a frame per step (the first render draws the default tab)."""
+    at = open_page("views/collectives.py")
+    at.slider(key="coll_ranks").set_value(ranks)
+    ok(at.run())
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    nodes = spec["frames"][0]["data"][0]
+    assert len(nodes["x"]) == ranks and len(spec["frames"]) >= 60
+    assert any(f["data"][4]["text"] == [f"<b>allgather step {ranks - 1} of {ranks - 1}</b>"] for f in spec["frames"])
+    at.session_state["coll_view"] = "Ring step by step"
+    ok(at.run())
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(spec["frames"]) == 1 + 2 * (ranks - 1) and len(spec["data"][0]["z"]) == ranks
+
+
 def test_collectives_page_explains_a_size_it_cannot_scale_exactly():
     at = open_page("views/collectives.py")
     at.slider(key="coll_ranks").set_value(6)

@@ -107,12 +107,19 @@ def test_crossover_notes_stand_at_the_foot_of_their_line():
     assert notes and all(a.y == 0 and a.yanchor == "bottom" for a in notes)
 
 
-def test_importing_dlsys_viz_makes_its_template_the_default():
+def test_importing_a_figure_module_makes_its_template_the_default():
     import subprocess
     import sys
-    code = "import plotly.io as pio, dlsys.viz; print(pio.templates.default)"
+    code = "import plotly.io as pio, dlsys.viz.comm; print(pio.templates.default)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == style.TEMPLATE
+
+
+def test_the_command_line_does_not_import_plotly():
+    import subprocess
+    import sys
+    code = "import sys, dlsys.cli; print('plotly' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
 def test_roles_are_named_with_their_rank():
@@ -132,32 +139,92 @@ def test_rank_positions():
         comm.rank_positions(3, "grid")
 
 
+MOVING = 5  # per panel: nodes, messages, overhead bars (background, progress), caption
+
+
+def lives_by_hand(trace):
+    """Each message's (send span start, recv span end), matched as the clock makes them: a
+    rank's send spans in order are its messages by departure; a rank's recv spans in order
+    are the messages it received, in the trace's (program) order."""
+    sends = {r: [s for s in trace.spans if s.rank == r and s.kind == "send"] for r in range(trace.world_size)}
+    recvs = {r: [s for s in trace.spans if s.rank == r and s.kind == "recv"] for r in range(trace.world_size)}
+    start, end = {}, {}
+    for r in range(trace.world_size):
+        out = sorted((i for i, m in enumerate(trace.messages) if m.src == r), key=lambda i: trace.messages[i].depart_s)
+        start.update({i: s.start_s for i, s in zip(out, sends[r], strict=True)})
+        into = [i for i, m in enumerate(trace.messages) if m.dst == r]
+        end.update({i: s.end_s for i, s in zip(into, recvs[r], strict=True)})
+    return [(start[i], end[i]) for i in range(len(trace.messages))]
+
+
 def test_animation_frames_hold_only_the_moving_traces(ring_trace):
     fig = comm.message_animation({"a": ring_trace, "b": ring_trace}, {"b": "star"}, frames=30)
-    moving = [i for i, d in enumerate(fig.data) if d.mode == "markers"]
-    assert len(moving) == 2 and len(fig.frames) == 31
+    assert len(fig.frames) == 31
+    moving = list(fig.frames[0].traces)
+    assert len(moving) == 2 * MOVING
     for frame in fig.frames:
-        assert list(frame.traces) == moving and len(frame.data) == 2
-    assert all(isinstance(d.x, tuple) for d in fig.data if d.mode != "markers")  # lists: animation keeps them
-    play = fig.layout.updatemenus[0].buttons[0]
-    assert play.args[1]["frame"]["redraw"] is True
+        assert list(frame.traces) == moving and len(frame.data) == 2 * MOVING
+        for nodes in (frame.data[0], frame.data[MOVING]):  # every frame has its nodes
+            assert len(nodes.x) == len(nodes.y) == ring_trace.world_size
+    static = [d for i, d in enumerate(fig.data) if i not in moving]
+    assert all(isinstance(d.x, tuple) for d in static)  # lists: animation keeps them
+    assert [fig.data[i].text[r] for i in (moving[0], moving[MOVING]) for r in (0, 3)] == ["rank 0", "rank 3"] * 2
+    assert all(b.args[1]["frame"]["redraw"] is True for b in fig.layout.updatemenus[0].buttons)
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [*comm.SPEEDS, "❚❚ Pause"]
+    durations = [b.args[1]["frame"]["duration"] for b in fig.layout.updatemenus[0].buttons[:3]]
+    assert durations[1] == 2 * durations[0] == 4 * durations[2]  # speed: 1x, half, double
     assert fig.layout.sliders[0].currentvalue.suffix.strip() in ("s", "ms", "µs", "ns")
+    assert fig.layout.xaxis.scaleanchor is None  # the ring stretches to the page's width
 
 
-def test_animation_shows_every_message_in_flight(ring_trace):
-    fig = comm.message_animation({"a": ring_trace}, frames=200)
-    end = ring_trace.makespan_s
-    for k in (17, 100, 163):
-        t = end * k / 200
-        in_flight = sum(m.depart_s <= t <= m.arrive_s for m in ring_trace.messages)
-        assert len(fig.frames[k].data[0].x) == in_flight
+@pytest.mark.parametrize("ranks, link", [(4, "tcp-10gbe"), (16, "rdma-edr"), (5, "tcp-1gbe")])
+def test_every_message_is_drawn_for_its_whole_life(ranks, link):
+    """From its send span's start to its recv span's end, in every frame; and no frame is
+    empty while any message lives."""
+    trace = E.simulate_collective("allreduce", "ring", ranks, "1MiB", link)["result"].trace
+    fig = comm.message_animation({"a": trace}, frames=97)
+    lives = lives_by_hand(trace)
+    assert all(s < end for s, end in lives)
+    for k, t in enumerate(np.linspace(0, trace.makespan_s, 98)):
+        shown = list(fig.frames[k].data[1].customdata)
+        assert sorted(shown) == [i for i, (s, end) in enumerate(lives) if s <= t <= end], k
+        assert len(fig.frames[k].data[1].x) == len(shown)
+    assert all(len(f.data[1].x) for f in fig.frames[:-1])  # the ring all-reduce is never an empty ring
 
 
-def test_step_colours_follow_the_ring(ring_trace):
-    steps, n_steps = comm.step_index(ring_trace.messages)
-    assert n_steps == 2 * 3
-    first = min(ring_trace.messages, key=lambda m: m.depart_s)
-    assert steps[ring_trace.messages.index(first)] == 0
+def test_messages_are_sized_by_bytes_and_coloured_by_phase_and_step():
+    trace = E.simulate_collective("allreduce", "ring", 4, "1MiB", "tcp-10gbe")["result"].trace
+    ps = E.ps_vs_ring(3, "1KiB", "tcp-10gbe")["parameter server"]["result"].trace
+    colours, legend = comm._colours(trace.messages)
+    by_step = {}
+    for m, c in zip(trace.messages, colours):
+        by_step.setdefault((m.phase, m.step), set()).add(c)
+    assert all(len(c) == 1 for c in by_step.values()) and len({c.pop() for c in by_step.values()}) == 6
+    assert list(legend) == ["reduce-scatter", "allgather"]
+    assert list(comm._colours(ps.messages)[1]) == ["push gradient", "pull mean"]  # no phase: by label
+    mixed = Trace([], [Message(0, 1, 4, 0, 1, 0, "small"), Message(1, 0, 400, 0, 1, 0, "big")], 2)
+    fig = comm.message_animation({"t": mixed}, frames=4)
+    sizes = list(fig.frames[2].data[1].marker.size)
+    assert sizes[1] > sizes[0] >= 12
+
+
+def test_caption_names_the_step():
+    trace = E.simulate_collective("allreduce", "ring", 4, "1MiB", "tcp-10gbe")["result"].trace
+    fig = comm.message_animation({"a": trace}, frames=60)
+    captions = [f.data[4].text[0] for f in fig.frames]
+    assert captions[0] == captions[1] == "<b>reduce-scatter step 1 of 3</b>"
+    seen = list(dict.fromkeys(captions))
+    assert seen == [f"<b>{p} step {s} of 3</b>" for p in ("reduce-scatter", "allgather") for s in (1, 2, 3)]
+
+
+    records = E.ps_vs_ring(3, "1MiB", "tcp-10gbe")  # the server is the slower: the ring finishes first
+    traces = {k: r["result"].trace for k, r in records.items()}
+    fig = comm.message_animation(traces, {"parameter server": "star"},
+                                 {"parameter server": style.role_names(3, servers=1), "ring all-reduce": style.role_names(3)})
+    assert fig.data[fig.frames[0].traces[0]].text[0] == "server 0<br>(rank 0)"
+    assert fig.data[fig.frames[0].traces[MOVING]].text[2] == "worker 2<br>(rank 2)"
+    ring_done = max(life[1] for life in lives_by_hand(traces["ring all-reduce"]))
+    assert fig.frames[-1].data[MOVING + 4].text[0] == f"<b>finished in {format_seconds(ring_done)}</b>"
 
 
 def test_message_arc_ends_at_the_ranks():
@@ -184,6 +251,12 @@ def test_traffic_per_rank_names_the_server():
     assert fig.data[0].x[0] == "server" and len(fig.data) == 4
 
 
+def test_long_contributor_lists_wrap_after_a_plus():
+    assert comm._wrap("0–3+13–15", 5) == "0–3+<br>13–15"
+    assert comm._wrap("0+1+14+15", 5) == "0+1+<br>14+15"
+    assert comm._wrap("0+2", 5) == "0+2" and comm._wrap("10–13+15", 5) == "10–13+<br>15"
+
+
 def test_contributor_labels():
     assert comm._contributors(0b1011, 4) == "0+1+3"
     assert comm._contributors(0b1110111, 8) == "0–2+4–6"
@@ -191,14 +264,22 @@ def test_contributor_labels():
     assert comm._contributors(0b100, 4) == "2"
 
 
-def test_ring_steps_figure():
-    states = E.ring_allreduce_steps(4)
+@pytest.mark.parametrize("ranks", [2, 4, 16])
+def test_ring_steps_figure(ranks):
+    states = E.ring_allreduce_steps(ranks)
     fig = comm.ring_steps(states)
-    assert len(fig.frames) == len(states) == 7
+    assert len(fig.frames) == len(states) == 1 + 2 * (ranks - 1)
     assert all(list(f.traces) == [0, 1] for f in fig.frames)
     last = fig.frames[-1].data[0]
     assert all(text == "all" for row in last.text for text in row)
-    assert "reduce-scatter step 0" in fig.frames[1].layout.title.text
+    assert f"reduce-scatter step 1 of {ranks - 1}" in fig.frames[1].layout.title.text
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]
+    for frame, state in zip(fig.frames[1:], states[1:]):  # outlines: the changed cells' own edges
+        xs, ys = frame.data[1].x, frame.data[1].y
+        boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
+        assert boxes == [(c - 0.47, c + 0.47, d - 0.47, d + 0.47) for _, d, c in state["moves"]]
+    widest = max(len(line) for row in fig.frames[ranks - 1].data[0].text for t in row for line in t.split("<br>"))
+    assert widest <= {2: 40, 4: 40, 16: 6}[ranks]  # wrapped to fit a cell at 16 ranks
 
 
 def test_cost_curves_mark_crossovers():

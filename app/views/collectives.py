@@ -49,25 +49,27 @@ messages, steps, gantt, links, files = st.tabs(
     ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key="coll_view", on_change="rerun")
 if messages.open:  # only the open tab is built and drawn
     with messages:
-        st.plotly_chart(viz.message_animation({f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}": trace}),
-                        key="coll_animation")
-        st.caption("Press ▶ Play: each dot is a message from departure to arrival (virtual time), coloured by step; "
-                   "hover for its label and size. Drag the slider to step through time.")
+        title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
+        shared.chart(viz.message_animation({title: trace}), "coll_animation")
+        st.caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
+                   "phase and step (light to dark). A bar fills under it while its sender's CPU copies it (the "
+                   "node outlined orange) and again while its receiver's does (green); between, it travels in "
+                   "virtual time. Hover for its size and step; drag the slider to step through time.")
 if steps.open:
     with steps:
-        st.plotly_chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), key="coll_ring_steps")
+        shared.chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), "coll_ring_steps")
         st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
                    "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
                    "one chunk; all-gather then passes the finished chunks around. The replay's final state is "
                    "checked against the values the ranks returned.")
 if gantt.open:
     with gantt:
-        st.plotly_chart(viz.timeline(trace), key="coll_timeline")
+        shared.chart(viz.timeline(trace), "coll_timeline")
         st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
                    "arrives; recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
 if links.open:
     with links:
-        st.plotly_chart(viz.link_bytes(trace), key="coll_link_bytes")
+        shared.chart(viz.link_bytes(trace), "coll_link_bytes")
 if files.open:
     with files:
         shared.downloads(trace, [shared.summary_row(record)], f"{name}-{algorithm}-p{ranks}")

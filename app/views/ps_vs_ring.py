@@ -44,7 +44,9 @@ animation, traffic, scaling, files = st.tabs(
     ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key="ps_view", on_change="rerun")
 if animation.open:  # only the open tab is built and drawn
     with animation:
-        shared.chart(viz.message_animation(traces, {"parameter server": "star"}), "ps_animation")
+        shared.chart(viz.message_animation(traces, {"parameter server": "star"},
+                                           {"parameter server": role_names(workers, servers=1),
+                                            "ring all-reduce": role_names(workers)}), "ps_animation")
         st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
                    "still busy. Left: server 0 (rank 0) in the centre, worker w is rank w + 1. Right: worker w is "
                    "rank w.")

@@ -64,7 +64,8 @@ if pushpull.open:
         record = shared.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {shared.TRAIN_WORKERS} workers, the first steps"
-        shared.chart(viz.message_animation({title: trace}, {title: "star"}), "train_pp_animation")
+        shared.chart(viz.message_animation({title: trace}, {title: "star"},
+                                           {title: role_names(shared.TRAIN_WORKERS, servers)}), "train_pp_animation")
         server_text = (f"Servers 0..{servers - 1} are ranks 0..{servers - 1} (rank 0 in the centre)" if servers > 1
                        else "Server 0 is rank 0, in the centre")
         st.caption(f"Press ▶ Play. {server_text}; worker w is rank {servers} + w. Per step a worker sends each server a pull "

@@ -1,13 +1,12 @@
 """Plotly figures from traces and records (no streamlit here: the app and the lessons share them).
 
-Modules: ``style`` (the shared figure style, registered as plotly's default template on
-import, log axes with unit ticks, rank names), ``units`` (human-readable seconds, bytes,
+Modules: ``style`` (the shared figure style, registered as plotly's default template by
+every figure module on import, log axes with unit ticks, rank names), ``units`` (human-readable seconds, bytes,
 rates, axis ticks), ``comm`` (figures of one run's trace: message animation, timeline,
 bytes per link, the ring step by step), ``costs`` (cost-model curves and scaling plots from
 experiment records), ``datapath`` (memory traffic of the real data path, measured bandwidth,
 emulation scale), ``catalogue`` (the concept map).
 """
 
-from . import style  # registers the "dlsys" template as plotly's default
-
-__all__ = ["style"]
+# Nothing is imported here: the command line formats numbers with ``units`` and must not
+# pay for importing plotly (about half a second) on every call.

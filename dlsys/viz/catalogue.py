@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import plotly.graph_objects as go
+from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 
 WHERE_COLORS = {"app": "#4c78a8", "lesson": "#f58518", "planned": "#d9d9d9"}
 

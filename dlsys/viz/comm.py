@@ -8,13 +8,26 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from .units import format_bytes, format_seconds, time_unit
+from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 
 KIND_COLORS = {"compute": "#4c78a8", "send": "#f58518", "wait": "#d9d9d9", "recv": "#54a24b"}
-STEP_COLORSCALE = "Turbo"
+# a phase's steps shade one sequential scale light -> dark; messages outside a collective
+# (a parameter server's push and pull) take one solid colour per label
+PHASE_SCALES = ["Blues", "Oranges", "Greens", "Purples", "Reds"]
+LABEL_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 ARC_BOW = 0.12  # how far a message's path bows to its right (fraction of the chord)
+AT_NODE = 0.17  # where a message waits beside its sender or receiver (data units from the node)
+BAR = 0.18  # length of a CPU-overhead progress bar (data units)
+FRAMES_PER_STEP = 8  # interpolated frames per step of the busiest panel, within 60..240
+SPEEDS = {"▶ Play": 1.0, "▶ ½ speed": 0.5, "▶ 2x speed": 2.0}
+LEGEND_MAX = 6  # more groups (a training run's labels) would push the legend over the controls
+BOTTOM = 150  # px under the nodes: buttons, slider, legend
+CAPTION_Y = 1.42  # the step caption, above the ring (data units)
+LEGIBLE = dict(size=15, color="#222")  # node labels and captions: read from the back of a lecture room
 
 
 def rank_positions(ranks: int, layout: str = "circle") -> np.ndarray:
@@ -37,87 +50,273 @@ def _arc_point(a: np.ndarray, b: np.ndarray, f: np.ndarray) -> np.ndarray:
     return a + f * chord + ARC_BOW * np.sin(np.pi * f) * right
 
 
-def step_index(messages) -> tuple[list[int], int]:
-    """Each message's step number and the number of steps; colours messages by step. A
-    step is a collective's (phase, step) (trace.Message's fields; the blocks of one step
-    share it), else the message's label; steps are numbered by first departure."""
-    keys = [(m.phase, m.step) if m.phase else m.label for m in messages]
-    order = {}
+def message_lives(trace) -> np.ndarray:
+    """(messages, 6) virtual times of each message's life: its sender's send span (start,
+    end), departure, arrival, its receiver's recv span (start, end).
+
+    A trace does not link spans to messages, but the clock's rules do: a rank's sends
+    depart in program order, each after its own send span, and a rank's receives are
+    listed in program order, each recv span starting at or after its arrival. A message
+    whose span was not recorded (zero overhead, or cut off by ``first_seconds``) gets a
+    zero-length phase there."""
+    lives = np.array([[m.depart_s, m.depart_s, m.depart_s, m.arrive_s, m.arrive_s, m.arrive_s]
+                      for m in trace.messages], dtype=float).reshape(-1, 6)
+    spans = {(r, kind): sorted((s for s in trace.spans if s.rank == r and s.kind == kind), key=lambda s: s.start_s)
+             for r in range(trace.world_size) for kind in ("send", "recv")}
+    sent = sorted(range(len(trace.messages)), key=lambda i: trace.messages[i].depart_s)
+    for side, order, fits, cols in (
+            ("send", sent, lambda s, m: s.end_s <= m.depart_s, (0, 1)),
+            ("recv", range(len(trace.messages)), lambda s, m: s.start_s >= m.arrive_s, (4, 5))):
+        nxt = {}
+        for i in order:
+            m = trace.messages[i]
+            rank = m.src if side == "send" else m.dst
+            queue, k = spans[rank, side], nxt.get(rank, 0)
+            if k < len(queue) and fits(queue[k], m):
+                lives[i, cols[0]], lives[i, cols[1]] = queue[k].start_s, queue[k].end_s
+                nxt[rank] = k + 1
+    return lives
+
+
+def _groups(messages) -> tuple[list, dict]:
+    """Each message's colour group and, per group, its steps: a collective's phase (its
+    steps in ``Message.step``), else the message's label; groups in order of first departure."""
+    keys = [m.phase or m.label or "message" for m in messages]
+    steps: dict = {}
     for key, m in sorted(zip(keys, messages), key=lambda km: km[1].depart_s):
-        order.setdefault(key, len(order))
-    return [order[k] for k in keys], len(order)
+        steps.setdefault(key, set()).add(m.step if m.phase else -1)
+    return keys, {key: sorted(s) for key, s in steps.items()}
 
 
-def _in_flight(trace, pos, steps, n_steps, t, div, unit) -> dict:
-    """The moving trace at time t: one marker per message in flight, coloured by step."""
-    live = [(m, s) for m, s in zip(trace.messages, steps) if m.depart_s <= t <= m.arrive_s]
-    xy = np.array([_arc_point(pos[m.src], pos[m.dst], [(t - m.depart_s) / max(m.arrive_s - m.depart_s, 1e-30)])[0]
-                   for m, _ in live]).reshape(-1, 2)
-    hover = [f"rank {m.src} → rank {m.dst}<br>{m.label or 'message'}<br>{format_bytes(m.nbytes)}<br>"
-             f"{m.depart_s / div:.4g} → {m.arrive_s / div:.4g} {unit}" for m, _ in live]
-    return dict(type="scatter", x=xy[:, 0].tolist(), y=xy[:, 1].tolist(), mode="markers", hovertext=hover,
-                hoverinfo="text", showlegend=False,
-                marker=dict(size=13, color=[s / max(n_steps - 1, 1) for _, s in live], coloraxis="coloraxis",
-                            line=dict(width=1, color="black")))
+def _colours(messages) -> tuple[list[str], dict]:
+    """A colour per message (phase and step: a phase's scale, light to dark by step; else
+    one colour per label) and a legend: group -> (colour, description)."""
+    keys, steps = _groups(messages)
+    phased = [k for k in steps if steps[k] != [-1]]
+    shade = {}
+    for g, key in enumerate(phased):
+        n = len(steps[key])
+        shades = sample_colorscale(PHASE_SCALES[g % len(PHASE_SCALES)],
+                                   [0.45 + 0.55 * i / max(n - 1, 1) for i in range(n)])
+        shade.update({(key, s): c for s, c in zip(steps[key], shades)})
+    solid = {k: LABEL_COLORS[i % len(LABEL_COLORS)] for i, k in enumerate(k for k in steps if k not in phased)}
+    colours = [shade[key, m.step] if (key, m.step) in shade else solid[key] for key, m in zip(keys, messages)]
+    legend = {k: (shade[k, steps[k][len(steps[k]) // 2]], f"{k}: steps 1 → {len(steps[k])}, light → dark")
+              for k in phased}
+    legend.update({k: (c, k) for k, c in solid.items()})
+    return colours, legend
 
 
-def message_animation(panels: dict, layouts: dict | None = None, frames: int | None = None,
-                      frame_ms: int = 80, height: int = 520) -> go.Figure:
-    """Ranks as nodes, every message a marker travelling from sender to receiver over
-    virtual time (departure to arrival), coloured by step; play/pause and a time slider.
+def _step_key(m):
+    """The step a message belongs to: a collective's (phase, step), else its label."""
+    return (m.phase, m.step) if m.phase else m.label
+
+
+def _describe(m, n_steps: dict) -> str:
+    """A message's step in words, from its structured fields: 'reduce-scatter step 3 of 7'
+    (steps 1-based, as said in class), else its label."""
+    if not m.phase:
+        return m.label or "message"
+    block = f", block {m.block}" if m.block >= 0 else ""
+    return f"{m.phase} step {m.step + 1} of {n_steps[m.phase]}{block}"
+
+
+class _Panel:
+    """One trace's moving parts at any virtual time t: nodes (outlined while their CPU
+    pays a send or receive overhead), messages (beside the sender while it copies or its
+    egress is busy, on the arc while on the wire, beside the receiver until its receive
+    overhead ends) and progress bars of the overheads; and the caption."""
+
+    def __init__(self, trace, pos: np.ndarray, names: list[str]):
+        self.trace, self.pos, self.names = trace, pos, names
+        self.lives = message_lives(trace)
+        self.colours, self.legend = _colours(trace.messages)
+        _, steps = _groups(trace.messages)
+        self.n_steps = {k: len(s) for k, s in steps.items()}
+        biggest = max((m.nbytes for m in trace.messages), default=0) or 1
+        # area grows with bytes; the smallest message stays visible
+        self.sizes = [12 + 18 * math.sqrt(m.nbytes / biggest) for m in trace.messages]
+        self.busy = {kind: [[(s.start_s, s.end_s) for s in trace.spans if s.rank == r and s.kind == kind]
+                            for r in range(trace.world_size)] for kind in ("send", "recv")}
+        self.hover = [f"{names[m.src]} → {names[m.dst]}<br>{_describe(m, self.n_steps)}<br>{format_bytes(m.nbytes)}"
+                      for m in trace.messages]
+        self.ends = []  # where it waits beside its sender (arc fraction; beside the receiver: 1 minus it)
+        for m in trace.messages:
+            chord = float(np.hypot(*(pos[m.dst] - pos[m.src])))
+            self.ends.append(min(0.35, AT_NODE / max(chord, 1e-9)))
+
+    def nodes(self, t: float) -> dict:
+        colour, width = [], []
+        for r in range(len(self.pos)):
+            kind = next((k for k in ("send", "recv") if any(a <= t < b for a, b in self.busy[k][r])), None)
+            colour.append(KIND_COLORS[kind] if kind else "#444")
+            width.append(5 if kind else 2)
+        return dict(type="scatter", x=self.pos[:, 0].tolist(), y=self.pos[:, 1].tolist(),
+                    marker=dict(line=dict(color=colour, width=width)))
+
+    def alive(self, t: float) -> list[int]:
+        """The messages whose life (send span start to recv span end) contains t."""
+        return [i for i, life in enumerate(self.lives) if life[0] <= t <= life[5]]
+
+    def moving(self, t: float) -> list[dict]:
+        """The frame at t: nodes, messages, overhead bars (background, then progress), and
+        the caption (a text trace: frames that change the layout cost twice the time)."""
+        live = self.alive(t)
+        xy, back, fill = [], ([], []), ([], [])
+        for i in live:
+            m, (s0, s1, depart, arrive, r0, r1), f0 = self.trace.messages[i], self.lives[i], self.ends[i]
+            along = f0 + (1 - 2 * f0) * min(max((t - depart) / max(arrive - depart, 1e-30), 0.0), 1.0)
+            at = _arc_point(self.pos[m.src], self.pos[m.dst], [along])[0]
+            xy.append(at)
+            progress = ((t - s0) / (s1 - s0) if s0 <= t < s1 and s1 > s0 else
+                        (t - r0) / (r1 - r0) if r0 <= t <= r1 and r1 > r0 else None)
+            if progress is not None:
+                x0, y = at[0] - BAR / 2, at[1] - 0.13
+                back[0].extend([x0, x0 + BAR, None]), back[1].extend([y, y, None])
+                fill[0].extend([x0, x0 + BAR * progress, None]), fill[1].extend([y, y, None])
+        xy = np.array(xy).reshape(-1, 2)
+        messages = dict(type="scatter", x=xy[:, 0].tolist(), y=xy[:, 1].tolist(), customdata=live,
+                        hovertext=[self.hover[i] for i in live],
+                        marker=dict(size=[self.sizes[i] for i in live], color=[self.colours[i] for i in live]))
+        return [self.nodes(t), messages, dict(type="scatter", x=back[0], y=back[1]),
+                dict(type="scatter", x=fill[0], y=fill[1]),
+                dict(type="scatter", x=[0.0], y=[CAPTION_Y], text=[f"<b>{self.caption(t)}</b>"])]
+
+    def caption(self, t: float) -> str:
+        """What the class sees now: the step most live messages belong to (ties: the earlier);
+        once its last message is received, when it finished (panels share one clock, so the
+        ring's panel says so while the server's link is still busy)."""
+        live = self.alive(t)
+        if not live:
+            done = float(self.lives[:, 5].max(initial=0.0))
+            return f"finished in {format_seconds(done)}" if self.trace.messages and t > done else ""
+        messages = self.trace.messages
+        counts: dict = {}
+        for i in live:
+            counts[_step_key(messages[i])] = counts.get(_step_key(messages[i]), 0) + 1
+        shown = min((messages[i] for i in live), key=lambda m: (-counts[_step_key(m)], m.depart_s))
+        return _describe(shown._replace(block=-1), self.n_steps)
+
+
+def _node_label(name: str) -> str:
+    """'worker 3 (rank 4)' on two lines, so labels stay short beside a node."""
+    return name.replace(" (", "<br>(")
+
+
+def _text_position(x: float, y: float) -> str:
+    """A node's label outside the ring (radially), never over its arcs' ends."""
+    if y > 0.5 or (abs(x) < 1e-9 and abs(y) < 1e-9):
+        return "top center"
+    if y < -0.5:
+        return "bottom center"
+    return "middle right" if x > 0 else "middle left"
+
+
+def message_animation(panels: dict, layouts: dict | None = None, names: dict | None = None,
+                      frames: int | None = None, frame_ms: int = 120, height: int = 620) -> go.Figure:
+    """Ranks as nodes and every message drawn for its whole life: beside its sender while
+    the sender's CPU copies it (a filling bar) or its egress is busy, along the arc from
+    departure to arrival, beside its receiver until the receive overhead ends (a filling
+    bar). A node is outlined orange while it pays a send overhead, green while a receive
+    one. Messages are sized by bytes (area) and coloured by phase and step; a caption per
+    panel names the step ("reduce-scatter step 3 of 7"); play at three speeds, pause, and
+    a time slider.
 
     ``panels`` maps a title to a Trace; several panels share one clock (side by side).
-    ``layouts`` maps a title to "circle" (default) or "star" (rank 0 in the centre).
-    Static traces (links, ranks) are drawn once; each frame holds only the moving traces.
-    ``frames`` defaults to 4 per step of the busiest panel, within 60..120.
+    ``layouts`` maps a title to "circle" (default) or "star" (rank 0 in the centre);
+    ``names`` maps a title to node names (default "rank r"; ``style.role_names`` for servers and workers).
+    The nodes do not keep a circle's aspect: the ring stretches to the page's width.
+    Static traces (links, legend) are drawn once; each frame holds the moving traces.
+    ``frames`` defaults to FRAMES_PER_STEP per step of the busiest panel, within 60..240.
     """
-    layouts = layouts or {}
+    layouts, names = layouts or {}, names or {}
+    built = {}
+    for title, trace in panels.items():
+        pos = rank_positions(trace.world_size, layouts.get(title, "circle"))
+        built[title] = _Panel(trace, pos, names.get(title, [f"rank {r}" for r in range(trace.world_size)]))
     if frames is None:
-        frames = min(120, max(60, 4 * max(step_index(t.messages)[1] for t in panels.values())))
-    end_s = max(t.makespan_s for t in panels.values()) or 1e-9
+        steps = max(sum(panel.n_steps.values()) for panel in built.values())
+        frames = min(240, max(60, FRAMES_PER_STEP * steps))
+    end_s = max(max(t.makespan_s, float(p.lives.max(initial=0.0))) for t, p in
+                zip(panels.values(), built.values())) or 1e-9
     div, unit = time_unit(end_s)
     times = np.linspace(0.0, end_s, frames + 1)
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.03)
-    moving, frame_data = [], [[] for _ in times]
-    for col, (title, trace) in enumerate(panels.items(), 1):
-        pos = rank_positions(trace.world_size, layouts.get(title, "circle"))
-        steps, n_steps = step_index(trace.messages)
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.04)
+    moving, frame_data, legend = [], [[] for _ in times], {}
+    for col, (title, panel) in enumerate(built.items(), 1):
+        pos, trace = panel.pos, panel.trace
         arc_x, arc_y = [], []  # plain lists: plotly.js animation drops base64-encoded (numpy) static traces
         for a, b in sorted(trace.bytes_per_link()):
             arc = _arc_point(pos[a], pos[b], np.linspace(0, 1, 16))
             arc_x += arc[:, 0].tolist() + [None]
             arc_y += arc[:, 1].tolist() + [None]
         fig.add_trace(go.Scatter(x=arc_x, y=arc_y, mode="lines", hoverinfo="skip", showlegend=False,
-                                 line=dict(color="#c8c8c8", width=1)), row=1, col=col)
-        fig.add_trace(go.Scatter(x=pos[:, 0].tolist(), y=pos[:, 1].tolist(), mode="markers+text",
-                                 text=[str(r) for r in range(len(pos))],
-                                 hovertext=[f"rank {r}" for r in range(len(pos))], hoverinfo="text", showlegend=False,
-                                 marker=dict(size=30, color="white", line=dict(width=2, color="#444"))),
-                      row=1, col=col)
-        moving.append(len(fig.data))
+                                 line=dict(color="#d0d0d0", width=1.5)), row=1, col=col)
         for k, t in enumerate(times):
-            frame_data[k].append(_in_flight(trace, pos, steps, n_steps, t, div, unit))
-        fig.add_trace(go.Scatter(frame_data[0][-1]), row=1, col=col)
-        axis = "" if col == 1 else col
-        fig.update_xaxes(visible=False, range=[-1.35, 1.35], row=1, col=col)
-        fig.update_yaxes(visible=False, range=[-1.35, 1.35], scaleanchor=f"x{axis}", row=1, col=col)
-    fig.frames = [go.Frame(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
+            frame_data[k].extend(panel.moving(t))
+        nodes, messages, back, fill, caption = frame_data[0][-5:]
+        moving.extend(range(len(fig.data), len(fig.data) + 5))
+        fig.add_trace(go.Scatter(nodes, mode="markers+text", text=[_node_label(n) for n in panel.names],
+                                 textposition=[_text_position(x, y) for x, y in pos], textfont=LEGIBLE,
+                                 hovertext=panel.names, hoverinfo="text", showlegend=False, cliponaxis=False,
+                                 marker=dict(size=30, color="white", **nodes["marker"])), row=1, col=col)
+        fig.add_trace(go.Scatter(messages, mode="markers", hoverinfo="text", showlegend=False, cliponaxis=False,
+                                 marker=dict(line=dict(width=1, color="#222"), opacity=0.95, **messages["marker"])),
+                      row=1, col=col)
+        for bar, colour in ((back, "#cfcfcf"), (fill, "#222")):
+            fig.add_trace(go.Scatter(bar, mode="lines", hoverinfo="skip", showlegend=False,
+                                     line=dict(color=colour, width=7)), row=1, col=col)
+        fig.add_trace(go.Scatter(caption, mode="text", hoverinfo="skip", showlegend=False, cliponaxis=False,
+                                 textfont=dict(size=20, color="#222")), row=1, col=col)
+        legend.update(panel.legend)
+        fig.update_xaxes(visible=False, range=[-1.55, 1.55], fixedrange=True, row=1, col=col)
+        fig.update_yaxes(visible=False, range=[-1.35, 1.5], fixedrange=True, row=1, col=col)
+    # with many labels (a training run's "pull reply clock 7 ...") the caption and the
+    # hover name each message instead
+    for colour, text in (legend.values() if len(legend) <= LEGEND_MAX else ()):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=text, marker=dict(size=14, color=colour)))
+
     # redraw=True: Streamlit's plotly.js (4.2) drops the traces a frame does not name when redraw=False
-    play = dict(frame=dict(duration=frame_ms, redraw=True), fromcurrent=True, transition=dict(duration=0))
     pause = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
+    play = [dict(label=label, method="animate",
+                 args=[None, dict(frame=dict(duration=round(frame_ms / speed), redraw=True), fromcurrent=True,
+                                  mode="immediate", transition=dict(duration=0))])
+            for label, speed in SPEEDS.items()]
     fig.update_layout(
-        height=height, margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
-        coloraxis=dict(colorscale=STEP_COLORSCALE, cmin=0, cmax=1,
-                       colorbar=dict(title="step", tickvals=[0, 1], ticktext=["first", "last"], len=0.6)),
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=0, xanchor="left", yanchor="top",
-                          pad=dict(t=40), showactive=False,
-                          buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
-                                   dict(label="❚❚ Pause", method="animate", args=[[None], pause])])],
-        sliders=[dict(active=0, x=0.2, len=0.8, y=0, yanchor="top", pad=dict(t=30),
-                      currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}"),
+        height=height, margin=dict(l=10, r=10, t=40, b=BOTTOM), plot_bgcolor="white",
+        # under the buttons and the slider (paper units, from the plot area's height in px)
+        legend=dict(orientation="h", x=0, y=-(BOTTOM - 40) / (height - 40 - BOTTOM), yanchor="top",
+                    font=dict(size=13)),
+        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.01, xanchor="left", yanchor="top",
+                          showactive=False, font=dict(size=14),
+                          buttons=play + [dict(label="❚❚ Pause", method="animate", args=[[None], pause])])],
+        sliders=[dict(active=0, x=0, len=1, y=-0.01, yanchor="top", pad=dict(t=45, b=0), ticklen=0, minorticklen=0,
+                      font=dict(color="rgba(0,0,0,0)"),  # a label per frame would overlap: show only the current one
+                      currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
                       steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause])
                              for k, t in enumerate(times)])])
-    return fig
+    return _Animation(fig, [dict(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)])
+
+
+class _Animation(go.Figure):
+    """A figure whose frames stay the plain dicts they were built as until ``.frames`` is
+    read. Plotly makes every trace of every frame an object (about 0.4 ms each, even
+    unvalidated: half a second or more for the PS page's 1,100, which the page would wait
+    for), while Streamlit and ``write_html`` only need the JSON, which ``to_dict`` writes
+    straight from the dicts. The static figure is a validated go.Figure as usual."""
+
+    def __init__(self, fig: go.Figure, frames: list[dict]):
+        super().__init__(fig)
+        self._plain_frames, self._frame_objects = frames, None
+
+    @property
+    def frames(self) -> tuple:
+        if self._frame_objects is None:
+            self._frame_objects = go.Figure(frames=self._plain_frames, _validate=False).frames
+        return self._frame_objects
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "frames": self._plain_frames}
 
 
 def timeline(trace, title: str = "Timeline") -> go.Figure:
@@ -158,8 +357,10 @@ def link_bytes(trace, title: str = "Bytes per link") -> go.Figure:
                                hovertemplate="rank %{y} → rank %{x}: %{text}<extra></extra>",
                                colorbar=dict(title="MiB")))
     fig.update_layout(title=title, height=200 + 22 * p, margin=dict(l=10, r=10, t=50, b=40))
-    fig.update_xaxes(title="receiver rank", dtick=1)
-    fig.update_yaxes(title="sender rank", dtick=1, autorange="reversed", scaleanchor="x")
+    # Square cells without widening the axes past the ranks (a wide page stretched them to -7..22):
+    # the plot area shrinks instead of the range growing.
+    fig.update_xaxes(title="receiver rank", dtick=1, range=[-0.5, p - 0.5], constrain="domain")
+    fig.update_yaxes(title="sender rank", dtick=1, autorange="reversed", scaleanchor="x", constrain="domain")
     return fig
 
 
@@ -193,46 +394,74 @@ def _contributors(mask: int, ranks: int) -> str:
     return "+".join(runs)
 
 
+def _wrap(label: str, width: int) -> str:
+    """Break a contributor list after a '+' so a line holds at most ``width`` characters
+    (a single longer run keeps its own line): '0–3+13–15' stays inside a narrow cell."""
+    parts = label.split("+")
+    lines = [""]
+    for token in [p + "+" for p in parts[:-1]] + parts[-1:]:
+        if lines[-1] and len(lines[-1]) + len(token) > width:
+            lines.append("")
+        lines[-1] += token
+    return "<br>".join(lines)
+
+
 def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     """The ring all-reduce step by step: rows are ranks, columns are chunks; a cell lists
     the ranks whose input it already sums (colour: how many), outlined where it changed in
-    that step. A slider walks through reduce-scatter then all-gather."""
+    that step. Play, pause, and a slider walk through reduce-scatter then all-gather; the
+    title says which step ("reduce-scatter step 3 of 7", steps 1-based)."""
     ranks = len(states[0]["chunks"])
     chunk_axis, rank_axis = list(range(ranks)), list(range(ranks))
+    # 16 columns share about 650 px on a 1280 px projector with the sidebar open: 5
+    # characters of 12 px text per line, so longer lists wrap onto a second line
+    font, width = (20, 40) if ranks <= 4 else (16, 12) if ranks <= 8 else (13, 6) if ranks <= 12 else (12, 5)
 
     def heat(state):
         z = [[bin(v).count("1") for v in row] for row in state["chunks"]]
-        text = [[_contributors(v, ranks) for v in row] for row in state["chunks"]]
-        return dict(type="heatmap", z=z, x=chunk_axis, y=rank_axis, text=text, zmin=1, zmax=ranks,
-                    texttemplate="%{text}", textfont=dict(size=max(8, 17 - ranks // 2)), colorscale="YlGnBu",
-                    colorbar=dict(title="inputs<br>summed"),
-                    hovertemplate="rank %{y}, chunk %{x}: sum of ranks %{text}<extra></extra>")
+        names = [[_contributors(v, ranks) for v in row] for row in state["chunks"]]
+        return dict(type="heatmap", z=z, x=chunk_axis, y=rank_axis, text=[[_wrap(n, width) for n in row] for row in names],
+                    customdata=names, zmin=1, zmax=ranks, texttemplate="%{text}", textfont=dict(size=font),
+                    colorscale="YlGnBu", colorbar=dict(title="inputs<br>summed"), xgap=2, ygap=2,
+                    hovertemplate="rank %{y}, chunk %{x}: sum of ranks %{customdata}<extra></extra>")
 
     def moved(state):
-        cells = state["moves"]
-        return dict(type="scatter", x=[c for _, _, c in cells], y=[d for _, d, _ in cells], mode="markers",
-                    hoverinfo="skip", showlegend=False,
-                    marker=dict(symbol="square-open", size=max(18, 300 // ranks), color="#d62728", line=dict(width=3)))
+        """Outlines exactly the size of the changed cells (data units, not marker pixels,
+        so they grow and shrink with the cells), drawn on the cell's edge: the label inside
+        stays visible."""
+        xs, ys = [], []
+        for _, dst, chunk in state["moves"]:
+            x0, x1, y0, y1 = chunk - 0.47, chunk + 0.47, dst - 0.47, dst + 0.47
+            xs += [x0, x1, x1, x0, x0, None]
+            ys += [y0, y0, y1, y1, y0, None]
+        return dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                    line=dict(color="#d62728", width=4))
+
+    steps_in = {phase: sum(s["phase"] == phase for s in states) for phase in ("reduce-scatter", "allgather")}
 
     def caption(state):
         if state["phase"] == "start":
             return "start: rank r holds its own input x_r in every chunk (a cell lists the ranks summed in it)"
         verb = "adds" if state["phase"] == "reduce-scatter" else "copies"
-        return f"{state['phase']} step {state['step']}: each rank {verb} the chunk from its left neighbour (outlined)"
+        return (f"<b>{state['phase']} step {state['step'] + 1} of {steps_in[state['phase']]}</b>: "
+                f"each rank {verb} the chunk from its left neighbour (outlined)")
 
     fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0]))])
     fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s)], traces=[0, 1], layout=dict(title_text=caption(s)))
                   for k, s in enumerate(states)]
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
-    labels = ["start"] + [f"{'RS' if s['phase'] == 'reduce-scatter' else 'AG'} {s['step']}" for s in states[1:]]
+    play = dict(frame=dict(duration=1200, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
+    labels = ["start"] + [f"{'RS' if s['phase'] == 'reduce-scatter' else 'AG'} {s['step'] + 1}" for s in states[1:]]
     fig.update_layout(
-        title=dict(text=caption(states[0]), y=0.99, yanchor="top"), height=height or 280 + 30 * ranks,
-        margin=dict(l=10, r=10, t=90, b=10),
-        sliders=[dict(active=0, x=0.1, len=0.9, currentvalue=dict(prefix="after: "), pad=dict(t=40),
-                      steps=[dict(label=lab, method="animate", args=[[str(k)], still]) for k, lab in enumerate(labels)])],
-        updatemenus=[dict(type="buttons", x=0, y=0, xanchor="left", yanchor="top", pad=dict(t=45), showactive=False,
-                          buttons=[dict(label="▶ Play", method="animate",
-                                        args=[None, dict(frame=dict(duration=900, redraw=True), fromcurrent=True)])])])
-    fig.update_xaxes(title="chunk", dtick=1, side="top")
-    fig.update_yaxes(title="rank", dtick=1, autorange="reversed")
+        title=dict(text=caption(states[0]), y=0.99, yanchor="top", font=dict(size=17)),
+        height=height or max(420, 190 + 34 * ranks), margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white",
+        sliders=[dict(active=0, x=0.28, len=0.72, currentvalue=dict(prefix="after: ", font=dict(size=15)),
+                      pad=dict(t=40), steps=[dict(label=lab, method="animate", args=[[str(k)], still])
+                                             for k, lab in enumerate(labels)])],
+        updatemenus=[dict(type="buttons", direction="left", x=0, y=0, xanchor="left", yanchor="top", pad=dict(t=45),
+                          showactive=False, font=dict(size=14),
+                          buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
+                                   dict(label="❚❚ Pause", method="animate", args=[[None], still])])])
+    fig.update_xaxes(title="chunk", dtick=1, side="top", range=[-0.5, ranks - 0.5], showgrid=False, zeroline=False)
+    fig.update_yaxes(title="rank", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
     return fig

@@ -1,7 +1,8 @@
 """The one figure style of dlsys: readable on a 1280x720 projector at the back of a room.
 
-Importing ``dlsys.viz`` registers the plotly template ``"dlsys"`` and makes it the default,
-so every figure built afterwards (app, lessons, CLI) gets it without asking:
+Importing any figure module of ``dlsys.viz`` imports this one, which registers the plotly
+template ``"dlsys"`` and makes it the default, so every figure built afterwards (app,
+lessons, CLI) gets it without asking:
 - fonts of 16 px (ticks 14 px, titles 20 px): plotly's 12 px is unreadable projected;
 - the title left-aligned with its own margin (``automargin``), so no annotation, legend or
   subplot title can sit on it;
