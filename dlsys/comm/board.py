@@ -11,7 +11,7 @@ One row of float64 per rank (shared memory on the processes backend):
 
 Two questions are answered from it alone, with no message exchanged:
 
-* deadlock (``deadlock_report``): every live rank is BLOCKED and every posted message has
+* deadlock (``stalled``, then ``deadlock_report`` says who waits for whom): every live rank is BLOCKED and every posted message has
   been delivered (sum POSTED == sum PULLED), so nothing can ever wake anyone;
 * silence (``silent``, recv_any's conservative rule): nothing more can come from src to
   me before I send again.
@@ -60,13 +60,17 @@ def silent(board: np.ndarray, src: int, me: int) -> bool:
     return (finished or waits_on_me) and theirs[sent + me] == mine[FROM + src]
 
 
-def deadlock_report(board: np.ndarray) -> str | None:
-    """Who waits for whom, if every live rank waits and no message is in flight."""
+def stalled(board: np.ndarray) -> bool:
+    """Every live rank waits and no message is in flight: a deadlock, if it lasts."""
     states = board[:, STATE]
     if (states == RUNNING).any() or (states == DONE).all():
-        return None
-    if board[:, POSTED].sum() != board[:, PULLED].sum():
-        return None
+        return False
+    return board[:, POSTED].sum() == board[:, PULLED].sum()
+
+
+def deadlock_report(board: np.ndarray) -> str:
+    """Who waits for whom (for a stalled board)."""
+    states = board[:, STATE]
     waits = [_waiting(r, board[r]) for r in range(len(board)) if states[r] == BLOCKED]
     done = [str(r) for r in range(len(board)) if states[r] == DONE]
     return "; ".join(waits) + (f"; finished: ranks {', '.join(done)}" if done else "")
