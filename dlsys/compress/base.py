@@ -1,0 +1,101 @@
+"""The two interfaces of gradient compression, after GRACE (Xu et al. 2021, sands-lab/grace).
+
+A ``Compressor`` turns a gradient into a *payload* (the numpy arrays that travel) and a
+*ctx* (what the sender keeps locally to decode: shape, dtype, ...). A ``Memory`` wraps
+it for error feedback: ``compensate`` before compressing, ``update`` after.
+
+    g = memory.compensate(grad, name)
+    payload, ctx = compressor.compress(g, name)
+    memory.update(g, name, compressor, payload, ctx)
+    # send payload; the receiver calls compressor.decompress(payload, ctx)
+
+Bytes on the wire are ``payload_nbytes(payload)``; each method documents its formula.
+"""
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+def payload_nbytes(payload) -> int:
+    """Encoded bytes: the sum of the payload arrays' ``nbytes`` (nothing else travels)."""
+    return int(sum(a.nbytes for a in payload))
+
+
+def check_float(tensor) -> np.ndarray:
+    """The gradient as an array; a ValueError unless its dtype is a float."""
+    tensor = np.asarray(tensor)
+    if not np.issubdtype(tensor.dtype, np.floating):
+        raise ValueError(f"tensor: expected a float array (float16, float32 or float64), got dtype {tensor.dtype}")
+    return tensor
+
+
+def check_ratio(ratio) -> float:
+    if not 0 < ratio <= 1:
+        raise ValueError(f"ratio: expected a fraction in (0, 1], got {ratio!r}")
+    return float(ratio)
+
+
+def count(ratio: float, n: int) -> int:
+    """How many of n entries a ratio keeps: ceil(ratio * n), at least one."""
+    return max(1, int(np.ceil(ratio * n)))
+
+
+def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Unsigned codes below 2**bits, ``bits`` bits each, into ceil(n * bits / 8) bytes."""
+    planes = (codes.astype(np.uint8)[:, None] >> np.arange(bits, dtype=np.uint8)) & 1
+    return np.packbits(planes.ravel())
+
+
+def unpack_bits(packed: np.ndarray, bits: int, n: int) -> np.ndarray:
+    """The inverse of ``pack_bits``: n codes as uint8."""
+    planes = np.unpackbits(packed)[: n * bits].reshape(n, bits)
+    return (planes << np.arange(bits, dtype=np.uint8)).sum(axis=1, dtype=np.uint8)
+
+
+class Compressor(ABC):
+    """compress(tensor, name) -> (payload, ctx); decompress(payload, ctx) -> dense array."""
+
+    @abstractmethod
+    def compress(self, tensor, name):
+        """The payload (tuple of arrays that travel) and the ctx needed to decode it."""
+
+    @abstractmethod
+    def decompress(self, payload, ctx):
+        """A dense array of the original shape and dtype."""
+
+    def aggregate(self, tensors):
+        """Combine the ranks' decompressed gradients: their mean."""
+        return sum(tensors) / len(tensors)
+
+
+class Memory(ABC):
+    @abstractmethod
+    def compensate(self, tensor, name):
+        """The gradient to compress (with whatever this memory carries over)."""
+
+    def update(self, tensor, name, compressor, payload, ctx):
+        """Remember what compression lost (nothing by default)."""
+
+
+class NoneMemory(Memory):
+    """No error feedback: what compression drops is lost."""
+
+    def compensate(self, tensor, name):
+        return tensor
+
+
+class ResidualMemory(Memory):
+    """Error feedback (Seide et al. 2014; Karimireddy et al. 2019): e <- g + e - D(C(g + e)).
+
+    What one step fails to send is added to the next step's gradient, so over T steps
+    sum(transmitted) + e_T = sum(gradients) exactly, and nothing is lost for good.
+    """
+
+    def __init__(self):
+        self.residuals = {}
+
+    def compensate(self, tensor, name):
+        return tensor + self.residuals[name] if name in self.residuals else tensor
+
+    def update(self, tensor, name, compressor, payload, ctx):
+        self.residuals[name] = tensor - compressor.decompress(payload, ctx)

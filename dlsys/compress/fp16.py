@@ -1,0 +1,16 @@
+"""Half precision: g -> float16(g) (Micikevicius et al. 2018, mixed precision). Bytes: 2 n.
+
+Relative error at most 2**-11 for |g| in float16's normal range (6.1e-5 .. 65504).
+"""
+import numpy as np
+
+from .base import Compressor, check_float
+
+
+class FP16Compressor(Compressor):
+    def compress(self, tensor, name):
+        tensor = check_float(tensor)
+        return (tensor.astype(np.float16),), tensor.dtype
+
+    def decompress(self, payload, ctx):
+        return payload[0].astype(ctx)

@@ -1,0 +1,29 @@
+"""Random-k sparsification (Stich et al. 2018, "Sparsified SGD with memory"): send k = ceil(ratio * n)
+entries chosen uniformly without replacement, scaled by n / k so the estimate is unbiased:
+E[g~_i] = (k / n) * (n / k) g_i = g_i.
+
+Only the values travel. Every rank builds the compressor with an identically seeded
+Generator, so each draws the same indices at the same step; ctx holds them locally.
+Bytes: k * itemsize.
+"""
+import numpy as np
+
+from .base import Compressor, check_float, check_ratio, count
+
+
+class RandomKCompressor(Compressor):
+    def __init__(self, rng: np.random.Generator, ratio: float = 0.01):
+        self.rng, self.ratio = rng, check_ratio(ratio)
+
+    def compress(self, tensor, name):
+        tensor = check_float(tensor)
+        flat = tensor.ravel()
+        k = count(self.ratio, flat.size)
+        indices = self.rng.choice(flat.size, size=k, replace=False)
+        return (flat[indices] * (flat.size / k),), (tensor.shape, tensor.dtype, indices)
+
+    def decompress(self, payload, ctx):
+        shape, dtype, indices = ctx
+        dense = np.zeros(int(np.prod(shape)), dtype)
+        dense[indices] = payload[0]
+        return dense.reshape(shape)

@@ -1,0 +1,26 @@
+"""Top-k sparsification (Aji & Heafield 2017; Lin et al. 2018): send the k = ceil(ratio * n)
+entries of largest magnitude as (index, value) pairs; the rest decode to zero.
+Biased: use with ``ResidualMemory``. Bytes: k * (4 + itemsize) (int32 index, value).
+"""
+import numpy as np
+
+from .base import Compressor, check_float, check_ratio, count
+
+
+class TopKCompressor(Compressor):
+    def __init__(self, ratio: float = 0.01):
+        self.ratio = check_ratio(ratio)
+
+    def compress(self, tensor, name):
+        tensor = check_float(tensor)
+        flat = tensor.ravel()
+        k = count(self.ratio, flat.size)
+        indices = np.argpartition(np.abs(flat), flat.size - k)[flat.size - k:].astype(np.int32)
+        return (indices, flat[indices]), (tensor.shape, tensor.dtype)
+
+    def decompress(self, payload, ctx):
+        indices, values = payload
+        shape, dtype = ctx
+        dense = np.zeros(int(np.prod(shape)), dtype)
+        dense[indices] = values
+        return dense.reshape(shape)
