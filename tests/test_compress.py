@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from dlsys.compress import COMPRESSORS, NoneMemory, ResidualMemory, make, payload_nbytes
+from dlsys.compress import COMPRESSORS, DGCMemory, NoneMemory, ResidualMemory, make, payload_nbytes
 
 
 def build(name, seed=0, **options):
@@ -24,16 +24,19 @@ def gradient(n, seed=1, dtype=np.float32, shape=None):
     return g.reshape(shape) if shape else g
 
 
-# Encoded bytes per method for n entries of a float32 gradient (itemsize 4), as documented.
+# Encoded bytes per method for n entries of a float32 gradient (itemsize 4), as documented;
+# the threshold methods send as many (index, value) pairs as pass, so p (the payload) says how many.
 FORMULAS = {
-    "none": lambda n, c: 4 * n,
-    "fp16": lambda n, c: 2 * n,
-    "int8": lambda n, c: n + 2 * 4,
-    "onebit": lambda n, c: math.ceil(n / 8) + 2 * 4,
-    "terngrad": lambda n, c: math.ceil(n / 4) + 4,
-    "qsgd": lambda n, c: math.ceil(n * c.bits / 8) + 4 * math.ceil(n / c.bucket),
-    "topk": lambda n, c: math.ceil(c.ratio * n) * (4 + 4),
-    "randomk": lambda n, c: math.ceil(c.ratio * n) * 4,
+    "none": lambda n, c, p: 4 * n,
+    "fp16": lambda n, c, p: 2 * n,
+    "int8": lambda n, c, p: n + 2 * 4,
+    "onebit": lambda n, c, p: math.ceil(n / 8) + 2 * 4,
+    "terngrad": lambda n, c, p: math.ceil(n / 4) + 4,
+    "qsgd": lambda n, c, p: math.ceil(n * c.bits / 8) + 4 * math.ceil(n / c.bucket),
+    "topk": lambda n, c, p: math.ceil(c.ratio * n) * (4 + 4),
+    "randomk": lambda n, c, p: math.ceil(c.ratio * n) * 4,
+    "dropping": lambda n, c, p: p[0].size * (4 + 4),
+    "dgc": lambda n, c, p: p[0].size * (4 + 4),
 }
 
 
@@ -46,7 +49,7 @@ def test_every_method_has_a_byte_formula():
 def test_encoded_bytes_follow_the_formula(name, n):
     c = build(name)
     payload, _ = c.compress(gradient(n), "w")
-    assert payload_nbytes(payload) == FORMULAS[name](n, c)
+    assert payload_nbytes(payload) == FORMULAS[name](n, c, payload)
 
 
 def test_qsgd_bytes_at_every_bit_width():
@@ -58,7 +61,7 @@ def test_qsgd_bytes_at_every_bit_width():
 
 @pytest.mark.parametrize("name", sorted(COMPRESSORS))
 def test_decompress_restores_shape_and_dtype(name):
-    c = build(name, **({"ratio": 0.3} if name in ("topk", "randomk") else {}))
+    c = build(name, **({"ratio": 0.3} if "ratio" in inspect.signature(COMPRESSORS[name]).parameters else {}))
     g = gradient(24, dtype=np.float64, shape=(4, 6))
     out = c.decompress(*c.compress(g, "w"))
     assert out.shape == g.shape and out.dtype == g.dtype
@@ -101,6 +104,50 @@ def test_randomk_indices_are_rebuilt_from_the_shared_seed():
         payload, ctx = sender.compress(g, "w")
         _, receiver_ctx = receiver.compress(np.zeros_like(g), "w")
         assert np.array_equal(sender.decompress(payload, ctx), receiver.decompress(payload, receiver_ctx))
+
+
+def test_dropping_keeps_about_ratio_of_the_largest():
+    # A 10% sample of 100000 entries puts ~100 sample points above the threshold, so the
+    # fraction kept is within ~10% of the ratio (one standard deviation); allow 5.
+    g = gradient(100_000)
+    c = build("dropping", ratio=0.01, sample=0.1)
+    indices, values = c.compress(g, "w")[0]
+    assert 500 <= indices.size <= 1500
+    assert np.abs(values).min() >= np.abs(np.delete(g, indices)).max()  # a threshold: the sent dominate
+
+
+def test_dgc_sends_at_most_k_of_the_largest():
+    g = gradient(10_000)
+    c = build("dgc", ratio=0.01, sample=0.01)  # 100 sample points: the threshold is loose
+    indices, values = c.compress(g, "w")[0]
+    assert 1 <= indices.size <= 100
+    assert np.abs(values).min() >= np.abs(np.delete(g, indices)).max()
+
+
+def test_dgc_memory_without_momentum_is_error_feedback():
+    dgc, plain = build("dgc", ratio=0.05), build("dgc", ratio=0.05)
+    momentum_free, residual = DGCMemory(momentum=0), ResidualMemory()
+    for step in range(4):
+        g = gradient(300, seed=step)
+        a, b = momentum_free.compensate(g, "w"), residual.compensate(g, "w")
+        assert np.allclose(a, b)
+        pa, pb = dgc.compress(a, "w"), plain.compress(b, "w")
+        momentum_free.update(a, "w", dgc, *pa)
+        residual.update(b, "w", plain, *pb)
+
+
+def test_dgc_memory_corrects_momentum_and_masks_what_was_sent():
+    c, memory = build("dgc", ratio=0.05), DGCMemory(momentum=0.9)
+    g1, g2 = gradient(300, seed=1), gradient(300, seed=2)
+    v = memory.compensate(g1, "w")
+    payload, ctx = c.compress(v, "w")
+    memory.update(v, "w", c, payload, ctx)
+    sent = payload[0]
+    assert np.all(memory.velocities["w"].flat[sent] == 0) and np.all(memory.accumulated["w"].flat[sent] == 0)
+    # Unsent entries carry u = 0.9 g1 + g2 on top of the accumulated g1; sent ones start again from g2.
+    v2 = memory.compensate(g2, "w")
+    unsent = np.setdiff1d(np.arange(300), sent)
+    assert np.allclose(v2[unsent], (g1 + 0.9 * g1 + g2)[unsent]) and np.allclose(v2[sent], g2[sent])
 
 
 # Unbiasedness: the mean of N independent decodings has per-entry standard error
@@ -175,11 +222,22 @@ def test_unknown_method_lists_the_valid_ones():
     assert all(name in str(error.value) for name in COMPRESSORS)
 
 
-@pytest.mark.parametrize("name", ["topk", "randomk"])
+@pytest.mark.parametrize("name", [n for n, c in COMPRESSORS.items() if "ratio" in inspect.signature(c).parameters])
 @pytest.mark.parametrize("ratio", [0, -0.1, 1.5])
 def test_ratio_outside_zero_one(name, ratio):
     with pytest.raises(ValueError, match=r"ratio.*\(0, 1\]"):
         build(name, ratio=ratio)
+
+
+@pytest.mark.parametrize("name", ["dropping", "dgc"])
+def test_sample_outside_zero_one(name):
+    with pytest.raises(ValueError, match=r"sample.*\(0, 1\]"):
+        build(name, sample=2)
+
+
+def test_dgc_momentum_outside_zero_one():
+    with pytest.raises(ValueError, match=r"momentum.*\[0, 1\)"):
+        DGCMemory(momentum=1)
 
 
 @pytest.mark.parametrize("bits", [1, 3, 16])

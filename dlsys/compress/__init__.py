@@ -3,8 +3,11 @@
 ``COMPRESSORS`` maps each method's name to its class; the CLI, the app and the tests
 enumerate it. ``make(name, **options)`` builds one and names the valid methods if asked
 for an unknown one. Stochastic methods take ``rng`` (a seeded numpy Generator).
+Memories: ``NoneMemory``, ``ResidualMemory`` (error feedback), ``DGCMemory`` (DGC's momentum).
 """
 from .base import Compressor, Memory, NoneMemory, ResidualMemory, payload_nbytes
+from .dgc import DGCCompressor, DGCMemory
+from .dropping import GradientDroppingCompressor
 from .fp16 import FP16Compressor
 from .int8 import Int8Compressor
 from .none import NoneCompressor
@@ -23,6 +26,8 @@ COMPRESSORS = {
     "qsgd": QSGDCompressor,
     "topk": TopKCompressor,
     "randomk": RandomKCompressor,
+    "dropping": GradientDroppingCompressor,
+    "dgc": DGCCompressor,
 }
 
 
@@ -32,4 +37,4 @@ def make(name: str, **options) -> Compressor:
     return COMPRESSORS[name](**options)
 
 
-__all__ = ["COMPRESSORS", "Compressor", "Memory", "NoneMemory", "ResidualMemory", "make", "payload_nbytes"]
+__all__ = ["COMPRESSORS", "Compressor", "DGCMemory", "Memory", "NoneMemory", "ResidualMemory", "make", "payload_nbytes"]

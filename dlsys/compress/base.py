@@ -29,15 +29,22 @@ def check_float(tensor) -> np.ndarray:
     return tensor
 
 
-def check_ratio(ratio) -> float:
+def check_ratio(ratio, argument="ratio") -> float:
     if not 0 < ratio <= 1:
-        raise ValueError(f"ratio: expected a fraction in (0, 1], got {ratio!r}")
+        raise ValueError(f"{argument}: expected a fraction in (0, 1], got {ratio!r}")
     return float(ratio)
 
 
 def count(ratio: float, n: int) -> int:
     """How many of n entries a ratio keeps: ceil(ratio * n), at least one."""
     return max(1, int(np.ceil(ratio * n)))
+
+
+def scatter(indices, values, shape, dtype) -> np.ndarray:
+    """A dense array of ``shape``: ``values`` at the flat ``indices``, zero elsewhere."""
+    dense = np.zeros(int(np.prod(shape)), dtype)
+    dense[indices] = values
+    return dense.reshape(shape)
 
 
 def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:

@@ -8,7 +8,7 @@ Bytes: k * itemsize.
 """
 import numpy as np
 
-from .base import Compressor, check_float, check_ratio, count
+from .base import Compressor, check_float, check_ratio, count, scatter
 
 
 class RandomKCompressor(Compressor):
@@ -24,6 +24,4 @@ class RandomKCompressor(Compressor):
 
     def decompress(self, payload, ctx):
         shape, dtype, indices = ctx
-        dense = np.zeros(int(np.prod(shape)), dtype)
-        dense[indices] = payload[0]
-        return dense.reshape(shape)
+        return scatter(indices, payload[0], shape, dtype)

@@ -4,7 +4,7 @@ Biased: use with ``ResidualMemory``. Bytes: k * (4 + itemsize) (int32 index, val
 """
 import numpy as np
 
-from .base import Compressor, check_float, check_ratio, count
+from .base import Compressor, check_float, check_ratio, count, scatter
 
 
 class TopKCompressor(Compressor):
@@ -21,6 +21,4 @@ class TopKCompressor(Compressor):
     def decompress(self, payload, ctx):
         indices, values = payload
         shape, dtype = ctx
-        dense = np.zeros(int(np.prod(shape)), dtype)
-        dense[indices] = values
-        return dense.reshape(shape)
+        return scatter(indices, values, shape, dtype)
