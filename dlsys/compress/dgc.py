@@ -1,4 +1,5 @@
-"""Deep Gradient Compression (Lin et al. 2018, "Deep gradient compression ...").
+"""Deep Gradient Compression (Lin et al. 2018, "Deep gradient compression: reducing the
+communication bandwidth for distributed training").
 
 Compressor: Gradient Dropping's sampled threshold, then, if more than k = ceil(ratio * n)
 entries pass, the k largest of them. Bytes: k' * (4 + itemsize), k' <= k.
