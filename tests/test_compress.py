@@ -250,3 +250,11 @@ def test_qsgd_bits_outside_the_supported_set(bits):
 def test_non_float_input(name):
     with pytest.raises(ValueError, match="tensor.*float"):
         build(name).compress(np.arange(10), "w")
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSORS))
+def test_an_empty_tensor_travels_as_an_empty_payload(name):
+    compressor = build(name)
+    payload, ctx = compressor.compress(np.zeros(0, np.float32), "empty")
+    out = compressor.decompress(payload, ctx)
+    assert out.shape == (0,) and out.dtype == np.float32

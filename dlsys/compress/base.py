@@ -36,8 +36,8 @@ def check_ratio(ratio, argument="ratio") -> float:
 
 
 def count(ratio: float, n: int) -> int:
-    """How many of n entries a ratio keeps: ceil(ratio * n), at least one."""
-    return max(1, int(np.ceil(ratio * n)))
+    """How many of n entries a ratio keeps: ceil(ratio * n), at least one (none of none)."""
+    return min(n, max(1, int(np.ceil(ratio * n))))
 
 
 def scatter(indices, values, shape, dtype) -> np.ndarray:

@@ -14,7 +14,9 @@ from .base import Compressor, check_float, check_ratio, count, scatter
 
 def sampled_threshold(magnitudes, ratio, sample, rng):
     """The (1 - ratio) quantile of a random sample of the magnitudes; the sample's largest
-    magnitude is never above it, so at least one entry passes."""
+    magnitude is never above it, so at least one entry passes (none of an empty tensor)."""
+    if magnitudes.size == 0:
+        return np.inf
     picked = magnitudes[rng.integers(0, magnitudes.size, count(sample, magnitudes.size))]
     return np.quantile(picked, 1 - ratio, method="inverted_cdf")
 

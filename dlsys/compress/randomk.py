@@ -20,7 +20,7 @@ class RandomKCompressor(Compressor):
         flat = tensor.ravel()
         k = count(self.ratio, flat.size)
         indices = self.rng.choice(flat.size, size=k, replace=False)
-        return (flat[indices] * (flat.size / k),), (tensor.shape, tensor.dtype, indices)
+        return (flat[indices] * (flat.size / max(k, 1)),), (tensor.shape, tensor.dtype, indices)
 
     def decompress(self, payload, ctx):
         shape, dtype, indices = ctx
