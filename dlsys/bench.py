@@ -31,11 +31,11 @@ import time
 import numpy as np
 
 from . import collectives
+from .checks import check_int
 from .collectives import closed_form
 from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
 from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
 from .experiments.budget import PROCESS_RANK_BYTES
-from .experiments.checks import check_int
 from .net import busbw_factor, get_link, parse_size
 from .profiles import totals
 from .ps import ps_round

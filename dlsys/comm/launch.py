@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from ..checks import check_int
 from ..net import LinkModel, NodeModel, get_link, get_node
 from .backends import BACKENDS
 from .supervise import RunSpec, RunTimeout
@@ -47,12 +46,6 @@ class LaunchResult:
         return len(self.values)
 
 
-def _check_int(name, value, low, high):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return int(value)
-
-
 def launch(program: Callable, world_size: int, backend: str = "processes", *,
            link: str | LinkModel = "tcp-10gbe", node: str | NodeModel | Sequence = "laptop-cpu",
            seed: int = 0, args: tuple = (), kwargs: dict | None = None,
@@ -68,8 +61,8 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
         raise TypeError(f"program must be a callable program(comm, ...), got {type(program).__name__}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    size = _check_int("world_size", world_size, 1, BACKENDS[backend].max_ranks)
-    seed = _check_int("seed", seed, 0, 2**63 - 1)
+    size = check_int("world_size", world_size, 1, BACKENDS[backend].max_ranks)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
     if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < math.inf):
         raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
     if not isinstance(args, (tuple, list)):

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 
 from .. import collectives
+from ..checks import check_int
 from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
 from ..net import busbw_factor, get_link, parse_size
 from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers
-from .checks import check_int
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 

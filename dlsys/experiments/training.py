@@ -19,6 +19,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..net import get_node
 from ..ps import ps_program
@@ -26,7 +27,6 @@ from ..train import (TrainConfig, allreduce_program, build_model, load_task, loc
                      split_stages, steps_per_epoch)
 from ..viz.units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
-from .checks import check_int
 
 STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
 
