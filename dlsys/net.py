@@ -115,6 +115,11 @@ class NodeModel:
     def compute_s(self, flops: float) -> float:
         return flops / self.sustained_flops
 
+    def kernel_s(self, flops: float, nbytes: float = 0) -> float:
+        """The roofline (Williams et al. 2009): a kernel of ``flops`` operations moving
+        ``nbytes`` through memory is bound by whichever takes longer."""
+        return max(self.compute_s(flops), nbytes * self.slowdown / self.memory_bandwidth_Bps)
+
     def slowed(self, factor: float) -> "NodeModel":
         """The same node, ``factor`` times slower (a straggler)."""
         return replace(self, slowdown=self.slowdown * factor, name=f"{self.name}/x{factor:g}")

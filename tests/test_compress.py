@@ -13,10 +13,8 @@ from dlsys.compress import COMPRESSORS, DGCMemory, NoneMemory, ResidualMemory, m
 
 
 def build(name, seed=0, **options):
-    """A compressor, given a seeded Generator if its method is stochastic."""
-    if "rng" in inspect.signature(COMPRESSORS[name]).parameters:
-        options["rng"] = np.random.default_rng(seed)
-    return make(name, **options)
+    """A compressor (``make`` seeds a Generator if its method is stochastic)."""
+    return make(name, seed=seed, **options)
 
 
 def gradient(n, seed=1, dtype=np.float32, shape=None):

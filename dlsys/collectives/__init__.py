@@ -27,11 +27,13 @@ import numpy as np
 
 from ..comm import Communicator, as_payload
 from ..net import get_link, get_node
+from . import ring
 from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
 OPS = ("sum", "mean", "max")
 
-__all__ = ["barrier", "broadcast", "scatter", "gather", "reduce", "reduce_scatter", "allgather", "allreduce",
+__all__ = ["barrier", "broadcast", "scatter", "gather", "reduce", "reduce_scatter", "allgather", "allgatherv",
+           "allreduce",
            "ALGORITHMS", "REGISTRY", "Algorithm", "OPS", "check_algorithm", "check_op", "closed_form",
            "textbook_form"]
 
@@ -101,6 +103,20 @@ def reduce_scatter(comm: Communicator, x, op: str = "sum", algorithm: str = "rin
 def allgather(comm: Communicator, x, algorithm: str = "ring") -> np.ndarray:
     """Every rank gets every rank's x, stacked: shape (p, *x.shape)."""
     return _entry("allgather", algorithm, comm.size).run(comm, as_payload(x).copy())
+
+
+def allgatherv(comm: Communicator, x, max_elements: int | None = None) -> list:
+    """Every rank gets every rank's 1-D x, whose lengths may differ (MPI_Allgatherv): a list
+    of p arrays. The lengths travel first (an all-gather of one int64 per rank) and are
+    checked against ``max_elements`` before any block is sent; then the ring all-gather."""
+    x = as_payload(x)
+    if x.ndim != 1:
+        raise ValueError(f"x: allgatherv takes a 1-D array, got shape {x.shape}")
+    sizes = [int(k) for k in allgather(comm, np.array([x.size], np.int64)).ravel()]
+    if max_elements is not None and max(sizes) > max_elements:
+        raise ValueError(f"x: rank {sizes.index(max(sizes))} sends {max(sizes)} elements, more than "
+                         f"max_elements = {max_elements}")
+    return ring.allgatherv_ring(comm, x.copy(), sizes)
 
 
 def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None) -> np.ndarray:

@@ -85,6 +85,15 @@ def allgather_ring(comm, x: np.ndarray) -> np.ndarray:
     return cat(allgather_blocks(comm, blocks), x.dtype).reshape(comm.size, *x.shape)
 
 
+def allgatherv_ring(comm, x: np.ndarray, sizes: list) -> list:
+    """Every rank gets every rank's 1-D x, however long (MPI_Allgatherv): a list of p arrays,
+    rank i's of ``sizes[i]`` elements (exchanged before, so every receive knows its length;
+    an empty block travels as an empty message). Each step every link carries one rank's
+    block, so it takes at most (p-1)(alpha + max(sizes) beta)."""
+    blocks = [x if i == comm.rank else np.empty(sizes[i], x.dtype) for i in range(comm.size)]
+    return allgather_blocks(comm, blocks)
+
+
 def broadcast_scatter_allgather(comm, x: np.ndarray, root: int) -> np.ndarray:
     """Broadcast for long messages (van de Geijn; Barnett et al. 1994): scatter root's
     blocks down a binomial tree, then ring all-gather them. (L + p - 1) alpha

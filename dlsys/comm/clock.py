@@ -5,7 +5,8 @@ egress_free and ingress_free (links are full duplex: the two are independent).
 With o_s(n), o_r(n) the CPU overheads of the link model (per message, plus n / copy_bw
 per kernel copy on TCP-like links), alpha its latency and B its bandwidth:
 
-    compute(s)        t += s * slowdown            (or flops / the node's sustained FLOP/s)
+    compute(s)        t += s * slowdown            (or a kernel of f flops and m bytes of memory
+                                                    traffic: max(f / sustained FLOP/s, m / bandwidth))
     reduction(n)      t += n * gamma               (the run's charge_reductions switch)
     send(n)           t += o_s(n)                  sends are buffered: no waiting for dst
                       d  = max(t, egress_free)     departs once the egress is free
@@ -42,8 +43,9 @@ class VirtualClock:
         if self.record and end > start:
             self.spans.append(Span(self.rank, start, end, kind, label))
 
-    def compute(self, seconds: float | None = None, flops: float | None = None, label: str = "compute") -> None:
-        dt = seconds * self.node.slowdown if seconds is not None else self.node.compute_s(flops)
+    def compute(self, seconds: float | None = None, flops: float | None = None, label: str = "compute",
+                nbytes: float | None = None) -> None:
+        dt = seconds * self.node.slowdown if seconds is not None else self.node.kernel_s(flops or 0, nbytes or 0)
         self.advance(float(dt), "compute", label)
 
     def reduction(self, nbytes: int, label: str = "reduce") -> None:

@@ -95,14 +95,15 @@ class Communicator:
         return self._clock.t
 
     def compute(self, seconds: float | None = None, flops: float | None = None,
-                label: str = "compute") -> None:
-        """Advance this rank's clock by compute time (seconds, or flops on its node model)."""
-        if (seconds is None) == (flops is None):
-            raise ValueError("compute: give exactly one of seconds= or flops=")
-        value, name = (seconds, "seconds") if seconds is not None else (flops, "flops")
-        if not (isinstance(value, (int, float, np.number)) and 0 <= value < float("inf")):
-            raise ValueError(f"compute: {name} must be a finite number >= 0, got {value!r}")
-        self._clock.compute(seconds, flops, label)
+                label: str = "compute", nbytes: float | None = None) -> None:
+        """Advance this rank's clock by compute time: ``seconds``, or a kernel on its node
+        model, ``flops`` operations and/or ``nbytes`` of memory traffic (the roofline)."""
+        if (seconds is None) == (flops is None and nbytes is None):
+            raise ValueError("compute: give seconds=, or flops= and/or nbytes=")
+        for name, value in (("seconds", seconds), ("flops", flops), ("nbytes", nbytes)):
+            if value is not None and not (isinstance(value, (int, float, np.number)) and 0 <= value < float("inf")):
+                raise ValueError(f"compute: {name} must be a finite number >= 0, got {value!r}")
+        self._clock.compute(seconds, flops, label, nbytes)
 
     def charge_reduction(self, nbytes: int, label: str = "reduce") -> None:
         """Charge nbytes * gamma for a reduction, if the run switched reductions on."""

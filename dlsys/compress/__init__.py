@@ -1,11 +1,17 @@
 """Gradient compression, GRACE's split: one file per method, ``Compressor`` and ``Memory``.
 
 ``COMPRESSORS`` maps each method's name to its class; the CLI, the app and the tests
-enumerate it. ``make(name, **options)`` builds one and names the valid methods if asked
-for an unknown one. Stochastic methods take ``rng`` (a seeded numpy Generator).
-Memories: ``NoneMemory``, ``ResidualMemory`` (error feedback), ``DGCMemory`` (DGC's momentum).
+enumerate it. ``make(name, seed, rank, **options)`` builds one (naming the valid methods or
+options if asked for an unknown one); stochastic methods get a Generator seeded by
+(seed, rank), random-k by the seed alone, because every rank must draw the same indices.
+``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each
+method's ``memory`` attribute names the one its paper uses.
 """
-from .base import Compressor, Memory, NoneMemory, ResidualMemory, payload_nbytes
+import inspect
+
+import numpy as np
+
+from .base import Compressor, Memory, NoneMemory, ResidualMemory, pack_payload, payload_nbytes, unpack_payload
 from .dgc import DGCCompressor, DGCMemory
 from .dropping import GradientDroppingCompressor
 from .fp16 import FP16Compressor
@@ -31,10 +37,32 @@ COMPRESSORS = {
 }
 
 
-def make(name: str, **options) -> Compressor:
+MEMORIES = {"none": NoneMemory, "residual": ResidualMemory, "dgc": DGCMemory}
+
+
+def options_of(name: str) -> list[str]:
+    """The options a method takes (its constructor's arguments but the Generator)."""
+    return [k for k in inspect.signature(COMPRESSORS[name]).parameters if k != "rng"]
+
+
+def make(name: str, seed: int = 0, rank: int = 0, **options) -> Compressor:
     if name not in COMPRESSORS:
         raise ValueError(f"method: unknown compressor {name!r}; valid: {', '.join(COMPRESSORS)}")
-    return COMPRESSORS[name](**options)
+    unknown = set(options) - set(options_of(name))
+    if unknown:
+        raise ValueError(f"{name}: unknown option {', '.join(sorted(unknown))}; "
+                         f"valid: {', '.join(options_of(name)) or 'none'}")
+    cls = COMPRESSORS[name]
+    if "rng" in inspect.signature(cls).parameters:
+        options["rng"] = np.random.default_rng([seed] if cls.same_draws_on_every_rank else [seed, rank])
+    return cls(**options)
 
 
-__all__ = ["COMPRESSORS", "Compressor", "DGCMemory", "Memory", "NoneMemory", "ResidualMemory", "make", "payload_nbytes"]
+def make_memory(name: str, **options) -> Memory:
+    if name not in MEMORIES:
+        raise ValueError(f"memory: unknown memory {name!r}; valid: {', '.join(MEMORIES)}")
+    return MEMORIES[name](**options)
+
+
+__all__ = ["COMPRESSORS", "MEMORIES", "Compressor", "DGCMemory", "Memory", "NoneMemory", "ResidualMemory", "make",
+           "make_memory", "options_of", "pack_payload", "payload_nbytes", "unpack_payload"]

@@ -9,7 +9,18 @@ it for error feedback: ``compensate`` before compressing, ``update`` after.
     memory.update(g, name, compressor, payload, ctx)
     # send payload; the receiver calls compressor.decompress(payload, ctx)
 
-Bytes on the wire are ``payload_nbytes(payload)``; each method documents its formula.
+Bytes on the wire are ``payload_nbytes(payload)``; each method documents its formula and
+gives it as ``encoded_nbytes(n, itemsize)``. How the payloads travel is the method's
+``communication``: "allreduce" where summing payloads is meaningful (dense values at the
+same positions on every rank), "allgather" for other fixed-size codes, "allgatherv" where
+the size varies by rank (dlsys.collectives.compressed does the three).
+
+Compute: compressing and decompressing n entries cost ``passes`` sweeps over the dense
+gradient in memory (each reads or writes n * itemsize bytes) and ``ops`` operations per
+entry, one (compress, decompress) pair per method, counted from the numpy calls of its
+code. ``cost(n, itemsize)`` turns them into (flops, nbytes) for the node model's roofline
+(``comm.compute(flops=..., nbytes=...)``); ``benchmarks/compress_cost.py`` measures them
+against a memcpy on this machine.
 """
 from abc import ABC, abstractmethod
 
@@ -59,8 +70,31 @@ def unpack_bits(packed: np.ndarray, bits: int, n: int) -> np.ndarray:
     return (planes << np.arange(bits, dtype=np.uint8)).sum(axis=1, dtype=np.uint8)
 
 
+def pack_payload(payload) -> np.ndarray:
+    """The payload's arrays end to end as one uint8 buffer (one message; same bytes)."""
+    return np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in payload] or [np.empty(0, np.uint8)])
+
+
+def unpack_payload(buffer: np.ndarray, like, part_nbytes=None) -> tuple:
+    """The inverse of ``pack_payload``: parts with the dtypes of ``like`` (this rank's own
+    payload: every rank runs the same method) and the sizes ``part_nbytes`` (default:
+    like's, for fixed-size codes)."""
+    sizes = [a.nbytes for a in like] if part_nbytes is None else [int(k) for k in part_nbytes]
+    if sum(sizes) != buffer.nbytes:
+        raise ValueError(f"payload: {buffer.nbytes} bytes arrived, the parts add up to {sum(sizes)}")
+    parts = np.split(buffer, np.cumsum(sizes)[:-1]) if sizes else []
+    return tuple(part.view(a.dtype) for part, a in zip(parts, like))
+
+
 class Compressor(ABC):
     """compress(tensor, name) -> (payload, ctx); decompress(payload, ctx) -> dense array."""
+
+    communication = "allgather"
+    shares_scale = False  # True: compress takes ``scale``, the max of every rank's local_scale
+    same_draws_on_every_rank = False  # True: every rank's Generator has the same seed (random-k)
+    memory = "none"  # the memory its paper pairs it with (``MEMORIES``)
+    passes = (1, 1)  # sweeps over the dense gradient: (compress, decompress)
+    ops = (1, 1)  # operations per entry: (compress, decompress)
 
     @abstractmethod
     def compress(self, tensor, name):
@@ -74,8 +108,21 @@ class Compressor(ABC):
         """Combine the ranks' decompressed gradients: their mean."""
         return sum(tensors) / len(tensors)
 
+    def set_epoch(self, epoch: int) -> None:
+        """Called by the training loop at each epoch (DGC's sparsity warm-up uses it)."""
+
+    @abstractmethod
+    def encoded_nbytes(self, n: int, itemsize: int = 4) -> int:
+        """Bytes of the payload of n entries (threshold methods: at their target ratio)."""
+
+    def cost(self, n: int, itemsize: int = 4) -> tuple[tuple[float, float], tuple[float, float]]:
+        """((flops, nbytes) of compress, (flops, nbytes) of decompress) for n entries."""
+        return tuple((ops * n, passes * n * itemsize) for ops, passes in zip(self.ops, self.passes))
+
 
 class Memory(ABC):
+    passes = 0  # sweeps over the dense gradient per step (compensate + update), charged with compress
+
     @abstractmethod
     def compensate(self, tensor, name):
         """The gradient to compress (with whatever this memory carries over)."""
@@ -97,6 +144,8 @@ class ResidualMemory(Memory):
     What one step fails to send is added to the next step's gradient, so over T steps
     sum(transmitted) + e_T = sum(gradients) exactly, and nothing is lost for good.
     """
+
+    passes = 6  # g + e, then e <- g - decoded: each reads two sweeps and writes one
 
     def __init__(self):
         self.residuals = {}

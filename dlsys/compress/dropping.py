@@ -22,6 +22,15 @@ def sampled_threshold(magnitudes, ratio, sample, rng):
 
 
 class GradientDroppingCompressor(Compressor):
+    memory = "residual"  # biased: the paper keeps what was not sent
+    communication = "allgatherv"  # each rank sends however many entries passed its threshold
+    passes = (2, 1)  # compare |g| with the threshold, then gather what passed; decode: zero-fill
+    ops = (3, 1)
+
+    def encoded_nbytes(self, n, itemsize=4):
+        """At the target ratio (the number sent varies with the sample)."""
+        return count(self.ratio, n) * (4 + itemsize)
+
     def __init__(self, rng: np.random.Generator, ratio: float = 0.01, sample: float = 0.01):
         self.rng, self.ratio, self.sample = rng, check_ratio(ratio), check_ratio(sample, "sample")
 

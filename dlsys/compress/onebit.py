@@ -11,6 +11,13 @@ from .base import Compressor, check_float
 
 
 class OneBitCompressor(Compressor):
+    memory = "residual"  # biased: the paper keeps what was not sent
+    passes = (2.03, 1.03)  # the two group means, then the signs packed 8 to a byte
+    ops = (3, 1)
+
+    def encoded_nbytes(self, n, itemsize=4):
+        return -(-n // 8) + 2 * 4
+
     def compress(self, tensor, name):
         tensor = check_float(tensor)
         flat = tensor.ravel()

@@ -15,6 +15,9 @@ BITS = (2, 4, 8)
 
 
 class QSGDCompressor(Compressor):
+    passes = (2.25, 1.25)  # the bucket norms, then the stochastic levels at b bits (b = 8)
+    ops = (14, 2)
+
     def __init__(self, rng: np.random.Generator, bits: int = 8, bucket: int = 512):
         if bits not in BITS:
             raise ValueError(f"bits: expected one of {BITS}, got {bits!r}")
@@ -44,3 +47,6 @@ class QSGDCompressor(Compressor):
         signed = unpack_bits(packed, self.bits, n).astype(np.float64) - self.levels
         scale = np.repeat(norms.astype(np.float64), self.bucket)[:n] / self.levels
         return (signed * scale).astype(dtype).reshape(shape)
+
+    def encoded_nbytes(self, n, itemsize=4):
+        return -(-n * self.bits // 8) + 4 * -(-n // self.bucket)

@@ -12,6 +12,14 @@ from .base import Compressor, check_float, check_ratio, count, scatter
 
 
 class RandomKCompressor(Compressor):
+    communication = "allreduce"  # same indices on every rank, so the values add up
+    same_draws_on_every_rank = True
+    passes = (0, 1)  # only the k values are read; decode: zero-fill
+    ops = (0, 1)
+
+    def encoded_nbytes(self, n, itemsize=4):
+        return count(self.ratio, n) * itemsize
+
     def __init__(self, rng: np.random.Generator, ratio: float = 0.01):
         self.rng, self.ratio = rng, check_ratio(ratio)
 

@@ -8,8 +8,15 @@ from .base import Compressor, check_float, check_ratio, count, scatter
 
 
 class TopKCompressor(Compressor):
+    memory = "residual"  # biased: the paper keeps what was not sent
+    passes = (4, 1)  # |g|, then a selection (introselect) sweeps it about three times; decode: zero-fill
+    ops = (5, 1)
+
     def __init__(self, ratio: float = 0.01):
         self.ratio = check_ratio(ratio)
+
+    def encoded_nbytes(self, n, itemsize=4):
+        return count(self.ratio, n) * (4 + itemsize)
 
     def compress(self, tensor, name):
         tensor = check_float(tensor)

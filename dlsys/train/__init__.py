@@ -8,10 +8,10 @@ record is an experiment: ``dlsys.experiments.train``.
 
 from __future__ import annotations
 
-from .common import TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch
+from .common import Compression, TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch
 from .data_parallel import DistributedOptimizer, allreduce_program, broadcast_parameters, local_sgd_program
 from .model_parallel import bubble_fraction, pipeline_program, split_stages
 
-__all__ = ["TrainConfig", "DistributedOptimizer", "broadcast_parameters", "allreduce_program",
+__all__ = ["Compression", "TrainConfig", "DistributedOptimizer", "broadcast_parameters", "allreduce_program",
            "local_sgd_program", "pipeline_program", "split_stages", "bubble_fraction", "build_model",
            "load_task", "batch_indices", "steps_per_epoch", "accuracy"]

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 from tqdm import tqdm
 
-from .. import data, nn
+from .. import compress, data, nn
 
 MODELS = ("mlp", "cnn")
 DATASETS = ("digits", "synthetic")
@@ -50,6 +50,26 @@ class TrainConfig:
             raise ValueError(f"hidden must list positive layer widths, got {self.hidden!r}")
         if not self.lr > 0 or not 0 <= self.momentum < 1:
             raise ValueError(f"need lr > 0 and momentum in [0, 1), got lr={self.lr!r}, momentum={self.momentum!r}")
+
+
+@dataclass(frozen=True)
+class Compression:
+    """A gradient compression method (``dlsys.compress``), its options as (name, value)
+    pairs, and its memory (default: the one its paper uses). Checked when made, so a bad
+    method or option fails before any rank starts."""
+    method: str = "none"
+    options: tuple = ()
+    memory: str | None = None
+
+    def __post_init__(self):
+        self.build(seed=0, rank=0)
+
+    def build(self, seed: int, rank: int, workers: int = 1, momentum: float = 0.9):
+        """This rank's (compressor, memory). DGC's memory takes over the optimizer's momentum."""
+        compressor = compress.make(self.method, seed, rank, **dict(self.options))
+        memory = self.memory or compressor.memory
+        options = {"momentum": momentum, "workers": workers} if memory == "dgc" else {}
+        return compressor, compress.make_memory(memory, **options)
 
 
 @dataclass(frozen=True)

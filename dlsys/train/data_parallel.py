@@ -13,7 +13,9 @@ import os
 import numpy as np
 
 from .. import collectives, optim
-from .common import (TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
+from ..collectives.compressed import encode, exchange
+from ..compress import DGCMemory, NoneMemory, payload_nbytes
+from .common import (Compression, TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
                      steps_per_epoch, task_of)
 
 
@@ -21,15 +23,33 @@ class DistributedOptimizer:
     """Horovod's ``hvd.DistributedOptimizer``: before each update, average the gradients of
     all P ranks with one all-reduce of the flat buffer, g <- (1/P) sum_r g_r, then apply the
     wrapped optimizer. Every rank applies the same update to the same weights, so the copies
-    stay identical without ever sending weights."""
+    stay identical without ever sending weights.
 
-    def __init__(self, optimizer: optim.Optimizer, comm, algorithm: str = "ring"):
+    With ``compression`` (a ``dlsys.compress`` method; Horovod's ``compression=``, GRACE's
+    ``grc``) each parameter tensor of ``named_parameters`` (``model.param_slices()``; default
+    one tensor, the whole buffer) is compressed, sent and decoded on its own with
+    ``memory``'s error feedback: g_t <- mean_r D(C(g_r + e_r)). Every rank decodes the same
+    payloads, so the copies still stay identical."""
+
+    def __init__(self, optimizer: optim.Optimizer, comm, algorithm: str = "ring", compression=None,
+                 memory=None, named_parameters=None):
         collectives.check_algorithm("allreduce", algorithm)
         self.optimizer, self.comm, self.algorithm = optimizer, comm, algorithm
+        self.compression, self.memory = compression, memory or NoneMemory()
+        self.tensors = [(s.name, slice(s.offset, s.offset + s.size)) for s in named_parameters or []] \
+            or [("grads", slice(None))]
+        self.encoded_nbytes = 0  # this rank's payload bytes over every step so far
 
     def step(self) -> None:
         grads = self.optimizer.grads
-        grads[...] = collectives.allreduce(self.comm, grads, op="mean", algorithm=self.algorithm)
+        if self.compression is None:
+            grads[...] = collectives.allreduce(self.comm, grads, op="mean", algorithm=self.algorithm)
+        else:
+            for name, where in self.tensors:
+                payload, ctx = encode(self.comm, grads[where], self.compression, self.memory, name, self.algorithm)
+                self.encoded_nbytes += payload_nbytes(payload)
+                grads[where] = exchange(self.comm, payload, ctx, self.compression, grads[where], name,
+                                        self.algorithm)
         self.optimizer.step()
 
 
@@ -64,14 +84,18 @@ def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimize
 
 
 def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None,
-                      progress: bool = False):
+                      progress: bool = False, compression: Compression | None = None):
     """Synchronous data-parallel SGD: W(t+1) = W(t) - lr * (1/P) sum_r grad_r(t).
 
     Checkpoints (if ``checkpoint`` is a path) after every epoch on rank 0 only; ``resume``
-    restarts from such a file and continues bit-identically."""
+    restarts from such a file and continues bit-identically. ``compression``: each
+    parameter tensor's gradient is compressed (see ``DistributedOptimizer``)."""
     task, model = task_of(config), build_model(config)
-    sgd = optim.SGD(model.params, model.grads, config.lr, config.momentum)
-    opt = DistributedOptimizer(sgd, comm, algorithm)
+    compressor, memory = (compression.build(config.seed, comm.rank, comm.size, config.momentum)
+                          if compression else (None, None))
+    momentum = 0.0 if isinstance(memory, DGCMemory) else config.momentum
+    sgd = optim.SGD(model.params, model.grads, config.lr, momentum)
+    opt = DistributedOptimizer(sgd, comm, algorithm, compressor, memory, model.param_slices())
     start = restore_checkpoint(comm, resume, model.params, sgd) if resume else 0
     if not resume:
         broadcast_parameters(comm, model.params)
@@ -81,6 +105,8 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     bar = progress_bar(config.epochs * per_epoch - start, progress and comm.rank == 0, "allreduce")
     for step in range(start, config.epochs * per_epoch):
         bar.update()
+        if compressor and step % per_epoch == 0:
+            compressor.set_epoch(step // per_epoch)
         idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
         losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
         opt.step()
@@ -89,7 +115,11 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
             if checkpoint:
                 save_checkpoint(checkpoint, model.params, sgd, step + 1)
     bar.close()
-    return _rank_record(comm, model, task, losses, curve)
+    record = _rank_record(comm, model, task, losses, curve)
+    if compressor:
+        steps = max(1, config.epochs * per_epoch - start)
+        record.update(encoded_nbytes_per_step=opt.encoded_nbytes / steps, dense_nbytes_per_step=model.grads.size * 4)
+    return record
 
 
 def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False):
