@@ -42,7 +42,9 @@ import os
 import numpy as np
 
 from . import optim
-from .train.common import (TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
+from .collectives.compressed import encode
+from .compress import DGCMemory, frame, payload_nbytes, unframe
+from .train.common import (Compression, TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
                            steps_per_epoch, task_of)
 
 CONSISTENCY = ("bsp", "ssp", "asp")
@@ -106,8 +108,10 @@ class KVWorker:
     ``wait`` on a push returns at once); a pull's ``wait`` returns (clock, values), or
     None once the servers say training is over."""
 
-    def __init__(self, comm, layout: KeyLayout):
+    def __init__(self, comm, layout: KeyLayout, compressor=None, memory=None):
         self.comm, self.layout, self.servers = comm, layout, layout.servers
+        self.compressor, self.memory = compressor, memory
+        self.encoded_nbytes = 0  # payload bytes pushed so far (with compression)
         self._pulls: dict[int, tuple] = {}
         self._ts = 0
 
@@ -120,7 +124,14 @@ class KVWorker:
     def push(self, keys, values) -> int:
         keys = self._request(PUSH, keys)
         for s, (positions, _) in enumerate(self.layout.parts(keys)):
-            self.comm.send(values[positions], s, DATA, label=f"push {positions.size} values")
+            if self.compressor is None:
+                self.comm.send(values[positions], s, DATA, label=f"push {positions.size} values")
+                continue
+            # each server's share is compressed alone (with its own residual) and decoded there
+            payload, _ = encode(self.comm, values[positions], self.compressor, self.memory, f"server {s}",
+                                share_scale=False)
+            self.encoded_nbytes += payload_nbytes(payload)
+            self.comm.send(frame(payload), s, DATA, label=f"push {positions.size} values compressed")
         self._ts += 1
         return self._ts
 
@@ -150,7 +161,7 @@ class KVServer:
     """One server of the group: owns one key range, aggregates pushes, updates, gates pulls."""
 
     def __init__(self, comm, layout: KeyLayout, config: TrainConfig, workers: int, consistency: str,
-                 staleness: int, budget: int, initial: np.ndarray):
+                 staleness: int, budget: int, initial: np.ndarray, compressor=None, momentum=None):
         if consistency not in CONSISTENCY:
             raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY)}, got {consistency!r}")
         self.comm, self.layout, self.consistency = comm, layout, consistency
@@ -158,7 +169,8 @@ class KVServer:
         self.lo, self.hi = layout.bounds[comm.rank], layout.bounds[comm.rank + 1]
         self.weights = initial[self.lo:self.hi].copy()
         self.grad = np.zeros_like(self.weights)
-        self.sgd = optim.SGD(self.weights, self.grad, config.lr, config.momentum)
+        self.sgd = optim.SGD(self.weights, self.grad, config.lr, config.momentum if momentum is None else momentum)
+        self.compressor = compressor  # decodes the workers' compressed pushes
         self.workers = list(range(layout.servers, layout.servers + workers))
         self.active = set(self.workers)
         self.clock = dict.fromkeys(self.workers, 0)  # gradients received from each worker
@@ -192,11 +204,21 @@ class KVServer:
             if kind == PULL:
                 self.held.append((src, keys))
             elif kind == PUSH:
-                bar.update(self.push(src, keys, self.comm.recv(src, DATA)))
+                bar.update(self.push(src, keys, self.receive_gradient(src)))
             else:
                 self.leave(src)
             self.answer_pulls()
         bar.close()
+
+    def receive_gradient(self, src: int) -> np.ndarray:
+        """A worker's gradient for this server's range, decoded if it came compressed."""
+        values = self.comm.recv(src, DATA)
+        if self.compressor is None:
+            return values
+        n = self.layout.bounds[self.comm.rank + 1] - self.layout.bounds[self.comm.rank]
+        flops, nbytes = self.compressor.cost(n, self.weights.itemsize)[1]
+        self.comm.compute(flops=flops, nbytes=nbytes, label="decompress push")
+        return self.compressor.decompress(unframe(values), ((n,), self.weights.dtype))
 
     def next_request(self) -> tuple[int, np.ndarray]:
         """BSP: round robin. SSP/ASP: server 0 takes the earliest virtual arrival and tells
@@ -291,16 +313,24 @@ class KVServer:
 
 
 def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "bsp", staleness: int = 0,
-               fail: tuple[int, int] | None = None, checkpoint=None, resume=None, progress: bool = False):
+               fail: tuple[int, int] | None = None, checkpoint=None, resume=None, progress: bool = False,
+               compression: Compression | None = None):
     """Rank program: ranks below `servers` serve, the others train. The budget is
-    epochs * steps_per_epoch * W gradients, the work of `epochs` synchronous epochs."""
+    epochs * steps_per_epoch * W gradients, the work of `epochs` synchronous epochs.
+    ``compression``: workers push compressed gradients (pulls stay dense), servers decode."""
     task, model = task_of(config), build_model(config)
     layout = KeyLayout([p.size for p in model.param_slices()], servers)
     workers = comm.size - servers
     budget = config.epochs * steps_per_epoch(len(task.y_train), workers, config.batch_size) * workers
+    compressor, memory = (compression.build(config.seed, comm.rank, workers, config.momentum)
+                          if compression else (None, None))
+    if compressor is not None and compressor.same_draws_on_every_rank:
+        raise ValueError(f"compression: {compression.method} cannot push to a parameter server: the server "
+                         "would need every worker's draw of indices; use it with allreduce")
     if comm.rank >= servers:
-        return _work(comm, config, task, model, layout, workers, fail)
-    server = KVServer(comm, layout, config, workers, consistency, staleness, budget, model.params)
+        return _work(comm, config, task, model, layout, workers, fail, KVWorker(comm, layout, compressor, memory))
+    server = KVServer(comm, layout, config, workers, consistency, staleness, budget, model.params, compressor,
+                      0.0 if isinstance(memory, DGCMemory) else None)
     if resume:
         server.restore(resume)
     server.serve(progress)
@@ -317,10 +347,10 @@ def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "
             "gradients_discarded": server.discarded}
 
 
-def _work(comm, config, task, model, layout, workers, fail):
+def _work(comm, config, task, model, layout, workers, fail, kv):
     """A worker: pull the weights, compute a gradient on this clock's batch, push it."""
     worker, n = comm.rank - layout.servers, len(task.y_train)
-    kv, keys = KVWorker(comm, layout), range(len(layout.offsets) - 1)
+    keys = range(len(layout.offsets) - 1)
     per_epoch = steps_per_epoch(n, workers, config.batch_size)
     losses, curve, steps = [], [], 0
     while True:
@@ -338,6 +368,11 @@ def _work(comm, config, task, model, layout, workers, fail):
         idx = batch_indices(n, clock, worker, workers, config.batch_size, config.seed)
         loss = gradient(comm, model, task.X_train[idx], task.y_train[idx])
         losses.append({"rank": comm.rank, "step": clock, "time_s": comm.clock, "loss": loss})
+        if kv.compressor is not None and clock % per_epoch == 0:
+            kv.compressor.set_epoch(clock // per_epoch)
         kv.push(keys, model.grads)
         steps += 1
-    return {"losses": losses, "accuracy_curve": curve, "steps": steps}
+    record = {"losses": losses, "accuracy_curve": curve, "steps": steps}
+    if kv.compressor is not None:
+        record.update(encoded_nbytes_per_step=kv.encoded_nbytes / max(steps, 1), dense_nbytes_per_step=model.grads.size * 4)
+    return record

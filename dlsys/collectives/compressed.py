@@ -27,12 +27,13 @@ from . import allgather, allreduce, ring
 
 
 def encode(comm, grad: np.ndarray, compressor: Compressor, memory: Memory, name: str = "grad",
-           algorithm: str = "ring") -> tuple:
+           algorithm: str = "ring", share_scale: bool = True) -> tuple:
     """This rank's (payload, ctx) for ``grad``, with ``memory``'s error feedback; charges
-    the compression (and the memory's sweeps) on the node's roofline."""
+    the compression (and the memory's sweeps) on the node's roofline. ``share_scale=False``
+    (a parameter server's worker, which has no peers to agree with) keeps a local scaler."""
     g = memory.compensate(grad, name)
     options = {}
-    if compressor.shares_scale:
+    if compressor.shares_scale and share_scale:
         local = np.array([compressor.local_scale(g)], np.float32)
         options["scale"] = float(allreduce(comm, local, op="max", algorithm=algorithm)[0])
     payload, ctx = compressor.compress(g, name, **options)

@@ -11,7 +11,8 @@ import inspect
 
 import numpy as np
 
-from .base import Compressor, Memory, NoneMemory, ResidualMemory, pack_payload, payload_nbytes, unpack_payload
+from .base import (Compressor, Memory, NoneMemory, ResidualMemory, frame, pack_payload, payload_nbytes, unframe,
+                   unpack_payload)
 from .dgc import DGCCompressor, DGCMemory
 from .dropping import GradientDroppingCompressor
 from .fp16 import FP16Compressor
@@ -65,4 +66,4 @@ def make_memory(name: str, **options) -> Memory:
 
 
 __all__ = ["COMPRESSORS", "MEMORIES", "Compressor", "DGCMemory", "Memory", "NoneMemory", "ResidualMemory", "make",
-           "make_memory", "options_of", "pack_payload", "payload_nbytes", "unpack_payload"]
+           "make_memory", "options_of", "frame", "pack_payload", "payload_nbytes", "unframe", "unpack_payload"]

@@ -1,7 +1,9 @@
 """The two interfaces of gradient compression, after GRACE (Xu et al. 2021, sands-lab/grace).
 
 A ``Compressor`` turns a gradient into a *payload* (the numpy arrays that travel) and a
-*ctx* (what the sender keeps locally to decode: shape, dtype, ...). A ``Memory`` wraps
+*ctx* (what the sender keeps locally to decode: (shape, dtype), and for random-k the
+indices every rank draws alike). A receiver that did not compress decodes with
+(shape, dtype) of its own. A ``Memory`` wraps
 it for error feedback: ``compensate`` before compressing, ``update`` after.
 
     g = memory.compensate(grad, name)
@@ -84,6 +86,23 @@ def unpack_payload(buffer: np.ndarray, like, part_nbytes=None) -> tuple:
         raise ValueError(f"payload: {buffer.nbytes} bytes arrived, the parts add up to {sum(sizes)}")
     parts = np.split(buffer, np.cumsum(sizes)[:-1]) if sizes else []
     return tuple(part.view(a.dtype) for part, a in zip(parts, like))
+
+
+def frame(payload) -> np.ndarray:
+    """A self-describing message: the number of parts and one (nbytes, dtype code) pair per
+    part as int64, then the packed parts: 8 + 16 * parts bytes more than the payload (a
+    point-to-point push has no collective to exchange the lengths first)."""
+    header = np.array([(a.nbytes, ord(a.dtype.char)) for a in payload], np.int64).reshape(-1)
+    return np.concatenate([np.array([len(payload)], np.int64).view(np.uint8), header.view(np.uint8),
+                           pack_payload(payload)])
+
+
+def unframe(buffer: np.ndarray) -> tuple:
+    """The payload of a ``frame``."""
+    parts = int(buffer[:8].view(np.int64)[0])
+    header = buffer[8:8 + 16 * parts].view(np.int64).reshape(parts, 2)
+    like = [np.empty(0, np.dtype(chr(code))) for code in header[:, 1]]
+    return unpack_payload(buffer[8 + 16 * parts:], like, header[:, 0])
 
 
 class Compressor(ABC):

@@ -16,7 +16,8 @@ class FP16Compressor(Compressor):
 
     def compress(self, tensor, name):
         tensor = check_float(tensor)
-        return (tensor.astype(np.float16),), tensor.dtype
+        return (tensor.astype(np.float16),), (tensor.shape, tensor.dtype)
 
     def decompress(self, payload, ctx):
-        return payload[0].astype(ctx)
+        shape, dtype = ctx
+        return payload[0].astype(dtype).reshape(shape)

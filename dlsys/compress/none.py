@@ -10,7 +10,8 @@ class NoneCompressor(Compressor):
         return n * itemsize
 
     def compress(self, tensor, name):
-        return (check_float(tensor),), None
+        tensor = check_float(tensor)
+        return (tensor,), (tensor.shape, tensor.dtype)
 
     def decompress(self, payload, ctx):
-        return payload[0]
+        return payload[0].reshape(ctx[0])

@@ -23,7 +23,8 @@ from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..net import get_node
 from ..ps import ps_program
-from ..train import (TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
+from ..compress import COMPRESSORS
+from ..train import (Compression, TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
                      split_stages, steps_per_epoch)
 from ..viz.units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
@@ -36,7 +37,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
           straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
           micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
           checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
-          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, compression: Compression | None = None) -> dict:
     """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
 
     ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
@@ -44,12 +45,15 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
     crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
     a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
-    ``progress`` shows a progress bar on a terminal. Every rank holds about 4 copies of the
+    ``progress`` shows a progress bar on a terminal. ``compression`` (allreduce and the
+    parameter server) compresses the gradients (``dlsys.train.Compression``). Every rank holds about 4 copies of the
     model (weights, gradients, momentum, a message); a model and world that need more than
     ``max_memory_bytes`` together are refused before any rank starts.
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
-    LaunchResult under "result".
+    LaunchResult under "result"; with compression also the method, bytes_per_step,
+    compression_ratio (dense fp32 gradient / payload) and compress_s / decompress_s
+    (the first worker's virtual compute time in each).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -69,6 +73,12 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
         split_stages(build_model(config), workers)  # raises before any rank starts
     steps_per_epoch(len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers,
                     config.batch_size)
+    if compression is not None:
+        if strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
+            raise ValueError("compression is modelled for allreduce and the parameter-server strategies")
+        if is_ps and COMPRESSORS[compression.method].same_draws_on_every_rank:
+            raise ValueError(f"compression: {compression.method} cannot push to a parameter server (the server "
+                             "would need every worker's draw of indices); use it with allreduce")
     if fail is not None and not is_ps:
         raise ValueError("fail= is modelled for the parameter-server strategies (ps-bsp, ps-ssp, ps-asp)")
     if (checkpoint or resume) and strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
@@ -81,7 +91,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
         nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
 
     if strategy == "allreduce":
-        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume}
+        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume, "compression": compression}
     elif strategy == "local-sgd":
         program, kwargs = local_sgd_program, {"period": period}
     elif strategy == "model-parallel":
@@ -89,7 +99,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     else:
         program = ps_program
         kwargs = {"servers": servers, "consistency": strategy[3:], "staleness": staleness, "fail": fail,
-                  "checkpoint": checkpoint, "resume": resume}
+                  "checkpoint": checkpoint, "resume": resume, "compression": compression}
     result = launch(program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
                     args=(config,), kwargs={**kwargs, "progress": progress}, timeout_s=timeout_s)
     values = result.values
@@ -105,7 +115,24 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     record["reads"] = reads or []
     record["max_staleness"] = max(staleness_of, default=0)
     record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
+    if compression is not None:
+        record.update(compression_record(result, compression, values[first_worker], len(record["losses"]) / workers))
     return summarize(result, strategy, config, record)
+
+
+def compression_record(result, compression: Compression, worker: dict, steps: float) -> dict:
+    """What compression did: the first worker's payload vs a dense fp32 gradient, bytes on
+    the wire per step (every rank's messages; ``steps`` per worker) and the virtual compute
+    time of compressing and of decoding, summed over every rank (servers decode pushes)."""
+    spent = Counter()
+    for span in result.trace.spans:
+        if span.kind == "compute" and span.label.split(" ")[0] in ("compress", "decompress"):
+            spent[span.label.split(" ")[0]] += span.end_s - span.start_s
+    return {"compression": compression.method, "compression_options": dict(compression.options),
+            "encoded_nbytes_per_step": worker["encoded_nbytes_per_step"],
+            "compression_ratio": worker["dense_nbytes_per_step"] / max(worker["encoded_nbytes_per_step"], 1),
+            "bytes_per_step": sum(m.nbytes for m in result.trace.messages) / max(1.0, steps),
+            "compress_s": spent["compress"], "decompress_s": spent["decompress"]}
 
 
 def mlp_params(config: TrainConfig) -> int:
