@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dlsys import bench, experiments
+from dlsys.experiments import compression as ex_compression
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
 from dlsys.viz import style
@@ -26,7 +27,7 @@ REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 
 # fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
 # (tests/test_browser.py checks that no request leaves the machine).
 ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
-         "performance": "⏱️"}
+         "performance": "⏱️", "compression": "🗜️"}
 
 
 def chart(fig: go.Figure, key: str) -> None:
@@ -147,3 +148,30 @@ def downloads(trace, records: list[dict], name: str) -> None:
                             "text/csv", on_click="ignore", key=f"{name}-spans")
     cols[3].download_button("records CSV", lambda: experiments.to_csv(records), f"{name}.records.csv",
                             "text/csv", on_click="ignore", key=f"{name}-records")
+
+
+@st.cache_data(max_entries=32, show_spinner="compressing...")
+def compression(method: str, options: tuple) -> dict:
+    """The compression page's quick experiments for one method: one gradient before and
+    after, the residual over steps, one compressed all-reduce (its trace), bytes per layer."""
+    opts = dict(options)
+    exchange = ex_compression.one_exchange(method, opts, TRAIN_WORKERS)
+    return {"once": ex_compression.compress_once(method, opts),
+            "residual": ex_compression.residual_history(method, opts),
+            "trace": exchange.trace}
+
+
+@st.cache_data(max_entries=32, show_spinner="training with and without compression on both links...")
+def compression_split(method: str, options: tuple) -> list:
+    return ex_compression.iteration_split(method, dict(options), workers=TRAIN_WORKERS)
+
+
+@st.cache_data(max_entries=64)
+def compression_model(model: str, method: str, options: tuple) -> dict:
+    return ex_compression.model_bytes(model, method, dict(options))
+
+
+@st.cache_data(max_entries=4, show_spinner="training the digits MLP with every method (about 20 s)...")
+def compression_pareto(fresh: bool) -> list:
+    """The Pareto rows: the cached file, or (``fresh``) a new run of every method."""
+    return ex_compression.pareto(workers=TRAIN_WORKERS) if fresh else ex_compression.cached_pareto()

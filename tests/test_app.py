@@ -16,7 +16,7 @@ from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
-         "views/performance.py"]
+         "views/compression.py", "views/performance.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -105,6 +105,7 @@ def test_collectives_page_every_algorithm(ranks, size):
     ("views/cost_model.py", "cost_view", ["Against ranks", "TCP vs RDMA", "Alpha and beta"]),
     ("views/ps_vs_ring.py", "ps_view", ["Bytes per rank", "Against workers", "Downloads"]),
     ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),
+    ("views/compression.py", "cmp_view", ["Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
@@ -354,3 +355,11 @@ def test_to_csv_and_without_values():
     text = E.to_csv(messages)
     assert text.splitlines()[0] == "src,dst,nbytes,depart_s,arrive_s,tag,label,phase,step,block"
     assert len(text.splitlines()) == 1 + len(messages)
+
+
+@pytest.mark.parametrize("method", ["onebit", "terngrad", "qsgd", "randomk", "dgc", "none"])
+def test_compression_page_every_kind_of_method(method):
+    at = open_page("views/compression.py")
+    at.session_state["cmp_method"] = method
+    ok(at.run())
+    assert charts(at) == 1

@@ -17,7 +17,7 @@ CONCEPTS = [
     ("Architectures", "parameter server", "app"), ("Architectures", "ring all-reduce", "app"),
     ("Coordination", "BSP", "app"), ("Coordination", "ASP", "app"), ("Coordination", "SSP / bounded delay", "app"),
     ("Communicate less often", "large batches", "app"), ("Communicate less often", "local SGD", "app"),
-    ("Compression", "1-bit SGD, TernGrad, QSGD", "planned"), ("Compression", "Top-k, gradient dropping, DGC", "planned"),
+    ("Compression", "1-bit SGD, TernGrad, QSGD", "app"), ("Compression", "Top-k, gradient dropping, DGC", "app"),
     ("Overlap", "WFBP", "planned"), ("Overlap", "P3, ByteScheduler", "planned"), ("Overlap", "gradient fusion", "planned"),
     ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "planned"),
     ("IO", "zero copy, memory bandwidth", "app"), ("IO", "prefetching", "planned"),
@@ -47,6 +47,9 @@ PAGE_LINKS = [
     ("views/training.py", "Distributed training", shared.ICONS["training"],
      "Real models under BSP, SSP and ASP with a straggler, parameter-server pushes and pulls, data against model "
      "parallelism."),
+    ("views/compression.py", "Gradient compression", shared.ICONS["compression"],
+     "Ten compressors on a real gradient: what they keep, the residual error feedback carries, honest bytes on the "
+     "wire, accuracy against bytes, and when compressing costs more time than it saves."),
     ("views/performance.py", "Real bytes and scale", shared.ICONS["performance"],
      "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
      "against memcpy, and how far the emulator scales."),

@@ -2,6 +2,7 @@
 
     simulate, presets   dlsys.cli.simulate   (one collective in virtual time; the link and node presets)
     train               dlsys.cli.train      (a real model under a distributed strategy)
+    compress            dlsys.cli.compress   (gradient compression: bytes per model, accuracy vs bytes)
     bench               dlsys.cli.bench      (the real data path; the emulator's scale)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
 
@@ -14,7 +15,7 @@ import argparse
 import sys
 
 from ..comm import DeadlockError, RankFailed
-from . import bench, exercises, simulate, train
+from . import bench, compress, exercises, simulate, train
 from .common import join_negative_values
 
 
@@ -22,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (simulate, train, exercises, bench):
+    for group in (simulate, train, compress, exercises, bench):
         group.add_commands(sub)
     return parser
 

@@ -2,6 +2,7 @@
 
     dlsys train --model mlp --dataset digits --workers 4 --strategy ps-ssp --staleness 2 \\
                 --straggler 3:4 --epochs 10 [--json]
+    dlsys train --compress topk --ratio 0.01    (allreduce and ps-*: compressed gradients)
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from ..net import LINK_PRESETS, NODE_PRESETS
 from ..experiments import STRATEGIES, train
 from ..train import TrainConfig
 from ..train.common import DATASETS, MODELS
+from ..compress import COMPRESSORS
+from ..viz.units import format_bytes, format_seconds
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table
+from .compress import add_method_options, compression_from
 
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
@@ -54,6 +58,9 @@ def add_commands(subparsers) -> None:
                    help="ps-*: worker WORKER crashes after STEP gradients")
     p.add_argument("--checkpoint", metavar="PATH", help="allreduce: .npz file (rank 0); ps-*: directory")
     p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
+    p.add_argument("--compress", metavar="METHOD", choices=list(COMPRESSORS),
+                   help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)")
+    add_method_options(p)
     p.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
@@ -99,11 +106,15 @@ def cmd_train(args) -> int:
     check_ranks(args)
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
                          args.lr, args.momentum, args.seed, args.dtype)
+    compression = compression_from(args, args.compress) if args.compress else None
+    if compression is None and any(getattr(args, name) is not None for name in ("ratio", "bits", "bucket", "clip",
+                                                                                  "sample", "warmup_epochs", "memory")):
+        raise ValueError("the compression options (--ratio, --bits, ...) need --compress METHOD")
     record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
                    node=args.node, straggler=args.straggler, staleness=args.staleness,
                    period=args.period, micro_batches=args.micro_batches, servers=args.servers,
                    fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
-                   progress=not args.json)
+                   progress=not args.json, compression=compression)
     result = record.pop("result")
     if args.trace:
         result.trace.save_chrome(args.trace)
@@ -127,6 +138,12 @@ def cmd_train(args) -> int:
         ("max staleness", f"{record['max_staleness']} clocks"),
         ("wall time here", f"{record['wall_time_s']:.2f} s ({args.backend} backend)"),
     ]
+    if compression is not None:
+        rows.append(("compression", f"{compression.method} {dict(compression.options) or ''}: "
+                                    f"{record['compression_ratio']:.1f}x smaller payloads, "
+                                    f"{format_bytes(record['bytes_per_step'])} on the wire per step"))
+        rows.append(("compress / decode", f"{format_seconds(record['compress_s'])} / "
+                                          f"{format_seconds(record['decompress_s'])} virtual, all ranks"))
     if record.get("failed"):
         rows.append(("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"])))
     print_table(rows)

@@ -1,0 +1,98 @@
+"""``dlsys compress``: what a gradient compression method does to a model's bytes, and to training.
+
+    dlsys compress --model resnet50 --method dgc [--ratio 0.001] [--node v100] [--json]
+    dlsys compress --pareto [--epochs 10] [--workers 4] [--write-cache] [--json]
+
+The first reports one iteration's gradients of a model's layer profile: dense fp32 bytes,
+encoded bytes and their ratio (DGC at its final sparsity), and the node's time to compress.
+The second trains the digits MLP with every method and prints accuracy against bytes.
+``dlsys train --compress METHOD`` takes the same method options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..compress import COMPRESSORS, MEMORIES
+from ..experiments import compression as ex
+from ..net import NODE_PRESETS
+from ..profiles import PROFILES
+from ..train import Compression
+from ..viz.units import format_bytes, format_seconds
+from .common import Checked, integer, number, print_table
+
+# option name -> (argparse flags, checker, help); passed to the method only when given
+METHOD_OPTIONS = {
+    "ratio": ("--ratio", number(0, 1, low_open=True), "fraction of entries kept, in (0, 1] (top-k, random-k, dropping, DGC)"),
+    "bits": ("--bits", integer(2, 8), "QSGD bits per entry: 2, 4 or 8"),
+    "bucket": ("--bucket", integer(1, 2**24), "QSGD bucket size (entries per norm)"),
+    "clip": ("--clip", number(0, low_open=True), "TernGrad: clip at CLIP standard deviations (paper: 2.5)"),
+    "sample": ("--sample", number(0, 1, low_open=True), "dropping/DGC: fraction sampled for the threshold"),
+    "warmup_epochs": ("--warmup-epochs", integer(0, 10_000), "DGC: epochs of sparsity warm-up (paper: 4)"),
+}
+
+
+def add_method_options(p) -> None:
+    """The method options, shared with ``dlsys train --compress``."""
+    for name, (flag, check, text) in METHOD_OPTIONS.items():
+        p.add_argument(flag, dest=name, action=Checked, check=check, help=text)
+    p.add_argument("--memory", choices=list(MEMORIES), help="error feedback (default: the method's paper's)")
+
+
+def compression_from(args, method: str) -> Compression:
+    """The checked Compression the options describe (an option the method lacks is an error)."""
+    options = tuple((name, getattr(args, name)) for name in METHOD_OPTIONS if getattr(args, name) is not None)
+    return Compression(method, options, args.memory)
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("compress", help="gradient compression: bytes per model, accuracy vs bytes",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", choices=PROFILES, help="a model's layer profile")
+    what.add_argument("--pareto", action="store_true", help="train digits with every method")
+    p.add_argument("--method", default="topk", choices=list(COMPRESSORS))
+    add_method_options(p)
+    p.add_argument("--node", default="v100", choices=list(NODE_PRESETS), help="--model: who compresses")
+    p.add_argument("--epochs", action=Checked, check=integer(1, 1000), default=10, help="--pareto (default 10)")
+    p.add_argument("--workers", action=Checked, check=integer(2, 32), default=4, help="--pareto (default 4)")
+    p.add_argument("--write-cache", action="store_true", help="--pareto: store the rows the app shows")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_compress)
+
+
+def cmd_compress(args) -> int:
+    if args.pareto:
+        return pareto(args)
+    compression = compression_from(args, args.method)
+    table = ex.model_bytes(args.model, args.method, dict(compression.options), args.node)
+    if args.json:
+        print(json.dumps(table))
+        return 0
+    print_table([
+        ("model", f"{args.model}: {len(table['layers'])} layers with parameters, "
+                  f"{sum(r['params'] for r in table['layers']):,} parameters"),
+        ("method", f"{args.method} {dict(compression.options) or ''}".strip()),
+        ("dense fp32", format_bytes(table["dense_nbytes"])),
+        ("encoded", format_bytes(table["encoded_nbytes"])),
+        ("ratio", f"{table['ratio']:.1f}x"),
+        ("compress / decode", f"{format_seconds(table['compress_s'])} / {format_seconds(table['decompress_s'])} "
+                              f"per iteration on {args.node}"),
+    ])
+    return 0
+
+
+def pareto(args) -> int:
+    rows = ex.pareto(args.epochs, args.workers,
+                     progress=None if args.json else lambda m: print(f"  trained {m}", file=sys.stderr))
+    if args.write_cache:
+        print(f"wrote {ex.write_pareto_cache(rows)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print_table([(r["method"], f"{r['test_accuracy']:.2%} accuracy, {format_bytes(r['bytes_per_step'])} per step, "
+                               f"{r['compression_ratio']:.1f}x, {format_seconds(r['virtual_time_s'])} virtual")
+                 for r in rows], title=f"digits MLP, {args.workers} workers, {args.epochs} epochs (all-reduce)")
+    return 0

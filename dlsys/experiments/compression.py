@@ -1,0 +1,176 @@
+"""Gradient compression experiments: what a method does to one real gradient, its residual
+over steps, its bytes per model, and what it does to training (accuracy, bytes, time).
+
+    from dlsys.experiments import compression as ex
+    ex.compress_once("topk", {"ratio": 0.01})          # a digits gradient before and after
+    ex.model_bytes("resnet50", "dgc")                   # per layer: dense vs encoded bytes
+    ex.pareto()                                         # every method trained: accuracy vs bytes
+    ex.iteration_split("topk", {"ratio": 0.01})         # compute / compression / communication
+
+``pareto`` trains ten models (about 20 s here); its rows are cached in ``PARETO_CACHE``
+(rebuilt by ``dlsys compress --pareto --write-cache``; a test checks a fresh run against it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import compress, nn, profiles
+from ..collectives.compressed import compressed_allreduce
+from ..comm import launch
+from ..net import get_node
+from ..train import Compression, TrainConfig, build_model, load_task
+from .training import train
+
+PARETO_CACHE = Path(__file__).with_name("compression_pareto.json")
+# The settings the comparison trains with: the methods' own defaults, except where digits in
+# 10 epochs needs otherwise (random-k's variance grows as n / k; DGC's warm-up exists for
+# ImageNet's early epochs and would dominate the bytes of a 10-epoch run).
+SETTINGS = {"none": {}, "fp16": {}, "int8": {}, "onebit": {}, "terngrad": {}, "qsgd": {"bits": 4},
+            "topk": {"ratio": 0.01}, "randomk": {"ratio": 0.25}, "dropping": {"ratio": 0.01},
+            "dgc": {"ratio": 0.001, "warmup_epochs": 0}}
+LINKS = ("tcp-1gbe", "rdma-edr")  # a slow and a fast network for the time split
+
+
+def compression(method: str, options: dict | None = None) -> Compression:
+    """The checked ``Compression`` (bad method or options fail here, before any rank)."""
+    return Compression(method, tuple(sorted((options or {}).items())))
+
+
+def digits_gradient(batch: int = 0, batch_size: int = 128) -> np.ndarray:
+    """A real gradient: the digits MLP's, at its initial weights, on training batch ``batch``."""
+    task, model = load_task("digits", False, 0), build_model(TrainConfig())
+    rows = slice(batch * batch_size, (batch + 1) * batch_size)
+    _, dlogits = nn.softmax_cross_entropy(model.forward(task.X_train[rows]), task.y_train[rows])
+    model.backward(dlogits)
+    return model.grads.copy()
+
+
+def compress_once(method: str, options: dict | None = None, seed: int = 0) -> dict:
+    """One real gradient, compressed and decoded: both arrays and the bytes each takes."""
+    compression(method, options)
+    grad = digits_gradient()
+    compressor = compress.make(method, seed, 0, **(options or {}))
+    payload, ctx = compressor.compress(grad, "grads")
+    return {"method": method, "gradient": grad, "decoded": compressor.decompress(payload, ctx),
+            "dense_nbytes": grad.nbytes, "encoded_nbytes": compress.payload_nbytes(payload)}
+
+
+def residual_history(method: str, options: dict | None = None, steps: int = 40, lr: float = 0.1,
+                     seed: int = 0) -> list[dict]:
+    """One worker's SGD on digits with compression: per step the norms of the gradient, of
+    what was sent (decoded) and of what was not, e = g + e_prev - D(C(g + e_prev)). Methods
+    whose paper uses a memory carry e to the next step (error feedback; DGC's momentum
+    correction is left out here); unbiased ones drop it (e_prev = 0)."""
+    config = TrainConfig(seed=seed)
+    task, model = load_task("digits", False, seed), build_model(config)
+    compressor = compress.make(method, seed, 0, **(options or {}))
+    memory = compress.NoneMemory() if compressor.memory == "none" else compress.ResidualMemory()
+    rows = []
+    rng = np.random.default_rng(seed)
+    for step in range(steps):
+        idx = rng.choice(len(task.y_train), 32, replace=False)
+        _, dlogits = nn.softmax_cross_entropy(model.forward(task.X_train[idx]), task.y_train[idx])
+        model.backward(dlogits)
+        g = memory.compensate(model.grads.copy(), "grads")
+        payload, ctx = compressor.compress(g, "grads")
+        memory.update(g, "grads", compressor, payload, ctx)
+        sent = compressor.decompress(payload, ctx)
+        model.params -= lr * sent
+        rows.append({"step": step, "gradient_norm": float(np.linalg.norm(model.grads)),
+                     "sent_norm": float(np.linalg.norm(sent)), "error_norm": float(np.linalg.norm(g - sent)),
+                     "carried": compressor.memory != "none"})
+    return rows
+
+
+def model_bytes(model: str, method: str, options: dict | None = None, node: str = "v100") -> dict:
+    """One iteration's gradients of a model's layer profile (dlsys.profiles), per layer:
+    dense fp32 bytes, encoded bytes (the method's formula, which the tests hold to real
+    payloads; DGC at its final sparsity) and the node's time to compress them."""
+    compression(method, options)
+    compressor, node_model = compress.make(method, 0, 0, **(options or {})), get_node(node)
+    rows = []
+    for layer in profiles.profile(model):
+        if not layer.params:
+            continue
+        (cflops, cbytes), (dflops, dbytes) = compressor.cost(layer.params, 4)
+        rows.append({"layer": layer.name, "params": layer.params, "dense_nbytes": 4 * layer.params,
+                     "encoded_nbytes": compressor.encoded_nbytes(layer.params, 4),
+                     "compress_s": node_model.kernel_s(cflops, cbytes),
+                     "decompress_s": node_model.kernel_s(dflops, dbytes)})
+    dense, encoded = sum(r["dense_nbytes"] for r in rows), sum(r["encoded_nbytes"] for r in rows)
+    return {"model": model, "method": method, "options": options or {}, "node": node, "layers": rows,
+            "dense_nbytes": dense, "encoded_nbytes": encoded, "ratio": dense / encoded,
+            "compress_s": sum(r["compress_s"] for r in rows), "decompress_s": sum(r["decompress_s"] for r in rows)}
+
+
+def train_row(method: str, options: dict, epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe",
+              seed: int = 0) -> dict:
+    """One compressed training run on digits, summarized as a flat row."""
+    record = train("allreduce", TrainConfig(epochs=epochs, seed=seed), workers, link=link,
+                   compression=compression(method, options))
+    keys = ("test_accuracy", "virtual_time_s", "bytes_moved", "bytes_per_step", "compression_ratio",
+            "compress_s", "decompress_s")
+    return {"method": method, "options": options, "epochs": epochs, "workers": workers, "link": link,
+            **{k: record[k] for k in keys}}
+
+
+def pareto(epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe", settings: dict | None = None,
+           progress=None) -> list[dict]:
+    """Every method trained with ``SETTINGS``: accuracy against bytes per step."""
+    rows = []
+    for method, options in (settings or SETTINGS).items():
+        rows.append(train_row(method, options, epochs, workers, link))
+        if progress:
+            progress(method)
+    return rows
+
+
+def cached_pareto() -> list[dict]:
+    """``pareto()``'s rows as last written by ``write_pareto_cache``."""
+    return json.loads(PARETO_CACHE.read_text())
+
+
+def write_pareto_cache(rows: list[dict]) -> Path:
+    PARETO_CACHE.write_text(json.dumps(rows, indent=1) + "\n")
+    return PARETO_CACHE
+
+
+def iteration_split(method: str, options: dict | None = None, links=LINKS, workers: int = 4,
+                    node: str = "laptop-cpu") -> list[dict]:
+    """The mean iteration of one epoch on each link, split into compute (forward and
+    backward), compression (compress and decode) and communication (the rest: sends,
+    receives, waiting), from worker 0's trace; dense beside it for comparison."""
+    rows = []
+    for link in links:
+        for name, opts in (("none", {}), (method, options or {})):
+            record = train("allreduce", TrainConfig(epochs=1), workers, link=link, node=node,
+                           compression=compression(name, opts))
+            trace, steps = record["result"].trace, len(record["losses"]) / workers
+            spent = {"compute": 0.0, "compression": 0.0, "communication": 0.0}
+            for span in trace.spans:
+                if span.rank == 0:
+                    word = span.label.split(" ")[0]
+                    part = "compute" if span.label == "forward+backward" else \
+                        "compression" if word in ("compress", "decompress") else "communication"
+                    spent[part] += span.end_s - span.start_s
+            rows.append({"link": link, "method": name, **{f"{k}_s": v / steps for k, v in spent.items()},
+                         "iteration_s": sum(spent.values()) / steps})
+    return rows
+
+
+def one_exchange(method: str, options: dict | None = None, workers: int = 4, link: str = "tcp-10gbe",
+                 backend: str = "threads"):
+    """One compressed all-reduce of real digits gradients (a different batch per worker):
+    the LaunchResult, whose trace's messages are sized by the encoded bytes."""
+    compression(method, options)
+    return launch(_exchange_program, workers, backend, link=link, args=(method, options or {}))
+
+
+def _exchange_program(comm, method: str, options: dict):
+    compressor = compress.make(method, 0, comm.rank, **options)
+    return compressed_allreduce(comm, digits_gradient(batch=comm.rank), compressor,
+                                compress.make_memory(compressor.memory), "grads")
