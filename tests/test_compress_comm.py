@@ -198,3 +198,51 @@ def test_bad_compression_fails_before_any_rank_starts():
         train("ps-bsp", TrainConfig(epochs=1), 2, compression=Compression("randomk"))
     with pytest.raises(ValueError, match="allreduce and the parameter-server"):
         train("local-sgd", TrainConfig(epochs=1), 2, compression=Compression("topk"))
+
+
+# --- experiments, command line ----------------------------------------------------------
+
+def test_the_cached_pareto_is_what_a_fresh_run_gives():
+    from dlsys.experiments import compression as ex
+    cached = {r["method"]: r for r in ex.cached_pareto()}
+    assert set(cached) == set(COMPRESSORS)
+    fresh = ex.train_row("topk", ex.SETTINGS["topk"], cached["topk"]["epochs"], cached["topk"]["workers"])
+    assert fresh == cached["topk"]  # deterministic: stale only if the code changed (then rewrite the cache)
+
+
+def test_model_bytes_follow_the_real_payloads():
+    """The per-model table uses the formulas; a real payload of a layer's size has those bytes."""
+    from dlsys.experiments import compression as ex
+    table = ex.model_bytes("alexnet", "onebit")
+    layer = min(table["layers"], key=lambda r: r["params"])
+    payload, _ = make("onebit").compress(np.ones(layer["params"], np.float32), "w")
+    assert payload_nbytes(payload) == layer["encoded_nbytes"]
+    assert table["dense_nbytes"] == 4 * sum(r["params"] for r in table["layers"])
+
+
+def test_compression_on_a_fast_link_can_cost_more_than_it_saves():
+    from dlsys.experiments import compression as ex
+    sparse = {(r["link"], r["method"]): r for r in ex.iteration_split("topk", {"ratio": 0.01})}
+    assert sparse[("tcp-1gbe", "topk")]["iteration_s"] < sparse[("tcp-1gbe", "none")]["iteration_s"] / 2
+    ternary = {(r["link"], r["method"]): r for r in ex.iteration_split("terngrad")}
+    assert ternary[("rdma-edr", "terngrad")]["compression_s"] > 0
+    assert ternary[("rdma-edr", "terngrad")]["iteration_s"] > ternary[("rdma-edr", "none")]["iteration_s"]
+
+
+def test_cli_compress_and_train(capsys):
+    import json
+
+    from dlsys.cli import main
+    assert main(["compress", "--model", "resnet50", "--method", "dgc", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert table["encoded_nbytes"] < table["dense_nbytes"] / 400
+    assert main(["train", "--compress", "topk", "--ratio", "0.01", "--epochs", "1", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["compression"] == "topk" and record["compression_ratio"] > 40
+    for argv, message in ((["train", "--compress", "qsgd", "--bits", "3"], "bits"),
+                          (["train", "--compress", "topk", "--bits", "4"], "unknown option bits"),
+                          (["train", "--ratio", "0.1"], "need --compress"),
+                          (["train", "--compress", "topk", "--ratio", "1.5"], "--ratio"),
+                          (["train", "--compress", "gzip"], "invalid choice")):
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv
