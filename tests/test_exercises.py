@@ -59,8 +59,9 @@ def submission(tmp_path, bodies: dict, exercises=EXERCISES):
     """A student directory holding the reference files of ``exercises``, with the regions of
     the exercises in ``bodies`` replaced by those bodies."""
     for e in exercises:
-        source = (REPO_ROOT / e.file).read_text()
-        (tmp_path / e.student_file).write_text(replace_regions(source, lambda r: bodies.get(r.exercise, r.body)))
+        for file, name in zip(e.files, e.student_files):
+            source = (REPO_ROOT / file).read_text()
+            (tmp_path / name).write_text(replace_regions(source, lambda r: bodies.get(r.exercise, r.body)))
     return tmp_path
 
 
@@ -70,7 +71,8 @@ def by_exercise(results):
 
 def test_every_exercise_has_regions_and_tests():
     for e in EXERCISES:
-        assert e.id in {r.exercise for r in find_regions((REPO_ROOT / e.file).read_text(), e.file)}
+        for file in e.files:
+            assert e.id in {r.exercise for r in find_regions((REPO_ROOT / file).read_text(), file)}
         assert (REPO_ROOT / e.tests).is_file() and (REPO_ROOT / e.lesson).is_file()
 
 
@@ -88,12 +90,13 @@ def test_malformed_regions_are_rejected_with_the_line(source, error):
 def test_release_stubs_every_region_and_ships_the_tests(tmp_path):
     written = release(tmp_path)
     for e in EXERCISES:
-        reference = (REPO_ROOT / e.file).read_text()
-        released = (tmp_path / e.student_file).read_text()
-        assert released == student_source(reference) and "SOLUTION" not in released
-        assert released.count(f'raise NotImplementedError("{e.id}")') == \
-            sum(r.exercise == e.id for r in find_regions(reference))
-        compile(released, e.student_file, "exec")
+        for file, name in zip(e.files, e.student_files):
+            reference = (REPO_ROOT / file).read_text()
+            released = (tmp_path / name).read_text()
+            assert released == student_source(reference) and "SOLUTION" not in released
+            assert released.count(f'raise NotImplementedError("{e.id}")') == \
+                sum(r.exercise == e.id for r in find_regions(reference))
+            compile(released, name, "exec")
         assert (tmp_path / "tests" / f"test_{e.id}.py").is_file()
     assert {p.name for p in written} >= {"README.md", "exercises.json", "conftest.py"}
     with pytest.raises(FileExistsError):
@@ -156,6 +159,71 @@ def test_a_wrong_memory_traffic_count_or_bound_gets_partial_credit(tmp_path, mis
     results = grade(tmp_path, ["ring_memory_traffic"])
     assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
     assert 0 < sum(r.score for r in results) < get("ring_memory_traffic").points
+
+
+# Plausible wrong compression solutions, as edits of the reference files (their regions span
+# compress and decompress, or two files): (file, reference line, wrong line) each, and the tests
+# that still pass. TernGrad: round to nearest (biased: variance 0, mean off by up to s / 2); one
+# byte per 2-bit code (dense-sized payload). Top-k: the residual never added back; int64
+# indices (numpy's default); the k largest signed values instead of magnitudes.
+COMPRESSION_MISTAKES = {
+    "round_to_nearest": ("terngrad_quantizer", [
+        ("dlsys/compress/terngrad.py", "keep = self.rng.random(flat.size) < np.abs(flat) / s", "keep = np.abs(flat) / s >= 0.5")],
+        {"test_decodes_to_minus_s_zero_or_s_with_the_sign_of_g", "test_payload_is_2_bit_codes_and_one_float32_scaler[float32]",
+         "test_payload_is_2_bit_codes_and_one_float32_scaler[float64]", "test_round_trip_keeps_shape_and_dtype"}),
+    "one_byte_per_code": ("terngrad_quantizer", [
+        ("dlsys/compress/terngrad.py", "return (pack_bits(codes, 2),", "return (codes,"),
+        ("dlsys/compress/terngrad.py", "codes = unpack_bits(packed, 2, int(np.prod(shape))).astype(np.int8) - 1",
+         "codes = packed.astype(np.int8) - 1")],
+        {"test_decodes_to_minus_s_zero_or_s_with_the_sign_of_g", "test_unbiased_the_mean_of_many_draws_is_g",
+         "test_variance_is_abs_g_times_s_minus_abs_g", "test_a_shared_scale_larger_or_smaller_than_max_abs_g",
+         "test_round_trip_keeps_shape_and_dtype"}),
+    "residual_forgotten": ("topk_error_feedback", [
+        ("dlsys/compress/base.py", "return tensor + self.residuals[name] if name in self.residuals else tensor",
+         "return tensor")],
+        {"test_keeps_exactly_the_k_largest_magnitudes[1]", "test_keeps_exactly_the_k_largest_magnitudes[10]",
+         "test_keeps_exactly_the_k_largest_magnitudes[999]",
+         "test_payload_is_int32_indices_and_values_in_the_gradients_dtype[float16]",
+         "test_payload_is_int32_indices_and_values_in_the_gradients_dtype[float32]",
+         "test_payload_is_int32_indices_and_values_in_the_gradients_dtype[float64]",
+         "test_decodes_to_the_kept_entries_and_zeros_elsewhere"}),
+    "int64_indices": ("topk_error_feedback", [
+        ("dlsys/compress/topk.py", "[flat.size - k:].astype(np.int32)", "[flat.size - k:]")],
+        {"test_keeps_exactly_the_k_largest_magnitudes[1]", "test_keeps_exactly_the_k_largest_magnitudes[10]",
+         "test_keeps_exactly_the_k_largest_magnitudes[999]", "test_decodes_to_the_kept_entries_and_zeros_elsewhere",
+         "test_error_feedback_loses_nothing", "test_the_residual_drains_once_the_gradients_stop",
+         "test_first_step_compensates_nothing_and_each_name_has_its_own_residual"}),
+    "largest_signed_values": ("topk_error_feedback", [
+        ("dlsys/compress/topk.py", "np.argpartition(np.abs(flat), flat.size - k)", "np.argpartition(flat, flat.size - k)")],
+        {"test_keeps_exactly_the_k_largest_magnitudes[1]",
+         "test_payload_is_int32_indices_and_values_in_the_gradients_dtype[float16]",
+         "test_payload_is_int32_indices_and_values_in_the_gradients_dtype[float32]",
+         "test_payload_is_int32_indices_and_values_in_the_gradients_dtype[float64]",
+         "test_error_feedback_loses_nothing", "test_first_step_compensates_nothing_and_each_name_has_its_own_residual"}),
+}
+
+
+# Graded together, one mistake per exercise, to grade three submissions instead of five.
+COMPRESSION_SUBMISSIONS = [("round_to_nearest", "residual_forgotten"), ("one_byte_per_code", "int64_indices"),
+                           ("largest_signed_values",)]
+
+
+@pytest.mark.parametrize("mistakes", COMPRESSION_SUBMISSIONS, ids="+".join)
+def test_a_biased_forgetful_or_dense_compressor_gets_partial_credit(tmp_path, mistakes):
+    # dlsys.compress imports every method, so both exercises' files must be there
+    exercises = [get("terngrad_quantizer"), get("topk_error_feedback")]
+    student = submission(tmp_path, {}, exercises)
+    for mistake in mistakes:
+        for file, reference, wrong in COMPRESSION_MISTAKES[mistake][1]:
+            target = tmp_path / file.rsplit("/", 1)[1]
+            source = target.read_text()
+            assert source.count(reference) == 1, reference
+            target.write_text(source.replace(reference, wrong))
+    results = by_exercise(grade(student, [COMPRESSION_MISTAKES[m][0] for m in mistakes]))
+    for mistake in mistakes:
+        exercise, _, expected_passed = COMPRESSION_MISTAKES[mistake]
+        assert {r.name.split("::")[1] for r in results[exercise] if r.passed} == expected_passed, mistake
+        assert 0 < sum(r.score for r in results[exercise]) < get(exercise).points, mistake
 
 
 def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path):

@@ -170,7 +170,14 @@ class ResidualMemory(Memory):
         self.residuals = {}
 
     def compensate(self, tensor, name):
+        """The gradient plus the residual ``update`` kept for this name (none at first)."""
+        # BEGIN SOLUTION topk_error_feedback
         return tensor + self.residuals[name] if name in self.residuals else tensor
+        # END SOLUTION
 
     def update(self, tensor, name, compressor, payload, ctx):
+        """Keep in ``self.residuals[name]`` what compressing ``tensor`` (the compensated
+        gradient) did not transmit: what the receivers decode is ``compressor.decompress``."""
+        # BEGIN SOLUTION topk_error_feedback
         self.residuals[name] = tensor - compressor.decompress(payload, ctx)
+        # END SOLUTION

@@ -34,18 +34,27 @@ class TernGradCompressor(Compressor):
         return min(s, self.clip * float(flat.std())) if self.clip else s
 
     def compress(self, tensor, name, scale: float | None = None):
+        """The payload (2-bit codes packed 4 per byte by ``pack_bits``, then s as one float32)
+        and the ctx (shape, dtype). Entry g_i (clipped to [-s, s]) becomes s * sign(g_i) with
+        probability |g_i| / s, else 0, drawn with ``self.rng``; its code is sign * kept + 1,
+        in {0, 1, 2}. s = 0 (an all-zero gradient) keeps nothing."""
         tensor = check_float(tensor)
         s = self.local_scale(tensor) if scale is None else scale
+        # BEGIN SOLUTION terngrad_quantizer
         flat = np.clip(tensor.ravel(), -s, s)
         keep = self.rng.random(flat.size) < np.abs(flat) / s if s > 0 else np.zeros(flat.size, bool)
         codes = (np.sign(flat) * keep + 1).astype(np.uint8)
         return (pack_bits(codes, 2), np.array([s], np.float32)), (tensor.shape, tensor.dtype)
+        # END SOLUTION
 
     def decompress(self, payload, ctx):
+        """The dense array of shape and dtype ``ctx``: s * (code - 1) per entry (``unpack_bits``)."""
+        # BEGIN SOLUTION terngrad_quantizer
         packed, s = payload
         shape, dtype = ctx
         codes = unpack_bits(packed, 2, int(np.prod(shape))).astype(np.int8) - 1
         return (s[0] * codes).astype(dtype).reshape(shape)
+        # END SOLUTION
 
     def encoded_nbytes(self, n, itemsize=4):
         return -(-n // 4) + 4

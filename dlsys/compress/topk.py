@@ -19,11 +19,16 @@ class TopKCompressor(Compressor):
         return count(self.ratio, n) * (4 + itemsize)
 
     def compress(self, tensor, name):
+        """The payload (indices, values) of the k = ``count(self.ratio, n)`` entries of largest
+        |g|, in any order: flat indices as int32, values in the tensor's dtype; the ctx
+        (shape, dtype). O(n), no full sort: ``np.argpartition``."""
         tensor = check_float(tensor)
+        # BEGIN SOLUTION topk_error_feedback
         flat = tensor.ravel()
         k = count(self.ratio, flat.size)
         indices = np.argpartition(np.abs(flat), flat.size - k)[flat.size - k:].astype(np.int32)
         return (indices, flat[indices]), (tensor.shape, tensor.dtype)
+        # END SOLUTION
 
     def decompress(self, payload, ctx):
         indices, values = payload

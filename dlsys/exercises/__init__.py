@@ -4,8 +4,9 @@ An exercise is a region of reference code in ``dlsys`` between ``# BEGIN SOLUTIO
 and ``# END SOLUTION`` (one exercise may own several regions), its graded tests in
 ``tests/exercises/test_<id>.py`` (every test there carries the pytest marker ``ex_<id>``),
 its points and the lesson that leads to it. ``release`` writes the student version,
-``grading`` grades one (docs/exercises.md). File names are unique, so a released
-directory is flat: ``ring.py``, ``trees.py``, ``token_ring.py``, ... next to ``tests/``.
+``grading`` grades one (docs/exercises.md). An exercise's regions may span files (top-k
+compression and the error-feedback memory it needs live apart). File names are unique, so
+a released directory is flat: ``ring.py``, ``trees.py``, ``token_ring.py``, ... next to ``tests/``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ class Exercise:
     file: str    # the file holding the reference regions, relative to the repository root
     points: int
     lesson: str  # the lesson that leads to it, relative to the repository root
+    other_files: tuple[str, ...] = ()  # further files holding some of its regions
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return (self.file, *self.other_files)
 
     @property
     def marker(self) -> str:
@@ -35,6 +41,10 @@ class Exercise:
         return Path(self.file).name
 
     @property
+    def student_files(self) -> tuple[str, ...]:
+        return tuple(Path(f).name for f in self.files)
+
+    @property
     def tests(self) -> str:
         """Its graded test file, relative to the repository root."""
         return f"tests/exercises/test_{self.id}.py"
@@ -43,6 +53,10 @@ class Exercise:
     def module(self) -> str:
         """The dotted module name of ``file`` (dlsys/collectives/ring.py -> dlsys.collectives.ring)."""
         return self.file.removesuffix(".py").replace("/", ".")
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(f.removesuffix(".py").replace("/", ".") for f in self.files)
 
 
 EXERCISES: tuple[Exercise, ...] = (
@@ -65,6 +79,11 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("ring_memory_traffic",
              "memory traffic of the ring all-reduce, copied vs lent sends, and the bandwidth bound it implies",
              "dlsys/datapath.py", 10, "lessons/07_real_bytes.py"),
+    Exercise("terngrad_quantizer", "TernGrad's unbiased stochastic ternary quantizer, packed 2 bits per entry",
+             "dlsys/compress/terngrad.py", 15, "lessons/08_gradient_compression.py"),
+    Exercise("topk_error_feedback", "top-k sparsification with int32 indices, and error feedback that loses nothing",
+             "dlsys/compress/topk.py", 15, "lessons/08_gradient_compression.py",
+             other_files=("dlsys/compress/base.py",)),
 )
 
 

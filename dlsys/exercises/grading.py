@@ -135,13 +135,17 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
     tests = collect(exercises)
-    present = [(e, node) for e, node in tests if student_dir is None or (student_dir / e.student_file).is_file()]
+    present = [(e, node) for e, node in tests
+               if student_dir is None or all((student_dir / name).is_file() for name in e.student_files)]
     ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
                                       jobs or os.cpu_count() or 1)))
     results = []
     for exercise, node in tests:
-        missing = f"the submission has no {exercise.student_file}"
-        passed, output, reason, seconds = ran.get((exercise, node), (False, missing, missing, 0.0))
+        if (exercise, node) in ran:
+            passed, output, reason, seconds = ran[exercise, node]
+        else:
+            missing = f"the submission has no {', '.join(n for n in exercise.student_files if not (student_dir / n).is_file())}"
+            passed, output, reason, seconds = False, missing, missing, 0.0
         max_score = exercise.points / sum(1 for e, _ in tests if e is exercise)
         results.append(TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds,
                                   output, reason))

@@ -70,7 +70,7 @@ def student_source(source: str, path: str = "<source>") -> str:
 
 
 def _readme() -> str:
-    rows = "\n".join(f"| `{e.id}` | {e.points} | `{e.student_file}` | `{e.lesson}` | {e.title} |" for e in EXERCISES)
+    rows = "\n".join(f"| `{e.id}` | {e.points} | {', '.join(f'`{n}`' for n in e.student_files)} | `{e.lesson}` | {e.title} |" for e in EXERCISES)
     return f"""# dlsys exercises
 
 Fill in every `raise NotImplementedError("<exercise id>")` in the files below; the
@@ -95,7 +95,7 @@ def release(dest, force: bool = False) -> list[Path]:
     Refuses to overwrite existing files (a student's work) unless ``force``.
     """
     dest = Path(dest)
-    stubbed = {dest / e.student_file: REPO_ROOT / e.file for e in EXERCISES}
+    stubbed = {dest / name: REPO_ROOT / file for e in EXERCISES for name, file in zip(e.student_files, e.files)}
     copied = {dest / "tests" / t.name: t for t in sorted((REPO_ROOT / "tests" / "exercises").glob("*.py"))}
     readme, manifest = dest / "README.md", dest / MANIFEST
     targets = [*stubbed, *copied, readme, manifest]

@@ -26,7 +26,7 @@ class _StudentFinder(importlib.abc.MetaPathFinder):
     """Finds each exercise module in the student's directory, never in the reference."""
 
     def __init__(self, root: Path):
-        self.files = {e.module: root / e.student_file for e in EXERCISES}
+        self.files = {module: root / name for e in EXERCISES for module, name in zip(e.modules, e.student_files)}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
@@ -38,7 +38,7 @@ class _StudentFinder(importlib.abc.MetaPathFinder):
 
 def use_student_files(root) -> None:
     """From now on, exercise modules are imported from the student directory ``root``."""
-    imported = [e.module for e in EXERCISES if e.module in sys.modules]
+    imported = sorted({m for e in EXERCISES for m in e.modules if m in sys.modules})
     if imported:
         raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
     sys.meta_path.insert(0, _StudentFinder(Path(root).resolve()))
