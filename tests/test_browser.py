@@ -23,7 +23,7 @@ import pytest
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"home": "", "collectives": "collectives", "cost model": "cost_model", "ps vs ring": "ps_vs_ring",
-         "training": "training", "real bytes": "performance"}
+         "training": "training", "compression": "compression", "real bytes": "performance"}
 ANIMATED = {"collectives", "ps vs ring"}
 # a second tab to open on each page, and the key of the chart it draws
 OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost model": ("TCP vs RDMA", "cost_links"),

@@ -167,6 +167,14 @@ def test_every_method_trains_digits(name, dense_record):
     assert record["compression_ratio"] == 1.0 if name == "none" else record["compression_ratio"] > 1.9
 
 
+def test_compressed_training_is_identical_on_threads_and_processes():
+    records = [train("allreduce", TrainConfig(epochs=1), 3, backend=backend, compression=Compression("dgc", (("ratio", 0.01),)))
+               for backend in ("threads", "processes")]
+    assert records[0]["result"].trace == records[1]["result"].trace
+    assert np.array_equal(records[0]["params"], records[1]["params"])
+    assert records[0]["bytes_per_step"] == records[1]["bytes_per_step"]
+
+
 def test_parameter_server_decodes_compressed_pushes():
     dense = train("ps-bsp", TrainConfig(epochs=5), 3)
     record = train("ps-bsp", TrainConfig(epochs=5), 3, compression=Compression("qsgd", (("bits", 8),)))
