@@ -51,13 +51,36 @@ def board_row(board: np.ndarray, rank: int) -> memoryview:
 
 def silent(board: np.ndarray, src: int, me: int) -> bool:
     """Nothing more can come from src to me before I send again: everything it sent me has
-    been delivered, and it finished or waits on me with everything I sent it."""
-    sent = FROM + len(board)
-    theirs, mine = board[src], board[me]
-    finished = theirs[STATE] == DONE
-    waits_on_me = (theirs[STATE] == BLOCKED and theirs[WAIT_SRC] == me
-                   and theirs[FROM + me] == mine[sent + src])
-    return (finished or waits_on_me) and theirs[sent + me] == mine[FROM + src]
+    been delivered, and it finished, or it waits on a rank with everything that rank sent it
+    delivered, which finished or waits in the same way, and so on, until the chain reaches
+    me (or a rank already on it: those wait on each other for good).
+
+    The chain is read twice and must read the same: its counters only grow, so a rank that
+    was woken (or sent anything) between the reads shows; once both reads agree, every
+    rank on it stays blocked until I send (the last one waits on me)."""
+    if board[src, FROM + len(board) + me] != board[me, FROM + src]:
+        return False
+    first = _chain(board, src, me)
+    return first is not None and _chain(board, src, me) == first
+
+
+def _chain(board: np.ndarray, src: int, me: int) -> list | None:
+    """The (state, waits for, posted, delivered from it) of each rank from src to the end of
+    its chain of waits, or None if the chain reaches a rank that may still send."""
+    sent, seen, rows = FROM + len(board), set(), []
+    x = src
+    while x != me and x not in seen:
+        seen.add(x)
+        row = board[x]
+        state, y = row[STATE], int(row[WAIT_SRC])
+        if state == DONE:
+            rows.append((x, state))
+            break
+        if state != BLOCKED or y < 0 or row[WAIT_TAG] == RELEASE or row[FROM + y] != board[y, sent + x]:
+            return None
+        rows.append((x, state, y, row[POSTED], row[FROM + y]))
+        x = y
+    return rows
 
 
 def stalled(board: np.ndarray) -> bool:

@@ -18,6 +18,7 @@ from .mailbox import Header
 from .trace import Message
 
 MAX_LABEL = 200
+SIGNAL = "signal"  # the phase of a same-node hand-off (Communicator.signal)
 _new_tuple = tuple.__new__  # builds a NamedTuple from a tuple in C (Header(...) is a Python call)
 DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
 
@@ -225,6 +226,47 @@ class Communicator:
 
         src = self._transport.wait_any(tag, earliest, self._deadline)
         return src, self.recv(src, tag, label)
+
+    # --- one node's threads: a framework's compute thread and its communication threads ---
+
+    @property
+    def egress_free_s(self) -> float:
+        """When this rank's egress finishes the bytes already posted (a scheduler posts
+        its next message then, to keep the choice of what goes next until the last moment)."""
+        return self._clock.egress_free
+
+    def wait_until(self, time_s: float, label: str = "wait") -> None:
+        """Idle until virtual time ``time_s`` (nothing if it has passed): a "wait" span."""
+        if time_s > self._clock.t:
+            self._clock.advance(time_s - self._clock.t, "wait", label)
+
+    def signal(self, buf, dest: int, tag: int = 0, label: str = "") -> None:
+        """Hand ``buf`` to ``dest``, a rank standing for another thread of this node (a
+        framework's compute thread and its communication thread share memory): no link,
+        no overhead, no wire bytes; it is there at this rank's current virtual time.
+        ``dest`` takes it with ``wait_signal``. The trace records it with 0 bytes and
+        phase "signal"."""
+        dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
+        header = _new_tuple(Header, (self.rank, tag, self._clock.t, 0, str(label)[:MAX_LABEL], arr.dtype,
+                                     arr.shape, None, (SIGNAL, -1, -1)))
+        self._posted += 1  # the board's counters, as in _post: deadlock detection reads them
+        self._row[POSTED] = self._posted
+        self._sent_to[dst] += 1
+        self._row[self._sent + dst] = self._sent_to[dst]
+        self._transport.post(dst, header, arr, False)
+
+    def wait_signal(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
+        """The next ``signal`` from ``source`` with this tag: waits, in virtual time, until
+        the moment it was signalled."""
+        src, tag = self._check_peer(source, "source"), self._check_tag(tag)
+        header, arr = self._transport.take(src, tag, self._deadline)
+        if header.meta != (SIGNAL, -1, -1):
+            raise ValueError(f"wait_signal: rank {src} sent a message, not a signal, on tag {tag}; use recv")
+        self.wait_until(header.depart_s, label or header.label)
+        if self._record:
+            self.messages.append(Message(src, self.rank, 0, header.depart_s, header.depart_s, tag, header.label,
+                                         SIGNAL))
+        return arr
 
     def isend(self, buf, dest: int, tag: int = 0, label: str = "", *, phase: str = "", step: int = -1,
               block: int = -1) -> Request:

@@ -17,7 +17,10 @@ of the ``threading.Condition`` that ``Mailbox`` uses:
   an abort wakes it: no polling;
 * ``recv_any`` (``Mailbox.wait_any``) re-reads the other ranks' states, which change
   without notifying it, so its wait ends after its poll interval (or at a delivery) and
-  it queues for the baton.
+  it queues for the baton. It also gets the baton at once when nobody else is ready and
+  something happened since it last looked (a delivery, a rank that blocked or finished):
+  then it decides without waiting out its poll interval in real time, and pollers that
+  have seen everything do not wake each other (no spinning).
 
 Ranks must synchronize only through the communicator (as on every backend): a rank that
 blocks on something else holds the baton until the run's deadline.
@@ -46,6 +49,10 @@ class Baton:
             go.acquire()
         self._holder: int | None = None
         self._closed = False
+        # events that may let a recv_any decide: deliveries, ranks blocking or finishing;
+        # a polling rank remembers the count it last looked at
+        self._events = 0
+        self._looked: dict[int, int] = {}
 
     def start(self) -> None:
         """Hand the baton to the first ready rank (after every rank thread has started)."""
@@ -60,12 +67,14 @@ class Baton:
         """Called last by a rank thread: it is done; pass the baton on."""
         with self._lock:
             self._state[rank] = DONE
+            self._events += 1
             if self._holder == rank:
                 self._pass()
 
     def wake(self, rank: int) -> None:
         """``rank`` may proceed (a message came, or the run is aborted): queue it."""
         with self._lock:
+            self._events += 1
             if self._state[rank] == WAITING:
                 self._make_ready(rank)
 
@@ -79,6 +88,10 @@ class Baton:
             if self._closed:
                 return
             self._state[rank] = WAITING
+            if poll_s is None:
+                self._events += 1
+            else:
+                self._looked[rank] = self._events
             self._pass()
         while not self._go[rank].acquire(timeout=-1 if poll_s is None else poll_s):
             with self._lock:
@@ -96,6 +109,7 @@ class Baton:
                     self._go[rank].release()
 
     def _make_ready(self, rank: int) -> None:
+        self._looked.pop(rank, None)
         if self._holder is None and not self._closed:
             self._grant(rank)
         else:
@@ -104,7 +118,14 @@ class Baton:
 
     def _pass(self) -> None:
         self._holder = None
-        if self._ready and not self._closed:
+        if self._closed:
+            return
+        if not self._ready:  # idle: a poller that has not seen the latest events looks now
+            stale = [r for r, seen in self._looked.items() if seen < self._events and self._state[r] == WAITING]
+            if stale:
+                self._make_ready(min(stale))
+                return
+        if self._ready:
             self._grant(self._ready.popleft())
 
     def _grant(self, rank: int) -> None:

@@ -1,0 +1,147 @@
+"""Overlap and scheduling experiments: one policy on one model, its iteration time, throughput
+and overlap; bandwidth sweeps; real training on digits under every policy.
+
+    from dlsys.experiments import schedule as ex
+    ex.simulate_schedule("p3", "resnet50", workers=4, link="10Gbps")   # an emulated big model
+    ex.bandwidth_sweep("vgg19", ["1Gbps", "10Gbps", "100Gbps"])       # every policy per bandwidth
+    ex.train_schedule("p3", TrainConfig(epochs=2))                    # real digits, same numbers
+
+A model is a layer profile (``dlsys.profiles``: payloads are logical, compute from FLOPs)
+or "digits" (the digits MLP: real gradients; with ``config`` it really trains).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import profiles, schedule
+from ..checks import check_int
+from ..comm import SIGNAL, launch
+from ..net import LINK_PRESETS, LinkModel, get_link, get_node
+from ..train import TrainConfig, build_model
+from .budget import DEFAULT_MAX_MEMORY_BYTES
+
+MODELS = ("digits", *profiles.PROFILES)
+BANDWIDTH_UNITS = {"gbps": 1e9 / 8, "mbps": 1e6 / 8, "gb/s": 1e9, "mb/s": 1e6}
+
+
+def parse_link(text) -> LinkModel:
+    """A preset name, or a bandwidth like "10Gbps" / "1.25GB/s": the 10 GbE preset's latency
+    and overheads at that bandwidth (for bandwidth sweeps)."""
+    if isinstance(text, LinkModel) or text in LINK_PRESETS:
+        return get_link(text)
+    lowered = str(text).strip().lower()
+    for unit, factor in BANDWIDTH_UNITS.items():
+        if lowered.endswith(unit):
+            try:
+                bandwidth = float(lowered[: -len(unit)]) * factor
+            except ValueError:
+                break
+            if not 0 < bandwidth < math.inf:
+                break
+            base = get_link("tcp-10gbe")
+            return LinkModel(f"{text}", base.latency_s, bandwidth, base.overhead_s, base.kernel_copies, base.copy_bandwidth_Bps,
+                             f"{text}: tcp-10gbe's latency and overheads at this bandwidth")
+    raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth like 10Gbps or 1.25GB/s, "
+                     f"got {text!r}")
+
+
+def layers(model: str, batch: int) -> tuple:
+    """The model's layers for one worker's batch (forward order)."""
+    if model == "digits":
+        return schedule.layers_of(build_model(TrainConfig()), batch)
+    if model not in MODELS:
+        raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
+    out, offset = [], 0
+    for layer in profiles.profile(model):
+        out.append(schedule.Layer(layer.name, layer.params, offset, layer.fwd_flops * batch))
+        offset += layer.params
+    return tuple(out)
+
+
+def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: int = 4, link="tcp-10gbe",
+                      node: str = "v100", scheme: str = "ps", servers: int = 1, batch: int = 32,
+                      iterations: int = 3, backend: str = "threads", options: dict | None = None,
+                      max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+    """One policy on an emulated model: a tidy record with iteration_s (steady state: the
+    last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
+    of worker 0's push time on the wire that its compute hides) and the LaunchResult."""
+    job = make_job(policy, model, workers, scheme, servers, batch, iterations, options)
+    result = launch(schedule.program, job.ranks, backend, link=parse_link(link), node=node, args=(job,), timeout_s=900)
+    return summarize(job, result, batch, link=parse_link(link).name, node=get_node(node).name)
+
+
+def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers: int = 1, batch: int = 32,
+             iterations: int = 3, options: dict | None = None, config: TrainConfig | None = None) -> schedule.Job:
+    """A checked Job (bad inputs fail here, before any rank starts)."""
+    check_int("workers", workers, 1, 256)
+    check_int("servers", servers, 1, 64)
+    check_int("batch", batch, 1, 2**16)
+    check_int("iterations", iterations, 1, 10_000)
+    if scheme not in schedule.SCHEMES:
+        raise ValueError(f"scheme: expected one of {', '.join(schedule.SCHEMES)}, got {scheme!r}")
+    if scheme == "allreduce" and workers < 2:
+        raise ValueError("workers: the allreduce scheme needs at least 2 workers")
+    return schedule.Job(layers(model, batch), schedule.make(policy, **(options or {})), scheme, workers,
+                        servers if scheme == "ps" else 0, iterations, config)
+
+
+def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
+    compute_rank = job.rank_of("compute", 0)
+    ends = result.values[compute_rank]["backward_ends_s"]
+    iteration_s = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
+    node = result.nodes[compute_rank]
+    compute_s = sum(3 * node.compute_s(layer.flops) for layer in job.layers)
+    return {"policy": job.policy.name, "describe": job.policy.describe(), "scheme": job.scheme,
+            "workers": job.workers, "iteration_s": iteration_s, "compute_s": compute_s,
+            "overlap": overlap(job, result), "virtual_time_s": result.virtual_time_s,
+            "throughput": job.workers * batch / iteration_s, "batch": batch,
+            "messages": sum(m.phase != SIGNAL for m in result.trace.messages),
+            "result": result, **extra}
+
+
+def overlap(job: schedule.Job, result) -> float:
+    """The share of worker 0's sending (its egress busy: depart .. depart + n beta, its last
+    iteration) during which its compute thread computes."""
+    sender = job.rank_of("sender" if job.scheme == "ps" else "comm", 0)
+    compute = job.rank_of("compute", 0)
+    ends = result.values[compute]["backward_ends_s"]
+    since = ends[-2] if len(ends) > 1 else 0.0
+    beta = result.link.beta_s_per_byte
+    busy = [(m.depart_s, m.depart_s + m.nbytes * beta) for m in result.trace.messages
+            if m.src == sender and m.phase != SIGNAL and m.depart_s >= since]
+    computing = [(s.start_s, s.end_s) for s in result.trace.spans if s.rank == compute and s.kind == "compute"]
+    total = sum(b - a for a, b in busy)
+    if not total:
+        return 0.0
+    hidden = sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy for c, d in computing)
+    return hidden / total
+
+
+def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: str = "v100", scheme: str = "ps",
+                    options: dict | None = None) -> list[dict]:
+    """Iteration time of every policy at every link (preset or bandwidth)."""
+    rows = []
+    for link in links:
+        for policy in policies or schedule.POLICIES:
+            record = simulate_schedule(policy, model, workers, link, node, scheme,
+                                       options=(options or {}).get(policy))
+            rows.append({k: v for k, v in record.items() if k != "result"} | {"bandwidth_Bps": parse_link(link).bandwidth_Bps})
+    return rows
+
+
+def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), workers: int = 2,
+                   scheme: str = "ps", link="tcp-10gbe", node: str = "laptop-cpu", backend: str = "threads",
+                   options: dict | None = None) -> dict:
+    """Real digits training under a policy: the numbers are the unscheduled run's (the
+    parameter server's BSP rounds), only the time changes."""
+    job = make_job(policy, "digits", workers, scheme, 1, config.batch_size, schedule.steps_of(config, workers),
+                   options, config)
+    result = launch(schedule.program, job.ranks, backend, link=parse_link(link), node=node, seed=config.seed, args=(job,),
+                    timeout_s=900)
+    record = summarize(job, result, config.batch_size, link=parse_link(link).name)
+    worker0 = result.values[job.rank_of("compute", 0)]
+    record.update(params=worker0["params"], test_accuracy=worker0["test_accuracy"],
+                  losses=[loss for v in result.values for loss in v.get("losses", [])])
+    return record
+

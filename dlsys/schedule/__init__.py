@@ -1,0 +1,41 @@
+"""Overlap and scheduling: when each gradient goes on the wire, one short file per policy.
+
+    fifo.py           no overlap: send after backward, in backprop order
+    wfbp.py           wait-free backpropagation (Poseidon): each layer as soon as it is ready
+    p3.py             P3: slices, priority to the input layers, preemption, per-layer forward
+    bytescheduler.py  ByteScheduler: partitions, priority queue, credit of bytes in flight
+    fusion.py         tensor fusion: DDP's buckets (and Horovod's cycle time)
+    base.py           Layer, Item, the Policy interface
+    engine.py         the rank programs: a worker's compute and communication threads as ranks
+
+``POLICIES`` maps a name to its class; ``make(name, **options)`` checks the options.
+Launching a job and summarizing its trace is an experiment: ``dlsys.experiments.schedule``.
+"""
+import inspect
+
+from .base import Item, Layer, Policy
+from .bytescheduler import ByteScheduler
+from .engine import SCHEMES, Job, layers_of, program, steps_of
+from .fifo import FIFO
+from .fusion import Fusion
+from .p3 import P3
+from .wfbp import WFBP
+
+POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion}
+
+
+def options_of(name: str) -> list[str]:
+    return list(inspect.signature(POLICIES[name]).parameters)
+
+
+def make(name: str, **options) -> Policy:
+    if name not in POLICIES:
+        raise ValueError(f"policy: unknown policy {name!r}; valid: {', '.join(POLICIES)}")
+    unknown = set(options) - set(options_of(name))
+    if unknown:
+        raise ValueError(f"{name}: unknown option {', '.join(sorted(unknown))}; valid: {', '.join(options_of(name)) or 'none'}")
+    return POLICIES[name](**options)
+
+
+__all__ = ["POLICIES", "SCHEMES", "Item", "Job", "Layer", "Policy", "layers_of", "make", "options_of", "program",
+           "steps_of"]

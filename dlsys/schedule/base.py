@@ -1,0 +1,83 @@
+"""What every scheduling policy shares: the layers of a model, the items (messages) a
+policy cuts the gradient into, and the ``Policy`` interface.
+
+A worker's iteration, per layer l = 0..L-1 (input first): forward f_l, then backward
+b_l = 2 f_l from the last layer down (times from the layer's FLOPs on the worker's node). Layer l's gradient is *ready* at the end of its
+backward. A policy decides
+* ``items(layers)``: the messages: a whole layer, slices of one (P3, ByteScheduler) or
+  buckets of several (fusion); each an element range [lo, hi) of the flat gradient;
+* ``release_s(item, ready_s)``: when the item may go (WFBP: its layer's ready time; FIFO:
+  the end of backward; fusion: when its whole bucket is ready);
+* ``priority``: among released items the smallest goes first;
+* ``credit_bytes``: bytes that may be posted and still unsent on the link; a new item is
+  posted only if it fits, so a smaller credit preempts more often (at item boundaries) and
+  idles more between posts. ``inf``: post at release; 0: only onto an idle link;
+* ``forward``: "all" (the next forward waits for every layer's update) or "layer"
+  (forward l starts once layer l's update is back: P3, ByteScheduler).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+
+class Layer(NamedTuple):
+    """One layer of a worker's model, in forward order."""
+    name: str
+    params: int        # parameters (0: nothing to send)
+    offset: int        # its first element in the flat gradient buffer
+    flops: float       # its forward FLOPs on one worker's batch (backward: 2x, input and weight gradients)
+
+
+class Item(NamedTuple):
+    """One message a policy sends: elements [lo, hi) of the gradient, from ``layers``."""
+    index: int
+    layers: tuple[int, ...]
+    lo: int
+    hi: int
+    priority: tuple
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo
+
+
+class Policy:
+    """A scheduling policy (see the module docstring); subclasses set the class attributes
+    and override what they change."""
+
+    name = ""
+    paper = ""
+    forward = "all"
+    credit_bytes = math.inf
+
+    def items(self, layers: list[Layer]) -> list[Item]:
+        """Default: one item per layer with parameters, in backprop order (last layer first)."""
+        order = [i for i in reversed(range(len(layers))) if layers[i].params]
+        return [Item(k, (i,), layers[i].offset, layers[i].offset + layers[i].params, (k,))
+                for k, i in enumerate(order)]
+
+    def release_s(self, item: Item, ready_s: dict) -> float:
+        """Default: as soon as the last of its layers is ready."""
+        return max(ready_s[i] for i in item.layers)
+
+    def describe(self) -> str:
+        return self.name
+
+
+def slices(layers: list[Layer], slice_params: int) -> list[Item]:
+    """Every layer with parameters cut into slices of at most ``slice_params`` elements,
+    priority (layer index, slice index): the input layer's first slice first."""
+    items = []
+    for i, layer in enumerate(layers):
+        for lo in range(layer.offset, layer.offset + layer.params, slice_params):
+            items.append((i, lo, min(lo + slice_params, layer.offset + layer.params)))
+    items.sort(key=lambda it: (-it[0], it[1]))  # backprop order: the order they become ready
+    return [Item(k, (i,), lo, hi, (i, lo)) for k, (i, lo, hi) in enumerate(items)]
+
+
+def check_positive_int(name: str, value) -> int:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ValueError(f"{name}: expected a whole number >= 1, got {value!r}")
+    return value

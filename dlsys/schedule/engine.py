@@ -1,0 +1,329 @@
+"""Scheduling in virtual time: a worker's framework threads as ranks of one node.
+
+A framework overlaps communication with compute by running them on different threads: the
+compute thread does forward and backward layer by layer and hands each ready gradient to a
+communication thread, which sends it when the policy says. Here each thread is a rank, and
+threads of one worker hand data to each other with ``comm.signal`` (same node: no link, no
+time). So the compute lane and the link lanes of the trace overlap as a framework's do, on
+every backend, and the policy is plain code on the sender's own clock.
+
+World of the parameter-server scheme (W workers, S servers):
+    ranks 0..S-1     servers: sum each item's W pushes (BSP, in worker order), update, reply
+    S + 3w           worker w's compute thread
+    S + 3w + 1       its sender: the policy's queue; posts each item to server (index mod S)
+    S + 3w + 2       its receiver: takes the replies, hands each layer's weights to compute
+Allreduce scheme (W workers): ranks 2w (compute) and 2w + 1 (communication: one all-reduce
+per item, in the policy's order, among the communication ranks, as Horovod's background
+thread does; every worker's ready times are the same, so all pick the same next item).
+
+The sender's rule (what ``Policy.credit_bytes`` means): at its clock t it looks at the items
+released by t and picks the smallest priority; it posts it if the bytes posted and not yet
+on the wire (their egress ends after t) plus the item fit the credit, or nothing is in
+flight; otherwise it waits until the first in-flight item leaves the egress and decides
+again. So a lower-priority item never departs while a higher-priority one is released and
+unposted at that sender (the trace tests check it).
+
+A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
+*emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
+index, standing for the item's bytes).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import collectives, nn, optim
+from ..comm import Group
+from ..comm.logical import LogicalArray, per_block
+from ..train.common import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
+from .base import Item, Layer, Policy
+
+TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS = 31, 32, 33, 1000, 100_000
+UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
+SCHEMES = ("ps", "allreduce")
+
+
+@dataclass(frozen=True)
+class Job:
+    layers: tuple[Layer, ...]
+    policy: Policy
+    scheme: str = "ps"
+    workers: int = 2
+    servers: int = 1
+    iterations: int = 3
+    config: TrainConfig | None = None  # real training; None: an emulated profile
+
+    @property
+    def ranks(self) -> int:
+        return self.servers + 3 * self.workers if self.scheme == "ps" else 2 * self.workers
+
+    def role(self, rank: int) -> tuple[str, int]:
+        """(role, worker or server index) of a rank."""
+        if self.scheme == "ps":
+            if rank < self.servers:
+                return "server", rank
+            w, k = divmod(rank - self.servers, 3)
+            return ("compute", "sender", "receiver")[k], w
+        w, k = divmod(rank, 2)
+        return ("compute", "comm")[k], w
+
+    def rank_of(self, role: str, w: int) -> int:
+        if self.scheme == "ps":
+            return w if role == "server" else self.servers + 3 * w + ("compute", "sender", "receiver").index(role)
+        return 2 * w + ("compute", "comm").index(role)
+
+
+def layers_of(model: nn.Sequential, batch: int) -> tuple[Layer, ...]:
+    """The layers of a dlsys.nn model: parameters, offsets and forward FLOPs for ``batch``."""
+    by_layer = {s.layer: s for s in model.layer_slices()}
+    out = []
+    for i, (name, layer) in enumerate(zip(model.names, model.layers)):
+        s = by_layer.get(i)
+        out.append(Layer(name, s.size if s else 0, s.offset if s else 0, layer.flops(batch)))
+    return tuple(out)
+
+
+def program(comm, job: Job):
+    """The rank program: dispatch on this rank's role."""
+    role, index = job.role(comm.rank)
+    return {"server": _server, "compute": _compute, "sender": _sender, "receiver": _receiver,
+            "comm": _allreduce_comm}[role](comm, job, index)
+
+
+# --- the compute thread -----------------------------------------------------------------
+
+def _compute(comm, job: Job, w: int):
+    """Forward layer by layer (waiting for each layer's update as the policy says), then
+    backward layer by layer, handing each gradient to the communication thread."""
+    layers, real = job.layers, job.config is not None
+    send_to = job.rank_of("sender" if job.scheme == "ps" else "comm", w)
+    take_from = job.rank_of("receiver" if job.scheme == "ps" else "comm", w)
+    model = build_model(job.config) if real else None
+    optimizers = {}
+    if real and job.scheme == "allreduce":  # the workers update their own copies, layer by layer
+        optimizers = {i: optim.SGD(model.params[l.offset:l.offset + l.params], model.grads[l.offset:l.offset + l.params],
+                                   job.config.lr, job.config.momentum) for i, l in enumerate(layers) if l.params}
+    task = task_of(job.config) if real else None
+    with_params = [i for i, l in enumerate(layers) if l.params]
+    backward_ends, losses = [], []
+
+    def update(i):
+        arr = comm.wait_signal(take_from, TAG_PARAMS + i, f"wait for {layers[i].name}")
+        if real:
+            lo, hi = layers[i].offset, layers[i].offset + layers[i].params
+            if job.scheme == "ps":
+                model.params[lo:hi] = arr
+            else:
+                model.grads[lo:hi] = arr
+                optimizers[i].step()
+
+    for it in range(job.iterations):
+        if it and job.policy.forward == "all":
+            for i in with_params:
+                update(i)
+        if real:
+            n = len(task.y_train)
+            idx = batch_indices(n, it, w, job.workers, job.config.batch_size, job.config.seed)
+            x = np.asarray(task.X_train[idx], dtype=model.params.dtype)
+        for i, layer in enumerate(layers):
+            if it and job.policy.forward == "layer" and layer.params:
+                update(i)
+            comm.compute(flops=layer.flops, label=f"forward {layer.name}")
+            if real:
+                x = model.layers[i].forward(x)
+        if real:
+            loss, dout = nn.softmax_cross_entropy(x, task.y_train[idx])
+            losses.append(float(loss))
+        clock, ready = comm.clock, {}
+        for i in reversed(range(len(layers))):
+            clock += comm.node.compute_s(2 * layers[i].flops)
+            ready[i] = clock
+        comm.signal(np.array([ready[i] for i in with_params]), send_to, TAG_READY, "backward starts")
+        for i in reversed(range(len(layers))):
+            if real:
+                dout = model.layers[i].backward(dout)
+            comm.compute(flops=2 * layers[i].flops, label=f"backward {layers[i].name}")
+            if layers[i].params:
+                lo, hi = layers[i].offset, layers[i].offset + layers[i].params
+                comm.signal(model.grads[lo:hi].copy() if real else np.zeros(0), send_to, TAG_GRAD + i,
+                            f"gradient of {layers[i].name}")
+        backward_ends.append(comm.clock)
+    for i in with_params:  # the last iteration's updates: the final weights
+        update(i)
+    record = {"backward_ends_s": backward_ends, "end_s": comm.clock, "losses": losses}
+    if real and w == 0:
+        record.update(params=model.params.copy(),
+                      test_accuracy=float(np.mean(model.forward(task.X_test).argmax(axis=1) == task.y_test)))
+    return record
+
+
+# --- the communication threads ----------------------------------------------------------
+
+def _payload(job: Job, item: Item, grads: dict, dtype) -> np.ndarray:
+    """Item index first (ps-lite sends keys with values), then the item's values."""
+    if job.config is None:
+        return LogicalArray(np.array([item.index], np.float32), scale=item.size + 1)
+    parts = [grads[i] for i in sorted(item.layers, key=lambda i: job.layers[i].offset)]
+    values = np.concatenate(parts)[item.lo - job.layers[min(item.layers, key=lambda i: job.layers[i].offset)].offset:]
+    return np.concatenate([np.array([item.index], dtype), values[:item.size]]).astype(dtype)
+
+
+def _schedule(comm, job: Job, w: int, post) -> None:
+    """One iteration of the sender's rule (module docstring); ``post(item, grads)`` sends."""
+    layers, policy = job.layers, job.policy
+    compute = job.rank_of("compute", w)
+    ready_s = comm.wait_signal(compute, TAG_READY)
+    ready = dict(zip([i for i, l in enumerate(layers) if l.params], ready_s.tolist()))
+    # items by release time; the released ones in a heap by priority (P3 has thousands)
+    timed = sorted(((policy.release_s(item, ready), item.priority, item) for item in policy.items(list(layers))),
+                   key=lambda entry: entry[:2])
+    released, grads, flight, j = [], {}, [], 0
+    while j < len(timed) or released:
+        t = comm.clock
+        while j < len(timed) and timed[j][0] <= t:
+            heapq.heappush(released, timed[j][1:])
+            j += 1
+        if not released:
+            comm.wait_until(timed[j][0], "idle: nothing released")
+            continue
+        flight = [(end, n) for end, n in flight if end > t]
+        item = released[0][1]
+        nbytes = 4 * item.size
+        if flight and sum(n for _, n in flight) + nbytes > policy.credit_bytes:
+            comm.wait_until(min(end for end, _ in flight), "credit: waiting for the link")
+            continue
+        heapq.heappop(released)
+        for i in item.layers:
+            if i not in grads:
+                grads[i] = comm.wait_signal(compute, TAG_GRAD + i)
+        post(item, grads)
+        flight.append((comm.egress_free_s, nbytes))
+
+
+def _label(job: Job, item: Item) -> str:
+    names = ", ".join(job.layers[i].name for i in item.layers)
+    return f"item {item.index} ({names})"
+
+
+def _sender(comm, job: Job, w: int):
+    dtype = np.dtype(job.config.dtype) if job.config else np.float32
+    for it in range(job.iterations):
+        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), item.index % job.servers,
+                                                             TAG_PUSH, f"push {_label(job, item)}"))
+    return {}
+
+
+def _receiver(comm, job: Job, w: int):
+    """Takes every reply of an iteration; a layer's weights go to compute once all the
+    items covering it are back."""
+    items = job.policy.items(list(job.layers))
+    compute = job.rank_of("compute", w)
+    weights, covering = {}, _covering(items)
+    for it in range(job.iterations):
+        missing = dict(covering)
+        for _ in items:
+            if job.servers == 1:
+                arr = comm.recv(0, TAG_REPLY)
+            else:
+                arr = comm.recv_any(list(range(job.servers)), TAG_REPLY)[1]
+            item = items[int(arr[0])]
+            weights[item.index] = arr[1:]
+            for i in item.layers:
+                missing[i] -= 1
+                if not missing[i]:
+                    comm.signal(_layer_values(job, i, items, weights), compute, TAG_PARAMS + i,
+                                f"weights of {job.layers[i].name}")
+    return {}
+
+
+def _covering(items: list[Item]) -> dict:
+    """How many items cover each layer."""
+    count = {}
+    for item in items:
+        for i in item.layers:
+            count[i] = count.get(i, 0) + 1
+    return count
+
+
+def _layer_values(job: Job, i: int, items: list[Item], values: dict) -> np.ndarray:
+    """Layer i's elements gathered from the items that cover it."""
+    if job.config is None:
+        return np.zeros(0)
+    lo, hi = job.layers[i].offset, job.layers[i].offset + job.layers[i].params
+    out = np.empty(hi - lo, np.dtype(job.config.dtype))
+    for item in items:
+        a, b = max(lo, item.lo), min(hi, item.hi)
+        if a < b:
+            out[a - lo:b - lo] = values[item.index][a - item.lo:b - item.lo]
+    return out
+
+
+def _server(comm, job: Job, s: int):
+    """BSP per item: sum the W pushes in worker order (as dlsys.ps does), update, reply."""
+    items = job.policy.items(list(job.layers))
+    mine = [item for item in items if item.index % job.servers == s]
+    senders = [job.rank_of("sender", w) for w in range(job.workers)]
+    real = job.config is not None
+    if real:
+        weights = build_model(job.config).params
+        grad = np.zeros_like(weights)
+        sgd = {item.index: optim.SGD(weights[item.lo:item.hi], grad[item.lo:item.hi], job.config.lr,
+                                     job.config.momentum) for item in mine}
+    for it in range(job.iterations):
+        got = {item.index: {} for item in mine}
+        for _ in range(len(mine) * job.workers):
+            src, arr = (senders[0], comm.recv(senders[0], TAG_PUSH)) if job.workers == 1 else \
+                comm.recv_any(senders, TAG_PUSH)
+            k = int(arr[0])
+            got[k][senders.index(src)] = arr[1:]
+            if len(got[k]) < job.workers:
+                continue
+            item = items[k]
+            comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
+            comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
+            if real:
+                g = grad[item.lo:item.hi]
+                g[...] = 0
+                for w in range(job.workers):
+                    g += got[k][w] / job.workers
+                sgd[k].step()
+                reply = np.concatenate([[k], weights[item.lo:item.hi]]).astype(weights.dtype)
+            else:
+                reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
+            for w in range(job.workers):
+                comm.send(reply, job.rank_of("receiver", w), TAG_REPLY, f"pull {_label(job, item)}")
+    return {}
+
+
+def _allreduce_comm(comm, job: Job, w: int):
+    """One all-reduce (mean) per item, in the policy's order, among the communication ranks;
+    a layer's mean gradient goes to compute once every item covering it is reduced."""
+    group = Group(comm, [job.rank_of("comm", v) for v in range(job.workers)])
+    items = job.policy.items(list(job.layers))
+    compute, covering = job.rank_of("compute", w), _covering(items)
+    for it in range(job.iterations):
+        missing, reduced = dict(covering), {}
+
+        def post(item, grads):
+            if job.config is None:  # one real element per block, each standing for its block's bytes
+                blocks = np.array_split(np.arange(item.size), group.size)
+                payload = per_block(np.zeros(group.size, np.float32), [max(len(b), 1) for b in blocks])
+            else:
+                payload = _payload(job, item, grads, np.dtype(job.config.dtype))[1:]
+            reduced[item.index] = collectives.allreduce(group, payload, op="mean")
+            for i in item.layers:
+                missing[i] -= 1
+                if not missing[i]:
+                    comm.signal(_layer_values(job, i, items, reduced), compute, TAG_PARAMS + i,
+                                f"mean gradient of {job.layers[i].name}")
+
+        _schedule(comm, job, w, post)
+    return {}
+
+
+def steps_of(config: TrainConfig, workers: int) -> int:
+    """Iterations of ``config.epochs`` epochs for ``workers`` workers (the data plan's)."""
+    return config.epochs * steps_per_epoch(len(task_of(config).y_train), workers, config.batch_size)

@@ -1,0 +1,12 @@
+"""FIFO: the baseline. Backward runs to the end, then the gradients go out in backprop order
+(last layer first), and the next forward waits for every layer's update: compute and
+communication never overlap, T = sum(f + b) + T_comm."""
+from .base import Policy
+
+
+class FIFO(Policy):
+    name = "fifo"
+    paper = "the baseline without overlap (e.g. a synchronous PS push after backward)"
+
+    def release_s(self, item, ready_s):
+        return max(ready_s.values())
