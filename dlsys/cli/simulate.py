@@ -1,4 +1,5 @@
 """``dlsys simulate COLLECTIVE``: one collective on emulated ranks against its closed form;
+``dlsys simulate schedule``: a scheduling policy on an emulated model (dlsys.cli.schedule);
 ``dlsys presets``: the link and node presets with their numbers and sources."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..net import LINK_PRESETS, NODE_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
 from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, size
+from .schedule import add_simulate_options, cmd_schedule
 
 
 MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
@@ -24,6 +26,11 @@ def textbook_gap(record: dict) -> float:
 
 
 def cmd_simulate(args) -> int:
+    if args.collective == "schedule":
+        return cmd_schedule(args)
+    args.node = args.node or "laptop-cpu"
+    if args.link not in LINK_PRESETS:
+        raise ValueError(f"--link: a collective takes a preset ({', '.join(LINK_PRESETS)}), got {args.link!r}")
     algorithm = args.algo or collectives.ALGORITHMS[args.collective][0]
     try:
         collectives.check_algorithm(args.collective, algorithm)
@@ -84,14 +91,16 @@ def cmd_presets(args) -> int:
 def add_commands(subparsers) -> None:
     """Register ``simulate`` and ``presets``."""
     sim = subparsers.add_parser("simulate", help="run one collective on emulated ranks and compare with its closed form")
-    sim.add_argument("collective", choices=list(collectives.ALGORITHMS))
+    sim.add_argument("collective", choices=[*collectives.ALGORITHMS, "schedule"])
     sim.add_argument("--algo", default=None, help="algorithm (default: the first listed for the collective)")
     sim.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), default=8,
                      help=f"world size P, 1..{MAX_RANKS} (default 8)")
     sim.add_argument("--size", action=Checked, check=size(1, MAX_SIZE_BYTES), default=2**20,
                      help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
-    sim.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
-    sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
+    sim.add_argument("--link", default="tcp-10gbe", metavar="LINK",
+                     help=f"a preset ({', '.join(LINK_PRESETS)}); schedule also takes a bandwidth, e.g. 10Gbps")
+    sim.add_argument("--node", default=None, choices=list(NODE_PRESETS),
+                     help="default laptop-cpu (schedule: v100)")
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))
     sim.add_argument("--op", default="sum", choices=list(collectives.OPS))
@@ -104,6 +113,7 @@ def add_commands(subparsers) -> None:
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
     sim.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
+    add_simulate_options(sim)
     sim.set_defaults(func=cmd_simulate)
 
     pre = subparsers.add_parser("presets", help="list link and node presets with their numbers and sources")

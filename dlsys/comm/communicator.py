@@ -247,8 +247,10 @@ class Communicator:
         ``dest`` takes it with ``wait_signal``. The trace records it with 0 bytes and
         phase "signal"."""
         dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
-        header = _new_tuple(Header, (self.rank, tag, self._clock.t, 0, str(label)[:MAX_LABEL], arr.dtype,
-                                     arr.shape, None, (SIGNAL, -1, -1)))
+        # the header carries the payload's size (a transport restores logical sizes from it);
+        # no clock charges it and the trace records 0 wire bytes
+        header = _new_tuple(Header, (self.rank, tag, self._clock.t, payload_nbytes(arr), str(label)[:MAX_LABEL],
+                                     arr.dtype, arr.shape, None, (SIGNAL, -1, -1)))
         self._posted += 1  # the board's counters, as in _post: deadlock detection reads them
         self._row[POSTED] = self._posted
         self._sent_to[dst] += 1

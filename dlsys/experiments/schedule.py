@@ -82,6 +82,8 @@ def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers:
         raise ValueError(f"scheme: expected one of {', '.join(schedule.SCHEMES)}, got {scheme!r}")
     if scheme == "allreduce" and workers < 2:
         raise ValueError("workers: the allreduce scheme needs at least 2 workers")
+    if scheme == "allreduce" and policy == "odsgd":
+        raise ValueError("policy: OD-SGD is a parameter-server method (its global update comes from the servers)")
     return schedule.Job(layers(model, batch), schedule.make(policy, **(options or {})), scheme, workers,
                         servers if scheme == "ps" else 0, iterations, config)
 
@@ -119,12 +121,14 @@ def overlap(job: schedule.Job, result) -> float:
 
 
 def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: str = "v100", scheme: str = "ps",
-                    options: dict | None = None) -> list[dict]:
-    """Iteration time of every policy at every link (preset or bandwidth)."""
+                    servers: int | None = None, options: dict | None = None) -> list[dict]:
+    """Iteration time of every policy at every link (preset or bandwidth); ``servers``
+    defaults to one per worker; ``options`` maps a policy to its options."""
     rows = []
+    policies = policies or [p for p in schedule.POLICIES if scheme == "ps" or p != "odsgd"]
     for link in links:
-        for policy in policies or schedule.POLICIES:
-            record = simulate_schedule(policy, model, workers, link, node, scheme,
+        for policy in policies:
+            record = simulate_schedule(policy, model, workers, link, node, scheme, servers or workers,
                                        options=(options or {}).get(policy))
             rows.append({k: v for k, v in record.items() if k != "result"} | {"bandwidth_Bps": parse_link(link).bandwidth_Bps})
     return rows

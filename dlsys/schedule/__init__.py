@@ -5,6 +5,7 @@
     p3.py             P3: slices, priority to the input layers, preemption, per-layer forward
     bytescheduler.py  ByteScheduler: partitions, priority queue, credit of bytes in flight
     fusion.py         tensor fusion: DDP's buckets (and Horovod's cycle time)
+    odsgd.py          OD-SGD: the next forward on locally updated weights, the global update a step late
     base.py           Layer, Item, the Policy interface
     engine.py         the rank programs: a worker's compute and communication threads as ranks
 
@@ -18,10 +19,11 @@ from .bytescheduler import ByteScheduler
 from .engine import SCHEMES, Job, layers_of, program, steps_of
 from .fifo import FIFO
 from .fusion import Fusion
+from .odsgd import ODSGD
 from .p3 import P3
 from .wfbp import WFBP
 
-POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion}
+POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion, "odsgd": ODSGD}
 
 
 def options_of(name: str) -> list[str]:

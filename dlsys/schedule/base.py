@@ -12,8 +12,9 @@ backward. A policy decides
 * ``credit_bytes``: bytes that may be posted and still unsent on the link; a new item is
   posted only if it fits, so a smaller credit preempts more often (at item boundaries) and
   idles more between posts. ``inf``: post at release; 0: only onto an idle link;
-* ``forward``: "all" (the next forward waits for every layer's update) or "layer"
-  (forward l starts once layer l's update is back: P3, ByteScheduler).
+* ``forward``: "all" (the next forward waits for every layer's update), "layer"
+  (forward l starts once layer l's update is back: P3, ByteScheduler) or "stale" (the
+  next forward runs on locally updated weights, the global update one step behind: OD-SGD).
 """
 
 from __future__ import annotations

@@ -124,6 +124,12 @@ def _compute(comm, job: Job, w: int):
         if it and job.policy.forward == "all":
             for i in with_params:
                 update(i)
+        if it and job.policy.forward == "stale":  # OD-SGD: the global weights of step it - 2, then a local step
+            for i in with_params:
+                if it >= 2:
+                    update(i)
+            if real:
+                model.params -= job.config.lr * local_grads
         if real:
             n = len(task.y_train)
             idx = batch_indices(n, it, w, job.workers, job.config.batch_size, job.config.seed)
@@ -151,8 +157,11 @@ def _compute(comm, job: Job, w: int):
                 comm.signal(model.grads[lo:hi].copy() if real else np.zeros(0), send_to, TAG_GRAD + i,
                             f"gradient of {layers[i].name}")
         backward_ends.append(comm.clock)
-    for i in with_params:  # the last iteration's updates: the final weights
-        update(i)
+        if real and job.policy.forward == "stale":
+            local_grads = model.grads.copy()
+    for _ in range(min(2, job.iterations) if job.policy.forward == "stale" else 1):
+        for i in with_params:  # the updates not taken yet: the final global weights
+            update(i)
     record = {"backward_ends_s": backward_ends, "end_s": comm.clock, "losses": losses}
     if real and w == 0:
         record.update(params=model.params.copy(),
@@ -262,7 +271,13 @@ def _layer_values(job: Job, i: int, items: list[Item], values: dict) -> np.ndarr
 
 
 def _server(comm, job: Job, s: int):
-    """BSP per item: sum the W pushes in worker order (as dlsys.ps does), update, reply."""
+    """BSP per item: sum the W pushes in worker order (as dlsys.ps does), update, reply.
+
+    Every worker posts its items in the same order (same layers, same policy, same ready
+    times), so the server takes worker 0's next push, then the same item from each other
+    worker, in worker order: plain receives (pushes of one item depart together, so this
+    is also their arrival order), and no recv_any, whose conservative wait could not see
+    past the receivers' own recv_any over several servers."""
     items = job.policy.items(list(job.layers))
     mine = [item for item in items if item.index % job.servers == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
@@ -272,29 +287,29 @@ def _server(comm, job: Job, s: int):
         grad = np.zeros_like(weights)
         sgd = {item.index: optim.SGD(weights[item.lo:item.hi], grad[item.lo:item.hi], job.config.lr,
                                      job.config.momentum) for item in mine}
-    for it in range(job.iterations):
-        got = {item.index: {} for item in mine}
-        for _ in range(len(mine) * job.workers):
-            src, arr = (senders[0], comm.recv(senders[0], TAG_PUSH)) if job.workers == 1 else \
-                comm.recv_any(senders, TAG_PUSH)
-            k = int(arr[0])
-            got[k][senders.index(src)] = arr[1:]
-            if len(got[k]) < job.workers:
-                continue
-            item = items[k]
-            comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
-            comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
-            if real:
-                g = grad[item.lo:item.hi]
-                g[...] = 0
-                for w in range(job.workers):
-                    g += got[k][w] / job.workers
-                sgd[k].step()
-                reply = np.concatenate([[k], weights[item.lo:item.hi]]).astype(weights.dtype)
-            else:
-                reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
+    for _ in range(len(mine) * job.iterations):
+        first = comm.recv(senders[0], TAG_PUSH)
+        k, values = int(first[0]), [first[1:]]
+        for w, sender in enumerate(senders[1:], 1):
+            arr = comm.recv(sender, TAG_PUSH)
+            if int(arr[0]) != k:
+                raise RuntimeError(f"workers 0 and {w} pushed items {k} and {int(arr[0])} to server {s} in the same "
+                                   "turn: the policy must give every worker the same order")
+            values.append(arr[1:])
+        item = items[k]
+        comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
+        comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
+        if real:
+            g = grad[item.lo:item.hi]
+            g[...] = 0
             for w in range(job.workers):
-                comm.send(reply, job.rank_of("receiver", w), TAG_REPLY, f"pull {_label(job, item)}")
+                g += values[w] / job.workers
+            sgd[k].step()
+            reply = np.concatenate([[k], weights[item.lo:item.hi]]).astype(weights.dtype)
+        else:
+            reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
+        for w in range(job.workers):
+            comm.send(reply, job.rank_of("receiver", w), TAG_REPLY, f"pull {_label(job, item)}")
     return {}
 
 

@@ -1,0 +1,190 @@
+"""Overlap and scheduling: the same numbers under every policy, closed forms for FIFO and
+WFBP, P3 <= WFBP <= FIFO where the network is the bottleneck, priorities in the trace,
+identical traces on threads and processes, bad inputs."""
+import math
+
+import numpy as np
+import pytest
+
+from dlsys import schedule
+from dlsys.comm import SIGNAL
+from dlsys.experiments import schedule as ex
+from dlsys.experiments import train
+from dlsys.net import LinkModel, get_link, get_node
+from dlsys.train import TrainConfig
+
+SMALL = {"p3": {"slice_params": 1000}, "bytescheduler": {"partition_params": 1000, "credit_bytes": 8000},
+         "fusion": {"bucket_mb": 0.02}}  # the digits MLP's layers are 4,160 parameters: make the policies cut them
+
+
+@pytest.fixture(scope="module")
+def bsp():
+    return train("ps-bsp", TrainConfig(epochs=1), 2)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "wfbp", "p3", "bytescheduler", "fusion"])
+def test_scheduling_changes_time_not_numbers(policy, bsp):
+    record = ex.train_schedule(policy, TrainConfig(epochs=1), 2, options=SMALL.get(policy))
+    assert np.array_equal(record["params"], bsp["params"])
+    assert record["test_accuracy"] == bsp["test_accuracy"]
+
+
+@pytest.mark.parametrize("policy", ["wfbp", "p3", "fusion"])
+def test_allreduce_scheme_reaches_the_same_weights(policy, bsp):
+    record = ex.train_schedule(policy, TrainConfig(epochs=1), 2, scheme="allreduce", options=SMALL.get(policy))
+    np.testing.assert_allclose(record["params"], bsp["params"], rtol=1e-5, atol=1e-6)
+
+
+def test_odsgd_changes_the_numbers_and_still_learns():
+    config = TrainConfig(epochs=5)
+    record = ex.train_schedule("odsgd", config, 4)
+    assert record["test_accuracy"] >= 0.95
+    assert not np.array_equal(record["params"], train("ps-bsp", config, 4)["params"])
+
+
+# --- closed forms: one worker, one server, an emulated chain of layers ------------------------
+
+def chain_iteration_s(layers, release, link: LinkModel, node) -> float:
+    """The clock rules by hand for one worker and one server: the sender posts each item at
+    its release (FIFO: all at the end of backward), the server replies at once, the last
+    reply ends the communication; then the next iteration computes forward and backward."""
+    items = [l for l in reversed(layers) if l.params]  # backprop order
+    compute_s = [3 * node.compute_s(l.flops) for l in layers]
+    backward_end = sum(compute_s)  # any origin: only differences count
+    t_sender = egress = ingress_server = t_server = egress_server = ingress_worker = t_receiver = 0.0
+    for layer in items:
+        n = 4 * (layer.params + 1)  # the item index travels with the values
+        t_sender = max(t_sender, release(layer, backward_end)) + link.send_overhead_s(n)
+        depart = max(t_sender, egress)
+        egress = depart + link.wire_s(n)
+        arrive = ingress_server = max(depart + link.latency_s + link.wire_s(n), ingress_server + link.wire_s(n))
+        t_server = max(t_server, arrive) + link.recv_overhead_s(n)
+        t_server += node.compute_s(4 * layer.params) + link.send_overhead_s(n)
+        reply = max(t_server, egress_server)
+        egress_server = reply + link.wire_s(n)
+        back = ingress_worker = max(reply + link.latency_s + link.wire_s(n), ingress_worker + link.wire_s(n))
+        t_receiver = max(t_receiver, back) + link.recv_overhead_s(n)
+    return max(t_receiver, backward_end) - backward_end + sum(compute_s)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "wfbp"])
+def test_fifo_and_wfbp_equal_their_closed_form(policy):
+    layers = ex.layers("alexnet", 32)
+    node, link = get_node("v100"), get_link("tcp-10gbe")
+    backward = {l.name: 2 * node.compute_s(l.flops) for l in layers}
+
+    def release(layer, backward_end):
+        if policy == "fifo":
+            return backward_end
+        after = [l for l in layers[layers.index(layer):]]  # its own backward and those above it
+        return backward_end - sum(backward[l.name] for l in layers) + sum(backward[l.name] for l in after)
+
+    record = ex.simulate_schedule(policy, "alexnet", 1, "tcp-10gbe", "v100", servers=1)
+    assert record["iteration_s"] == pytest.approx(chain_iteration_s(layers, release, link, node), rel=1e-9)
+
+
+def test_fifo_has_no_overlap_and_wfbp_some():
+    fifo = ex.simulate_schedule("fifo", "resnet50", 2, "10Gbps")
+    wfbp = ex.simulate_schedule("wfbp", "resnet50", 2, "10Gbps")
+    assert fifo["overlap"] == 0 and wfbp["overlap"] > 0.3
+
+
+def test_p3_beats_wfbp_beats_fifo_when_the_network_is_the_bottleneck():
+    times = {p: ex.simulate_schedule(p, "alexnet", 2, "10Gbps")["iteration_s"] for p in ("fifo", "wfbp", "p3")}
+    assert times["p3"] < times["wfbp"] < times["fifo"]
+
+
+def test_every_policy_is_compute_alone_on_an_ideal_link():
+    """No latency, no overhead, infinite bandwidth: what is left beyond compute is at most the
+    servers' updates (4 flops per parameter), whatever the policy."""
+    ideal, node = LinkModel("ideal", 0.0, math.inf), get_node("v100")
+    updates_s = node.compute_s(4 * sum(l.params for l in ex.layers("googlenet", 32)))
+    for policy in schedule.POLICIES:
+        record = ex.simulate_schedule(policy, "googlenet", 2, ideal)
+        assert record["compute_s"] - 1e-12 <= record["iteration_s"] <= record["compute_s"] + updates_s, policy
+
+
+def test_a_lower_priority_item_never_departs_while_a_higher_one_waits():
+    """P3 (credit 0): when a slice is posted, every released slice of higher priority has gone."""
+    job = ex.make_job("p3", "alexnet", 2, options={"slice_params": 200_000})
+    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", options={"slice_params": 200_000})
+    result = record["result"]
+    items = job.policy.items(list(job.layers))
+    sender, compute = job.rank_of("sender", 0), job.rank_of("compute", 0)
+    ready = {}  # layer name -> backward end times, one per iteration
+    for s in result.trace.spans:
+        if s.rank == compute and s.label.startswith("backward "):
+            ready.setdefault(s.label[len("backward "):], []).append(s.end_s)
+    pushes = [m for m in result.trace.messages if m.src == sender and m.phase != SIGNAL]
+    per_iteration = len(items)
+    assert len(pushes) == per_iteration * 3
+    for it in range(3):
+        batch = pushes[it * per_iteration:(it + 1) * per_iteration]
+        order = [int(m.label.split()[2]) for m in batch]  # "push item K (layer)"
+        # credit 0: a slice is posted onto an idle link, so it departs one send overhead later
+        post = {k: m.depart_s - ex.parse_link("10Gbps").send_overhead_s(m.nbytes) for k, m in zip(order, batch)}
+        for k in order:
+            released_before = [j for j in order
+                               if items[j].priority < items[k].priority
+                               and ready[job.layers[items[j].layers[0]].name][it] <= post[k] - 1e-12]
+            assert all(post[j] <= post[k] for j in released_before), (it, k)
+
+
+def test_identical_traces_on_threads_and_processes():
+    runs = [ex.simulate_schedule("bytescheduler", "alexnet", 2, "10Gbps", backend=b,
+                                 options={"partition_params": 4_000_000, "credit_bytes": 32e6})
+            for b in ("threads", "processes")]
+    assert runs[0]["result"].trace == runs[1]["result"].trace
+
+
+def test_policies_cut_the_gradient_into_items_that_tile_it():
+    layers = ex.layers("resnet50", 32)
+    total = sum(l.params for l in layers)
+    for name in schedule.POLICIES:
+        items = schedule.make(name).items(list(layers))
+        covered = sorted((i.lo, i.hi) for i in items)
+        assert covered[0][0] == 0 and covered[-1][1] == total
+        assert all(a[1] == b[0] for a, b in zip(covered, covered[1:])), name
+
+
+def test_ddp_buckets_are_at_most_the_cap_unless_one_layer_is_bigger():
+    layers = ex.layers("vgg19", 32)
+    for item in schedule.make("fusion", bucket_mb=25).items(list(layers)):
+        assert 4 * item.size <= 25e6 or len(item.layers) == 1
+
+
+@pytest.mark.parametrize("policy, options, message", [
+    ("p3", {"slice_params": 0}, "slice_params"),
+    ("bytescheduler", {"partition_params": 1000, "credit_bytes": 100}, "credit_bytes"),
+    ("fusion", {"bucket_mb": 0}, "bucket_mb"),
+    ("gossip", {}, "unknown policy"),
+    ("wfbp", {"slice_params": 5}, "unknown option"),
+])
+def test_bad_policies_fail_before_any_rank_starts(policy, options, message):
+    with pytest.raises(ValueError, match=message):
+        ex.make_job(policy, "alexnet", 2, options=options)
+
+
+def test_bad_jobs_fail_before_any_rank_starts():
+    with pytest.raises(ValueError, match="model"):
+        ex.make_job("wfbp", "lenet9000", 2)
+    with pytest.raises(ValueError, match="OD-SGD"):
+        ex.make_job("odsgd", "alexnet", 2, scheme="allreduce")
+    with pytest.raises(ValueError, match="link"):
+        ex.parse_link("fast")
+    with pytest.raises(ValueError, match="workers"):
+        ex.make_job("wfbp", "alexnet", 0)
+
+
+def test_cli_simulate_schedule(capsys):
+    import json
+
+    from dlsys.cli import main
+    assert main(["simulate", "schedule", "--model", "alexnet", "--policy", "p3", "--workers", "2", "--link", "10Gbps",
+                 "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["policy"] == "p3" and record["iteration_s"] >= record["compute_s"]
+    assert main(["simulate", "schedule", "--policy", "wfbp", "--slice-params", "5"]) == 2
+    assert "--slice-params: not an option of --policy wfbp" in capsys.readouterr().err
+    assert main(["simulate", "schedule", "--link", "7furlongs"]) == 2
+    assert main(["simulate", "allreduce", "--link", "10Gbps"]) == 2
