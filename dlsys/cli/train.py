@@ -3,6 +3,7 @@
     dlsys train --model mlp --dataset digits --workers 4 --strategy ps-ssp --staleness 2 \\
                 --straggler 3:4 --epochs 10 [--json]
     dlsys train --compress topk --ratio 0.01    (allreduce and ps-*: compressed gradients)
+    dlsys train --strategy ps-bsp --schedule p3 --slice-params 1000   (overlap and scheduling)
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table
 from .compress import add_method_options, compression_from
+from .schedule import add_schedule_options, policy_options
+from .. import schedule
+from ..experiments import schedule as schedule_experiments
 
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
@@ -61,6 +65,10 @@ def add_commands(subparsers) -> None:
     p.add_argument("--compress", metavar="METHOD", choices=list(COMPRESSORS),
                    help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)")
     add_method_options(p)
+    p.add_argument("--schedule", metavar="POLICY", choices=list(schedule.POLICIES),
+                   help=f"overlap backward with communication: {', '.join(schedule.POLICIES)} "
+                        "(allreduce or ps-bsp; options below)")
+    add_schedule_options(p)
     p.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
@@ -104,6 +112,8 @@ def check_ranks(args) -> None:
 
 def cmd_train(args) -> int:
     check_ranks(args)
+    if args.schedule:
+        return train_scheduled(args)
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
                          args.lr, args.momentum, args.seed, args.dtype)
     compression = compression_from(args, args.compress) if args.compress else None
@@ -152,4 +162,36 @@ def cmd_train(args) -> int:
         print(line)
     if args.trace:
         print(f"trace: {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
+
+
+def train_scheduled(args) -> int:
+    """``--schedule``: the same training, its gradients sent by a scheduling policy."""
+    if args.strategy not in ("allreduce", "ps-bsp"):
+        raise ValueError(f"--schedule: needs --strategy allreduce or ps-bsp, got {args.strategy}")
+    for option, value in (("--compress", args.compress), ("--straggler", args.straggler), ("--fail", args.fail),
+                          ("--checkpoint", args.checkpoint), ("--resume", args.resume)):
+        if value:
+            raise ValueError(f"{option}: not modelled together with --schedule")
+    config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
+                         args.lr, args.momentum, args.seed, args.dtype)
+    if config.model != "mlp" or config.dataset != "digits":
+        raise ValueError("--schedule: trains the digits MLP (--model mlp --dataset digits)")
+    record = schedule_experiments.train_schedule(
+        args.schedule, config, args.workers, "ps" if args.strategy == "ps-bsp" else "allreduce", args.link,
+        args.node, args.backend, policy_options(args, args.schedule))
+    result = record.pop("result")
+    if args.trace:
+        result.trace.save_chrome(args.trace)
+    summary = {k: v for k, v in record.items() if k not in ("params", "losses")}
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print_table([
+        ("strategy", f"{args.strategy} on {args.workers} workers, scheduled by {record['describe']}"),
+        ("test accuracy", f"{record['test_accuracy']:.2%}"),
+        ("iteration", f"{format_seconds(record['iteration_s'])} (compute alone {format_seconds(record['compute_s'])})"),
+        ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
+        ("virtual time", f"{format_seconds(record['virtual_time_s'])} ({args.link}, {args.node})"),
+    ] + ([("trace", f"{args.trace} (open in https://ui.perfetto.dev)")] if args.trace else []))
     return 0
