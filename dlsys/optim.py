@@ -25,8 +25,11 @@ def _check_range(name: str, value: float, low: float, high: float = float("inf")
 
 
 class Optimizer:
-    """Shared bookkeeping: the flat buffers, the step counter and the state arrays."""
+    """Shared bookkeeping: the flat buffers, the step counter and the state arrays.
+    Layer-wise methods keep the per-layer trust ratios of their last step in
+    ``trust_ratios`` (for plots; not state: the next step recomputes them)."""
     state_names: tuple[str, ...] = ()
+    trust_ratios: np.ndarray | None = None
 
     def __init__(self, params: np.ndarray, grads: np.ndarray, lr: float | Schedule):
         if params.ndim != 1 or grads.shape != params.shape:
@@ -129,7 +132,8 @@ class LARS(Optimizer):
         return trust_ratio(w_norm, g_norm + self.weight_decay * w_norm, self.eta)
 
     def _update(self, lr):
-        scale = np.repeat(lr * self.local_lr(), self.sizes).astype(self.params.dtype)
+        self.trust_ratios = self.local_lr()
+        scale = np.repeat(lr * self.trust_ratios, self.sizes).astype(self.params.dtype)
         self.velocity *= self.momentum
         self.velocity += scale * (self.grads + self.weight_decay * self.params)
         self.params -= self.velocity
@@ -161,8 +165,8 @@ class LAMB(Optimizer):
         self.v += (1 - b2) * self.grads ** 2
         r = (self.m / (1 - b1 ** t)) / (np.sqrt(self.v / (1 - b2 ** t)) + self.eps)
         u = r + self.weight_decay * self.params
-        ratio = trust_ratio(_layer_norms(self.params, self.offsets), _layer_norms(u, self.offsets))
-        self.params -= np.repeat(lr * ratio, self.sizes).astype(self.params.dtype) * u
+        self.trust_ratios = trust_ratio(_layer_norms(self.params, self.offsets), _layer_norms(u, self.offsets))
+        self.params -= np.repeat(lr * self.trust_ratios, self.sizes).astype(self.params.dtype) * u
 
 
 def scale_lr(base_lr: float, batch_size: int, base_batch_size: int, rule: str = "linear") -> float:
