@@ -2,6 +2,12 @@
 
     dlsys train --model mlp --dataset digits --workers 4 --strategy ps-ssp --staleness 2 \\
                 --straggler 3:4 --epochs 10 [--json]
+    dlsys train --sweep batch [--quick] [--out results/large_batch.json]
+
+``--sweep batch`` runs the large-batch study (dlsys.experiments.large_batch: batch 32 ..
+8,192 under four learning-rate rules, LARS and LAMB, sharp vs flat minima, time to
+accuracy) with a progress bar, writes its cache for the app and the lessons, and prints
+the accuracy table. Its settings are the study's own; the other options do not apply.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import json
 
 from ..comm import BACKENDS
 from ..net import LINK_PRESETS, NODE_PRESETS
-from ..experiments import STRATEGIES, train
+from ..experiments import STRATEGIES, large_batch, train
 from ..train import TrainConfig
 from ..train.common import DATASETS, MODELS
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table
@@ -61,6 +67,10 @@ def add_commands(subparsers) -> None:
     p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
     p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
+    p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
+    p.add_argument("--out", metavar="PATH", help="--sweep: the cache file (default results/large_batch.json; "
+                                                 "with --quick nothing is written unless given)")
     p.set_defaults(func=cmd_train)
 
 
@@ -95,7 +105,30 @@ def check_ranks(args) -> None:
                              f"(--workers {args.workers}), got {value[0]}")
 
 
+def cmd_sweep(args) -> int:
+    """The large-batch study, run cold, cached, and summarized as accuracy per batch and rule."""
+    study = large_batch.QUICK if args.quick else large_batch.Study()
+    out = args.out or (None if args.quick else large_batch.CACHE_PATH)
+    record = large_batch.large_batch_study(study, out, progress=True, refresh=True, backend=args.backend)
+    sweep = record["sweep"]
+    batches = sorted({r["batch"] for r in sweep})
+    accuracy = {(r["rule"], r["batch"]): r["test_accuracy"] for r in sweep}
+    print_table([(rule, "  ".join(f"{accuracy[rule, b]:6.1%}" for b in batches)) for rule in large_batch.RULES],
+                "test accuracy at global batch " + "  ".join(f"{b:>6}" for b in batches))
+    print_table([(f"{r['optimizer']} at {r['batch']}", f"{r['test_accuracy']:.1%}") for r in record["optimizers"]],
+                "large-batch optimizers")
+    shape = record["landscape"]
+    print_table([(shape[w], f"{shape['sharpness'][w]:.3g}") for w in ("small", "large")], "sharpness")
+    if out:
+        print(f"cached: {out}")
+    return 0
+
+
 def cmd_train(args) -> int:
+    if args.sweep:
+        return cmd_sweep(args)
+    if args.quick or args.out:
+        raise ValueError("--quick and --out apply to --sweep batch only")
     check_ranks(args)
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
                          args.lr, args.momentum, args.seed, args.dtype)

@@ -65,6 +65,10 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("ring_memory_traffic",
              "memory traffic of the ring all-reduce, copied vs lent sends, and the bandwidth bound it implies",
              "dlsys/datapath.py", 10, "lessons/07_real_bytes.py"),
+    Exercise("lars_local_lr", "LARS's layer-wise rate eta ||w|| / (||g|| + beta ||w||), guarded for zero norms",
+             "dlsys/optim.py", 10, "lessons/09_large_batches.py"),
+    Exercise("goyal_schedule", "Goyal et al.'s gradual warm-up and step decay",
+             "dlsys/optim.py", 10, "lessons/09_large_batches.py"),
 )
 
 

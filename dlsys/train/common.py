@@ -109,12 +109,19 @@ def build_model(config: TrainConfig) -> nn.Sequential:
     return nn.mlp([INPUT_FEATURES[config.dataset], *config.hidden, 10], seed=config.seed, dtype=dtype)
 
 
+def lr_schedule(config: TrainConfig, per_epoch: int) -> float | optim.Schedule:
+    """``config.lr``, or with warm-up the schedule step -> ``optim.warmup_lr`` over
+    ``config.warmup_epochs * per_epoch`` steps."""
+    warmup_steps = config.warmup_epochs * per_epoch
+    if not warmup_steps:
+        return config.lr
+    return lambda step: optim.warmup_lr(step, warmup_steps, config.warmup_start_lr, config.lr)
+
+
 def build_optimizer(config: TrainConfig, model: nn.Sequential, per_epoch: int) -> optim.Optimizer:
     """``config.optimizer`` over the model's flat buffers; LARS and LAMB adapt per
-    parameter tensor (``model.param_slices()``). The rate follows the warm-up schedule."""
-    warmup_steps = config.warmup_epochs * per_epoch
-    lr = (lambda step: optim.warmup_lr(step, warmup_steps, config.warmup_start_lr, config.lr)) if warmup_steps \
-        else config.lr
+    parameter tensor (``model.param_slices()``). The rate follows ``lr_schedule``."""
+    lr = lr_schedule(config, per_epoch)
     if config.optimizer == "lars":
         return optim.LARS(model.params, model.grads, lr, model.param_slices(), config.momentum,
                           config.weight_decay, config.trust_coefficient)
