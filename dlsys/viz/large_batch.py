@@ -119,12 +119,15 @@ def time_to_accuracy(rows: list[dict], target: float, title: str | None = None) 
 
 
 def accuracy_curves(rows: list[dict], name_key: str, title: str = "Test accuracy during training") -> go.Figure:
-    """Test accuracy against epochs for each row of the study (``name_key``: "rule" or "optimizer")."""
+    """Test accuracy against epochs for each row of the study (``name_key``: "rule" or
+    "optimizer"); the largest batch solid, smaller ones dotted."""
     fig = make_subplots()
+    largest = max(r["batch"] for r in rows)
     for r in rows:
         name = f"{r[name_key]}, batch {r['batch']}"
         fig.add_trace(go.Scatter(x=[c["epoch"] for c in r["curve"]], y=[c["test_accuracy"] for c in r["curve"]],
-                                 name=name, mode="lines+markers", line=dict(color=COLOURS.get(r[name_key]))))
+                                 name=name, mode="lines+markers",
+                                 line=dict(color=COLOURS.get(r[name_key]), dash=None if r["batch"] == largest else "dot")))
     fig.update_layout(title=title, xaxis_title="epoch", yaxis_title="test accuracy", yaxis_tickformat=".0%",
                       height=HEIGHT)
     return fig
