@@ -2,6 +2,7 @@
 real runs, the loss landscape, the study (quick runs and the committed cache: its claims
 and that a rerun reproduces it), its figures, and bad input."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -221,3 +222,20 @@ def test_cli_sweep_quick_prints_the_table_and_rejects_misplaced_options(capsys, 
     assert lb.load_study(lb.QUICK, tmp_path / "q.json") is not None
     assert main(["train", "--quick"]) == 2
     assert "--quick and --out apply to --sweep batch only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--trust-coefficient", "-0.001"], "--trust-coefficient"),
+    (["--warmup-epochs", "3", "--epochs", "2"], "--warmup-epochs must be an integer in 0..2"),
+    (["--optimizer", "adam"], "--optimizer"),
+])
+def test_cli_rejects_bad_large_batch_options_by_name(argv, message, capsys):
+    assert main(["train", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_trains_with_lars_and_warmup(capsys):
+    assert main(["train", "--optimizer", "lars", "--lr", "2", "--warmup-epochs", "1", "--epochs", "2",
+                 "--workers", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["optimizer"] == "lars" and out["warmup_epochs"] == 1 and out["test_accuracy"] > 0.5

@@ -19,7 +19,7 @@ from ..comm import BACKENDS
 from ..net import LINK_PRESETS, NODE_PRESETS
 from ..experiments import STRATEGIES, large_batch, train
 from ..train import TrainConfig
-from ..train.common import DATASETS, MODELS
+from ..train.common import DATASETS, MODELS, OPTIMIZERS
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table
 
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
@@ -44,6 +44,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--lr", action=Checked, check=number(0, low_open=True), default=0.1,
                    help="learning rate for the global batch (default 0.1)")
     p.add_argument("--momentum", action=Checked, check=number(0, 1), default=0.9)
+    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="allreduce: sgd, lars or lamb (default sgd)")
+    p.add_argument("--weight-decay", action=Checked, check=number(0), default=0.0)
+    p.add_argument("--trust-coefficient", action=Checked, check=number(0, low_open=True), default=0.001,
+                   help="LARS's eta (default 0.001, You et al. 2017)")
+    p.add_argument("--warmup-epochs", action=Checked, check=integer(0, MAX_EPOCHS), default=0,
+                   help="allreduce: gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)")
+    p.add_argument("--warmup-start-lr", action=Checked, check=number(0), default=0.0)
     p.add_argument("--staleness", action=Checked, check=integer(0, MAX_EPOCHS), default=2,
                    help="SSP bound s in clocks (ps-ssp; default 2)")
     p.add_argument("--straggler", action=Checked, metavar="WORKER:FACTOR",
@@ -130,8 +137,11 @@ def cmd_train(args) -> int:
     if args.quick or args.out:
         raise ValueError("--quick and --out apply to --sweep batch only")
     check_ranks(args)
+    if args.warmup_epochs > args.epochs:
+        raise ValueError(f"--warmup-epochs must be an integer in 0..{args.epochs} (--epochs), got {args.warmup_epochs}")
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
-                         args.lr, args.momentum, args.seed, args.dtype)
+                         args.lr, args.momentum, args.seed, args.dtype, args.optimizer, args.weight_decay,
+                         args.trust_coefficient, args.warmup_epochs, args.warmup_start_lr)
     record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
                    node=args.node, straggler=args.straggler, staleness=args.staleness,
                    period=args.period, micro_batches=args.micro_batches, servers=args.servers,
