@@ -27,7 +27,8 @@ REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 
 # fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
 # (tests/test_browser.py checks that no request leaves the machine).
 ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
-         "performance": "⏱️", "compression": "🗜️"}
+         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️"}
+RULES = experiments.RULES
 
 
 def chart(fig: go.Figure, key: str) -> None:
@@ -114,6 +115,19 @@ def training(strategy: str, epochs: int, link: str, straggler_factor: float = 1.
     record = experiments.train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), TRAIN_WORKERS,
                                link=link, straggler=straggler, **options)
     return {k: v for k, v in experiments.without_values(record).items() if k != "params"}
+
+
+@st.cache_data(max_entries=1, show_spinner="reading the large-batch study...")
+def large_batch_study() -> dict | None:
+    """The default large-batch study from its cache (results/large_batch.json), None if
+    missing or stale: real training takes minutes, so the page never starts it."""
+    return experiments.load_study()
+
+
+@st.cache_data(max_entries=16)
+def lr_schedules(batch: int) -> list:
+    """experiments.lr_schedules of the default study at global ``batch``."""
+    return experiments.lr_schedules(experiments.Study(), batch)
 
 
 @st.cache_data(max_entries=32, show_spinner="running real rank processes...")

@@ -25,7 +25,8 @@ PAGES = {
         st.Page("views/ps_vs_ring.py", title="PS vs ring", icon=ICONS["ps_vs_ring"]),
     ],
     "Training": [st.Page("views/training.py", title="Distributed training", icon=ICONS["training"]),
-                 st.Page("views/compression.py", title="Gradient compression", icon=ICONS["compression"])],
+                 st.Page("views/compression.py", title="Gradient compression", icon=ICONS["compression"]),
+                 st.Page("views/large_batches.py", title="Large batches", icon=ICONS["large_batches"])],
     "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=ICONS["performance"])],
 }
 

@@ -25,8 +25,11 @@ def _check_range(name: str, value: float, low: float, high: float = float("inf")
 
 
 class Optimizer:
-    """Shared bookkeeping: the flat buffers, the step counter and the state arrays."""
+    """Shared bookkeeping: the flat buffers, the step counter and the state arrays.
+    Layer-wise methods keep the per-layer trust ratios of their last step in
+    ``trust_ratios`` (for plots; not state: the next step recomputes them)."""
     state_names: tuple[str, ...] = ()
+    trust_ratios: np.ndarray | None = None
 
     def __init__(self, params: np.ndarray, grads: np.ndarray, lr: float | Schedule):
         if params.ndim != 1 or grads.shape != params.shape:
@@ -101,9 +104,13 @@ def _layer_norms(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def trust_ratio(w_norm: np.ndarray, update_norm: np.ndarray, eta: float = 1.0) -> np.ndarray:
-    """eta * ||w|| / ||update|| per layer, and 1 where either norm is 0 (as in TF's LARS)."""
+    """eta * ||w|| / ||update|| per layer, and 1 where either norm is 0 (as in TF's LARS):
+    the guard that keeps a zero-initialised layer (a bias) or a layer without gradient
+    from dividing by zero or freezing at a zero rate. Exercise ``lars_local_lr``."""
+    # BEGIN SOLUTION lars_local_lr
     safe = (w_norm > 0) & (update_norm > 0)
     return np.where(safe, eta * w_norm / np.where(safe, update_norm, 1.0), 1.0)
+    # END SOLUTION
 
 
 class LARS(Optimizer):
@@ -123,13 +130,18 @@ class LARS(Optimizer):
         self.momentum, self.weight_decay, self.eta = momentum, weight_decay, trust_coefficient
 
     def local_lr(self) -> np.ndarray:
-        """The trust ratio of every layer for the current params and grads."""
+        """The trust ratio of every layer for the current params and grads:
+        eta ||w_l|| / (||g_l|| + beta ||w_l||), guarded by ``trust_ratio``. Exercise
+        ``lars_local_lr`` (``_layer_norms(x, self.offsets)`` gives every layer's ||x||)."""
+        # BEGIN SOLUTION lars_local_lr
         w_norm = _layer_norms(self.params, self.offsets)
         g_norm = _layer_norms(self.grads, self.offsets)
         return trust_ratio(w_norm, g_norm + self.weight_decay * w_norm, self.eta)
+        # END SOLUTION
 
     def _update(self, lr):
-        scale = np.repeat(lr * self.local_lr(), self.sizes).astype(self.params.dtype)
+        self.trust_ratios = self.local_lr()
+        scale = np.repeat(lr * self.trust_ratios, self.sizes).astype(self.params.dtype)
         self.velocity *= self.momentum
         self.velocity += scale * (self.grads + self.weight_decay * self.params)
         self.params -= self.velocity
@@ -161,8 +173,8 @@ class LAMB(Optimizer):
         self.v += (1 - b2) * self.grads ** 2
         r = (self.m / (1 - b1 ** t)) / (np.sqrt(self.v / (1 - b2 ** t)) + self.eps)
         u = r + self.weight_decay * self.params
-        ratio = trust_ratio(_layer_norms(self.params, self.offsets), _layer_norms(u, self.offsets))
-        self.params -= np.repeat(lr * ratio, self.sizes).astype(self.params.dtype) * u
+        self.trust_ratios = trust_ratio(_layer_norms(self.params, self.offsets), _layer_norms(u, self.offsets))
+        self.params -= np.repeat(lr * self.trust_ratios, self.sizes).astype(self.params.dtype) * u
 
 
 def scale_lr(base_lr: float, batch_size: int, base_batch_size: int, rule: str = "linear") -> float:
@@ -176,20 +188,28 @@ def scale_lr(base_lr: float, batch_size: int, base_batch_size: int, rule: str = 
 
 def warmup_lr(step: int, warmup_steps: int, start_lr: float, target_lr: float) -> float:
     """Gradual warm-up (Goyal et al. 2017): linear from start_lr at step 0 to target_lr at
-    step warmup_steps, then constant target_lr."""
+    step warmup_steps, then constant target_lr. Exercise ``goyal_schedule``."""
+    # BEGIN SOLUTION goyal_schedule
     if step >= warmup_steps:
         return target_lr
     return start_lr + (target_lr - start_lr) * step / warmup_steps
+    # END SOLUTION
 
 
 def step_decay_lr(step: int, lr: float, milestones: Sequence[int], gamma: float = 0.1) -> float:
-    """lr * gamma^(number of milestones <= step), e.g. divide by 10 at epochs 30, 60, 80."""
+    """lr * gamma^(number of milestones <= step), e.g. divide by 10 at epochs 30, 60, 80.
+    Exercise ``goyal_schedule``."""
+    # BEGIN SOLUTION goyal_schedule
     return lr * gamma ** sum(step >= m for m in milestones)
+    # END SOLUTION
 
 
 def goyal_schedule(base_lr: float, k: float, warmup_steps: int, milestones: Sequence[int] = (),
                    gamma: float = 0.1) -> Schedule:
     """Goyal et al. 2017's recipe for k times more workers (k times the batch): warm up
-    linearly from base_lr to k * base_lr over warmup_steps, then step decay."""
+    linearly from base_lr to k * base_lr over warmup_steps, then step decay. Exercise
+    ``goyal_schedule``."""
+    # BEGIN SOLUTION goyal_schedule
     return lambda step: step_decay_lr(step, warmup_lr(step, warmup_steps, base_lr, k * base_lr),
                                       milestones, gamma)
+    # END SOLUTION

@@ -10,13 +10,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dlsys import experiments as E
+from dlsys.experiments import large_batch
 from dlsys.collectives import ALGORITHMS, closed_form
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
-         "views/compression.py", "views/performance.py"]
+         "views/compression.py", "views/large_batches.py", "views/performance.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -40,6 +41,23 @@ def charts(at: AppTest) -> int:
 
 
 # --- pages --------------------------------------------------------------------------------
+
+def test_large_batches_page_renders_from_the_cache_without_training(monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("the page must read results/large_batch.json, not train")
+    monkeypatch.setattr(large_batch, "run_study", no_training)
+    monkeypatch.setattr(large_batch, "train", no_training)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    ok(at.switch_page("views/large_batches.py").run())
+    assert charts(at) == 2 and len(at.metric) == 4
+    at.select_slider(key="lb_sched_batch").set_value(32)
+    at.session_state["lb_view"] = "LARS and LAMB"
+    ok(at.run())
+    at.radio(key="lb_layers_opt").set_value("lamb")
+    ok(at.run())
+    assert charts(at) == 3
+
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_with_defaults(page):
@@ -106,6 +124,7 @@ def test_collectives_page_every_algorithm(ranks, size):
     ("views/ps_vs_ring.py", "ps_view", ["Bytes per rank", "Against workers", "Downloads"]),
     ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),
     ("views/compression.py", "cmp_view", ["Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"]),
+    ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
@@ -114,7 +133,8 @@ def test_every_tab_runs(page, key, tabs):
         ok(at.run())
         if tab == "Downloads":
             assert len(at.get("download_button")) >= 4
-        elif page != "views/training.py":  # the training tabs draw several charts
+        elif page not in ("views/training.py", "views/large_batches.py") or tab in (
+                "Sharp vs flat minima", "Time to accuracy"):  # the others draw several charts
             assert charts(at) == 1, tab
         else:
             assert charts(at) >= 2, tab

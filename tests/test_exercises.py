@@ -281,3 +281,32 @@ def test_cli_lists_releases_and_grades(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("--- FAILED tests/exercises/test_token_ring.py::") == 5 and out.count("= FAILURES =") == 5
     assert "Traceback" in out and "Warning" not in out
+
+
+# Plausible wrong optim.py solutions (edits of the reference): LARS without the guard for
+# zero norms, LARS without the weight-decay term, a warm-up off by one (it counts from
+# step 1, so it reaches the target a step, in Goyal's per-epoch schedule an epoch, early).
+OPTIM_MISTAKES = {
+    "no_zero_norm_guard": ("lars_local_lr", "    safe = (w_norm > 0) & (update_norm > 0)\n"
+                           "    return np.where(safe, eta * w_norm / np.where(safe, update_norm, 1.0), 1.0)",
+                           "    return eta * w_norm / update_norm",
+                           {"test_two_layers_by_hand", "test_the_weight_decay_term", "test_trust_ratio_scales_with_eta",
+                            "test_steps_match_an_independent_numpy_lars"}),
+    "no_weight_decay_term": ("lars_local_lr", "g_norm + self.weight_decay * w_norm, self.eta", "g_norm, self.eta",
+                             {"test_two_layers_by_hand", "test_zero_norm_layers_get_ratio_one",
+                              "test_trust_ratio_scales_with_eta"}),
+    "warmup_off_by_one": ("goyal_schedule", "(target_lr - start_lr) * step / warmup_steps",
+                          "(target_lr - start_lr) * (step + 1) / warmup_steps",
+                          {"test_step_decay_alone", "test_schedule_depends_on_the_step_only"}),
+}
+
+
+@pytest.mark.parametrize("mistake", OPTIM_MISTAKES)
+def test_lars_and_warmup_mistakes_get_partial_credit(tmp_path, mistake):
+    exercise, reference, wrong, expected_passed = OPTIM_MISTAKES[mistake]
+    source = (REPO_ROOT / get(exercise).file).read_text()
+    assert source.count(reference) == 1
+    (tmp_path / "optim.py").write_text(source.replace(reference, wrong))
+    results = grade(tmp_path, [exercise])
+    assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
+    assert 0 < sum(r.score for r in results) < get(exercise).points

@@ -21,7 +21,8 @@ CONCEPTS = [
     ("Overlap", "WFBP", "planned"), ("Overlap", "P3, ByteScheduler", "planned"), ("Overlap", "gradient fusion", "planned"),
     ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "planned"),
     ("IO", "zero copy, memory bandwidth", "app"), ("IO", "prefetching", "planned"),
-    ("Large batch", "linear scaling, warm-up", "lesson"), ("Large batch", "LARS, LAMB", "planned"),
+    ("Large batch", "linear scaling, warm-up", "app"), ("Large batch", "LARS, LAMB", "app"),
+    ("Large batch", "sharp vs flat minima", "app"),
     ("TaihuLight case study", "PS vs ring on Caffe", "app"),
     ("Beyond speed", "fault tolerance, consistency", "lesson"),
 ]
@@ -50,6 +51,9 @@ PAGE_LINKS = [
     ("views/compression.py", "Gradient compression", shared.ICONS["compression"],
      "Ten compressors on a real gradient: what they keep, the residual error feedback carries, honest bytes on the "
      "wire, accuracy against bytes, and when compressing costs more time than it saves."),
+    ("views/large_batches.py", "Large batches", shared.ICONS["large_batches"],
+     "Batch 32 to 8,192 under fixed, square-root and linear learning rates with warm-up; LARS and LAMB; per-layer "
+     "trust ratios; sharp against flat minima; time to accuracy against workers."),
     ("views/performance.py", "Real bytes and scale", shared.ICONS["performance"],
      "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
      "against memcpy, and how far the emulator scales."),

@@ -23,28 +23,33 @@ from ..train import Compression
 from ..viz.units import format_bytes, format_seconds
 from .common import Checked, integer, number, print_table
 
-# option name -> (argparse flags, checker, help); passed to the method only when given
+# the method's option name -> (flag, checker, help); passed to the method only when given.
+# The flags' dests are "compress_<name>" (``dlsys train`` has a --warmup-epochs of its own).
 METHOD_OPTIONS = {
     "ratio": ("--ratio", number(0, 1, low_open=True), "fraction of entries kept, in (0, 1] (top-k, random-k, dropping, DGC)"),
     "bits": ("--bits", integer(2, 8), "QSGD bits per entry: 2, 4 or 8"),
     "bucket": ("--bucket", integer(1, 2**24), "QSGD bucket size (entries per norm)"),
     "clip": ("--clip", number(0, low_open=True), "TernGrad: clip at CLIP standard deviations (paper: 2.5)"),
     "sample": ("--sample", number(0, 1, low_open=True), "dropping/DGC: fraction sampled for the threshold"),
-    "warmup_epochs": ("--warmup-epochs", integer(0, 10_000), "DGC: epochs of sparsity warm-up (paper: 4)"),
+    "warmup_epochs": ("--sparsity-warmup", integer(0, 10_000), "DGC: epochs of sparsity warm-up (paper: 4)"),
 }
 
 
 def add_method_options(p) -> None:
     """The method options, shared with ``dlsys train --compress``."""
     for name, (flag, check, text) in METHOD_OPTIONS.items():
-        p.add_argument(flag, dest=name, action=Checked, check=check, help=text)
+        p.add_argument(flag, dest=f"compress_{name}", action=Checked, check=check, help=text)
     p.add_argument("--memory", choices=list(MEMORIES), help="error feedback (default: the method's paper's)")
+
+
+def method_options_given(args) -> dict:
+    return {name: getattr(args, f"compress_{name}") for name in METHOD_OPTIONS
+            if getattr(args, f"compress_{name}") is not None}
 
 
 def compression_from(args, method: str) -> Compression:
     """The checked Compression the options describe (an option the method lacks is an error)."""
-    options = tuple((name, getattr(args, name)) for name in METHOD_OPTIONS if getattr(args, name) is not None)
-    return Compression(method, options, args.memory)
+    return Compression(method, tuple(method_options_given(args).items()), args.memory)
 
 
 def add_commands(subparsers) -> None:

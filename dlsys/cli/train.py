@@ -4,6 +4,12 @@
                 --straggler 3:4 --epochs 10 [--json]
     dlsys train --compress topk --ratio 0.01    (allreduce and ps-*: compressed gradients)
     dlsys train --strategy ps-bsp --schedule p3 --slice-params 1000   (overlap and scheduling)
+    dlsys train --sweep batch [--quick] [--out results/large_batch.json]
+
+``--sweep batch`` runs the large-batch study (dlsys.experiments.large_batch: batch 32 ..
+8,192 under four learning-rate rules, LARS and LAMB, sharp vs flat minima, time to
+accuracy) with a progress bar, writes its cache for the app and the lessons, and prints
+the accuracy table. Its settings are the study's own; the other options do not apply.
 """
 
 from __future__ import annotations
@@ -13,13 +19,13 @@ import json
 
 from ..comm import BACKENDS
 from ..net import LINK_PRESETS, NODE_PRESETS
-from ..experiments import STRATEGIES, train
+from ..experiments import STRATEGIES, large_batch, train
 from ..train import TrainConfig
-from ..train.common import DATASETS, MODELS
+from ..train.common import DATASETS, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table
-from .compress import add_method_options, compression_from
+from .compress import add_method_options, compression_from, method_options_given
 from .schedule import add_schedule_options, policy_options
 from .. import schedule
 from ..experiments import schedule as schedule_experiments
@@ -46,6 +52,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--lr", action=Checked, check=number(0, low_open=True), default=0.1,
                    help="learning rate for the global batch (default 0.1)")
     p.add_argument("--momentum", action=Checked, check=number(0, 1), default=0.9)
+    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="allreduce: sgd, lars or lamb (default sgd)")
+    p.add_argument("--weight-decay", action=Checked, check=number(0), default=0.0)
+    p.add_argument("--trust-coefficient", action=Checked, check=number(0, low_open=True), default=0.001,
+                   help="LARS's eta (default 0.001, You et al. 2017)")
+    p.add_argument("--warmup-epochs", action=Checked, check=integer(0, MAX_EPOCHS), default=0,
+                   help="allreduce: gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)")
+    p.add_argument("--warmup-start-lr", action=Checked, check=number(0), default=0.0)
     p.add_argument("--staleness", action=Checked, check=integer(0, MAX_EPOCHS), default=2,
                    help="SSP bound s in clocks (ps-ssp; default 2)")
     p.add_argument("--straggler", action=Checked, metavar="WORKER:FACTOR",
@@ -76,6 +89,10 @@ def add_commands(subparsers) -> None:
     p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
     p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
+    p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
+    p.add_argument("--out", metavar="PATH", help="--sweep: the cache file (default results/large_batch.json; "
+                                                 "with --quick nothing is written unless given)")
     p.set_defaults(func=cmd_train)
 
 
@@ -110,15 +127,40 @@ def check_ranks(args) -> None:
                              f"(--workers {args.workers}), got {value[0]}")
 
 
+def cmd_sweep(args) -> int:
+    """The large-batch study, run cold, cached, and summarized as accuracy per batch and rule."""
+    study = large_batch.QUICK if args.quick else large_batch.Study()
+    out = args.out or (None if args.quick else large_batch.CACHE_PATH)
+    record = large_batch.large_batch_study(study, out, progress=True, refresh=True, backend=args.backend)
+    sweep = record["sweep"]
+    batches = sorted({r["batch"] for r in sweep})
+    accuracy = {(r["rule"], r["batch"]): r["test_accuracy"] for r in sweep}
+    print_table([(rule, "  ".join(f"{accuracy[rule, b]:6.1%}" for b in batches)) for rule in large_batch.RULES],
+                "test accuracy at global batch " + "  ".join(f"{b:>6}" for b in batches))
+    print_table([(f"{r['optimizer']} at {r['batch']}", f"{r['test_accuracy']:.1%}") for r in record["optimizers"]],
+                "large-batch optimizers")
+    shape = record["landscape"]
+    print_table([(shape[w], f"{shape['sharpness'][w]:.3g}") for w in ("small", "large")], "sharpness")
+    if out:
+        print(f"cached: {out}")
+    return 0
+
+
 def cmd_train(args) -> int:
+    if args.sweep:
+        return cmd_sweep(args)
+    if args.quick or args.out:
+        raise ValueError("--quick and --out apply to --sweep batch only")
     check_ranks(args)
     if args.schedule:
         return train_scheduled(args)
+    if args.warmup_epochs > args.epochs:
+        raise ValueError(f"--warmup-epochs must be an integer in 0..{args.epochs} (--epochs), got {args.warmup_epochs}")
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
-                         args.lr, args.momentum, args.seed, args.dtype)
+                         args.lr, args.momentum, args.seed, args.dtype, args.optimizer, args.weight_decay,
+                         args.trust_coefficient, args.warmup_epochs, args.warmup_start_lr)
     compression = compression_from(args, args.compress) if args.compress else None
-    if compression is None and any(getattr(args, name) is not None for name in ("ratio", "bits", "bucket", "clip",
-                                                                                  "sample", "warmup_epochs", "memory")):
+    if compression is None and (method_options_given(args) or args.memory):
         raise ValueError("the compression options (--ratio, --bits, ...) need --compress METHOD")
     record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
                    node=args.node, straggler=args.straggler, staleness=args.staleness,

@@ -84,6 +84,10 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("topk_error_feedback", "top-k sparsification with int32 indices, and error feedback that loses nothing",
              "dlsys/compress/topk.py", 15, "lessons/08_gradient_compression.py",
              other_files=("dlsys/compress/base.py",)),
+    Exercise("lars_local_lr", "LARS's layer-wise rate eta ||w|| / (||g|| + beta ||w||), guarded for zero norms",
+             "dlsys/optim.py", 10, "lessons/09_large_batches.py"),
+    Exercise("goyal_schedule", "Goyal et al.'s gradual warm-up and step decay",
+             "dlsys/optim.py", 10, "lessons/09_large_batches.py"),
 )
 
 

@@ -7,13 +7,15 @@ Topics, one module each: ``budget`` (real buffers standing for any logical size 
 memory budget: every experiment sizes its buffers there), ``collectives`` (one collective, checked and timed; the ring step
 by step), ``costs`` (closed forms, emulated costs, crossovers), ``ps_vs_ring`` (a parameter
 server beside ring all-reduce), ``training`` (a model trained under a distributed
-strategy), ``records`` (CSV, cacheable records).
+strategy), ``large_batch`` (batch sweeps, scaling rules, warm-up, LARS/LAMB, sharp
+minima, time to accuracy; cached), ``records`` (CSV, cacheable records).
 """
 
 from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
 from .collectives import (DTYPES, collective_plan, collective_program, expected_values, plan_record,
                           ring_allreduce_steps, simulate_collective)
 from .costs import ALLREDUCE_ALGORITHMS, allreduce_costs, crossovers, emulated_allreduce_costs, link_table
+from .large_batch import QUICK, RULES, Study, large_batch_study, largest_good_batch, load_study, lr_schedules
 from .ps_vs_ring import ps_closed_form_s, ps_vs_ring, ps_vs_ring_scaling, simulate_ps
 from .records import to_csv, without_values
 from .training import STRATEGIES, train
@@ -22,4 +24,5 @@ __all__ = ["DEFAULT_MAX_MEMORY_BYTES", "BufferPlan", "plan_buffers", "DTYPES", "
            "collective_program", "expected_values", "plan_record",
            "ring_allreduce_steps", "simulate_collective", "ALLREDUCE_ALGORITHMS", "allreduce_costs",
            "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s",
-           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", "STRATEGIES", "train"]
+           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", "STRATEGIES", "train",
+           "QUICK", "RULES", "Study", "large_batch_study", "largest_good_batch", "load_study", "lr_schedules"]

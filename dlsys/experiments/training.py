@@ -24,6 +24,7 @@ from ..comm import MAX_THREAD_RANKS, launch
 from ..net import get_node
 from ..ps import ps_program
 from ..compress import COMPRESSORS
+from ..train.common import INPUT_FEATURES
 from ..train import (Compression, TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
                      split_stages, steps_per_epoch)
 from ..viz.units import format_bytes
@@ -37,7 +38,8 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
           straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
           micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
           checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
-          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, compression: Compression | None = None) -> dict:
+          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, evals_per_epoch: int = 1,
+          record_layers: bool = False, compression: Compression | None = None) -> dict:
     """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
 
     ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
@@ -45,8 +47,10 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
     crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
     a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
-    ``progress`` shows a progress bar on a terminal. ``compression`` (allreduce and the
-    parameter server) compresses the gradients (``dlsys.train.Compression``). Every rank holds about 4 copies of the
+    ``progress`` shows a progress bar on a terminal. ``evals_per_epoch`` and
+    ``record_layers`` (per-tensor norms and trust ratios) apply to allreduce. ``compression``
+    (allreduce and the parameter server) compresses the gradients
+    (``dlsys.train.Compression``). Every rank holds about 4 copies of the
     model (weights, gradients, momentum, a message); a model and world that need more than
     ``max_memory_bytes`` together are refused before any rank starts.
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
@@ -63,6 +67,10 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     check_int("staleness", staleness, 0)
     check_int("period", period, 1)
     check_int("micro_batches", micro_batches, 1, workers * config.batch_size)
+    check_int("evals_per_epoch", evals_per_epoch, 1)
+    if (evals_per_epoch > 1 or record_layers or config.optimizer != "sgd" or config.warmup_epochs) \
+            and strategy != "allreduce":
+        raise ValueError("evals_per_epoch, record_layers, optimizer and warm-up are modelled for the allreduce strategy")
     ranks = (servers if is_ps else 0) + workers
     model_nbytes = mlp_params(config) * np.dtype(config.dtype).itemsize if config.model == "mlp" else 0
     if 4 * model_nbytes * ranks > max_memory_bytes:
@@ -91,7 +99,9 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
         nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
 
     if strategy == "allreduce":
-        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume, "compression": compression}
+        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume,
+                                              "evals_per_epoch": evals_per_epoch, "record_layers": record_layers,
+                                              "compression": compression}
     elif strategy == "local-sgd":
         program, kwargs = local_sgd_program, {"period": period}
     elif strategy == "model-parallel":
@@ -104,6 +114,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
                     args=(config,), kwargs={**kwargs, "progress": progress}, timeout_s=timeout_s)
     values = result.values
     record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
+    record.setdefault("layers", [])
     record["workers"] = workers
     record["losses"] = [row for v in values for row in v.get("losses", [])]
     record["accuracy_curve"] = values[first_worker].get("accuracy_curve", values[0].get("accuracy_curve", []))
@@ -136,9 +147,9 @@ def compression_record(result, compression: Compression, worker: dict, steps: fl
 
 
 def mlp_params(config: TrainConfig) -> int:
-    """Parameters of the MLP ``config`` describes (``nn.mlp``: 64 inputs, the hidden
-    widths, 10 classes; weights and biases), counted without building it."""
-    widths = [64, *config.hidden, 10]
+    """Parameters of the MLP ``config`` describes (``nn.mlp``: the data set's inputs, the
+    hidden widths, 10 classes; weights and biases), counted without building it."""
+    widths = [INPUT_FEATURES[config.dataset], *config.hidden, 10]
     return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
 
 

@@ -108,7 +108,7 @@ def _compute(comm, job: Job, w: int):
                                    job.config.lr, job.config.momentum) for i, l in enumerate(layers) if l.params}
     task = task_of(job.config) if real else None
     with_params = [i for i, l in enumerate(layers) if l.params]
-    backward_ends, losses = [], []
+    backward_ends, losses, local_grads = [], [], None
 
     def update(i):
         arr = comm.wait_signal(take_from, TAG_PARAMS + i, f"wait for {layers[i].name}")

@@ -14,10 +14,12 @@ from functools import lru_cache
 import numpy as np
 from tqdm import tqdm
 
-from .. import compress, data, nn
+from .. import compress, data, nn, optim
 
 MODELS = ("mlp", "cnn")
-DATASETS = ("digits", "synthetic")
+DATASETS = ("digits", "synthetic", "digits-aug")
+INPUT_FEATURES = {"digits": 64, "synthetic": 64, "digits-aug": 256}
+OPTIMIZERS = ("sgd", "lars", "lamb")
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
@@ -26,7 +28,10 @@ class TrainConfig:
     """The learning problem, the same for every strategy.
 
     ``batch_size`` is per worker; ``lr`` is applied to the mean gradient of the global
-    batch (workers * batch_size samples), SGD with ``momentum``."""
+    batch (workers * batch_size samples) by ``optimizer`` (SGD with ``momentum``, LARS with
+    ``momentum`` and ``trust_coefficient``, or LAMB) with ``weight_decay``. Gradual warm-up
+    (Goyal et al. 2017) raises the rate linearly from ``warmup_start_lr`` at step 0 to
+    ``lr`` after ``warmup_epochs`` epochs (``optim.warmup_lr``)."""
     model: str = "mlp"
     hidden: tuple[int, ...] = (64, 64)
     dataset: str = "digits"
@@ -36,9 +41,15 @@ class TrainConfig:
     momentum: float = 0.9
     seed: int = 0
     dtype: str = "float32"
+    optimizer: str = "sgd"
+    weight_decay: float = 0.0
+    trust_coefficient: float = 0.001
+    warmup_epochs: int = 0
+    warmup_start_lr: float = 0.0
 
     def __post_init__(self):
-        for name, choices in (("model", MODELS), ("dataset", DATASETS), ("dtype", DTYPES)):
+        for name, choices in (("model", MODELS), ("dataset", DATASETS), ("dtype", DTYPES),
+                              ("optimizer", OPTIMIZERS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if self.model == "cnn" and self.dataset != "digits":
@@ -50,6 +61,15 @@ class TrainConfig:
             raise ValueError(f"hidden must list positive layer widths, got {self.hidden!r}")
         if not self.lr > 0 or not 0 <= self.momentum < 1:
             raise ValueError(f"need lr > 0 and momentum in [0, 1), got lr={self.lr!r}, momentum={self.momentum!r}")
+        if not (isinstance(self.warmup_epochs, int) and 0 <= self.warmup_epochs <= self.epochs):
+            raise ValueError(f"warmup_epochs must be an integer in 0..epochs ({self.epochs}): the warm-up cannot "
+                             f"be longer than training, got {self.warmup_epochs!r}")
+        for name in ("weight_decay", "warmup_start_lr"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not self.trust_coefficient > 0:
+            raise ValueError(f"trust_coefficient must be > 0 (LARS's eta, 0.001 in You et al. 2017), "
+                             f"got {self.trust_coefficient!r}")
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,10 @@ class Task:
 def load_task(dataset: str = "digits", image: bool = False, seed: int = 0) -> Task:
     """Stratified 75/25 split, pixels z-scored with the training set's statistics:
     x <- (x - mean) / (std + 0.1) (the 0.1 keeps always-blank pixels finite)."""
+    if dataset == "digits-aug":
+        X_train, X_test, y_train, y_test = data.augmented_digits(seed=seed)
+        mean, std = X_train.mean(axis=0), X_train.std(axis=0) + 0.1
+        return Task((X_train - mean) / std, y_train, (X_test - mean) / std, y_test)
     if dataset == "digits":
         X, y = data.load_digits("image" if image else "flat")
     else:
@@ -102,14 +126,36 @@ def build_model(config: TrainConfig) -> nn.Sequential:
     dtype = DTYPES[config.dtype]
     if config.model == "cnn":
         return nn.cnn(seed=config.seed, dtype=dtype)
-    return nn.mlp([64, *config.hidden, 10], seed=config.seed, dtype=dtype)
+    return nn.mlp([INPUT_FEATURES[config.dataset], *config.hidden, 10], seed=config.seed, dtype=dtype)
+
+
+def lr_schedule(config: TrainConfig, per_epoch: int) -> float | optim.Schedule:
+    """``config.lr``, or with warm-up the schedule step -> ``optim.warmup_lr`` over
+    ``config.warmup_epochs * per_epoch`` steps."""
+    warmup_steps = config.warmup_epochs * per_epoch
+    if not warmup_steps:
+        return config.lr
+    return lambda step: optim.warmup_lr(step, warmup_steps, config.warmup_start_lr, config.lr)
+
+
+def build_optimizer(config: TrainConfig, model: nn.Sequential, per_epoch: int) -> optim.Optimizer:
+    """``config.optimizer`` over the model's flat buffers; LARS and LAMB adapt per
+    parameter tensor (``model.param_slices()``). The rate follows ``lr_schedule``."""
+    lr = lr_schedule(config, per_epoch)
+    if config.optimizer == "lars":
+        return optim.LARS(model.params, model.grads, lr, model.param_slices(), config.momentum,
+                          config.weight_decay, config.trust_coefficient)
+    if config.optimizer == "lamb":
+        return optim.LAMB(model.params, model.grads, lr, model.param_slices(), weight_decay=config.weight_decay)
+    return optim.SGD(model.params, model.grads, lr, config.momentum, config.weight_decay)
 
 
 def steps_per_epoch(n: int, workers: int, batch_size: int) -> int:
     """Global steps in one epoch; the last incomplete global batch is dropped."""
     steps = n // (workers * batch_size)
     if steps < 1:
-        raise ValueError(f"workers * batch_size = {workers * batch_size} exceeds the {n} training samples")
+        raise ValueError(f"batch_size must be an integer in 1..{max(1, n // workers)} for {workers} workers: "
+                         f"workers * batch_size = {workers * batch_size} exceeds the {n} training samples")
     return steps
 
 

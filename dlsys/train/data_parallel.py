@@ -9,13 +9,15 @@ Because ``model.grads`` is one contiguous buffer, one all-reduce syncs every lay
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
 from .. import collectives, optim
 from ..collectives.compressed import encode, exchange
 from ..compress import DGCMemory, NoneMemory, payload_nbytes
-from .common import (Compression, TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
+from .common import (Compression, TrainConfig, accuracy, batch_indices, build_model, build_optimizer, gradient,
+                     progress_bar,
                      steps_per_epoch, task_of)
 
 
@@ -40,7 +42,8 @@ class DistributedOptimizer:
             or [("grads", slice(None))]
         self.encoded_nbytes = 0  # this rank's payload bytes over every step so far
 
-    def step(self) -> None:
+    def synchronize(self) -> None:
+        """``optimizer.synchronize()``: average the gradients now (to inspect them before the update)."""
         grads = self.optimizer.grads
         if self.compression is None:
             grads[...] = collectives.allreduce(self.comm, grads, op="mean", algorithm=self.algorithm)
@@ -50,6 +53,10 @@ class DistributedOptimizer:
                 self.encoded_nbytes += payload_nbytes(payload)
                 grads[where] = exchange(self.comm, payload, ctx, self.compression, grads[where], name,
                                         self.algorithm)
+
+    def step(self, synchronize: bool = True) -> None:
+        if synchronize:
+            self.synchronize()
         self.optimizer.step()
 
 
@@ -84,24 +91,32 @@ def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimize
 
 
 def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None,
-                      progress: bool = False, compression: Compression | None = None):
-    """Synchronous data-parallel SGD: W(t+1) = W(t) - lr * (1/P) sum_r grad_r(t).
+                      progress: bool = False, evals_per_epoch: int = 1, record_layers: bool = False,
+                      compression: Compression | None = None):
+    """Synchronous data-parallel training: W(t+1) = W(t) - update((1/P) sum_r grad_r(t)) by
+    ``config.optimizer`` (SGD: update = lr * g, with momentum).
 
+    Rank 0 measures test accuracy ``evals_per_epoch`` times per epoch; with
+    ``record_layers`` it also records, every step, each parameter tensor's ||w||, the
+    averaged ||g|| and the trust ratio LARS/LAMB applied (``layers`` in the record).
     Checkpoints (if ``checkpoint`` is a path) after every epoch on rank 0 only; ``resume``
     restarts from such a file and continues bit-identically. ``compression``: each
     parameter tensor's gradient is compressed (see ``DistributedOptimizer``)."""
     task, model = task_of(config), build_model(config)
     compressor, memory = (compression.build(config.seed, comm.rank, comm.size, config.momentum)
                           if compression else (None, None))
-    momentum = 0.0 if isinstance(memory, DGCMemory) else config.momentum
-    sgd = optim.SGD(model.params, model.grads, config.lr, momentum)
-    opt = DistributedOptimizer(sgd, comm, algorithm, compressor, memory, model.param_slices())
-    start = restore_checkpoint(comm, resume, model.params, sgd) if resume else 0
-    if not resume:
-        broadcast_parameters(comm, model.params)
+    if isinstance(memory, DGCMemory):  # DGC's memory carries the momentum
+        config = replace(config, momentum=0.0)
     n = len(task.y_train)
     per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
-    losses, curve = [], []
+    optimizer = build_optimizer(config, model, per_epoch)
+    opt = DistributedOptimizer(optimizer, comm, algorithm, compressor, memory, model.param_slices())
+    start = restore_checkpoint(comm, resume, model.params, optimizer) if resume else 0
+    if not resume:
+        broadcast_parameters(comm, model.params)
+    eval_steps = {round(per_epoch * (e + i / evals_per_epoch)) for e in range(config.epochs)
+                  for i in range(1, evals_per_epoch + 1)}
+    slices, losses, curve, layers = model.param_slices(), [], [], []
     bar = progress_bar(config.epochs * per_epoch - start, progress and comm.rank == 0, "allreduce")
     for step in range(start, config.epochs * per_epoch):
         bar.update()
@@ -109,17 +124,31 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
             compressor.set_epoch(step // per_epoch)
         idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
         losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
-        opt.step()
-        if comm.rank == 0 and (step + 1) % per_epoch == 0:
-            curve.append(((step + 1) // per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
-            if checkpoint:
-                save_checkpoint(checkpoint, model.params, sgd, step + 1)
+        opt.synchronize()
+        if record_layers and comm.rank == 0:
+            w_norm, g_norm = (layer_norms(x, slices) for x in (model.params, model.grads))
+        opt.step(synchronize=False)
+        if record_layers and comm.rank == 0:
+            ratios = optimizer.trust_ratios if optimizer.trust_ratios is not None else np.full(len(slices), np.nan)
+            layers += [{"step": step, "tensor": s.name, "w_norm": w, "g_norm": g, "trust_ratio": float(t)}
+                       for s, w, g, t in zip(slices, w_norm, g_norm, ratios)]
+        if comm.rank == 0 and step + 1 in eval_steps:
+            curve.append(((step + 1) / per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
+        if comm.rank == 0 and checkpoint and (step + 1) % per_epoch == 0:
+            save_checkpoint(checkpoint, model.params, optimizer, step + 1)
     bar.close()
     record = _rank_record(comm, model, task, losses, curve)
     if compressor:
         steps = max(1, config.epochs * per_epoch - start)
         record.update(encoded_nbytes_per_step=opt.encoded_nbytes / steps, dense_nbytes_per_step=model.grads.size * 4)
+    if comm.rank == 0 and record_layers:
+        record["layers"] = layers
     return record
+
+
+def layer_norms(x: np.ndarray, slices) -> list[float]:
+    """||x restricted to each slice||_2."""
+    return [float(np.linalg.norm(x[s.offset:s.offset + s.size])) for s in slices]
 
 
 def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False):
