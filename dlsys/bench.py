@@ -37,6 +37,7 @@ from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
 from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
 from .experiments.budget import PROCESS_RANK_BYTES
 from .net import busbw_factor, get_link, parse_size
+from .netstack import fit_alpha_beta
 from .profiles import totals
 from .ps import ps_round
 from .viz.units import format_bytes
@@ -199,6 +200,77 @@ def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: f
     pipes = statistics.median(_pipe_round_trips(nbytes, warmup, repeats))
     return {"benchmark": "latency", "backend": "processes", "nbytes": nbytes, "repeats": repeats,
             "round_trip_s": ours, "pipe_round_trip_s": pipes, "ratio_to_pipes": ours / pipes}
+
+
+# --- one message through real local transports ----------------------------------------------
+
+_TCP_ECHO = """import socket,sys
+s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(1); print(s.getsockname()[1],flush=True)
+c,_=s.accept(); c.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,int(sys.argv[1]))
+buf=bytearray(1<<20)
+while n:=c.recv_into(buf): c.sendall(memoryview(buf)[:n])
+"""
+STACK_SIZES = (8, 1024, 64 * 1024, 1 << 20, 16 << 20, 64 << 20)
+TRANSPORTS = ("pipe", "tcp-nodelay", "tcp", "shared-memory")
+
+
+def _repeats(nbytes: int) -> int:
+    return 200 if nbytes <= 1024 else 50 if nbytes <= 64 * 1024 else 10 if nbytes <= 1 << 20 else 3
+
+
+def _tcp_round_trips(nbytes: int, nodelay: bool, warmup: int, repeats: int) -> list[float]:
+    """Round trips over a TCP loopback socket to an echoing child (Nagle's algorithm on or off)."""
+    import socket
+    echo = subprocess.Popen([sys.executable, "-c", _TCP_ECHO, str(int(nodelay))], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        port = int(echo.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(nodelay))
+            message, back, times = b"x" * nbytes, bytearray(nbytes), []
+            for i in range(warmup + repeats):
+                start = time.perf_counter()
+                sock.sendall(message)
+                got = 0
+                while got < nbytes:
+                    got += sock.recv_into(memoryview(back)[got:])
+                if i >= warmup:
+                    times.append(time.perf_counter() - start)
+    finally:
+        echo.kill()
+        echo.wait(timeout=10)
+    return times
+
+
+def stack_bench(sizes=STACK_SIZES, transports=TRANSPORTS, timeout_s: float = 600.0) -> dict:
+    """One-way time of one message (half the median round trip) through real local
+    transports at each size, and alpha and beta fitted to each (netstack.fit_alpha_beta):
+    a pipe, a TCP loopback socket with and without TCP_NODELAY, and dlsys's shared-memory
+    processes backend. The emulator's presets are models of real networks; these are
+    measured here, to show that alpha and beta are measurable, not made up."""
+    sizes = [check_int("size", parse_size(s) if isinstance(s, str) else s, 1, MAX_BENCH_NBYTES) for s in sizes]
+    unknown = set(transports) - set(TRANSPORTS)
+    if unknown:
+        raise ValueError(f"transports: unknown {', '.join(sorted(unknown))}; valid: {', '.join(TRANSPORTS)}")
+    rows = []
+    for transport in transports:
+        for nbytes in sizes:
+            warmup, repeats = 2, _repeats(nbytes)
+            if transport == "pipe":
+                times = _pipe_round_trips(nbytes, warmup, repeats)
+            elif transport.startswith("tcp"):
+                times = _tcp_round_trips(nbytes, transport == "tcp-nodelay", warmup, repeats)
+            else:
+                times = launch(_pingpong_program, 2, "processes", args=(nbytes, warmup, repeats), record=False,
+                               timeout_s=timeout_s).values[0]
+            rows.append({"transport": transport, "nbytes": nbytes, "one_way_s": statistics.median(times) / 2,
+                         "repeats": repeats})
+    fits = {}
+    for transport in transports:
+        mine = [r for r in rows if r["transport"] == transport]
+        alpha, beta = fit_alpha_beta([r["nbytes"] for r in mine], [r["one_way_s"] for r in mine])
+        fits[transport] = {"alpha_s": alpha, "beta_s_per_byte": beta, "bandwidth_Bps": 1 / beta if beta > 0 else None}
+    return {"benchmark": "stack", "rows": rows, "fits": fits}
 
 
 # --- the emulation's scale ----------------------------------------------------------------
