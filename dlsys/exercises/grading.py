@@ -55,8 +55,9 @@ class TestResult:
 def collect(exercises: list[Exercise], root: Path = REPO_ROOT) -> list[tuple[Exercise, str]]:
     """(exercise, node id) of every graded test of ``exercises``, from the tests under ``root``
     (the reference checkout's, or an autograder bundle's copy of them)."""
+    # --rootdir: node ids relative to root, where a bundle has no pyproject.toml to say so
     cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "pytest_timeout", *_PYTEST_ARGS,
-           *(e.tests for e in exercises)]
+           f"--rootdir={root}", *(e.tests for e in exercises)]
     done = subprocess.run(cmd, cwd=root, env=os.environ | _ENV, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"collecting the graded tests failed:\n{done.stdout}{done.stderr}")
