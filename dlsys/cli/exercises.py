@@ -51,7 +51,9 @@ def cmd_grade(args) -> int:
     """The failing tests (one line each: why; pytest's full report with --verbose), then the
     score table, last, where the terminal shows it. Exit code 0 only at full score (so CI
     can grade the reference)."""
-    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs)
+    # --exercise grades a homework: only those exercises' files need be there
+    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
+                    homework=bool(args.exercise))
     failed = [r for r in results if not r.passed]
     if failed and args.verbose:
         for r in failed:
