@@ -3,6 +3,7 @@ widget values, every tab), and the dlsys.experiments functions its pages call.
 """
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -441,3 +442,17 @@ def test_every_figure_downloads_in_the_chosen_format(fmt):
     (figure,) = at.get("plotly_chart")
     options = json.loads(figure.proto.config)["toImageButtonOptions"]
     assert options["format"] == fmt and options["filename"] == "cost_by_size"
+
+
+def test_the_course_maps_prepared_links_open_as_written():
+    """docs/course.md's links for the slides: each opens its page with exactly those values."""
+    from urllib.parse import parse_qsl, urlsplit
+    course = (Path(APP).parents[1] / "docs" / "course.md").read_text()
+    links = re.findall(r"`(/[a-z_]+\?[^`]+)`", course)
+    assert len(links) >= 5
+    for link in links:
+        url = urlsplit(link)
+        params = dict(parse_qsl(url.query))
+        at = open_with_url(f"views/{url.path.strip('/')}.py", params)
+        assert not at.warning, (link, [w.value for w in at.warning])
+        assert {k: at.query_params[k] for k in params} == params, link
