@@ -77,13 +77,13 @@ def _child(i: int, node: str, spec: dict) -> None:
         os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is not the test's
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
+        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1), os.dup2(out, 2)  # first: the grader reads this file whatever fails below
         work = os.path.join(spec["work_dir"], str(i))
         _write_files(work, spec["files"])
         os.chdir(work)
         if spec["student_dir"] is not None:
             os.environ[STUDENT_DIR_ENV] = os.path.join(work, spec["student_dir"])
-        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, 1), os.dup2(out, 2)
         # pytest-timeout as the imported module, not "-p pytest_timeout": pytest would try to
         # rewrite the asserts of a module imported already and warn (PytestAssertRewriteWarning)
         code = pytest.main([*spec["pytest_args"], node],
