@@ -7,10 +7,10 @@ PORT ?= 8501
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[app,dev]"
+	$(PY) -m pip install --quiet -e ".[app,dev,teach]"
 	touch $(STAMP)
 
-.PHONY: app test demo install chromium
+.PHONY: app test demo install chromium notebooks
 install: $(STAMP)
 
 app: $(STAMP)
@@ -22,6 +22,10 @@ demo: $(STAMP)
 # The real-browser test drives Debian's chromium (Playwright's own browser download is not available).
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: browser tests will skip"
+
+# Executes every lesson into notebooks/ (a few minutes) and writes the student exercise notebooks.
+notebooks: $(STAMP)
+	$(VENV)/bin/dlsys lessons build
 
 test: $(STAMP) chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)

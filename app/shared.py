@@ -1,7 +1,12 @@
-"""What the pages share: the size and link widgets, cached experiments, downloads.
+"""What the pages share: widget state in the URL, presenter mode, figures, the size and link
+widgets, cached experiments, downloads.
 
 Caching: every experiment is cached per argument tuple (``max_entries`` bounds memory);
 records are cached without the ranks' real arrays (``experiments.without_values``).
+
+Shareable state: a widget created with ``key=shared.url_key("coll_ranks")`` keeps its value
+in the page URL (``?coll_ranks=16``): a link restores it, and every change updates the
+address bar (``streamlit_app.py`` calls ``save_url`` after each run).
 """
 
 import json
@@ -31,25 +36,125 @@ ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_rin
 RULES = experiments.RULES
 
 
+_URL_KEYS = "_url_keys"  # session state: the keys bound to the URL in this run
+_URL_RESTORED = "_url_restored"  # session state: keys whose value came from the URL, not yet drawn
+_URL_REJECTED = "_url_rejected"  # session state: a link's values a widget refused, to say so once
+PRESENTER, FIGURE_FORMAT = "presenter", "figure_format"  # the sidebar's keys
+FIGURE_FORMATS = ["png", "svg"]
+DEFAULT_HEIGHT_PX = 450  # plotly's, for a figure that sets none
+
+
+def _to_url(value) -> str:
+    """Strings as they are (readable links), unless they would read back as another type."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value)
+
+
+def _from_url(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def url_key(key: str) -> str:
+    """``key``, bound to the URL's query parameter of the same name: on a session's first run
+    the URL's value becomes the widget's (before the widget exists, as Streamlit requires),
+    and ``save_url`` writes the widget's value back after each run. Use it as the widget's
+    key: ``st.slider("ranks p", 2, 16, 8, key=shared.url_key("coll_ranks"))``."""
+    if key not in st.session_state and key in st.query_params:
+        st.session_state[key] = _from_url(st.query_params[key])
+        st.session_state.setdefault(_URL_RESTORED, {})[key] = st.query_params[key]
+    st.session_state.setdefault(_URL_KEYS, set()).add(key)
+    return key
+
+
+def reject_url_values(exc: Exception) -> None:
+    """A page failed: if a link set some widget (a hand-edited ``?coll_ranks=many``), forget
+    the link's values and run the page again with its defaults, saying so; else re-raise."""
+    restored = st.session_state.pop(_URL_RESTORED, {})
+    if not restored:
+        raise exc
+    for key in restored:
+        st.session_state.pop(key, None)
+        st.query_params.pop(key, None)
+    st.session_state[_URL_REJECTED] = restored
+    st.rerun()
+
+
+def start_url_run() -> None:
+    """Called before a page runs: only the keys it binds go into its URL."""
+    st.session_state[_URL_KEYS] = set()
+    if rejected := st.session_state.pop(_URL_REJECTED, None):
+        st.warning("This link's " + ", ".join(f"{k}={v}" for k, v in rejected.items()) +
+                   " could not be used; the page shows its defaults instead.")
+
+
+def save_url() -> None:
+    """The URL's query parameters := the values of this run's bound widgets. The values a
+    link set have been drawn by now: a later failure is the page's, not the link's."""
+    st.session_state.pop(_URL_RESTORED, None)
+    values = {k: _to_url(st.session_state[k]) for k in st.session_state.get(_URL_KEYS, ()) if k in st.session_state}
+    for k in [k for k in st.query_params if k not in values]:
+        del st.query_params[k]
+    for k, v in values.items():
+        if st.query_params.get(k) != v:
+            st.query_params[k] = v
+
+
+# Streamlit sizes its text in rem: a larger root font enlarges every text, widget and margin.
+PRESENTER_CSS = f"<style>html {{ font-size: {round(16 * style.PRESENTER_SCALE)}px; }}</style>"
+
+
+def sidebar() -> None:
+    """The sidebar every page shares: presenter mode and the figures' download format, both in the URL."""
+    with st.sidebar:
+        presenter = st.toggle("presenter", key=url_key(PRESENTER),
+                              help="For a projector: larger text everywhere, larger figures.")
+        st.radio("figure downloads", FIGURE_FORMATS, horizontal=True, key=url_key(FIGURE_FORMAT),
+                 help="The camera button above each figure (hover over it) downloads it as PNG or SVG.")
+        st.caption("The address bar holds this page's settings: copy it to share this exact view.")
+    if presenter:
+        st.html(PRESENTER_CSS)
+
+
+def figure_config(key: str) -> dict:
+    """plotly's modebar: its camera button downloads the figure, in the sidebar's format
+    (PNG at twice the screen's pixels, or SVG for slides), named after the chart. Drawn by
+    plotly.js in the browser: nothing is fetched, nothing new is installed."""
+    fmt = st.session_state.get(FIGURE_FORMAT, FIGURE_FORMATS[0])
+    return {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": key, "scale": 2 if fmt == "png" else 1}}
+
+
 def chart(fig: go.Figure, key: str) -> None:
     """Draw a dlsys.viz figure in the "dlsys" template (dlsys/viz/style.py), whatever plotly's
     default was when it was built (Streamlit sets its own default when it is imported), and
     with theme=None, because Streamlit's theme would replace the template's projector-sized
-    fonts with its own."""
-    st.plotly_chart(fig.update_layout(template=style.TEMPLATE), key=key, theme=None)
+    fonts with its own. In presenter mode, every text and the height grow by
+    style.PRESENTER_SCALE."""
+    if st.session_state.get(PRESENTER):
+        fig.update_layout(template=style.PRESENTER_TEMPLATE,
+                          height=round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE))
+    else:
+        fig.update_layout(template=style.TEMPLATE)
+    st.plotly_chart(fig, key=key, theme=None, config=figure_config(key))
 
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
-    """A size in bytes, 4 B to 4 GiB (costs are virtual, so huge sizes are cheap)."""
-    return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=key,
+    """A size in bytes, 4 B to 4 GiB (costs are virtual, so huge sizes are cheap); in the URL."""
+    return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=url_key(key),
                             help=f"Bytes per rank. Real arrays stay small (at most {format_bytes(MAX_MEMORY_BYTES)} "
                                  "for all ranks); the virtual time is computed for the size chosen here.")
 
 
 def link_select(key: str, default: str = "tcp-10gbe") -> str:
-    """A link preset name; the help text cites the preset's source."""
+    """A link preset name, in the URL; the help text cites the preset's source."""
     names = list(LINK_PRESETS)
-    return st.selectbox("link", names, index=names.index(default), key=key,
+    return st.selectbox("link", names, index=names.index(default), key=url_key(key),
                         help="; ".join(f"{n}: {l.source}" for n, l in LINK_PRESETS.items()))
 
 

@@ -3,6 +3,7 @@ widget values, every tab), and the dlsys.experiments functions its pages call.
 """
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -383,3 +384,95 @@ def test_compression_page_every_kind_of_method(method):
     at.session_state["cmp_method"] = method
     ok(at.run())
     assert charts(at) == 1
+
+
+# --- shareable state, presenter mode, figure downloads ----------------------------------------
+
+# non-default values of every page's widgets that a teacher might share (tabs included)
+SHARED_STATE = {
+    "views/collectives.py": {"coll_collective": "allgather", "coll_algorithm_allgather": "recursive_doubling",
+                             "coll_ranks": 16, "coll_size": 2**20, "coll_link": "rdma-edr", "coll_view": "Timeline"},
+    "views/cost_model.py": {"cost_ranks": 16, "cost_size": 64 * 2**20, "cost_link": "rdma-edr",
+                            "cost_check": False, "cost_view": "TCP vs RDMA"},
+    "views/ps_vs_ring.py": {"ps_workers": 4, "ps_size": 2**20, "ps_link": "tcp-1gbe", "ps_view": "Bytes per rank"},
+    "views/training.py": {"train_link": "tcp-10gbe", "train_epochs": 1, "train_view": "Push and pull",
+                          "train_pp_servers": 2, "train_pp_consistency": "ps-asp"},
+    "views/compression.py": {"cmp_method": "qsgd", "cmp_bits": 8, "cmp_view": "Residual"},
+    "views/performance.py": {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
+}
+
+
+def open_with_url(page: str, params: dict) -> AppTest:
+    """A fresh session opening ``page`` from a link with these query parameters."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(page)
+    return ok(at.run())
+
+
+@pytest.mark.parametrize("page", SHARED_STATE)
+def test_a_pages_url_reproduces_its_state(page):
+    """Set the widgets, take the URL the page wrote, open it in a new session: same widgets."""
+    state = SHARED_STATE[page] | {"presenter": True, "figure_format": "svg"}
+    at = open_page(page)
+    for k, v in state.items():
+        at.session_state[k] = v
+    ok(at.run())
+    url = dict(at.query_params)
+    assert set(state) <= set(url), set(state) - set(url)
+    again = open_with_url(page, url)
+    assert {k: again.session_state[k] for k in state} == state
+    assert dict(again.query_params) == url
+    assert charts(again) >= 1
+
+
+def test_a_prepared_link_ring_16_ranks_64_mib_tcp_vs_rdma():
+    at = open_with_url("views/cost_model.py", {"cost_ranks": "16", "cost_size": str(64 * 2**20),
+                                               "cost_view": "TCP vs RDMA"})
+    assert at.select_slider(key="cost_ranks").value == 16
+    assert at.select_slider(key="cost_size").value == 64 * 2**20
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["title"]["text"] == "Ring all-reduce, p = 16, every link"
+
+
+def test_unknown_url_values_fall_back_to_the_defaults():
+    at = open_with_url("views/collectives.py", {"coll_link": "carrier-pigeon", "coll_ranks": "many"})
+    assert at.selectbox(key="coll_link").value == "tcp-10gbe" and at.slider(key="coll_ranks").value == 8
+    assert "coll_ranks=many" in at.warning[0].value and charts(at) == 1
+    assert at.query_params["coll_ranks"] == "8"
+
+
+def test_presenter_mode_enlarges_text_and_figures():
+    at = open_page("views/ps_vs_ring.py")
+    normal = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert not any("font-size" in h.proto.body for h in at.get("html"))
+    at.toggle(key="presenter").set_value(True)
+    ok(at.run())
+    large = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert large["template"]["layout"]["font"]["size"] == round(normal["template"]["layout"]["font"]["size"] * 1.4)
+    assert large["height"] == round((normal.get("height") or 450) * 1.4)
+    assert any("font-size: 22px" in h.proto.body for h in at.get("html"))
+    assert at.query_params["presenter"] == "true"
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_every_figure_downloads_in_the_chosen_format(fmt):
+    at = open_with_url("views/cost_model.py", {"figure_format": fmt})
+    (figure,) = at.get("plotly_chart")
+    options = json.loads(figure.proto.config)["toImageButtonOptions"]
+    assert options["format"] == fmt and options["filename"] == "cost_by_size"
+
+
+def test_the_course_maps_prepared_links_open_as_written():
+    """docs/course.md's links for the slides: each opens its page with exactly those values."""
+    from urllib.parse import parse_qsl, urlsplit
+    course = (Path(APP).parents[1] / "docs" / "course.md").read_text()
+    links = re.findall(r"`(/[a-z_]+\?[^`]+)`", course)
+    assert len(links) >= 5
+    for link in links:
+        url = urlsplit(link)
+        params = dict(parse_qsl(url.query))
+        at = open_with_url(f"views/{url.path.strip('/')}.py", params)
+        assert not at.warning, (link, [w.value for w in at.warning])
+        assert {k: at.query_params[k] for k in params} == params, link

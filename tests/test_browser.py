@@ -242,3 +242,23 @@ def test_measure_30_concurrent_sessions(app, browser):
         for c in contexts:
             c.close()
         assert errors == 0
+
+
+def test_a_shared_link_reproduces_the_page_and_its_figure_downloads(app, browser, tmp_path):
+    """The link a teacher pastes in the slides ("ring, 16 ranks, 64 MiB, TCP vs RDMA") opens
+    the page in that state, and the figure's camera button saves an SVG, offline."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page.goto(f"{app[0]}/cost_model?cost_ranks=16&cost_size=67108864&cost_view=TCP+vs+RDMA&figure_format=svg")
+    page.wait_for_selector(".st-key-cost_links .main-svg", timeout=60_000)
+    wait_for_script(page)
+    no_exception(page)
+    assert "Ring all-reduce, p = 16, every link" in page.locator(".st-key-cost_links").inner_text()
+    assert "64 MiB" in page.locator(".st-key-cost_size").inner_text()
+    assert "cost_ranks=16" in page.url and "cost_view=TCP+vs+RDMA" in page.url
+    page.locator(".st-key-cost_links .js-plotly-plot").hover()
+    with page.expect_download(timeout=30_000) as download:
+        page.locator('.st-key-cost_links .modebar-btn[data-title^="Download plot"]').click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name == "cost_links.svg" and saved.read_text().lstrip().startswith("<svg")
+    page.close()

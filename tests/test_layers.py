@@ -16,7 +16,7 @@ LAYER = {
     "comm": 2,
     "collectives": 3,
     "train": 4, "ps": 4, "schedule": 4,
-    "viz": 5, "exercises": 5, "bench": 5, "experiments": 5,
+    "viz": 5, "exercises": 5, "bench": 5, "experiments": 5, "notebooks": 5,
     "cli": 6,
 }
 

@@ -14,9 +14,9 @@ st.caption("Pick a collective and an algorithm: the ranks really run it (threads
            "and every message advances virtual clocks through the link model.")
 
 cols = st.columns([1.2, 1.4, 1, 1.6, 1.2])
-name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key="coll_collective")
-algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=f"coll_algorithm_{name}")
-ranks = cols[2].slider("ranks p", 2, 16, 8, key="coll_ranks")
+name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key=shared.url_key("coll_collective"))
+algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=shared.url_key(f"coll_algorithm_{name}"))
+ranks = cols[2].slider("ranks p", 2, 16, 8, key=shared.url_key("coll_ranks"))
 with cols[3]:
     nbytes = shared.size_slider("size per rank", "coll_size")
 with cols[4]:
@@ -46,7 +46,7 @@ right.caption(
     "reduce-scatter then fall back to the ring). " + shared.real_data_note(record))
 
 messages, steps, gantt, links, files = st.tabs(
-    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key="coll_view", on_change="rerun")
+    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key=shared.url_key("coll_view"), on_change="rerun")
 if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"

@@ -18,14 +18,14 @@ st.markdown(
     "node's roofline, so a fast network can make compression a loss.")
 
 cols = st.columns(3)
-method = cols[0].selectbox("method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key="cmp_method")
+method = cols[0].selectbox("method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key=shared.url_key("cmp_method"))
 options = {}
 if "ratio" in options_of(method):
     options["ratio"] = cols[1].select_slider("ratio kept", [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0],
-                                             value=0.01 if method != "randomk" else 0.25, key="cmp_ratio")
+                                             value=0.01 if method != "randomk" else 0.25, key=shared.url_key("cmp_ratio"))
 if method == "qsgd":
-    options["bits"] = cols[1].selectbox("bits per entry", [2, 4, 8], index=1, key="cmp_bits")
-if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key="cmp_clip"):
+    options["bits"] = cols[1].selectbox("bits per entry", [2, 4, 8], index=1, key=shared.url_key("cmp_bits"))
+if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key=shared.url_key("cmp_clip")):
     options["clip"] = 2.5
 if method == "dgc":
     options["warmup_epochs"] = 0  # the figures below show one step, where warm-up does not apply
@@ -38,7 +38,7 @@ m[1].metric("encoded payload", format_bytes(once["encoded_nbytes"]))
 m[2].metric("ratio", f"{once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x")
 
 tabs = st.tabs(["Before and after", "Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"],
-               key="cmp_view", on_change="rerun")
+               key=shared.url_key("cmp_view"), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         shared.chart(viz.histogram(once), "cmp_histogram")
@@ -78,7 +78,7 @@ if tabs[4].open:
                    "so per-message latency adds up (fusion, the next topic, fixes that).")
 if tabs[5].open:
     with tabs[5]:
-        model = st.selectbox("model", PROFILES, index=list(PROFILES).index("resnet50"), key="cmp_model")
+        model = st.selectbox("model", PROFILES, index=list(PROFILES).index("resnet50"), key=shared.url_key("cmp_model"))
         table = shared.compression_model(model, method, key)
         shared.chart(viz.layer_bytes(table), "cmp_layers")
         st.caption(f"One iteration of {model}: {format_bytes(table['dense_nbytes'])} dense, "

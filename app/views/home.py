@@ -78,6 +78,6 @@ st.subheader("Lessons")
 lessons = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.py"))
 if lessons:
     st.markdown("\n".join(f"- {lesson_title(p)} (`lessons/{p.name}`)" for p in lessons))
-    st.caption("Percent-format scripts: open them as notebooks with jupytext, or run them with python.")
+    st.caption("Percent-format scripts: run them with python, or open their executed notebooks in notebooks/.")
 else:
     st.info("No lessons in lessons/ yet.")

@@ -19,15 +19,15 @@ st.markdown(
     "by some core. And the wall time the emulator itself needs for big clusters.")
 
 traffic_tab, measure_tab, scale_tab = st.tabs(
-    ["Memory traffic", "Measure it here", "Emulation scale"], key="perf_view", on_change="rerun")
+    ["Memory traffic", "Measure it here", "Emulation scale"], key=shared.url_key("perf_view"), on_change="rerun")
 if traffic_tab.open:  # only the open tab is built and drawn
     with traffic_tab:
         cols = st.columns(3)
-        ranks = cols[0].slider("ranks p", 2, 16, 2, key="perf_ranks")
+        ranks = cols[0].slider("ranks p", 2, 16, 2, key=shared.url_key("perf_ranks"))
         nbytes = cols[1].select_slider("buffer per rank", shared.SIZES[5:], value=64 * 2**20,
-                                       format_func=format_bytes, key="perf_size")
+                                       format_func=format_bytes, key=shared.url_key("perf_size"))
         speedup = cols[2].slider("memory bandwidth of all cores / one core", 1.0, 4.0, 1.35, 0.05,
-                                 key="perf_speedup", help="1.35 measured on the 2-core machine of "
+                                 key=shared.url_key("perf_speedup"), help="1.35 measured on the 2-core machine of "
                                                           "docs/performance.md (two copies at once vs one).")
         shared.chart(viz.traffic_bars(ranks, nbytes), "perf_traffic")
         m = st.columns(3)
@@ -48,8 +48,8 @@ if measure_tab.open:
     with measure_tab:
         cols = st.columns([2, 1, 1])
         sizes = cols[0].multiselect("sizes", BENCH_SIZES, default=[4 * 2**20, 16 * 2**20],
-                                    format_func=format_bytes, key="perf_bench_sizes")
-        bench_ranks = cols[1].radio("ranks", [2, 4], horizontal=True, key="perf_bench_ranks",
+                                    format_func=format_bytes, key=shared.url_key("perf_bench_sizes"))
+        bench_ranks = cols[1].radio("ranks", [2, 4], horizontal=True, key=shared.url_key("perf_bench_ranks"),
                                     help="Real processes; 4 ranks share this machine's cores (oversubscribed).")
         run = cols[2].button("Run on this machine", key="perf_run", type="primary", disabled=not sizes)
         if run:
@@ -67,7 +67,7 @@ if measure_tab.open:
             st.info("Press the button to start real rank processes on this machine (a few seconds).")
 if scale_tab.open:
     with scale_tab:
-        top = st.select_slider("up to ranks", EMULATION_RANKS, value=128, key="perf_emulate_ranks",
+        top = st.select_slider("up to ranks", EMULATION_RANKS, value=128, key=shared.url_key("perf_emulate_ranks"),
                                help="512 ranks take a few seconds; each size is cached once run.")
         if st.button("Emulate", key="perf_emulate", type="primary"):
             curve = [shared.emulation(r) for r in EMULATION_RANKS if r <= top]

@@ -16,7 +16,7 @@ st.markdown(
     "around a ring, every link carries $2(W-1)/W \\cdot n$ and no link is special.")
 
 cols = st.columns(3)
-workers = cols[0].slider("workers W", 2, 16, 8, key="ps_workers")
+workers = cols[0].slider("workers W", 2, 16, 8, key=shared.url_key("ps_workers"))
 with cols[1]:
     nbytes = shared.size_slider("gradient size", "ps_size")
 with cols[2]:
@@ -41,7 +41,7 @@ st.caption("The server's ingress serializes W pushes and its egress W pulls (or 
            "if larger). " + shared.real_data_note(ring) + " Both runs average the same gradients; the means agree.")
 
 animation, traffic, scaling, files = st.tabs(
-    ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key="ps_view", on_change="rerun")
+    ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key=shared.url_key("ps_view"), on_change="rerun")
 if animation.open:  # only the open tab is built and drawn
     with animation:
         shared.chart(viz.message_animation(traces, {"parameter server": "star"},

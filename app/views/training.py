@@ -16,20 +16,20 @@ st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {shared.TRAIN_WOR
            "computed and really sent; time is virtual (FLOPs on the node model, messages on the link model).")
 cols = st.columns(2)
 links = list(LINK_PRESETS)
-link = cols[0].selectbox("link", links, index=links.index("rdma-edr"), key="train_link",
+link = cols[0].selectbox("link", links, index=links.index("rdma-edr"), key=shared.url_key("train_link"),
                          help="On RDMA the compute matters, so stragglers show; on TCP the messages dominate.")
-epochs = cols[1].slider("epochs", 1, 10, 3, key="train_epochs")
+epochs = cols[1].slider("epochs", 1, 10, 3, key=shared.url_key("train_epochs"))
 
 sync, pushpull, split = st.tabs(["Who waits: BSP, SSP, ASP", "Push and pull", "Data vs model parallel"],
-                                key="train_view", on_change="rerun")
+                                key=shared.url_key("train_view"), on_change="rerun")
 
 if sync.open:
     with sync:
         c = st.columns(2)
         slow = shared.TRAIN_WORKERS - 1  # shared.training slows the last worker; the server is rank 0
         factor = c[0].slider(f"straggler: worker {slow} (rank {slow + 1}) is k times slower", 1.0, 8.0, 4.0, 0.5,
-                             key="train_straggler")
-        s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key="train_staleness")
+                             key=shared.url_key("train_straggler"))
+        s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key=shared.url_key("train_staleness"))
         runs = {"BSP": shared.training("ps-bsp", epochs, link, factor),
                 f"SSP s={s}": shared.training("ps-ssp", epochs, link, factor, staleness=s),
                 "ASP": shared.training("ps-asp", epochs, link, factor)}
@@ -49,7 +49,7 @@ if sync.open:
             shared.chart(tviz.staleness_histogram(runs), "train_staleness_hist")
         with right:
             shared.chart(tviz.loss_curves(runs), "train_loss")
-        shown = st.selectbox("timeline of", list(runs), key="train_timeline_run")
+        shown = st.selectbox("timeline of", list(runs), key=shared.url_key("train_timeline_run"))
         trace = runs[shown]["result"].trace
         shared.chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
                                   f"{shown}: the first tenth of the run (rank 0 is the server)"),
@@ -59,8 +59,8 @@ if sync.open:
 if pushpull.open:
     with pushpull:
         c = st.columns(2)
-        consistency = c[0].selectbox("consistency", ["ps-bsp", "ps-ssp", "ps-asp"], key="train_pp_consistency")
-        servers = c[1].slider("servers (key ranges)", 1, 3, 1, key="train_pp_servers")
+        consistency = c[0].selectbox("consistency", ["ps-bsp", "ps-ssp", "ps-asp"], key=shared.url_key("train_pp_consistency"))
+        servers = c[1].slider("servers (key ranges)", 1, 3, 1, key=shared.url_key("train_pp_servers"))
         record = shared.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {shared.TRAIN_WORKERS} workers, the first steps"
@@ -81,9 +81,9 @@ if pushpull.open:
 if split.open:
     with split:
         c = st.columns(3)
-        micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key="train_micro")
-        period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key="train_period")
-        big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key="train_big_batch",
+        micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key=shared.url_key("train_micro"))
+        period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key=shared.url_key("train_period"))
+        big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key=shared.url_key("train_big_batch"),
                                  help="With the linear scaling rule (Goyal et al. 2017): lr = 0.1 x batch / 32.")
         big_lr = scale_lr(0.1, big, 32, "linear")
         runs = {"all-reduce": shared.training("allreduce", epochs, link),
@@ -97,7 +97,7 @@ if split.open:
                    "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")
-        shown = st.selectbox("timeline of", list(runs), index=1, key="train_split_timeline_run")
+        shown = st.selectbox("timeline of", list(runs), index=1, key=shared.url_key("train_split_timeline_run"))
         trace = runs[shown]["result"].trace
         shared.chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
                      "train_split_timeline")

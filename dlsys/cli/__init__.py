@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from ..comm import DeadlockError, RankFailed
-from . import bench, compress, exercises, simulate, train
+from . import bench, compress, exercises, lessons, simulate, train
 from .common import join_negative_values
 
 
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (simulate, train, compress, exercises, bench):
+    for group in (simulate, train, compress, exercises, lessons, bench):
         group.add_commands(sub)
     return parser
 

@@ -1,10 +1,12 @@
-"""``dlsys exercises list|release DIR`` and ``dlsys grade [DIR] [--json results.json]``."""
+"""``dlsys exercises list|release DIR|gradescope HW EXERCISE... -o ZIP`` and ``dlsys grade [DIR] [--json results.json]``."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ..exercises import EXERCISES
+from ..exercises import gradescope
 from ..exercises.grading import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
 from ..exercises.release import release
 from .common import Checked, integer, number
@@ -30,11 +32,28 @@ def cmd_release(args) -> int:
     return 0
 
 
+def cmd_gradescope(args) -> int:
+    try:
+        config = gradescope.build(args.name, args.exercise, args.output, args.visibility, args.timeout_s,
+                                  args.memory_mib)
+    except (RuntimeError, OSError) as exc:
+        print(f"dlsys: error: {exc}", file=sys.stderr)
+        return 2
+    size_kib = Path(args.output).stat().st_size / 1024
+    print(f"{args.output}: Gradescope autograder for {config['name']} ({size_kib:.0f} KiB, "
+          f"{config['points']} points, dlsys {config['commit'][:12]})")
+    print(f"exercises: {', '.join(config['exercises'])}")
+    print(f"students upload: {', '.join(config['files'])}")
+    return 0
+
+
 def cmd_grade(args) -> int:
     """The failing tests (one line each: why; pytest's full report with --verbose), then the
     score table, last, where the terminal shows it. Exit code 0 only at full score (so CI
     can grade the reference)."""
-    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs)
+    # --exercise grades a homework: only those exercises' files need be there
+    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
+                    homework=bool(args.exercise))
     failed = [r for r in results if not r.passed]
     if failed and args.verbose:
         for r in failed:
@@ -63,6 +82,19 @@ def add_commands(subparsers) -> None:
     rel.add_argument("dir", metavar="DIR")
     rel.add_argument("--force", action="store_true", help="overwrite files that already exist in DIR")
     rel.set_defaults(func=cmd_release)
+    gs = ex_sub.add_parser("gradescope", help="write a homework's Gradescope autograder zip (setup.sh, "
+                                              "run_autograder, its tests, a wheel of this dlsys)")
+    gs.add_argument("name", metavar="HW_NAME", help="the homework's name, shown to the teacher and in results.json")
+    gs.add_argument("exercise", metavar="EXERCISE", nargs="+", choices=[e.id for e in EXERCISES],
+                    help="the exercises it grades (dlsys exercises list)")
+    gs.add_argument("-o", "--output", metavar="ZIP", default="autograder.zip", help="default: autograder.zip")
+    gs.add_argument("--visibility", choices=gradescope.VISIBILITIES, default="visible",
+                    help="when students see each test's result (Gradescope's setting; default visible)")
+    gs.add_argument("--timeout-s", action=Checked, check=number(0, 86_400, low_open=True), default=TIMEOUT_S,
+                    help=f"per test, seconds (default {TIMEOUT_S:g})")
+    gs.add_argument("--memory-mib", action=Checked, check=integer(64, 1 << 20), default=MEMORY_BYTES >> 20,
+                    help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})")
+    gs.set_defaults(func=cmd_gradescope)
 
     gr = subparsers.add_parser("grade", help="run the graded tests against DIR (default: the reference)")
     gr.add_argument("dir", metavar="DIR", nargs="?", help="the student's files (a released, filled-in directory)")

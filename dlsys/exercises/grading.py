@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import EXERCISES, REPO_ROOT, Exercise, get
-from .testing import STUDENT_DIR_ENV
+from .testing import STUDENT_EXERCISES_ENV
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
@@ -52,11 +52,13 @@ class TestResult:
     reason: str = ""   # why it failed, one line ("NotImplementedError: ring_allreduce")
 
 
-def collect(exercises: list[Exercise]) -> list[tuple[Exercise, str]]:
-    """(exercise, node id) of every graded test of ``exercises``, from the reference tests."""
+def collect(exercises: list[Exercise], root: Path = REPO_ROOT) -> list[tuple[Exercise, str]]:
+    """(exercise, node id) of every graded test of ``exercises``, from the tests under ``root``
+    (the reference checkout's, or an autograder bundle's copy of them)."""
+    # --rootdir: node ids relative to root, where a bundle has no pyproject.toml to say so
     cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "pytest_timeout", *_PYTEST_ARGS,
-           *(e.tests for e in exercises)]
-    done = subprocess.run(cmd, cwd=REPO_ROOT, env=os.environ | _ENV, capture_output=True, text=True, timeout=120)
+           f"--rootdir={root}", *(e.tests for e in exercises)]
+    done = subprocess.run(cmd, cwd=root, env=os.environ | _ENV, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"collecting the graded tests failed:\n{done.stdout}{done.stderr}")
     by_file = {e.tests: e for e in exercises}
@@ -72,16 +74,31 @@ def _clip(text: str) -> str:
     return f"{text[:head]}\n[... {len(text) - MAX_OUTPUT_CHARS} characters left out ...]\n{text[head - MAX_OUTPUT_CHARS:]}"
 
 
-def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memory_bytes: int,
-              jobs: int) -> list[tuple[bool, str, str, float]]:
-    """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each."""
-    env = os.environ | _ENV
+def _graded_files(root: Path, student_dir: Path | None) -> dict[str, str]:
+    """What every test's private directory holds: the graded tests and the student's files."""
+    files = {f"tests/exercises/{t.name}": t.read_text() for t in sorted((root / "tests" / "exercises").glob("*.py"))}
     if student_dir is not None:
-        env[STUDENT_DIR_ENV] = str(student_dir)
+        names = {n for e in EXERCISES for n in e.student_files}
+        files |= {f"submission/{n}": (student_dir / n).read_text(errors="replace")
+                  for n in sorted(names) if (student_dir / n).is_file()}
+    return files
+
+
+def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memory_bytes: int,
+              jobs: int, root: Path = REPO_ROOT, student_exercises: list[str] | None = None
+              ) -> list[tuple[bool, str, str, float]]:
+    """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each.
+    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all)."""
+    env = os.environ | _ENV
+    if student_exercises is not None:
+        env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
     kill_after_s = timeout_s + _KILL_GRACE_S
-    with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir:
+    with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir, \
+            tempfile.TemporaryDirectory(prefix="dlsys-grade-work-") as work_dir:
         spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s,
-                "memory_bytes": memory_bytes, "out_dir": out_dir,
+                "memory_bytes": memory_bytes, "out_dir": out_dir, "work_dir": work_dir,
+                "files": _graded_files(root, student_dir),
+                "student_dir": None if student_dir is None else "submission",
                 "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
         code, stdout, stderr = _run_sandbox(json.dumps(spec), env, budget_s)
@@ -124,9 +141,12 @@ def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
 
 
 def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
-          memory_bytes: int = MEMORY_BYTES, jobs: int | None = None) -> list[TestResult]:
+          memory_bytes: int = MEMORY_BYTES, jobs: int | None = None, root: Path = REPO_ROOT,
+          homework: bool = False) -> list[TestResult]:
     """Run the graded tests of ``exercise_ids`` (default: all) against the student files in
-    ``student_dir`` (default: the reference). ``jobs`` tests run at once (default: CPUs)."""
+    ``student_dir`` (default: the reference). ``jobs`` tests run at once (default: CPUs).
+    ``root`` holds tests/exercises/. A ``homework`` takes only its exercises' files from the
+    submission; the other exercise modules stay the reference."""
     exercises = [get(i) for i in exercise_ids] if exercise_ids else list(EXERCISES)
     if student_dir is not None:
         student_dir = Path(student_dir).resolve()
@@ -134,11 +154,12 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
             raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
-    tests = collect(exercises)
+    tests = collect(exercises, root)
     present = [(e, node) for e, node in tests
                if student_dir is None or all((student_dir / name).is_file() for name in e.student_files)]
     ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
-                                      jobs or os.cpu_count() or 1)))
+                                      jobs or os.cpu_count() or 1, root,
+                                      [e.id for e in exercises] if homework else None)))
     results = []
     for exercise, node in tests:
         if (exercise, node) in ran:

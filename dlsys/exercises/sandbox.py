@@ -3,13 +3,17 @@
     python -m dlsys.exercises.sandbox < spec.json
 
 The spec is {"tests": [pytest node ids], "pytest_args": [...], "jobs": int,
-"kill_after_s": float, "memory_bytes": int, "out_dir": str}. This process imports pytest,
+"kill_after_s": float, "memory_bytes": int, "out_dir": str, "work_dir": str, "files":
+{relative path: text}, "student_dir": relative path or null}. This process imports pytest,
 pytest-timeout, numpy and the Communicator once (never an exercise module: the children
 import those, from the student's files), then forks one child per test, at most ``jobs``
 at a time. A child starts its own session, limits its address space (RLIMIT_AS), writes
-its output to ``out_dir/<i>.txt`` and, if the test fails with an exception, that
-exception's one-line reason to ``out_dir/<i>.reason``, and runs pytest on its one test;
-one still running ``kill_after_s`` after it started is killed with its process group.
+``files`` (the graded tests and the student's files, read before any student code ran)
+into its own directory ``work_dir/<i>`` and runs there, so a submission that deletes
+files (its own, the tests, the working directory) spoils only that test. It writes its
+output to ``out_dir/<i>.txt`` and, if the test fails with an exception, that exception's
+one-line reason to ``out_dir/<i>.reason``, and runs pytest on its one test; one still
+running ``kill_after_s`` after it started is killed with its process group.
 Forking saves each test the half second of starting Python and importing pytest. Prints
 one JSON list: per test, its exit code (negative: killed by that signal), whether it was
 killed for time, and its seconds. Interrupted (SIGINT, SIGTERM), it kills the children's
@@ -29,6 +33,7 @@ import pytest
 import pytest_timeout
 
 from dlsys.comm import RankFailed  # and so the Communicator and the link models; never the exercise modules
+from dlsys.exercises.testing import STUDENT_DIR_ENV
 
 POLL_S = 0.005
 MAX_REASON_CHARS = 200
@@ -57,14 +62,28 @@ class _Reason:
                 f.write(reason(call.excinfo.value))
 
 
-def _child(node: str, spec: dict, out_path: str) -> None:
+def _write_files(work: str, files: dict) -> None:
+    for relative, text in files.items():
+        path = os.path.join(work, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def _child(i: int, node: str, spec: dict) -> None:
     code = 3
+    out_path = os.path.join(spec["out_dir"], f"{i}.txt")
     try:  # whatever happens, this process ends here: never back in the parent's loop
         os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is not the test's
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, 1), os.dup2(out, 2)
+        os.dup2(out, 1), os.dup2(out, 2)  # first: the grader reads this file whatever fails below
+        work = os.path.join(spec["work_dir"], str(i))
+        _write_files(work, spec["files"])
+        os.chdir(work)
+        if spec["student_dir"] is not None:
+            os.environ[STUDENT_DIR_ENV] = os.path.join(work, spec["student_dir"])
         # pytest-timeout as the imported module, not "-p pytest_timeout": pytest would try to
         # rewrite the asserts of a module imported already and warn (PytestAssertRewriteWarning)
         code = pytest.main([*spec["pytest_args"], node],
@@ -97,7 +116,7 @@ def _loop(spec, pending, running, killed, results) -> None:
             i, node = pending.pop(0)
             pid = os.fork()
             if pid == 0:
-                _child(node, spec, os.path.join(spec["out_dir"], f"{i}.txt"))
+                _child(i, node, spec)
             running[pid] = (i, time.monotonic())
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid:

@@ -18,6 +18,9 @@ from pathlib import Path
 from . import EXERCISES, REPO_ROOT
 
 STUDENT_DIR_ENV = "DLSYS_STUDENT_DIR"
+# A homework grades some exercises; the modules of the others stay the reference, so a
+# student uploads only the homework's files (comma-separated exercise ids; unset: all).
+STUDENT_EXERCISES_ENV = "DLSYS_STUDENT_EXERCISES"
 MANIFEST = "exercises.json"  # written by release: marks a released directory
 LAUNCH_TIMEOUT_S = 10.0  # a graded run that takes longer is a hung program, not a slow one
 
@@ -25,8 +28,8 @@ LAUNCH_TIMEOUT_S = 10.0  # a graded run that takes longer is a hung program, not
 class _StudentFinder(importlib.abc.MetaPathFinder):
     """Finds each exercise module in the student's directory, never in the reference."""
 
-    def __init__(self, root: Path):
-        self.files = {module: root / name for e in EXERCISES for module, name in zip(e.modules, e.student_files)}
+    def __init__(self, root: Path, exercises):
+        self.files = {module: root / name for e in exercises for module, name in zip(e.modules, e.student_files)}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
@@ -36,12 +39,20 @@ class _StudentFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(name, self.files[name])
 
 
-def use_student_files(root) -> None:
-    """From now on, exercise modules are imported from the student directory ``root``."""
-    imported = sorted({m for e in EXERCISES for m in e.modules if m in sys.modules})
+def use_student_files(root, exercise_ids=None) -> None:
+    """From now on, the modules of ``exercise_ids`` (default: every exercise) are imported
+    from the student directory ``root``."""
+    exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
+    imported = sorted({m for e in exercises for m in e.modules if m in sys.modules})
     if imported:
         raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
-    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve()))
+    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises))
+
+
+def student_exercises() -> list[str] | None:
+    """The exercise ids whose files a submission replaces: $DLSYS_STUDENT_EXERCISES, else all (None)."""
+    ids = os.environ.get(STUDENT_EXERCISES_ENV)
+    return ids.split(",") if ids else None
 
 
 def student_root(tests_dir) -> Path | None:

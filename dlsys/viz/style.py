@@ -27,29 +27,33 @@ from .units import byte_ticks, count_ticks, decade_ticks, time_ticks
 
 FONT_SIZE, TICK_SIZE, TITLE_SIZE = 16, 14, 20
 TEMPLATE = "dlsys"
+PRESENTER_TEMPLATE = "dlsys-presenter"  # the app's presenter mode: every text PRESENTER_SCALE times larger
+PRESENTER_SCALE = 1.4
 
 
-def _template() -> go.layout.Template:
+def _template(scale: float = 1.0) -> go.layout.Template:
     template = go.layout.Template(pio.templates["plotly_white"])
-    axis = dict(automargin=True, tickfont=dict(size=TICK_SIZE), title=dict(font=dict(size=FONT_SIZE)),
+    font, tick, title = (round(size * scale) for size in (FONT_SIZE, TICK_SIZE, TITLE_SIZE))
+    axis = dict(automargin=True, tickfont=dict(size=tick), title=dict(font=dict(size=font)),
                 showline=True, linecolor="#888", ticks="outside", minor=dict(showgrid=False, ticks=""))
     template.layout.update(
-        font=dict(size=FONT_SIZE, family="Source Sans, Arial, sans-serif"),
-        title=dict(font=dict(size=TITLE_SIZE), x=0, xanchor="left", xref="paper", automargin=True),
+        font=dict(size=font, family="Source Sans, Arial, sans-serif"),
+        title=dict(font=dict(size=title), x=0, xanchor="left", xref="paper", automargin=True),
         margin=dict(l=10, r=10, t=60, b=10),
-        legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top", font=dict(size=TICK_SIZE)),
-        hoverlabel=dict(font=dict(size=TICK_SIZE)),
-        annotationdefaults=dict(font=dict(size=FONT_SIZE)),
+        legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top", font=dict(size=tick)),
+        hoverlabel=dict(font=dict(size=tick)),
+        annotationdefaults=dict(font=dict(size=font)),
         # animation controls keep plotly's compact sizes: at 16 px the Play/Pause buttons grow
         # into the slider's "virtual time" label, and the slider's many step labels collide
-        updatemenudefaults=dict(font=dict(size=TICK_SIZE)),
-        sliderdefaults=dict(font=dict(size=12), currentvalue=dict(font=dict(size=TICK_SIZE))),
+        updatemenudefaults=dict(font=dict(size=tick)),
+        sliderdefaults=dict(font=dict(size=round(12 * scale)), currentvalue=dict(font=dict(size=tick))),
         xaxis=axis, yaxis=axis,
     )
     return template
 
 
 pio.templates[TEMPLATE] = _template()
+pio.templates[PRESENTER_TEMPLATE] = _template(PRESENTER_SCALE)
 pio.templates.default = TEMPLATE
 
 _TICKS = {"bytes": byte_ticks, "seconds": time_ticks, "count": count_ticks, None: decade_ticks}

@@ -1,0 +1,158 @@
+"""The Gradescope autograder bundle end to end, as Gradescope runs it: unpacked into a tree
+like /autograder (source/, submission/, results/), setup.sh run once into a fresh venv
+(pip finds the dependencies in a local wheelhouse, so the network's speed does not
+matter), then run_autograder per submission: the reference, the released stubs, a
+partly right one and a hostile one. Slow (a venv, four gradings): one test."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from importlib.metadata import version
+
+import pytest
+
+from dlsys.exercises import EXERCISES, REPO_ROOT, get
+from dlsys.exercises.gradescope import CONFIG, ROOT_ENV
+from dlsys.exercises.release import release, replace_regions
+
+HOMEWORK = ["token_ring", "ring_reduce_scatter", "ring_allgather", "ring_allreduce"]
+SETUP_TIMEOUT_S = 600
+RUN_TIMEOUT_S = 300
+
+# A ring all-reduce that forwards whole buffers: right values, p/2 times the bytes (test_exercises.py).
+WHOLE_BUFFERS = """\
+    acc, passing = x, x
+    for step in range(comm.size - 1):
+        send(comm, passing, (comm.rank + 1) % comm.size, "allreduce", step)
+        passing = recv_like(comm, (comm.rank - 1) % comm.size, x)
+        acc = combine(comm, acc, passing, op)
+    return acc
+"""
+
+# Deletes its working directory (its tests and its own files) on 2 ranks, leaves on 3, loops
+# on 4; right otherwise. The tests on 5 and 6 ranks run after the deletion and must pass.
+HOSTILE_TOKEN_RING = """\
+    import os, shutil, sys
+    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    if comm.size == 2 and comm.rank == 0:
+        shutil.rmtree(os.getcwd())
+    if comm.size == 3:
+        sys.exit(0)
+    while comm.size == 4:
+        pass
+    if comm.rank == 0:
+        comm.send(token + 1, right)
+        return comm.recv(left)
+    received = comm.recv(left)
+    comm.send(received + 1, right)
+    return received
+"""
+
+
+def files_with(bodies: dict) -> dict:
+    """The homework's reference files (name -> text) with some regions replaced."""
+    files = {}
+    for e in map(get, HOMEWORK):
+        for file, name in zip(e.files, e.student_files):
+            files[name] = replace_regions((REPO_ROOT / file).read_text(), lambda r: bodies.get(r.exercise, r.body))
+    return files
+
+
+def run_autograder(root, submission: dict) -> dict:
+    """Gradescope's steps for one submission: a fresh submission/ and results/, then run_autograder."""
+    for sub in ("submission", "results"):
+        shutil.rmtree(root / sub, ignore_errors=True)
+        (root / sub).mkdir()
+    for name, text in submission.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_text(text)
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")  # as Gradescope does
+    done = subprocess.run([str(root / "run_autograder")], cwd=root, env=clean_env(root), capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def clean_env(root) -> dict:
+    """This environment without our PYTHONPATH (the bundle's venv must grade with its own wheel)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return env | {ROOT_ENV: str(root)}
+
+
+def scores(report) -> dict:
+    """Points per exercise (to 3 decimals: results.json rounds each test's share)."""
+    out = {}
+    for test in report["tests"]:
+        out[test["tags"][0]] = out.get(test["tags"][0], 0) + test["score"]
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path):
+    bundle = tmp_path / "autograder.zip"
+    from dlsys.cli import main
+    assert main(["exercises", "gradescope", "hw1", *HOMEWORK, "-o", str(bundle), "--timeout-s", "3",
+                 "--visibility", "after_due_date"]) == 0
+    names = set(zipfile.ZipFile(bundle).namelist())
+    assert {"setup.sh", "run_autograder", CONFIG, "tests/exercises/conftest.py"} <= names
+    assert {f"tests/exercises/test_{e}.py" for e in HOMEWORK} <= names
+    assert "tests/exercises/test_ps_aggregation.py" not in names  # only the homework's tests
+    assert [n for n in names if n.startswith("wheels/dlsys-") and n.endswith(".whl")]
+
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    with zipfile.ZipFile(bundle) as z:  # as unzip does: contents, then each file's mode
+        z.extractall(root / "source")
+        for info in z.infolist():
+            if info.external_attr >> 16:
+                (root / "source" / info.filename).chmod(info.external_attr >> 16 & 0o777)
+    wheelhouse = tmp_path / "wheelhouse"
+    pins = [f"{name}=={version(name)}" for name in ("numpy", "cloudpickle", "tqdm", "pytest", "pytest-timeout")]
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                    "-d", str(wheelhouse), *pins], check=True, timeout=SETUP_TIMEOUT_S, capture_output=True)
+    start = time.perf_counter()
+    env = clean_env(root) | {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "DLSYS_PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
+                          timeout=SETUP_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(f"\nsetup.sh: {time.perf_counter() - start:.1f} s")
+    where = subprocess.run([str(root / "source/.venv/bin/python"), "-c", "import dlsys; print(dlsys.__file__)"],
+                           cwd=root, env=clean_env(root), capture_output=True, text=True, timeout=60,
+                           check=True).stdout
+    assert where.startswith(str(root / "source/.venv/")), where  # the pinned wheel, not this checkout
+
+    points = {e.id: e.points for e in EXERCISES if e.id in HOMEWORK}
+    reference = run_autograder(root, {f"hw1/{n}": t for n, t in files_with({}).items()})  # in a folder
+    assert reference["score"] == reference["max_score"] == pytest.approx(sum(points.values()), abs=1e-3)
+    assert {t["visibility"] for t in reference["tests"]} == {"after_due_date"}
+    assert all(t["status"] == "passed" for t in reference["tests"])
+
+    released = tmp_path / "released"
+    release(released)
+    stubs = run_autograder(root, {n: (released / n).read_text() for n in files_with({})})
+    assert stubs["score"] == 0 and stubs["max_score"] == reference["max_score"]
+    assert all("NotImplementedError" in t["output"] for t in stubs["tests"])
+
+    partial = files_with({"ring_allreduce": WHOLE_BUFFERS})
+    del partial["token_ring.py"]
+    report = run_autograder(root, partial)
+    got = scores(report)
+    assert got["token_ring"] == 0 and "missing: token_ring.py" in report["output"]
+    assert got["ring_reduce_scatter"] == points["ring_reduce_scatter"] and got["ring_allgather"] == points["ring_allgather"]
+    assert 0 < got["ring_allreduce"] < points["ring_allreduce"]
+
+    hostile = run_autograder(root, files_with({"token_ring": HOSTILE_TOKEN_RING}))
+    token = {t["name"].split(": ", 1)[1]: t for t in hostile["tests"] if t["tags"] == ["token_ring"]}
+    failed = {name for name, t in token.items() if t["status"] == "failed"}
+    # the deleting test may fail itself; the tests on 5 and 6 ranks, run after it, must not
+    assert failed - {"test_each_rank_returns_the_token_it_received[2]"} == {
+        "test_one_lap_costs_p_messages_one_after_the_other", "test_keeps_dtype_and_shape"}, failed
+    assert "timed out after 3 s" in token["test_one_lap_costs_p_messages_one_after_the_other"]["output"]
+    assert {k: v for k, v in scores(hostile).items() if k != "token_ring"} == {
+        k: v for k, v in points.items() if k != "token_ring"}
+    assert (root / "source" / "tests" / "exercises" / "test_token_ring.py").is_file()

@@ -1,0 +1,77 @@
+"""The notebooks in notebooks/: their cells are the lessons' (a cheap comparison, no kernel),
+they were executed without error and hold their figures, they stay small; one lesson and
+one student exercise notebook really run through nbclient here."""
+
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from dlsys import notebooks
+from dlsys.exercises import EXERCISES
+
+LESSONS = notebooks.lessons()
+MAX_NOTEBOOK_BYTES = 300 * 1024  # plotly's JSON, not plotly.js: a lesson's figures take 40-150 KiB
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+def test_every_notebook_matches_its_lesson_script():
+    assert notebooks.out_of_sync() == []
+
+
+def test_a_changed_script_is_out_of_sync(tmp_path):
+    out = tmp_path / "notebooks"
+    shutil.copytree(notebooks.NOTEBOOKS_DIR, out)
+    path = out / f"{LESSONS[0].stem}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells[-1].source += "\nprint('edited in the notebook, not in the script')"
+    nbformat.write(notebook, path)
+    (out / "exercises" / f"{LESSONS[0].stem}.ipynb").unlink()
+    assert notebooks.out_of_sync(out) == [f"{path} differs from lessons/{LESSONS[0].name}",
+                                          f"{out / 'exercises' / LESSONS[0].name[:-3]}.ipynb is missing or differs "
+                                          f"from the exercises of {LESSONS[0].name}"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_notebook_is_executed_with_its_figures_and_small(lesson):
+    path = notebooks.NOTEBOOKS_DIR / f"{lesson.stem}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "every code cell ran"
+    outputs = [o for c in code for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    shows = sum(c.source.count("show(") for c in code)
+    figures = [o for o in outputs if PLOTLY in o.get("data", {})]
+    assert shows and len(figures) >= shows, "every show() left its figure"
+    assert path.stat().st_size <= MAX_NOTEBOOK_BYTES
+    assert notebook.metadata["jupytext"]["formats"] == notebooks.PAIRING
+
+
+def test_a_lesson_notebook_executes_with_nbclient():
+    notebook = notebooks.execute(notebooks.lesson_notebook(LESSONS[0]))
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert any(PLOTLY in o.get("data", {}) for o in outputs)
+    assert not [o for o in outputs if o.output_type == "error"]
+
+
+def test_student_notebooks_hold_stubs_not_solutions():
+    for lesson in LESSONS:
+        notebook = notebooks.exercise_notebook(lesson)
+        mine = [e for e in EXERCISES if e.lesson == f"lessons/{lesson.name}"]
+        if notebook is None:
+            assert not mine
+            continue
+        text = "\n".join(c.source for c in notebook.cells)
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+        for e in mine:
+            assert f'raise NotImplementedError("{e.id}")' in text and f"--exercise {e.id}" in text
+
+
+def test_a_student_notebook_writes_its_files_and_grades_them(tmp_path):
+    """Run as a student would, unchanged: the stubs are written and score 0."""
+    notebook = notebooks.execute(notebooks.exercise_notebook(LESSONS[0]), cwd=tmp_path)
+    assert (tmp_path / "token_ring.py").is_file()
+    printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    assert [line.split() for line in printed.splitlines() if line.startswith("total")] == [["total", "0/5", "0.00/10.00"]], \
+        json.dumps(notebook.cells[-1].outputs)[:2000]
