@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: lessons//py:percent,notebooks//ipynb
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
