@@ -26,6 +26,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -161,6 +162,24 @@ def _pingpong_program(comm, nbytes: int, warmup: int, repeats: int) -> list[floa
 _PIPE_ECHO = "import os,sys\nr,w=int(sys.argv[1]),int(sys.argv[2])\nwhile m:=os.read(r,1<<16): os.write(w,m)"
 
 
+def _while_reading(send, read, nbytes: int) -> None:
+    """Send (in a thread, if the message is larger than a pipe's or a socket's buffer:
+    the echo writes back while we still send, and would block) and read nbytes back."""
+    if nbytes <= 32 * 1024:
+        send()
+    else:
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+    got = 0
+    while got < nbytes:
+        n = read(nbytes - got)
+        if not n:
+            raise ConnectionError(f"the echo closed after {got} of {nbytes} bytes")
+        got += n
+    if nbytes > 32 * 1024:
+        sender.join(timeout=60)
+
+
 def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
     """The floor under dlsys's small messages: two processes, two pipes, no dlsys, each
     round trip waking the other process twice, as a dlsys ping-pong does."""
@@ -171,14 +190,16 @@ def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
     echo = subprocess.Popen([sys.executable, "-c", _PIPE_ECHO, str(to_r), str(back_w)], pass_fds=(to_r, back_w),
                             start_new_session=True)
     os.close(to_r), os.close(back_w)
-    message, times = b"x" * nbytes, []
+    message, times = memoryview(b"x" * nbytes), []
+
+    def write_all():
+        sent = 0
+        while sent < nbytes:
+            sent += os.write(to_w, message[sent:])
     try:
         for i in range(warmup + repeats):
             start = time.perf_counter()
-            os.write(to_w, message)
-            got = 0
-            while got < nbytes:
-                got += len(os.read(back_r, nbytes - got))
+            _while_reading(write_all, lambda need: len(os.read(back_r, need)), nbytes)
             if i >= warmup:
                 times.append(time.perf_counter() - start)
     finally:
@@ -227,13 +248,10 @@ def _tcp_round_trips(nbytes: int, nodelay: bool, warmup: int, repeats: int) -> l
         port = int(echo.stdout.readline())
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(nodelay))
-            message, back, times = b"x" * nbytes, bytearray(nbytes), []
+            message, back, times = b"x" * nbytes, memoryview(bytearray(nbytes)), []
             for i in range(warmup + repeats):
                 start = time.perf_counter()
-                sock.sendall(message)
-                got = 0
-                while got < nbytes:
-                    got += sock.recv_into(memoryview(back)[got:])
+                _while_reading(lambda: sock.sendall(message), lambda need: sock.recv_into(back[nbytes - need:]), nbytes)
                 if i >= warmup:
                     times.append(time.perf_counter() - start)
     finally:

@@ -63,6 +63,25 @@ def cmd_emulate(args) -> int:
     ])
 
 
+def cmd_stack(args) -> int:
+    rec = benchmarks.stack_bench(args.sizes, args.transports)
+    if args.json:
+        print(json.dumps(rec))
+        return 0
+    sizes = sorted({r["nbytes"] for r in rec["rows"]})
+    one_way = {(r["transport"], r["nbytes"]): r["one_way_s"] for r in rec["rows"]}
+    print_table([(t, "  ".join(f"{format_seconds(one_way[t, n]):>9}" for n in sizes)) for t in args.transports],
+                "one-way time (half the median round trip) at " + "  ".join(f"{format_bytes(n):>9}" for n in sizes))
+    rows = [(f"{t} (measured here)", f"alpha {format_seconds(f['alpha_s'])}, bandwidth "
+                                     f"{format_rate(1 / f['beta_s_per_byte']) if f['beta_s_per_byte'] > 0 else 'inf'}")
+            for t, f in rec["fits"].items()]
+    rows += [(f"{name} (preset)", f"alpha {format_seconds(m.alpha_s)}, bandwidth {format_rate(1 / m.beta_s_per_byte)}")
+             for name, m in LINK_PRESETS.items()]
+    print_table(rows, "alpha and beta fitted to t(n) = alpha + n beta (least squares on relative error), "
+                      "beside the presets")
+    return 0
+
+
 def add_commands(subparsers) -> None:
     """Register ``dlsys bench allreduce`` and ``dlsys bench emulate``."""
     bench = subparsers.add_parser("bench", help="benchmark the real data path and the emulator's scale")
@@ -101,3 +120,10 @@ def add_commands(subparsers) -> None:
     em.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     em.add_argument("--json", action="store_true", help="print one JSON object")
     em.set_defaults(func=cmd_emulate)
+    st = sub.add_parser("stack", help="one message through real local transports (pipe, TCP, shared memory), "
+                                      "alpha and beta fitted")
+    st.add_argument("--sizes", nargs="+", action=Checked, check=size(1, benchmarks.MAX_BENCH_NBYTES),
+                    default=list(benchmarks.STACK_SIZES), metavar="SIZE", help="message sizes (default 8B .. 64MiB)")
+    st.add_argument("--transports", nargs="+", choices=benchmarks.TRANSPORTS, default=list(benchmarks.TRANSPORTS))
+    st.add_argument("--json", action="store_true", help="print one JSON object")
+    st.set_defaults(func=cmd_stack)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from .. import collectives
+from .. import collectives, netstack
 from ..comm import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..net import LINK_PRESETS, NODE_PRESETS
@@ -67,13 +67,32 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def cmd_stack(args) -> int:
+    """``presets --stack LINK``: where one message's time goes, stage by stage."""
+    protocol = args.protocol or "basic"
+    rows = netstack.breakdown(args.stack, args.size, protocol)
+    if args.json:
+        print(json.dumps({"link": args.stack, "nbytes": args.size, "protocol": protocol, "stages": rows}))
+        return 0
+    total = sum(r["time_s"] for r in rows)
+    print_table([(f"{r['side']:<8} {r['stage']}", f"{format_seconds(r['time_s']):>10}  {r['time_s'] / total:6.1%}")
+                 for r in rows] + [("total", format_seconds(total))],
+                f"one message of {format_bytes(args.size)} on {args.stack} ({protocol} protocol; MPI and UCX would use "
+                f"{netstack.protocol_for(args.size)})")
+    return 0
+
+
 def cmd_presets(args) -> int:
+    if args.stack:
+        return cmd_stack(args)
     links = {name: asdict(m) | {"alpha_s": m.alpha_s, "beta_s_per_byte": m.beta_s_per_byte}
              for name, m in LINK_PRESETS.items()}
     nodes = {name: asdict(m) | {"sustained_flops": m.sustained_flops, "gamma_s_per_byte": m.gamma_s_per_byte}
              for name, m in NODE_PRESETS.items()}
+    libraries = {name: lib._asdict() | {"alpha_s": lib.transport().alpha_s, "beta_s_per_byte": lib.transport().beta_s_per_byte}
+                 for name, lib in netstack.LIBRARIES.items()}
     if args.json:
-        print(json.dumps({"links": links, "nodes": nodes}, default=str))
+        print(json.dumps({"links": links, "nodes": nodes, "libraries": libraries}, default=str))
         return 0
     print("Links")
     print(f"  {'name':<10} {'latency':>10} {'bandwidth':>12} {'overhead':>10} {'copies':>6}  source")
@@ -85,6 +104,10 @@ def cmd_presets(args) -> int:
     for m in NODE_PRESETS.values():
         print(f"  {m.name:<10} {f'{m.peak_flops / 1e12:.3g} TFLOP/s':>12} {m.efficiency:>10.0%} "
               f"{format_rate(m.memory_bandwidth_Bps):>12}  {m.source}")
+    print("Libraries (algorithm by size on a transport)")
+    for lib in netstack.LIBRARIES.values():
+        algos = ", ".join(a if limit == float("inf") else f"{a} up to {format_bytes(limit)}" for limit, a in lib.algorithms)
+        print(f"  {lib.name:<10} {algos} on {lib.link}; alpha {format_seconds(lib.transport().alpha_s)}  {lib.source}")
     return 0
 
 
@@ -117,5 +140,11 @@ def add_commands(subparsers) -> None:
     sim.set_defaults(func=cmd_simulate)
 
     pre = subparsers.add_parser("presets", help="list link and node presets with their numbers and sources")
+    pre.add_argument("--stack", metavar="LINK", choices=list(LINK_PRESETS),
+                     help="instead: the stages of one message on this link (dlsys.netstack)")
+    pre.add_argument("--size", action=Checked, check=size(0, MAX_SIZE_BYTES), default=2**20,
+                     help="--stack: the message size (default 1MiB)")
+    pre.add_argument("--protocol", choices=["basic", "eager", "rendezvous"],
+                     help="--stack: basic (what the emulator charges), eager or rendezvous")
     pre.add_argument("--json", action="store_true")
     pre.set_defaults(func=cmd_presets)
