@@ -56,16 +56,16 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
 
 def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     """op over every rank's x as a new array of x's shape, as ``ring.allreduce_ring``: its
-    messages, one ``sendrecv`` per step; a received block of the expected type and shape
+    messages, one ``comm.shift`` call per step; a received block of the expected type and shape
     (the usual case) skips ``recv_like``'s checks and is added as plain arrays."""
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     blocks = np.array_split(x.ravel(), p)
     add, plain = (np.maximum if op == "max" else np.add), np.ndarray
-    shift, charged = comm.sendrecv, comm.charge_reductions
+    shift, charged = comm.shift(right, left, TAG), comm.charge_reductions
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
-        got = shift(blocks[send_i], right, left, TAG, phase="reduce-scatter", step=step, block=send_i)
+        got = shift(blocks[send_i], "reduce-scatter", step, send_i)
         mine = blocks[recv_i]
         if charged or type(got) is not type(mine) or got.shape != mine.shape or got.dtype != mine.dtype:
             blocks[recv_i] = combine(comm, mine, check_like(comm, left, got, mine), op)
@@ -73,6 +73,6 @@ def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
             blocks[recv_i] = add(mine.view(plain), got.view(plain)).view(type(mine))
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
-        got = shift(blocks[send_i], right, left, TAG, phase="allgather", step=step, block=send_i)
+        got = shift(blocks[send_i], "allgather", step, send_i)
         blocks[recv_i] = check_like(comm, left, got, blocks[recv_i])
     return np.concatenate(blocks).reshape(x.shape)
