@@ -74,5 +74,8 @@ def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
         got = shift(blocks[send_i], "allgather", step, send_i)
-        blocks[recv_i] = check_like(comm, left, got, blocks[recv_i])
+        mine = blocks[recv_i]
+        if type(got) is not type(mine) or got.shape != mine.shape or got.dtype != mine.dtype:
+            got = check_like(comm, left, got, mine)
+        blocks[recv_i] = got
     return np.concatenate(blocks).reshape(x.shape)

@@ -87,12 +87,13 @@ class Mailbox:
 
     def take(self, src: int, tag: int, deadline: float):
         """The next (header, payload) from src with this tag; waits for it."""
+        queue = self._stash.get((src, tag))
+        if queue:  # the usual case, without the lock: only this rank takes, deliveries only append
+            return queue.popleft()
         lock = self._lock
         lock.acquire()
         try:
             queue = self._stash[src, tag]
-            if queue:  # the usual case: no wait, and the rank is RUNNING already
-                return queue.popleft()
             row = self.row
             while not queue:
                 row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
