@@ -56,8 +56,9 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
 
 def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     """op over every rank's x as a new array of x's shape, as ``ring.allreduce_ring``: its
-    messages, one ``comm.shift`` call per step; a received block of the expected type and shape
-    (the usual case) skips ``recv_like``'s checks and is added as plain arrays."""
+    messages, one ``comm.shift`` call per step. Blocks are 1-D, so a received block of our
+    block's type, dtype object and size (the usual case) needs none of ``recv_like``'s
+    checks, and it is added as plain arrays."""
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     blocks = np.array_split(x.ravel(), p)
@@ -67,15 +68,15 @@ def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
         got = shift(blocks[send_i], "reduce-scatter", step, send_i)
         mine = blocks[recv_i]
-        if charged or type(got) is not type(mine) or got.shape != mine.shape or got.dtype != mine.dtype:
+        if type(got) is type(mine) and got.dtype is mine.dtype and got.size == mine.size and not charged:
+            blocks[recv_i] = add(mine.view(plain), got.view(plain)).view(type(mine))  # mine + got, hook-free
+        else:
             blocks[recv_i] = combine(comm, mine, check_like(comm, left, got, mine), op)
-        else:  # what mine + got gives (mine's type), without the subclass's hook
-            blocks[recv_i] = add(mine.view(plain), got.view(plain)).view(type(mine))
     for step in range(p - 1):
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
         got = shift(blocks[send_i], "allgather", step, send_i)
         mine = blocks[recv_i]
-        if type(got) is not type(mine) or got.shape != mine.shape or got.dtype != mine.dtype:
+        if not (type(got) is type(mine) and got.dtype is mine.dtype and got.size == mine.size):
             got = check_like(comm, left, got, mine)
         blocks[recv_i] = got
     return np.concatenate(blocks).reshape(x.shape)

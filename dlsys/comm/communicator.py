@@ -280,11 +280,11 @@ class Communicator:
                 arr = as_payload(buf)
             n = arr.nbytes * getattr(arr, "scale", 1)  # payload_nbytes
             meta = None
-            if phase:
+            if phase and record:  # only a recording receiver reads them
                 meta = (phase, step, block)
-                if not label and record:
+                if not label:
                     label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
-            if type(label) is not str or len(label) > MAX_LABEL:
+            if label != "" and (type(label) is not str or len(label) > MAX_LABEL):
                 label = str(label)[:MAX_LABEL]
             send_s, wire_s, _ = costs.get(n) or link_costs(n)  # VirtualClock.send
             start = clock.t
