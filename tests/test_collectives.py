@@ -231,6 +231,38 @@ def test_fast_ring_gives_the_reading_rings_values_and_trace(backend, ranks, coun
     assert fast.clocks_s == reading.clocks_s
 
 
+def _lean(comm, kind, op, fast):
+    from dlsys.comm.logical import LogicalArray, per_block
+    rng = np.random.default_rng([6, comm.rank])
+    x = {"float32": lambda: rng.standard_normal(11).astype(np.float32),
+         "int64": lambda: rng.integers(-9, 9, (3, 5)),
+         "logical": lambda: LogicalArray(rng.standard_normal(12).astype(np.float32), 1000),
+         "per_block": lambda: per_block(rng.standard_normal(comm.size).astype(np.float32),
+                                        [29_771 if i % 3 else 29_770 for i in range(comm.size)])}[kind]()
+    return collectives.allreduce(comm, x, op=op, algorithm="ring", fast=fast)
+
+
+@pytest.mark.parametrize("backend,ranks", [("threads", 2), ("threads", 5), ("processes", 3)])
+@pytest.mark.parametrize("kind", ["float32", "int64", "logical", "per_block"])
+@pytest.mark.parametrize("op,charge", [("sum", False), ("mean", True), ("max", False)])
+def test_lean_ring_gives_the_reading_rings_values_and_trace(backend, ranks, kind, op, charge):
+    """``fast=True`` (dlsys simulate): one sendrecv per step, sums on plain views."""
+    kwargs = dict(link="sw26010", charge_reductions=charge)
+    reading = dlsys.launch(_lean, ranks, backend, args=(kind, op, False), **kwargs)
+    lean = dlsys.launch(_lean, ranks, backend, args=(kind, op, True), **kwargs)
+    for a, b in zip(reading.values, lean.values):
+        assert type(a) is type(b) and a.shape == b.shape and np.array_equal(a, b)
+    assert lean.trace.messages == reading.trace.messages and lean.trace.spans == reading.trace.spans
+    assert lean.clocks_s == reading.clocks_s
+
+
+def test_lean_ring_names_a_mismatch_like_the_reading_ring():
+    def program(comm):
+        return collectives.allreduce(comm, np.ones(4 + comm.rank, np.float32), fast=True)
+    with pytest.raises(dlsys.RankFailed, match="x: rank"):
+        dlsys.launch(program, 2, "threads")
+
+
 def test_the_reading_ring_keeps_a_logical_array_logical():
     from dlsys.comm.logical import LogicalArray
 

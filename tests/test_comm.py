@@ -462,3 +462,11 @@ def test_bad_alloc_arguments_name_the_argument(backend, call, error, match):
 
 def test_alloc_of_nothing_is_an_empty_array():
     assert dlsys.launch(lambda comm: comm.alloc((0, 3)).shape, 2, "processes").values == [(0, 3)] * 2
+
+
+def test_threads_pause_the_cyclic_gc_during_a_run_and_restore_it():
+    def program(comm):
+        return gc.isenabled()
+    assert gc.isenabled()
+    assert dlsys.launch(program, 2, "threads").values == [False, False]
+    assert gc.isenabled()

@@ -69,12 +69,16 @@ def test_without_record_no_span_is_kept():
 
 
 def mixed(comm):
-    """Sends of several sizes, compute, sendrecv, isend/irecv and recv_any."""
+    """Sends of several sizes, compute, sendrecv, shift, isend/irecv and recv_any."""
     rng = np.random.default_rng(comm.rank)
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
     for step in range(4):
         comm.compute(seconds=float(rng.uniform(0, 1e-4)))
         comm.sendrecv(np.zeros(int(rng.integers(1, 50_000)), np.uint8), right, left, sendtag=step)
+    shift = comm.shift(right, left, tag=7)  # the fast paths' sendrecv
+    for step in range(3):
+        comm.compute(seconds=float(rng.uniform(0, 1e-4)))
+        shift(np.zeros(int(rng.integers(1, 50_000)), np.uint8), "shift", step)
     request = comm.irecv(left, tag=9)
     comm.isend(np.ones(3000), right, tag=9)
     request.wait()

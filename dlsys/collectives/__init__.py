@@ -9,7 +9,7 @@ and scatter the non-roots' contents are ignored: it is the receive buffer's shap
                          reduce + broadcast all-reduce
     ring.py              ring reduce-scatter, all-gather, all-reduce; scatter-allgather broadcast
     halving_doubling.py  recursive halving/doubling, Rabenseifner; MPICH's fold to a power of two
-    ring_fast.py         the ring all-reduce zero-copy into ``out=`` (the fast path)
+    ring_fast.py         the ring all-reduce zero-copy into ``out=``, or lean (``fast=True``)
     registry.py          (collective, algorithm) -> rank function, closed form, LaTeX, citation, colour
 
 What a student reads (trees, ring, halving_doubling) is plain sends, receives and numpy;
@@ -119,13 +119,16 @@ def allgatherv(comm: Communicator, x, max_elements: int | None = None) -> list:
     return ring.allgatherv_ring(comm, x.copy(), sizes)
 
 
-def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None) -> np.ndarray:
+def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None,
+              fast: bool = False) -> np.ndarray:
     """Every rank gets op over every rank's x (same shape as x).
 
     ``out`` (optional): the result buffer, like MPI_Allreduce's recvbuf (C-contiguous, x's
     shape and dtype; x itself for an in-place all-reduce). An algorithm with a fast path
     (the ring: ring_fast.py) writes every sum straight into it, so a caller that reuses it
     allocates nothing per call; the others copy their result into it.
+    ``fast=True`` (without ``out``): an algorithm's lean path, where it has one (the ring):
+    the same messages and trace in fewer Python calls per message, for big emulations.
     """
     check_op(op)
     entry, x, p = _entry("allreduce", algorithm, comm.size), as_payload(x), comm.size
@@ -137,7 +140,7 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", o
         entry.fast(comm, x, base_op, out)
         return np.divide(out, p, out=out) if op == "mean" else out
     else:
-        result = entry.run(comm, x, base_op)
+        result = (entry.lean if fast and entry.lean is not None else entry.run)(comm, x, base_op)
     result = _mean(result, op, p)
     if out is None:
         return result

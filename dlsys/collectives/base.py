@@ -28,7 +28,11 @@ def recv_like(comm: Communicator, source: int, like: np.ndarray, label: str | No
     """Receive from ``source`` what this rank expects: ``like``'s size and dtype (reshaped
     to its shape). A mismatch means the ranks passed different buffers: say so by name.
     ``label`` names this rank's wait (default: the message's label)."""
-    got = comm.recv(source, TAG, label)
+    return check_like(comm, source, comm.recv(source, TAG, label), like)
+
+
+def check_like(comm: Communicator, source: int, got: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """``got`` (from ``source``) checked against ``like`` as ``recv_like`` does."""
     if got.dtype != like.dtype or got.size != like.size:
         raise ValueError(f"x: rank {source} sent {got.size} elements of {got.dtype} where rank {comm.rank} "
                          f"expected {like.size} of {like.dtype}; every rank must pass the same shape and dtype")

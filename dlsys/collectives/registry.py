@@ -60,6 +60,8 @@ class Algorithm:
     fold to a power of two first). ``uneven``: "exact" (at every length) or "bound" (module
     docstring). ``fallback``: the algorithm that runs instead when p is not a power of two.
     ``fast``: runs instead when the caller passes ``out=``; same messages, same trace.
+    ``lean``: runs instead when the caller passes ``fast=True`` (big emulations); same
+    messages, same trace, fewer Python calls per message.
     """
 
     collective: str
@@ -73,6 +75,7 @@ class Algorithm:
     uneven: str = "exact"
     fallback: str | None = None
     fast: Callable | None = None
+    lean: Callable | None = None
 
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
@@ -114,7 +117,8 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
     Algorithm("allreduce", "ring", ring.allreduce_ring,
               lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
               r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK + "; Baidu 2017, ring all-reduce", "#1F77B4",
-              exact=EVERY_P, fast=ring_fast.allreduce_ring_into),
+              exact=EVERY_P, fast=ring_fast.allreduce_ring_into,
+              lean=ring_fast.allreduce_ring_lean),
     Algorithm("allreduce", "recursive_doubling", halving_doubling.allreduce_recursive_doubling,
               lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
               r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E"),  # other p: an upper bound (see fold)

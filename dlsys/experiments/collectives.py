@@ -25,8 +25,10 @@ def collective_program(comm, collective: str, algorithm: str, count: int, dtype:
     x = np.random.default_rng([seed, comm.rank]).standard_normal(count).astype(DTYPES[dtype])
     if plan is not None:
         x = plan.wrap(x)
-    if collective in ("allreduce", "reduce_scatter"):
-        return getattr(collectives, collective)(comm, x, op=op, algorithm=algorithm)
+    if collective == "allreduce":  # its lean path where it has one: same messages and trace
+        return collectives.allreduce(comm, x, op=op, algorithm=algorithm, fast=True)
+    if collective == "reduce_scatter":
+        return collectives.reduce_scatter(comm, x, op=op, algorithm=algorithm)
     if collective == "reduce":
         return collectives.reduce(comm, x, op=op, algorithm=algorithm)
     if collective in ("broadcast", "scatter", "gather"):
