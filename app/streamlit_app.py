@@ -26,7 +26,8 @@ PAGES = {
     ],
     "Training": [st.Page("views/training.py", title="Distributed training", icon=ICONS["training"]),
                  st.Page("views/compression.py", title="Gradient compression", icon=ICONS["compression"]),
-                 st.Page("views/large_batches.py", title="Large batches", icon=ICONS["large_batches"])],
+                 st.Page("views/large_batches.py", title="Large batches", icon=ICONS["large_batches"]),
+                 st.Page("views/schedule.py", title="Overlap and scheduling", icon=ICONS["schedule"])],
     "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=ICONS["performance"])],
 }
 

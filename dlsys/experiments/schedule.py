@@ -200,7 +200,8 @@ def compare_policies(policies, model: str = "resnet50", workers: int = 2, link="
         record = simulate_schedule(policy, model, workers, link, node, "ps", servers or workers, batch, iterations,
                                    options=opts)
         result = record.pop("result")
-        records.append(record | {"model": model, "lanes": lanes(job, result), "end_s": result.virtual_time_s,
+        records.append(record | {"model": model, "iterations": iterations, "lanes": lanes(job, result),
+                                 "end_s": result.virtual_time_s,
                                  "layers": [layer.name for layer in job.layers],
                                  "items": len(job.policy.items(list(job.layers)))})
     return records
@@ -223,3 +224,14 @@ def option_sweep(option: str, values, model: str = "resnet50", workers: int = 2,
         rows.append({k: v for k, v in record.items() if k != "result"}
                     | {"option": option, "value": value, "model": model, "items": len(job.policy.items(list(job.layers)))})
     return rows
+
+
+def widest_gap(rows: list[dict]) -> dict:
+    """Of ``bandwidth_sweep`` rows, the bandwidth where the policies differ most (slowest
+    over fastest iteration time): {"bandwidth_Bps", "fastest", "slowest"} (the two rows)."""
+    by_link = {}
+    for row in rows:
+        by_link.setdefault(row["bandwidth_Bps"], []).append(row)
+    mine = max(by_link.values(), key=lambda rs: max(r["iteration_s"] for r in rs) / min(r["iteration_s"] for r in rs))
+    return {"bandwidth_Bps": mine[0]["bandwidth_Bps"], "fastest": min(mine, key=lambda r: r["iteration_s"]),
+            "slowest": max(mine, key=lambda r: r["iteration_s"])}
