@@ -20,6 +20,7 @@ WAIT_COLOUR, NO_LAYER_COLOUR = "#d9d9d9", "#888888"
 POLICY_COLOURS = {"fifo": "#9c9c9c", "wfbp": "#4c78a8", "p3": "#e45756", "bytescheduler": "#f58518",
                   "fusion": "#54a24b", "odsgd": "#b279a2"}
 SLIDER_STEPS = 100
+PIXELS = 2000  # bars closer than end / PIXELS are drawn as one (under a pixel apart on any screen)
 ROW_PX = 190
 # x axis of each trade-off: title with its unit, and the factor from the option's own unit
 OPTION_AXES = {"slice_params": ("P3 slice size (parameters)", 1.0),
@@ -55,6 +56,23 @@ def _at(bars: list[dict], t: float, busy: str) -> str:
     return f"{busy} idle" + (f" (last: {_short(bars[k]['label'])})" if k >= 0 and busy == "link" else "")
 
 
+def _merge(bars: list[dict], tolerance_s: float) -> list[dict]:
+    """Runs of bars of one lane, kind and layer with gaps under ``tolerance_s`` (less than
+    a pixel) as one bar: P3's thousands of slices would make the browser draw for seconds."""
+    out = []
+    for bar in bars:
+        last = out[-1] if out else None
+        if (last and (last["lane"], last["kind"], last["layer"]) == (bar["lane"], bar["kind"], bar["layer"])
+                and bar["start_s"] - last["end_s"] < tolerance_s):
+            count = last.get("count", 1) + 1
+            first = last["label"].split(" … ")[0]
+            out[-1] = last | {"end_s": max(last["end_s"], bar["end_s"]), "count": count,
+                              "label": f"{first} … {bar['label']}: {count} items"}
+        else:
+            out.append(bar)
+    return out
+
+
 def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.Figure:
     """One panel per policy record (``experiments.schedule.compare_policies``), stacked on
     one clock: worker 0's compute lane (forward solid, backward hatched, waits for an update
@@ -71,8 +89,10 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
     fig = make_subplots(rows=n, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.5 / (n * ROW_PX / 100 + 1))
     per_lane = []
     for row, record in enumerate(records, 1):
-        bars = sorted(record["lanes"], key=lambda b: b["start_s"])
-        per_lane.append({lane: [b for b in bars if b["lane"] == lane] for lane in LANES})
+        lanes = {lane: sorted((b for b in record["lanes"] if b["lane"] == lane), key=lambda b: b["start_s"])
+                 for lane in LANES}
+        per_lane.append(lanes)
+        bars = [b for lane in LANES for b in _merge(lanes[lane], end_s / PIXELS)]
         fig.add_trace(go.Bar(
             orientation="h", y=[LANES[b["lane"]] for b in bars], base=[b["start_s"] / div for b in bars],
             x=[(b["end_s"] - b["start_s"]) / div for b in bars], showlegend=False, width=0.8,
