@@ -42,6 +42,13 @@ def test_odsgd_changes_the_numbers_and_still_learns():
     assert not np.array_equal(record["params"], train("ps-bsp", config, 4)["params"])
 
 
+def test_odsgd_on_several_servers_takes_replies_that_overtake_each_other():
+    """The next step's reply from one server may arrive before this step's from another:
+    the receiver still hands every layer's weights over once per step (it deadlocked)."""
+    record = ex.simulate_schedule("odsgd", "alexnet", 2, "1Gbps", servers=2)
+    assert record["iteration_s"] < ex.simulate_schedule("wfbp", "alexnet", 2, "1Gbps", servers=2)["iteration_s"]
+
+
 # --- closed forms: one worker, one server, an emulated chain of layers ------------------------
 
 def chain_iteration_s(layers, release, link: LinkModel, node) -> float:
