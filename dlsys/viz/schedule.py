@@ -47,13 +47,14 @@ def _short(label: str) -> str:
     return label if len(names) < 2 else f"{head} ({names[0]} and {len(names) - 1} more)"
 
 
-def _at(bars: list[dict], t: float, busy: str) -> str:
-    """What a lane (bars sorted by start) does at ``t``: its bar's label, else "idle"
-    (on a link, with the last item sent: P3's slices leave short gaps between them)."""
+def _at(bars: list[dict], t: float, busy: str, tolerance_s: float) -> str:
+    """What a lane (bars sorted by start) does at ``t``: the label of its bar running at t
+    or ended less than ``tolerance_s`` before (P3's slices leave gaps of a send overhead
+    between them, invisible at the figure's scale), else "idle"."""
     k = bisect_right([b["start_s"] for b in bars], t) - 1
-    if k >= 0 and bars[k]["end_s"] > t:
+    if k >= 0 and bars[k]["end_s"] + tolerance_s > t:
         return f"{busy}: {_short(bars[k]['label'])}"
-    return f"{busy} idle" + (f" (last: {_short(bars[k]['label'])})" if k >= 0 and busy == "link" else "")
+    return f"{busy} idle"
 
 
 def _merge(bars: list[dict], tolerance_s: float) -> list[dict]:
@@ -78,14 +79,15 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
     one clock: worker 0's compute lane (forward solid, backward hatched, waits for an update
     grey), its pushes on the wire and the servers' replies arriving, every bar coloured by
     its layer. A time slider greys out what has not happened yet and names, per policy,
-    what the compute thread and the link are doing at that moment."""
+    what the compute thread and the link are doing at that moment. The panel titles name
+    the policies; their options are the records' ``describe``."""
     n = len(records)
     names = records[0]["layers"]
     colours = layer_colours(len(names))
     end_s = max(r["end_s"] for r in records)
     div, unit = time_unit(end_s)
-    titles = [f"<b>{r['describe']}</b>: iteration {format_seconds(r['iteration_s'])}, "
-              f"{r['overlap']:.0%} of its pushes hidden" for r in records]
+    titles = [f"<b>{r['policy']}</b>: {format_seconds(r['iteration_s'])} per iteration, {r['overlap']:.0%} of "
+              "pushes hidden" for r in records]
     fig = make_subplots(rows=n, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.5 / (n * ROW_PX / 100 + 1))
     per_lane = []
     for row, record in enumerate(records, 1):
@@ -109,7 +111,7 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
                              marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white"))), row=1, col=1)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=dict(
         color=[0], cmin=0, cmax=len(names) - 1, colorscale=LAYER_SCALE, showscale=True,
-        colorbar=dict(title="layer", x=1.02, y=0, yanchor="bottom", len=0.6, tickvals=[0, len(names) - 1],
+        colorbar=dict(title=dict(text="layer", side="right"), x=1.02, y=0, yanchor="bottom", len=0.6, tickvals=[0, len(names) - 1],
                       ticktext=[f"{names[0]} (input)", f"{names[-1]} (output)"]))), row=1, col=1)
     for annotation in fig.layout.annotations:  # subplot titles to the left: the slider's caption goes right
         annotation.update(x=0, xanchor="left", font=dict(size=15))
@@ -123,7 +125,8 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
                       fillcolor="white", opacity=0.75, layer="above"),
                  dict(type="line", xref="x", yref="paper", x0=t / div, x1=t / div, y0=0, y1=1,
                       line=dict(color="#222", width=2))]
-        texts = {f"annotations[{n + i}].text": f"{_at(lanes['compute'], t, 'compute')} · {_at(lanes['push'], t, 'link')}"
+        texts = {f"annotations[{n + i}].text": f"{_at(lanes['compute'], t, 'compute', 0.0)} · "
+                                                  f"{_at(lanes['push'], t, 'link', end_s / PIXELS)}"
                  for i, lanes in enumerate(per_lane)}
         return {"shapes": cover, **texts}
 
