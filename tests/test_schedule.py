@@ -127,7 +127,7 @@ def test_a_lower_priority_item_never_departs_while_a_higher_one_waits():
     assert len(pushes) == per_iteration * 3
     for it in range(3):
         batch = pushes[it * per_iteration:(it + 1) * per_iteration]
-        order = [int(m.label.split()[2]) for m in batch]  # "push item K (layer)"
+        order = [int(m.label.rsplit("[item ", 1)[1].rstrip("]")) for m in batch]  # "push conv3 slice 2 of 5 [item 17]"
         # credit 0: a slice is posted onto an idle link, so it departs one send overhead later
         post = {k: m.depart_s - ex.parse_link("10Gbps").send_overhead_s(m.nbytes) for k, m in zip(order, batch)}
         for k in order:

@@ -213,8 +213,15 @@ def _schedule(comm, job: Job, w: int, post) -> None:
 
 
 def _label(job: Job, item: Item) -> str:
-    names = ", ".join(job.layers[i].name for i in item.layers)
-    return f"item {item.index} ({names})"
+    """What a trace viewer shows: "conv3 slice 2 of 5 [item 17]", "bucket 0: fc8..fc6 [item 0]"."""
+    if len(item.layers) > 1:
+        return f"bucket {item.priority[0]}: {job.layers[item.layers[0]].name}..{job.layers[item.layers[-1]].name} " \
+               f"[item {item.index}]"
+    layer = job.layers[item.layers[0]]
+    pieces = -(-layer.params // item.size) if item.size < layer.params else 1
+    if pieces == 1:
+        return f"{layer.name} [item {item.index}]"
+    return f"{layer.name} slice {(item.lo - layer.offset) // item.size + 1} of {pieces} [item {item.index}]"
 
 
 def _sender(comm, job: Job, w: int):
