@@ -214,7 +214,7 @@ def test_lanes_hold_worker_0s_compute_pushes_and_pulls():
         for b in mine:  # on the wire for n / B, and one at a time
             layer = job.layers[b["layer"]]
             assert b["end_s"] - b["start_s"] == pytest.approx(link.wire_s(4 * (layer.params + 1)), rel=1e-9)
-            assert b["label"].endswith(f"({layer.name})")
+            assert b["label"].startswith(f"{lane} {layer.name} [item ")
         assert all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(mine, mine[1:])), lane
 
 

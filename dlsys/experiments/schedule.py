@@ -166,6 +166,7 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
     arriving: arrive - n / B .. arrive). ``layer`` is the bar's first layer in forward order, -1 if it has none (a
     collective's message carries no layer)."""
     index = {layer.name: i for i, layer in enumerate(job.layers)}
+    items = job.policy.items(list(job.layers))
     compute = job.rank_of("compute", worker)
     bars = []
     for s in result.trace.spans:
@@ -177,8 +178,8 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
     for m in result.trace.messages:
         if m.phase == SIGNAL or (m.src != sender and m.dst != receiver):
             continue
-        names = m.label.partition("(")[2].rstrip(")").split(", ")
-        layer = min((index[n] for n in names if n in index), default=-1)
+        item = m.label.rpartition("[item ")[2].rstrip("]")  # "push conv3 slice 2 of 5 [item 17]"
+        layer = min(items[int(item)].layers) if item.isdigit() else -1
         wire_s = result.link.wire_s(m.nbytes)
         start_s, lane = (m.depart_s, "push") if m.src == sender else (m.arrive_s - wire_s, "pull")
         bars.append({"lane": lane, "start_s": start_s, "end_s": start_s + wire_s, "kind": lane, "layer": layer,

@@ -40,20 +40,13 @@ def _bar_colour(bar: dict, colours: list[str]) -> str:
     return colours[bar["layer"]] if bar["layer"] >= 0 else NO_LAYER_COLOUR
 
 
-def _short(label: str) -> str:
-    """A bucket's label with its first layer only: "push item 2 (layer4.0.conv3 and 3 more)"."""
-    head, _, names = label.partition(" (")
-    names = names.rstrip(")").split(", ")
-    return label if len(names) < 2 else f"{head} ({names[0]} and {len(names) - 1} more)"
-
-
 def _at(bars: list[dict], t: float, busy: str, tolerance_s: float) -> str:
     """What a lane (bars sorted by start) does at ``t``: the label of its bar running at t
     or ended less than ``tolerance_s`` before (P3's slices leave gaps of a send overhead
     between them, invisible at the figure's scale), else "idle"."""
     k = bisect_right([b["start_s"] for b in bars], t) - 1
     if k >= 0 and bars[k]["end_s"] + tolerance_s > t:
-        return f"{busy}: {_short(bars[k]['label'])}"
+        return f"{busy}: {bars[k]['label']}"
     return f"{busy} idle"
 
 

@@ -83,4 +83,5 @@ def test_an_emulated_run_sends_the_buckets_in_order():
     record = ex.simulate_schedule("fusion", "resnet50", 1, "10Gbps", servers=1, iterations=2)
     pushes = [m.label for m in record["result"].trace.messages
               if m.src == job.rank_of("sender", 0) and m.phase != SIGNAL]
-    assert [int(label.split()[2]) for label in pushes] == list(range(n)) * 2, "bucket 0 first, every iteration"
+    order = [int(label.rpartition("[item ")[2].rstrip("]")) for label in pushes]  # "push bucket 0: fc..conv1 [item 0]"
+    assert order == list(range(n)) * 2, "bucket 0 first, every iteration"
