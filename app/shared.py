@@ -16,6 +16,7 @@ import streamlit as st
 
 from dlsys import bench, experiments
 from dlsys.experiments import compression as ex_compression
+from dlsys.experiments import schedule as ex_schedule
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
 from dlsys.viz import style
@@ -32,7 +33,7 @@ REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 
 # fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
 # (tests/test_browser.py checks that no request leaves the machine).
 ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
-         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️"}
+         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️", "schedule": "🚦"}
 RULES = experiments.RULES
 
 
@@ -294,3 +295,27 @@ def compression_model(model: str, method: str, options: tuple) -> dict:
 def compression_pareto(fresh: bool) -> list:
     """The Pareto rows: the cached file, or (``fresh``) a new run of every method."""
     return ex_compression.pareto(workers=TRAIN_WORKERS) if fresh else ex_compression.cached_pareto()
+
+
+# Scheduling: ``options`` is a tuple of (policy, ((option, value), ...)) pairs, hashable for the cache.
+SCHEDULE_BANDWIDTHS = ("1Gbps", "3Gbps", "10Gbps", "25Gbps", "100Gbps")
+
+
+@st.cache_data(max_entries=32, show_spinner="scheduling every policy...")
+def schedule_policies(policies: tuple, model: str, workers: int, link: str, options: tuple) -> list:
+    """experiments.schedule.compare_policies: worker 0's lanes under each policy."""
+    return ex_schedule.compare_policies(policies, model, workers, link, options={p: dict(o) for p, o in options})
+
+
+@st.cache_data(max_entries=16, show_spinner="every policy at every bandwidth...")
+def schedule_bandwidths(policies: tuple, model: str, workers: int, options: tuple) -> list:
+    """experiments.schedule.bandwidth_sweep over SCHEDULE_BANDWIDTHS."""
+    return ex_schedule.bandwidth_sweep(model, SCHEDULE_BANDWIDTHS, list(policies), workers,
+                                       options={p: dict(o) for p, o in options})
+
+
+@st.cache_data(max_entries=32, show_spinner="sweeping the option...")
+def schedule_option(option: str, values: tuple, model: str, workers: int, link: str, options: tuple) -> list:
+    """experiments.schedule.option_sweep of one option, the policy's other options as chosen."""
+    others = {k: v for k, v in dict(options).get(ex_schedule.KNOBS[option], ()) if k != option}
+    return ex_schedule.option_sweep(option, values, model, workers, link, options=others)

@@ -27,7 +27,8 @@ PAGES = {
     ],
     "Training": [st.Page("views/training.py", title="Distributed training", icon=shared.ICONS["training"]),
                  st.Page("views/compression.py", title="Gradient compression", icon=shared.ICONS["compression"]),
-                 st.Page("views/large_batches.py", title="Large batches", icon=shared.ICONS["large_batches"])],
+                 st.Page("views/large_batches.py", title="Large batches", icon=shared.ICONS["large_batches"]),
+                 st.Page("views/schedule.py", title="Overlap and scheduling", icon=shared.ICONS["schedule"])],
     "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=shared.ICONS["performance"])],
 }
 

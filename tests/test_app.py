@@ -18,7 +18,7 @@ from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
-         "views/compression.py", "views/large_batches.py", "views/performance.py"]
+         "views/compression.py", "views/large_batches.py", "views/schedule.py", "views/performance.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -126,6 +126,7 @@ def test_collectives_page_every_algorithm(ranks, size):
     ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),
     ("views/compression.py", "cmp_view", ["Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"]),
     ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
+    ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)

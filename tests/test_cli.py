@@ -46,7 +46,7 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["simulate", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..4096, got 0"),
     (["simulate", "allreduce", "--ranks", "100000"], "--ranks must be an integer in 1..4096, got 100000"),
     (["simulate", "allreduce", "--ranks", "two"], "--ranks must be an integer in 1..4096, got two"),
-    (["simulate", "allreduce", "--link", "wifi"], "invalid choice"),
+    (["simulate", "allreduce", "--link", "wifi"], "--link: a collective takes a preset (tcp-1gbe"),
     (["train", "--workers", "0"], "--workers must be an integer in 1..4096, got 0"),
     (["train", "--straggler", "3"], "--straggler must be WORKER:FACTOR, got 3"),
     (["train", "--lr", "-1"], "--lr must be a number > 0, got -1"),

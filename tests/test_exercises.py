@@ -310,3 +310,47 @@ def test_lars_and_warmup_mistakes_get_partial_credit(tmp_path, mistake):
     results = grade(tmp_path, [exercise])
     assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
     assert 0 < sum(r.score for r in results) < get(exercise).points
+
+
+# Plausible wrong scheduling solutions (edits of the reference files): WFBP timed as FIFO
+# (every push waits for the end of backward), WFBP without the pull (the iteration ends
+# when the server has updated), DDP's buckets filled in forward order, and buckets closed
+# only once they are over the cap. Each: (exercise, [(reference, wrong)], tests still passing).
+SCHEDULE_MISTAKES = {
+    "pushed_after_backward": ("wfbp_iteration", [
+        ("depart = max(ready[l], worker_link)", "depart = max(backward_end_s, worker_link)")],
+        {"test_one_layer_by_hand", "test_a_free_network_leaves_compute_alone", "test_a_push_waits_for_the_link"}),
+    "pull_forgotten": ("wfbp_iteration", [
+        ("last_back = max(last_back, reply + wire_s + latency_s)", "last_back = max(last_back, server_clock)")],
+        {"test_a_free_network_leaves_compute_alone",
+         "test_communication_hides_behind_the_backward_of_the_layers_below"}),
+    "forward_order_buckets": ("ddp_buckets", [
+        ("for i in reversed(range(len(layers))):", "for i in range(len(layers)):"),
+        ("layers[b[-1]].offset, layers[b[0]].offset + layers[b[0]].params",
+         "layers[b[0]].offset, layers[b[-1]].offset + layers[b[-1]].params")],
+        {"test_buckets_tile_the_gradient"}),
+    "buckets_over_the_cap": ("ddp_buckets", [
+        ("if current and nbytes + size > self.bucket_mb * 1e6:", "if current and nbytes > self.bucket_mb * 1e6:")],
+        {"test_buckets_tile_the_gradient", "test_the_last_layer_goes_first",
+         "test_an_emulated_run_sends_the_buckets_in_order"}),
+}
+
+
+@pytest.mark.parametrize("mistakes", [("pushed_after_backward", "forward_order_buckets"),
+                                      ("pull_forgotten", "buckets_over_the_cap")], ids="+".join)
+def test_wfbp_and_bucket_mistakes_get_partial_credit(tmp_path, mistakes):
+    # the graded tests run the emulator, which imports dlsys whole: every exercise file is there
+    student = submission(tmp_path, {})
+    for mistake in mistakes:
+        exercise, edits, _ = SCHEDULE_MISTAKES[mistake]
+        target = tmp_path / get(exercise).student_file
+        source = target.read_text()
+        for reference, wrong in edits:
+            assert source.count(reference) == 1, reference
+            source = source.replace(reference, wrong)
+        target.write_text(source)
+    results = by_exercise(grade(student, [SCHEDULE_MISTAKES[m][0] for m in mistakes]))
+    for mistake in mistakes:
+        exercise, _, expected_passed = SCHEDULE_MISTAKES[mistake]
+        assert {r.name.split("::")[1] for r in results[exercise] if r.passed} == expected_passed, mistake
+        assert 0 < sum(r.score for r in results[exercise]) < get(exercise).points, mistake

@@ -42,6 +42,13 @@ def test_odsgd_changes_the_numbers_and_still_learns():
     assert not np.array_equal(record["params"], train("ps-bsp", config, 4)["params"])
 
 
+def test_odsgd_on_several_servers_takes_replies_that_overtake_each_other():
+    """The next step's reply from one server may arrive before this step's from another:
+    the receiver still hands every layer's weights over once per step (it deadlocked)."""
+    record = ex.simulate_schedule("odsgd", "alexnet", 2, "1Gbps", servers=2)
+    assert record["iteration_s"] < ex.simulate_schedule("wfbp", "alexnet", 2, "1Gbps", servers=2)["iteration_s"]
+
+
 # --- closed forms: one worker, one server, an emulated chain of layers ------------------------
 
 def chain_iteration_s(layers, release, link: LinkModel, node) -> float:
@@ -188,3 +195,42 @@ def test_cli_simulate_schedule(capsys):
     assert "--slice-params: not an option of --policy wfbp" in capsys.readouterr().err
     assert main(["simulate", "schedule", "--link", "7furlongs"]) == 2
     assert main(["simulate", "allreduce", "--link", "10Gbps"]) == 2
+
+
+# --- what the app page and lesson 10 draw ----------------------------------------------------
+
+def test_lanes_hold_worker_0s_compute_pushes_and_pulls():
+    job = ex.make_job("wfbp", "alexnet", 2, servers=2)
+    result = ex.simulate_schedule("wfbp", "alexnet", 2, "10Gbps", servers=2)["result"]
+    bars = ex.lanes(job, result)
+    with_params = [i for i, l in enumerate(job.layers) if l.params]
+    compute = [b for b in bars if b["lane"] == "compute" and b["kind"] != "wait"]
+    assert len(compute) == 2 * len(job.layers) * job.iterations
+    assert {b["label"] for b in bars if b["kind"] == "wait"} <= {f"wait for {l.name}" for l in job.layers}
+    link = ex.parse_link("10Gbps")
+    for lane in ("push", "pull"):
+        mine = sorted((b for b in bars if b["lane"] == lane), key=lambda b: b["start_s"])
+        assert sorted(b["layer"] for b in mine) == sorted(with_params * job.iterations), lane
+        for b in mine:  # on the wire for n / B, and one at a time
+            layer = job.layers[b["layer"]]
+            assert b["end_s"] - b["start_s"] == pytest.approx(link.wire_s(4 * (layer.params + 1)), rel=1e-9)
+            assert b["label"].startswith(f"{lane} {layer.name} [item ")
+        assert all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(mine, mine[1:])), lane
+
+
+def test_compare_policies_and_sweeps():
+    records = ex.compare_policies(["fifo", "p3"], "alexnet", 2, "10Gbps", options={"p3": {"slice_params": 4_000_000}})
+    assert [r["policy"] for r in records] == ["fifo", "p3"] and "result" not in records[0]
+    assert records[1]["items"] == len(ex.make_job("p3", "alexnet", 2, options={"slice_params": 4_000_000})
+                                       .policy.items(list(ex.layers("alexnet", 32))))
+    assert records[0]["layers"][0] == ex.layers("alexnet", 32)[0].name
+    assert all(r["end_s"] >= max(b["end_s"] for b in r["lanes"]) for r in records)
+    rows = ex.option_sweep("bucket_mb", (1.0, 25.0, 1000.0), "alexnet", 2)
+    assert [r["items"] for r in rows] == sorted((r["items"] for r in rows), reverse=True) and rows[-1]["items"] == 1
+    assert all(r["option"] == "bucket_mb" and r["policy"] == "fusion" for r in rows)
+    with pytest.raises(ValueError, match="option"):
+        ex.option_sweep("cycle_ms", (1.0,))
+    sweep = [{"bandwidth_Bps": b, "policy": p, "iteration_s": t} for b, p, t in
+             ((1, "fifo", 4.0), (1, "p3", 3.0), (2, "fifo", 2.0), (2, "p3", 1.0), (3, "fifo", 1.0), (3, "p3", 1.0))]
+    gap = ex.widest_gap(sweep)
+    assert gap["bandwidth_Bps"] == 2 and gap["fastest"]["policy"] == "p3" and gap["slowest"]["policy"] == "fifo"

@@ -13,7 +13,8 @@ from dlsys.datapath import ring_allreduce_traffic_bytes
 from dlsys.collectives import REGISTRY, closed_form
 import plotly.io as pio
 
-from dlsys.viz import catalogue, comm, costs, datapath, lessons, style, training
+from dlsys.experiments import schedule as ex_schedule
+from dlsys.viz import catalogue, comm, costs, datapath, lessons, schedule, style, training
 from dlsys.viz.units import (byte_ticks, count_ticks, format_bytes, format_rate, format_seconds, linear_byte_ticks,
                              time_ticks, time_unit)
 
@@ -80,7 +81,17 @@ def _my_figures():
         "strong_scaling": lessons.strong_scaling([dict(link="l", ranks=p, compute_s=1 / p, communication_s=0.01,
                                                        speedup=p / 1.5) for p in (1, 2, 4)]),
         "concept_map": catalogue.concept_map([("A", "a long concept name here", "app"), ("B", "z", "planned")]),
+        "gantt": schedule.gantt(_schedule_records()),
+        "iteration_vs_bandwidth": schedule.iteration_vs_bandwidth(
+            ex_schedule.bandwidth_sweep("alexnet", ["1Gbps", "100Gbps"], ["fifo", "wfbp"], 2)),
+        "option_tradeoff": schedule.option_tradeoff(
+            ex_schedule.option_sweep("slice_params", (1_000_000, 4_000_000), "alexnet", 2), 1_000_000),
     }
+
+
+def _schedule_records():
+    return ex_schedule.compare_policies(["fifo", "p3"], "alexnet", 2, "10Gbps",
+                                        options={"p3": {"slice_params": 1_000_000}})
 
 
 def test_every_figure_has_the_projector_style(dlsys_default_template):
@@ -352,3 +363,38 @@ def test_emulation_scaling_is_log_log_in_rank_order():
     fig = datapath.emulation_scaling([dict(ranks=16, wall_time_s=0.02, messages=480),
                                       dict(ranks=8, wall_time_s=0.01, messages=112)])
     assert list(fig.data[0].x) == [8, 16] and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+
+
+def test_gantt_lanes_colours_and_time_slider():
+    records = _schedule_records()
+    fig = schedule.gantt(records)
+    bars = [t for t in fig.data if isinstance(t, go.Bar) and t.x and t.x[0] is not None]
+    assert len(bars) == len(records)
+    colours = schedule.layer_colours(len(records[0]["layers"]))
+    for trace, record in zip(bars, records):
+        assert set(trace.y) == set(schedule.LANES.values())
+        pushes = [k for k, y in enumerate(trace.y) if y == schedule.LANES["push"]]
+        assert 0 < len(pushes) <= sum(b["lane"] == "push" for b in record["lanes"])  # runs under a pixel merged
+        assert {trace.marker.color[k] for k in pushes} <= set(colours)
+        wire_s = sum(b["end_s"] - b["start_s"] for b in record["lanes"] if b["lane"] == "push")
+        div = schedule.time_unit(max(r["end_s"] for r in records))[0]
+        assert sum(trace.x[k] for k in pushes) * div >= wire_s * (1 - 1e-9)  # merging covers every push
+    assert fig.layout.xaxis2.title.text.startswith("virtual time (")
+    steps = fig.layout.sliders[0].steps
+    assert len(steps) == schedule.SLIDER_STEPS + 1 and steps[-1].method == "relayout"
+    first = steps[0].args[0]
+    assert first["shapes"][0]["x0"] == 0  # at t = 0 everything is still to come
+    assert all(first[f"annotations[{len(records) + i}].text"].startswith("compute") for i in range(len(records)))
+
+
+def test_scheduling_curves_state_their_units():
+    rows = ex_schedule.bandwidth_sweep("alexnet", ["1Gbps", "100Gbps"], ["fifo", "p3"], 2,
+                                       options={"p3": {"slice_params": 4_000_000}})
+    fig = schedule.iteration_vs_bandwidth(rows)
+    assert fig.layout.xaxis.title.text == "link bandwidth (Gbit/s)" and "(" in fig.layout.yaxis.title.text
+    relative = [t for t in fig.data if t.name == "fifo" and t.showlegend is False]
+    assert list(relative[0].y) == [1.0, 1.0]
+    tradeoff = schedule.option_tradeoff(
+        ex_schedule.option_sweep("credit_bytes", (4e6, 64e6), "alexnet", 2), 16e6)
+    assert tradeoff.layout.xaxis.title.text == "ByteScheduler credit (MB in flight)"
+    assert not any("e+" in t for t in tradeoff.layout.xaxis.ticktext)

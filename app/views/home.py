@@ -18,7 +18,7 @@ CONCEPTS = [
     ("Coordination", "BSP", "app"), ("Coordination", "ASP", "app"), ("Coordination", "SSP / bounded delay", "app"),
     ("Communicate less often", "large batches", "app"), ("Communicate less often", "local SGD", "app"),
     ("Compression", "1-bit SGD, TernGrad, QSGD", "app"), ("Compression", "Top-k, gradient dropping, DGC", "app"),
-    ("Overlap", "WFBP", "planned"), ("Overlap", "P3, ByteScheduler", "planned"), ("Overlap", "gradient fusion", "planned"),
+    ("Overlap", "WFBP", "app"), ("Overlap", "P3, ByteScheduler", "app"), ("Overlap", "gradient fusion", "app"),
     ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "planned"),
     ("IO", "zero copy, memory bandwidth", "app"), ("IO", "prefetching", "planned"),
     ("Large batch", "linear scaling, warm-up", "app"), ("Large batch", "LARS, LAMB", "app"),
@@ -54,6 +54,9 @@ PAGE_LINKS = [
     ("views/large_batches.py", "Large batches", shared.ICONS["large_batches"],
      "Batch 32 to 8,192 under fixed, square-root and linear learning rates with warm-up; LARS and LAMB; per-layer "
      "trust ratios; sharp against flat minima; time to accuracy against workers."),
+    ("views/schedule.py", "Overlap and scheduling", shared.ICONS["schedule"],
+     "FIFO, WFBP, P3, ByteScheduler, fusion and OD-SGD on one clock: worker 0's compute, pushes and pulls coloured "
+     "by layer with a time slider, iteration time against bandwidth, and what slice, credit and bucket sizes trade."),
     ("views/performance.py", "Real bytes and scale", shared.ICONS["performance"],
      "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
      "against memcpy, and how far the emulator scales."),

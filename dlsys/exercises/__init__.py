@@ -88,6 +88,10 @@ EXERCISES: tuple[Exercise, ...] = (
              "dlsys/optim.py", 10, "lessons/09_large_batches.py"),
     Exercise("goyal_schedule", "Goyal et al.'s gradual warm-up and step decay",
              "dlsys/optim.py", 10, "lessons/09_large_batches.py"),
+    Exercise("wfbp_iteration", "wait-free backpropagation's iteration time, push by push, held to the emulator",
+             "dlsys/exercises/overlap.py", 15, "lessons/10_overlap_and_scheduling.py"),
+    Exercise("ddp_buckets", "PyTorch DDP's gradient buckets: reverse order, at most bucket_cap_mb each",
+             "dlsys/schedule/fusion.py", 10, "lessons/10_overlap_and_scheduling.py"),
 )
 
 

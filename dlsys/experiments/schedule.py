@@ -149,3 +149,90 @@ def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), wor
                   losses=[loss for v in result.values for loss in v.get("losses", [])])
     return record
 
+
+
+# --- what the app page and lesson 10 draw -------------------------------------------------
+
+# the option each trade-off sweeps, and the policy it belongs to
+KNOBS = {"slice_params": "p3", "partition_params": "bytescheduler", "credit_bytes": "bytescheduler",
+         "bucket_mb": "fusion"}
+
+
+def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
+    """Worker ``worker``'s three lanes of the trace, as bars (start_s, end_s, layer, label):
+    "compute" (its forward and backward per layer, and its waits for a layer's update),
+    "push" (its items on the wire: depart .. depart + n / B, the egress's busy time;
+    allreduce: its communication thread's messages) and "pull" (the servers' replies to it
+    arriving: arrive - n / B .. arrive). ``layer`` is the bar's first layer in forward order, -1 if it has none (a
+    collective's message carries no layer)."""
+    index = {layer.name: i for i, layer in enumerate(job.layers)}
+    items = job.policy.items(list(job.layers))
+    compute = job.rank_of("compute", worker)
+    bars = []
+    for s in result.trace.spans:
+        if s.rank == compute and (s.kind == "compute" or s.label.startswith("wait for ")):
+            bars.append({"lane": "compute", "start_s": s.start_s, "end_s": s.end_s, "kind": s.label.split()[0],
+                         "layer": index[s.label.rsplit(" ", 1)[1]], "label": s.label})
+    sender = job.rank_of("sender" if job.scheme == "ps" else "comm", worker)
+    receiver = job.rank_of("receiver", worker) if job.scheme == "ps" else None
+    for m in result.trace.messages:
+        if m.phase == SIGNAL or (m.src != sender and m.dst != receiver):
+            continue
+        item = m.label.rpartition("[item ")[2].rstrip("]")  # "push conv3 slice 2 of 5 [item 17]"
+        layer = min(items[int(item)].layers) if item.isdigit() else -1
+        wire_s = result.link.wire_s(m.nbytes)
+        start_s, lane = (m.depart_s, "push") if m.src == sender else (m.arrive_s - wire_s, "pull")
+        bars.append({"lane": lane, "start_s": start_s, "end_s": start_s + wire_s, "kind": lane, "layer": layer,
+                     "label": m.label})
+    return bars
+
+
+def compare_policies(policies, model: str = "resnet50", workers: int = 2, link="10Gbps", node: str = "v100",
+                     servers: int | None = None, batch: int = 32, iterations: int = 3,
+                     options: dict | None = None) -> list[dict]:
+    """Every policy on the same model and cluster (parameter server, ``servers`` defaulting
+    to one per worker): each record without its LaunchResult, plus worker 0's ``lanes``,
+    the ``layers``' names (forward order), ``items`` per iteration and ``end_s`` (the run's
+    virtual time). ``options`` maps a policy to its options."""
+    records = []
+    for policy in policies:
+        opts = (options or {}).get(policy)
+        job = make_job(policy, model, workers, "ps", servers or workers, batch, iterations, opts)
+        record = simulate_schedule(policy, model, workers, link, node, "ps", servers or workers, batch, iterations,
+                                   options=opts)
+        result = record.pop("result")
+        records.append(record | {"model": model, "iterations": iterations, "lanes": lanes(job, result),
+                                 "end_s": result.virtual_time_s,
+                                 "layers": [layer.name for layer in job.layers],
+                                 "items": len(job.policy.items(list(job.layers)))})
+    return records
+
+
+def option_sweep(option: str, values, model: str = "resnet50", workers: int = 2, link="10Gbps", node: str = "v100",
+                 servers: int | None = None, batch: int = 32, iterations: int = 3, options: dict | None = None) -> list[dict]:
+    """The trade-off of one option (``KNOBS``: slice size, partition size, credit, bucket
+    size) of its policy: iteration time, overlap and items per iteration at each value,
+    the policy's other options from ``options``. Smaller items preempt sooner and overlap
+    more, but each pays the per-message latency and overheads."""
+    if option not in KNOBS:
+        raise ValueError(f"option: expected one of {', '.join(KNOBS)}, got {option!r}")
+    policy, rows = KNOBS[option], []
+    for value in values:
+        opts = (options or {}) | {option: value}
+        job = make_job(policy, model, workers, "ps", servers or workers, batch, iterations, opts)
+        record = simulate_schedule(policy, model, workers, link, node, "ps", servers or workers, batch, iterations,
+                                   options=opts)
+        rows.append({k: v for k, v in record.items() if k != "result"}
+                    | {"option": option, "value": value, "model": model, "items": len(job.policy.items(list(job.layers)))})
+    return rows
+
+
+def widest_gap(rows: list[dict]) -> dict:
+    """Of ``bandwidth_sweep`` rows, the bandwidth where the policies differ most (slowest
+    over fastest iteration time): {"bandwidth_Bps", "fastest", "slowest"} (the two rows)."""
+    by_link = {}
+    for row in rows:
+        by_link.setdefault(row["bandwidth_Bps"], []).append(row)
+    mine = max(by_link.values(), key=lambda rs: max(r["iteration_s"] for r in rs) / min(r["iteration_s"] for r in rs))
+    return {"bandwidth_Bps": mine[0]["bandwidth_Bps"], "fastest": min(mine, key=lambda r: r["iteration_s"]),
+            "slowest": max(mine, key=lambda r: r["iteration_s"])}

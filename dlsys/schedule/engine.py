@@ -233,25 +233,26 @@ def _sender(comm, job: Job, w: int):
 
 
 def _receiver(comm, job: Job, w: int):
-    """Takes every reply of an iteration; a layer's weights go to compute once all the
-    items covering it are back."""
+    """Takes every reply; a layer's weights go to compute each time all the items covering
+    it are back. Counted per layer, not per iteration: under OD-SGD the next iteration's
+    replies from one server can overtake this iteration's from another."""
     items = job.policy.items(list(job.layers))
     compute = job.rank_of("compute", w)
     weights, covering = {}, _covering(items)
-    for it in range(job.iterations):
-        missing = dict(covering)
-        for _ in items:
-            if job.servers == 1:
-                arr = comm.recv(0, TAG_REPLY)
-            else:
-                arr = comm.recv_any(list(range(job.servers)), TAG_REPLY)[1]
-            item = items[int(arr[0])]
-            weights[item.index] = arr[1:]
-            for i in item.layers:
-                missing[i] -= 1
-                if not missing[i]:
-                    comm.signal(_layer_values(job, i, items, weights), compute, TAG_PARAMS + i,
-                                f"weights of {job.layers[i].name}")
+    missing = dict(covering)
+    for _ in range(job.iterations * len(items)):
+        if job.servers == 1:
+            arr = comm.recv(0, TAG_REPLY)
+        else:
+            arr = comm.recv_any(list(range(job.servers)), TAG_REPLY)[1]
+        item = items[int(arr[0])]
+        weights[item.index] = arr[1:]
+        for i in item.layers:
+            missing[i] -= 1
+            if not missing[i]:
+                comm.signal(_layer_values(job, i, items, weights), compute, TAG_PARAMS + i,
+                            f"weights of {job.layers[i].name}")
+                missing[i] = covering[i]
     return {}
 
 

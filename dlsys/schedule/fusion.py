@@ -23,6 +23,11 @@ class Fusion(Policy):
         self.bucket_mb, self.cycle_ms = bucket_mb, cycle_ms
 
     def items(self, layers):
+        """The buckets, in the order they go out (bucket 0 first: it holds the last layer):
+        layers with parameters packed in reverse order, a bucket closed when the next layer
+        would take it past ``bucket_mb`` MB (1 MB = 1e6 bytes, 4 bytes a parameter); each
+        bucket one Item of index and priority (k,) over its layers' elements [lo, hi)."""
+        # BEGIN SOLUTION ddp_buckets
         buckets, current, nbytes = [], [], 0
         for i in reversed(range(len(layers))):
             size = 4 * layers[i].params
@@ -37,6 +42,7 @@ class Fusion(Policy):
         # a bucket's layers are adjacent in the buffer: from its lowest layer's offset up
         return [Item(k, tuple(b), layers[b[-1]].offset, layers[b[0]].offset + layers[b[0]].params, (k,))
                 for k, b in enumerate(buckets)]
+        # END SOLUTION
 
     def release_s(self, item, ready_s):
         ready = super().release_s(item, ready_s)
