@@ -190,10 +190,10 @@ def parse_size(text) -> int:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
         if not m or m.group(2).upper() not in _UNITS:
             raise ValueError(f"size: cannot parse {text!r}; use bytes like 1024, 61MB, 64MiB, 1GiB")
-        value = float(m.group(1)) * _UNITS[m.group(2).upper()]
-        if value != int(value):
+        scaled = float(m.group(1)) * _UNITS[m.group(2).upper()]
+        if scaled != int(scaled):
             raise ValueError(f"size: {text!r} is not a whole number of bytes")
-        value = int(value)
+        value = int(scaled)
     if value < 0:
         raise ValueError(f"size must be >= 0 bytes, got {text!r}")
     return value

@@ -50,6 +50,10 @@ class Optimizer:
         self._update(self.current_lr())
         self.steps += 1
 
+    def _update(self, lr: float) -> None:
+        """Apply one update with learning rate ``lr`` (each optimizer's own rule)."""
+        raise NotImplementedError
+
     def state_dict(self) -> dict:
         """Copies of every state array and the step counter."""
         return {"steps": self.steps, **{n: getattr(self, n).copy() for n in self.state_names}}

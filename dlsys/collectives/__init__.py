@@ -164,6 +164,7 @@ def _check_out(out, x: np.ndarray, op: str) -> None:
 def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce) -> float:
     if not (isinstance(p, (int, np.integer)) and p >= 1):
         raise ValueError(f"p must be an int >= 1, got {p!r}")
+    p = int(p)
     entry = _entry(collective, algorithm, p)
     if p == 1:
         return 0.0

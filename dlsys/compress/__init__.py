@@ -24,7 +24,7 @@ from .randomk import RandomKCompressor
 from .terngrad import TernGradCompressor
 from .topk import TopKCompressor
 
-COMPRESSORS = {
+COMPRESSORS: dict[str, type[Compressor]] = {
     "none": NoneCompressor,
     "fp16": FP16Compressor,
     "int8": Int8Compressor,

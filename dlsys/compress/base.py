@@ -112,8 +112,8 @@ class Compressor(ABC):
     shares_scale = False  # True: compress takes ``scale``, the max of every rank's local_scale
     same_draws_on_every_rank = False  # True: every rank's Generator has the same seed (random-k)
     memory = "none"  # the memory its paper pairs it with (``MEMORIES``)
-    passes = (1, 1)  # sweeps over the dense gradient: (compress, decompress)
-    ops = (1, 1)  # operations per entry: (compress, decompress)
+    passes: tuple[float, float] = (1, 1)  # sweeps over the dense gradient: (compress, decompress)
+    ops: tuple[float, float] = (1, 1)  # operations per entry: (compress, decompress)
 
     @abstractmethod
     def compress(self, tensor, name):
@@ -136,7 +136,8 @@ class Compressor(ABC):
 
     def cost(self, n: int, itemsize: int = 4) -> tuple[tuple[float, float], tuple[float, float]]:
         """((flops, nbytes) of compress, (flops, nbytes) of decompress) for n entries."""
-        return tuple((ops * n, passes * n * itemsize) for ops, passes in zip(self.ops, self.passes))
+        (c_ops, d_ops), (c_passes, d_passes) = self.ops, self.passes
+        return (c_ops * n, c_passes * n * itemsize), (d_ops * n, d_passes * n * itemsize)
 
 
 class Memory(ABC):

@@ -56,7 +56,9 @@ class DGCMemory(Memory):
             raise ValueError(f"momentum: expected a value in [0, 1), got {momentum!r}")
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"clip_norm: expected a norm > 0, got {clip_norm!r}")
-        self.momentum, self.velocities, self.accumulated = momentum, {}, {}
+        self.momentum = momentum
+        self.velocities: dict[str, np.ndarray] = {}
+        self.accumulated: dict[str, np.ndarray] = {}
         self.local_clip = clip_norm / np.sqrt(workers) if clip_norm else None
 
     def compensate(self, tensor, name):

@@ -24,7 +24,7 @@ def sampled_threshold(magnitudes, ratio, sample, rng):
 class GradientDroppingCompressor(Compressor):
     memory = "residual"  # biased: the paper keeps what was not sent
     communication = "allgatherv"  # each rank sends however many entries passed its threshold
-    passes = (2, 1)  # compare |g| with the threshold, then gather what passed; decode: zero-fill
+    passes: tuple[float, float] = (2, 1)  # compare |g| with the threshold, then gather what passed; decode: zero-fill
     ops = (3, 1)
 
     def encoded_nbytes(self, n, itemsize=4):

@@ -103,15 +103,20 @@ def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
 
 
 def overlap(job: schedule.Job, result) -> float:
-    """The share of worker 0's sending (its egress busy: depart .. depart + n beta, its last
-    iteration) during which its compute thread computes."""
+    """The share of the time worker 0's egress is busy in its last iteration (each message
+    from departure to departure + n / B, merged where they touch) during which its compute
+    thread computes."""
     sender = job.rank_of("sender" if job.scheme == "ps" else "comm", 0)
     compute = job.rank_of("compute", 0)
     ends = result.values[compute]["backward_ends_s"]
     since = ends[-2] if len(ends) > 1 else 0.0
-    beta = result.link.beta_s_per_byte
-    busy = [(m.depart_s, m.depart_s + m.nbytes * beta) for m in result.trace.messages
-            if m.src == sender and m.phase != SIGNAL and m.depart_s >= since]
+    busy: list[list[float]] = []
+    for start, end in sorted((m.depart_s, m.depart_s + result.link.wire_s(m.nbytes)) for m in result.trace.messages
+                             if m.src == sender and m.phase != SIGNAL and m.depart_s >= since):
+        if busy and start <= busy[-1][1]:
+            busy[-1][1] = max(busy[-1][1], end)
+        else:
+            busy.append([start, end])
     computing = [(s.start_s, s.end_s) for s in result.trace.spans if s.rank == compute and s.kind == "compute"]
     total = sum(b - a for a, b in busy)
     if not total:

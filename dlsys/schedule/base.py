@@ -33,7 +33,7 @@ class Layer(NamedTuple):
 
 class Item(NamedTuple):
     """One message a policy sends: elements [lo, hi) of the gradient, from ``layers``."""
-    index: int
+    index: int  # type: ignore[assignment]  # the item's number; shadows tuple.index on purpose
     layers: tuple[int, ...]
     lo: int
     hi: int

@@ -30,6 +30,7 @@ index, standing for the item's bytes).
 
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
 
@@ -214,14 +215,25 @@ def _schedule(comm, job: Job, w: int, post) -> None:
 
 def _label(job: Job, item: Item) -> str:
     """What a trace viewer shows: "conv3 slice 2 of 5 [item 17]", "bucket 0: fc8..fc6 [item 0]"."""
-    if len(item.layers) > 1:
-        return f"bucket {item.priority[0]}: {job.layers[item.layers[0]].name}..{job.layers[item.layers[-1]].name} " \
-               f"[item {item.index}]"
-    layer = job.layers[item.layers[0]]
-    pieces = -(-layer.params // item.size) if item.size < layer.params else 1
-    if pieces == 1:
-        return f"{layer.name} [item {item.index}]"
-    return f"{layer.name} slice {(item.lo - layer.offset) // item.size + 1} of {pieces} [item {item.index}]"
+    return _labels(job)[item.index]
+
+
+@functools.lru_cache(maxsize=16)
+def _labels(job: Job) -> dict:
+    items, labels = job.policy.items(list(job.layers)), {}
+    of_layer: dict[int, list[Item]] = {}
+    for item in items:
+        if len(item.layers) > 1:
+            first, last = job.layers[item.layers[0]].name, job.layers[item.layers[-1]].name
+            labels[item.index] = f"bucket {item.priority[0]}: {first}..{last} [item {item.index}]"
+        else:
+            of_layer.setdefault(item.layers[0], []).append(item)
+    for i, pieces in of_layer.items():
+        pieces.sort(key=lambda item: item.lo)
+        for k, item in enumerate(pieces, 1):
+            where = f" slice {k} of {len(pieces)}" if len(pieces) > 1 else ""
+            labels[item.index] = f"{job.layers[i].name}{where} [item {item.index}]"
+    return labels
 
 
 def _sender(comm, job: Job, w: int):
