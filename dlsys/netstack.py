@@ -182,3 +182,11 @@ def fit_alpha_beta(nbytes, times_s) -> tuple[float, float]:
     (alpha, beta), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
     return float(alpha), float(beta)
     # END SOLUTION
+
+
+def predict_ring_allreduce_s(p: int, nbytes: float, alpha_s: float, beta_s_per_byte: float) -> float:
+    """A ring all-reduce of nbytes on p ranks from a fitted alpha and beta:
+    2 (p - 1) (alpha + n / p beta) (Patarasuk & Yuan 2009; 0 on one rank)."""
+    # BEGIN SOLUTION alpha_beta_fit
+    return 2 * (p - 1) * (alpha_s + nbytes / p * beta_s_per_byte)
+    # END SOLUTION

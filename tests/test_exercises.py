@@ -354,3 +354,30 @@ def test_wfbp_and_bucket_mistakes_get_partial_credit(tmp_path, mistakes):
         exercise, _, expected_passed = SCHEDULE_MISTAKES[mistake]
         assert {r.name.split("::")[1] for r in results[exercise] if r.passed} == expected_passed, mistake
         assert 0 < sum(r.score for r in results[exercise]) < get(exercise).points, mistake
+
+
+# Plausible wrong alpha_beta_fit solutions (edits of dlsys/netstack.py): a plain least-squares
+# fit (the 64 MiB messages decide alpha too) and a ring that counts p steps instead of p - 1.
+NETSTACK_MISTAKES = {
+    "unweighted_fit": ("    A = np.stack([np.ones_like(n), n], axis=1) / t[:, None]\n"
+                       "    (alpha, beta), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)",
+                       "    A = np.stack([np.ones_like(n), n], axis=1)\n"
+                       "    (alpha, beta), *_ = np.linalg.lstsq(A, t, rcond=None)",
+                       {"test_exact_timings_give_back_alpha_and_beta", "test_prediction_is_the_emulated_ring",
+                        "test_one_rank_costs_nothing"}),
+    "p_steps": ("    return 2 * (p - 1) * (alpha_s + nbytes / p * beta_s_per_byte)",
+                "    return 2 * p * (alpha_s + nbytes / p * beta_s_per_byte)",
+                {"test_exact_timings_give_back_alpha_and_beta", "test_noisy_timings_within_a_few_percent",
+                 "test_small_messages_decide_alpha_even_beside_huge_ones"}),
+}
+
+
+@pytest.mark.parametrize("mistake", NETSTACK_MISTAKES)
+def test_alpha_beta_mistakes_get_partial_credit(tmp_path, mistake):
+    reference, wrong, expected_passed = NETSTACK_MISTAKES[mistake]
+    source = (REPO_ROOT / get("alpha_beta_fit").file).read_text()
+    assert source.count(reference) == 1
+    (tmp_path / "netstack.py").write_text(source.replace(reference, wrong))
+    results = grade(tmp_path, ["alpha_beta_fit"])
+    assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
+    assert 0 < sum(r.score for r in results) < get("alpha_beta_fit").points

@@ -6,12 +6,13 @@ partly right one and a hostile one. Slow (a venv, four gradings): one test."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 import zipfile
-from importlib.metadata import version
+from importlib.metadata import requires, version
 
 import pytest
 
@@ -52,6 +53,17 @@ HOSTILE_TOKEN_RING = """\
     return received
 """
 
+
+
+def bundle_requirements() -> list[str]:
+    """What setup.sh installs beside the wheel: dlsys's own dependencies and its grade extra
+    (read from the installed metadata, so a new dependency needs no edit here)."""
+    names = []
+    for req in requires("dlsys") or []:
+        name, _, marker = req.partition(";")
+        if not marker or 'extra == "grade"' in marker:
+            names.append(re.split(r"[<>=!~\[ ]", name.strip(), maxsplit=1)[0])
+    return names
 
 def files_with(bodies: dict) -> dict:
     """The homework's reference files (name -> text) with some regions replaced."""
@@ -112,7 +124,7 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
             if info.external_attr >> 16:
                 (root / "source" / info.filename).chmod(info.external_attr >> 16 & 0o777)
     wheelhouse = tmp_path / "wheelhouse"
-    pins = [f"{name}=={version(name)}" for name in ("numpy", "cloudpickle", "tqdm", "pytest", "pytest-timeout")]
+    pins = [f"{name}=={version(name)}" for name in bundle_requirements()]
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                     "-d", str(wheelhouse), *pins], check=True, timeout=SETUP_TIMEOUT_S, capture_output=True)
     start = time.perf_counter()

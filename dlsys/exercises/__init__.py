@@ -92,6 +92,8 @@ EXERCISES: tuple[Exercise, ...] = (
              "dlsys/exercises/overlap.py", 15, "lessons/10_overlap_and_scheduling.py"),
     Exercise("ddp_buckets", "PyTorch DDP's gradient buckets: reverse order, at most bucket_cap_mb each",
              "dlsys/schedule/fusion.py", 10, "lessons/10_overlap_and_scheduling.py"),
+    Exercise("alpha_beta_fit", "fit alpha and beta to measured one-way times (least squares on relative error) "
+             "and predict a ring all-reduce from them", "dlsys/netstack.py", 10, "lessons/02_primitives_alpha_beta.py"),
 )
 
 
