@@ -211,3 +211,14 @@ for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast
 # children, largest subtree first. Graded: every rank gets the root's array for any root,
 # p - 1 messages in all, and a time of exactly $\lceil \lg p \rceil (\alpha + n\beta)$
 # (`dlsys grade hw --exercise binomial_broadcast`).
+#
+# ## Exercise `alpha_beta_fit` (10 points)
+#
+# alpha and beta are measurable: `dlsys bench stack` times one message through a pipe, a
+# TCP loopback socket and shared memory on this machine, at sizes from 8 B to 64 MiB. Write
+# `fit_alpha_beta(nbytes, times_s)` in `hw/netstack.py`: the least-squares fit of
+# $t(n) = \alpha + n\beta$, with each row divided by its $t$ (so that an 8-byte message
+# counts as much as a 64 MiB one; otherwise the large messages' noise decides alpha), and
+# `predict_ring_allreduce_s(p, nbytes, alpha_s, beta_s_per_byte)`:
+# $2(p-1)(\alpha + \frac{n}{p}\beta)$. Graded on exact and noisy timings and against the
+# emulated ring (`dlsys grade hw --exercise alpha_beta_fit`).
