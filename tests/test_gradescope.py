@@ -17,6 +17,7 @@ from importlib.metadata import requires, version
 import pytest
 
 from dlsys.exercises import EXERCISES, REPO_ROOT, get
+from test_exercises import WHOLE_BUFFERS  # the partially correct ring, graded here again through the bundle
 from dlsys.exercises.gradescope import CONFIG, ROOT_ENV
 from dlsys.exercises.release import release, replace_regions
 
@@ -24,15 +25,6 @@ HOMEWORK = ["token_ring", "ring_reduce_scatter", "ring_allgather", "ring_allredu
 SETUP_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 300
 
-# A ring all-reduce that forwards whole buffers: right values, p/2 times the bytes (test_exercises.py).
-WHOLE_BUFFERS = """\
-    acc, passing = x, x
-    for step in range(comm.size - 1):
-        send(comm, passing, (comm.rank + 1) % comm.size, "allreduce", step)
-        passing = recv_like(comm, (comm.rank - 1) % comm.size, x)
-        acc = combine(comm, acc, passing, op)
-    return acc
-"""
 
 # Deletes its working directory (its tests and its own files) on 2 ranks, leaves on 3, loops
 # on 4; right otherwise. The tests on 5 and 6 ranks run after the deletion and must pass.

@@ -137,3 +137,16 @@ def real_buffers(record: dict) -> str:
         stands = f"each element stands for {low:,}..{high:,} (one element per ring block)"
     return (f"{record['ranks']} x {format_bytes(record['real_nbytes'])}, {stands}; about "
             f"{format_bytes(record['memory_bytes'])} of the {format_bytes(record['max_memory_bytes'])} budget")
+
+
+def save_trace(args, record: dict) -> None:
+    """Take the LaunchResult out of ``record`` (it does not print) and write its trace to
+    ``--trace`` if given."""
+    result = record.pop("result")
+    if args.trace:
+        result.trace.save_chrome(args.trace)
+
+
+def trace_row(args) -> list:
+    """The table row that says where ``--trace`` went (none without it)."""
+    return [("trace", f"{args.trace} (open in https://ui.perfetto.dev)")] if args.trace else []

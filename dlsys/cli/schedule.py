@@ -12,7 +12,7 @@ import json
 from .. import schedule
 from ..experiments import schedule as ex
 from ..viz.units import format_seconds
-from .common import Checked, integer, number, print_table, size
+from .common import Checked, integer, number, print_table, save_trace, size, trace_row
 
 # option -> (flag, checker, help, the policies that take it)
 POLICY_OPTIONS = {
@@ -71,9 +71,7 @@ def cmd_schedule(args) -> int:
         return 0
     record = ex.simulate_schedule(args.policy, args.model, args.workers, args.link, node, args.scheme, servers,
                                   args.batch, args.iterations, args.backend, policy_options(args, args.policy))
-    result = record.pop("result")
-    if args.trace:
-        result.trace.save_chrome(args.trace)
+    save_trace(args, record)
     if args.json:
         print(json.dumps(record))
         return 0
@@ -86,6 +84,6 @@ def cmd_schedule(args) -> int:
         ("throughput", f"{record['throughput']:.1f} samples/s"),
         ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
         ("messages", f"{record['messages']} in {args.iterations} iterations"),
-    ] + ([("trace", f"{args.trace} (open in https://ui.perfetto.dev)")] if args.trace else []))
+    ] + trace_row(args))
     return 0
 

@@ -12,7 +12,7 @@ from ..comm import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..net import LINK_PRESETS, NODE_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, size
+from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, save_trace, size, trace_row
 from .schedule import add_simulate_options, cmd_schedule
 
 
@@ -39,9 +39,7 @@ def cmd_simulate(args) -> int:
     record = simulate_collective(args.collective, algorithm, args.ranks, args.size, args.link,
                                  args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
                                  max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace))
-    result = record.pop("result")
-    if args.trace:
-        result.trace.save_chrome(args.trace)
+    save_trace(args, record)
     if args.json:
         print(json.dumps(record))
         return 0
@@ -61,9 +59,7 @@ def cmd_simulate(args) -> int:
         ("real buffers", real_buffers(record)),
         ("wall time here", format_seconds(record["wall_time_s"]) + f" ({record['backend']} backend)"),
     ]
-    if args.trace:
-        rows.append(("trace", f"{args.trace} (open in https://ui.perfetto.dev)"))
-    print_table(rows)
+    print_table(rows + trace_row(args))
     return 0
 
 

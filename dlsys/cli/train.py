@@ -24,7 +24,7 @@ from ..train import TrainConfig
 from ..train.common import DATASETS, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .common import MAX_RANKS, Checked, integer, number, pair, print_table
+from .common import MAX_RANKS, Checked, integer, number, pair, print_table, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
 from .schedule import add_schedule_options, policy_options
 from .. import schedule
@@ -167,9 +167,7 @@ def cmd_train(args) -> int:
                    period=args.period, micro_batches=args.micro_batches, servers=args.servers,
                    fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
                    progress=not args.json, compression=compression)
-    result = record.pop("result")
-    if args.trace:
-        result.trace.save_chrome(args.trace)
+    save_trace(args, record)
     steps: dict = {}
     for row in record["losses"]:
         steps[row["rank"]] = steps.get(row["rank"], 0) + 1
@@ -222,9 +220,7 @@ def train_scheduled(args) -> int:
     record = schedule_experiments.train_schedule(
         args.schedule, config, args.workers, "ps" if args.strategy == "ps-bsp" else "allreduce", args.link,
         args.node, args.backend, policy_options(args, args.schedule))
-    result = record.pop("result")
-    if args.trace:
-        result.trace.save_chrome(args.trace)
+    save_trace(args, record)
     summary = {k: v for k, v in record.items() if k not in ("params", "losses")}
     if args.json:
         print(json.dumps(summary))
@@ -235,5 +231,5 @@ def train_scheduled(args) -> int:
         ("iteration", f"{format_seconds(record['iteration_s'])} (compute alone {format_seconds(record['compute_s'])})"),
         ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
         ("virtual time", f"{format_seconds(record['virtual_time_s'])} ({args.link}, {args.node})"),
-    ] + ([("trace", f"{args.trace} (open in https://ui.perfetto.dev)")] if args.trace else []))
+    ] + trace_row(args))
     return 0
