@@ -25,6 +25,7 @@ zero copy) above a threshold. ``stages(..., protocol="rendezvous")`` adds the ha
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -137,9 +138,9 @@ class Library(NamedTuple):
         """The link with the library's own costs folded into the per-side overhead and copies."""
         link = get_link(self.link)
         copies = link.kernel_copies / link.copy_bandwidth_Bps + self.per_byte_s  # per byte per side
-        return link.__class__(f"{self.name} on {link.name}", link.latency_s, link.bandwidth_Bps,
-                              link.overhead_s + self.per_message_s, 1 if copies else 0,
-                              1 / copies if copies else float("inf"), self.source)
+        return replace(link, name=f"{self.name} on {link.name}", overhead_s=link.overhead_s + self.per_message_s,
+                       kernel_copies=1 if copies else 0, copy_bandwidth_Bps=1 / copies if copies else float("inf"),
+                       source=self.source)
 
 
 INF = float("inf")

@@ -46,7 +46,6 @@ HOSTILE_TOKEN_RING = """\
 """
 
 
-
 def bundle_requirements() -> list[str]:
     """What setup.sh installs beside the wheel: dlsys's own dependencies and its grade extra
     (read from the installed metadata, so a new dependency needs no edit here)."""
@@ -56,6 +55,7 @@ def bundle_requirements() -> list[str]:
         if not marker or 'extra == "grade"' in marker:
             names.append(re.split(r"[<>=!~\[ ]", name.strip(), maxsplit=1)[0])
     return names
+
 
 def files_with(bodies: dict) -> dict:
     """The homework's reference files (name -> text) with some regions replaced."""

@@ -7,10 +7,9 @@ options if asked for an unknown one); stochastic methods get a Generator seeded 
 ``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each
 method's ``memory`` attribute names the one its paper uses.
 """
-import inspect
-
 import numpy as np
 
+from .. import checks
 from .base import (Compressor, Memory, NoneMemory, ResidualMemory, frame, pack_payload, payload_nbytes, unframe,
                    unpack_payload)
 from .dgc import DGCCompressor, DGCMemory
@@ -43,18 +42,12 @@ MEMORIES = {"none": NoneMemory, "residual": ResidualMemory, "dgc": DGCMemory}
 
 def options_of(name: str) -> list[str]:
     """The options a method takes (its constructor's arguments but the Generator)."""
-    return [k for k in inspect.signature(COMPRESSORS[name]).parameters if k != "rng"]
+    return checks.options_of(COMPRESSORS[name], hidden=("rng",))
 
 
 def make(name: str, seed: int = 0, rank: int = 0, **options) -> Compressor:
-    if name not in COMPRESSORS:
-        raise ValueError(f"method: unknown compressor {name!r}; valid: {', '.join(COMPRESSORS)}")
-    unknown = set(options) - set(options_of(name))
-    if unknown:
-        raise ValueError(f"{name}: unknown option {', '.join(sorted(unknown))}; "
-                         f"valid: {', '.join(options_of(name)) or 'none'}")
-    cls = COMPRESSORS[name]
-    if "rng" in inspect.signature(cls).parameters:
+    cls = checks.registered(COMPRESSORS, "compressor", name, options, hidden=("rng",), argument="method")
+    if "rng" in checks.options_of(cls):
         options["rng"] = np.random.default_rng([seed] if cls.same_draws_on_every_rank else [seed, rank])
     return cls(**options)
 

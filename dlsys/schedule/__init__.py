@@ -12,8 +12,7 @@
 ``POLICIES`` maps a name to its class; ``make(name, **options)`` checks the options.
 Launching a job and summarizing its trace is an experiment: ``dlsys.experiments.schedule``.
 """
-import inspect
-
+from .. import checks
 from .base import Item, Layer, Policy
 from .bytescheduler import ByteScheduler
 from .engine import SCHEMES, Job, layers_of, program, steps_of
@@ -27,16 +26,11 @@ POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler
 
 
 def options_of(name: str) -> list[str]:
-    return list(inspect.signature(POLICIES[name]).parameters)
+    return checks.options_of(POLICIES[name])
 
 
 def make(name: str, **options) -> Policy:
-    if name not in POLICIES:
-        raise ValueError(f"policy: unknown policy {name!r}; valid: {', '.join(POLICIES)}")
-    unknown = set(options) - set(options_of(name))
-    if unknown:
-        raise ValueError(f"{name}: unknown option {', '.join(sorted(unknown))}; valid: {', '.join(options_of(name)) or 'none'}")
-    return POLICIES[name](**options)
+    return checks.registered(POLICIES, "policy", name, options)(**options)
 
 
 __all__ = ["POLICIES", "SCHEMES", "Item", "Job", "Layer", "Policy", "layers_of", "make", "options_of", "program",

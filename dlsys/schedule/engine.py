@@ -176,9 +176,11 @@ def _payload(job: Job, item: Item, grads: dict, dtype) -> np.ndarray:
     """Item index first (ps-lite sends keys with values), then the item's values."""
     if job.config is None:
         return LogicalArray(np.array([item.index], np.float32), scale=item.size + 1)
-    parts = [grads[i] for i in sorted(item.layers, key=lambda i: job.layers[i].offset)]
-    values = np.concatenate(parts)[item.lo - job.layers[min(item.layers, key=lambda i: job.layers[i].offset)].offset:]
-    return np.concatenate([np.array([item.index], dtype), values[:item.size]]).astype(dtype)
+    # the item's layers are adjacent in the flat buffer: join them, then cut [lo, hi)
+    layers = sorted(item.layers, key=lambda i: job.layers[i].offset)
+    start = job.layers[layers[0]].offset
+    values = np.concatenate([grads[i] for i in layers])[item.lo - start:item.hi - start]
+    return np.concatenate([np.array([item.index], dtype), values]).astype(dtype)
 
 
 def _schedule(comm, job: Job, w: int, post) -> None:
