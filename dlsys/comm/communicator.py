@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..net import LinkModel, NodeModel
-from .board import DONE, FROM, POSTED, STATE, board_row, silent
+from .board import FROM, POSTED, board_row
 from .clock import VirtualClock
 from .mailbox import Header
 from .trace import Message, Span
@@ -208,21 +208,22 @@ class Communicator:
 
         Returns (src, array). Deterministic in virtual time (conservative, as in parallel
         discrete-event simulation): it decides only once every source has a message here,
-        has finished, or is blocked on this rank (``board.silent``); ties go to the lowest rank.
+        has finished, or is blocked on this rank (``Transport.silent``: the status board's
+        ``board.silent`` where ranks share memory); ties go to the lowest rank.
         """
         sources = [self._check_peer(s, "sources") for s in (sources if sources is not None else
                                                              [r for r in range(self.size) if r != self.rank])]
         tag = self._check_tag(tag)
-        board, clock = self._board, self._clock
+        board, clock, transport = self._board, self._clock, self._transport
 
         def earliest(head):
             heads = {s: head(s, tag) for s in sources}
-            if not all(h is not None or silent(board, s, self.rank) for s, h in heads.items()):
+            if not all(h is not None or transport.silent(board, s, self.rank) for s, h in heads.items()):
                 return None
             ready = [(clock.arrival(h.depart_s, h.nbytes), s) for s, h in heads.items() if h is not None]
             if ready:
                 return min(ready)[1]
-            if all(board[s, STATE] == DONE for s in sources):
+            if all(transport.finished(board, s) for s in sources):
                 raise RuntimeError(f"recv_any: every source in {sources} has finished; nothing can arrive")
             return None
 

@@ -3,13 +3,15 @@
 
 * ``threads``: every rank a thread of this process, taking turns (baton.py): fast start,
   hundreds of ranks for emulation;
-* ``processes``: one OS process per rank, payloads through shared memory (the default).
+* ``processes``: one OS process per rank, payloads through shared memory (the default);
+* ``mpi``: one MPI process per rank (mpi4py; started by mpirun, across hosts too).
 """
 
 from .base import Backend, Transport
+from .mpi import MPIBackend
 from .processes import LEND_MIN_NBYTES, MAX_PROCESS_RANKS, ProcessesBackend
 from .threads import MAX_THREAD_RANKS, ThreadsBackend
 
-BACKENDS: dict[str, Backend] = {b.name: b for b in (ThreadsBackend(), ProcessesBackend())}
+BACKENDS: dict[str, Backend] = {b.name: b for b in (ThreadsBackend(), ProcessesBackend(), MPIBackend())}
 
 __all__ = ["BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Backend", "Transport"]

@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..board import DONE, STATE
+from ..board import silent as board_silent
 from ..mailbox import Header, Mailbox
 from ..supervise import Outcome, RunSpec
 
@@ -64,6 +66,17 @@ class Transport(ABC):
     @abstractmethod
     def wait_released(self, loan: int, dst: int, deadline: float) -> None:
         """Wait until dst has dropped the array of loan ``loan`` (a lent isend completes)."""
+
+    def silent(self, board: np.ndarray, src: int, me: int) -> bool:
+        """Nothing more can come from src to me before I send again (recv_any's rule).
+        Ranks that share the status board read it there (``board.silent``); a backend
+        whose ranks share no memory answers it otherwise (the mpi backend asks along the
+        chain of waits)."""
+        return board_silent(board, src, me)
+
+    def finished(self, board: np.ndarray, src: int) -> bool:
+        """Rank src has finished its program (as far as this rank can know)."""
+        return board[src, STATE] == DONE
 
     def alloc(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """Zeroed memory that ``post(lend=True)`` may lend (comm.alloc); plain by default."""
