@@ -1,5 +1,7 @@
 """Values and virtual-time traces are those recorded before the wave-2 engine refactor
-(tests/golden/make_golden.py), on threads and on processes."""
+(tests/golden/make_golden.py), on threads and on processes, and for training on mpi
+(ps-asp and ps-ssp with a straggler: recv_any's distributed rule; tests/test_mpi.py holds
+every collective on mpi to threads at 2, 3, 4 and 8 ranks)."""
 
 import gzip
 import json
@@ -7,6 +9,8 @@ import os
 import sys
 
 import pytest
+
+from dlsys.comm.backends.mpi import mpi_unavailable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
 import make_golden  # noqa: E402
@@ -37,7 +41,8 @@ def test_collective_matches_golden(case, backend):
     check(name, result.values, result)
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", ["threads", "processes", pytest.param("mpi", marks=pytest.mark.skipif(
+    mpi_unavailable() is not None, reason=str(mpi_unavailable())))])
 @pytest.mark.parametrize("strategy", make_golden.TRAIN_STRATEGIES)
 def test_training_matches_golden(strategy, backend):
     result, params = make_golden.run_train(strategy, backend)

@@ -5,6 +5,7 @@
     compress            dlsys.cli.compress   (gradient compression: bytes per model, accuracy vs bytes)
     bench               dlsys.cli.bench      (the real data path; the emulator's scale)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
+    mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
 
 Every option is checked by ``dlsys.cli.common`` before any rank starts.
 """
@@ -15,7 +16,7 @@ import argparse
 import sys
 
 from ..comm import DeadlockError, RankFailed
-from . import bench, compress, exercises, lessons, simulate, train
+from . import bench, compress, exercises, lessons, mpi, simulate, train
 from .common import join_negative_values
 
 
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (simulate, train, compress, exercises, lessons, bench):
+    for group in (simulate, train, compress, exercises, lessons, bench, mpi):
         group.add_commands(sub)
     return parser
 
