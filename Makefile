@@ -7,7 +7,7 @@ PORT ?= 8501
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[app,dev,teach]"
+	$(PY) -m pip install --quiet -e ".[app,dev,teach,mpi]"
 	touch $(STAMP)
 
 .PHONY: app test demo install chromium notebooks

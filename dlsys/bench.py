@@ -12,7 +12,7 @@ Two different questions, two different clocks:
   needs to *emulate* a large cluster on the ``threads`` backend (virtual time), with
   payloads of a logical size far above what is allocated (``dlsys.experiments.budget``).
 
-    dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--json]
+    dlsys bench allreduce --ranks 2 --size 64MiB [--algo ring] [--backend mpi] [--json]
     dlsys bench latency [--size 8B] [--json]
     dlsys bench emulate --scheme ring --ranks 512 [--json]
 
@@ -58,12 +58,16 @@ def bench_data(count: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray
 
 
 BUFFERS = ("alloc", "plain")
+BENCH_BACKENDS = ("processes", "mpi")  # the real data paths (threads share one process: nothing moves)
 
 
-def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int, buffers: str = "alloc"):
+def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int, buffers: str = "alloc",
+                       peer: bool = False):
     """Rank program: time ``warmup + repeats`` all-reduces; rank 0 also times memcpy.
 
-    Returns (seconds per timed all-reduce, seconds per memcpy) for this rank. The input and
+    Returns (seconds per timed all-reduce, seconds per memcpy, the peer's) for this rank;
+    ``peer`` (mpi backend): then the same repeats of the MPI library's own MPI_Allreduce
+    (``library_allreduce``, same data, same checks). The input and
     the result buffer (passed as ``out``, as MPI_Allreduce's recvbuf) are allocated once:
     so the loop measures communication, not malloc. ``buffers="alloc"`` takes them from
     ``comm.alloc``, as nccl-tests allocates and registers its buffers, and the ring lends
@@ -92,13 +96,37 @@ def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: i
             times.append(elapsed)
             if copy_dst is not None:
                 copies.append(copy_s)
-    return times, copies
+    return times, copies, library_allreduce(x, want, warmup, repeats) if peer else None
+
+
+def library_allreduce(x: np.ndarray, want: np.ndarray, warmup: int, repeats: int) -> tuple[str, list[float]]:
+    """The MPI library's MPI_Allreduce through mpi4py, timed as ``_allreduce_program`` times
+    ours: a barrier, MPI.Wtime around Allreduce into a preallocated buffer, each repeat the
+    slowest rank's time, every result checked. Returns (the library's name, times)."""
+    from mpi4py import MPI
+
+    world, out, times = MPI.COMM_WORLD, np.zeros_like(x), []
+    for i in range(warmup + repeats):
+        world.Barrier()
+        start = MPI.Wtime()
+        world.Allreduce(x, out, op=MPI.SUM)
+        elapsed = world.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        if not np.array_equal(out, want):
+            raise AssertionError(f"rank {world.Get_rank()}: MPI_Allreduce returned a wrong sum in repeat {i}")
+        out[:] = 0
+        if i >= warmup:
+            times.append(elapsed)
+    return MPI.Get_library_version().split(",")[0].strip("\x00 "), times
 
 
 def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repeats: int = 10,
                     warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc",
-                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, backend: str = "processes") -> dict:
     """Wall-clock all-reduce of float32 data on ``ranks`` processes, vs memcpy (see module doc).
+
+    ``backend``: ``processes`` (shared memory) or ``mpi`` (MPI messages; then the record's
+    ``peer`` is the MPI library's own MPI_Allreduce in the same run, and ``ratio_to_peer``
+    our busbw over its).
 
     Each repeat's time is the slowest rank's (the collective is done when the last rank
     is); ``wall_time_s`` is the median over repeats, and ``memcpy_Bps`` is n over the
@@ -109,6 +137,8 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
     """
     if buffers not in BUFFERS:
         raise ValueError(f"buffers must be one of {', '.join(BUFFERS)}, got {buffers!r}")
+    if backend not in BENCH_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BENCH_BACKENDS)}, got {backend!r}")
     ranks = check_int("ranks", ranks, 1, MAX_PROCESS_RANKS)
     repeats, warmup = check_int("repeats", repeats, 1, 10_000), check_int("warmup", warmup, 0, 10_000)
     collectives.check_algorithm("allreduce", algorithm)
@@ -121,11 +151,19 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
                          f"{format_bytes(need)}, "
                          f"more than the memory budget {format_bytes(max_memory_bytes)} (--max-memory): "
                          "the real data path cannot scale its buffers; lower --ranks or --size")
-    result = launch(_allreduce_program, ranks, "processes", args=(nbytes // 4, algorithm, warmup, repeats, buffers),
+    peer = backend == "mpi"
+    result = launch(_allreduce_program, ranks, backend, args=(nbytes // 4, algorithm, warmup, repeats, buffers, peer),
                     record=False, timeout_s=timeout_s)
-    per_repeat = [max(ts) for ts in zip(*(times for times, _ in result.values))]
-    return bandwidth_record(ranks, nbytes, per_repeat, result.values[0][1], benchmark="allreduce",
-                            backend="processes", algorithm=algorithm, buffers=buffers, repeats=repeats, warmup=warmup)
+    per_repeat = [max(ts) for ts in zip(*(times for times, _, _ in result.values))]
+    memcpy = result.values[0][1]
+    record = bandwidth_record(ranks, nbytes, per_repeat, memcpy, benchmark="allreduce", backend=backend,
+                              algorithm=algorithm, buffers=buffers, repeats=repeats, warmup=warmup)
+    if peer:
+        library, times = result.values[0][2]
+        record["peer"] = bandwidth_record(ranks, nbytes, times, memcpy, benchmark="allreduce", backend="mpi4py",
+                                          algorithm=library, repeats=repeats, warmup=warmup)
+        record["ratio_to_peer"] = record["busbw_Bps"] / record["peer"]["busbw_Bps"]
+    return record
 
 
 def bandwidth_record(ranks: int, nbytes: int, times_s, memcpy_times_s, **about) -> dict:

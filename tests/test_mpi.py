@@ -216,3 +216,13 @@ def test_simulate_on_mpi_reports_the_threads_virtual_time():
         return json.loads(run.stdout)
     on_mpi, on_threads = simulate("mpi"), simulate("threads")
     assert on_mpi["virtual_time_s"] == on_threads["virtual_time_s"]
+
+
+def test_bench_reports_busbw_for_ours_and_the_librarys_allreduce():
+    from dlsys.bench import allreduce_bench
+    rec = allreduce_bench(ranks=2, size="1MiB", repeats=2, warmup=1, backend="mpi")
+    assert rec["backend"] == "mpi" and rec["busbw_Bps"] > 0
+    assert rec["peer"]["backend"] == "mpi4py" and rec["peer"]["busbw_Bps"] > 0
+    assert rec["ratio_to_peer"] == pytest.approx(rec["busbw_Bps"] / rec["peer"]["busbw_Bps"])
+    with pytest.raises(ValueError, match="backend must be one of processes, mpi"):
+        allreduce_bench(backend="threads")

@@ -24,18 +24,25 @@ def _report(args, rec: dict, title: str, rows) -> int:
 
 def cmd_allreduce(args) -> int:
     rec = benchmarks.allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers,
-                                     max_memory_bytes=args.max_memory)
-    sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
+                                     max_memory_bytes=args.max_memory, backend=args.backend)
+    if rec["backend"] == "mpi":
+        sends = "MPI messages (Isend of a copy)"
+    else:
+        sends = "lent sends (comm.alloc buffers)" if rec["buffers"] == "alloc" else "copied sends (plain buffers)"
     title = (f"all-reduce ({rec['algorithm']}), {rec['ranks']} ranks, {format_bytes(rec['nbytes'])} float32, "
-             f"processes backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up")
-    return _report(args, rec, title, [
+             f"{rec['backend']} backend, {sends}, median of {rec['repeats']} after {rec['warmup']} warm-up")
+    rows = [
         ("time", format_seconds(rec["wall_time_s"])),
         ("algbw", format_rate(rec["algbw_Bps"]) + "  (n / t)"),
         ("busbw", format_rate(rec["busbw_Bps"]) + "  (algbw * 2(p-1)/p, as nccl-tests)"),
         ("memcpy", format_rate(rec["memcpy_Bps"]) + f"  (numpy copy of {format_bytes(rec['nbytes'])}, same run)"),
         ("busbw/memcpy", f"{rec['ratio_to_memcpy']:.2f}"),
-        ("correct", "yes (every repeat checked)"),
-    ])
+    ]
+    if "peer" in rec:
+        rows += [(f"{rec['peer']['algorithm']} MPI_Allreduce", f"{format_rate(rec['peer']['busbw_Bps'])} busbw, "
+                  f"{format_seconds(rec['peer']['wall_time_s'])}  (mpi4py, same ranks, same run)"),
+                 ("ours / MPI_Allreduce", f"{rec['ratio_to_peer']:.2f}")]
+    return _report(args, rec, title, [*rows, ("correct", "yes (every repeat checked)")])
 
 
 def cmd_latency(args) -> int:
@@ -98,6 +105,8 @@ def add_commands(subparsers) -> None:
                     help="untimed repeats first (default 3)")
     ar.add_argument("--buffers", default="alloc", choices=benchmarks.BUFFERS,
                     help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
+    ar.add_argument("--backend", default="processes", choices=benchmarks.BENCH_BACKENDS,
+                    help="processes: shared memory (default); mpi: MPI messages, beside the library's MPI_Allreduce")
     ar.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
                     metavar="SIZE", help="refuse runs whose real memory (ranks x (6 x size + 32 MiB)) exceeds this (default 1GiB)")
     ar.add_argument("--json", action="store_true", help="print one JSON object")
