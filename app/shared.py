@@ -15,7 +15,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dlsys import bench, experiments
+from dlsys.comm import BACKENDS
 from dlsys.experiments import compression as ex_compression
+from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
@@ -171,20 +173,31 @@ def real_data_note(record: dict) -> str:
             f"virtual times and byte counts are those of {format_bytes(record['nbytes'])} (exact).")
 
 
-def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
+def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str, backend: str = "threads") -> dict:
     """experiments.simulate_collective within MAX_MEMORY_BYTES, without the returned arrays;
     a size that cannot be scaled exactly for this algorithm stops the page with the reason."""
     try:
-        return _collective(name, algorithm, ranks, nbytes, link)
+        return _collective(name, algorithm, ranks, nbytes, link, backend)
     except ValueError as exc:
         st.error(f"{exc}. Pick another size or rank count.")
         st.stop()
 
 
 @st.cache_data(**CACHE)
-def _collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str) -> dict:
+def _collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str, backend: str) -> dict:
+    # the budget keeps the buffers small; rank processes' interpreters come on top of it
+    interpreters = 0 if backend == "threads" else ranks * PROCESS_RANK_BYTES
     return experiments.without_values(experiments.simulate_collective(
-        name, algorithm, ranks, nbytes, link, max_memory_bytes=MAX_MEMORY_BYTES))
+        name, algorithm, ranks, nbytes, link, backend=backend, max_memory_bytes=MAX_MEMORY_BYTES + interpreters))
+
+
+def backend_select(key: str) -> str:
+    """The backends that can run here (mpi where mpi4py and mpirun are installed), in the URL."""
+    names = [name for name, backend in BACKENDS.items() if backend.unavailable() is None]
+    return st.selectbox("backend", names, key=url_key(key),
+                        help="Where the ranks run: threads of this server, OS processes (shared memory), or MPI "
+                             "processes started by mpirun (docs/mpi.md). Values and virtual times are the same on "
+                             "each; only the wall time differs.")
 
 
 @st.cache_data(**CACHE)

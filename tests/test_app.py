@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from dlsys import experiments as E
 from dlsys.experiments import large_batch
 from dlsys.collectives import ALGORITHMS, closed_form
+from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import get_link
 
@@ -76,6 +77,17 @@ def test_collectives_page_edges(ranks, size):
     assert charts(at) == 1
     virtual, closed = at.metric[0].value, at.metric[1].value
     assert virtual == closed  # ring all-reduce is exact at any p and size
+
+
+@pytest.mark.skipif(BACKENDS["mpi"].unavailable() is not None, reason=str(BACKENDS["mpi"].unavailable()))
+def test_collectives_page_runs_on_mpi_with_the_threads_virtual_time():
+    at = open_page("views/collectives.py")
+    at.slider(key="coll_ranks").set_value(3)
+    ok(at.run())
+    threads = at.metric[0].value
+    at.selectbox(key="coll_backend").set_value("mpi")
+    ok(at.run())
+    assert at.metric[0].value == threads
 
 
 @pytest.mark.parametrize("ranks", [2, 16])

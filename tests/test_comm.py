@@ -263,6 +263,12 @@ def test_bad_launch_arguments(kwargs, match):
         dlsys.launch(ping, **({"world_size": 2, "args": (1,)} | kwargs))
 
 
+def test_a_bad_dlsys_backend_variable_is_named(monkeypatch):
+    monkeypatch.setenv("DLSYS_BACKEND", "carrier-pigeon")
+    with pytest.raises(ValueError, match="environment variable DLSYS_BACKEND must be one of threads, processes, mpi"):
+        dlsys.launch(traced_program, 2)
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda comm: comm.send(np.zeros(1), 5), "dest must be another rank in 0..1"),
     (lambda comm: comm.send(np.zeros(1), comm.rank), "dest must be another rank"),

@@ -226,3 +226,11 @@ def test_bench_reports_busbw_for_ours_and_the_librarys_allreduce():
     assert rec["ratio_to_peer"] == pytest.approx(rec["busbw_Bps"] / rec["peer"]["busbw_Bps"])
     with pytest.raises(ValueError, match="backend must be one of processes, mpi"):
         allreduce_bench(backend="threads")
+
+
+def test_dlsys_backend_runs_an_unchanged_script_on_mpi(monkeypatch):
+    monkeypatch.setenv("DLSYS_BACKEND", "mpi")
+    result = dlsys.launch(_ring, 3, "threads", link="rdma-edr")
+    monkeypatch.delenv("DLSYS_BACKEND")
+    assert result.backend == "mpi"
+    assert result.trace.messages == dlsys.launch(_ring, 3, "threads", link="rdma-edr").trace.messages

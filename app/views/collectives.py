@@ -10,10 +10,10 @@ from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 st.title("Collectives")
-st.caption("Pick a collective and an algorithm: the ranks really run it (threads, real numpy arrays), "
-           "and every message advances virtual clocks through the link model.")
+st.caption("Pick a collective and an algorithm: the ranks really run it (threads, processes or MPI ranks, real "
+           "numpy arrays), and every message advances virtual clocks through the link model.")
 
-cols = st.columns([1.2, 1.4, 1, 1.6, 1.2])
+cols = st.columns([1.2, 1.4, 1, 1.6, 1.2, 1])
 name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key=shared.url_key("coll_collective"))
 algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=shared.url_key(f"coll_algorithm_{name}"))
 ranks = cols[2].slider("ranks p", 2, 16, 8, key=shared.url_key("coll_ranks"))
@@ -21,8 +21,10 @@ with cols[3]:
     nbytes = shared.size_slider("size per rank", "coll_size")
 with cols[4]:
     link_name = shared.link_select("coll_link")
+with cols[5]:
+    backend = shared.backend_select("coll_backend")
 
-record = shared.collective(name, algorithm, ranks, nbytes, link_name)
+record = shared.collective(name, algorithm, ranks, nbytes, link_name, backend)
 trace, link = record["result"].trace, get_link(link_name)
 
 m = st.columns(5)

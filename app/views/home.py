@@ -84,3 +84,17 @@ if lessons:
     st.caption("Percent-format scripts: run them with python, or open their executed notebooks in notebooks/.")
 else:
     st.info("No lessons in lessons/ yet.")
+
+st.subheader("On a cluster")
+st.markdown(
+    "The same rank programs run on MPI ranks across a lab's workstations or a cluster, with the same values and "
+    "virtual times (the `mpi` backend, docs/mpi.md). A lesson, unchanged, with every launch on the hosts of a "
+    "hostfile:")
+st.code('DLSYS_BACKEND=mpi DLSYS_MPIRUN_ARGS="--hostfile hosts" python lessons/03_ring_allreduce.py', language="bash")
+st.markdown("Your own script, one MPI process per rank (it calls `dlsys.launch(program, world_size=8, "
+            "backend=\"mpi\")`), and the real network measured against the MPI library's own all-reduce:")
+st.code("dlsys mpirun -n 8 --hostfile hosts -- python my_ring.py\n"
+        'DLSYS_MPIRUN_ARGS="--hostfile hosts" dlsys bench allreduce --backend mpi --ranks 8 --size 64MiB',
+        language="bash")
+st.caption("docs/mpi.md walks through a two-host run: the same path on every host, passwordless SSH, and the "
+           "firewall ports Open MPI uses.")

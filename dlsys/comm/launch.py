@@ -15,6 +15,7 @@ and reported, and the whole run has a wall-clock deadline (dlsys.comm.supervise)
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from ..net import LinkModel, NodeModel, get_link, get_node
 from .backends import BACKENDS
 from .supervise import RunSpec, RunTimeout
 from .trace import Trace
+
+BACKEND_ENV = "DLSYS_BACKEND"
 
 
 @dataclass
@@ -54,11 +57,18 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     """Run ``program(comm, *args, **kwargs)`` on ``world_size`` ranks and collect the results.
 
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
-    ``get_node("v100").slowed(4)``). ``charge_reductions`` adds n * gamma for every reduced
+    ``get_node("v100").slowed(4)``). The environment variable ``DLSYS_BACKEND``, if set,
+    replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
+    lesson's ranks on MPI). ``charge_reductions`` adds n * gamma for every reduced
     byte. ``record=False`` skips the trace (faster for huge emulations).
     """
     if not callable(program):
         raise TypeError(f"program must be a callable program(comm, ...), got {type(program).__name__}")
+    if BACKEND_ENV in os.environ:  # a lesson or script, unchanged, on a cluster (docs/mpi.md)
+        backend = os.environ[BACKEND_ENV]
+        if backend not in BACKENDS:
+            raise ValueError(f"the environment variable {BACKEND_ENV} must be one of {', '.join(BACKENDS)}; "
+                             f"got {backend!r}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     size = check_int("world_size", world_size, 1, BACKENDS[backend].max_ranks)

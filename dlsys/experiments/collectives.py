@@ -60,7 +60,7 @@ def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dty
     return plan_buffers(0 if collective == "barrier" else count, ranks, dtype, unit=unit, copies=copies,
                         split_per_block=algorithm == "ring" and collective in ("allreduce", "reduce_scatter"),
                         max_memory_bytes=max_memory_bytes, real=real,
-                        overhead_bytes=ranks * PROCESS_RANK_BYTES if backend == "processes" else 0)
+                        overhead_bytes=ranks * PROCESS_RANK_BYTES if backend != "threads" else 0)
 
 
 def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str, seed: int) -> list:

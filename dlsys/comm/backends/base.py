@@ -107,6 +107,10 @@ class Backend(ABC):
     name: str
     max_ranks: int
 
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run here (what to install), or None."""
+        return None
+
     @abstractmethod
     def run(self, spec: RunSpec) -> list[Outcome]:
         """Run spec.program on every rank (see the module docstring); one Outcome per rank."""

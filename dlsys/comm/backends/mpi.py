@@ -317,8 +317,9 @@ class _Progress:
 
 # --- running a world ---
 
-def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome]:
-    """Run spec's program as this MPI process's rank; every rank returns every Outcome.
+def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] | None:
+    """Run spec's program as this MPI process's rank and return every rank's Outcome (with
+    a ``report_dir``, a launcher waits for them: only rank 0 returns them, the others None).
     A failure ends the job (MPI_Abort) after reporting it: into ``report_dir`` when a
     launcher waits for it, else on standard error."""
     from mpi4py import MPI
@@ -338,7 +339,11 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome]:
         outcome = Outcome(value, c.spans, c.messages, c.clock)
         board[rank, STATE] = DONE
         transport.finish(spec.deadline + DEADLINE_GRACE_S)
-        outcomes = [cloudpickle.loads(b) for b in comm.allgather(cloudpickle.dumps(outcome))]
+        # under a launcher only rank 0 reports; a script under mpirun gets the whole result on
+        # every rank (unpickling 64 ranks' traces on each of 64 ranks took seconds)
+        blob = cloudpickle.dumps(outcome)
+        blobs = comm.gather(blob) if report_dir is not None else comm.allgather(blob)
+        outcomes = [cloudpickle.loads(b) for b in blobs] if blobs is not None else None
     except BaseException as exc:  # noqa: BLE001 - MPI_Abort semantics: one rank's failure ends the job
         _abort(rank, exc, traceback.format_exc(), report_dir)
     comm.Free()
@@ -376,7 +381,7 @@ def _child_main() -> None:
     # a deadline is CLOCK_MONOTONIC, which differs between hosts: it travels as seconds left
     spec = spec._replace(deadline=time.monotonic() + job["remaining_s"])
     outcomes = run_as_rank(spec, report_dir)
-    if int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))) == 0:
+    if outcomes is not None:  # rank 0
         _write(os.path.join(report_dir, "result"), outcomes)
 
 
@@ -467,6 +472,9 @@ def _collect(run_dir: str, size: int, returncode: int, stderr: str, timed_out: b
 class MPIBackend(Backend):
     name = "mpi"
     max_ranks = MAX_MPI_RANKS
+
+    def unavailable(self) -> str | None:
+        return mpi_unavailable()
 
     def run(self, spec: RunSpec) -> list[Outcome]:
         if (why := mpi_unavailable()) is not None:
