@@ -64,6 +64,7 @@ STORAGE_PRESETS = {s.name: s for s in [
             "to the first byte of a small object, about 85-90 MB/s per request"),
 ]}
 
+MAX_LOADER_WORKERS = 64  # processes per trainer; more would only contend for this machine's cores
 DECODE_S_PER_SAMPLE = 2e-3  # a JPEG decode and random crop of an ImageNet image on one core: milliseconds
 # (Mohan et al. 2021 measure pre-processing, not reading, as the stall on fast storage)
 
@@ -80,12 +81,10 @@ class IOModel:
     sample_nbytes: float = 110e3  # an average ImageNet JPEG
     decode_s: float = DECODE_S_PER_SAMPLE
 
-    MAX_WORKERS = 64
-
     def __post_init__(self):
         if self.storage not in STORAGE_PRESETS:
             raise ValueError(f"storage: unknown preset {self.storage!r}; valid: {', '.join(STORAGE_PRESETS)}")
-        check_int("workers (loader workers)", self.workers, 0, self.MAX_WORKERS)
+        check_int("workers (loader workers)", self.workers, 0, MAX_LOADER_WORKERS)
         check_int("prefetch (batches in the queue)", self.prefetch, 1, 1 << 16)
         check_int("batch_size", self.batch_size, 1)
         for name in ("sample_nbytes", "decode_s"):
