@@ -150,10 +150,11 @@ def _read_exactly(fd: int, nbytes: int) -> bytes:
 
 def _worker_main() -> None:
     """A loader worker: read the job, then fill one slot per command until end of file."""
-    commands, replies = sys.stdin.fileno(), int(sys.argv[2])
+    commands, replies, trainer_pid = sys.stdin.fileno(), int(sys.argv[2]), os.getppid()
     (length,) = struct.unpack("<q", _read_exactly(commands, 8))
     job = pickle.loads(_read_exactly(commands, length))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
+    status = 0
     try:
         layout, plan = job["layout"], job["plan"]
         data = layout.data(_map(job["prefix"] + "data", None))
@@ -165,10 +166,12 @@ def _worker_main() -> None:
             os.write(replies, _REPLY.pack(step, 0))
     except BaseException:  # noqa: BLE001 - the trainer raises it with this traceback
         text = traceback.format_exc().encode()
-        os.write(replies, _REPLY.pack(-1, len(text)) + text)
-        os._exit(1)
-    _sweep(job["prefix"])  # the trainer is gone (end of file); a closing trainer has swept already
-    os._exit(0)
+        with contextlib.suppress(OSError):  # unless the trainer is gone
+            os.write(replies, _REPLY.pack(-1, len(text)) + text)
+        status = 1
+    if os.getppid() != trainer_pid:  # killed before it could close us (a closing trainer sweeps itself)
+        _sweep(job["prefix"])
+    os._exit(status)
 
 
 def _teardown(procs: list, fds: list, prefix: str) -> None:
@@ -273,9 +276,24 @@ class Loader:
         self.close()
 
     def _request(self, epoch: int, step: int) -> None:
-        command = self._commands[step % self.workers]
-        command.write(_COMMAND.pack(epoch, step, step % self.layout.slots))
-        command.flush()
+        worker = step % self.workers
+        try:
+            self._commands[worker].write(_COMMAND.pack(epoch, step, step % self.layout.slots))
+            self._commands[worker].flush()
+        except BrokenPipeError:
+            error = self._failure(worker, step)
+            self.close()
+            raise error from None
+
+    def _failure(self, worker: int, step: int) -> LoaderWorkerError:
+        """Why ``worker`` stopped: the traceback it sent, or else its exit code."""
+        fd = self._replies[worker]
+        while len(reply := _read_exactly(fd, _REPLY.size)) == _REPLY.size:  # until end of file: it is gone
+            _, error_nbytes = _REPLY.unpack(reply)
+            if error_nbytes:
+                return LoaderWorkerError(worker, "raised:\n" + _read_exactly(fd, error_nbytes).decode())
+        code = self._procs[worker].wait(timeout=self.timeout_s)
+        return LoaderWorkerError(worker, f"died (exit code {code}) before batch {step}")
 
     def _wait(self, step: int) -> None:
         """Block until batch ``step`` is in its slot; a failure closes the loader and raises."""
@@ -286,12 +304,10 @@ class Loader:
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"loader worker {worker}: batch {step} not ready after {self.timeout_s} s")
             reply = _read_exactly(fd, _REPLY.size)
-            if len(reply) < _REPLY.size:
-                code = self._procs[worker].wait(timeout=self.timeout_s)
-                raise LoaderWorkerError(worker, f"died (exit code {code}) before batch {step}")
-            done, error_nbytes = _REPLY.unpack(reply)
-            if error_nbytes:
-                raise LoaderWorkerError(worker, "raised:\n" + _read_exactly(fd, error_nbytes).decode())
+            done, error_nbytes = _REPLY.unpack(reply) if len(reply) == _REPLY.size else (step, -1)
+            if error_nbytes:  # -1: end of file, the worker died
+                raise self._failure(worker, step) if error_nbytes < 0 else \
+                    LoaderWorkerError(worker, "raised:\n" + _read_exactly(fd, error_nbytes).decode())
             if done != step:
                 raise LoaderWorkerError(worker, f"answered batch {done}, expected {step}")
         except BaseException:
