@@ -193,7 +193,7 @@ def test_the_closed_form_step_is_the_timelines_steady_state(storage):
 
 
 def test_more_workers_and_a_deeper_queue_feed_a_starved_trainer():
-    compute_s = 0.1
+    compute_s = 0.03  # between t_w / 4 and t_w
     slow = IOModel("nvme", workers=0, batch_size=32)
     assert slow.steady_step_s(compute_s) == pytest.approx(slow.worker_batch_s() + compute_s)
     assert IOModel("nvme", workers=4, prefetch=1).steady_step_s(compute_s) == slow.worker_batch_s()  # D caps K
