@@ -150,11 +150,11 @@ def _read_exactly(fd: int, nbytes: int) -> bytes:
 
 def _worker_main() -> None:
     """A loader worker: read the job, then fill one slot per command until end of file."""
-    commands, replies, trainer_pid = sys.stdin.fileno(), int(sys.argv[2]), os.getppid()
+    commands, replies = sys.stdin.fileno(), int(sys.argv[2])
     (length,) = struct.unpack("<q", _read_exactly(commands, 8))
     job = pickle.loads(_read_exactly(commands, length))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    status = 0
+    status, trainer_gone = 0, True  # a closing trainer kills its workers: end of file means it died
     try:
         layout, plan = job["layout"], job["plan"]
         data = layout.data(_map(job["prefix"] + "data", None))
@@ -166,10 +166,11 @@ def _worker_main() -> None:
             os.write(replies, _REPLY.pack(step, 0))
     except BaseException:  # noqa: BLE001 - the trainer raises it with this traceback
         text = traceback.format_exc().encode()
-        with contextlib.suppress(OSError):  # unless the trainer is gone
-            os.write(replies, _REPLY.pack(-1, len(text)) + text)
         status = 1
-    if os.getppid() != trainer_pid:  # killed before it could close us (a closing trainer sweeps itself)
+        with contextlib.suppress(OSError):  # a broken pipe: the trainer died
+            os.write(replies, _REPLY.pack(-1, len(text)) + text)
+            trainer_gone = False
+    if trainer_gone:
         _sweep(job["prefix"])
     os._exit(status)
 
