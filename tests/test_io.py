@@ -210,3 +210,31 @@ def test_the_timeline_never_queues_more_than_prefetch_batches():
         for load in timeline.loads[:len(taken)]:
             queued = sum(other.start_s <= load.start_s < taken[other.batch] for other in timeline.loads[:len(taken)])
             assert queued <= prefetch
+
+
+@pytest.mark.parametrize("strategy", ["allreduce", "local-sgd"])
+def test_training_through_the_loader_learns_the_same_weights_and_waits_as_the_model_says(strategy):
+    from dlsys.experiments import train
+    from dlsys.train import TrainConfig, load_task, steps_per_epoch
+    config = TrainConfig(epochs=1, hidden=(16,))
+    plain = train(strategy, config, 2)
+    steps = steps_per_epoch(len(load_task().y_train), 2, config.batch_size)
+    for workers in (0, 2):
+        io = IOModel("sata-ssd", workers, 2, config.batch_size, sample_nbytes=256, decode_s=1e-5)
+        record = train(strategy, config, 2, io=io)
+        np.testing.assert_array_equal(record["params"], plain["params"])
+        if workers == 0:  # nothing overlaps: every step waits for its whole batch
+            assert record["io_wait_s"] == pytest.approx(steps * io.worker_batch_s())
+        assert record["loader_step_s"] == io.steady_step_s(0.0)
+    assert_nothing_left()
+
+
+def test_training_refuses_a_loader_it_does_not_model():
+    from dlsys.experiments import train
+    from dlsys.train import TrainConfig
+    with pytest.raises(ValueError, match="modelled for allreduce and local-sgd"):
+        train("ps-bsp", TrainConfig(epochs=1), 2, io=IOModel())
+    with pytest.raises(ValueError, match="io.batch_size must be the training batch size 32"):
+        train("allreduce", TrainConfig(epochs=1), 2, io=IOModel(batch_size=8))
+    with pytest.raises(ValueError, match=r"loader workers per worker \(4 workers share at most 64"):
+        train("allreduce", TrainConfig(epochs=1), 4, io=IOModel(workers=17))
