@@ -1,5 +1,6 @@
-"""A parallel data loader: K worker processes fill batches into a pool of shared memory,
-and the trainer reads them as zero-copy numpy views, in order, at most D batches ahead.
+"""A parallel data loader (SPEC section 9): K worker processes fill batches into a pool of
+shared memory, and the trainer reads them as zero-copy numpy views, in order, at most D
+batches ahead.
 
     with Loader(X, y, batch_size=32, workers=2, prefetch=4, seed=0) as loader:
         for X_b, y_b in loader.epoch(0):   # views of the pool: valid until the next batch

@@ -1,4 +1,5 @@
-"""Where the training data comes from, in virtual time: storage presets and a loader model.
+"""Where the training data comes from, in virtual time: storage presets and a loader model
+(SPEC section 9).
 
 A loader turns stored samples into batches. For one batch of B samples of s bytes each, a
 loader worker waits for B reads (each a request latency, then the bytes through the

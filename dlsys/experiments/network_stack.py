@@ -1,6 +1,7 @@
-"""The network stack and IO as records for the page and the lesson: one message's path
-through the stages of a link (``dlsys.netstack``), one message's time against size per
-message library, and a trainer fed by a data loader (``dlsys.storage``)."""
+"""The network stack and IO (SPEC sections 8 and 9) as records for the page and the
+lesson: one message's path through the stages of a link (``dlsys.netstack``), one
+message's time against size per message library, and a trainer fed by a data loader
+(``dlsys.storage``)."""
 
 from __future__ import annotations
 
