@@ -15,6 +15,7 @@ from dlsys import data
 from dlsys.loader import Loader, LoaderWorkerError
 from dlsys.storage import STORAGE_PRESETS, IOModel, LoaderTimeline, io_timeline
 from dlsys.train import batch_indices
+from test_comm_leaks import poll, stop
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 X, Y = data.synthetic_classification(203, 5, 3, seed=1)
@@ -42,10 +43,8 @@ def segments(pid: int) -> list:
 
 
 def assert_nothing_left(pid: int = os.getpid()) -> None:
-    deadline = time.monotonic() + 10
-    while (loader_workers() if pid == os.getpid() else False) or segments(pid):
-        assert time.monotonic() < deadline, f"left behind: {loader_workers()} {segments(pid)}"
-        time.sleep(0.05)
+    """No loader worker of this process and no segment of ``pid``'s loaders remains."""
+    poll(lambda: not loader_workers() and not segments(pid), 10, f"loader workers or segments of {pid} remain")
 
 
 @pytest.mark.parametrize("workers", [0, 1, 2, 3])
@@ -126,15 +125,10 @@ with Loader(np.zeros((1000, 4)), np.zeros(1000), 10, workers=2, prefetch=2) as l
 def test_stopping_the_trainer_leaves_no_worker_and_no_segment(sig):
     trainer = subprocess.Popen([sys.executable, "-c", TRAINER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=dict(os.environ, PYTHONPATH=REPO))
-    try:
-        assert trainer.stdout.readline() == "started\n"
-        workers = [p for p in psutil.Process(trainer.pid).children() if p.is_running()]
-        assert len(workers) == 2 and len(segments(trainer.pid)) == 2
-        trainer.send_signal(sig)
-        _, stderr = trainer.communicate(timeout=20)
-    finally:
-        trainer.kill()
-        trainer.wait()
+    assert trainer.stdout.readline() == "started\n"
+    workers = psutil.Process(trainer.pid).children()
+    assert len(workers) == 2 and len(segments(trainer.pid)) == 2
+    stderr = stop(trainer, sig)
     if sig == signal.SIGINT:
         assert "KeyboardInterrupt" in stderr
     psutil.wait_procs(workers, timeout=10)
