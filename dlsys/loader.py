@@ -204,6 +204,8 @@ class Loader:
         X, y = np.ascontiguousarray(X), np.ascontiguousarray(y)
         if len(X) != len(y) or len(X) == 0:
             raise ValueError(f"X and y must have the same length >= 1, got {len(X)} and {len(y)}")
+        if X.dtype.hasobject or y.dtype.hasobject:  # pointers mean nothing in another process's memory
+            raise ValueError("X and y must hold numbers, not Python objects")
         self.workers = check_int("workers (loader workers)", workers, 0, MAX_LOADER_WORKERS)
         self.prefetch = check_int("prefetch (batches in the queue)", prefetch, 1, 1 << 16)
         batch_size = check_int("batch_size", batch_size, 1, len(X))

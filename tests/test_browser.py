@@ -28,7 +28,8 @@ PAGES = {"home": "", "collectives": "collectives", "cost model": "cost_model", "
 ANIMATED = {"collectives", "ps vs ring"}
 # a second tab to open on each page, and the key of the chart it draws
 OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost model": ("TCP vs RDMA", "cost_links"),
-             "ps vs ring": ("Against workers", "ps_scaling"), "large batches": ("LARS and LAMB", "lb_ratio")}
+             "ps vs ring": ("Against workers", "ps_scaling"), "large batches": ("LARS and LAMB", "lb_ratio"),
+             "network stack": ("Training and IO", "net_loader")}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 

@@ -143,12 +143,13 @@ def test_stopping_the_trainer_leaves_no_worker_and_no_segment(sig):
     ({"batch_size": 0}, "batch_size must be an integer in 1..203"),
     ({"world": 2}, "drop_last must be True"),
     ({"transform": lambda x: x}, "transform must be picklable"),
+    ({"y": np.array([None] * 203)}, "X and y must hold numbers"),
     ({"prefetch": 1000, "batch_size": 200}, r"prefetch: 1000 \+ 1 slots of 1601600 bytes exceed"),
 ])
 def test_bad_loader_arguments_fail_before_any_process_starts(kwargs, message):
-    kwargs = {"batch_size": 10, "workers": 1, **kwargs}
+    kwargs = {"X": np.zeros((len(Y), 1000)), "y": Y, "batch_size": 10, "workers": 1, **kwargs}
     with pytest.raises(ValueError, match=message):
-        Loader(np.zeros((len(Y), 1000)), Y, **kwargs)
+        Loader(**kwargs)
     assert not loader_workers() and not segments(os.getpid())
 
 

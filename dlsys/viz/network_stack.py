@@ -28,12 +28,13 @@ def _short(stage: str) -> str:
 def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
     """One panel per link: its stages top to bottom, each a bar from its start to its end,
     labelled with its time; a dot (the message) moves through them on one clock shared by
-    the panels, so the faster link's message arrives while the other is still on its way."""
+    the panels, so the faster link's message arrives (a green star) while the other is
+    still on its way."""
     links = list(dict.fromkeys(r["link"] for r in rows))
     totals = {link: max(r["end_s"] for r in rows if r["link"] == link) for link in links}
     end_s = max(totals.values())
     times = np.linspace(0.0, end_s, frames + 1)
-    fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.18,
+    fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.3,
                         subplot_titles=[f"{link}: {format_seconds(totals[link])} in all" for link in links])
     moving, frame_data = [], [[] for _ in times]
     for col, link in enumerate(links, 1):
@@ -52,9 +53,10 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         def dot(t: float, mine=mine, names=names, div=div) -> go.Scatter:
             t = min(t, totals[mine[0]["link"]])
             at = next((i for i, r in enumerate(mine) if t < r["end_s"]), len(mine) - 1)
-            label = "delivered" if t >= totals[mine[0]["link"]] else "the message"
-            return go.Scatter(x=[t / div], y=[names[at]], mode="markers+text", text=[label], textposition="top center",
-                              marker=dict(size=18, color="#222", symbol="circle"), showlegend=False, hoverinfo="skip")
+            delivered = t >= totals[mine[0]["link"]]  # the dot turns from black to a green star
+            return go.Scatter(x=[t / div], y=[names[at]], mode="markers", showlegend=False, hoverinfo="skip",
+                              marker=dict(size=20 if delivered else 16, color="#2ca02c" if delivered else "#222",
+                                          symbol="star" if delivered else "circle", line=dict(color="white", width=1)))
 
         moving.append(len(fig.data))
         fig.add_trace(dot(0.0), row=1, col=col)
