@@ -104,6 +104,7 @@ def test_presets_json_lists_numbers_and_sources(capsys):
     assert presets["links"]["tcp-10gbe"]["bandwidth_Bps"] == 1.25e9
     assert presets["links"]["rdma-edr"]["latency_s"] > 0
     assert "TaihuLight" in presets["nodes"]["sw26010"]["source"]
+    assert presets["storage"]["nvme"]["bandwidth_Bps"] == 3.5e9 and "Samsung" in presets["storage"]["nvme"]["source"]
     assert main(["presets"]) == 0
     assert "rdma-hdr" in capsys.readouterr().out
 
