@@ -17,8 +17,9 @@ import streamlit as st
 from dlsys import bench, experiments
 from dlsys.comm import BACKENDS
 from dlsys.experiments import compression as ex_compression
-from dlsys.experiments.budget import PROCESS_RANK_BYTES
+from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import schedule as ex_schedule
+from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
 from dlsys.viz import style
@@ -35,7 +36,7 @@ REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 
 # fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
 # (tests/test_browser.py checks that no request leaves the machine).
 ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
-         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️", "schedule": "🚦"}
+         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️", "schedule": "🚦", "network_stack": "🔌"}
 RULES = experiments.RULES
 
 
@@ -332,3 +333,18 @@ def schedule_option(option: str, values: tuple, model: str, workers: int, link: 
     """experiments.schedule.option_sweep of one option, the policy's other options as chosen."""
     others = {k: v for k, v in dict(options).get(ex_schedule.KNOBS[option], ()) if k != option}
     return ex_schedule.option_sweep(option, values, model, workers, link, options=others)
+
+
+# one-way times measured here at these sizes through these transports (a few seconds at most)
+STACK_SIZES = (8, 1024, 64 * 2**10, 2**20)
+STACK_TRANSPORTS = ("pipe", "tcp-nodelay", "tcp")
+
+
+@st.cache_data(max_entries=1, show_spinner="measuring one message through a pipe and TCP on this machine...")
+def measured_stack() -> dict:
+    return bench.stack_bench(STACK_SIZES, STACK_TRANSPORTS)
+
+
+@st.cache_data(max_entries=64)
+def loader_timeline(storage: str, workers: int, prefetch: int) -> dict:
+    return ex_network_stack.loader_timeline(storage, workers, prefetch)

@@ -29,7 +29,9 @@ PAGES = {
                  st.Page("views/compression.py", title="Gradient compression", icon=shared.ICONS["compression"]),
                  st.Page("views/large_batches.py", title="Large batches", icon=shared.ICONS["large_batches"]),
                  st.Page("views/schedule.py", title="Overlap and scheduling", icon=shared.ICONS["schedule"])],
-    "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=shared.ICONS["performance"])],
+    "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=shared.ICONS["performance"]),
+                       st.Page("views/network_stack.py", title="Network stack and IO",
+                               icon=shared.ICONS["network_stack"])],
 }
 
 shared.start_url_run()

@@ -24,11 +24,12 @@ CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"home": "", "collectives": "collectives", "cost model": "cost_model", "ps vs ring": "ps_vs_ring",
          "training": "training", "compression": "compression", "large batches": "large_batches",
-         "scheduling": "schedule", "real bytes": "performance"}
+         "scheduling": "schedule", "real bytes": "performance", "network stack": "network_stack"}
 ANIMATED = {"collectives", "ps vs ring"}
 # a second tab to open on each page, and the key of the chart it draws
 OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost model": ("TCP vs RDMA", "cost_links"),
-             "ps vs ring": ("Against workers", "ps_scaling"), "large batches": ("LARS and LAMB", "lb_ratio")}
+             "ps vs ring": ("Against workers", "ps_scaling"), "large batches": ("LARS and LAMB", "lb_ratio"),
+             "network stack": ("Training and IO", "net_loader")}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 

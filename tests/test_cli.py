@@ -60,6 +60,11 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
      "--workers must be an integer in 1..256 on the processes backend, got 300"),
     (["train", "--strategy", "ps-asp", "--workers", "4096", "--servers", "1"],
      "--workers + --servers must be at most 4096 on the threads backend, got 4096 + 1"),
+    (["train", "--loader-workers", "-1"], "--loader-workers must be an integer in 0..64, got -1"),
+    (["train", "--loader-workers", "20"], "--loader-workers must be an integer in 0..16 with --workers 4"),
+    (["train", "--prefetch", "0"], "--prefetch must be an integer in 1..65536, got 0"),
+    (["train", "--storage", "floppy"], "argument --storage: invalid choice: 'floppy'"),
+    (["train", "--strategy", "ps-bsp", "--storage", "hdd"], "need --strategy allreduce or local-sgd, got ps-bsp"),
     (["bench", "emulate", "--ranks", "1"], "--ranks must be an integer in 2..4096, got 1"),
     (["bench", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..256, got 0"),
     (["bench", "allreduce", "--size", "6"], "--size must be a multiple of 4 bytes in 4 B..1 GiB"),
@@ -99,6 +104,7 @@ def test_presets_json_lists_numbers_and_sources(capsys):
     assert presets["links"]["tcp-10gbe"]["bandwidth_Bps"] == 1.25e9
     assert presets["links"]["rdma-edr"]["latency_s"] > 0
     assert "TaihuLight" in presets["nodes"]["sw26010"]["source"]
+    assert presets["storage"]["nvme"]["bandwidth_Bps"] == 3.5e9 and "Samsung" in presets["storage"]["nvme"]["source"]
     assert main(["presets"]) == 0
     assert "rdma-hdr" in capsys.readouterr().out
 
@@ -150,3 +156,13 @@ def ranks_of(pid: int) -> list:
     """Live rank processes of runs launched by pid (their command line names the run)."""
     return [p for p in psutil.process_iter(["cmdline", "status"]) if p.info["status"] != psutil.STATUS_ZOMBIE
             and any(a.startswith(f"dlsys-{pid}-") for a in p.info["cmdline"] or [])]
+
+
+def test_train_with_a_loader_reports_the_io_wait_and_more_loaders_cut_it(capsys):
+    waits = []
+    for options in (["--storage", "nvme"], ["--storage", "nvme", "--loader-workers", "2", "--prefetch", "4"]):
+        assert main(["train", "--workers", "2", "--epochs", "1", "--hidden", "256", "--json", *options]) == 0
+        record = json.loads(capsys.readouterr().out)
+        assert record["storage"] == "nvme" and 0 < record["io_wait_fraction"] < 1
+        waits.append(record["io_wait_s"])
+    assert waits[1] < waits[0] / 2

@@ -55,6 +55,17 @@ def start_launcher() -> subprocess.Popen:
     return launcher
 
 
+def stop(proc: subprocess.Popen, sig) -> str:
+    """Send ``sig`` to ``proc``, wait for it (killed if it outlives 20 s); return its stderr."""
+    try:
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    return stderr
+
+
 def assert_nothing_left(pid: int) -> None:
     poll(lambda: not ranks_of(pid), 10, f"rank processes of the killed launcher remain: {ranks_of(pid)}")
     poll(lambda: not segments_of(pid), 5, f"segments of the killed launcher remain: {segments_of(pid)}")
@@ -63,12 +74,7 @@ def assert_nothing_left(pid: int) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_killing_the_launcher_leaves_no_rank_and_no_segment(sig):
     launcher = start_launcher()
-    try:
-        launcher.send_signal(sig)
-        _, stderr = launcher.communicate(timeout=20)
-    finally:
-        launcher.kill()
-        launcher.wait()
+    stderr = stop(launcher, sig)
     if sig == signal.SIGTERM:
         assert launcher.returncode == 128 + signal.SIGTERM, stderr  # 143: "terminated"
         assert "Traceback" not in stderr

@@ -19,8 +19,8 @@ CONCEPTS = [
     ("Communicate less often", "large batches", "app"), ("Communicate less often", "local SGD", "app"),
     ("Compression", "1-bit SGD, TernGrad, QSGD", "app"), ("Compression", "Top-k, gradient dropping, DGC", "app"),
     ("Overlap", "WFBP", "app"), ("Overlap", "P3, ByteScheduler", "app"), ("Overlap", "gradient fusion", "app"),
-    ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "planned"),
-    ("IO", "zero copy, memory bandwidth", "app"), ("IO", "prefetching", "planned"),
+    ("Network stack", "TCP vs RDMA", "app"), ("Network stack", "NCCL, Gloo, MPI, gRPC", "app"),
+    ("IO", "zero copy, memory bandwidth", "app"), ("IO", "prefetching", "app"),
     ("Large batch", "linear scaling, warm-up", "app"), ("Large batch", "LARS, LAMB", "app"),
     ("Large batch", "sharp vs flat minima", "app"),
     ("TaihuLight case study", "PS vs ring on Caffe", "app"),
@@ -60,6 +60,9 @@ PAGE_LINKS = [
     ("views/performance.py", "Real bytes and scale", shared.ICONS["performance"],
      "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
      "against memcpy, and how far the emulator scales."),
+    ("views/network_stack.py", "Network stack and IO", shared.ICONS["network_stack"],
+     "One message through the stages of TCP and of RDMA, library presets against this machine's measured times, "
+     "and a trainer starved by its data loader until loader workers and prefetching catch up."),
 ]
 
 st.title("dlsys: watch distributed deep learning")

@@ -11,6 +11,7 @@ from .. import collectives, netstack
 from ..comm import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..net import LINK_PRESETS, NODE_PRESETS
+from ..storage import STORAGE_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
 from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, save_trace, size, trace_row
 from .schedule import add_simulate_options, cmd_schedule
@@ -87,8 +88,9 @@ def cmd_presets(args) -> int:
              for name, m in NODE_PRESETS.items()}
     libraries = {name: lib._asdict() | {"alpha_s": lib.transport().alpha_s, "beta_s_per_byte": lib.transport().beta_s_per_byte}
                  for name, lib in netstack.LIBRARIES.items()}
+    storage = {name: s._asdict() for name, s in STORAGE_PRESETS.items()}
     if args.json:
-        print(json.dumps({"links": links, "nodes": nodes, "libraries": libraries}, default=str))
+        print(json.dumps({"links": links, "nodes": nodes, "libraries": libraries, "storage": storage}, default=str))
         return 0
     print("Links")
     print(f"  {'name':<10} {'latency':>10} {'bandwidth':>12} {'overhead':>10} {'copies':>6}  source")
@@ -104,6 +106,10 @@ def cmd_presets(args) -> int:
     for lib in netstack.LIBRARIES.values():
         algos = ", ".join(a if limit == float("inf") else f"{a} up to {format_bytes(limit)}" for limit, a in lib.algorithms)
         print(f"  {lib.name:<10} {algos} on {lib.link}; alpha {format_seconds(lib.transport().alpha_s)}  {lib.source}")
+    print("Storage (a data loader's reads, dlsys train --storage)")
+    print(f"  {'name':<10} {'latency':>10} {'bandwidth':>12}  source")
+    for st in STORAGE_PRESETS.values():
+        print(f"  {st.name:<10} {format_seconds(st.latency_s):>10} {format_rate(st.bandwidth_Bps):>12}  {st.source}")
     return 0
 
 
@@ -135,7 +141,7 @@ def add_commands(subparsers) -> None:
     add_simulate_options(sim)
     sim.set_defaults(func=cmd_simulate)
 
-    pre = subparsers.add_parser("presets", help="list link and node presets with their numbers and sources")
+    pre = subparsers.add_parser("presets", help="list link, node, library and storage presets with their numbers and sources")
     pre.add_argument("--stack", metavar="LINK", choices=list(LINK_PRESETS),
                      help="instead: the stages of one message on this link (dlsys.netstack)")
     pre.add_argument("--size", action=Checked, check=size(0, MAX_SIZE_BYTES), default=2**20,

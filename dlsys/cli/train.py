@@ -5,6 +5,7 @@
     dlsys train --compress topk --ratio 0.01    (allreduce and ps-*: compressed gradients)
     dlsys train --strategy ps-bsp --schedule p3 --slice-params 1000   (overlap and scheduling)
     dlsys train --sweep batch [--quick] [--out results/large_batch.json]
+    dlsys train --storage hdd --loader-workers 4 --prefetch 8   (a real loader; IO waits in virtual time)
 
 ``--sweep batch`` runs the large-batch study (dlsys.experiments.large_batch: batch 32 ..
 8,192 under four learning-rate rules, LARS and LAMB, sharp vs flat minima, time to
@@ -17,11 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
+
 from ..comm import BACKENDS
 from ..net import LINK_PRESETS, NODE_PRESETS
+from ..storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
 from ..experiments import STRATEGIES, large_batch, train
 from ..train import TrainConfig
-from ..train.common import DATASETS, MODELS, OPTIMIZERS
+from ..train.common import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
 from .common import MAX_RANKS, Checked, integer, number, pair, print_table, save_trace, trace_row
@@ -30,6 +34,7 @@ from .schedule import add_schedule_options, policy_options
 from .. import schedule
 from ..experiments import schedule as schedule_experiments
 
+DECODE_S_PER_SAMPLE = 10e-6  # decoding an 8x8 or 16x16 image is microseconds (the model's default is an ImageNet JPEG's)
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
 MAX_EPOCHS = 10_000
@@ -82,6 +87,16 @@ def add_commands(subparsers) -> None:
                    help=f"overlap backward with communication: {', '.join(schedule.POLICIES)} "
                         "(allreduce or ps-bsp; options below)")
     add_schedule_options(p)
+    p.add_argument("--loader-workers", action=Checked, check=integer(0, MAX_LOADER_WORKERS), metavar="K",
+                   help=f"load each worker's batches with K loader processes, 0..{MAX_LOADER_WORKERS} in all "
+                        "(0: in the worker itself; default 0 once --prefetch or --storage is given)")
+    p.add_argument("--prefetch", action=Checked, check=integer(1, 1 << 16), metavar="D",
+                   help="batches the loader's queue may hold, 1..65536 (default 2)")
+    p.add_argument("--storage", choices=list(STORAGE_PRESETS),
+                   help="where the samples are read from, charged in virtual time (default nvme)")
+    p.add_argument("--decode-s", action=Checked, check=number(0), default=DECODE_S_PER_SAMPLE,
+                   help=f"loader: seconds to decode one sample on the node (default {DECODE_S_PER_SAMPLE:g}: a "
+                        "small image)")
     p.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
@@ -121,6 +136,10 @@ def check_ranks(args) -> None:
                              f"got {args.workers} + {args.servers}")
     elif args.workers > limit:
         raise ValueError(f"--workers must be an integer in 1..{limit} on the {args.backend} backend, got {args.workers}")
+    if args.loader_workers is not None and args.loader_workers * args.workers > MAX_LOADER_WORKERS:
+        raise ValueError(f"--loader-workers must be an integer in 0..{MAX_LOADER_WORKERS // args.workers} with "
+                         f"--workers {args.workers} (at most {MAX_LOADER_WORKERS} loader processes in all), "
+                         f"got {args.loader_workers}")
     for option, value in (("--straggler", args.straggler), ("--fail", args.fail)):
         if value is not None and value[0] >= args.workers:
             raise ValueError(f"{option} WORKER must be an integer in 0..{args.workers - 1} "
@@ -159,6 +178,7 @@ def cmd_train(args) -> int:
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
                          args.lr, args.momentum, args.seed, args.dtype, args.optimizer, args.weight_decay,
                          args.trust_coefficient, args.warmup_epochs, args.warmup_start_lr)
+    io = io_model(args, config)
     compression = compression_from(args, args.compress) if args.compress else None
     if compression is None and (method_options_given(args) or args.memory):
         raise ValueError("the compression options (--ratio, --bits, ...) need --compress METHOD")
@@ -166,7 +186,7 @@ def cmd_train(args) -> int:
                    node=args.node, straggler=args.straggler, staleness=args.staleness,
                    period=args.period, micro_batches=args.micro_batches, servers=args.servers,
                    fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
-                   progress=not args.json, compression=compression)
+                   progress=not args.json, compression=compression, io=io)
     save_trace(args, record)
     steps: dict = {}
     for row in record["losses"]:
@@ -194,6 +214,10 @@ def cmd_train(args) -> int:
                                     f"{format_bytes(record['bytes_per_step'])} on the wire per step"))
         rows.append(("compress / decode", f"{format_seconds(record['compress_s'])} / "
                                           f"{format_seconds(record['decompress_s'])} virtual, all ranks"))
+    if io is not None:
+        rows.append(("IO wait", f"{format_seconds(record['io_wait_s'])} of worker 0, {record['io_wait_fraction']:.0%} "
+                                f"of the run ({io.storage}, {io.workers} loader workers, queue of {io.prefetch}; "
+                                f"the loader delivers a batch per {format_seconds(record['loader_step_s'])})"))
     if record.get("failed"):
         rows.append(("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"])))
     print_table(rows)
@@ -205,12 +229,30 @@ def cmd_train(args) -> int:
     return 0
 
 
+def loader_given(args) -> bool:
+    return any(v is not None for v in (args.loader_workers, args.prefetch, args.storage))
+
+
+def io_model(args, config: TrainConfig) -> IOModel | None:
+    """The loader of --loader-workers, --prefetch, --storage and --decode-s (None if none
+    of the first three is given): samples of the data set's own size."""
+    if not loader_given(args):
+        return None
+    if args.strategy not in ("allreduce", "local-sgd"):
+        raise ValueError(f"--loader-workers, --prefetch, --storage: need --strategy allreduce or local-sgd, "
+                         f"got {args.strategy}")
+    sample_nbytes = INPUT_FEATURES[config.dataset] * np.dtype(config.dtype).itemsize
+    return IOModel(args.storage or "nvme", args.loader_workers or 0, args.prefetch or 2, config.batch_size,
+                   sample_nbytes, args.decode_s)
+
+
 def train_scheduled(args) -> int:
     """``--schedule``: the same training, its gradients sent by a scheduling policy."""
     if args.strategy not in ("allreduce", "ps-bsp"):
         raise ValueError(f"--schedule: needs --strategy allreduce or ps-bsp, got {args.strategy}")
     for option, value in (("--compress", args.compress), ("--straggler", args.straggler), ("--fail", args.fail),
-                          ("--checkpoint", args.checkpoint), ("--resume", args.resume)):
+                          ("--checkpoint", args.checkpoint), ("--resume", args.resume),
+                          ("--loader-workers, --prefetch, --storage", loader_given(args))):
         if value:
             raise ValueError(f"{option}: not modelled together with --schedule")
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,

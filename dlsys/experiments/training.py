@@ -23,6 +23,7 @@ from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..net import get_node
 from ..ps import ps_program
+from ..storage import MAX_LOADER_WORKERS, IOModel
 from ..compress import COMPRESSORS
 from ..train.common import INPUT_FEATURES
 from ..train import (Compression, TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
@@ -39,7 +40,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
           micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
           checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
           max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, evals_per_epoch: int = 1,
-          record_layers: bool = False, compression: Compression | None = None) -> dict:
+          record_layers: bool = False, compression: Compression | None = None, io: IOModel | None = None) -> dict:
     """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
 
     ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
@@ -57,7 +58,11 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
     LaunchResult under "result"; with compression also the method, bytes_per_step,
     compression_ratio (dense fp32 gradient / payload) and compress_s / decompress_s
-    (the first worker's virtual compute time in each).
+    (the first worker's virtual compute time in each). ``io`` (allreduce and local-sgd)
+    loads every worker's batches through a real loader and charges the IO model's waits
+    (``dlsys.train.common.training_batches``); the record then has io_wait_s (the first
+    worker's "io wait" in virtual time), io_wait_fraction (of the run's virtual time) and
+    loader_step_s (the loader's own pace per batch, ``IOModel.steady_step_s(0)``).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -87,6 +92,13 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
         if is_ps and COMPRESSORS[compression.method].same_draws_on_every_rank:
             raise ValueError(f"compression: {compression.method} cannot push to a parameter server (the server "
                              "would need every worker's draw of indices); use it with allreduce")
+    if io is not None:
+        if strategy not in ("allreduce", "local-sgd"):
+            raise ValueError("io (loader workers, prefetch, storage) is modelled for allreduce and local-sgd")
+        if io.batch_size != config.batch_size:
+            raise ValueError(f"io.batch_size must be the training batch size {config.batch_size}, got {io.batch_size}")
+        check_int(f"loader workers per worker ({workers} workers share at most {MAX_LOADER_WORKERS} loader "
+                  "processes)", io.workers, 0, MAX_LOADER_WORKERS // workers)
     if fail is not None and not is_ps:
         raise ValueError("fail= is modelled for the parameter-server strategies (ps-bsp, ps-ssp, ps-asp)")
     if (checkpoint or resume) and strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
@@ -101,9 +113,9 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     if strategy == "allreduce":
         program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume,
                                               "evals_per_epoch": evals_per_epoch, "record_layers": record_layers,
-                                              "compression": compression}
+                                              "compression": compression, "io": io}
     elif strategy == "local-sgd":
-        program, kwargs = local_sgd_program, {"period": period}
+        program, kwargs = local_sgd_program, {"period": period, "io": io}
     elif strategy == "model-parallel":
         program, kwargs = pipeline_program, {"micro_batches": micro_batches}
     else:
@@ -128,7 +140,18 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
     if compression is not None:
         record.update(compression_record(result, compression, values[first_worker], len(record["losses"]) / workers))
+    if io is not None:
+        record.update(io_record(result, io, first_worker))
     return summarize(result, strategy, config, record)
+
+
+def io_record(result, io: IOModel, worker: int) -> dict:
+    """What the loader cost ``worker``: its "io wait" in virtual time, and the loader's own pace."""
+    wait_s = sum(s.end_s - s.start_s for s in result.trace.spans
+                 if s.rank == worker and s.kind == "wait" and s.label == "io wait")
+    return {"storage": io.storage, "loader_workers": io.workers, "prefetch": io.prefetch,
+            "io_wait_s": wait_s, "io_wait_fraction": wait_s / result.virtual_time_s if result.virtual_time_s else 0.0,
+            "loader_step_s": io.steady_step_s(0.0)}
 
 
 def compression_record(result, compression: Compression, worker: dict, steps: float) -> dict:

@@ -15,6 +15,8 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import compress, data, nn, optim
+from ..loader import Loader
+from ..storage import IOModel, LoaderTimeline
 
 MODELS = ("mlp", "cnn")
 DATASETS = ("digits", "synthetic", "digits-aug")
@@ -165,6 +167,29 @@ def batch_indices(n: int, step: int, rank: int, workers: int, batch_size: int, s
     order = np.random.default_rng([seed, epoch]).permutation(n)
     start = (i * workers + rank) * batch_size
     return order[start:start + batch_size]
+
+
+def training_batches(comm, config: TrainConfig, task: Task, per_epoch: int, start: int = 0,
+                     io: IOModel | None = None):
+    """This rank's (step, X_b, y_b) from global step ``start`` to the end of training, by
+    the plan of ``batch_indices``. With ``io``, through a real ``dlsys.loader.Loader`` of
+    ``io.workers`` processes and a queue of ``io.prefetch`` batches (the same batches), and
+    the rank waits in virtual time until the IO model (``dlsys.storage.LoaderTimeline``)
+    has the batch ready: an "io wait" span, 0 when the loader keeps up. Resuming restarts
+    the loader (and its pipeline) at ``start``'s epoch."""
+    n = len(task.y_train)
+    if io is None:
+        for step in range(start, config.epochs * per_epoch):
+            idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
+            yield step, task.X_train[idx], task.y_train[idx]
+        return
+    timeline = LoaderTimeline(io)
+    with Loader(task.X_train, task.y_train, config.batch_size, workers=io.workers, prefetch=io.prefetch,
+                seed=config.seed, drop_last=True, rank=comm.rank, world=comm.size) as loader:
+        for epoch in range(start // per_epoch, config.epochs):
+            for step, (X_b, y_b) in enumerate(loader.epoch(epoch), epoch * per_epoch):
+                comm.wait_until(timeline.take(comm.clock), label="io wait")
+                yield step, X_b, y_b
 
 
 def gradient(comm, model: nn.Sequential, X: np.ndarray, y: np.ndarray, on_grad_ready=None) -> float:

@@ -16,9 +16,9 @@ import numpy as np
 from .. import collectives, optim
 from ..collectives.compressed import encode, exchange
 from ..compress import DGCMemory, NoneMemory, payload_nbytes
-from .common import (Compression, TrainConfig, accuracy, batch_indices, build_model, build_optimizer, gradient,
-                     progress_bar,
-                     steps_per_epoch, task_of)
+from ..storage import IOModel
+from .common import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
+                     steps_per_epoch, task_of, training_batches)
 
 
 class DistributedOptimizer:
@@ -92,7 +92,7 @@ def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimize
 
 def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None,
                       progress: bool = False, evals_per_epoch: int = 1, record_layers: bool = False,
-                      compression: Compression | None = None):
+                      compression: Compression | None = None, io: IOModel | None = None):
     """Synchronous data-parallel training: W(t+1) = W(t) - update((1/P) sum_r grad_r(t)) by
     ``config.optimizer`` (SGD: update = lr * g, with momentum).
 
@@ -101,7 +101,8 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     averaged ||g|| and the trust ratio LARS/LAMB applied (``layers`` in the record).
     Checkpoints (if ``checkpoint`` is a path) after every epoch on rank 0 only; ``resume``
     restarts from such a file and continues bit-identically. ``compression``: each
-    parameter tensor's gradient is compressed (see ``DistributedOptimizer``)."""
+    parameter tensor's gradient is compressed (see ``DistributedOptimizer``). ``io``: the
+    batches come through a real loader, and wait on the IO model (``training_batches``)."""
     task, model = task_of(config), build_model(config)
     compressor, memory = (compression.build(config.seed, comm.rank, comm.size, config.momentum)
                           if compression else (None, None))
@@ -118,12 +119,11 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
                   for i in range(1, evals_per_epoch + 1)}
     slices, losses, curve, layers = model.param_slices(), [], [], []
     bar = progress_bar(config.epochs * per_epoch - start, progress and comm.rank == 0, "allreduce")
-    for step in range(start, config.epochs * per_epoch):
+    for step, X_b, y_b in training_batches(comm, config, task, per_epoch, start, io):
         bar.update()
         if compressor and step % per_epoch == 0:
             compressor.set_epoch(step // per_epoch)
-        idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
-        losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
+        losses.append((step, comm.clock, gradient(comm, model, X_b, y_b)))
         opt.synchronize()
         if record_layers and comm.rank == 0:
             w_norm, g_norm = (layer_norms(x, slices) for x in (model.params, model.grads))
@@ -151,11 +151,13 @@ def layer_norms(x: np.ndarray, slices) -> list[float]:
     return [float(np.linalg.norm(x[s.offset:s.offset + s.size])) for s in slices]
 
 
-def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False):
+def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False,
+                      io: IOModel | None = None):
     """Local SGD / periodic model averaging (Zinkevich et al. 2010; Stich 2019; Lin et al.
     2020): every worker takes ``period`` SGD steps on its own batches, then all average
     their weights, w <- (1/P) sum_r w_r: one all-reduce every ``period`` steps instead of
-    every step. With period 1 (and any momentum) it is synchronous SGD again."""
+    every step. With period 1 (and any momentum) it is synchronous SGD again. ``io`` as in
+    ``allreduce_program``."""
     task, model = task_of(config), build_model(config)
     sgd = optim.SGD(model.params, model.grads, config.lr, config.momentum)
     broadcast_parameters(comm, model.params)
@@ -163,10 +165,9 @@ def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool
     per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
     total, losses, curve = config.epochs * per_epoch, [], []
     bar = progress_bar(total, progress and comm.rank == 0, f"local SGD (period {period})")
-    for step in range(total):
+    for step, X_b, y_b in training_batches(comm, config, task, per_epoch, io=io):
         bar.update()
-        idx = batch_indices(n, step, comm.rank, comm.size, config.batch_size, config.seed)
-        losses.append((step, comm.clock, gradient(comm, model, task.X_train[idx], task.y_train[idx])))
+        losses.append((step, comm.clock, gradient(comm, model, X_b, y_b)))
         sgd.step()
         if (step + 1) % period == 0 or step + 1 == total:
             model.params[...] = collectives.allreduce(comm, model.params, op="mean")
