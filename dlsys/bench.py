@@ -34,7 +34,7 @@ import numpy as np
 from . import collectives
 from .checks import check_int
 from .collectives import closed_form
-from .comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
+from .comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
 from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
 from .experiments.budget import PROCESS_RANK_BYTES
 from .net import busbw_factor, get_link, parse_size
@@ -270,7 +270,18 @@ buf=bytearray(1<<20)
 while n:=c.recv_into(buf): c.sendall(memoryview(buf)[:n])
 """
 STACK_SIZES = (8, 1024, 64 * 1024, 1 << 20, 16 << 20, 64 << 20)
-TRANSPORTS = ("pipe", "tcp-nodelay", "tcp", "shared-memory")
+TRANSPORTS = ("pipe", "tcp-nodelay", "tcp", "shared-memory", "mpi")
+BACKEND_OF = {"shared-memory": "processes", "mpi": "mpi"}  # the transports that are dlsys backends
+
+
+def available_transports() -> list[str]:
+    """The transports this machine can measure (mpi needs mpi4py and mpirun)."""
+    return [t for t in TRANSPORTS if t not in BACKEND_OF or BACKENDS[BACKEND_OF[t]].unavailable() is None]
+
+
+def _pingpong_sizes_program(comm, sizes: list[int]) -> list[list[float]]:
+    """Ping-pong at every size in one run (one mpirun, one set of rank processes)."""
+    return [_pingpong_program(comm, nbytes, 2, _repeats(nbytes)) for nbytes in sizes]
 
 
 def _repeats(nbytes: int) -> int:
@@ -301,26 +312,26 @@ def _tcp_round_trips(nbytes: int, nodelay: bool, warmup: int, repeats: int) -> l
 def stack_bench(sizes=STACK_SIZES, transports=TRANSPORTS, timeout_s: float = 600.0) -> dict:
     """One-way time of one message (half the median round trip) through real local
     transports at each size, and alpha and beta fitted to each (netstack.fit_alpha_beta):
-    a pipe, a TCP loopback socket with and without TCP_NODELAY, and dlsys's shared-memory
-    processes backend. The emulator's presets are models of real networks; these are
+    a pipe, a TCP loopback socket with and without TCP_NODELAY, dlsys's shared-memory
+    processes backend and its mpi backend (MPI messages, where installed). The emulator's presets are models of real networks; these are
     measured here, to show that alpha and beta are measurable, not made up."""
     sizes = [check_int("size", parse_size(s) if isinstance(s, str) else s, 1, MAX_BENCH_NBYTES) for s in sizes]
     unknown = set(transports) - set(TRANSPORTS)
     if unknown:
         raise ValueError(f"transports: unknown {', '.join(sorted(unknown))}; valid: {', '.join(TRANSPORTS)}")
+    for transport in set(transports) & set(BACKEND_OF):
+        if (why := BACKENDS[BACKEND_OF[transport]].unavailable()) is not None:
+            raise ValueError(f"transports: {transport} cannot run here: {why}")
     rows = []
     for transport in transports:
-        for nbytes in sizes:
-            warmup, repeats = 2, _repeats(nbytes)
-            if transport == "pipe":
-                times = _pipe_round_trips(nbytes, warmup, repeats)
-            elif transport.startswith("tcp"):
-                times = _tcp_round_trips(nbytes, transport == "tcp-nodelay", warmup, repeats)
-            else:
-                times = launch(_pingpong_program, 2, "processes", args=(nbytes, warmup, repeats), record=False,
-                               timeout_s=timeout_s).values[0]
-            rows.append({"transport": transport, "nbytes": nbytes, "one_way_s": statistics.median(times) / 2,
-                         "repeats": repeats})
+        if transport in BACKEND_OF:
+            per_size = launch(_pingpong_sizes_program, 2, BACKEND_OF[transport], args=(sizes,), record=False,
+                              timeout_s=timeout_s).values[0]
+        else:
+            per_size = [_pipe_round_trips(n, 2, _repeats(n)) if transport == "pipe" else
+                        _tcp_round_trips(n, transport == "tcp-nodelay", 2, _repeats(n)) for n in sizes]
+        rows += [{"transport": transport, "nbytes": nbytes, "one_way_s": statistics.median(times) / 2,
+                  "repeats": len(times)} for nbytes, times in zip(sizes, per_size)]
     fits = {}
     for transport in transports:
         mine = [r for r in rows if r["transport"] == transport]

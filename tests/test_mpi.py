@@ -234,3 +234,11 @@ def test_dlsys_backend_runs_an_unchanged_script_on_mpi(monkeypatch):
     monkeypatch.delenv("DLSYS_BACKEND")
     assert result.backend == "mpi"
     assert result.trace.messages == dlsys.launch(_ring, 3, "threads", link="rdma-edr").trace.messages
+
+
+def test_bench_stack_measures_mpi_messages():
+    from dlsys import bench
+    record = bench.stack_bench([8, 1 << 20], ["mpi"])
+    one_way = {r["nbytes"]: r["one_way_s"] for r in record["rows"]}
+    assert 0 < one_way[8] < one_way[1 << 20]
+    assert "mpi" in bench.available_transports() and record["fits"]["mpi"]["alpha_s"] > 0

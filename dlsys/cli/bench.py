@@ -129,10 +129,11 @@ def add_commands(subparsers) -> None:
     em.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     em.add_argument("--json", action="store_true", help="print one JSON object")
     em.set_defaults(func=cmd_emulate)
-    st = sub.add_parser("stack", help="one message through real local transports (pipe, TCP, shared memory), "
+    st = sub.add_parser("stack", help="one message through real local transports (pipe, TCP, shared memory, MPI), "
                                       "alpha and beta fitted")
     st.add_argument("--sizes", nargs="+", action=Checked, check=size(1, benchmarks.MAX_BENCH_NBYTES),
                     default=list(benchmarks.STACK_SIZES), metavar="SIZE", help="message sizes (default 8B .. 64MiB)")
-    st.add_argument("--transports", nargs="+", choices=benchmarks.TRANSPORTS, default=list(benchmarks.TRANSPORTS))
+    st.add_argument("--transports", nargs="+", choices=benchmarks.TRANSPORTS, default=benchmarks.available_transports(),
+                    help="default: every one this machine can run (mpi where mpi4py and mpirun are installed)")
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.set_defaults(func=cmd_stack)
