@@ -23,6 +23,8 @@ from dlsys.comm.backends.mpi import mpi_unavailable, mpirun_command
 pytestmark = pytest.mark.skipif(mpi_unavailable() is not None, reason=str(mpi_unavailable()))
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "golden"))
+import make_golden  # noqa: E402
 
 
 def leftover_ranks() -> list:
@@ -242,3 +244,20 @@ def test_bench_stack_measures_mpi_messages():
     one_way = {r["nbytes"]: r["one_way_s"] for r in record["rows"]}
     assert 0 < one_way[8] < one_way[1 << 20]
     assert "mpi" in bench.available_transports() and record["fits"]["mpi"]["alpha_s"] > 0
+
+
+@pytest.mark.parametrize("workers", [2, 4, 8])
+@pytest.mark.parametrize("strategy", make_golden.TRAIN_STRATEGIES)
+def test_every_training_strategy_gives_the_threads_trace_on_mpi(strategy, workers):
+    """3 workers are in tests/test_golden.py; the ASP and SSP servers decide by recv_any."""
+    import dataclasses
+
+    from dlsys.experiments import train
+    config = make_golden.train_config()
+    if strategy == "model-parallel" and workers > 4:  # a stage per layer: the model needs 8 layers
+        config = dataclasses.replace(config, hidden=(32,) * 7)
+    runs = {backend: train(strategy, config, workers, backend=backend, straggler=(1, 3.0),
+                           staleness=1, period=2) for backend in ("threads", "mpi")}
+    threads, mpi = runs["threads"]["result"], runs["mpi"]["result"]
+    assert json.dumps(mpi.trace.to_chrome()) == json.dumps(threads.trace.to_chrome())
+    assert make_golden.digest(runs["mpi"]["params"]) == make_golden.digest(runs["threads"]["params"])
