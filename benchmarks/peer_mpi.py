@@ -2,9 +2,10 @@
 
     mpirun -np 2 python benchmarks/peer_mpi.py --size 64MiB [--repeats 10] [--warmup 3]
 
-Same data, same checks, same conventions: a barrier, then MPI.Wtime around Allreduce into
-a preallocated receive buffer; each repeat's time is the slowest rank's; rank 0 times a
-numpy memcpy of the same size between repeats. Rank 0 prints one JSON record.
+Same data, same checks, same conventions (``dlsys.bench.library_allreduce``, which
+``dlsys bench allreduce --backend mpi`` runs beside our ring): a barrier, then MPI.Wtime
+around Allreduce into a preallocated receive buffer; each repeat's time is the slowest
+rank's; rank 0 then times a numpy memcpy of the same size. Rank 0 prints one JSON record.
 """
 
 import argparse
@@ -13,7 +14,7 @@ import json
 import numpy as np
 from mpi4py import MPI
 
-from dlsys.bench import bandwidth_record, bench_data
+from dlsys.bench import bandwidth_record, bench_data, library_allreduce
 from dlsys.net import parse_size
 
 
@@ -26,26 +27,13 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     rank, size, nbytes = comm.Get_rank(), comm.Get_size(), parse_size(args.size)
     x, want = bench_data(nbytes // 4, rank, size)
-    out, copy_dst = np.zeros_like(x), np.zeros_like(x)
-    times, copies = [], []
-    for i in range(args.warmup + args.repeats):
-        comm.Barrier()
-        start = MPI.Wtime()
-        comm.Allreduce(x, out, op=MPI.SUM)
-        elapsed = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
-        if not np.array_equal(out, want):
-            raise AssertionError(f"rank {rank}: MPI_Allreduce returned a wrong sum in repeat {i}")
-        out[:] = 0
-        comm.Barrier()
-        if rank == 0:
+    lib, times = library_allreduce(x, want, args.warmup, args.repeats)
+    if rank == 0:
+        copy_dst, copies = np.zeros_like(x), []
+        for _ in range(args.repeats):
             start = MPI.Wtime()
             np.copyto(copy_dst, x)
-            copy_s = MPI.Wtime() - start
-        if i >= args.warmup:
-            times.append(elapsed)
-            copies.append(copy_s if rank == 0 else 0.0)
-    if rank == 0:
-        lib = MPI.Get_library_version().split(",")[0].strip("\x00 ")
+            copies.append(MPI.Wtime() - start)
         print(json.dumps(bandwidth_record(size, nbytes, times, copies, benchmark="allreduce",
                                           backend="mpi4py", algorithm=lib, repeats=args.repeats,
                                           warmup=args.warmup)))

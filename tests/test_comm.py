@@ -15,6 +15,7 @@ import pytest
 
 import dlsys
 from dlsys import collectives
+from dlsys.comm import BACKENDS as BACKENDS_BY_NAME
 from dlsys.comm import LEND_MIN_NBYTES, DeadlockError, RankFailed
 from dlsys.net import LinkModel, get_node
 
@@ -338,13 +339,15 @@ def test_rank_return_values_and_rng_are_seeded_per_rank():
     assert dlsys.launch(program, 3, "threads", seed=6).values != a
 
 
-def test_recv_any_with_every_source_finished_is_an_error():
+@pytest.mark.parametrize("backend", ["threads", pytest.param("mpi", marks=pytest.mark.skipif(
+    BACKENDS_BY_NAME["mpi"].unavailable() is not None, reason=str(BACKENDS_BY_NAME["mpi"].unavailable())))])
+def test_recv_any_with_every_source_finished_is_an_error(backend):
     def program(comm):
         if comm.rank == 0:
             time.sleep(0.2)
             comm.recv_any()
     with pytest.raises(RankFailed, match="every source"):
-        dlsys.launch(program, 3, "threads")
+        dlsys.launch(program, 3, backend)
 
 
 # --- lent sends: isend of comm.alloc memory is zero-copy on processes ------------------------

@@ -49,6 +49,39 @@ class Header(NamedTuple):
     meta: tuple | None = None  # (phase, step, block) of a collective's message, for figures
 
 
+class WaitCondition:
+    """What a Mailbox needs of a condition variable, for a backend whose ranks wait their
+    own way (the threads backend's baton, the mpi backend's polling): ``lock``, ``with``,
+    ``notify``, and ``wait``, which releases the lock around ``pause(timeout)``. A wait may
+    end early: the mailbox checks again."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.lock.release()
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.lock.release()
+        try:
+            self.pause(timeout)
+        finally:
+            self.lock.acquire()
+
+    def pause(self, timeout: float | None) -> None:
+        raise NotImplementedError
+
+    def notify(self, n: int = 1) -> None:
+        """Nothing to wake by default: the waiting thread is the one that delivers."""
+
+    def notify_all(self) -> None:
+        self.notify()
+
+
 class Mailbox:
     """One rank's inbox. ``cond``: the threads backend passes a BatonCondition
     (dlsys.comm.backends.baton), so that ranks take turns; otherwise a threading.Condition."""

@@ -32,6 +32,7 @@ import threading
 from collections import deque
 
 from ..board import ANY_SOURCE, WAIT_SRC
+from ..mailbox import WaitCondition
 
 WAITING, READY, RUNNING, DONE = range(4)
 
@@ -134,29 +135,16 @@ class Baton:
         self._go[rank].release()
 
 
-class BatonCondition:
+class BatonCondition(WaitCondition):
     """A mailbox's condition variable when ranks take turns (see the module docstring)."""
 
     def __init__(self, baton: Baton, rank: int, row):
+        super().__init__()  # the lock is still needed against the launcher thread (abort)
         self._baton, self._rank, self._row = baton, rank, row
-        self.lock = threading.Lock()  # still needed against the launcher thread (abort)
 
-    def __enter__(self):
-        self.lock.acquire()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.lock.release()
-
-    def wait(self, timeout: float | None = None) -> None:
+    def pause(self, timeout: float | None) -> None:
         polls = self._row[WAIT_SRC] == ANY_SOURCE  # recv_any: re-check after `timeout`
-        self.lock.release()
-        try:
-            self._baton.suspend(self._rank, timeout if polls else None)
-        finally:
-            self.lock.acquire()
+        self._baton.suspend(self._rank, timeout if polls else None)
 
     def notify(self, n: int = 1) -> None:
         self._baton.wake(self._rank)  # only the mailbox's own rank ever waits on it
-
-    notify_all = notify

@@ -45,7 +45,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections import deque
@@ -57,7 +56,7 @@ import numpy as np
 from ..board import BLOCKED, DONE, FROM, POSTED, PULLED, RELEASE, STATE, WAIT_SRC, WAIT_TAG, board_row, new_board
 from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
-from ..mailbox import Header, Mailbox
+from ..mailbox import Header, Mailbox, WaitCondition
 from ..supervise import DeadlockError, Outcome, RankFailed, RunSpec, RunTimeout
 from .base import Backend, MailboxTransport
 
@@ -293,33 +292,16 @@ def _chain_text(path: tuple) -> str:
                      f"rank {rank} waits for rank {waits_for} (tag {tag})" for rank, waits_for, tag in path)
 
 
-class _Progress:
+class _Progress(WaitCondition):
     """The mailbox's condition variable on the mpi backend. Only the rank's own thread
-    delivers (while it waits), so a wait is one round of ``MPITransport.progress`` (a
-    wait may end early: the mailbox checks again) and a notify has no one to wake."""
+    delivers (while it waits), so a wait is one round of ``MPITransport.progress``."""
 
     def __init__(self, transport: MPITransport):
+        super().__init__()
         self.transport = transport
-        self.lock = threading.Lock()
 
-    def __enter__(self):
-        self.lock.acquire()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.lock.release()
-
-    def wait(self, timeout: float | None = None) -> None:
-        self.lock.release()
-        try:
-            self.transport.progress()
-        finally:
-            self.lock.acquire()
-
-    def notify(self, n: int = 1) -> None:
-        pass
-
-    notify_all = notify
+    def pause(self, timeout: float | None) -> None:
+        self.transport.progress()
 
 
 # --- running a world ---
