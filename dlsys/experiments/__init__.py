@@ -11,18 +11,29 @@ strategy), ``large_batch`` (batch sweeps, scaling rules, warm-up, LARS/LAMB, sha
 minima, time to accuracy; cached), ``records`` (CSV, cacheable records).
 """
 
+import importlib
+
 from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
 from .collectives import (DTYPES, collective_plan, collective_program, expected_values, plan_record,
                           ring_allreduce_steps, simulate_collective)
 from .costs import ALLREDUCE_ALGORITHMS, allreduce_costs, crossovers, emulated_allreduce_costs, link_table
-from .large_batch import QUICK, RULES, Study, large_batch_study, largest_good_batch, load_study, lr_schedules
 from .ps_vs_ring import ps_closed_form_s, ps_vs_ring, ps_vs_ring_scaling, simulate_ps
 from .records import to_csv, without_values
-from .training import STRATEGIES, train
+
+# The training topics are imported on first use (PEP 562): `dlsys simulate` needs none of
+# them, and they took 0.12 s to import (the trainers, tqdm, the loss landscape).
+_LAZY = {"STRATEGIES": "training", "train": "training", **dict.fromkeys(
+    ["QUICK", "RULES", "Study", "large_batch_study", "largest_good_batch", "load_study", "lr_schedules"], "large_batch")}
 
 __all__ = ["DEFAULT_MAX_MEMORY_BYTES", "BufferPlan", "plan_buffers", "DTYPES", "collective_plan",
            "collective_program", "expected_values", "plan_record",
            "ring_allreduce_steps", "simulate_collective", "ALLREDUCE_ALGORITHMS", "allreduce_costs",
            "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s",
-           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", "STRATEGIES", "train",
-           "QUICK", "RULES", "Study", "large_batch_study", "largest_good_batch", "load_study", "lr_schedules"]
+           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    return value
