@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from tqdm import tqdm
 
 from .. import compress, data, nn, optim
 from ..loader import Loader
@@ -206,6 +205,8 @@ def accuracy(model: nn.Sequential, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(model.forward(X).argmax(axis=1) == y))
 
 
-def progress_bar(total: int, enabled: bool, desc: str) -> tqdm:
+def progress_bar(total: int, enabled: bool, desc: str):
     """A progress bar on stderr for the one rank that reports (shown only on a terminal)."""
+    from tqdm import tqdm  # here: importing it took 35 ms of every command, most of which draw no bar
+
     return tqdm(total=total, desc=desc, unit="step", leave=False, disable=None if enabled else True)
