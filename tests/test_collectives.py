@@ -256,6 +256,23 @@ def test_lean_ring_gives_the_reading_rings_values_and_trace(backend, ranks, kind
     assert lean.clocks_s == reading.clocks_s
 
 
+@pytest.mark.parametrize("ranks", [2, 3, 6])
+def test_lean_rings_hand_over_no_array_a_caller_writes(ranks):
+    """On threads the lean ring passes its blocks without copies (Transport.hand_over): a
+    rank that writes its input and its result afterwards changes nobody else's result."""
+    def program(comm):
+        x = np.arange(7.0) + comm.rank
+        result = collectives.allreduce(comm, x, algorithm="ring", fast=True)
+        x[:] = -1e9
+        kept = result.copy()
+        result[:] = -1e9
+        collectives.barrier(comm)  # every rank has written before anyone compares
+        return kept
+    want = sum(np.arange(7.0) + r for r in range(ranks))
+    for got in dlsys.launch(program, ranks, "threads").values:
+        assert np.array_equal(got, want)
+
+
 def test_lean_ring_names_a_mismatch_like_the_reading_ring():
     def program(comm):
         return collectives.allreduce(comm, np.ones(4 + comm.rank, np.float32), fast=True)

@@ -63,10 +63,12 @@ def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     right, left = (r + 1) % p, (r - 1) % p
     blocks = np.array_split(x.ravel(), p)
     add, plain = (np.maximum if op == "max" else np.add), np.ndarray
-    shift, charged = comm.shift(right, left, TAG), comm.charge_reductions
+    # handover: no array is written after it is sent or received (every sum is a new array,
+    # and x's own block, the first one sent, goes as a copy: the caller may write x after)
+    shift, charged = comm.shift(right, left, TAG, handover=True), comm.charge_reductions
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
-        got = shift(blocks[send_i], "reduce-scatter", step, send_i)
+        got = shift(blocks[send_i] if step else blocks[send_i].copy(), "reduce-scatter", step, send_i)
         mine = blocks[recv_i]
         if type(got) is type(mine) and got.dtype is mine.dtype and got.size == mine.size and not charged:
             blocks[recv_i] = add(mine.view(plain), got.view(plain)).view(type(mine))  # mine + got, hook-free

@@ -301,9 +301,12 @@ class Communicator:
         self.send(sendbuf, dest, sendtag, label, phase=phase, step=step, block=block)
         return self.recv(source, sendtag if recvtag is None else recvtag)
 
-    def shift(self, dest: int, source: int, tag: int = 0) -> Callable:
+    def shift(self, dest: int, source: int, tag: int = 0, handover: bool = False) -> Callable:
         """``sendrecv`` to and from fixed ranks, step after step (MPI_Cart_shift's pattern: a
         ring's right and left neighbours), for the collectives' fast paths.
+
+        ``handover``: the caller never writes an array after sending it, nor one it
+        received (``Transport.hand_over``: ranks that share memory pass it without a copy).
 
         ``step = comm.shift(right, left, TAG)``; then ``step(buf, phase, s, block)`` is
         ``comm.sendrecv(buf, right, left, TAG, phase=phase, step=s, block=block)``: the same
@@ -315,7 +318,8 @@ class Communicator:
         """
         dest, source, tag = self._check_peer(dest, "dest"), self._check_peer(source, "source"), self._check_tag(tag)
         rank, clock, record, row, sent_to = self.rank, self._clock, self._record, self._row, self._sent_to
-        post, take, deadline = self._transport.post, self._transport.take, self._deadline
+        transport, deadline = self._transport, self._deadline
+        post, take = transport.hand_over if handover else transport.post, transport.take
         costs, link_costs, latency_s = clock._costs, clock._link_costs, self.link.latency_s
         spans, messages, sent_column = clock.spans, self.messages, self._sent + dest
         ndarray = np.ndarray

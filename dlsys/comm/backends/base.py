@@ -51,6 +51,12 @@ class Transport(ABC):
         and it is memory from ``alloc``: then the backend may hand dst that memory itself
         and returns a loan number, which ``wait_released`` waits on. Otherwise None."""
 
+    def hand_over(self, dst: int, header: Header, array: np.ndarray, lend: bool = False) -> int | None:
+        """``post`` of an array that neither its sender nor its receiver will ever write
+        (``Communicator.shift(handover=True)``): a backend whose ranks share memory may
+        pass it without a copy. Others copy, as ``post`` does."""
+        return self.post(dst, header, array, lend)
+
     @abstractmethod
     def take(self, src: int, tag: int, deadline: float) -> tuple[Header, np.ndarray]:
         """The next message from src with this tag, in posting order; waits for it."""
