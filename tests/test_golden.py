@@ -47,3 +47,14 @@ def test_collective_matches_golden(case, backend):
 def test_training_matches_golden(strategy, backend):
     result, params = make_golden.run_train(strategy, backend)
     check(f"train/{strategy}", [params], result)
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 8])
+def test_every_collective_on_processes_gives_the_threads_trace(ranks):
+    """The golden cases are at 4 and 5 ranks; tests/test_mpi.py holds mpi to threads at 2, 3, 4, 8."""
+    for collective, algorithm in dict.fromkeys((c[1], c[2]) for c in make_golden.collective_cases()):
+        on_threads = make_golden.run_collective(collective, algorithm, ranks, "threads")
+        on_processes = make_golden.run_collective(collective, algorithm, ranks, "processes")
+        assert make_golden.trace_record(on_processes) == make_golden.trace_record(on_threads), (collective, algorithm)
+        assert ([make_golden.digest(v) for v in on_processes.values]
+                == [make_golden.digest(v) for v in on_threads.values]), (collective, algorithm)
