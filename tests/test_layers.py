@@ -10,7 +10,7 @@ ROOT = Path(dlsys.__file__).parent
 
 # Higher layers may import lower ones; equal layers may import each other if no circle forms.
 LAYER = {
-    "net": 0, "checks": 0,
+    "net": 0, "checks": 0, "topology": 0,
     "nn": 1, "optim": 1, "data": 1, "profiles": 1, "datapath": 1, "landscape": 1,
     "compress": 1, "netstack": 1,
     "comm": 2,
