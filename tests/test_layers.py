@@ -15,7 +15,7 @@ LAYER = {
     "compress": 1, "netstack": 1,
     "comm": 2,
     "collectives": 3,
-    "train": 4, "ps": 4, "schedule": 4,
+    "train": 4, "ps": 4, "schedule": 4, "caffe": 4,
     "viz": 5, "exercises": 5, "bench": 5, "experiments": 5, "notebooks": 5,
     "cli": 6,
 }

@@ -4,6 +4,7 @@
     train               dlsys.cli.train      (a real model under a distributed strategy)
     compress            dlsys.cli.compress   (gradient compression: bytes per model, accuracy vs bytes)
     bench               dlsys.cli.bench      (the real data path; the emulator's scale)
+    casestudy           dlsys.cli.casestudy  (a paper re-run: Caffe on the Sunway TaihuLight)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
 
 Every option is checked by ``dlsys.cli.common`` before any rank starts.
@@ -15,7 +16,7 @@ import argparse
 import sys
 
 from ..comm import DeadlockError, RankFailed
-from . import bench, compress, exercises, lessons, simulate, train
+from . import bench, casestudy, compress, exercises, lessons, simulate, train
 from .common import join_negative_values
 
 
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (simulate, train, compress, exercises, lessons, bench):
+    for group in (simulate, train, compress, exercises, lessons, bench, casestudy):
         group.add_commands(sub)
     return parser
 
