@@ -53,6 +53,10 @@ class Topology:
     def is_flat(self) -> bool:
         return self.supernode_size is None
 
+    def is_flat_for(self, size: int) -> bool:
+        """Whether ranks 0..size-1 all share one link (one supernode holds them all)."""
+        return self.supernode_size is None or size <= self.supernode_size
+
     def supernode(self, rank: int) -> int:
         return 0 if self.supernode_size is None else rank // self.supernode_size
 

@@ -169,7 +169,7 @@ def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce, to
     if p == 1:
         return 0.0
     gamma = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
-    if topology is not None and not topology.is_flat:
+    if topology is not None and not topology.is_flat_for(p):
         if entry.tiered is None:
             raise ValueError(f"{collective}/{algorithm} has no closed form on the {topology.name} topology; "
                              f"valid there: {', '.join(a.name for a in REGISTRY.values() if a.tiered)}")
@@ -189,8 +189,8 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
     cuts nbytes / itemsize elements into p blocks, the largest ceil(n / p) elements. Exact
     for the emulation where the entry says (``exact``), at every size; an upper bound at
     uneven sizes where ``uneven == "bound"``. ``reduce=True`` adds the gamma term (node
-    memory bandwidth) of reductions. ``topology`` (dlsys.topology): a flat one means its
-    link; on a two-level tree only the algorithms with a ``tiered`` form have one.
+    memory bandwidth) of reductions. ``topology`` (dlsys.topology): within one supernode
+    its link; across supernodes only the algorithms with a ``tiered`` form have one.
     Thakur, Rabenseifner & Gropp 2005.
     """
     count = round(nbytes / itemsize)

@@ -104,8 +104,8 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     elements per real one, ``memory_bytes`` (estimated) of ``max_memory_bytes``.
     ``record=False`` skips the trace (``result.trace`` is empty; bytes per rank are still
     counted): a 512-rank ring runs in half the wall time. ``topology`` (dlsys.topology, a
-    name or a Topology; default flat on ``link``): a link per pair of ranks; on a two-level
-    tree only algorithms with a ``tiered`` form have a closed form (else it is None).
+    name or a Topology; default flat on ``link``): a link per pair of ranks; across
+    supernodes only algorithms with a ``tiered`` form have a closed form (else it is None).
     """
     collectives.check_algorithm(collective, algorithm)
     collectives.check_op(op)
@@ -140,7 +140,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if collective == "barrier":
         model_bytes = 0
     # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
-    known = topology.is_flat or collectives.REGISTRY[(collective, algorithm)].tiered is not None
+    known = topology.is_flat_for(ranks) or collectives.REGISTRY[(collective, algorithm)].tiered is not None
     closed = textbook = None
     if known:
         closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0],

@@ -79,7 +79,7 @@ def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool =
     compute = sum(3 * node.compute_s(batch * layer.fwd_flops) for layer in profile(model))
     copy = 0.0 if contiguous else 2 * node.kernel_s(0, 2 * n)
     update = node.kernel_s(0, 3 * n)
-    if not topology.is_flat and nodes > topology.supernode_size:  # messages cross the upper level: no form
+    if not topology.is_flat_for(nodes):  # messages cross the upper level: no closed form
         comm = None
     elif design == "ring":
         comm = collectives.closed_form("allreduce", "ring", nodes, n, topology.link, itemsize=4 * scale)
@@ -130,12 +130,19 @@ def sweep(model: str = "alexnet", design: str = "ring", nodes=SWEEP_NODES, conti
 
 def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taihulight") -> list[dict]:
     """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce (MPICH's choice,
-    ``mpich_allreduce``) for each message size and node count, emulated on ``topology``."""
+    ``mpich_allreduce``) for each message size and node count, emulated on ``topology``.
+
+    Each size is rounded up to a whole number of float32 blocks for the largest power of
+    two of ``nodes`` (60.97 MB becomes 60,971,008 bytes at 512 nodes): Rabenseifner's
+    halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used."""
+    unit = 4 << (max(nodes).bit_length() - 1)
     rows = []
     for size in nbytes:
+        size = -(-size // unit) * unit
         for p in nodes:
             for library, algorithm in (("ring", "ring"), ("MPI_Allreduce", mpich_allreduce(size, size // 4, p))):
-                rec = simulate_collective("allreduce", algorithm, p, size, "sw26010", record=False, topology=topology)
+                rec = simulate_collective("allreduce", algorithm, p, size, "sw26010", record=False, topology=topology,
+                                          max_memory_bytes=MAX_MEMORY_BYTES)
                 rows.append({"library": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
                              "virtual_time_s": rec["virtual_time_s"], "closed_form_s": rec["closed_form_s"],
                              "wall_time_s": rec["wall_time_s"]})
