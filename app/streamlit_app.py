@@ -30,6 +30,7 @@ PAGES = {
                  st.Page("views/large_batches.py", title="Large batches", icon=shared.ICONS["large_batches"]),
                  st.Page("views/schedule.py", title="Overlap and scheduling", icon=shared.ICONS["schedule"])],
     "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=shared.ICONS["performance"])],
+    "Case studies": [st.Page("views/taihulight.py", title="Case study: TaihuLight", icon=shared.ICONS["taihulight"])],
 }
 
 shared.start_url_run()

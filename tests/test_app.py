@@ -18,7 +18,8 @@ from dlsys.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
-         "views/compression.py", "views/large_batches.py", "views/schedule.py", "views/performance.py"]
+         "views/compression.py", "views/large_batches.py", "views/schedule.py", "views/performance.py",
+         "views/taihulight.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -127,6 +128,7 @@ def test_collectives_page_every_algorithm(ranks, size):
     ("views/compression.py", "cmp_view", ["Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"]),
     ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
     ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
+    ("views/taihulight.py", "thl_view", ["PS vs ring", "Ring vs MPI_Allreduce", "One iteration", "Timeline"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
@@ -400,6 +402,8 @@ SHARED_STATE = {
                           "train_pp_servers": 2, "train_pp_consistency": "ps-asp"},
     "views/compression.py": {"cmp_method": "qsgd", "cmp_bits": 8, "cmp_view": "Residual"},
     "views/performance.py": {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
+    "views/taihulight.py": {"thl_model": "resnet50", "thl_nodes": 16, "thl_layout": "scattered",
+                            "thl_topology": "flat", "thl_view": "Timeline"},
 }
 
 
