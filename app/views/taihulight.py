@@ -53,33 +53,26 @@ if machine.open:
                    "node; 70 TB/s bisection for the whole machine, so the level above the supernodes carries about "
                    "a quarter of what the nodes could send (Fu et al. 2016; Dongarra 2016). The emulator gives every "
                    "message across supernodes that quarter share: the worst case, when every node sends across.")
-if designs.open:
-    with designs:
-        rows = shared.taihulight_sweep(nodes, contiguous, topology)
-        shared.chart(viz.design_scaling(rows), "thl_designs")
-        st.caption("Communication per iteration (what the compute does not hide) against nodes, batch "
-                   f"{BATCH} per node. The server's link carries every layer from every node, so the PS grows "
-                   "with the nodes; the ring's time tends to 2n/B. Beyond 256 nodes the ring crosses the upper "
-                   "level, and every hop waits for the slowest link.")
-if versus.open:
-    with versus:
-        rows = shared.taihulight_versus_mpi(model, nodes, topology)
-        shared.chart(viz.ring_vs_mpi(rows), "thl_versus_mpi")
-        st.caption("The paper's figs 7-8: the ring against the algorithm MPICH picks (recursive doubling up to "
-                   "2048 bytes, Rabenseifner's reduce-scatter + all-gather above), for the paper's 60.97 MB and "
-                   f"{model}'s gradient. Both move 2(p-1)/p n bytes per node; Rabenseifner pays 2 lg p latencies "
-                   "where the ring pays 2(p-1).")
-if animation.open:
-    with animation:
-        traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
-        names = [rank_name(r) for r in range(8)]
-        shared.chart(comm_viz.message_animation(traces, {TITLES["ps"]: "star"},
-                                                {title: names for title in traces}), "thl_animation")
-        st.caption("One clock for both: press ▶ Play. Left: every layer's gradient converges on rank 0 (centre) "
-                   "while backward goes on; right: one ring all-reduce after backward.")
-if timeline.open:
-    with timeline:
-        traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
-        shared.chart(viz.iteration_timeline(traces), "thl_timeline")
-        st.caption("Ranks 0-3 of 8. Red: packing copies (pick scattered gradients above to see them); grey: "
-                   "communication the compute does not hide.")
+traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
+names = {title: [rank_name(r) for r in range(8)] for title in traces}
+# tab, its figure (built only if the tab is open), chart key, caption
+for tab, figure, key, caption in (
+    (designs, lambda: viz.design_scaling(shared.taihulight_sweep(nodes, contiguous, topology)), "thl_designs",
+     f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
+     "server's link carries every layer from every node, so the PS grows with the nodes; the ring's time tends to "
+     "2n/B. Beyond 256 nodes the ring crosses the upper level, and every hop waits for the slowest link."),
+    (versus, lambda: viz.ring_vs_mpi(shared.taihulight_versus_mpi(model, nodes, topology)), "thl_versus_mpi",
+     "The paper's figs 7-8: the ring against the algorithm MPICH picks (recursive doubling up to 2048 bytes, "
+     f"Rabenseifner's reduce-scatter + all-gather above), for the paper's 60.97 MB and {model}'s gradient. Both "
+     "move 2(p-1)/p n bytes per node; Rabenseifner pays 2 lg p latencies where the ring pays 2(p-1)."),
+    (animation, lambda: comm_viz.message_animation(traces, {TITLES["ps"]: "star"}, names), "thl_animation",
+     "One clock for both: press ▶ Play. Left: every layer's gradient converges on rank 0 (centre) while backward "
+     "goes on; right: one ring all-reduce after backward."),
+    (timeline, lambda: viz.iteration_timeline(traces), "thl_timeline",
+     "Ranks 0-3 of 8. Red: packing copies (pick scattered gradients above to see them); grey: communication the "
+     "compute does not hide."),
+):
+    if tab.open:  # only the open tab is built and drawn
+        with tab:
+            shared.chart(figure(), key)
+            st.caption(caption)
