@@ -36,7 +36,7 @@ iteration = shared.taihulight_iteration(model, 8, contiguous, topology, BATCH)
 m = st.columns(4)
 for col, design in zip(m, ("ps", "ring")):
     r = iteration[design]
-    col.metric(f"{viz.DESIGN_NAMES[design]}, 8 nodes", format_seconds(r["iteration_s"]) + " per iteration",
+    col.metric(f"{viz.DESIGN_NAMES[design]}: iteration, 8 nodes", format_seconds(r["iteration_s"]),
                delta=f"communication {format_seconds(r['communication_s'])}", delta_color="off", delta_arrow="off")
 m[2].metric("packing copies", format_seconds(iteration["ring"]["pack_s"]),
             help="Pack and unpack the gradient (read and write every byte at the node's memory bandwidth); "

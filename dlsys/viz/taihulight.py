@@ -26,9 +26,10 @@ def machine(topology: Topology, cores_per_group: int = 64, groups: int = 4) -> g
     """The SW26010 chip (``groups`` core groups of one management core and an 8 x 8 mesh of
     ``cores_per_group`` compute cores) and the network: supernodes of ``supernode_size``
     nodes on full-speed links, joined by an oversubscribed upper level."""
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.38, 0.62], horizontal_spacing=0.06,
-                        subplot_titles=(f"one SW26010 node: {groups} core groups x (1 + {cores_per_group}) cores",
-                                        f"{topology.max_nodes:,} nodes in supernodes of {topology.supernode_size}"))
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.34, 0.66], horizontal_spacing=0.08,
+                        subplot_titles=(f"a node: {groups} x (1 + {cores_per_group}) cores",
+                                        f"{topology.max_nodes:,} nodes, supernodes of {topology.supernode_size} "
+                                        f"({SUPERNODES_DRAWN} drawn)"))
     side = int(cores_per_group ** 0.5)
     for g in range(groups):
         x0, y0 = (g % 2) * (side + 3), (g // 2) * (side + 3)
@@ -47,14 +48,14 @@ def machine(topology: Topology, cores_per_group: int = 64, groups: int = 4) -> g
         fig.add_shape(type="rect", x0=x - 1.2, y0=-1.2, x1=x + 1.2, y1=1.2, line=dict(color="#888"), row=1, col=2)
         fig.add_trace(go.Scatter(x=[x - 1 + 2 * (i % 16) / 15 for i in range(256)],
                                  y=[-1 + 2 * (i // 16) / 15 for i in range(256)], mode="markers",
-                                 marker=dict(size=3, color="#4c78a8"), hoverinfo="skip", showlegend=False),
-                      row=1, col=2)
+                                 marker=dict(size=2, color="#4c78a8"), hovertext=f"supernode {s}: 256 nodes",
+                                 hoverinfo="text", showlegend=False), row=1, col=2)
         fig.add_trace(go.Scatter(x=[x, (SUPERNODES_DRAWN - 1) * 1.5], y=[1.2, 4], mode="lines",
                                  line=dict(color="#e45756", width=2), hoverinfo="skip", showlegend=False),
                       row=1, col=2)
     centre = (SUPERNODES_DRAWN - 1) * 1.5
     fig.add_trace(go.Scatter(x=[centre], y=[4.4], mode="markers+text", text=["central network"],
-                             textposition="top center", marker=dict(size=26, color="#e45756", symbol="diamond"),
+                             textposition="middle right", marker=dict(size=26, color="#e45756", symbol="diamond"),
                              hoverinfo="skip", showlegend=False), row=1, col=2)
     ratio = inside.bandwidth_Bps / up.bandwidth_Bps
     fig.add_annotation(x=centre, y=-2.2, showarrow=False, row=1, col=2,
@@ -64,7 +65,8 @@ def machine(topology: Topology, cores_per_group: int = 64, groups: int = 4) -> g
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     fig.update_yaxes(scaleanchor="x", row=1, col=1)
-    fig.update_layout(height=460, plot_bgcolor="white", legend=dict(orientation="h", y=-0.05))
+    fig.update_layout(height=520, plot_bgcolor="white", legend=dict(orientation="h", y=-0.05),
+                      margin=dict(t=90))
     return fig
 
 
