@@ -16,9 +16,10 @@ round(params / scale) real ones (at least one), each standing for ``scale`` (so 
 is off by less than scale / 2 per layer). Gradients are stand-ins, small integers drawn
 per (seed, rank, layer): sums of them are exact, so both designs' averages agree bit for bit.
 
-    ps      rank 0 broadcasts W; every rank runs forward; in backward, as soon as layer j's
-            gradient is computed it is gathered on rank 0 (one gather per layer, last
-            layer first); after the last, rank 0 averages and updates.
+    ps      rank 0 (the server, and a worker too) sends W to every worker; every rank runs
+            forward; in backward, as soon as layer j's gradient is computed every worker
+            sends it to rank 0 (one gather per layer, last layer first, all of it through
+            rank 0's link); after the last, rank 0 averages and updates.
     ring    every rank runs forward and backward, then one ring all-reduce of the whole
             gradient buffer; every rank averages and updates.
 """
@@ -34,6 +35,7 @@ from .profiles import LayerProfile
 
 DESIGNS = ("ps", "ring")
 LEARNING_RATE = 1 / 16  # a power of two: the update is exact too
+WEIGHTS_TAG, GRADIENT_TAG = 1, 2
 
 
 class Blob:
@@ -140,21 +142,35 @@ def _update(comm, solver: Solver, account: dict) -> None:
 
 
 def ps_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
-    """The parameter-server design: broadcast W from rank 0, forward, then per layer (last
-    first) its backward and a gather of its gradient on rank 0; rank 0 averages, updates.
-    Returns this rank's time account and (rank 0) the new weights."""
-    net, account = solver.net, dict.fromkeys(("compute_s", "pack_s", "update_s"), 0.0)
+    """The parameter-server design: rank 0 sends W to every worker; forward; then per
+    layer (last first) its backward, and every worker sends that layer's gradient to rank 0,
+    which takes them in rank order; rank 0 averages and updates. Returns this rank's time
+    account and (rank 0) the new weights.
+
+        rank 0: for k = 1 .. p-1: send W to k           workers: W = receive from 0
+        forward
+        for j = L-1 .. 0: backward j
+            rank 0: g_j = own + sum of receive(k) for k = 1 .. p-1; g_j /= p
+            worker: send g_j to 0
+        rank 0: update
+    """
+    net, account, p = solver.net, dict.fromkeys(("compute_s", "pack_s", "update_s"), 0.0), comm.size
     if comm.rank == 0:
         _copy(comm, net, account, "pack W")
-    weights = collectives.broadcast(comm, net.logical(net.flat("data")), root=0)
-    if comm.rank:
-        net.load("data", weights)
+        for worker in range(1, p):
+            comm.send(net.logical(net.flat("data")), worker, WEIGHTS_TAG, "W")
+    else:
+        net.load("data", comm.recv(0, WEIGHTS_TAG))
         _copy(comm, net, account, "unpack W")
     _forward(comm, net, batch, account)
     for layer in _backward(comm, net, batch, seed, account):
-        gathered = collectives.gather(comm, net.logical(layer.blob.diff), root=0)
         if comm.rank == 0:
-            layer.blob.diff[...] = gathered.sum(axis=0) / comm.size
+            total = layer.blob.diff.copy()
+            for worker in range(1, p):
+                total += comm.recv(worker, GRADIENT_TAG)
+            layer.blob.diff[...] = total / p
+        else:
+            comm.send(net.logical(layer.blob.diff), 0, GRADIENT_TAG, f"gradient {layer.name}")
     if comm.rank == 0:
         _update(comm, solver, account)
     return account | {"clock_s": comm.clock, "weights": net.flat("data").copy() if comm.rank == 0 else None}

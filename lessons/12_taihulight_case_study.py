@@ -65,10 +65,16 @@ show(tviz.machine(machine), "12_machine")
 # (`data` and `diff`); a `Solver` updates the net (`dlsys.caffe`). The paper's two
 # synchronous designs, as rank code:
 #
-# * **parameter server**: rank 0 broadcasts $W$; in backward, as soon as layer $j$'s
-#   gradient ($n_j$ bytes) is computed it is gathered on rank 0, which averages and updates.
-#   Rank 0's link receives $(p-1)\,n_j$ bytes per layer: with a binomial gather,
-#   $T_j = \lceil\lg p\rceil\,\alpha + (p-1)\,n_j\,\beta$, which grows with $p$.
+# * **parameter server**: rank 0 (the server, and a worker too) sends $W$ to every worker;
+#   in backward, as soon as layer $j$'s gradient ($n_j$ bytes) is computed every worker
+#   sends it to rank 0, which averages and updates. Everything goes through rank 0's link:
+#   $(p-1)\,N\beta$ out for $W$ ($N = \sum_j n_j$) and $(p-1)\,n_j\beta$ in per layer.
+#   Backward hides what it can: with worker $k$'s push of layer $j$ departing at $D_{kj}$,
+#   rank 0 takes the pushes in order,
+#   $$A_{kj} = \max\left(D_{kj} + L + n_j\beta,\; A_{\text{prev}} + n_j\beta\right),$$
+#   so once $(p-1)\,n_j\beta$ exceeds the backward it overlaps, the server's link sets the
+#   pace and the time grows linearly with $p$ (`study.ps_rank0_s` is this recurrence; it
+#   equals the emulation).
 # * **decentralized**: every rank computes everything, then one ring all-reduce of the
 #   $n = \sum_j n_j$ bytes of gradients: $T = 2(p-1)\,(\alpha + \tfrac{n}{p}\beta)$, which
 #   tends to $2n\beta$.
@@ -83,14 +89,14 @@ for model in study.MODELS:
     print(f"{model:<10} compute {ps[0]['compute_s'] * 1e3:6.0f} ms; communication at {NODES[0]} -> {NODES[-1]} nodes: "
           f"PS {ps[0]['communication_s'] * 1e3:7.1f} -> {ps[-1]['communication_s'] * 1e3:8.1f} ms, "
           f"ring {ring[0]['communication_s'] * 1e3:5.1f} -> {ring[-1]['communication_s'] * 1e3:5.1f} ms "
-          f"(closed form {ring[-1]['closed_communication_s'] * 1e3:.1f} ms)")
+          f"(closed forms {ps[-1]['closed_communication_s'] * 1e3:.1f} and {ring[-1]['closed_communication_s'] * 1e3:.1f} ms)")
 same = study.run_design("alexnet", "ps", 4)["weights"] == study.run_design("alexnet", "ring", 4)["weights"]
 print(f"identical weights after one iteration on 4 nodes: {bool(same.all())}")
 
 # %% [markdown]
-# The PS hides part of its gathers behind backward (each layer travels while earlier
-# layers compute), so its communication stays below the sum of its collectives; but once
-# the server's ingress needs more time than the whole backward pass, nothing hides it.
+# GoogLeNet and ResNet-50 do many FLOPs per byte of gradient, so backward hides much of
+# the PS's traffic on a few nodes; AlexNet's fully connected layers hold almost all of its
+# bytes and little of its compute, and nothing hides them.
 #
 # ## What the contiguous buffer saves
 #
@@ -184,7 +190,8 @@ for nbytes in (2**16, 2**24):
 #
 # ## Exercise
 #
-# The PS closed form above adds every gather to the compute: an upper bound. Write the
-# recurrence of rank 0's time when layer $j$'s gather can only start after its backward
-# and after the previous gather (as WFBP's in lesson 10), and check it against
-# `study.run_design("alexnet", "ps", 8)["communication_s"]`.
+# When the server's link is the bottleneck, the PS recurrence collapses to a closed form.
+# Assume the compute hides nothing: write rank 0's time as $W$'s $p-1$ sends plus
+# $(p-1)\sum_j n_j\beta$ of pushes plus the first worker's wait, and find the node count
+# above which it is within 5 % of `study.ps_rank0_s` for AlexNet. Then do the same for
+# ResNet-50: why does it take many more nodes?

@@ -29,21 +29,25 @@ def test_both_designs_produce_identical_weights(nodes, contiguous):
         assert np.array_equal(rank_value["weights"], ring["weights"])
 
 
+@pytest.mark.parametrize("design", caffe.DESIGNS)
 @pytest.mark.parametrize("model", study.MODELS)
 @pytest.mark.parametrize("contiguous", [True, False])
-def test_the_ring_design_equals_its_closed_form_at_powers_of_two(model, contiguous):
+def test_each_design_equals_its_closed_form_at_powers_of_two(design, model, contiguous):
     for nodes in POWERS:
-        r = study.run_design(model, "ring", nodes, contiguous)
+        r = study.run_design(model, design, nodes, contiguous)
         assert r["communication_s"] == pytest.approx(r["closed_communication_s"], rel=1e-9, abs=1e-12)
         assert r["iteration_s"] == pytest.approx(r["closed_iteration_s"], rel=1e-9)
 
 
+def test_the_parameter_server_form_holds_at_other_node_counts_too():
+    for nodes in (1, 3, 5, 12):
+        r = study.run_design("alexnet", "ps", nodes, False)
+        assert r["iteration_s"] == pytest.approx(r["closed_iteration_s"], rel=1e-9)
+
+
 @pytest.mark.parametrize("model", study.MODELS)
-def test_the_parameter_server_stays_below_its_no_overlap_form_and_grows_with_nodes(model):
-    rows = study.sweep(model, "ps", POWERS)
-    for r in rows:
-        assert r["communication_s"] <= r["closed_communication_s"] * (1 + 1e-9)
-    comm = [r["communication_s"] for r in rows]
+def test_the_parameter_server_grows_with_the_nodes(model):
+    comm = [r["communication_s"] for r in study.sweep(model, "ps", POWERS)]
     assert all(a < b for a, b in zip(comm, comm[1:]))
 
 

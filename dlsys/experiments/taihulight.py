@@ -62,31 +62,69 @@ def memory_scale(model: str, nodes: int, max_memory_bytes: int = MAX_MEMORY_BYTE
     return max(1, math.ceil((nodes * COPIES * params + nodes * largest) * 4 / max_memory_bytes))
 
 
+def ps_rank0_s(p: int, sizes: list, forward_s: list, backward_s: list, link, copy_s: float, update_s: float) -> float:
+    """Rank 0's clock at the end of a PS iteration (dlsys.caffe.ps_iteration): DESIGN.md's
+    virtual-time rules applied in the order the rank code posts and takes messages, with
+    layers j of n_j bytes, forward f_j and backward b_j seconds, N = sum n_j, w(n) = n / B:
+
+        rank 0 sends W to k = 1..p-1:  d_k = max(k o_s(N) + c, d_{k-1} + w(N)),  a_k = d_k + L + w(N)
+        worker k, layer j (last first): t_k += b_j + o_s(n_j);  D_kj = max(t_k, D_k,j+1 + w(n_j))
+                                        (t_k starts at a_k + o_r(N) + c + sum f)
+        rank 0 takes layer j from k = 1..p-1 in order: A = max(D_kj + L + w(n_j), A_prev + w(n_j)),
+                                        t_0 = max(t_0, A) + o_r(n_j)   (after its own b_j)
+        then the update.
+
+    c is a packing copy (0 if contiguous). Exact: the recurrence is the emulator's own
+    order of events, the way lesson 10 writes WFBP's; the server's link makes it grow
+    about as (p-1)(N + sum n_j) / B once the compute can no longer hide it."""
+    total = sum(sizes)
+    t0, egress, departs = copy_s, 0.0, {}
+    for worker in range(1, p):
+        t0 += link.send_overhead_s(total)
+        depart = max(t0, egress)
+        egress = depart + link.wire_s(total)
+        t = depart + link.latency_s + link.wire_s(total) + link.recv_overhead_s(total) + copy_s + sum(forward_s)
+        worker_egress = 0.0
+        for j in reversed(range(len(sizes))):
+            t += backward_s[j] + link.send_overhead_s(sizes[j])
+            departs[worker, j] = max(t, worker_egress)
+            worker_egress = departs[worker, j] + link.wire_s(sizes[j])
+    t0 += sum(forward_s)
+    ingress = 0.0
+    for j in reversed(range(len(sizes))):
+        t0 += backward_s[j]
+        for worker in range(1, p):
+            ingress = max(departs[worker, j] + link.latency_s + link.wire_s(sizes[j]), ingress + link.wire_s(sizes[j]))
+            t0 = max(t0, ingress) + link.recv_overhead_s(sizes[j])
+    return t0 + update_s
+
+
 def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool = True, batch: int = BATCH,
                          topology="taihulight", scale: int = 1) -> dict:
     """The design's time from the alpha-beta model, split as ``run_design`` splits it.
 
     ring: compute + packing copies (scattered: 2 x 2n / memory bandwidth) + the ring's
-    closed form 2(p-1)(alpha + n/p beta) + update (3n / memory bandwidth): exact, since
-    every rank computes the same and enters the all-reduce at the same time.
-    ps: compute + packing + L(alpha + n beta) (binomial broadcast of W) + per layer j the
-    binomial gather L alpha + (p-1) n_j beta + update: the time if no gather overlapped any
-    compute (the workers run ahead of rank 0 in the emulation, so it is an upper bound).
-    Communication None beyond one supernode (no closed form on the upper level)."""
+    closed form 2(p-1)(alpha + n/p beta) + update (3n / memory bandwidth): every rank
+    computes the same, so all enter the all-reduce at once.
+    ps: ``ps_rank0_s`` minus rank 0's compute, packing copy and update.
+    Both exact; communication None beyond one supernode (no closed form on the upper level)."""
     node, topology = get_node(NODE), get_topology(topology, NODE)
-    sizes = [max(1, round(layer.params / scale)) * scale * 4 for layer in profile(model)]
+    layers = profile(model)
+    sizes = [max(1, round(layer.params / scale)) * scale * 4 for layer in layers]
     n = sum(sizes)
-    compute = sum(3 * node.compute_s(batch * layer.fwd_flops) for layer in profile(model))
-    copy = 0.0 if contiguous else 2 * node.kernel_s(0, 2 * n)
-    update = node.kernel_s(0, 3 * n)
+    forward_s = [node.compute_s(batch * layer.fwd_flops) for layer in layers]
+    backward_s = [node.compute_s(2 * batch * layer.fwd_flops) for layer in layers]
+    compute, update = sum(forward_s) + sum(backward_s), node.kernel_s(0, 3 * n)
+    copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
+    packing = 2 * copy if design == "ring" else copy  # ps: rank 0 packs W; its workers unpack it
     if not topology.is_flat_for(nodes):  # messages cross the upper level: no closed form
         comm = None
     elif design == "ring":
         comm = collectives.closed_form("allreduce", "ring", nodes, n, topology.link, itemsize=4 * scale)
     else:
-        comm = collectives.closed_form("broadcast", "binomial", nodes, n, topology.link) + sum(
-            collectives.closed_form("gather", "binomial", nodes, nodes * size, topology.link) for size in sizes)
-    return {"compute_s": compute, "pack_s": copy, "update_s": update, "communication_s": comm}
+        comm = (ps_rank0_s(nodes, sizes, forward_s, backward_s, topology.link, copy, update)
+                - compute - packing - update)
+    return {"compute_s": compute, "pack_s": packing, "update_s": update, "communication_s": comm}
 
 
 def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, contiguous: bool = True,
