@@ -56,7 +56,7 @@ def check_case(model: str, design: str, nodes: int, topology) -> None:
 
 def memory_scale(model: str, nodes: int, max_memory_bytes: int = MAX_MEMORY_BYTES) -> int:
     """Logical parameters per real one so that every rank's buffers (``COPIES`` of the
-    model) and rank 0's gathered layer (nodes x the largest layer) fit the budget."""
+    model) and the pushes waiting in rank 0's mailbox (nodes x the largest layer) fit the budget."""
     layers = profile(model)
     params, largest = sum(layer.params for layer in layers), max(layer.params for layer in layers)
     return max(1, math.ceil((nodes * COPIES * params + nodes * largest) * 4 / max_memory_bytes))
