@@ -38,6 +38,11 @@ LEARNING_RATE = 1 / 16  # a power of two: the update is exact too
 WEIGHTS_TAG, GRADIENT_TAG = 1, 2
 
 
+def real_sizes(layers: list[LayerProfile], scale: int) -> list[int]:
+    """Real elements of each layer's blob: round(params / scale), at least one."""
+    return [max(1, round(layer.params / scale)) for layer in layers]
+
+
 class Blob:
     """Caffe's Blob: ``data`` and ``diff``, arrays of the same shape."""
 
@@ -60,7 +65,7 @@ class Net:
 
     def __init__(self, layers: list[LayerProfile], scale: int = 1, contiguous: bool = True, seed: int = 0):
         self.scale, self.contiguous = scale, contiguous
-        sizes = [max(1, round(p.params / scale)) for p in layers]
+        sizes = real_sizes(layers, scale)
         self.count = sum(sizes)  # real elements
         weights = np.random.default_rng(seed).integers(-64, 65, self.count).astype(np.float32)
         self.data, self.diff = weights, np.zeros(self.count, np.float32)
@@ -157,8 +162,9 @@ def ps_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     net, account, p = solver.net, dict.fromkeys(("compute_s", "pack_s", "update_s"), 0.0), comm.size
     if comm.rank == 0:
         _copy(comm, net, account, "pack W")
+        weights = net.logical(net.flat("data"))
         for worker in range(1, p):
-            comm.send(net.logical(net.flat("data")), worker, WEIGHTS_TAG, "W")
+            comm.send(weights, worker, WEIGHTS_TAG, "W")
     else:
         net.load("data", comm.recv(0, WEIGHTS_TAG))
         _copy(comm, net, account, "unpack W")
@@ -173,7 +179,7 @@ def ps_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
             comm.send(net.logical(layer.blob.diff), 0, GRADIENT_TAG, f"gradient {layer.name}")
     if comm.rank == 0:
         _update(comm, solver, account)
-    return account | {"clock_s": comm.clock, "weights": net.flat("data").copy() if comm.rank == 0 else None}
+    return account | {"weights": net.flat("data").copy() if comm.rank == 0 else None}
 
 
 def ring_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
@@ -188,7 +194,7 @@ def ring_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     net.load("diff", np.asarray(total) / comm.size)
     _copy(comm, net, account, "unpack gradients")
     _update(comm, solver, account)
-    return account | {"clock_s": comm.clock, "weights": net.flat("data").copy()}
+    return account | {"weights": net.flat("data").copy()}
 
 
 ITERATIONS = {"ps": ps_iteration, "ring": ring_iteration}

@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 
 from .. import collectives
-from ..caffe import DESIGNS, design_program
+from ..caffe import DESIGNS, design_program, real_sizes
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..net import get_node
-from ..profiles import PROFILES, profile
+from ..profiles import profile
 from ..topology import get_topology
 from .collectives import simulate_collective
 
@@ -110,7 +110,7 @@ def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool =
     Both exact; communication None beyond one supernode (no closed form on the upper level)."""
     node, topology = get_node(NODE), get_topology(topology, NODE)
     layers = profile(model)
-    sizes = [max(1, round(layer.params / scale)) * scale * 4 for layer in layers]
+    sizes = [size * scale * 4 for size in real_sizes(layers, scale)]
     n = sum(sizes)
     forward_s = [node.compute_s(batch * layer.fwd_flops) for layer in layers]
     backward_s = [node.compute_s(2 * batch * layer.fwd_flops) for layer in layers]
@@ -152,7 +152,7 @@ def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, con
             "topology": get_topology(topology, NODE).name, "batch": batch, **parts,
             "communication_s": iteration - sum(parts.values()), "iteration_s": iteration,
             "closed_communication_s": closed["communication_s"], "closed_iteration_s": closed_total,
-            "gradient_nbytes": sum(max(1, round(layer.params / scale)) * scale * 4 for layer in layers),
+            "gradient_nbytes": sum(real_sizes(layers, scale)) * scale * 4,
             "layers": len(layers), "scale": scale, "weights": account["weights"],
             "wall_time_s": result.wall_time_s, "result": result}
 
@@ -189,6 +189,6 @@ def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taih
 
 def model_gradient_nbytes(model: str) -> int:
     """A model's float32 gradient in bytes (dlsys.profiles)."""
-    if model not in PROFILES:
+    if model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     return 4 * sum(layer.params for layer in profile(model))
