@@ -11,13 +11,14 @@ from dlsys.viz import taihulight as viz
 from dlsys.viz.style import rank_name
 from dlsys.viz.units import format_bytes, format_seconds
 
-TITLES = {"ps": "parameter server: a gather per layer", "ring": "ring: one all-reduce"}
+TITLES = {"ps": "parameter server: pushes per layer", "ring": "ring: one all-reduce"}
 
 st.title("Case study: Caffe on the Sunway TaihuLight")
 st.markdown(
     "The paper *Caffe distributed extension on Sunway TaihuLight* compared two synchronous designs on up to 512 "
-    "SW26010 nodes. **Parameter server**: rank 0 broadcasts the weights, and during backward every layer's "
-    "gradient is gathered on rank 0 as soon as it is computed; rank 0 averages and updates. **Decentralized**: "
+    "SW26010 nodes. **Parameter server**: rank 0 sends the weights to every worker, and during backward every "
+    "worker sends each layer's gradient to rank 0 as soon as it is computed; rank 0 averages and updates. "
+    "**Decentralized**: "
     "every rank computes everything, then one ring all-reduce of the gradient buffer. Caffe kept each layer's "
     "gradient in its own blob, so one all-reduce needs a **packing copy** before and an unpacking copy after; the "
     "paper made the buffer contiguous. Compute follows each layer's FLOPs on an SW26010 (30 % of its peak).")

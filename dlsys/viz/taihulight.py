@@ -87,19 +87,30 @@ def design_scaling(rows: list[dict], title: str = "Communication per iteration: 
 
 def ring_vs_mpi(rows: list[dict], title: str = "Ring all-reduce vs MPI_Allreduce") -> go.Figure:
     """The paper's figs 7-8: all-reduce time against nodes for each message size, the ring
-    against the library's choice (rows from ``taihulight.ring_vs_mpi``)."""
-    fig = go.Figure()
+    against the library's choice (left), and the ring's time over the library's (right);
+    rows from ``taihulight.ring_vs_mpi``."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("all-reduce time", "ring / MPI_Allreduce"),
+                        horizontal_spacing=0.12)
+    dashes = ["solid", "dot", "dash", "dashdot"]
     for i, nbytes in enumerate(dict.fromkeys(r["nbytes"] for r in rows)):
+        by_library = {library: sorted((r for r in rows if r["nbytes"] == nbytes and r["library"] == library),
+                                      key=lambda r: r["nodes"]) for library in LIBRARY_COLORS}
         for library, colour in LIBRARY_COLORS.items():
-            mine = sorted((r for r in rows if r["nbytes"] == nbytes and r["library"] == library),
-                          key=lambda r: r["nodes"])
+            mine = by_library[library]
             fig.add_trace(go.Scatter(x=[r["nodes"] for r in mine], y=[r["virtual_time_s"] for r in mine],
                                      name=f"{library}, {format_bytes(nbytes)}", mode="lines+markers",
                                      hovertext=[r["algorithm"] for r in mine],
-                                     line=dict(color=colour, dash=["solid", "dot", "dash", "dashdot"][i % 4])))
+                                     line=dict(color=colour, dash=dashes[i % 4])), row=1, col=1)
+        ring, mpi = by_library["ring"], by_library["MPI_Allreduce"]
+        fig.add_trace(go.Scatter(x=[r["nodes"] for r in ring],
+                                 y=[a["virtual_time_s"] / b["virtual_time_s"] for a, b in zip(ring, mpi)],
+                                 name=f"ratio, {format_bytes(nbytes)}", mode="lines+markers",
+                                 line=dict(color="#555", dash=dashes[i % 4])), row=1, col=2)
     fig.update_layout(title=title, height=460)
-    fig.update_xaxes(**log_axis([r["nodes"] for r in rows], "count", title="nodes"))
-    fig.update_yaxes(**log_axis([r["virtual_time_s"] for r in rows], "seconds", title="all-reduce time"))
+    for col in (1, 2):
+        fig.update_xaxes(**log_axis([r["nodes"] for r in rows], "count", title_text="nodes"), row=1, col=col)
+    fig.update_yaxes(title_text="seconds", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="ring time / MPI_Allreduce time", row=1, col=2)
     return fig
 
 
