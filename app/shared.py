@@ -19,6 +19,7 @@ from dlsys.comm import BACKENDS
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import schedule as ex_schedule
+from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.net import LINK_PRESETS
 from dlsys.train import TrainConfig
@@ -36,7 +37,8 @@ REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 
 # fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
 # (tests/test_browser.py checks that no request leaves the machine).
 ICONS = {"home": "🏠", "collectives": "🔁", "cost_model": "📈", "ps_vs_ring": "🕸️", "training": "🧠",
-         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️", "schedule": "🚦", "network_stack": "🔌"}
+         "compression": "🗜️", "large_batches": "📦", "performance": "⏱️", "schedule": "🚦", "network_stack": "🔌",
+         "taihulight": "🏯"}
 RULES = experiments.RULES
 
 
@@ -261,6 +263,28 @@ def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
 def emulation(ranks: int) -> dict:
     """bench.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
     return bench.emulate("ring", ranks)
+
+
+@st.cache_data(**CACHE)
+def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str) -> list:
+    """experiments.taihulight.sweep of both designs for every model of the paper."""
+    return [row for model in ex_taihulight.MODELS for design in ("ps", "ring")
+            for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology)]
+
+
+@st.cache_data(**CACHE)
+def taihulight_versus_mpi(model: str, nodes: tuple, topology: str) -> list:
+    """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient."""
+    sizes = (ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model))
+    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology)
+
+
+@st.cache_data(**CACHE)
+def taihulight_iteration(model: str, nodes: int, contiguous: bool, topology: str, batch: int) -> dict:
+    """One traced iteration of each design: {design: record}, without the ranks' arrays."""
+    return {design: {k: v for k, v in experiments.without_values(ex_taihulight.run_design(
+        model, design, nodes, contiguous, topology, batch, record=True)).items() if k != "weights"}
+        for design in ("ps", "ring")}
 
 
 def summary_row(record: dict) -> dict:

@@ -32,6 +32,7 @@ PAGES = {
     "Under the hood": [st.Page("views/performance.py", title="Real bytes and scale", icon=shared.ICONS["performance"]),
                        st.Page("views/network_stack.py", title="Network stack and IO",
                                icon=shared.ICONS["network_stack"])],
+    "Case studies": [st.Page("views/taihulight.py", title="Case study: TaihuLight", icon=shared.ICONS["taihulight"])],
 }
 
 shared.start_url_run()

@@ -20,7 +20,7 @@ from dlsys.net import get_link
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
          "views/compression.py", "views/large_batches.py", "views/schedule.py", "views/performance.py",
-         "views/network_stack.py"]
+         "views/network_stack.py", "views/taihulight.py"]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -141,6 +141,7 @@ def test_collectives_page_every_algorithm(ranks, size):
     ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
     ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
     ("views/network_stack.py", "net_view", ["Libraries", "Training and IO"]),
+    ("views/taihulight.py", "thl_view", ["PS vs ring", "Ring vs MPI_Allreduce", "One iteration", "Timeline"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
@@ -415,6 +416,8 @@ SHARED_STATE = {
     "views/compression.py": {"cmp_method": "qsgd", "cmp_bits": 8, "cmp_view": "Residual"},
     "views/performance.py": {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
     "views/network_stack.py": {"net_view": "Training and IO", "net_storage": "nfs", "net_loaders": 4, "net_prefetch": 8},
+    "views/taihulight.py": {"thl_model": "resnet50", "thl_nodes": 16, "thl_layout": "scattered",
+                            "thl_topology": "flat", "thl_view": "Timeline"},
 }
 
 

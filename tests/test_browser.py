@@ -24,7 +24,8 @@ CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"home": "", "collectives": "collectives", "cost model": "cost_model", "ps vs ring": "ps_vs_ring",
          "training": "training", "compression": "compression", "large batches": "large_batches",
-         "scheduling": "schedule", "real bytes": "performance", "network stack": "network_stack"}
+         "scheduling": "schedule", "real bytes": "performance", "network stack": "network_stack",
+         "taihulight": "taihulight"}
 ANIMATED = {"collectives", "ps vs ring"}
 # a second tab to open on each page, and the key of the chart it draws
 OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost model": ("TCP vs RDMA", "cost_links"),

@@ -8,6 +8,7 @@ import pytest
 import dlsys
 from dlsys.comm.clock import VirtualClock
 from dlsys.net import LinkModel, get_node
+from dlsys.topology import flat, two_level
 
 LINK = LinkModel("test", latency_s=2e-6, bandwidth_Bps=1e9, overhead_s=1e-6, kernel_copies=1, copy_bandwidth_Bps=4e9)
 NODE = get_node("v100")
@@ -87,9 +88,15 @@ def mixed(comm):
     comm.send(np.ones(comm.rank * 1000), 0, tag=5)
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
-def test_every_message_of_a_run_obeys_the_clock_rules(backend):
-    result = dlsys.launch(mixed, 4, backend, link=LINK, node="v100")
+TREE = two_level(LINK, supernode_size=2, oversubscription=3.0)  # ranks {0, 1} and {2, 3}: the ring crosses twice
+
+
+@pytest.mark.parametrize("backend, topology", [("threads", None), ("processes", None), ("threads", TREE)])
+def test_every_message_of_a_run_obeys_the_clock_rules(backend, topology):
+    """With a topology, each message's rules use the link between its two ranks: the
+    sender's overhead and egress by its destination, the arrival by its source."""
+    result = dlsys.launch(mixed, 4, backend, link=LINK, node="v100", topology=topology)
+    network = topology or flat(LINK)
     by_src, by_dst = defaultdict(list), defaultdict(list)
     for m in result.trace.messages:
         by_src[m.src].append(m)
@@ -97,13 +104,15 @@ def test_every_message_of_a_run_obeys_the_clock_rules(backend):
     for received in by_dst.values():  # the ingress: a = max(d + alpha + n/B, previous a + n/B)
         ingress_free = 0.0
         for m in sorted(received, key=lambda m: m.arrive_s):
-            wire = m.nbytes / LINK.bandwidth_Bps
-            assert m.arrive_s == pytest.approx(max(m.depart_s + LINK.latency_s + wire, ingress_free + wire), rel=1e-12)
+            link = network.link_between(m.src, m.dst)
+            wire = m.nbytes / link.bandwidth_Bps
+            assert m.arrive_s == pytest.approx(max(m.depart_s + link.latency_s + wire, ingress_free + wire), rel=1e-12)
             ingress_free = m.arrive_s
     for rank, sent in by_src.items():  # the egress: d = max(t after o_s, previous d + n/B)
         sends = sorted((s for s in result.trace.spans if s.rank == rank and s.kind == "send"), key=lambda s: s.start_s)
         egress_free = 0.0
         for span, m in zip(sends, sorted(sent, key=lambda m: m.depart_s), strict=True):
-            assert span.end_s - span.start_s == pytest.approx(LINK.send_overhead_s(m.nbytes), rel=1e-9)
+            link = network.link_between(m.src, m.dst)
+            assert span.end_s - span.start_s == pytest.approx(link.send_overhead_s(m.nbytes), rel=1e-9)
             assert m.depart_s == pytest.approx(max(span.end_s, egress_free), rel=1e-12)
-            egress_free = m.depart_s + m.nbytes / LINK.bandwidth_Bps
+            egress_free = m.depart_s + m.nbytes / link.bandwidth_Bps

@@ -24,6 +24,9 @@ CONCEPTS = [
     ("Large batch", "linear scaling, warm-up", "app"), ("Large batch", "LARS, LAMB", "app"),
     ("Large batch", "sharp vs flat minima", "app"),
     ("TaihuLight case study", "PS vs ring on Caffe", "app"),
+    ("TaihuLight case study", "topology: supernodes, oversubscription", "app"),
+    ("TaihuLight case study", "contiguous gradients, packing copies", "app"),
+    ("TaihuLight case study", "ring vs MPI_Allreduce", "app"),
     ("Beyond speed", "fault tolerance, consistency", "lesson"),
 ]
 
@@ -63,6 +66,9 @@ PAGE_LINKS = [
     ("views/network_stack.py", "Network stack and IO", shared.ICONS["network_stack"],
      "One message through the stages of TCP and of RDMA, library presets against this machine's measured times, "
      "and a trainer starved by its data loader until loader workers and prefetching catch up."),
+    ("views/taihulight.py", "Case study: TaihuLight", shared.ICONS["taihulight"],
+     "Caffe on the Sunway TaihuLight re-run: the machine, the paper's parameter server against its ring on up to 512 "
+     "SW26010 nodes, ring against MPI_Allreduce, per-layer gathers animated, packing copies on the timeline."),
 ]
 
 st.title("dlsys: watch distributed deep learning")

@@ -4,6 +4,7 @@
     train               dlsys.cli.train      (a real model under a distributed strategy)
     compress            dlsys.cli.compress   (gradient compression: bytes per model, accuracy vs bytes)
     bench               dlsys.cli.bench      (the real data path; the emulator's scale)
+    casestudy           dlsys.cli.casestudy  (a paper re-run: Caffe on the Sunway TaihuLight)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
 
@@ -23,7 +24,8 @@ from .common import join_negative_values
 # module: the others pull in the app's experiments, the notebooks' tools... (0.2 s of a
 # `dlsys simulate`); `dlsys --help` imports them all.
 COMMANDS = {"simulate": "simulate", "presets": "simulate", "train": "train", "compress": "compress",
-            "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench", "mpirun": "mpi"}
+            "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench", "mpirun": "mpi",
+            "casestudy": "casestudy"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

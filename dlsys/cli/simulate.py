@@ -12,6 +12,7 @@ from ..comm import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..net import LINK_PRESETS, NODE_PRESETS
 from ..storage import STORAGE_PRESETS
+from ..topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
 from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, save_trace, size, trace_row
 from .schedule import add_simulate_options, cmd_schedule
@@ -24,6 +25,19 @@ def textbook_gap(record: dict) -> float:
     """How far the n/p formula is from the exact one (uneven blocks make them differ)."""
     closed = record["closed_form_s"]
     return abs(record["textbook_form_s"] - closed) / closed if closed > 0 else 0.0
+
+
+def form_rows(record: dict) -> list[tuple[str, str]]:
+    """The closed form, its error and the textbook form; or why there is none."""
+    if record["closed_form_s"] is None:
+        valid = ", ".join(a.name for a in collectives.REGISTRY.values() if a.tiered)
+        return [("closed form", f"none for {record['algorithm']} on the {record['topology']} topology (only {valid})")]
+    return [
+        ("closed form", format_seconds(record["closed_form_s"], 4)),
+        ("relative error", f"{record['relative_error']:.2e}"),
+        ("textbook form", format_seconds(record["textbook_form_s"], 4) + " (blocks of n/p bytes; "
+                          + f"{textbook_gap(record):.2e} from the closed form)"),
+    ]
 
 
 def cmd_simulate(args) -> int:
@@ -39,7 +53,8 @@ def cmd_simulate(args) -> int:
         raise ValueError(f"--algo: {exc}") from None
     record = simulate_collective(args.collective, algorithm, args.ranks, args.size, args.link,
                                  args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
-                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace))
+                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace),
+                                 topology=args.topology)
     save_trace(args, record)
     if args.json:
         print(json.dumps(record))
@@ -48,12 +63,9 @@ def cmd_simulate(args) -> int:
         ("collective", f"{record['collective']} / {record['algorithm']}"),
         ("ranks", str(record["ranks"])),
         ("buffer", f"{format_bytes(record['nbytes'])} {record['dtype']} ({record['nbytes']} bytes)"),
-        ("link", record["link"]),
+        ("link", record["link"] + ("" if record["topology"] == "flat" else f" ({record['topology']} topology)")),
         ("virtual time", format_seconds(record["virtual_time_s"], 4)),
-        ("closed form", format_seconds(record["closed_form_s"], 4)),
-        ("relative error", f"{record['relative_error']:.2e}"),
-        ("textbook form", format_seconds(record["textbook_form_s"], 4) + " (blocks of n/p bytes; "
-                          + f"{textbook_gap(record):.2e} from the closed form)"),
+        *form_rows(record),
         ("algbw", format_rate(record["algbw_Bps"])),
         ("busbw", format_rate(record["busbw_Bps"])),
         ("sent per rank", format_bytes(max(record["bytes_sent_per_rank"]))),
@@ -124,6 +136,9 @@ def add_commands(subparsers) -> None:
                      help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
     sim.add_argument("--link", default="tcp-10gbe", metavar="LINK",
                      help=f"a preset ({', '.join(LINK_PRESETS)}); schedule also takes a bandwidth, e.g. 10Gbps")
+    sim.add_argument("--topology", default="flat", choices=list(TOPOLOGY_PRESETS),
+                     help="flat: every pair on --link (default); taihulight: 256-node supernodes of sw26010 links "
+                          "under a 4:1 oversubscribed upper level (--link is not used)")
     sim.add_argument("--node", default=None, choices=list(NODE_PRESETS),
                      help="default laptop-cpu (schedule: v100)")
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))

@@ -161,20 +161,27 @@ def _check_out(out, x: np.ndarray, op: str) -> None:
 
 # --- closed forms -----------------------------------------------------------------------
 
-def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce) -> float:
+def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce, topology=None) -> float:
     if not (isinstance(p, (int, np.integer)) and p >= 1):
         raise ValueError(f"p must be an int >= 1, got {p!r}")
     p = int(p)
     entry = _entry(collective, algorithm, p)
     if p == 1:
         return 0.0
-    link = get_link(link)
     gamma = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
+    if topology is not None and not topology.is_flat_for(p):
+        if entry.tiered is None:
+            raise ValueError(f"{collective}/{algorithm} has no closed form on the {topology.name} topology; "
+                             f"valid there: {', '.join(a.name for a in REGISTRY.values() if a.tiered)}")
+        inside, up, s = topology.link, topology.uplink, min(topology.supernode_size, p)
+        return entry.tiered(p, nbytes, block_nbytes, s, inside.alpha_s, inside.beta_s_per_byte,
+                            up.alpha_s, up.beta_s_per_byte, gamma)
+    link = get_link(topology.link if topology is not None else link)
     return entry.cost(p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p))
 
 
 def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
-                reduce: bool = False, itemsize: int = 1) -> float:
+                reduce: bool = False, itemsize: int = 1, topology=None) -> float:
     """Time in seconds of ``collective`` by ``algorithm`` on p ranks over ``nbytes`` (the
     whole buffer; for gather and allgather the whole result) of ``itemsize``-byte elements.
 
@@ -182,14 +189,17 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
     cuts nbytes / itemsize elements into p blocks, the largest ceil(n / p) elements. Exact
     for the emulation where the entry says (``exact``), at every size; an upper bound at
     uneven sizes where ``uneven == "bound"``. ``reduce=True`` adds the gamma term (node
-    memory bandwidth) of reductions. Thakur, Rabenseifner & Gropp 2005.
+    memory bandwidth) of reductions. ``topology`` (dlsys.topology): within one supernode
+    its link; across supernodes only the algorithms with a ``tiered`` form have one.
+    Thakur, Rabenseifner & Gropp 2005.
     """
     count = round(nbytes / itemsize)
-    return _form(collective, algorithm, p, nbytes, lambda k: math.ceil(count / k) * itemsize, link, node, reduce)
+    return _form(collective, algorithm, p, nbytes, lambda k: math.ceil(count / k) * itemsize, link, node, reduce,
+                 topology)
 
 
 def textbook_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
-                  reduce: bool = False) -> float:
+                  reduce: bool = False, topology=None) -> float:
     """The textbook closed form: every block n/p bytes (Thakur, Rabenseifner & Gropp 2005).
     Equals ``closed_form`` when the blocks are even; for figures and for comparison."""
-    return _form(collective, algorithm, p, nbytes, lambda k: nbytes / k, link, node, reduce)
+    return _form(collective, algorithm, p, nbytes, lambda k: nbytes / k, link, node, reduce, topology)

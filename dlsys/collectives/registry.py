@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import halving_doubling, ring, ring_fast, trees
+from . import halving_doubling, hierarchical, ring, ring_fast, trees
 
 EVERY_P, POWERS_OF_TWO = "every p", "powers of two"
 
@@ -47,6 +47,18 @@ def fold(p: int, n: float, a: float, b: float, g: float) -> float:
     v ^ (p2 - 1), which is late for some folded v only if 2 (p - p2) > p2; elsewhere the
     form is an upper bound."""
     return 0.0 if p == p2(p) else 2 * (a + n * b) + n * g
+
+
+def hierarchical_cost(p, n, m, s, a, b, a_up, b_up, g) -> float:
+    """Hierarchical all-reduce on supernodes of s ranks, k = ceil(p / s) of them, with
+    (a, b) inside a supernode and (a_up, b_up) across: a binomial reduce and a binomial
+    broadcast inside, a ring among the k leaders between them:
+    2 lg s (a + n b) + lg s n g + 2 (k-1) (a_up + m(k) b_up) + (k-1) m(k) g.
+    Exact when s is a power of two and divides p (every supernode full and alike)."""
+    k = -(-p // s)
+    return 2 * lg(s) * (a + n * b) + lg(s) * n * g + 2 * (k - 1) * (a_up + m(k) * b_up) + (k - 1) * m(k) * g
+
+
 THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
 PATARASUK = "Patarasuk & Yuan 2009, Bandwidth optimal all-reduce algorithms for clusters of workstations"
 
@@ -61,7 +73,9 @@ class Algorithm:
     docstring). ``fallback``: the algorithm that runs instead when p is not a power of two.
     ``fast``: runs instead when the caller passes ``out=``; same messages, same trace.
     ``lean``: runs instead when the caller passes ``fast=True`` (big emulations); same
-    messages, same trace, fewer Python calls per message.
+    messages, same trace, fewer Python calls per message. ``tiered``: the closed form on a
+    two-level tree, ``tiered(p, n, m, s, a, b, a_up, b_up, g)`` (supernodes of s ranks;
+    ``cost`` is its flat case), for the algorithms that know the topology.
     """
 
     collective: str
@@ -76,6 +90,7 @@ class Algorithm:
     fallback: str | None = None
     fast: Callable | None = None
     lean: Callable | None = None
+    tiered: Callable | None = None
 
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
@@ -131,6 +146,12 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
     Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
               lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
               r"2L\,(\alpha + n\beta)", THAKUR, "#D62728"),
+    Algorithm("allreduce", "hierarchical", hierarchical.allreduce_hierarchical,
+              lambda p, n, m, a, b, g, L: hierarchical_cost(p, n, m, p, a, b, a, b, g),
+              r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
+              "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
+              "operation performance; " + PATARASUK,
+              "#E377C2", tiered=hierarchical_cost),
 ]}
 
 # collective -> its algorithms, in registry order (the first is the default)

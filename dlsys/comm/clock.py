@@ -15,6 +15,10 @@ per kernel copy on TCP-like links), alpha its latency and B its bandwidth:
     receive(d, n)     ingress_free = a = arrival(d, n)
                       t  = max(t, a) + o_r(n)      idle ("wait") until a, then the overhead
 
+With a topology (dlsys.topology) alpha, B and the overheads are those of the link between
+the pair: a send is charged by its destination, an arrival by its source. Flat (the
+default): one link for every pair.
+
 Every advance of t is a trace span: compute, send (overhead), wait, recv (overhead).
 These rules give a ring all-reduce exactly 2(p-1)(alpha + n/(pB)) and a parameter
 server's incast exactly p * n / B at the server.
@@ -23,19 +27,38 @@ server's incast exactly p * n / B at the server.
 from __future__ import annotations
 
 from ..net import LinkModel, NodeModel
+from ..topology import Topology, flat
 from .trace import Span
+
+Costs = dict[int, tuple[float, float, float]]  # n -> (o_s(n), n / B, o_r(n)) of one link
+
+
+class PeerLinks(dict):
+    """peer -> (the LinkModel between this rank and peer, its cost cache), filled on first
+    use; peers on the same link share one cache (flat: every peer). Key None: ``link``."""
+
+    def __init__(self, rank: int, topology: Topology):
+        super().__init__()
+        self.rank, self.topology, self._caches = rank, topology, {}
+
+    def __missing__(self, peer) -> tuple[LinkModel, Costs]:
+        link = self.topology.link if peer is None else self.topology.link_between(self.rank, peer)
+        entry = self[peer] = (link, self._caches.setdefault(link, {}))
+        return entry
 
 
 class VirtualClock:
-    """One rank's clock, egress and ingress, and the spans that advanced the clock."""
+    """One rank's clock, egress and ingress, and the spans that advanced the clock.
+    ``link``: every pair's link, unless a ``topology`` gives one per pair."""
 
-    def __init__(self, rank: int, link: LinkModel, node: NodeModel, record: bool = True):
+    def __init__(self, rank: int, link: LinkModel, node: NodeModel, record: bool = True,
+                 topology: Topology | None = None):
         self.rank, self.link, self.node, self.record = rank, link, node, record
         self.t = self.egress_free = self.ingress_free = 0.0
         self.spans: list[Span] = []
-        # (o_s, n / B, o_r) by n: a ring sends one size over and over, so a send reads
-        # ``self._costs.get(n) or self._link_costs(n)``: a dict lookup, not three calls.
-        self._costs: dict[int, tuple[float, float, float]] = {}
+        # (link, its (o_s, n / B, o_r) by n) per peer: a ring sends one size to one peer over
+        # and over, so a send reads ``costs.get(n) or self._link_costs(...)``: dict lookups.
+        self.peers = PeerLinks(rank, topology or flat(link))
 
     def advance(self, seconds: float, kind: str, label: str) -> None:
         start = self.t
@@ -51,31 +74,35 @@ class VirtualClock:
     def reduction(self, nbytes: int, label: str = "reduce") -> None:
         self.advance(nbytes * self.node.gamma_s_per_byte, "compute", label)
 
-    def send(self, nbytes: int, label: str = "") -> float:
-        """Charge the send overhead; return the departure time d."""
-        send_s, wire_s, _ = self._costs.get(nbytes) or self._link_costs(nbytes)
+    def send(self, nbytes: int, label: str = "", dst: int | None = None) -> float:
+        """Charge the send overhead (of the link to ``dst``); return the departure time d."""
+        link, costs = self.peers[dst]
+        send_s, wire_s, _ = costs.get(nbytes) or self._link_costs(link, costs, nbytes)
         self.advance(send_s, "send", label)
         depart = max(self.t, self.egress_free)
         self.egress_free = depart + wire_s
         return depart
 
-    def arrival(self, depart_s: float, nbytes: int) -> float:
-        """When a message that departed at depart_s would arrive here now (no state change)."""
-        wire_s = (self._costs.get(nbytes) or self._link_costs(nbytes))[1]
-        return max(depart_s + self.link.latency_s + wire_s, self.ingress_free + wire_s)
+    def arrival(self, depart_s: float, nbytes: int, src: int | None = None) -> float:
+        """When a message from ``src`` that departed at depart_s would arrive here now
+        (no state change)."""
+        link, costs = self.peers[src]
+        wire_s = (costs.get(nbytes) or self._link_costs(link, costs, nbytes))[1]
+        return max(depart_s + link.latency_s + wire_s, self.ingress_free + wire_s)
 
-    def receive(self, depart_s: float, nbytes: int, label: str = "") -> float:
-        """Take a message in: occupy the ingress, wait for it, charge the receive overhead;
-        return its arrival time a."""
-        _, wire_s, recv_s = self._costs.get(nbytes) or self._link_costs(nbytes)
-        # arrival(depart_s, nbytes), inlined: this runs once per message
-        arrive = self.ingress_free = max(depart_s + self.link.latency_s + wire_s, self.ingress_free + wire_s)
+    def receive(self, depart_s: float, nbytes: int, label: str = "", src: int | None = None) -> float:
+        """Take a message from ``src`` in: occupy the ingress, wait for it, charge the
+        receive overhead; return its arrival time a."""
+        link, costs = self.peers[src]
+        _, wire_s, recv_s = costs.get(nbytes) or self._link_costs(link, costs, nbytes)
+        # arrival(depart_s, nbytes, src), inlined: this runs once per message
+        arrive = self.ingress_free = max(depart_s + link.latency_s + wire_s, self.ingress_free + wire_s)
         if arrive > self.t:
             self.advance(arrive - self.t, "wait", label)
         self.advance(recv_s, "recv", label)
         return arrive
 
-    def _link_costs(self, nbytes: int) -> tuple[float, float, float]:
-        link = self.link
-        costs = self._costs[nbytes] = (link.send_overhead_s(nbytes), link.wire_s(nbytes), link.recv_overhead_s(nbytes))
-        return costs
+    @staticmethod
+    def _link_costs(link: LinkModel, costs: Costs, nbytes: int) -> tuple[float, float, float]:
+        cost = costs[nbytes] = (link.send_overhead_s(nbytes), link.wire_s(nbytes), link.recv_overhead_s(nbytes))
+        return cost

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..net import LinkModel, NodeModel
+from ..topology import Topology, flat
 from .board import FROM, POSTED, board_row
 from .clock import VirtualClock
 from .mailbox import Header
@@ -71,12 +72,14 @@ class Communicator:
 
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
+    ``link``: the network, one LinkModel for every pair or a Topology (dlsys.topology).
     """
 
-    def __init__(self, rank: int, size: int, transport, link: LinkModel, node: NodeModel,
+    def __init__(self, rank: int, size: int, transport, link: LinkModel | Topology, node: NodeModel,
                  seed: int, deadline: float, board: np.ndarray, charge_reductions: bool = False,
                  record: bool = True):
-        self.rank, self.size, self.link, self.node = rank, size, link, node
+        self.topology = link if isinstance(link, Topology) else flat(link)
+        self.rank, self.size, self.link, self.node = rank, size, self.topology.link, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
         self._transport, self._board, self._row = transport, board, board_row(board, rank)
@@ -84,7 +87,7 @@ class Communicator:
         self._sent = FROM + size  # first column of this rank's sent-to counters
         self._posted, self._sent_to = 0, [0] * size  # mirrors of the board's counters
         self.bytes_sent = 0  # logical bytes this rank has sent (what its messages cost on the wire)
-        self._clock = VirtualClock(rank, link, node, record)
+        self._clock = VirtualClock(rank, self.link, node, record, self.topology)
         self._record = record
         self.spans = self._clock.spans
         self.messages: list[Message] = []
@@ -174,7 +177,7 @@ class Communicator:
             meta = (phase, step, block)
             if not label and self._record:  # before the send span, which carries it too
                 label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
-        depart = self._clock.send(n, label)
+        depart = self._clock.send(n, label, dst)
         if type(label) is not str or len(label) > MAX_LABEL:
             label = str(label)[:MAX_LABEL]
         # Header(...) without the NamedTuple's Python-level __new__
@@ -197,7 +200,7 @@ class Communicator:
         if not (type(tag) is int and tag >= 0):
             tag = self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
-        arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label)
+        arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
         if self._record:
             self.messages.append(Message(src, self.rank, header.nbytes, header.depart_s, arrive, tag,
                                          header.label, *(header.meta or ("", -1, -1))))
@@ -220,7 +223,7 @@ class Communicator:
             heads = {s: head(s, tag) for s in sources}
             if not all(h is not None or transport.silent(board, s, self.rank) for s, h in heads.items()):
                 return None
-            ready = [(clock.arrival(h.depart_s, h.nbytes), s) for s, h in heads.items() if h is not None]
+            ready = [(clock.arrival(h.depart_s, h.nbytes, s), s) for s, h in heads.items() if h is not None]
             if ready:
                 return min(ready)[1]
             if all(transport.finished(board, s) for s in sources):
@@ -320,7 +323,8 @@ class Communicator:
         rank, clock, record, row, sent_to = self.rank, self._clock, self._record, self._row, self._sent_to
         transport, deadline = self._transport, self._deadline
         post, take = transport.hand_over if handover else transport.post, transport.take
-        costs, link_costs, latency_s = clock._costs, clock._link_costs, self.link.latency_s
+        (link_out, costs_out), (link_in, costs_in) = clock.peers[dest], clock.peers[source]
+        link_costs, latency_s = clock._link_costs, link_in.latency_s
         spans, messages, sent_column = clock.spans, self.messages, self._sent + dest
         ndarray = np.ndarray
 
@@ -336,7 +340,7 @@ class Communicator:
                     label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
             if label != "" and (type(label) is not str or len(label) > MAX_LABEL):
                 label = str(label)[:MAX_LABEL]
-            send_s, wire_s, _ = costs.get(n) or link_costs(n)  # VirtualClock.send
+            send_s, wire_s, _ = costs_out.get(n) or link_costs(link_out, costs_out, n)  # VirtualClock.send
             start = clock.t
             clock.t = t = start + send_s
             if record and t > start:
@@ -353,7 +357,7 @@ class Communicator:
 
             header, arr = take(source, tag, deadline)
             depart, n = header[2], header[3]
-            _, wire_s, recv_s = costs.get(n) or link_costs(n)  # VirtualClock.receive
+            _, wire_s, recv_s = costs_in.get(n) or link_costs(link_in, costs_in, n)  # VirtualClock.receive
             arrive = depart + latency_s + wire_s
             ingress = clock.ingress_free + wire_s
             if ingress > arrive:

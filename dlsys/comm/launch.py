@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..checks import check_int
 from ..net import LinkModel, NodeModel, get_link, get_node
+from ..topology import Topology, get_topology
 from .backends import BACKENDS
 from .supervise import RunSpec, RunTimeout
 from .trace import Trace
@@ -38,6 +39,7 @@ class LaunchResult:
     backend: str
     link: LinkModel
     nodes: tuple
+    topology: Topology | None = None
 
     @property
     def virtual_time_s(self) -> float:
@@ -53,14 +55,16 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
            link: str | LinkModel = "tcp-10gbe", node: str | NodeModel | Sequence = "laptop-cpu",
            seed: int = 0, args: tuple = (), kwargs: dict | None = None,
            charge_reductions: bool = False, record: bool = True,
-           timeout_s: float = 600.0) -> LaunchResult:
+           timeout_s: float = 600.0, topology: str | Topology | None = None) -> LaunchResult:
     """Run ``program(comm, *args, **kwargs)`` on ``world_size`` ranks and collect the results.
 
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
-    ``get_node("v100").slowed(4)``). The environment variable ``DLSYS_BACKEND``, if set,
+    ``get_node("v100").slowed(4)``). ``charge_reductions`` adds n * gamma for every reduced
+    byte. ``record=False`` skips the trace (faster for huge emulations). ``topology``: a
+    link per pair of ranks (dlsys.topology: "flat" on ``link``, "taihulight", or a Topology);
+    rank r is node r of it. The environment variable ``DLSYS_BACKEND``, if set,
     replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
-    lesson's ranks on MPI). ``charge_reductions`` adds n * gamma for every reduced
-    byte. ``record=False`` skips the trace (faster for huge emulations).
+    lesson's ranks on MPI).
     """
     if not callable(program):
         raise TypeError(f"program must be a callable program(comm, ...), got {type(program).__name__}")
@@ -83,7 +87,12 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
         nodes = tuple(get_node(n) for n in node)
         if len(nodes) != size:
             raise ValueError(f"node: a sequence of node models needs one per rank ({size}), got {len(nodes)}")
-    spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, get_link(link), nodes, seed,
+    link_model, network = get_link(link), None
+    if topology is not None:
+        network = get_topology(topology, link_model)
+        network.check_nodes(size, "world_size")
+        link_model = network.link
+    spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network or link_model, nodes, seed,
                    bool(charge_reductions), bool(record), time.monotonic() + timeout_s)
     start = time.perf_counter()
     try:
@@ -94,4 +103,4 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     spans = [s for o in outcomes for s in o.spans]
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
     return LaunchResult([o.value for o in outcomes], Trace(spans, messages, size),
-                        [o.clock_s for o in outcomes], wall, backend, spec.link, nodes)
+                        [o.clock_s for o in outcomes], wall, backend, link_model, nodes, network)

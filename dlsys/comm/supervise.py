@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..net import LinkModel
+from ..topology import Topology
 from .board import FROM, deadlock_report, stalled, status_report
 
 
@@ -50,7 +51,7 @@ class RunSpec(NamedTuple):
     args: tuple
     kwargs: dict
     size: int
-    link: LinkModel
+    link: LinkModel | Topology  # the network: one link for every pair, or a link per pair
     nodes: tuple
     seed: int
     charge_reductions: bool

@@ -8,7 +8,9 @@ memory budget: every experiment sizes its buffers there), ``collectives`` (one c
 by step), ``costs`` (closed forms, emulated costs, crossovers), ``ps_vs_ring`` (a parameter
 server beside ring all-reduce), ``training`` (a model trained under a distributed
 strategy), ``large_batch`` (batch sweeps, scaling rules, warm-up, LARS/LAMB, sharp
-minima, time to accuracy; cached), ``records`` (CSV, cacheable records).
+minima, time to accuracy; cached), ``taihulight`` (the Caffe-on-TaihuLight case study: its
+two designs, sweeps to 512 nodes, ring vs MPI_Allreduce; import it as a module),
+``records`` (CSV, cacheable records).
 """
 
 import importlib

@@ -10,7 +10,10 @@ from ..net import LINK_PRESETS, get_link
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .collectives import simulate_collective
 
-ALLREDUCE_ALGORITHMS = collectives.ALGORITHMS["allreduce"]
+# The cost model is one flat link; there a topology-aware algorithm (a ``tiered`` form) is
+# one of the others (the hierarchical all-reduce is the binomial reduce + broadcast).
+ALLREDUCE_ALGORITHMS = tuple(a for a in collectives.ALGORITHMS["allreduce"]
+                             if collectives.REGISTRY[("allreduce", a)].tiered is None)
 
 
 def allreduce_costs(links=("tcp-10gbe",), ranks=(8,), sizes=(2**20,)) -> list[dict]:

@@ -1,0 +1,79 @@
+"""Case study: Caffe on the Sunway TaihuLight. The machine, the paper's two designs on
+emulated SW26010 nodes, its figures regenerated, one iteration animated and on a timeline."""
+
+import streamlit as st
+
+import shared
+from dlsys.experiments.taihulight import BATCH, MODELS, SWEEP_NODES
+from dlsys.topology import TOPOLOGY_PRESETS, get_topology
+from dlsys.viz import comm as comm_viz
+from dlsys.viz import taihulight as viz
+from dlsys.viz.style import rank_name
+from dlsys.viz.units import format_bytes, format_seconds
+
+TITLES = {"ps": "parameter server: pushes per layer", "ring": "ring: one all-reduce"}
+
+st.title("Case study: Caffe on the Sunway TaihuLight")
+st.markdown(
+    "The paper *Caffe distributed extension on Sunway TaihuLight* compared two synchronous designs on up to 512 "
+    "SW26010 nodes. **Parameter server**: rank 0 sends the weights to every worker, and during backward every "
+    "worker sends each layer's gradient to rank 0 as soon as it is computed; rank 0 averages and updates. "
+    "**Decentralized**: "
+    "every rank computes everything, then one ring all-reduce of the gradient buffer. Caffe kept each layer's "
+    "gradient in its own blob, so one all-reduce needs a **packing copy** before and an unpacking copy after; the "
+    "paper made the buffer contiguous. Compute follows each layer's FLOPs on an SW26010 (30 % of its peak).")
+
+cols = st.columns(4)
+model = cols[0].selectbox("model", MODELS, key=shared.url_key("thl_model"))
+largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=shared.url_key("thl_nodes"),
+                                help="The sweeps run 2, 4, ... up to this; 512 takes about a minute the first time.")
+layout = cols[2].radio("gradients", ["contiguous", "scattered"], horizontal=True, key=shared.url_key("thl_layout"))
+topology = cols[3].selectbox("network", TOPOLOGY_PRESETS, index=TOPOLOGY_PRESETS.index("taihulight"),
+                             key=shared.url_key("thl_topology"))
+nodes = tuple(n for n in SWEEP_NODES if n <= largest)
+contiguous = layout == "contiguous"
+
+iteration = shared.taihulight_iteration(model, 8, contiguous, topology, BATCH)
+m = st.columns(4)
+for col, design in zip(m, ("ps", "ring")):
+    r = iteration[design]
+    col.metric(f"{viz.DESIGN_NAMES[design]}: iteration, 8 nodes", format_seconds(r["iteration_s"]),
+               delta=f"communication {format_seconds(r['communication_s'])}", delta_color="off", delta_arrow="off")
+m[2].metric("packing copies", format_seconds(iteration["ring"]["pack_s"]),
+            help="Pack and unpack the gradient (read and write every byte at the node's memory bandwidth); "
+                 "0 with contiguous gradients.")
+m[3].metric("gradient", format_bytes(iteration["ring"]["gradient_nbytes"]))
+
+machine, designs, versus, animation, timeline = st.tabs(
+    ["The machine", "PS vs ring", "Ring vs MPI_Allreduce", "One iteration", "Timeline"],
+    key=shared.url_key("thl_view"), on_change="rerun")
+if machine.open:
+    with machine:
+        shared.chart(viz.machine(get_topology("taihulight")), "thl_machine")
+        st.caption("40,960 SW26010 nodes (3.06 TFLOP/s, 32 GB at 136 GB/s each) in supernodes of 256; 14 GB/s per "
+                   "node; 70 TB/s bisection for the whole machine, so the level above the supernodes carries about "
+                   "a quarter of what the nodes could send (Fu et al. 2016; Dongarra 2016). The emulator gives every "
+                   "message across supernodes that quarter share: the worst case, when every node sends across.")
+traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
+names = {title: [rank_name(r) for r in range(8)] for title in traces}
+# tab, its figure (built only if the tab is open), chart key, caption
+for tab, figure, key, caption in (
+    (designs, lambda: viz.design_scaling(shared.taihulight_sweep(nodes, contiguous, topology)), "thl_designs",
+     f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
+     "server's link carries every layer from every node, so the PS grows with the nodes; the ring's time tends to "
+     "2n/B. Beyond 256 nodes the ring crosses the upper level, and every hop waits for the slowest link."),
+    (versus, lambda: viz.ring_vs_mpi(shared.taihulight_versus_mpi(model, nodes, topology)), "thl_versus_mpi",
+     "The paper's figs 7-8: the ring against the algorithm MPICH picks (recursive doubling up to 2048 bytes, "
+     f"Rabenseifner's reduce-scatter + all-gather above), for the paper's 60.97 MB and {model}'s gradient. Both "
+     "move 2(p-1)/p n bytes per node; Rabenseifner pays 2 lg p latencies where the ring pays 2(p-1)."),
+    (animation, lambda: comm_viz.message_animation(traces, {TITLES["ps"]: "star"}, names), "thl_animation",
+     "One clock for both: press ▶ Play. Left: every layer's gradient converges on rank 0 (centre) while backward "
+     "goes on; right: one ring all-reduce after backward."),
+    (timeline, lambda: viz.iteration_timeline(traces), "thl_timeline",
+     "Ranks 0-3 of 8. Red: packing copies (pick scattered gradients above to see them); grey: communication the "
+     "compute does not hide."),
+):
+    if tab.open:  # only the open tab is built and drawn
+        with tab:
+            shared.chart(figure(), key)
+            st.caption(caption)

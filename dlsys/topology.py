@@ -1,0 +1,125 @@
+"""Which link joins two nodes: a flat network, or a two-level tree of supernodes.
+
+Pure, like dlsys.net: the virtual clock (dlsys.comm.clock) asks ``link_between(src, dst)``
+for every pair it charges, a send by its destination and an arrival by its source.
+
+    flat                every pair on one LinkModel: today's model, every closed form holds
+    two-level tree      nodes r and s share supernode r // size: inside, the supernode's
+                        network (``link``); across, an upper level ``oversubscription``
+                        times thinner per node (``uplink``: bandwidth / oversubscription)
+    taihulight          the Sunway TaihuLight: 40,960 nodes in 160 supernodes of 256,
+                        14 GB/s links, 70 TB/s bisection
+
+Oversubscription of the TaihuLight's upper level: when half of the 40,960 nodes send to
+the other half at 14 GB/s each, they offer 20,480 x 14 GB/s = 286.7 TB/s to a 70 TB/s
+bisection: 4.1 : 1 (Fu et al. 2016; Dongarra 2016). The model is static: a pair across
+supernodes always gets its share 14 GB/s / 4.1 = 3.4 GB/s, as if every node of the
+supernode were sending across at once, the worst case of a collective; a real network
+gives a lone message the full link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .net import LinkModel, get_link
+
+__all__ = ["Topology", "flat", "two_level", "taihulight", "TOPOLOGY_PRESETS", "get_topology"]
+
+TAIHULIGHT_NODES = 40_960
+TAIHULIGHT_SUPERNODE = 256
+TAIHULIGHT_BISECTION_Bps = 70e12
+TAIHULIGHT_SOURCE = ("Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. "
+                     "Sci. 59 (2016): 40,960 SW26010 nodes, supernodes of 256 nodes on a full crossbar, "
+                     "a central network above them; Dongarra, 'Report on the Sunway TaihuLight System' (2016): "
+                     "14 GB/s per node, 70 TB/s bisection.")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Links per pair of nodes: ``link`` inside a supernode of ``supernode_size`` nodes
+    (None: one supernode holding everything, a flat network), ``uplink`` between
+    supernodes; at most ``max_nodes`` nodes. Symmetric: the link from r to s is the link
+    from s to r."""
+
+    name: str
+    link: LinkModel
+    max_nodes: int
+    supernode_size: int | None = None
+    uplink: LinkModel | None = None
+    source: str = ""
+
+    @property
+    def is_flat(self) -> bool:
+        return self.supernode_size is None
+
+    def is_flat_for(self, size: int) -> bool:
+        """Whether ranks 0..size-1 all share one link (one supernode holds them all)."""
+        return self.supernode_size is None or size <= self.supernode_size
+
+    def supernode(self, rank: int) -> int:
+        return 0 if self.supernode_size is None else rank // self.supernode_size
+
+    def link_between(self, src: int, dst: int) -> LinkModel:
+        """The link a message from src to dst crosses."""
+        if self.uplink is None or self.supernode(src) == self.supernode(dst):
+            return self.link
+        return self.uplink
+
+    def supernodes(self, size: int) -> list[list[int]]:
+        """The ranks 0..size-1 by supernode, in order (a flat network: one group)."""
+        step = size if self.supernode_size is None else self.supernode_size
+        return [list(range(start, min(start + step, size))) for start in range(0, size, step)]
+
+    def check_nodes(self, nodes: int, name: str = "nodes") -> int:
+        """``nodes`` if this topology holds that many, else a ValueError naming ``name``."""
+        if not (isinstance(nodes, int) and not isinstance(nodes, bool) and 1 <= nodes <= self.max_nodes):
+            raise ValueError(f"{name} must be an integer in 1..{self.max_nodes} (the {self.name} topology holds "
+                             f"{self.max_nodes} nodes), got {nodes!r}")
+        return nodes
+
+
+def flat(link="tcp-10gbe", max_nodes: int = 2**20) -> Topology:
+    """Every pair on the same link (the default network of ``launch``)."""
+    link = get_link(link)
+    return Topology("flat", link, max_nodes, source=link.source)
+
+
+def two_level(link, supernode_size: int, oversubscription: float, supernodes: int = 2**20 // 256,
+              name: str = "two-level") -> Topology:
+    """A two-level tree: supernodes of ``supernode_size`` nodes on ``link``, joined by an
+    upper level ``oversubscription`` times thinner per node (same latency and overheads)."""
+    link = get_link(link)
+    if not (isinstance(supernode_size, int) and supernode_size >= 1):
+        raise ValueError(f"supernode_size must be an integer >= 1, got {supernode_size!r}")
+    if not oversubscription >= 1:
+        raise ValueError(f"oversubscription must be >= 1 (1: a full-bisection upper level), got {oversubscription!r}")
+    uplink = replace(link, name=f"{link.name}/{oversubscription:g}",
+                     bandwidth_Bps=link.bandwidth_Bps / oversubscription)
+    return Topology(name, link, supernode_size * supernodes, supernode_size, uplink,
+                    f"supernodes of {supernode_size} on {link.name}, upper level oversubscribed "
+                    f"{oversubscription:g}:1")
+
+
+def taihulight() -> Topology:
+    """The Sunway TaihuLight (module docstring): 160 supernodes of 256 sw26010 nodes."""
+    link = get_link("sw26010")
+    oversubscription = TAIHULIGHT_NODES / 2 * link.bandwidth_Bps / TAIHULIGHT_BISECTION_Bps
+    topology = two_level(link, TAIHULIGHT_SUPERNODE, oversubscription, TAIHULIGHT_NODES // TAIHULIGHT_SUPERNODE,
+                         "taihulight")
+    return replace(topology, source=TAIHULIGHT_SOURCE)
+
+
+TOPOLOGY_PRESETS = ("flat", "taihulight")
+
+
+def get_topology(topology, link="tcp-10gbe") -> Topology:
+    """A Topology, or a preset by name: "flat" (every pair on ``link``) or "taihulight"
+    (its own links; ``link`` is not used)."""
+    if isinstance(topology, Topology):
+        return topology
+    if topology == "flat":
+        return flat(link)
+    if topology == "taihulight":
+        return taihulight()
+    raise ValueError(f"unknown topology {topology!r}; valid: {', '.join(TOPOLOGY_PRESETS)}")

@@ -1,0 +1,137 @@
+"""The Caffe-on-TaihuLight case study: both designs average the same gradients, their
+times against the closed forms, and bad input refused before any rank starts."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from dlsys import caffe
+from dlsys.cli import main
+from dlsys.experiments import taihulight as study
+from dlsys.net import get_node
+from dlsys.profiles import profile
+from dlsys.topology import two_level
+
+POWERS = (2, 4, 8, 16, 32, 64)
+
+
+@pytest.mark.parametrize("nodes", [3, 4])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_both_designs_produce_identical_weights(nodes, contiguous):
+    ps = study.run_design("alexnet", "ps", nodes, contiguous)
+    ring = study.run_design("alexnet", "ring", nodes, contiguous)
+    assert np.array_equal(ps["weights"], ring["weights"])
+    start = caffe.Net(profile("alexnet"), ps["scale"]).data
+    assert not np.array_equal(start, ring["weights"])  # an update happened
+    for rank_value in ring["result"].values:
+        assert np.array_equal(rank_value["weights"], ring["weights"])
+
+
+@pytest.mark.parametrize("design", caffe.DESIGNS)
+@pytest.mark.parametrize("model", study.MODELS)
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_each_design_equals_its_closed_form_at_powers_of_two(design, model, contiguous):
+    for nodes in POWERS:
+        r = study.run_design(model, design, nodes, contiguous)
+        assert r["communication_s"] == pytest.approx(r["closed_communication_s"], rel=1e-9, abs=1e-12)
+        assert r["iteration_s"] == pytest.approx(r["closed_iteration_s"], rel=1e-9)
+
+
+def test_the_parameter_server_form_holds_at_other_node_counts_too():
+    for nodes in (1, 3, 5, 12):
+        r = study.run_design("alexnet", "ps", nodes, False)
+        assert r["iteration_s"] == pytest.approx(r["closed_iteration_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", study.MODELS)
+def test_the_parameter_server_grows_with_the_nodes(model):
+    comm = [r["communication_s"] for r in study.sweep(model, "ps", POWERS)]
+    assert all(a < b for a, b in zip(comm, comm[1:]))
+
+
+def test_the_ring_stays_nearly_flat_and_the_parameter_server_does_not():
+    ring = [r["communication_s"] for r in study.sweep("alexnet", "ring", (4, 256))]
+    ps = [r["communication_s"] for r in study.sweep("alexnet", "ps", (4, 256))]
+    assert ring[1] / ring[0] < 1.5 and ps[1] / ps[0] > 20
+
+
+def test_the_compute_is_the_profile_through_the_sw26010():
+    r = study.run_design("resnet50", "ring", 2)
+    node = get_node("sw26010")
+    want = sum(3 * node.compute_s(study.BATCH * layer.fwd_flops) for layer in profile("resnet50"))
+    assert r["compute_s"] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("design", caffe.DESIGNS)
+def test_contiguous_gradients_are_never_slower(design):
+    for nodes in (2, 3, 8):
+        fast = study.run_design("googlenet", design, nodes, True)
+        slow = study.run_design("googlenet", design, nodes, False)
+        assert fast["iteration_s"] <= slow["iteration_s"] and fast["pack_s"] == 0 < slow["pack_s"]
+
+
+def test_a_packing_copy_reads_and_writes_the_gradient_at_memory_bandwidth():
+    r = study.run_design("alexnet", "ring", 2, contiguous=False)
+    assert r["pack_s"] == pytest.approx(2 * 2 * r["gradient_nbytes"] / get_node("sw26010").memory_bandwidth_Bps)
+
+
+def test_a_contiguous_net_shares_one_buffer_and_a_scattered_one_packs():
+    net = caffe.Net(profile("alexnet"), scale=1000)
+    net.layers[2].blob.diff[:] = 7
+    assert np.shares_memory(net.layers[2].blob.diff, net.diff) and net.flat("diff") is net.diff
+    scattered = caffe.Net(profile("alexnet"), scale=1000, contiguous=False)
+    assert np.array_equal(scattered.flat("data"), net.data) and not np.shares_memory(scattered.flat("data"),
+                                                                                      scattered.layers[0].blob.data)
+
+
+def test_sweeps_to_512_nodes_finish_in_seconds():
+    start = time.perf_counter()
+    for design in caffe.DESIGNS:
+        study.sweep("googlenet", design, (512,))
+    assert time.perf_counter() - start < 60  # about 8 s here, on a shared machine
+
+
+def test_mpich_picks_recursive_doubling_for_short_messages_and_rabenseifner_for_long():
+    assert study.mpich_allreduce(2048, 512, 4) == "recursive_doubling"
+    assert study.mpich_allreduce(2052, 513, 4) == "rabenseifner"
+    assert study.mpich_allreduce(60_970_000, 15_242_500, 512) == "rabenseifner"
+    assert study.mpich_allreduce(4096, 1024, 2048) == "recursive_doubling"  # fewer elements than ranks
+
+
+def test_ring_vs_mpi_rows_match_their_closed_forms_on_one_supernode():
+    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 8))
+    assert {r["algorithm"] for r in rows} == {"ring", "rabenseifner"}
+    for r in rows:
+        assert r["virtual_time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(nodes=0), r"nodes must be an integer in 1\.\.40960 \(the taihulight topology holds 40960 nodes\), got 0"),
+    (dict(nodes=50_000), r"nodes must be an integer in 1\.\.40960"),
+    (dict(model="vgg"), r"model: unknown model 'vgg'; valid: alexnet, googlenet, resnet50"),
+    (dict(design="async"), r"design: unknown design 'async'; valid: ps, ring"),
+    (dict(nodes=9, topology=two_level("sw26010", 4, 4.0, supernodes=2)),
+     r"nodes must be an integer in 1\.\.8 \(the two-level topology holds 8 nodes\), got 9"),
+])
+def test_bad_input_is_refused_before_any_rank_starts(kwargs, message, monkeypatch):
+    monkeypatch.setattr(study, "launch", lambda *a, **k: pytest.fail("a rank started"))
+    with pytest.raises(ValueError, match=message):
+        study.run_design(**({"model": "alexnet", "design": "ring", "nodes": 4} | kwargs))
+
+
+def test_cli_one_run_as_json_and_a_table(capsys):
+    assert main(["casestudy", "taihulight", "--model", "alexnet", "--design", "ps", "--nodes", "4", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["design"] == "ps" and record["nodes"] == 4 and record["communication_s"] > 0
+    assert main(["casestudy", "taihulight", "--design", "ring", "--nodes", "2,4,...,16", "--scattered"]) == 0
+    out = capsys.readouterr().out
+    assert "scattered gradients" in out and len([line for line in out.splitlines() if line.split()[0].isdigit()]) == 4
+
+
+def test_cli_refuses_bad_nodes_with_the_range(capsys):
+    assert main(["casestudy", "taihulight", "--nodes", "2,4,0"]) == 2
+    assert "nodes must be an integer in 1..40960" in capsys.readouterr().err
+    assert main(["casestudy", "taihulight", "--nodes", "2,x"]) == 2
+    assert "doubling range like 2,4,...,512" in capsys.readouterr().err
