@@ -152,13 +152,18 @@ DATAPATH_MISTAKES = {
 
 @pytest.mark.parametrize("mistake", DATAPATH_MISTAKES)
 def test_a_wrong_memory_traffic_count_or_bound_gets_partial_credit(tmp_path, mistake):
-    reference, wrong, expected_passed = DATAPATH_MISTAKES[mistake]
-    source = (REPO_ROOT / get("ring_memory_traffic").file).read_text()
+    grade_one_edit(tmp_path, "ring_memory_traffic", *DATAPATH_MISTAKES[mistake])
+
+
+def grade_one_edit(tmp_path, exercise: str, reference: str, wrong: str, expected_passed: set) -> None:
+    """The reference solution with one edit in the exercise's file: exactly the expected
+    tests pass, for part of the points."""
+    source = (REPO_ROOT / get(exercise).file).read_text()
     assert source.count(reference) == 1
-    (tmp_path / "datapath.py").write_text(source.replace(reference, wrong))
-    results = grade(tmp_path, ["ring_memory_traffic"])
+    (tmp_path / get(exercise).student_file).write_text(source.replace(reference, wrong))
+    results = grade(tmp_path, [exercise])
     assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
-    assert 0 < sum(r.score for r in results) < get("ring_memory_traffic").points
+    assert 0 < sum(r.score for r in results) < get(exercise).points
 
 
 # Plausible wrong compression solutions, as edits of the reference files (their regions span
@@ -303,13 +308,7 @@ OPTIM_MISTAKES = {
 
 @pytest.mark.parametrize("mistake", OPTIM_MISTAKES)
 def test_lars_and_warmup_mistakes_get_partial_credit(tmp_path, mistake):
-    exercise, reference, wrong, expected_passed = OPTIM_MISTAKES[mistake]
-    source = (REPO_ROOT / get(exercise).file).read_text()
-    assert source.count(reference) == 1
-    (tmp_path / "optim.py").write_text(source.replace(reference, wrong))
-    results = grade(tmp_path, [exercise])
-    assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
-    assert 0 < sum(r.score for r in results) < get(exercise).points
+    grade_one_edit(tmp_path, *OPTIM_MISTAKES[mistake])
 
 
 # Plausible wrong scheduling solutions (edits of the reference files): WFBP timed as FIFO
@@ -374,10 +373,4 @@ NETSTACK_MISTAKES = {
 
 @pytest.mark.parametrize("mistake", NETSTACK_MISTAKES)
 def test_alpha_beta_mistakes_get_partial_credit(tmp_path, mistake):
-    reference, wrong, expected_passed = NETSTACK_MISTAKES[mistake]
-    source = (REPO_ROOT / get("alpha_beta_fit").file).read_text()
-    assert source.count(reference) == 1
-    (tmp_path / "netstack.py").write_text(source.replace(reference, wrong))
-    results = grade(tmp_path, ["alpha_beta_fit"])
-    assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
-    assert 0 < sum(r.score for r in results) < get("alpha_beta_fit").points
+    grade_one_edit(tmp_path, "alpha_beta_fit", *NETSTACK_MISTAKES[mistake])

@@ -117,9 +117,10 @@ class MPITransport(MailboxTransport):
         self.finished_ranks: set[int] = set()
         self.seq = 0
         self.asked_round: list[bool] = []  # what silent() answered during one recv_any choice
-        self.idle: tuple = (None, 0.0)  # (what this rank waits for, since when)
+        # (what this rank waits for, with its post and delivery counts; since when): a new
+        # wait, or anything sent or delivered, starts the clock again
+        self.idle: tuple = (None, 0.0)
         self.max_sleep_s = _max_sleep_s(self.size)
-        self.waiting: tuple | None = None  # (source, tag, deliveries) of a wait, and since when
         super().__init__(Mailbox(self.rank, board, _Progress(self)))
 
     # --- messages ---
@@ -171,8 +172,8 @@ class MPITransport(MailboxTransport):
         now = time.monotonic()
         if key != self.idle[0]:
             self.idle = (key, now)
-        self._check_deadlock()
         idle_s = now - self.idle[1]
+        self._check_deadlock(idle_s)
         time.sleep(0.0 if idle_s < SPIN_S else min(self.max_sleep_s, idle_s / 4))
 
     def finish(self, deadline: float) -> None:
@@ -265,16 +266,14 @@ class MPITransport(MailboxTransport):
 
         return self.mailbox.wait_any(tag, watched, deadline)
 
-    def _check_deadlock(self) -> None:
+    def _check_deadlock(self, idle_s: float) -> None:
+        """After CONFIRM_S waiting for one source, with nothing posted or delivered since:
+        is that source silent? Then nothing can ever come."""
         row = self.row
-        if row[STATE] != BLOCKED or row[WAIT_SRC] < 0 or row[WAIT_TAG] == RELEASE:
-            self.waiting = None
+        if idle_s < CONFIRM_S or row[STATE] != BLOCKED or row[WAIT_SRC] < 0 or row[WAIT_TAG] == RELEASE:
             return
         src, tag = int(row[WAIT_SRC]), int(row[WAIT_TAG])
-        key = (src, tag, row[PULLED])
-        if self.waiting is None or self.waiting[0] != key:
-            self.waiting = (key, time.monotonic())
-        elif time.monotonic() - self.waiting[1] >= CONFIRM_S and self.silent(None, src, self.rank):
+        if self.silent(None, src, self.rank):
             raise DeadlockError(f"deadlock: no rank can make progress: rank {self.rank} waits for rank {src} "
                                 f"(tag {tag}); {_chain_text(self.questions[src].path)}")
 
