@@ -34,6 +34,16 @@ OFF_BY_ONE = """\
     return blocks[r]
 """
 
+# The token ring's right body, after a submission's misbehaviour
+RIGHT_TOKEN_RING = """\
+    if comm.rank == 0:
+        comm.send(token + 1, right)
+        return comm.recv(left)
+    received = comm.recv(left)
+    comm.send(received + 1, right)
+    return received
+"""
+
 # A token ring that loops forever on 4 ranks, allocates 2 GiB on 3 and deadlocks on 6; it
 # always warns (divide by zero), which must not fail the tests it passes.
 MISBEHAVING_TOKEN_RING = """\
@@ -46,13 +56,7 @@ MISBEHAVING_TOKEN_RING = """\
         np.ones(1 << 28)
     if comm.size == 6:
         comm.recv(left)
-    if comm.rank == 0:
-        comm.send(token + 1, right)
-        return comm.recv(left)
-    received = comm.recv(left)
-    comm.send(received + 1, right)
-    return received
-"""
+""" + RIGHT_TOKEN_RING
 
 
 def submission(tmp_path, bodies: dict, exercises=EXERCISES):

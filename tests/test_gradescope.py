@@ -17,7 +17,7 @@ from importlib.metadata import requires, version
 import pytest
 
 from dlsys.exercises import EXERCISES, REPO_ROOT, get
-from test_exercises import WHOLE_BUFFERS  # the partially correct ring, graded here again through the bundle
+from test_exercises import RIGHT_TOKEN_RING, WHOLE_BUFFERS  # the partially correct ring, graded here again
 from dlsys.exercises.gradescope import CONFIG, ROOT_ENV
 from dlsys.exercises.release import release, replace_regions
 
@@ -37,13 +37,7 @@ HOSTILE_TOKEN_RING = """\
         sys.exit(0)
     while comm.size == 4:
         pass
-    if comm.rank == 0:
-        comm.send(token + 1, right)
-        return comm.recv(left)
-    received = comm.recv(left)
-    comm.send(received + 1, right)
-    return received
-"""
+""" + RIGHT_TOKEN_RING
 
 
 def bundle_requirements() -> list[str]:
