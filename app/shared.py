@@ -14,14 +14,15 @@ import json
 import plotly.graph_objects as go
 import streamlit as st
 
-from dlsys import bench, experiments
+from dlsys import experiments
+from dlsys.experiments import wallclock
 from dlsys.comm import BACKENDS
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
-from dlsys.net import LINK_PRESETS
+from dlsys.machine.net import LINK_PRESETS
 from dlsys.train import TrainConfig
 from dlsys.viz import style
 from dlsys.viz.units import format_bytes
@@ -254,15 +255,15 @@ def lr_schedules(batch: int) -> list:
 
 @st.cache_data(max_entries=32, show_spinner="running real rank processes...")
 def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
-    """bench.allreduce_bench: a real all-reduce between processes, vs memcpy (wall clock)."""
-    return bench.allreduce_bench(ranks, nbytes, "ring", repeats=5, warmup=1, buffers=buffers,
+    """wallclock.allreduce_bench: a real all-reduce between processes, vs memcpy (wall clock)."""
+    return wallclock.allreduce_bench(ranks, nbytes, "ring", repeats=5, warmup=1, buffers=buffers,
                                  max_memory_bytes=REAL_DATA_PATH_BYTES)
 
 
 @st.cache_data(max_entries=16, show_spinner="emulating...")
 def emulation(ranks: int) -> dict:
-    """bench.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
-    return bench.emulate("ring", ranks)
+    """wallclock.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
+    return wallclock.emulate("ring", ranks)
 
 
 @st.cache_data(**CACHE)
@@ -366,7 +367,7 @@ STACK_TRANSPORTS = ("pipe", "tcp-nodelay", "tcp")
 
 @st.cache_data(max_entries=1, show_spinner="measuring one message through a pipe and TCP on this machine...")
 def measured_stack() -> dict:
-    return bench.stack_bench(STACK_SIZES, STACK_TRANSPORTS)
+    return wallclock.stack_bench(STACK_SIZES, STACK_TRANSPORTS)
 
 
 @st.cache_data(max_entries=64)

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import dlsys  # noqa: E402
 from dlsys import collectives  # noqa: E402
-from dlsys.bench import allreduce_bench  # noqa: E402
+from dlsys.experiments.wallclock import allreduce_bench  # noqa: E402
 
 
 def ring(comm, count: int):

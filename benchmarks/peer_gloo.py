@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from dlsys.bench import bandwidth_record, bench_data
-from dlsys.net import parse_size
+from dlsys.experiments.wallclock import bandwidth_record, bench_data
+from dlsys.machine.net import parse_size
 
 
 def worker(rank: int, ranks: int, nbytes: int, warmup: int, repeats: int) -> None:

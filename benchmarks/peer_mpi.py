@@ -2,7 +2,7 @@
 
     mpirun -np 2 python benchmarks/peer_mpi.py --size 64MiB [--repeats 10] [--warmup 3]
 
-Same data, same checks, same conventions (``dlsys.bench.library_allreduce``, which
+Same data, same checks, same conventions (``dlsys.experiments.wallclock.library_allreduce``, which
 ``dlsys bench allreduce --backend mpi`` runs beside our ring): a barrier, then MPI.Wtime
 around Allreduce into a preallocated receive buffer; each repeat's time is the slowest
 rank's; rank 0 then times a numpy memcpy of the same size. Rank 0 prints one JSON record.
@@ -14,8 +14,8 @@ import json
 import numpy as np
 from mpi4py import MPI
 
-from dlsys.bench import bandwidth_record, bench_data, library_allreduce
-from dlsys.net import parse_size
+from dlsys.experiments.wallclock import bandwidth_record, bench_data, library_allreduce
+from dlsys.machine.net import parse_size
 
 
 def main() -> None:

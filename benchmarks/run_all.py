@@ -24,8 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlsys.bench import allreduce_bench, latency_bench
-from dlsys.net import parse_size
+from dlsys.experiments.wallclock import allreduce_bench, latency_bench
+from dlsys.machine.net import parse_size
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 HERE = Path(__file__).resolve().parent

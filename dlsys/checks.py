@@ -1,6 +1,6 @@
 """Checks of a caller's arguments, run at the boundary (``launch``, experiments, data,
 benchmarks) before any rank starts: the algorithms trust their input. The command line
-checks its options with ``dlsys.cli.common``. Pure: the bottom layer, importable by all."""
+checks its options with ``dlsys.cli.options``. Pure: the bottom layer, importable by all."""
 
 from __future__ import annotations
 

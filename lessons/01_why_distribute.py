@@ -23,10 +23,12 @@
 import numpy as np
 
 import dlsys
-from dlsys import collectives, nn, profiles
-from dlsys.data import load_digits
+from dlsys import collectives
+from dlsys.learn import nn
+from dlsys.machine import profiles
+from dlsys.learn.data import load_digits
 from dlsys.experiments import collective_plan
-from dlsys.net import get_link, get_node
+from dlsys.machine.net import get_link, get_node
 from dlsys.viz.lessons import show, strong_scaling
 
 # %% [markdown]
@@ -131,7 +133,7 @@ print(f"y is {y_parallel.shape}; largest difference from x @ W: {np.abs(y_parall
 # tends to $2n\beta$). So past some p, adding workers buys nothing, and a faster network
 # (smaller alpha and beta) or faster compute moves that point: with faster GPUs the
 # communication *share* grows. Below, ResNet-50 (25.6 M parameters, 4.1 GMACs per
-# sample; `dlsys.profiles`) with B = 256 on V100-class nodes, emulated: every rank
+# sample; `dlsys.machine.profiles`) with B = 256 on V100-class nodes, emulated: every rank
 # computes its share and then really runs the ring all-reduce (on small real buffers
 # charged as the full 102 MB: `collective_plan` picks real buffers within a memory
 # budget, each real element standing for many, and every message is charged at its

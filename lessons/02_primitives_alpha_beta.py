@@ -26,7 +26,7 @@ import dlsys
 from dlsys import collectives
 from dlsys.collectives import closed_form
 from dlsys.experiments import link_table, plan_buffers
-from dlsys.net import get_link
+from dlsys.machine.net import get_link
 from dlsys.viz.comm import timeline
 from dlsys.viz.costs import link_comparison
 from dlsys.viz.lessons import lines, show

@@ -21,7 +21,7 @@
 # %%
 from dlsys.experiments import allreduce_costs, crossovers, emulated_allreduce_costs, link_table
 from dlsys.collectives import textbook_form as closed_form
-from dlsys.net import get_link
+from dlsys.machine.net import get_link
 from dlsys.viz.costs import alpha_beta_split, cost_curves
 from dlsys.viz.lessons import show
 from dlsys.viz.units import format_bytes, format_seconds

@@ -26,11 +26,11 @@ from dataclasses import replace
 import numpy as np
 
 import dlsys
-from dlsys import optim
+from dlsys.learn import optim
 from dlsys.experiments import train
 from dlsys.train import (DistributedOptimizer, TrainConfig, batch_indices, broadcast_parameters, build_model,
                          load_task, split_stages)
-from dlsys.train.common import gradient
+from dlsys.learn.task import gradient
 from dlsys.viz.comm import timeline
 from dlsys.viz.lessons import lines, show
 from dlsys.viz.training import cost_bars, first_seconds
@@ -134,9 +134,9 @@ show(cost_bars(runs, "Communicating less often: 5 epochs on 4 workers, tcp-10gbe
 # 2. Give the pipeline 2 stages instead of 4 (`workers=2`). Which M gives a bubble under
 #    10%? Does the measured time agree with the formula? Why not exactly?
 # 3. Local SGD with K = 16 on non-iid shards: would the average of 4 models that each saw
-#    only 2 or 3 digit classes still be good? (See `dlsys.data.shard_noniid`.)
+#    only 2 or 3 digit classes still be good? (See `dlsys.learn.data.shard_noniid`.)
 # 4. With a batch of 256 per worker, does the linear scaling rule still work? Try a
-#    warm-up (`dlsys.optim.goyal_schedule`).
+#    warm-up (`dlsys.learn.optim.goyal_schedule`).
 #
 # ## Exercise (not graded): a 1F1B pipeline
 #

@@ -28,9 +28,9 @@ import numpy as np
 
 import dlsys
 from dlsys import collectives
-from dlsys.bench import allreduce_bench, emulate
+from dlsys.experiments.wallclock import allreduce_bench, emulate
 from dlsys.comm import LEND_MIN_NBYTES
-from dlsys.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from dlsys.collectives import closed_form
 from dlsys.viz.datapath import emulation_scaling, ratio_bars, traffic_bars
 from dlsys.viz.lessons import show
@@ -55,7 +55,7 @@ from dlsys.viz.units import format_bytes, format_rate, format_seconds
 # | all-gather (p-1 steps): read the peer's complete block, write it into my result | 2 n/p |
 # | *copied* send (each of the 2(p-1) steps): copy my block into shared memory first | + 2 n/p |
 #
-# So, with k the passes per step pair (source: `dlsys/datapath.py`, docs/performance.md),
+# So, with k the passes per step pair (source: `dlsys/machine/datapath.py`, docs/performance.md),
 #
 # $$M(p, n) = k\,\frac{p-1}{p}\,n \quad\text{bytes per rank},\qquad
 # k = 9 \text{ (copied sends)},\quad k = 5 \text{ (lent sends)},\qquad M_\text{memcpy} = 2n.$$
@@ -137,7 +137,7 @@ for count in (LEND_MIN_NBYTES // 4, LEND_MIN_NBYTES // 4 - 1):
 # \qquad (p = 2,\ s = 1.35:\ 0.54 \text{ lent},\ 0.30 \text{ copied}).$$
 #
 # An upper bound: caches help a little, wake-ups and page faults cost a little. Now measure:
-# real float32 all-reduces between two processes (`dlsys.bench.allreduce_bench`, median of
+# real float32 all-reduces between two processes (`dlsys.experiments.wallclock.allreduce_bench`, median of
 # 5 after 1 warm-up, the result checked every time), with plain numpy buffers (every send
 # copied) and with `comm.alloc` buffers (lent), against numpy's memcpy in the same run.
 

@@ -25,12 +25,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 import dlsys
-from dlsys import nn
+from dlsys.learn import nn
 from dlsys.collectives.compressed import encode, exchange
 from dlsys.compress import COMPRESSORS, NoneMemory, ResidualMemory, make, payload_nbytes
 from dlsys.experiments import train
 from dlsys.train import Compression, TrainConfig, build_model, load_task
-from dlsys.train.common import gradient
+from dlsys.learn.task import gradient
 from dlsys.viz.lessons import show
 from dlsys.viz.units import format_bytes, format_seconds
 

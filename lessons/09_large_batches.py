@@ -23,7 +23,7 @@
 # %%
 import numpy as np
 
-from dlsys import nn, optim
+from dlsys.learn import nn, optim
 from dlsys.experiments import QUICK, RULES, large_batch_study, largest_good_batch, load_study, lr_schedules
 from dlsys.viz import large_batch as lbviz
 from dlsys.viz.lessons import show
@@ -123,7 +123,7 @@ for r in record["optimizers"]:
 #
 # $$\phi(w) = 100\,\frac{\max_{|\delta_i| \le \epsilon(|w_i| + 1)} L(w + \delta) - L(w)}{1 + L(w)}.$$
 #
-# `dlsys.landscape.sharpness` takes the max over random draws. The plot walks the line
+# `dlsys.learn.landscape.sharpness` takes the max over random draws. The plot walks the line
 # from the small-batch solution (alpha = 0) to the large-batch one (alpha = 1).
 
 # %%
@@ -162,7 +162,7 @@ for r in record["time_to_accuracy"]:
 #
 # ## Exercise (graded): `lars_local_lr` and `goyal_schedule`
 #
-# `lars_local_lr`: write `trust_ratio` and `LARS.local_lr` in `dlsys/optim.py`: the rate
+# `lars_local_lr`: write `trust_ratio` and `LARS.local_lr` in `dlsys/learn/optim.py`: the rate
 # per layer with the weight-decay term, and ratio 1 for zero norms. `goyal_schedule`:
 # write `warmup_lr`, `step_decay_lr` and `goyal_schedule` (warm-up from eta to k eta,
 # then divide by gamma at each milestone). `dlsys exercises release hw`, then

@@ -23,7 +23,7 @@
 
 # %%
 from dlsys.experiments import schedule as ex
-from dlsys.net import LinkModel, get_node
+from dlsys.machine.net import LinkModel, get_node
 from dlsys.viz import schedule as sviz
 from dlsys.viz.lessons import show
 

@@ -24,12 +24,13 @@
 # %%
 import numpy as np
 
-from dlsys import bench, data
+from dlsys.experiments import wallclock
+from dlsys.learn import data
 from dlsys.experiments import network_stack as ex
 from dlsys.experiments import train
-from dlsys.loader import Loader
-from dlsys.netstack import LIBRARIES, breakdown
-from dlsys.storage import STORAGE_PRESETS, IOModel
+from dlsys.learn.loader import Loader
+from dlsys.machine.netstack import LIBRARIES, breakdown
+from dlsys.machine.storage import STORAGE_PRESETS, IOModel
 from dlsys.train import TrainConfig
 from dlsys.viz import network_stack as nviz
 from dlsys.viz.lessons import show
@@ -52,7 +53,7 @@ NBYTES = 16 * 2**10
 # ($c = 1$). On **RDMA** the sender posts a work request and rings the NIC's doorbell; the
 # NIC reads the registered user memory and the remote NIC writes it into the receiver's;
 # the receiver polls a completion queue ($c = 0$, no system call, no interrupt).
-# `dlsys.netstack.stages` lists the stages, each with its source; they add up to the preset.
+# `dlsys.machine.netstack.stages` lists the stages, each with its source; they add up to the preset.
 
 # %%
 for link in ex.MESSAGE_LINKS:
@@ -81,7 +82,7 @@ show(nviz.message_animation(ex.message_path(NBYTES)), "11_one_message")
 # %%
 sizes = [2**k for k in range(0, 31)]
 library_rows = ex.library_message_times(sizes)
-measured = bench.stack_bench(sizes=(8, 1024, 64 * 2**10, 2**20), transports=("pipe", "tcp-nodelay"))
+measured = wallclock.stack_bench(sizes=(8, 1024, 64 * 2**10, 2**20), transports=("pipe", "tcp-nodelay"))
 show(nviz.library_times(library_rows, measured["rows"]), "11_libraries")
 for name, lib in LIBRARIES.items():
     link = lib.transport()
@@ -113,7 +114,7 @@ for transport, fit in measured["fits"].items():
 #
 # $$ T = \max\left(c,\ \frac{t_w}{\min(K, D)},\ t_{dev}\right) \quad (K \ge 1), \qquad T = t_w + c \quad (K = 0). $$
 #
-# The trainer waits $T - c$ per step for data. `dlsys.storage` derives it, and the
+# The trainer waits $T - c$ per step for data. `dlsys.machine.storage` derives it, and the
 # event-by-event timeline reproduces it exactly.
 
 # %%
@@ -127,7 +128,7 @@ show(nviz.loader_gantt(ex.loader_timeline("hdd", 4, 1)), "11_loader_capped_by_pr
 
 # %% [markdown]
 # Four workers with a queue of one batch are no better than one: a worker more than $D$
-# has no slot to fill. The loader in `dlsys.loader` is real: $K$ processes fill a pool of
+# has no slot to fill. The loader in `dlsys.learn.loader` is real: $K$ processes fill a pool of
 # $D + 1$ batch slots in shared memory, and the trainer reads each batch as a zero-copy
 # view, in exactly the order of the plain single-process loader.
 
@@ -165,5 +166,5 @@ for workers, prefetch in [(0, 2), (2, 4)]:
 # ## Exercise (graded): `alpha_beta_fit`
 #
 # Fit alpha and beta to measured ping-pong times by least squares and predict a ring
-# all-reduce from them (`dlsys/netstack.py`, introduced in lesson 02): `dlsys grade hw
+# all-reduce from them (`dlsys/machine/netstack.py`, introduced in lesson 02): `dlsys grade hw
 # --exercise alpha_beta_fit`.

@@ -25,8 +25,8 @@
 from dlsys import collectives
 from dlsys.experiments import simulate_collective
 from dlsys.experiments import taihulight as study
-from dlsys.net import get_node
-from dlsys.topology import taihulight, two_level
+from dlsys.machine.net import get_node
+from dlsys.machine.topology import taihulight, two_level
 from dlsys.viz import taihulight as tviz
 from dlsys.viz.lessons import show
 
@@ -43,7 +43,7 @@ MEMORY_BYTES = 2**24  # real buffers of all ranks together: each real element st
 #
 # $$\frac{40960}{2} \times 14\ \text{GB/s} = 287\ \text{TB/s} \;\text{ to }\; 70\ \text{TB/s}, $$
 #
-# so the level above the supernodes is **oversubscribed about 4:1**. `dlsys.topology`
+# so the level above the supernodes is **oversubscribed about 4:1**. `dlsys.machine.topology`
 # turns this into a link per pair of nodes: the full link inside a supernode, a quarter of
 # it across. The virtual clock charges a send by its destination's link and an arrival by
 # its source's.
@@ -62,7 +62,7 @@ show(tviz.machine(machine), "12_machine")
 # ## Two designs, one average
 #
 # Caffe's model is a `Net` of `Layer`s whose weights and gradients live in `Blob`s
-# (`data` and `diff`); a `Solver` updates the net (`dlsys.caffe`). The paper's two
+# (`data` and `diff`); a `Solver` updates the net (`dlsys.train.caffe`). The paper's two
 # synchronous designs, as rank code:
 #
 # * **parameter server**: rank 0 (the server, and a worker too) sends $W$ to every worker;

@@ -15,7 +15,7 @@ from dlsys.experiments import large_batch
 from dlsys.collectives import ALGORITHMS, closed_form
 from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
-from dlsys.net import get_link
+from dlsys.machine.net import get_link
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
 PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys import bench, collectives
+from dlsys import collectives
+from dlsys.experiments import wallclock
 from dlsys.cli import main
 from dlsys.collectives import closed_form
 from dlsys.comm.logical import LogicalArray, as_logical, per_block
@@ -31,7 +32,7 @@ def our_segments():
 @pytest.mark.parametrize("ranks, algorithm", [(2, "ring"), (3, "ring"), (4, "rabenseifner"),
                                               (3, "recursive_doubling"), (2, "reduce_broadcast")])
 def test_allreduce_bench_is_checked_and_reports_nccl_units(ranks, algorithm):
-    rec = bench.allreduce_bench(ranks, "24KiB", algorithm, repeats=2, warmup=1)
+    rec = wallclock.allreduce_bench(ranks, "24KiB", algorithm, repeats=2, warmup=1)
     assert rec["correct"] and rec["nbytes"] == 24 * 1024 and len(rec["times_s"]) == 2
     assert rec["algbw_Bps"] == pytest.approx(rec["nbytes"] / rec["wall_time_s"])
     assert rec["busbw_Bps"] == pytest.approx(rec["algbw_Bps"] * 2 * (ranks - 1) / ranks)
@@ -41,10 +42,10 @@ def test_allreduce_bench_is_checked_and_reports_nccl_units(ranks, algorithm):
 
 @pytest.mark.parametrize("buffers", ["alloc", "plain"])
 def test_allreduce_bench_at_the_lending_size_with_either_buffers(buffers):
-    rec = bench.allreduce_bench(2, "4MiB", "ring", repeats=2, warmup=1, buffers=buffers)
+    rec = wallclock.allreduce_bench(2, "4MiB", "ring", repeats=2, warmup=1, buffers=buffers)
     assert rec["correct"] and rec["buffers"] == buffers and rec["ratio_to_memcpy"] > 0
     with pytest.raises(ValueError, match="buffers must be one of alloc, plain"):
-        bench.allreduce_bench(2, "4MiB", buffers="pinned")
+        wallclock.allreduce_bench(2, "4MiB", buffers="pinned")
 
 
 def test_cli_bench_allreduce_json():
@@ -71,7 +72,7 @@ def test_cli_bench_rejects_bad_input_before_starting(argv, message, capsys):
 
 @pytest.mark.parametrize("scheme, ranks", [("ring", 16), ("ps", 17)])
 def test_emulation_matches_its_closed_form(scheme, ranks):
-    rec = bench.emulate(scheme, ranks)
+    rec = wallclock.emulate(scheme, ranks)
     assert rec["relative_error"] < 1e-9
     assert rec["logical_nbytes"] >= 61_100_840 * 4  # AlexNet, rounded up to equal ring blocks
     assert rec["peak_rss_bytes"] < 2 * 2**30
@@ -83,11 +84,11 @@ def test_cli_bench_emulate(capsys):
 
 
 def test_latency_bench_reports_both_round_trips():
-    rec = bench.latency_bench("8B", repeats=5, warmup=1)
+    rec = wallclock.latency_bench("8B", repeats=5, warmup=1)
     assert rec["nbytes"] == 8 and rec["round_trip_s"] > 0 and rec["pipe_round_trip_s"] > 0
     assert rec["ratio_to_pipes"] == pytest.approx(rec["round_trip_s"] / rec["pipe_round_trip_s"])
     with pytest.raises(ValueError, match="size must be 1..4096 bytes"):
-        bench.latency_bench("1MiB")
+        wallclock.latency_bench("1MiB")
 
 
 def test_run_all_smoke():

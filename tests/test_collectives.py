@@ -13,7 +13,7 @@ from dlsys import collectives
 from dlsys.experiments import collective_program, expected_values, simulate_collective
 from dlsys.collectives import REGISTRY, closed_form, textbook_form
 from dlsys.collectives.registry import EVERY_P, POWERS_OF_TWO
-from dlsys.net import LINK_PRESETS, NODE_PRESETS, LinkModel, NodeModel
+from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, LinkModel, NodeModel
 
 CASES = list(REGISTRY)
 

@@ -17,7 +17,7 @@ import dlsys
 from dlsys import collectives
 from dlsys.comm import BACKENDS as BACKENDS_BY_NAME
 from dlsys.comm import LEND_MIN_NBYTES, DeadlockError, RankFailed
-from dlsys.net import LinkModel, get_node
+from dlsys.machine.net import LinkModel, get_node
 
 LINK = LinkModel("test", latency_s=2e-6, bandwidth_Bps=1e9, overhead_s=1e-6, kernel_copies=1, copy_bandwidth_Bps=4e9)
 BACKENDS = ["threads", "processes"]
@@ -296,7 +296,6 @@ def test_link_and_node_models_validate_their_numbers():
 SCRIPT = """
 import numpy as np, dlsys
 from dlsys import collectives
-
 def program(comm, scale):
     return collectives.allreduce(comm, np.full(4, comm.rank * scale), algorithm="ring").tolist()
 

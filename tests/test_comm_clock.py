@@ -7,8 +7,8 @@ import pytest
 
 import dlsys
 from dlsys.comm.clock import VirtualClock
-from dlsys.net import LinkModel, get_node
-from dlsys.topology import flat, two_level
+from dlsys.machine.net import LinkModel, get_node
+from dlsys.machine.topology import flat, two_level
 
 LINK = LinkModel("test", latency_s=2e-6, bandwidth_Bps=1e9, overhead_s=1e-6, kernel_copies=1, copy_bandwidth_Bps=4e9)
 NODE = get_node("v100")

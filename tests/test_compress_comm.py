@@ -8,7 +8,7 @@ from dlsys.comm import RankFailed
 from dlsys.collectives.compressed import compressed_allreduce
 from dlsys.compress import COMPRESSORS, ResidualMemory, frame, make, payload_nbytes, unframe
 from dlsys.experiments import train
-from dlsys.net import get_node
+from dlsys.machine.net import get_node
 from dlsys.train import Compression, TrainConfig
 
 N = 1000

@@ -2,9 +2,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dlsys import data
-
-
+from dlsys.learn import data
 def test_load_digits_shapes_types_and_range():
     X, y = data.load_digits()
     assert X.shape == (1797, 64) and X.dtype == np.float32

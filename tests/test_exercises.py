@@ -9,9 +9,9 @@ import pytest
 
 from dlsys.exercises import EXERCISES, REPO_ROOT, get
 from dlsys.cli.exercises import add_commands
-from dlsys.exercises.grading import gradescope_results, grade, score_table
-from dlsys.exercises.release import find_regions, release, replace_regions, student_source
-from dlsys.exercises.testing import use_student_files
+from dlsys.grading.grader import gradescope_results, grade, score_table
+from dlsys.grading.release import find_regions, release, replace_regions, student_source
+from dlsys.grading.testing import use_student_files
 
 # A ring all-reduce that forwards whole buffers: right values, p/2 times the bytes, (p-1)(alpha + n beta).
 WHOLE_BUFFERS = """\
@@ -188,7 +188,7 @@ COMPRESSION_MISTAKES = {
          "test_variance_is_abs_g_times_s_minus_abs_g", "test_a_shared_scale_larger_or_smaller_than_max_abs_g",
          "test_round_trip_keeps_shape_and_dtype"}),
     "residual_forgotten": ("topk_error_feedback", [
-        ("dlsys/compress/base.py", "return tensor + self.residuals[name] if name in self.residuals else tensor",
+        ("dlsys/compress/compressor.py", "return tensor + self.residuals[name] if name in self.residuals else tensor",
          "return tensor")],
         {"test_keeps_exactly_the_k_largest_magnitudes[1]", "test_keeps_exactly_the_k_largest_magnitudes[10]",
          "test_keeps_exactly_the_k_largest_magnitudes[999]",
@@ -359,7 +359,7 @@ def test_wfbp_and_bucket_mistakes_get_partial_credit(tmp_path, mistakes):
         assert 0 < sum(r.score for r in results[exercise]) < get(exercise).points, mistake
 
 
-# Plausible wrong alpha_beta_fit solutions (edits of dlsys/netstack.py): a plain least-squares
+# Plausible wrong alpha_beta_fit solutions (edits of dlsys/machine/netstack.py): a plain least-squares
 # fit (the 64 MiB messages decide alpha too) and a ring that counts p steps instead of p - 1.
 NETSTACK_MISTAKES = {
     "unweighted_fit": ("    A = np.stack([np.ones_like(n), n], axis=1) / t[:, None]\n"

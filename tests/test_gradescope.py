@@ -18,8 +18,8 @@ import pytest
 
 from dlsys.exercises import EXERCISES, REPO_ROOT, get
 from test_exercises import RIGHT_TOKEN_RING, WHOLE_BUFFERS  # the partially correct ring, graded here again
-from dlsys.exercises.gradescope import CONFIG, ROOT_ENV
-from dlsys.exercises.release import release, replace_regions
+from dlsys.grading.gradescope import CONFIG, ROOT_ENV
+from dlsys.grading.release import release, replace_regions
 
 HOMEWORK = ["token_ring", "ring_reduce_scatter", "ring_allgather", "ring_allreduce"]
 SETUP_TIMEOUT_S = 600

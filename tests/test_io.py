@@ -1,4 +1,4 @@
-"""The data loader (dlsys.loader) and the IO model (dlsys.storage)."""
+"""The data loader (dlsys.learn.loader) and the IO model (dlsys.machine.storage)."""
 
 import math
 import os
@@ -11,9 +11,9 @@ import numpy as np
 import psutil
 import pytest
 
-from dlsys import data
-from dlsys.loader import Loader, LoaderWorkerError
-from dlsys.storage import STORAGE_PRESETS, IOModel, LoaderTimeline, io_timeline
+from dlsys.learn import data
+from dlsys.learn.loader import Loader, LoaderWorkerError
+from dlsys.machine.storage import STORAGE_PRESETS, IOModel, LoaderTimeline, io_timeline
 from dlsys.train import batch_indices
 from test_comm_leaks import poll, stop
 
@@ -112,7 +112,7 @@ def test_a_worker_that_dies_is_named_with_its_exit_code():
 
 TRAINER = """
 import sys, time, numpy as np
-from dlsys.loader import Loader
+from dlsys.learn.loader import Loader
 with Loader(np.zeros((1000, 4)), np.zeros(1000), 10, workers=2, prefetch=2) as loader:
     print("started", flush=True)
     while True:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from dlsys import data, landscape, nn, optim
+from dlsys.learn import data, landscape, nn, optim
 from dlsys.cli import main
 from dlsys.experiments import large_batch as lb
 from dlsys.experiments import train

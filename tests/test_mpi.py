@@ -212,7 +212,7 @@ def test_simulate_on_mpi_reports_the_threads_virtual_time():
 
 
 def test_bench_reports_busbw_for_ours_and_the_librarys_allreduce():
-    from dlsys.bench import allreduce_bench
+    from dlsys.experiments.wallclock import allreduce_bench
     rec = allreduce_bench(ranks=2, size="1MiB", repeats=2, warmup=1, backend="mpi")
     assert rec["backend"] == "mpi" and rec["busbw_Bps"] > 0
     assert rec["peer"]["backend"] == "mpi4py" and rec["peer"]["busbw_Bps"] > 0
@@ -230,11 +230,11 @@ def test_dlsys_backend_runs_an_unchanged_script_on_mpi(monkeypatch):
 
 
 def test_bench_stack_measures_mpi_messages():
-    from dlsys import bench
-    record = bench.stack_bench([8, 1 << 20], ["mpi"])
+    from dlsys.experiments import wallclock
+    record = wallclock.stack_bench([8, 1 << 20], ["mpi"])
     one_way = {r["nbytes"]: r["one_way_s"] for r in record["rows"]}
     assert 0 < one_way[8] < one_way[1 << 20]
-    assert "mpi" in bench.available_transports() and record["fits"]["mpi"]["alpha_s"] > 0
+    assert "mpi" in wallclock.available_transports() and record["fits"]["mpi"]["alpha_s"] > 0
 
 
 @pytest.mark.parametrize("workers", [2, 4, 8])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlsys.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, parse_size
+from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, parse_size
 
 REQUIRED_LINKS = {"tcp-1gbe", "tcp-10gbe", "tcp-25gbe", "rdma-fdr", "rdma-edr", "rdma-hdr", "nvlink", "pcie3", "sw26010"}
 REQUIRED_NODES = {"sw26010", "k40m", "p100", "v100", "a100", "laptop-cpu"}

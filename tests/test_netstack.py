@@ -1,13 +1,14 @@
-"""dlsys.netstack: the stages of a message add up to the link's alpha and beta; the
+"""dlsys.machine.netstack: the stages of a message add up to the link's alpha and beta; the
 protocols' extra costs; library presets; the alpha-beta fit; the real transports bench."""
 import json
 
 import numpy as np
 import pytest
 
-from dlsys import bench, netstack
+from dlsys.experiments import wallclock
+from dlsys.machine import netstack
 from dlsys.cli import main
-from dlsys.net import LINK_PRESETS, get_link
+from dlsys.machine.net import LINK_PRESETS, get_link
 
 SIZES = [0, 8, 4096, 1 << 20, 64 << 20]
 
@@ -73,14 +74,14 @@ def test_fit_rejects_what_it_cannot_fit():
 
 
 def test_stack_bench_measures_real_transports_large_messages_too():
-    record = bench.stack_bench([8, 1 << 20], ["pipe", "tcp-nodelay", "shared-memory"])
+    record = wallclock.stack_bench([8, 1 << 20], ["pipe", "tcp-nodelay", "shared-memory"])
     assert {r["transport"] for r in record["rows"]} == {"pipe", "tcp-nodelay", "shared-memory"}
     assert all(r["one_way_s"] > 0 for r in record["rows"])
     big = {r["transport"]: r["one_way_s"] for r in record["rows"] if r["nbytes"] == 1 << 20}
     small = {r["transport"]: r["one_way_s"] for r in record["rows"] if r["nbytes"] == 8}
     assert all(big[t] > small[t] for t in big)  # a megabyte takes longer than eight bytes, everywhere
     with pytest.raises(ValueError, match="transports"):
-        bench.stack_bench([8], ["smoke-signals"])
+        wallclock.stack_bench([8], ["smoke-signals"])
 
 
 def test_cli_presets_stack_and_libraries(capsys):

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from dlsys import nn
-
+from dlsys.learn import nn
 RNG = np.random.default_rng(1234)
 
 

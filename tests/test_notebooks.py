@@ -8,7 +8,7 @@ import shutil
 import nbformat
 import pytest
 
-from dlsys import notebooks
+from dlsys.grading import notebooks
 from dlsys.exercises import EXERCISES
 
 LESSONS = notebooks.lessons()

@@ -3,8 +3,7 @@ import time
 import numpy as np
 import pytest
 
-from dlsys import data, nn, optim
-
+from dlsys.learn import data, nn, optim
 RNG = np.random.default_rng(99)
 
 

@@ -1,7 +1,6 @@
 import pytest
 
-from dlsys import profiles
-
+from dlsys.machine import profiles
 # sum(p.numel() for p in torchvision.models.<name>().parameters()); GoogLeNet with
 # aux_logits=False, Inception-v3 with its auxiliary classifier (the default).
 TORCHVISION_PARAMS = {

@@ -10,7 +10,7 @@ from dlsys import schedule
 from dlsys.comm import SIGNAL
 from dlsys.experiments import schedule as ex
 from dlsys.experiments import train
-from dlsys.net import LinkModel, get_link, get_node
+from dlsys.machine.net import LinkModel, get_link, get_node
 from dlsys.train import TrainConfig
 
 SMALL = {"p3": {"slice_params": 1000}, "bytescheduler": {"partition_params": 1000, "credit_bytes": 8000},

@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from dlsys import caffe
+from dlsys.train import caffe
 from dlsys.cli import main
 from dlsys.experiments import taihulight as study
-from dlsys.net import get_node
-from dlsys.profiles import profile
-from dlsys.topology import two_level
+from dlsys.machine.net import get_node
+from dlsys.machine.profiles import profile
+from dlsys.machine.topology import two_level
 
 POWERS = (2, 4, 8, 16, 32, 64)
 

@@ -8,7 +8,7 @@ import dlsys
 from dlsys import collectives
 from dlsys.experiments import simulate_collective
 from dlsys.experiments.collectives import collective_program
-from dlsys.topology import flat, get_topology, taihulight, two_level
+from dlsys.machine.topology import flat, get_topology, taihulight, two_level
 
 TREE = two_level("rdma-edr", supernode_size=4, oversubscription=4.0)
 

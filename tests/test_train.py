@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys import optim
+from dlsys.learn import optim
 from dlsys.experiments import STRATEGIES, train
 from dlsys.train import DistributedOptimizer, TrainConfig, broadcast_parameters, build_model, split_stages
 

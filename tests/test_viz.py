@@ -9,7 +9,7 @@ import pytest
 
 from dlsys import experiments as E
 from dlsys.comm import Message, Span, Trace
-from dlsys.datapath import ring_allreduce_traffic_bytes
+from dlsys.machine.datapath import ring_allreduce_traffic_bytes
 from dlsys.collectives import REGISTRY, closed_form
 import plotly.io as pio
 

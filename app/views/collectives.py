@@ -4,7 +4,7 @@ import streamlit as st
 
 import shared
 from dlsys.collectives import ALGORITHMS
-from dlsys.net import get_link
+from dlsys.machine.net import get_link
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds

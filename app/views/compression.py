@@ -4,7 +4,7 @@ import streamlit as st
 
 import shared
 from dlsys.compress import COMPRESSORS, options_of
-from dlsys.profiles import PROFILES
+from dlsys.machine.profiles import PROFILES
 from dlsys.viz import comm as viz_comm
 from dlsys.viz import compression as viz
 from dlsys.viz.units import format_bytes, format_seconds

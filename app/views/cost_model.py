@@ -4,7 +4,7 @@ import streamlit as st
 
 import shared
 from dlsys import experiments
-from dlsys.net import LINK_PRESETS
+from dlsys.machine.net import LINK_PRESETS
 from dlsys.viz import costs as viz
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 

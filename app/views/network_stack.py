@@ -6,8 +6,8 @@ import streamlit as st
 
 import shared
 from dlsys.experiments import network_stack as ex
-from dlsys.netstack import LIBRARIES, protocol_for
-from dlsys.storage import STORAGE_PRESETS
+from dlsys.machine.netstack import LIBRARIES, protocol_for
+from dlsys.machine.storage import STORAGE_PRESETS
 from dlsys.viz import network_stack as viz
 from dlsys.viz.units import format_bytes, format_seconds
 

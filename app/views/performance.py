@@ -4,7 +4,7 @@ real data path moves it here (copied vs lent sends), and how far the emulator sc
 import streamlit as st
 
 import shared
-from dlsys.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from dlsys.viz import datapath as viz
 from dlsys.viz.units import format_bytes, format_seconds
 
@@ -43,7 +43,7 @@ if traffic_tab.open:  # only the open tab is built and drawn
         st.caption("A copied send first copies its block into shared memory (read + write); a lent send "
                    "(isend of comm.alloc memory, MPI's rendezvous) lets the receiver read the sender's own "
                    "buffer, and the request completes when the receiver drops it. Lending changes no virtual "
-                   "time. Model: dlsys/datapath.py; lesson 07.")
+                   "time. Model: dlsys/machine/datapath.py; lesson 07.")
 if measure_tab.open:
     with measure_tab:
         cols = st.columns([2, 1, 1])

@@ -6,8 +6,8 @@ import streamlit as st
 
 import shared
 from dlsys.experiments.schedule import KNOBS, widest_gap
-from dlsys.net import LINK_PRESETS
-from dlsys.profiles import PROFILES
+from dlsys.machine.net import LINK_PRESETS
+from dlsys.machine.profiles import PROFILES
 from dlsys.schedule import POLICIES
 from dlsys.viz import schedule as viz
 from dlsys.viz.units import format_seconds

@@ -5,7 +5,7 @@ import streamlit as st
 
 import shared
 from dlsys.experiments.taihulight import BATCH, MODELS, SWEEP_NODES
-from dlsys.topology import TOPOLOGY_PRESETS, get_topology
+from dlsys.machine.topology import TOPOLOGY_PRESETS, get_topology
 from dlsys.viz import comm as comm_viz
 from dlsys.viz import taihulight as viz
 from dlsys.viz.style import rank_name

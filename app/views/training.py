@@ -4,8 +4,8 @@ server's pushes and pulls, and data against model parallelism."""
 import streamlit as st
 
 import shared
-from dlsys.net import LINK_PRESETS
-from dlsys.optim import scale_lr
+from dlsys.machine.net import LINK_PRESETS
+from dlsys.learn.optim import scale_lr
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
 from dlsys.viz.style import role_names

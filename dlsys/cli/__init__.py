@@ -8,7 +8,7 @@
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
 
-Every option is checked by ``dlsys.cli.common`` before any rank starts.
+Every option is checked by ``dlsys.cli.options`` before any rank starts.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import importlib
 import sys
 
 from ..comm import DeadlockError, RankFailed
-from .common import join_negative_values
+from .options import join_negative_values
 
 # command -> the module of dlsys.cli that registers it. Running a command imports only its
 # module: the others pull in the app's experiments, the notebooks' tools... (0.2 s of a

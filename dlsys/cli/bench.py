@@ -1,16 +1,17 @@
 """``dlsys bench allreduce|latency|emulate``: the real data path and the emulator's scale
-(the benchmarks themselves are ``dlsys.bench``)."""
+(the benchmarks themselves are ``dlsys.experiments.wallclock``)."""
 
 from __future__ import annotations
 
 import json
 
-from .. import bench as benchmarks, collectives
+from .. import collectives
+from ..experiments import wallclock
 from ..comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES
-from ..net import LINK_PRESETS
+from ..machine.net import LINK_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .common import Checked, integer, print_table, real_buffers, size
+from .options import Checked, integer, print_table, real_buffers, size
 
 
 def _report(args, rec: dict, title: str, rows) -> int:
@@ -23,7 +24,7 @@ def _report(args, rec: dict, title: str, rows) -> int:
 
 
 def cmd_allreduce(args) -> int:
-    rec = benchmarks.allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers,
+    rec = wallclock.allreduce_bench(args.ranks, args.size, args.algo, args.repeats, args.warmup, buffers=args.buffers,
                                      max_memory_bytes=args.max_memory, backend=args.backend)
     if rec["backend"] == "mpi":
         sends = "MPI messages (Isend of a copy)"
@@ -46,7 +47,7 @@ def cmd_allreduce(args) -> int:
 
 
 def cmd_latency(args) -> int:
-    rec = benchmarks.latency_bench(args.size, args.repeats, args.warmup)
+    rec = wallclock.latency_bench(args.size, args.repeats, args.warmup)
     title = f"ping-pong of {format_bytes(rec['nbytes'])} between 2 ranks, processes backend, median of {rec['repeats']}"
     return _report(args, rec, title, [
         ("round trip", format_seconds(rec["round_trip_s"])),
@@ -56,7 +57,7 @@ def cmd_latency(args) -> int:
 
 
 def cmd_emulate(args) -> int:
-    rec = benchmarks.emulate(args.scheme, args.ranks, args.params, args.link)
+    rec = wallclock.emulate(args.scheme, args.ranks, args.params, args.link)
     what = "ring all-reduce" if rec["scheme"] == "ring" else "parameter-server round"
     title = (f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "
              f"({rec['logical_nbytes'] / 1e6:.1f} MB logical), threads backend, {rec['link']}")
@@ -71,7 +72,7 @@ def cmd_emulate(args) -> int:
 
 
 def cmd_stack(args) -> int:
-    rec = benchmarks.stack_bench(args.sizes, args.transports)
+    rec = wallclock.stack_bench(args.sizes, args.transports)
     if args.json:
         print(json.dumps(rec))
         return 0
@@ -96,16 +97,16 @@ def add_commands(subparsers) -> None:
     ar = sub.add_parser("allreduce", help="real wall-clock all-reduce between processes, vs memcpy")
     ar.add_argument("--ranks", action=Checked, check=integer(1, MAX_PROCESS_RANKS), default=2,
                     help=f"processes P, 1..{MAX_PROCESS_RANKS} (default 2)")
-    ar.add_argument("--size", action=Checked, check=size(4, benchmarks.MAX_BENCH_NBYTES, multiple=4), default=64 * 2**20,
+    ar.add_argument("--size", action=Checked, check=size(4, wallclock.MAX_BENCH_NBYTES, multiple=4), default=64 * 2**20,
                     help="bytes per rank, float32 (default 64MiB)")
     ar.add_argument("--algo", default="ring", choices=list(collectives.ALGORITHMS["allreduce"]))
     ar.add_argument("--repeats", action=Checked, check=integer(1, 10_000), default=10,
                     help="timed repeats, the median is reported (default 10)")
     ar.add_argument("--warmup", action=Checked, check=integer(0, 10_000), default=3,
                     help="untimed repeats first (default 3)")
-    ar.add_argument("--buffers", default="alloc", choices=benchmarks.BUFFERS,
+    ar.add_argument("--buffers", default="alloc", choices=wallclock.BUFFERS,
                     help="alloc: comm.alloc memory, sends are lent (default); plain: numpy memory, sends copy")
-    ar.add_argument("--backend", default="processes", choices=benchmarks.BENCH_BACKENDS,
+    ar.add_argument("--backend", default="processes", choices=wallclock.BENCH_BACKENDS,
                     help="processes: shared memory (default); mpi: MPI messages, beside the library's MPI_Allreduce")
     ar.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
                     metavar="SIZE", help="refuse runs whose real memory (ranks x (6 x size + 32 MiB)) exceeds this (default 1GiB)")
@@ -131,9 +132,9 @@ def add_commands(subparsers) -> None:
     em.set_defaults(func=cmd_emulate)
     st = sub.add_parser("stack", help="one message through real local transports (pipe, TCP, shared memory, MPI), "
                                       "alpha and beta fitted")
-    st.add_argument("--sizes", nargs="+", action=Checked, check=size(1, benchmarks.MAX_BENCH_NBYTES),
-                    default=list(benchmarks.STACK_SIZES), metavar="SIZE", help="message sizes (default 8B .. 64MiB)")
-    st.add_argument("--transports", nargs="+", choices=benchmarks.TRANSPORTS, default=benchmarks.available_transports(),
+    st.add_argument("--sizes", nargs="+", action=Checked, check=size(1, wallclock.MAX_BENCH_NBYTES),
+                    default=list(wallclock.STACK_SIZES), metavar="SIZE", help="message sizes (default 8B .. 64MiB)")
+    st.add_argument("--transports", nargs="+", choices=wallclock.TRANSPORTS, default=wallclock.available_transports(),
                     help="default: every one this machine can run (mpi where mpi4py and mpirun are installed)")
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.set_defaults(func=cmd_stack)

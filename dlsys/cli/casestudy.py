@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from ..caffe import DESIGNS
+from ..train.caffe import DESIGNS
 from ..experiments import taihulight as study
-from ..topology import TOPOLOGY_PRESETS
+from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_seconds
-from .common import Checked, integer, print_table
+from .options import Checked, integer, print_table
 
 
 def node_list(text: str) -> list[int]:

@@ -17,11 +17,11 @@ import sys
 
 from ..compress import COMPRESSORS, MEMORIES
 from ..experiments import compression as ex
-from ..net import NODE_PRESETS
-from ..profiles import PROFILES
+from ..machine.net import NODE_PRESETS
+from ..machine.profiles import PROFILES
 from ..train import Compression
 from ..viz.units import format_bytes, format_seconds
-from .common import Checked, integer, number, print_table
+from .options import Checked, integer, number, print_table
 
 # the method's option name -> (flag, checker, help); passed to the method only when given.
 # The flags' dests are "compress_<name>" (``dlsys train`` has a --warmup-epochs of its own).

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 from ..exercises import EXERCISES
-from ..exercises import gradescope
-from ..exercises.grading import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
-from ..exercises.release import release
-from .common import Checked, integer, number
+from ..grading import gradescope
+from ..grading.grader import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
+from ..grading.release import release
+from .options import Checked, integer, number
 
 
 def cmd_list(args) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def cmd_build(args) -> int:
-    from .. import notebooks  # jupytext, nbclient and a kernel: the teach extra
+    from ..grading import notebooks  # jupytext, nbclient and a kernel: the teach extra
 
     for path in notebooks.build(Path(args.out), args.only, lessons_too=not args.exercises):
         print(f"{path} ({path.stat().st_size / 1024:.0f} KiB)")
@@ -22,7 +22,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .. import notebooks
+    from ..grading import notebooks
 
     problems = notebooks.out_of_sync(Path(args.out))
     for problem in problems:

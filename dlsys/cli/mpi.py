@@ -16,7 +16,7 @@ import argparse
 import subprocess
 
 from ..comm.backends.mpi import MAX_MPI_RANKS, mpi_unavailable, mpirun_command
-from .common import Checked, integer
+from .options import Checked, integer
 
 
 def add_commands(sub) -> None:

@@ -12,7 +12,7 @@ import json
 from .. import schedule
 from ..experiments import schedule as ex
 from ..viz.units import format_seconds
-from .common import Checked, integer, number, print_table, save_trace, size, trace_row
+from .options import Checked, integer, number, print_table, save_trace, size, trace_row
 
 # option -> (flag, checker, help, the policies that take it)
 POLICY_OPTIONS = {

@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from .. import collectives, netstack
+from .. import collectives
+from ..machine import netstack
 from ..comm import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
-from ..net import LINK_PRESETS, NODE_PRESETS
-from ..storage import STORAGE_PRESETS
-from ..topology import TOPOLOGY_PRESETS
+from ..machine.net import LINK_PRESETS, NODE_PRESETS
+from ..machine.storage import STORAGE_PRESETS
+from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .common import MAX_RANKS, Checked, integer, print_table, real_buffers, save_trace, size, trace_row
+from .options import MAX_RANKS, Checked, integer, print_table, real_buffers, save_trace, size, trace_row
 from .schedule import add_simulate_options, cmd_schedule
 
 
@@ -158,7 +159,7 @@ def add_commands(subparsers) -> None:
 
     pre = subparsers.add_parser("presets", help="list link, node, library and storage presets with their numbers and sources")
     pre.add_argument("--stack", metavar="LINK", choices=list(LINK_PRESETS),
-                     help="instead: the stages of one message on this link (dlsys.netstack)")
+                     help="instead: the stages of one message on this link (dlsys.machine.netstack)")
     pre.add_argument("--size", action=Checked, check=size(0, MAX_SIZE_BYTES), default=2**20,
                      help="--stack: the message size (default 1MiB)")
     pre.add_argument("--protocol", choices=["basic", "eager", "rendezvous"],

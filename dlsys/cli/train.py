@@ -21,14 +21,14 @@ import json
 import numpy as np
 
 from ..comm import BACKENDS
-from ..net import LINK_PRESETS, NODE_PRESETS
-from ..storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
+from ..machine.net import LINK_PRESETS, NODE_PRESETS
+from ..machine.storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
 from ..experiments import STRATEGIES, large_batch, train
 from ..train import TrainConfig
-from ..train.common import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
+from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .common import MAX_RANKS, Checked, integer, number, pair, print_table, save_trace, trace_row
+from .options import MAX_RANKS, Checked, integer, number, pair, print_table, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
 from .schedule import add_schedule_options, policy_options
 from .. import schedule

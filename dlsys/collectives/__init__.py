@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ..comm import Communicator, as_payload
-from ..net import get_link, get_node
+from ..machine.net import get_link, get_node
 from . import ring
 from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
@@ -189,7 +189,7 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
     cuts nbytes / itemsize elements into p blocks, the largest ceil(n / p) elements. Exact
     for the emulation where the entry says (``exact``), at every size; an upper bound at
     uneven sizes where ``uneven == "bound"``. ``reduce=True`` adds the gamma term (node
-    memory bandwidth) of reductions. ``topology`` (dlsys.topology): within one supernode
+    memory bandwidth) of reductions. ``topology`` (dlsys.machine.topology): within one supernode
     its link; across supernodes only the algorithms with a ``tiered`` form have one.
     Thakur, Rabenseifner & Gropp 2005.
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import cat, combine, recv_like, send, split_like
+from .blocks import cat, combine, recv_like, send, split_like
 
 
 class Group:

@@ -1,6 +1,6 @@
 """Topology-aware all-reduce: reduce inside each supernode, all-reduce across, broadcast inside.
 
-On a two-level tree (dlsys.topology) only one rank per supernode, its leader, crosses the
+On a two-level tree (dlsys.machine.topology) only one rank per supernode, its leader, crosses the
 thin upper level, and it sends n/k-sized ring blocks there instead of every rank sending
 whole buffers. The groups come from the run's topology (``comm.topology``); on a flat
 network there is one group and this is the binomial reduce + broadcast. Cost in the

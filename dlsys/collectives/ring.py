@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import cat, combine, recv_like, send
+from .blocks import cat, combine, recv_like, send
 from .trees import scatter_binomial
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..comm import payload_nbytes
-from .base import TAG, check_like, combine, recv_like
+from .blocks import TAG, check_like, combine, recv_like
 
 
 def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.ndarray:

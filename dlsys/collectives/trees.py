@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import TAG, cat, combine, recv_like, send, split_like
+from .blocks import TAG, cat, combine, recv_like, send, split_like
 
 
 def barrier_dissemination(comm) -> None:

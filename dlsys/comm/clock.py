@@ -15,7 +15,7 @@ per kernel copy on TCP-like links), alpha its latency and B its bandwidth:
     receive(d, n)     ingress_free = a = arrival(d, n)
                       t  = max(t, a) + o_r(n)      idle ("wait") until a, then the overhead
 
-With a topology (dlsys.topology) alpha, B and the overheads are those of the link between
+With a topology (dlsys.machine.topology) alpha, B and the overheads are those of the link between
 the pair: a send is charged by its destination, an arrival by its source. Flat (the
 default): one link for every pair.
 
@@ -26,8 +26,8 @@ server's incast exactly p * n / B at the server.
 
 from __future__ import annotations
 
-from ..net import LinkModel, NodeModel
-from ..topology import Topology, flat
+from ..machine.net import LinkModel, NodeModel
+from ..machine.topology import Topology, flat
 from .trace import Span
 
 Costs = dict[int, tuple[float, float, float]]  # n -> (o_s(n), n / B, o_r(n)) of one link

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..net import LinkModel, NodeModel
-from ..topology import Topology, flat
+from ..machine.net import LinkModel, NodeModel
+from ..machine.topology import Topology, flat
 from .board import FROM, POSTED, board_row
 from .clock import VirtualClock
 from .mailbox import Header
@@ -72,7 +72,7 @@ class Communicator:
 
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
-    ``link``: the network, one LinkModel for every pair or a Topology (dlsys.topology).
+    ``link``: the network, one LinkModel for every pair or a Topology (dlsys.machine.topology).
     """
 
     def __init__(self, rank: int, size: int, transport, link: LinkModel | Topology, node: NodeModel,

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..checks import check_int
-from ..net import LinkModel, NodeModel, get_link, get_node
-from ..topology import Topology, get_topology
+from ..machine.net import LinkModel, NodeModel, get_link, get_node
+from ..machine.topology import Topology, get_topology
 from .backends import BACKENDS
 from .supervise import RunSpec, RunTimeout
 from .trace import Trace
@@ -61,7 +61,7 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
     ``get_node("v100").slowed(4)``). ``charge_reductions`` adds n * gamma for every reduced
     byte. ``record=False`` skips the trace (faster for huge emulations). ``topology``: a
-    link per pair of ranks (dlsys.topology: "flat" on ``link``, "taihulight", or a Topology);
+    link per pair of ranks (dlsys.machine.topology: "flat" on ``link``, "taihulight", or a Topology);
     rank r is node r of it. The environment variable ``DLSYS_BACKEND``, if set,
     replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
     lesson's ranks on MPI).

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..net import LinkModel
-from ..topology import Topology
+from ..machine.net import LinkModel
+from ..machine.topology import Topology
 from .board import FROM, deadlock_report, stalled, status_report
 
 

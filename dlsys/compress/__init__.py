@@ -10,7 +10,7 @@ method's ``memory`` attribute names the one its paper uses.
 import numpy as np
 
 from .. import checks
-from .base import (Compressor, Memory, NoneMemory, ResidualMemory, frame, pack_payload, payload_nbytes, unframe,
+from .compressor import (Compressor, Memory, NoneMemory, ResidualMemory, frame, pack_payload, payload_nbytes, unframe,
                    unpack_payload)
 from .dgc import DGCCompressor, DGCMemory
 from .dropping import GradientDroppingCompressor

@@ -15,7 +15,7 @@ and stale momentum of sent entries is dropped.
 """
 import numpy as np
 
-from .base import Memory, count
+from .compressor import Memory, count
 from .dropping import GradientDroppingCompressor
 
 

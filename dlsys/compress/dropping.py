@@ -9,7 +9,7 @@ Biased: use with ``ResidualMemory``. Bytes: k' * (4 + itemsize), k' = entries se
 """
 import numpy as np
 
-from .base import Compressor, check_float, check_ratio, count, scatter
+from .compressor import Compressor, check_float, check_ratio, count, scatter
 
 
 def sampled_threshold(magnitudes, ratio, sample, rng):

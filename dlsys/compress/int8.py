@@ -5,7 +5,7 @@ Bytes: n (uint8 codes) + 2 * 4 (float32 min and scale).
 """
 import numpy as np
 
-from .base import Compressor, check_float
+from .compressor import Compressor, check_float
 
 
 class Int8Compressor(Compressor):

@@ -1,5 +1,5 @@
 """No compression: the gradient travels as it is. Bytes: n * itemsize."""
-from .base import Compressor, check_float
+from .compressor import Compressor, check_float
 
 
 class NoneCompressor(Compressor):

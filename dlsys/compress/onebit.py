@@ -7,7 +7,7 @@ Bytes: ceil(n / 8) (np.packbits) + 2 * 4 (float32 mu_-, mu_+).
 """
 import numpy as np
 
-from .base import Compressor, check_float
+from .compressor import Compressor, check_float
 
 
 class OneBitCompressor(Compressor):

@@ -9,7 +9,7 @@ Bytes: ceil(n * b / 8) + 4 * ceil(n / d) (one float32 norm per bucket).
 """
 import numpy as np
 
-from .base import Compressor, check_float, pack_bits, unpack_bits
+from .compressor import Compressor, check_float, pack_bits, unpack_bits
 
 BITS = (2, 4, 8)
 

@@ -8,7 +8,7 @@ Bytes: k * itemsize.
 """
 import numpy as np
 
-from .base import Compressor, check_float, check_ratio, count, scatter
+from .compressor import Compressor, check_float, check_ratio, count, scatter
 
 
 class RandomKCompressor(Compressor):

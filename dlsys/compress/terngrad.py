@@ -12,7 +12,7 @@ Bytes: ceil(n / 4) + 4 (float32 s).
 """
 import numpy as np
 
-from .base import Compressor, check_float, pack_bits, unpack_bits
+from .compressor import Compressor, check_float, pack_bits, unpack_bits
 
 
 class TernGradCompressor(Compressor):

@@ -4,7 +4,7 @@ Biased: use with ``ResidualMemory``. Bytes: k * (4 + itemsize) (int32 index, val
 """
 import numpy as np
 
-from .base import Compressor, check_float, check_ratio, count, scatter
+from .compressor import Compressor, check_float, check_ratio, count, scatter
 
 
 class TopKCompressor(Compressor):

@@ -10,8 +10,8 @@ import numpy as np
 from .. import collectives
 from ..checks import check_int
 from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
-from ..net import busbw_factor, get_link, parse_size
-from ..topology import get_topology
+from ..machine.net import busbw_factor, get_link, parse_size
+from ..machine.topology import get_topology
 from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -103,7 +103,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     what ran: ``real_count`` elements per rank, ``scale_min``..``scale_max`` logical
     elements per real one, ``memory_bytes`` (estimated) of ``max_memory_bytes``.
     ``record=False`` skips the trace (``result.trace`` is empty; bytes per rank are still
-    counted): a 512-rank ring runs in half the wall time. ``topology`` (dlsys.topology, a
+    counted): a 512-rank ring runs in half the wall time. ``topology`` (dlsys.machine.topology, a
     name or a Topology; default flat on ``link``): a link per pair of ranks; across
     supernodes only algorithms with a ``tiered`` form have a closed form (else it is None).
     """

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import compress, nn, profiles
+from .. import compress
+from ..learn import nn
+from ..machine import profiles
 from ..collectives.compressed import compressed_allreduce
 from ..comm import launch
-from ..net import get_node
+from ..machine.net import get_node
 from ..train import Compression, TrainConfig, build_model, load_task
 from .training import train
 
@@ -87,7 +89,7 @@ def residual_history(method: str, options: dict | None = None, steps: int = 40, 
 
 
 def model_bytes(model: str, method: str, options: dict | None = None, node: str = "v100") -> dict:
-    """One iteration's gradients of a model's layer profile (dlsys.profiles), per layer:
+    """One iteration's gradients of a model's layer profile (dlsys.machine.profiles), per layer:
     dense fp32 bytes, encoded bytes (the method's formula, which the tests hold to real
     payloads; DGC at its final sparsity) and the node's time to compress them."""
     compression(method, options)

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from .. import collectives
 from ..collectives import textbook_form as closed_form
-from ..net import LINK_PRESETS, get_link
+from ..machine.net import LINK_PRESETS, get_link
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .collectives import simulate_collective
 

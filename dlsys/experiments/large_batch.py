@@ -29,12 +29,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from .. import landscape
+from ..learn import landscape
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS
-from ..optim import scale_lr
+from ..learn.optim import scale_lr
 from ..train import TrainConfig, build_model, load_task, steps_per_epoch
-from ..train.common import lr_schedule
+from ..learn.task import lr_schedule
 from .training import train
 
 CACHE_PATH = Path(__file__).resolve().parents[2] / "results" / "large_batch.json"
@@ -144,7 +144,7 @@ def optimizer_config(study: Study, optimizer: str, batch: int) -> TrainConfig:
 
 def lr_schedules(study: Study, batch: int) -> list[dict]:
     """Rows (rule, epoch, lr): the rate every rule and optimizer applies at global ``batch``,
-    step by step, from the same schedule the training runs use (``train.common.lr_schedule``)."""
+    step by step, from the same schedule the training runs use (``learn.task.lr_schedule``)."""
     per_epoch = steps_per_epoch(len(load_task(study.dataset, False, study.seed).y_train), 1, batch)
     configs = {rule: rule_config(study, rule, batch) for rule in RULES}
     configs.update({name: optimizer_config(study, name, batch) for name in OPTIMIZERS[1:]})
@@ -235,7 +235,7 @@ def time_to_target(record: dict, target: float) -> dict:
 
 def sharp_vs_flat(study: Study, small: np.ndarray, large: np.ndarray, small_name: str, large_name: str) -> dict:
     """The loss along w(alpha) = (1 - alpha) w_small + alpha w_large on training and test
-    samples, and the sharpness of each solution on the training samples (``dlsys.landscape``)."""
+    samples, and the sharpness of each solution on the training samples (``dlsys.learn.landscape``)."""
     task = load_task(study.dataset, False, study.seed)
     model = build_model(rule_config(study, "fixed", study.base_batch))
     pick = np.random.default_rng(study.seed).permutation(len(task.y_train))[:study.landscape_samples]

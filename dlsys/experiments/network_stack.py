@@ -1,16 +1,16 @@
 """The network stack and IO (SPEC sections 8 and 9) as records for the page and the
-lesson: one message's path through the stages of a link (``dlsys.netstack``), one
+lesson: one message's path through the stages of a link (``dlsys.machine.netstack``), one
 message's time against size per message library, and a trainer fed by a data loader
-(``dlsys.storage``)."""
+(``dlsys.machine.storage``)."""
 
 from __future__ import annotations
 
 import math
 
-from ..net import get_node
-from ..netstack import LIBRARIES, stages
-from ..profiles import totals
-from ..storage import IOModel, io_timeline
+from ..machine.net import get_node
+from ..machine.netstack import LIBRARIES, stages
+from ..machine.profiles import totals
+from ..machine.storage import IOModel, io_timeline
 
 MESSAGE_LINKS = ("tcp-10gbe", "rdma-edr")
 

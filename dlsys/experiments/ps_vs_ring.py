@@ -6,7 +6,7 @@ import numpy as np
 
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
-from ..net import get_link, parse_size
+from ..machine.net import get_link, parse_size
 from ..ps import ps_round
 from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
 from .collectives import plan_record, simulate_collective

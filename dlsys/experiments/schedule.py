@@ -6,7 +6,7 @@ and overlap; bandwidth sweeps; real training on digits under every policy.
     ex.bandwidth_sweep("vgg19", ["1Gbps", "10Gbps", "100Gbps"])       # every policy per bandwidth
     ex.train_schedule("p3", TrainConfig(epochs=2))                    # real digits, same numbers
 
-A model is a layer profile (``dlsys.profiles``: payloads are logical, compute from FLOPs)
+A model is a layer profile (``dlsys.machine.profiles``: payloads are logical, compute from FLOPs)
 or "digits" (the digits MLP: real gradients; with ``config`` it really trains).
 """
 
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 
-from .. import profiles, schedule
+from .. import schedule
+from ..machine import profiles
 from ..checks import check_int
 from ..comm import SIGNAL, launch
-from ..net import LINK_PRESETS, LinkModel, get_link, get_node
+from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node
 from ..train import TrainConfig, build_model
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 

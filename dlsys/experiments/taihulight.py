@@ -1,7 +1,7 @@
 """The Caffe-on-Sunway-TaihuLight case study (SPEC section 11): the paper's two designs on
 emulated SW26010 nodes, and its ring against the library MPI_Allreduce (figs 7-8).
 
-``run_design`` runs one iteration of a design (dlsys.caffe) and splits the time of rank 0
+``run_design`` runs one iteration of a design (dlsys.train.caffe) and splits the time of rank 0
 into compute (forward, backward), packing copies, update and communication (the rest: what
 the compute does not hide). ``sweep`` does it for a list of node counts; ``ring_vs_mpi``
 times the ring against MPICH's choice of algorithm (``mpich_allreduce``).
@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 
 from .. import collectives
-from ..caffe import DESIGNS, design_program, real_sizes
+from ..train.caffe import DESIGNS, design_program, real_sizes
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
-from ..net import get_node
-from ..profiles import profile
-from ..topology import get_topology
+from ..machine.net import get_node
+from ..machine.profiles import profile
+from ..machine.topology import get_topology
 from .collectives import simulate_collective
 
 MODELS = ("alexnet", "googlenet", "resnet50")
@@ -27,7 +27,7 @@ SWEEP_NODES = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512: the paper's r
 PAPER_MESSAGE_BYTES = 60_970_000  # the 60.97 MB message of the paper's figs 7-8 (AlexNet's gradient, about)
 COPIES = 6                 # real buffers per rank: W, its diff, the packed copy, the ring's result and blocks
 MPICH_SHORT_MSG_BYTES = 2048  # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE's default
-# The values are stand-ins (dlsys.caffe), so a small budget loses nothing and keeps a
+# The values are stand-ins (dlsys.train.caffe), so a small budget loses nothing and keeps a
 # 512-node iteration to a few seconds: the real arrays are what numpy spends time on.
 MAX_MEMORY_BYTES = 2**26
 
@@ -63,7 +63,7 @@ def memory_scale(model: str, nodes: int, max_memory_bytes: int = MAX_MEMORY_BYTE
 
 
 def ps_rank0_s(p: int, sizes: list, forward_s: list, backward_s: list, link, copy_s: float, update_s: float) -> float:
-    """Rank 0's clock at the end of a PS iteration (dlsys.caffe.ps_iteration): DESIGN.md's
+    """Rank 0's clock at the end of a PS iteration (dlsys.train.caffe.ps_iteration): DESIGN.md's
     virtual-time rules applied in the order the rank code posts and takes messages, with
     layers j of n_j bytes, forward f_j and backward b_j seconds, N = sum n_j, w(n) = n / B:
 
@@ -188,7 +188,7 @@ def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taih
 
 
 def model_gradient_nbytes(model: str) -> int:
-    """A model's float32 gradient in bytes (dlsys.profiles)."""
+    """A model's float32 gradient in bytes (dlsys.machine.profiles)."""
     if model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     return 4 * sum(layer.params for layer in profile(model))

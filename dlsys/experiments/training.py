@@ -21,11 +21,11 @@ import numpy as np
 
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
-from ..net import get_node
+from ..machine.net import get_node
 from ..ps import ps_program
-from ..storage import MAX_LOADER_WORKERS, IOModel
+from ..machine.storage import MAX_LOADER_WORKERS, IOModel
 from ..compress import COMPRESSORS
-from ..train.common import INPUT_FEATURES
+from ..learn.task import INPUT_FEATURES
 from ..train import (Compression, TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
                      split_stages, steps_per_epoch)
 from ..viz.units import format_bytes
@@ -60,7 +60,7 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     compression_ratio (dense fp32 gradient / payload) and compress_s / decompress_s
     (the first worker's virtual compute time in each). ``io`` (allreduce and local-sgd)
     loads every worker's batches through a real loader and charges the IO model's waits
-    (``dlsys.train.common.training_batches``); the record then has io_wait_s (the first
+    (``dlsys.learn.task.training_batches``); the record then has io_wait_s (the first
     worker's "io wait" in virtual time), io_wait_fraction (of the run's virtual time) and
     loader_step_s (the loader's own pace per batch, ``IOModel.steady_step_s(0)``).
     """

@@ -13,7 +13,7 @@
 Launching a job and summarizing its trace is an experiment: ``dlsys.experiments.schedule``.
 """
 from .. import checks
-from .base import Item, Layer, Policy
+from .policy import Item, Layer, Policy
 from .bytescheduler import ByteScheduler
 from .engine import SCHEMES, Job, layers_of, program, steps_of
 from .fifo import FIFO

@@ -6,7 +6,7 @@ bytes in flight stay within the ``credit_bytes``. Credit above one partition kee
 busy between posts (less idle, less preemption): the trade-off the paper auto-tunes."""
 import math
 
-from .base import Policy, check_positive_int, slices
+from .policy import Policy, check_positive_int, slices
 
 
 class ByteScheduler(Policy):

@@ -36,11 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import collectives, nn, optim
+from .. import collectives
+from ..learn import nn, optim
 from ..comm import Group
 from ..comm.logical import LogicalArray, per_block
-from ..train.common import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
-from .base import Item, Layer, Policy
+from ..learn.task import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
+from .policy import Item, Layer, Policy
 
 TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS = 31, 32, 33, 1000, 100_000
 UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
@@ -78,7 +79,7 @@ class Job:
 
 
 def layers_of(model: nn.Sequential, batch: int) -> tuple[Layer, ...]:
-    """The layers of a dlsys.nn model: parameters, offsets and forward FLOPs for ``batch``."""
+    """The layers of a dlsys.learn.nn model: parameters, offsets and forward FLOPs for ``batch``."""
     by_layer = {s.layer: s for s in model.layer_slices()}
     out = []
     for i, (name, layer) in enumerate(zip(model.names, model.layers)):

@@ -8,7 +8,7 @@ fusion buffer does the same with a threshold and a ``cycle_ms`` tick: a bucket r
 between ticks waits for the next one."""
 import math
 
-from .base import Item, Policy
+from .policy import Item, Policy
 
 
 class Fusion(Policy):

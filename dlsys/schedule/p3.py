@@ -4,7 +4,7 @@ slices of ``slice_params`` parameters (40,000 in the paper); a slice of a layer 
 input has higher priority, because the next forward needs it first; a slice is posted
 only onto an idle link, so a newly ready high-priority slice preempts the rest at the next
 slice boundary; and forward of layer l starts as soon as layer l's update is back."""
-from .base import Policy, check_positive_int, slices
+from .policy import Policy, check_positive_int, slices
 
 
 class P3(Policy):

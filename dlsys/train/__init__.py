@@ -8,7 +8,7 @@ record is an experiment: ``dlsys.experiments.train``.
 
 from __future__ import annotations
 
-from .common import Compression, TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch
+from ..learn.task import Compression, TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch
 from .data_parallel import DistributedOptimizer, allreduce_program, broadcast_parameters, local_sgd_program
 from .model_parallel import bubble_fraction, pipeline_program, split_stages
 

@@ -13,11 +13,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import collectives, optim
+from .. import collectives
+from ..learn import optim
 from ..collectives.compressed import encode, exchange
 from ..compress import DGCMemory, NoneMemory, payload_nbytes
-from ..storage import IOModel
-from .common import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
+from ..machine.storage import IOModel
+from ..learn.task import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
                      steps_per_epoch, task_of, training_batches)
 
 

@@ -14,8 +14,8 @@ import copy
 
 import numpy as np
 
-from .. import nn, optim
-from .common import TrainConfig, accuracy, batch_indices, build_model, progress_bar, steps_per_epoch, task_of
+from ..learn import nn, optim
+from ..learn.task import TrainConfig, accuracy, batch_indices, build_model, progress_bar, steps_per_epoch, task_of
 
 FORWARD, BACKWARD, GATHER = 11, 12, 13
 

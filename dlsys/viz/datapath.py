@@ -1,14 +1,14 @@
 """Figures of the real data path and of the emulation's scale: bytes moved through memory
 by the ring all-reduce (copied vs lent sends), measured bandwidth against its bound, and
-emulation wall time against ranks. Records come from ``dlsys.bench``; the traffic model
-from ``dlsys.datapath``."""
+emulation wall time against ranks. Records come from ``dlsys.experiments.wallclock``; the traffic model
+from ``dlsys.machine.datapath``."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from ..datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from ..machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from .style import log_axis
 from .units import format_bytes, format_seconds
 
@@ -40,7 +40,7 @@ def traffic_bars(p: int, nbytes: int) -> go.Figure:
 
 
 def ratio_bars(records: list[dict], speedup: float = 1.35) -> go.Figure:
-    """Measured busbw / memcpy (``dlsys.bench.allreduce_bench`` records) for copied and lent
+    """Measured busbw / memcpy (``dlsys.experiments.wallclock.allreduce_bench`` records) for copied and lent
     sends at each size, with the memory-traffic bound of each as a dashed line."""
     fig = go.Figure()
     sizes = sorted({r["nbytes"] for r in records})
@@ -65,7 +65,7 @@ def ratio_bars(records: list[dict], speedup: float = 1.35) -> go.Figure:
 
 
 def emulation_scaling(curve: list[dict]) -> go.Figure:
-    """Emulation wall time against ranks (``dlsys.bench.emulate`` records), log-log, with
+    """Emulation wall time against ranks (``dlsys.experiments.wallclock.emulate`` records), log-log, with
     the messages 2p(p-1) a ring all-reduce sends in the hover."""
     curve = sorted(curve, key=lambda r: r["ranks"])
     ranks = [r["ranks"] for r in curve]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..topology import Topology
+from ..machine.topology import Topology
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 from .style import log_axis
 from .units import format_bytes, format_rate, format_seconds, time_unit
@@ -15,7 +15,7 @@ DESIGN_COLORS = {"ps": "#D62728", "ring": "#1F77B4"}
 DESIGN_NAMES = {"ps": "parameter server", "ring": "ring all-reduce"}
 LIBRARY_COLORS = {"ring": "#1F77B4", "MPI_Allreduce": "#2CA02C"}
 MODEL_DASHES = {"alexnet": "solid", "googlenet": "dot", "resnet50": "dash"}
-# what a span of one iteration is, by its label's first word (dlsys.caffe labels them)
+# what a span of one iteration is, by its label's first word (dlsys.train.caffe labels them)
 SPAN_PARTS = {"forward": ("forward", "#9ecae1"), "backward": ("backward", "#4c78a8"), "pack": ("packing copy", "#e45756"),
               "unpack": ("packing copy", "#e45756"), "update": ("update", "#72b7b2")}
 COMMUNICATION = ("communication", "#d9d9d9")

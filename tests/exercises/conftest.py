@@ -8,7 +8,7 @@ all of them, or those of the exercises in $DLSYS_STUDENT_EXERCISES (a homework's
 from pathlib import Path
 
 from dlsys.exercises import EXERCISES
-from dlsys.exercises.testing import student_exercises, student_root, use_student_files
+from dlsys.grading.testing import student_exercises, student_root, use_student_files
 
 _root = student_root(Path(__file__).parent)
 if _root is not None:

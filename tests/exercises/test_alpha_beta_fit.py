@@ -1,13 +1,13 @@
-"""Graded: exercise alpha_beta_fit (dlsys/netstack.py): Hockney's alpha and beta fitted to
+"""Graded: exercise alpha_beta_fit (dlsys/machine/netstack.py): Hockney's alpha and beta fitted to
 measured one-way times, and a ring all-reduce predicted from them, held to the emulator."""
 
 import numpy as np
 import pytest
 
 from dlsys import launch
-from dlsys.exercises.testing import LAUNCH_TIMEOUT_S, load_reference
-from dlsys.net import LinkModel
-from dlsys.netstack import fit_alpha_beta, predict_ring_allreduce_s
+from dlsys.grading.testing import LAUNCH_TIMEOUT_S, load_reference
+from dlsys.machine.net import LinkModel
+from dlsys.machine.netstack import fit_alpha_beta, predict_ring_allreduce_s
 
 pytestmark = pytest.mark.ex_alpha_beta_fit
 

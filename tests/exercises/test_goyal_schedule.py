@@ -1,10 +1,10 @@
-"""Graded: exercise goyal_schedule (dlsys/optim.py: ``warmup_lr``, ``step_decay_lr``,
+"""Graded: exercise goyal_schedule (dlsys/learn/optim.py: ``warmup_lr``, ``step_decay_lr``,
 ``goyal_schedule``), held to Goyal et al. 2017's recipe in closed form."""
 
 import numpy as np
 import pytest
 
-from dlsys.optim import goyal_schedule, step_decay_lr, warmup_lr
+from dlsys.learn.optim import goyal_schedule, step_decay_lr, warmup_lr
 
 pytestmark = pytest.mark.ex_goyal_schedule
 

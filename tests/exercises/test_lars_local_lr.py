@@ -1,4 +1,4 @@
-"""Graded: exercise lars_local_lr (dlsys/optim.py: ``trust_ratio`` and ``LARS.local_lr``),
+"""Graded: exercise lars_local_lr (dlsys/learn/optim.py: ``trust_ratio`` and ``LARS.local_lr``),
 held to norms computed by hand and to an independent numpy LARS step (You et al. 2017)."""
 
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dlsys.optim import LARS, trust_ratio
+from dlsys.learn.optim import LARS, trust_ratio
 
 pytestmark = pytest.mark.ex_lars_local_lr
 

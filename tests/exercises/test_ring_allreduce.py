@@ -8,7 +8,7 @@ import pytest
 
 from dlsys import launch
 from dlsys.collectives import allreduce
-from dlsys.exercises.testing import LAUNCH_TIMEOUT_S
+from dlsys.grading.testing import LAUNCH_TIMEOUT_S
 from dlsys.collectives import closed_form
 
 pytestmark = pytest.mark.ex_ring_allreduce

@@ -1,4 +1,4 @@
-"""Graded: exercise ring_allreduce_cost (dlsys/exercises/costs.py), held to the emulator."""
+"""Graded: exercise ring_allreduce_cost (dlsys/exercises/ring_cost.py), held to the emulator."""
 
 import math
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from dlsys import launch
-from dlsys.exercises.costs import (ring_allreduce_bytes_sent_per_rank, ring_allreduce_time_s,
+from dlsys.exercises.ring_cost import (ring_allreduce_bytes_sent_per_rank, ring_allreduce_time_s,
                                    ring_vs_doubling_crossover_nbytes)
-from dlsys.exercises.testing import LAUNCH_TIMEOUT_S, load_reference
+from dlsys.grading.testing import LAUNCH_TIMEOUT_S, load_reference
 from dlsys.collectives import textbook_form
-from dlsys.net import LinkModel, get_link
+from dlsys.machine.net import LinkModel, get_link
 
 pytestmark = pytest.mark.ex_ring_allreduce_cost
 

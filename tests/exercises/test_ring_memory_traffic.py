@@ -1,4 +1,4 @@
-"""Graded: exercise ring_memory_traffic (dlsys/datapath.py), held to values counted by hand,
+"""Graded: exercise ring_memory_traffic (dlsys/machine/datapath.py), held to values counted by hand,
 to the reference ring's trace, and to the bound's definition (nccl-tests' busbw)."""
 
 import math
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dlsys import launch
-from dlsys.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
-from dlsys.exercises.testing import LAUNCH_TIMEOUT_S, load_reference
+from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from dlsys.grading.testing import LAUNCH_TIMEOUT_S, load_reference
 
 pytestmark = pytest.mark.ex_ring_memory_traffic
 

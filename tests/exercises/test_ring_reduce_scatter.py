@@ -5,7 +5,7 @@ import pytest
 
 from dlsys import launch
 from dlsys.collectives import reduce_scatter
-from dlsys.exercises.testing import LAUNCH_TIMEOUT_S
+from dlsys.grading.testing import LAUNCH_TIMEOUT_S
 from dlsys.collectives import closed_form
 
 pytestmark = pytest.mark.ex_ring_reduce_scatter

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from dlsys import launch
-from dlsys.exercises.testing import LAUNCH_TIMEOUT_S
+from dlsys.grading.testing import LAUNCH_TIMEOUT_S
 from dlsys.exercises.token_ring import token_ring
-from dlsys.net import get_link
+from dlsys.machine.net import get_link
 
 pytestmark = pytest.mark.ex_token_ring
 

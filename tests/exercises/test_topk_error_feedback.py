@@ -1,5 +1,5 @@
 """Graded: exercise topk_error_feedback (dlsys.compress.topk.TopKCompressor.compress and
-dlsys.compress.base.ResidualMemory), held to a full sort, to the byte formula
+dlsys.compress.compressor.ResidualMemory), held to a full sort, to the byte formula
 k (4 + itemsize) and to error feedback's identity sum(transmitted) + residual = sum(gradients)."""
 
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dlsys.compress import payload_nbytes
-from dlsys.compress.base import ResidualMemory
+from dlsys.compress.compressor import ResidualMemory
 from dlsys.compress.topk import TopKCompressor
 
 pytestmark = pytest.mark.ex_topk_error_feedback

@@ -8,7 +8,7 @@ import pytest
 
 from dlsys.exercises.overlap import wfbp_iteration_s
 from dlsys.experiments import schedule as ex
-from dlsys.net import LinkModel, get_node
+from dlsys.machine.net import LinkModel, get_node
 
 pytestmark = pytest.mark.ex_wfbp_iteration
 

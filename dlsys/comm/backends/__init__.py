@@ -7,7 +7,7 @@
 * ``mpi``: one MPI process per rank (mpi4py; started by mpirun, across hosts too).
 """
 
-from .base import Backend, Transport
+from .transport import Backend, Transport
 from .mpi import MPIBackend
 from .processes import LEND_MIN_NBYTES, MAX_PROCESS_RANKS, ProcessesBackend
 from .threads import MAX_THREAD_RANKS, ThreadsBackend

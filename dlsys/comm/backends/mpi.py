@@ -58,7 +58,7 @@ from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
 from ..mailbox import Header, Mailbox, WaitCondition
 from ..supervise import DeadlockError, Outcome, RankFailed, RunSpec, RunTimeout
-from .base import Backend, MailboxTransport
+from .transport import Backend, MailboxTransport
 
 HEADER, BODY, CONTROL = 1, 2, 3  # MPI tags on the run's own communicator
 CONFIRM_S = 0.25  # a rank that has waited this long for one source asks whether it ever can come

@@ -68,7 +68,7 @@ from ..communicator import Communicator
 from ..logical import as_logical
 from ..mailbox import Aborted, Header, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, supervise
-from .base import Backend, MailboxTransport
+from .transport import Backend, MailboxTransport
 
 SHM_DIR = "/dev/shm"
 PIPE_BUF = 4096

@@ -18,7 +18,7 @@ from ..board import DONE, STATE, board_row, new_board
 from ..communicator import Communicator
 from ..mailbox import Aborted, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, supervise
-from .base import Backend, MailboxTransport
+from .transport import Backend, MailboxTransport
 from .baton import Baton, BatonCondition
 
 MAX_THREAD_RANKS = 4096

@@ -20,8 +20,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-from .exercises import EXERCISES, REPO_ROOT
-from .exercises.release import student_source
+from ..exercises import EXERCISES, REPO_ROOT
+from .release import student_source
 
 LESSONS_DIR = REPO_ROOT / "lessons"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"

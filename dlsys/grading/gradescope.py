@@ -8,7 +8,7 @@ run_autograder and reads /autograder/results/results.json. Like otter-grader's `
 generate``, the bundle carries everything grading needs, pinned:
 
     setup.sh                  a venv with the wheel below and pytest (python3.11 from apt if needed)
-    run_autograder            python -m dlsys.exercises.gradescope run /autograder
+    run_autograder            python -m dlsys.grading.gradescope run /autograder
     dlsys-autograder.json     the homework: name, exercises, files to upload, limits, visibility, commit
     wheels/dlsys-*.whl        this checkout, built into the bundle (the exact grader and reference)
     tests/exercises/          the homework's graded tests and their conftest
@@ -29,8 +29,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from . import REPO_ROOT, get
-from .grading import MEMORY_BYTES, TIMEOUT_S, TestResult, grade, gradescope_results, score_table
+from ..exercises import REPO_ROOT, get
+from .grader import MEMORY_BYTES, TIMEOUT_S, TestResult, grade, gradescope_results, score_table
 
 CONFIG = "dlsys-autograder.json"
 ROOT_ENV = "DLSYS_AUTOGRADER_ROOT"
@@ -65,7 +65,7 @@ RUN_AUTOGRADER = """\
 # Gradescope runs this for every submission (it copies this file to /autograder/run_autograder,
 # so it finds the bundle by the root, not by its own place).
 root="${DLSYS_AUTOGRADER_ROOT:-/autograder}"
-exec "$root/source/.venv/bin/python" -m dlsys.exercises.gradescope run "$root"
+exec "$root/source/.venv/bin/python" -m dlsys.grading.gradescope run "$root"
 """
 
 
@@ -197,5 +197,5 @@ def run(root) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "run":
-        sys.exit("usage: python -m dlsys.exercises.gradescope run AUTOGRADER_ROOT")
+        sys.exit("usage: python -m dlsys.grading.gradescope run AUTOGRADER_ROOT")
     sys.exit(run(sys.argv[2]))

@@ -41,10 +41,10 @@ import math
 import os
 import numpy as np
 
-from . import optim
-from .collectives.compressed import encode
-from .compress import DGCMemory, frame, payload_nbytes, unframe
-from .train.common import (Compression, TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
+from ..learn import optim
+from ..collectives.compressed import encode
+from ..compress import DGCMemory, frame, payload_nbytes, unframe
+from ..learn.task import (Compression, TrainConfig, accuracy, batch_indices, build_model, gradient, progress_bar,
                            steps_per_epoch, task_of)
 
 CONSISTENCY = ("bsp", "ssp", "asp")

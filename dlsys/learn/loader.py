@@ -10,7 +10,7 @@ PyTorch's DataLoader in miniature (``num_workers``, a bounded prefetch queue), o
 same plan as the rest of dlsys: epoch e permutes the n samples with the seed (seed, e),
 and step i of rank ``rank`` out of ``world`` takes samples (i world + rank) B .. + B of that
 order (DistributedSampler; ``dlsys.train.batch_indices``). With world = 1 the batches are
-exactly ``dlsys.data.batches(X, y, B, seed, e, drop_last)``, for any K.
+exactly ``dlsys.learn.data.batches(X, y, B, seed, e, drop_last)``, for any K.
 
 How it works, and why:
 * The data set is copied once into a shared-memory segment (a file in /dev/shm) that every
@@ -55,8 +55,8 @@ from typing import Iterator
 
 import numpy as np
 
-from .checks import check_int
-from .storage import MAX_LOADER_WORKERS
+from ..checks import check_int
+from ..machine.storage import MAX_LOADER_WORKERS
 
 SHM_DIR = "/dev/shm"
 MAX_POOL_NBYTES = 1 << 30
@@ -256,7 +256,7 @@ class Loader:
             reply_r, reply_w = os.pipe()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-P", "-c", "from dlsys.loader import _worker_main; _worker_main()",
+                    [sys.executable, "-P", "-c", "from dlsys.learn.loader import _worker_main; _worker_main()",
                      f"{os.path.basename(self.prefix)}worker{k}", str(reply_w)],  # argv[1] names it in ps
                     stdin=subprocess.PIPE, pass_fds=[reply_w], start_new_session=True, env=env)
             finally:

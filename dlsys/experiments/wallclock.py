@@ -31,17 +31,17 @@ import time
 
 import numpy as np
 
-from . import collectives
-from .checks import check_int
-from .collectives import closed_form
-from .comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
-from .experiments import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
-from .experiments.budget import PROCESS_RANK_BYTES
-from .net import busbw_factor, get_link, parse_size
-from .netstack import fit_alpha_beta
-from .profiles import totals
-from .ps import ps_round
-from .viz.units import format_bytes
+from .. import collectives
+from ..checks import check_int
+from ..collectives import closed_form
+from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
+from . import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
+from .budget import PROCESS_RANK_BYTES
+from ..machine.net import busbw_factor, get_link, parse_size
+from ..machine.netstack import fit_alpha_beta
+from ..machine.profiles import totals
+from ..ps import ps_round
+from ..viz.units import format_bytes
 
 MAX_BENCH_NBYTES = 2**30
 # per rank: the pattern, the input, the expected sum (bench_data); x and out; rank 0's memcpy target

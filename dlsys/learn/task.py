@@ -13,9 +13,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import compress, data, nn, optim
-from ..loader import Loader
-from ..storage import IOModel, LoaderTimeline
+from .. import compress
+from . import data, nn, optim
+from .loader import Loader
+from ..machine.storage import IOModel, LoaderTimeline
 
 MODELS = ("mlp", "cnn")
 DATASETS = ("digits", "synthetic", "digits-aug")
@@ -171,9 +172,9 @@ def batch_indices(n: int, step: int, rank: int, workers: int, batch_size: int, s
 def training_batches(comm, config: TrainConfig, task: Task, per_epoch: int, start: int = 0,
                      io: IOModel | None = None):
     """This rank's (step, X_b, y_b) from global step ``start`` to the end of training, by
-    the plan of ``batch_indices``. With ``io``, through a real ``dlsys.loader.Loader`` of
+    the plan of ``batch_indices``. With ``io``, through a real ``dlsys.learn.loader.Loader`` of
     ``io.workers`` processes and a queue of ``io.prefetch`` batches (the same batches), and
-    the rank waits in virtual time until the IO model (``dlsys.storage.LoaderTimeline``)
+    the rank waits in virtual time until the IO model (``dlsys.machine.storage.LoaderTimeline``)
     has the batch ready: an "io wait" span, 0 when the loader keeps up. Resuming restarts
     the loader (and its pipeline) at ``start``'s epoch."""
     n = len(task.y_train)

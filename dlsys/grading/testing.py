@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import EXERCISES, REPO_ROOT
+from ..exercises import EXERCISES, REPO_ROOT
 
 STUDENT_DIR_ENV = "DLSYS_STUDENT_DIR"
 # A homework grades some exercises; the modules of the others stay the reference, so a

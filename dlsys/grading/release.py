@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from . import EXERCISES, REPO_ROOT
+from ..exercises import EXERCISES, REPO_ROOT
 from .testing import MANIFEST
 
 _BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION(?: (\S+))?\s*$")

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import EXERCISES, REPO_ROOT, Exercise, get
+from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
 from .testing import STUDENT_EXERCISES_ENV
 
 TIMEOUT_S = 30.0
@@ -126,7 +126,7 @@ def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
     """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C), first stop the
     sandbox with SIGTERM so that it kills its tests (they lead their own sessions, and
     subprocess.run would SIGKILL it at once, leaving them running), then re-raise."""
-    with subprocess.Popen([sys.executable, "-m", "dlsys.exercises.sandbox"], stdin=subprocess.PIPE,
+    with subprocess.Popen([sys.executable, "-m", "dlsys.grading.sandbox"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env) as proc:
         try:
             stdout, stderr = proc.communicate(spec, timeout=budget_s)

@@ -1,6 +1,6 @@
 """Run graded tests, each in a forked child of this process, under a time and a memory limit:
 
-    python -m dlsys.exercises.sandbox < spec.json
+    python -m dlsys.grading.sandbox < spec.json
 
 The spec is {"tests": [pytest node ids], "pytest_args": [...], "jobs": int,
 "kill_after_s": float, "memory_bytes": int, "out_dir": str, "work_dir": str, "files":
@@ -33,7 +33,7 @@ import pytest
 import pytest_timeout
 
 from dlsys.comm import RankFailed  # and so the Communicator and the link models; never the exercise modules
-from dlsys.exercises.testing import STUDENT_DIR_ENV
+from dlsys.grading.testing import STUDENT_DIR_ENV
 
 POLL_S = 0.005
 MAX_REASON_CHARS = 200

@@ -1,6 +1,6 @@
 """Which link joins two nodes: a flat network, or a two-level tree of supernodes.
 
-Pure, like dlsys.net: the virtual clock (dlsys.comm.clock) asks ``link_between(src, dst)``
+Pure, like dlsys.machine.net: the virtual clock (dlsys.comm.clock) asks ``link_between(src, dst)``
 for every pair it charges, a send by its destination and an arrival by its source.
 
     flat                every pair on one LinkModel: today's model, every closed form holds

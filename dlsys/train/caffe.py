@@ -6,9 +6,9 @@ Caffe's names: a ``Blob`` holds ``data`` (weights) and ``diff`` (their gradient)
 the net from its diffs. Caffe gives every blob its own memory (``contiguous=False``), so
 one all-reduce of all gradients needs a packing copy into one buffer before and an
 unpacking copy after; the paper restructured the net so every blob is a view of one flat
-buffer (``contiguous=True``), the layout of ``dlsys.nn.Sequential``, and the copies vanish.
+buffer (``contiguous=True``), the layout of ``dlsys.learn.nn.Sequential``, and the copies vanish.
 
-The layers are a model's profile (dlsys.profiles: parameters, forward FLOPs per sample).
+The layers are a model's profile (dlsys.machine.profiles: parameters, forward FLOPs per sample).
 Their compute is charged through the node model (backward: twice the forward FLOPs); a
 copy of n bytes reads and writes them at the node's memory bandwidth (2n bytes of
 traffic). Real numbers stand for the logical sizes: a layer of ``params`` weights holds
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import collectives
-from .comm.logical import LogicalArray
-from .nn import ParamSlice
-from .profiles import LayerProfile
+from .. import collectives
+from ..comm.logical import LogicalArray
+from ..learn.nn import ParamSlice
+from ..machine.profiles import LayerProfile
 
 DESIGNS = ("ps", "ring")
 LEARNING_RATE = 1 / 16  # a power of two: the update is exact too

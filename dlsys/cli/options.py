@@ -13,7 +13,7 @@ import argparse
 import re
 
 from ..comm import MAX_THREAD_RANKS
-from ..net import parse_size
+from ..machine.net import parse_size
 from ..viz.units import format_bytes
 
 MAX_RANKS = MAX_THREAD_RANKS  # the processes backend stops at 256 (launch says so before starting)

@@ -1,6 +1,6 @@
 """The life of one message through a network stack: the stages behind alpha and beta.
 
-A link preset (dlsys.net) says what a message costs: o_s(n) at the sender, latency and
+A link preset (dlsys.machine.net) says what a message costs: o_s(n) at the sender, latency and
 n / B on the wire, o_r(n) at the receiver, i.e. alpha + n beta. ``stages(link, n)`` says
 where that time goes, stage by stage, so that a class can see why TCP costs tens of
 microseconds and RDMA one:

@@ -1,6 +1,6 @@
 """Optimizers that update a flat parameter buffer in place, and learning-rate schedules.
 
-Every optimizer holds the model's flat `params` and `grads` buffers (see dlsys.nn) and
+Every optimizer holds the model's flat `params` and `grads` buffers (see dlsys.learn.nn) and
 updates `params` with a few vectorized numpy operations over the whole buffer; the
 layer-wise methods (LARS, LAMB) take the list of slices that cut it into layers.
 `state_dict()` / `load_state_dict()` export and restore every bit of optimizer state,

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .checks import check_int
+from ..checks import check_int
 
 
 class Storage(NamedTuple):
