@@ -10,7 +10,7 @@ from typing import Iterator
 
 import numpy as np
 
-DIGITS_PATH = Path(__file__).resolve().parent.parent / "datasets" / "digits.npz"
+DIGITS_PATH = Path(__file__).resolve().parents[2] / "datasets" / "digits.npz"
 
 
 def _check_int(name: str, value, low: int, high: int | None = None) -> int:

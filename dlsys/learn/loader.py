@@ -249,7 +249,7 @@ class Loader:
     def _start(self, transform_blob: bytes) -> None:
         job = pickle.dumps({"layout": self.layout, "plan": self.plan, "prefix": self.prefix,
                             "transform": transform_blob, "sys_path": sys.path})
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         commands, replies = [], []
         for k in range(self.workers):
