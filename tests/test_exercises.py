@@ -3,7 +3,11 @@ solutions get partial credit, and a hung, deadlocked or greedy submission costs 
 tests it breaks. The graded tests themselves are in tests/exercises/."""
 
 import argparse
+import ast
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +69,7 @@ def submission(tmp_path, bodies: dict, exercises=EXERCISES):
     for e in exercises:
         for file, name in zip(e.files, e.student_files):
             source = (REPO_ROOT / file).read_text()
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name).write_text(replace_regions(source, lambda r: bodies.get(r.exercise, r.body)))
     return tmp_path
 
@@ -98,13 +103,42 @@ def test_release_stubs_every_region_and_ships_the_tests(tmp_path):
             reference = (REPO_ROOT / file).read_text()
             released = (tmp_path / name).read_text()
             assert released == student_source(reference) and "SOLUTION" not in released
-            assert released.count(f'raise NotImplementedError("{e.id}")') == \
+            assert released.count(f'raise NotImplementedError("{e.id}: see {e.lesson}")') == \
                 sum(r.exercise == e.id for r in find_regions(reference))
             compile(released, name, "exec")
         assert (tmp_path / "tests" / f"test_{e.id}.py").is_file()
     assert {p.name for p in written} >= {"README.md", "exercises.json", "conftest.py"}
     with pytest.raises(FileExistsError):
         release(tmp_path)  # never overwrites a student's work
+
+
+def test_released_files_keep_their_package_paths_and_unique_names(tmp_path):
+    """A relative import in a released file names the file it opens: each file sits at its
+    path inside the package, and a target it imports is there too or in dlsys itself. The
+    names are unique as well, so a submission that lost its folders still grades."""
+    release(tmp_path)
+    names = [n for e in EXERCISES for n in dict.fromkeys(e.student_files)]
+    unique = set(dict.fromkeys(names))
+    assert len({Path(n).name for n in unique}) == len(unique), sorted(names)
+    for name in unique:
+        package = ("dlsys/" + name).rsplit("/", 1)[0].split("/")
+        for node in ast.walk(ast.parse((tmp_path / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[:len(package) - node.level + 1]
+                for target in ([*base, *node.module.split(".")],) if node.module else \
+                        [[*base, a.name] for a in node.names]:
+                    path = "/".join(target)
+                    here = [tmp_path / Path(path).relative_to("dlsys").with_suffix(".py")]
+                    there = [REPO_ROOT / f"{path}.py", REPO_ROOT / path / "__init__.py"]
+                    if not node.module and not any(p.is_file() for p in here + there):
+                        continue  # ``from . import name``: a name of the package, not a module
+                    assert any(p.is_file() for p in here + there), f"{name}:{node.lineno} imports {path}"
+    modules = sorted({m for e in EXERCISES for m in e.modules})
+    code = (f"from dlsys.grading.testing import use_student_files\nuse_student_files({str(tmp_path)!r})\n"
+            f"import importlib\nfor m in {modules!r}:\n    assert importlib.import_module(m).__file__.startswith("
+            f"{str(tmp_path)!r}), m")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_stubs_score_zero_with_every_test_failing(tmp_path):
@@ -164,6 +198,7 @@ def grade_one_edit(tmp_path, exercise: str, reference: str, wrong: str, expected
     tests pass, for part of the points."""
     source = (REPO_ROOT / get(exercise).file).read_text()
     assert source.count(reference) == 1
+    (tmp_path / get(exercise).student_file).parent.mkdir(parents=True)
     (tmp_path / get(exercise).student_file).write_text(source.replace(reference, wrong))
     results = grade(tmp_path, [exercise])
     assert {r.name.split("::")[1] for r in results if r.passed} == expected_passed
@@ -224,7 +259,7 @@ def test_a_biased_forgetful_or_dense_compressor_gets_partial_credit(tmp_path, mi
     student = submission(tmp_path, {}, exercises)
     for mistake in mistakes:
         for file, reference, wrong in COMPRESSION_MISTAKES[mistake][1]:
-            target = tmp_path / file.rsplit("/", 1)[1]
+            target = tmp_path / Path(file).relative_to("dlsys")
             source = target.read_text()
             assert source.count(reference) == 1, reference
             target.write_text(source.replace(reference, wrong))
@@ -236,7 +271,7 @@ def test_a_biased_forgetful_or_dense_compressor_gets_partial_credit(tmp_path, mi
 
 
 def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path):
-    """The costs.py exercise is missing from this submission: its tests fail without running."""
+    """The ring_cost.py exercise is missing from this submission: its tests fail without running."""
     student = submission(tmp_path, {"token_ring": MISBEHAVING_TOKEN_RING}, [get("token_ring")])
     results = by_exercise(grade(student, ["token_ring", "ring_allreduce_cost"], timeout_s=3,
                                 memory_bytes=1 << 30))
@@ -253,7 +288,7 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
     assert reasons["test_the_token_goes_once_around_neighbour_to_neighbour"].startswith(
         "DeadlockError: deadlock: no rank can make progress: rank 0 waits for rank 5")
     assert all("RuntimeWarning" in r.output for r in results["token_ring"] if r.passed), "passed despite a warning"
-    assert all(not r.passed and "no costs.py" in r.output for r in results["ring_allreduce_cost"])
+    assert all(not r.passed and "no exercises/ring_cost.py" in r.output for r in results["ring_allreduce_cost"])
 
 
 def test_student_files_must_come_first():
@@ -282,7 +317,8 @@ def test_cli_lists_releases_and_grades(tmp_path, capsys):
     # by default: why each test failed, one line each, then the table; nothing of pytest's reports
     lines = capsys.readouterr().out.splitlines()
     why = [line for line in lines if line.startswith("  test_")]
-    assert len(why) == 5 and all(line.endswith(": rank 0: NotImplementedError: token_ring") for line in why)
+    assert len(why) == 5 and all(line.endswith(": rank 0: NotImplementedError: token_ring: see lessons/01_why_distribute.py")
+                             for line in why)
     assert [line.split() for line in lines[-3:-1]] == [["token_ring", "0/5", "0.00/10.00"], ["total", "0/5", "0.00/10.00"]]
     assert len(lines) == 2 + 5 + 1 + 3 + 1  # headings, the failures, a blank line, the table, the json line
     # --verbose: pytest's full report of each, and no warning about the sandbox's own plugins

@@ -65,13 +65,13 @@ def test_student_notebooks_hold_stubs_not_solutions():
         text = "\n".join(c.source for c in notebook.cells)
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
         for e in mine:
-            assert f'raise NotImplementedError("{e.id}")' in text and f"--exercise {e.id}" in text
+            assert f'raise NotImplementedError("{e.id}: see {e.lesson}")' in text and f"--exercise {e.id}" in text
 
 
 def test_a_student_notebook_writes_its_files_and_grades_them(tmp_path):
     """Run as a student would, unchanged: the stubs are written and score 0."""
     notebook = notebooks.execute(notebooks.exercise_notebook(LESSONS[0]), cwd=tmp_path)
-    assert (tmp_path / "token_ring.py").is_file()
+    assert (tmp_path / "exercises" / "token_ring.py").is_file()
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert [line.split() for line in printed.splitlines() if line.startswith("total")] == [["total", "0/5", "0.00/10.00"]], \
         json.dumps(notebook.cells[-1].outputs)[:2000]

@@ -3,10 +3,11 @@
 An exercise is a region of reference code in ``dlsys`` between ``# BEGIN SOLUTION <id>``
 and ``# END SOLUTION`` (one exercise may own several regions), its graded tests in
 ``tests/exercises/test_<id>.py`` (every test there carries the pytest marker ``ex_<id>``),
-its points and the lesson that leads to it. ``release`` writes the student version,
-``grading`` grades one (docs/exercises.md). An exercise's regions may span files (top-k
-compression and the error-feedback memory it needs live apart). File names are unique, so
-a released directory is flat: ``ring.py``, ``trees.py``, ``token_ring.py``, ... next to ``tests/``.
+its points and the lesson that leads to it. ``dlsys.grading`` releases the student version
+and grades it (docs/exercises.md). An exercise's regions may span files (top-k compression
+and the error-feedback memory it needs live apart). A released directory keeps the files'
+paths inside the package (``collectives/ring.py``, ``exercises/token_ring.py``, ... next to
+``tests/``); their names are unique too, so a submission that lost its folders still grades.
 """
 
 from __future__ import annotations
@@ -37,12 +38,19 @@ class Exercise:
 
     @property
     def student_file(self) -> str:
-        """Its name in a released directory and in a submission (released files sit side by side)."""
-        return Path(self.file).name
+        """Its path in a released directory and in a submission: the path inside the
+        package (dlsys/collectives/ring.py -> collectives/ring.py), so a relative import
+        in it names the file it opens (``from .blocks import`` -> collectives/blocks.py)."""
+        return self.student_files[0]
 
     @property
     def student_files(self) -> tuple[str, ...]:
-        return tuple(Path(f).name for f in self.files)
+        return tuple(Path(f).relative_to("dlsys").as_posix() for f in self.files)
+
+    @property
+    def stub(self) -> str:
+        """What a released file raises in place of each of its regions: the exercise, and where it is taught."""
+        return f"{self.id}: see {self.lesson}"
 
     @property
     def tests(self) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
-from .testing import STUDENT_EXERCISES_ENV
+from .testing import STUDENT_EXERCISES_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
@@ -78,9 +78,9 @@ def _graded_files(root: Path, student_dir: Path | None) -> dict[str, str]:
     """What every test's private directory holds: the graded tests and the student's files."""
     files = {f"tests/exercises/{t.name}": t.read_text() for t in sorted((root / "tests" / "exercises").glob("*.py"))}
     if student_dir is not None:
-        names = {n for e in EXERCISES for n in e.student_files}
-        files |= {f"submission/{n}": (student_dir / n).read_text(errors="replace")
-                  for n in sorted(names) if (student_dir / n).is_file()}
+        names = sorted({n for e in EXERCISES for n in e.student_files})
+        files |= {f"submission/{n}": found.read_text(errors="replace")
+                  for n in names if (found := locate(student_dir, n)) is not None}
     return files
 
 
@@ -156,7 +156,7 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
     tests = collect(exercises, root)
     present = [(e, node) for e, node in tests
-               if student_dir is None or all((student_dir / name).is_file() for name in e.student_files)]
+               if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
     ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
                                       jobs or os.cpu_count() or 1, root,
                                       [e.id for e in exercises] if homework else None)))
@@ -165,7 +165,7 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
         if (exercise, node) in ran:
             passed, output, reason, seconds = ran[exercise, node]
         else:
-            missing = f"the submission has no {', '.join(n for n in exercise.student_files if not (student_dir / n).is_file())}"
+            missing = f"the submission has no {', '.join(n for n in exercise.student_files if not locate(student_dir, n))}"
             passed, output, reason, seconds = False, missing, missing, 0.0
         max_score = exercise.points / sum(1 for e, _ in tests if e is exercise)
         results.append(TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds,

@@ -142,17 +142,20 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
 
 
 def gather(submission: Path, files: list[str], dest: Path) -> list[str]:
-    """Copy each expected file from the submission (at its top, or the shallowest one in a
-    folder: students zip folders) into ``dest``; returns notes for the student."""
+    """Copy each expected file (collectives/ring.py) from the submission into ``dest`` at
+    its path: the copy at that path in the shallowest folder (students zip folders), else
+    the shallowest file of its name (an upload that lost its folders; the names are
+    unique); returns notes for the student."""
     notes = []
     for name in files:
-        found = sorted((p for p in submission.rglob(name) if p.is_file() and "__MACOSX" not in p.parts),
-                       key=lambda p: (len(p.parts), str(p)))
+        found = sorted((p for p in submission.rglob(Path(name).name) if p.is_file() and "__MACOSX" not in p.parts),
+                       key=lambda p: (not p.as_posix().endswith(f"/{name}"), len(p.parts), str(p)))
         if not found:
             notes.append(f"missing: {name} (its exercises score 0)")
             continue
         if len(found) > 1:
-            notes.append(f"several {name}: graded {found[0].relative_to(submission)}")
+            notes.append(f"several {Path(name).name}: graded {found[0].relative_to(submission)}")
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(found[0], dest / name)
     return notes
 

@@ -63,17 +63,21 @@ def exercise_notebook(lesson: Path) -> nbformat.NotebookNode | None:
     mine = [e for e in EXERCISES if e.lesson == f"lessons/{lesson.name}"]
     if not mine:
         return None
-    files = dict.fromkeys(f for e in mine for f in e.files)
+    files = dict.fromkeys((f, name) for e in mine for f, name in zip(e.files, e.student_files))
     ids = " ".join(f"`{e.id}` ({e.points} points)" for e in mine)
     cells = [nbformat.v4.new_markdown_cell(
         f"# Exercises of lesson {lesson.name[:2]}: {ids}\n\n"
         f"The lesson is `lessons/{lesson.name}` (or `notebooks/{lesson.stem}.ipynb`). In each cell below, "
-        "replace every `raise NotImplementedError(\"<exercise id>\")` with your code; the docstring above it "
-        "says what to write. Running a cell writes its file next to this notebook (`%%writefile`); "
-        "the last cell grades those files with the graded tests, as the autograder will.")]
-    for file in files:
+        "replace every `raise NotImplementedError(\"<exercise id>: see <lesson>\")` with your code; the docstring "
+        "above it says what to write. Running a cell writes its file next to this notebook, at its path inside "
+        "the dlsys package (`%%writefile`); the last cell grades those files with the graded tests, as the "
+        "autograder will."),
+        nbformat.v4.new_code_cell("import os\n\n"
+                                  f"for folder in {sorted({str(Path(n).parent) for _, n in files})!r}:\n"
+                                  "    os.makedirs(folder, exist_ok=True)")]
+    for file, name in files:
         source = student_source((REPO_ROOT / file).read_text(), file)
-        cells.append(nbformat.v4.new_code_cell(f"%%writefile {Path(file).name}\n{source}"))
+        cells.append(nbformat.v4.new_code_cell(f"%%writefile {name}\n{source}"))
     # the kernel's own python: the dlsys it imports, whatever the shell's PATH holds
     cells.append(nbformat.v4.new_code_cell("import sys\n\n!{sys.executable} -m dlsys.cli grade . "
                                            + " ".join(f"--exercise {e.id}" for e in mine)))

@@ -2,7 +2,8 @@
 
 A region is the lines between ``# BEGIN SOLUTION <exercise id>`` and ``# END SOLUTION``;
 the student version replaces it, markers included, by
-``raise NotImplementedError("<exercise id>")`` at the marker's indentation.
+``raise NotImplementedError("<exercise id>: see <lesson>")`` at the marker's indentation
+(minitorch's stubs name their task the same way).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from ..exercises import EXERCISES, REPO_ROOT
+from ..exercises import EXERCISES, REPO_ROOT, get
 from .testing import MANIFEST
 
 _BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION(?: (\S+))?\s*$")
@@ -61,7 +62,7 @@ def replace_regions(source: str, new_body: Callable[[Region], str], path: str = 
 
 
 def stub(region: Region) -> str:
-    return f'{region.indent}raise NotImplementedError("{region.exercise}")  # your code here\n'
+    return f'{region.indent}raise NotImplementedError("{get(region.exercise).stub}")  # your code here\n'
 
 
 def student_source(source: str, path: str = "<source>") -> str:
@@ -73,9 +74,12 @@ def _readme() -> str:
     rows = "\n".join(f"| `{e.id}` | {e.points} | {', '.join(f'`{n}`' for n in e.student_files)} | `{e.lesson}` | {e.title} |" for e in EXERCISES)
     return f"""# dlsys exercises
 
-Fill in every `raise NotImplementedError("<exercise id>")` in the files below; the
-docstring above each one says what to write, and the lesson explains why. Your files
-replace their namesakes in dlsys (`ring.py` is `dlsys.collectives.ring`).
+Fill in every `raise NotImplementedError("<exercise id>: see <lesson>")` in the files
+below; the docstring above each one says what to write, and the lesson explains why. Each
+file keeps its path inside the dlsys package and replaces that module when graded:
+`collectives/ring.py` is `dlsys.collectives.ring`, and its `from .blocks import send`
+opens `dlsys/collectives/blocks.py` of the installed package (or `collectives/blocks.py`
+here, if this folder holds it).
 
 | exercise | points | file | lesson | task |
 | --- | --- | --- | --- | --- |
@@ -89,8 +93,9 @@ Check your work here (the tests in tests/ are the graded tests):
 
 
 def release(dest, force: bool = False) -> list[Path]:
-    """Write the student version into ``dest``, flat: the stubbed exercise files, the graded
-    tests in tests/, a README and the exercises.json manifest. Returns the written paths.
+    """Write the student version into ``dest``: the stubbed exercise files at their paths
+    inside the package, the graded tests in tests/, a README and the exercises.json
+    manifest. Returns the written paths.
 
     Refuses to overwrite existing files (a student's work) unless ``force``.
     """
@@ -104,6 +109,7 @@ def release(dest, force: bool = False) -> list[Path]:
         raise FileExistsError(f"release would overwrite {', '.join(existing)}; choose an empty DIR or pass force")
     (dest / "tests").mkdir(parents=True, exist_ok=True)
     for target, source in stubbed.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(student_source(source.read_text(), str(source.relative_to(REPO_ROOT))))
     for target, source in copied.items():
         shutil.copyfile(source, target)

@@ -1,7 +1,7 @@
 """What runs inside a graded test process: the student's files in place of the reference.
 
 ``use_student_files(root)`` makes ``import dlsys.collectives.ring`` (and every other
-exercise module) load ``root/ring.py`` instead of the reference; the rest of dlsys
+exercise module) load ``root/collectives/ring.py`` instead of the reference; the rest of dlsys
 (the Communicator, the link models) stays the reference, so a submission is graded by
 the same emulator it was written against. ``load_reference`` gives a test the reference
 module anyway (to emulate a ring while grading a formula).
@@ -25,18 +25,30 @@ MANIFEST = "exercises.json"  # written by release: marks a released directory
 LAUNCH_TIMEOUT_S = 10.0  # a graded run that takes longer is a hung program, not a slow one
 
 
+def locate(root: Path, student_file: str) -> Path | None:
+    """Where the submission ``root`` holds ``student_file`` (collectives/ring.py): at that
+    path, else under its name alone (an upload that lost its folders; the names are
+    unique); None if it holds neither."""
+    for path in (root / student_file, root / Path(student_file).name):
+        if path.is_file():
+            return path
+    return None
+
+
 class _StudentFinder(importlib.abc.MetaPathFinder):
     """Finds each exercise module in the student's directory, never in the reference."""
 
     def __init__(self, root: Path, exercises):
-        self.files = {module: root / name for e in exercises for module, name in zip(e.modules, e.student_files)}
+        self.root = root
+        self.files = {module: name for e in exercises for module, name in zip(e.modules, e.student_files)}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
             return None
-        if not self.files[name].is_file():
-            raise ModuleNotFoundError(f"the submission has no {self.files[name]}", name=name)
-        return importlib.util.spec_from_file_location(name, self.files[name])
+        found = locate(self.root, self.files[name])
+        if found is None:
+            raise ModuleNotFoundError(f"the submission has no {self.root / self.files[name]}", name=name)
+        return importlib.util.spec_from_file_location(name, found)
 
 
 def use_student_files(root, exercise_ids=None) -> None:
