@@ -33,8 +33,9 @@ def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "
         return _work(comm, config, task, model, layout, workers, fail, KVWorker(comm, layout, codec))
     log = ReadLog()
     hooks = Chain(Checkpoint(checkpoint, resume), log, *([ProgressBar()] if progress and comm.rank == 0 else []))
+    momentum = 0.0 if isinstance(memory, DGCMemory) else None  # DGC's memory carries the momentum
     server = KVServer(comm, layout, config, workers, consistency, staleness, budget, model.params,
-                      0.0 if isinstance(memory, DGCMemory) else None, codec, hooks)
+                      momentum=momentum, codec=codec, hooks=hooks)
     server.serve()
     if comm.rank > 0:
         comm.send(server.weights, 0, GATHER, label="gather weights for evaluation")
