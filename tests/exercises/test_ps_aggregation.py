@@ -1,4 +1,4 @@
-"""Graded: exercise ps_aggregation (dlsys.ps.KVServer.aggregate)."""
+"""Graded: exercise ps_aggregation (dlsys.ps.server.KVServer.aggregate)."""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Graded: exercise ssp_gate (dlsys.ps.KVServer.slowest and may_read)."""
+"""Graded: exercise ssp_gate (dlsys.ps.server.KVServer.slowest and may_read)."""
 
 from types import SimpleNamespace
 
