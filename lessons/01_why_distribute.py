@@ -200,7 +200,7 @@ print(f"communication on 64 ranks: emulated {emulated_s * 1e3:.2f} ms, formula {
 # ## Exercise `token_ring` (10 points)
 #
 # Your first rank program: pass a token once around a ring with `send` and `recv` only.
-# Get the student files with `dlsys exercises release hw/`, fill in `hw/token_ring.py`
+# Get the student files with `dlsys exercises release hw/`, fill in `hw/exercises/token_ring.py`
 # (the docstring says exactly what each rank returns), and check it with
 # `dlsys grade hw --exercise token_ring`. The graded tests also check the trace: the token
 # must travel 0 -> 1 -> ... -> p-1 -> 0, and one lap must cost p (alpha + n beta).

@@ -205,7 +205,7 @@ for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast
 #
 # ## Exercise `binomial_broadcast` (15 points)
 #
-# Write the binomial tree yourself: the body of `broadcast_binomial` in `hw/trees.py` (after
+# Write the binomial tree yourself: the body of `broadcast_binomial` in `hw/collectives/trees.py` (after
 # `dlsys exercises release hw/`). Work with ranks relative to the root,
 # `vrank = (rank - root) % p`; a rank receives once from its parent, then sends to its
 # children, largest subtree first. Graded: every rank gets the root's array for any root,
@@ -216,7 +216,7 @@ for name, program in (("loop", loop_broadcast), ("binomial tree", tree_broadcast
 #
 # alpha and beta are measurable: `dlsys bench stack` times one message through a pipe, a
 # TCP loopback socket and shared memory on this machine, at sizes from 8 B to 64 MiB. Write
-# `fit_alpha_beta(nbytes, times_s)` in `hw/netstack.py`: the least-squares fit of
+# `fit_alpha_beta(nbytes, times_s)` in `hw/machine/netstack.py`: the least-squares fit of
 # $t(n) = \alpha + n\beta$, with each row divided by its $t$ (so that an 8-byte message
 # counts as much as a 64 MiB one; otherwise the large messages' noise decides alpha), and
 # `predict_ring_allreduce_s(p, nbytes, alpha_s, beta_s_per_byte)`:

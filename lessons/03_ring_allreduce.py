@@ -133,7 +133,7 @@ show(cost_curves(closed, "ranks", emulated, title=f"All-reduce of {format_bytes(
 #
 # ## Exercises `ring_reduce_scatter` (20), `ring_allgather` (15), `ring_allreduce` (20)
 #
-# In `hw/ring.py` (after `dlsys exercises release hw/`): write
+# In `hw/collectives/ring.py` (after `dlsys exercises release hw/`): write
 # `reduce_scatter_blocks` and `allgather_blocks` on a list of p blocks, then
 # `allreduce_ring` from those two. Use `send` (it names each message's phase, step and
 # block), `recv_like` and `combine` (they check shapes and charge reductions). Graded: the values

@@ -135,7 +135,7 @@ for n in (2**10, 64 * 2**20):
 #
 # ## Exercise `ring_allreduce_cost` (20 points)
 #
-# In `hw/costs.py` (after `dlsys exercises release hw/`): the time of a ring all-reduce
+# In `hw/exercises/ring_cost.py` (after `dlsys exercises release hw/`): the time of a ring all-reduce
 # from alpha and beta, the bytes each rank sends, and the crossover size with recursive
 # doubling (`math.inf` when the ring never wins). Derive them by counting steps and block
 # sizes; the graded tests hold them to the emulator's virtual time and trace, and check

@@ -137,7 +137,7 @@ except dlsys.RankFailed as exc:
 #
 # ## Exercises `ps_aggregation` (15) and `ssp_gate` (10)
 #
-# In `hw/server.py` (after `dlsys exercises release hw/`): write `KVServer.aggregate`, which
+# In `hw/ps/server.py` (after `dlsys exercises release hw/`): write `KVServer.aggregate`, which
 # adds one worker's gradient into the server's update and says when to apply it (BSP: the
 # mean of a full round; SSP/ASP: every gradient alone, scaled by 1/W), and the SSP gate,
 # `KVServer.slowest` and `KVServer.may_read`. Graded by

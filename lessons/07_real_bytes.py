@@ -219,7 +219,7 @@ show(emulation_scaling(curve), "07_emulation_scaling")
 #
 # ## Exercise `ring_memory_traffic` (10 points)
 #
-# In `hw/datapath.py` (after `dlsys exercises release hw/`): `ring_allreduce_traffic_bytes`
+# In `hw/machine/datapath.py` (after `dlsys exercises release hw/`): `ring_allreduce_traffic_bytes`
 # (the bytes one rank reads plus writes, copied or lent) and `memcpy_ratio_bound` (the
 # bound on busbw/memcpy it implies when p ranks share s times one core's memory
 # bandwidth). Count the passes step by step; the graded tests hold your count to values

@@ -253,10 +253,10 @@ for link in ("tcp-1gbe", "rdma-edr"):
 #
 # ## Exercises `terngrad_quantizer` (15), `topk_error_feedback` (15)
 #
-# After `dlsys exercises release hw/`: in `hw/terngrad.py` write TernGrad's `compress`
+# After `dlsys exercises release hw/`: in `hw/compress/terngrad.py` write TernGrad's `compress`
 # (Bernoulli codes, packed 2 bits per entry with `pack_bits`, s as one float32) and
-# `decompress`; in `hw/topk.py` top-k's `compress` (int32 indices, values in the
-# gradient's dtype, `np.argpartition`) and in `hw/base.py` `ResidualMemory.compensate` and
+# `decompress`; in `hw/compress/topk.py` top-k's `compress` (int32 indices, values in the
+# gradient's dtype, `np.argpartition`) and in `hw/compress/compressor.py` `ResidualMemory.compensate` and
 # `update`. Graded: TernGrad's mean and variance over many seeded draws, the exact top-k
 # against a full sort, the identity sum(sent) + residual = sum(gradients), and the bytes
 # against the formulas. Rounding to nearest, forgetting the residual, unpacked codes or
