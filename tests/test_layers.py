@@ -97,3 +97,21 @@ def test_no_import_circles_between_packages():
     for m, deps in graph().items():
         packages.setdefault(top(m), set()).update(top(d) for d in deps if top(d) != top(m))
     assert circles(packages) == []
+
+
+# A topic's experiment, figure, command and page share its name across these layers
+# (experiments/schedule.py, viz/schedule.py, cli/schedule.py, app/views/schedule.py).
+PRESENTATION = {"dlsys/experiments", "dlsys/viz", "dlsys/cli", "app/views"}
+
+
+def test_a_file_name_finds_one_thing():
+    """Grepping by file name finds one module, or one topic: its model plus the experiment,
+    figure, command and page that present it. No base.py, common.py or utils.py twice."""
+    repo = ROOT.parent
+    by_name = {}
+    for path in [*ROOT.rglob("*.py"), *(repo / "app").rglob("*.py")]:
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(path.relative_to(repo))
+    clashes = {name: [str(p) for p in paths] for name, paths in by_name.items()
+               if sum(str(p.parent) not in PRESENTATION for p in paths) > 1}
+    assert clashes == {}, clashes
