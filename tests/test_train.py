@@ -9,8 +9,8 @@ import pytest
 
 import dlsys
 from dlsys.learn import optim
-from dlsys.experiments import STRATEGIES, train
-from dlsys.train import DistributedOptimizer, TrainConfig, broadcast_parameters, build_model, split_stages
+from dlsys.experiments import train
+from dlsys.train import STRATEGIES, DistributedOptimizer, TrainConfig, broadcast_parameters, build_model, split_stages
 
 F64 = TrainConfig(epochs=2, batch_size=8, dtype="float64")
 
