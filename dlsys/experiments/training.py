@@ -69,44 +69,27 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
                               "micro_batches": micro_batches, "fail": fail, "checkpoint": checkpoint,
                               "resume": resume, "evals_per_epoch": evals_per_epoch, "record_layers": record_layers,
                               "compression": compression, "io": io, **given_in(config)})
-    check(entry, config, workers, options, max_memory_bytes)
+    check(entry, config, workers, options, straggler, max_memory_bytes)
     first_worker = entry.first_worker(options.get("servers"))
     nodes = [get_node(node)] * (first_worker + workers)
     if straggler is not None:
         worker, factor = straggler
-        check_int("straggler worker", worker, 0, workers - 1)
         nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
-
     result = launch(entry.program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
                     args=(config,), kwargs={**entry.fixed, **options, "progress": progress}, timeout_s=timeout_s)
-    values = result.values
-    record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
-    record.setdefault("layers", [])
-    record["workers"] = workers
-    record["losses"] = [row for v in values for row in v.get("losses", [])]
-    record["accuracy_curve"] = values[first_worker].get("accuracy_curve", values[0].get("accuracy_curve", []))
-    reads = values[0].get("reads")
-    if reads is not None:
-        staleness_of = [r["staleness"] for r in reads]
-    else:  # synchronous strategies read fresh weights; local SGD's miss up to period - 1 local steps
-        staleness_of = [options.get("period", 1) - 1] * len(record["losses"])
-    record["reads"] = reads or []
-    record["max_staleness"] = max(staleness_of, default=0)
-    record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
-    if compression is not None:
-        record.update(compression_record(result, compression, values[first_worker], len(record["losses"]) / workers))
-    if io is not None:
-        record.update(io_record(result, io, first_worker))
-    return summarize(result, strategy, config, record)
+    return summarize(result, strategy, config, record_of(result, workers, first_worker, options))
 
 
-def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, max_memory_bytes: int) -> None:
+def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, straggler: tuple[int, float] | None,
+          max_memory_bytes: int) -> None:
     """Every value ``entry`` runs with, in range, before any rank starts."""
     check_int("workers", workers, 1, MAX_THREAD_RANKS)
     for name, low, high in (("servers", 1, MAX_THREAD_RANKS - workers), ("staleness", 0, None), ("period", 1, None),
                             ("micro_batches", 1, workers * config.batch_size), ("evals_per_epoch", 1, None)):
         if name in options:
             check_int(name, options[name], low, high)
+    if straggler is not None:
+        check_int("straggler worker", straggler[0], 0, workers - 1)
     ranks = entry.ranks(workers, options.get("servers"))
     model_nbytes = mlp_params(config) * np.dtype(config.dtype).itemsize if config.model == "mlp" else 0
     if 4 * model_nbytes * ranks > max_memory_bytes:
@@ -123,6 +106,31 @@ def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, max
             raise ValueError(f"io.batch_size must be the training batch size {config.batch_size}, got {io.batch_size}")
         check_int(f"loader workers per worker ({workers} workers share at most {MAX_LOADER_WORKERS} loader "
                   "processes)", io.workers, 0, MAX_LOADER_WORKERS // workers)
+
+
+def record_of(result, workers: int, first_worker: int, options: dict) -> dict:
+    """What the ranks returned, as one record: rank 0's values, every rank's losses, the first
+    worker's accuracy curve, the staleness of every read, and what compression and IO cost."""
+    values = result.values
+    record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
+    record.setdefault("layers", [])
+    record["workers"] = workers
+    record["losses"] = [row for v in values for row in v.get("losses", [])]
+    record["accuracy_curve"] = values[first_worker].get("accuracy_curve", values[0].get("accuracy_curve", []))
+    reads = values[0].get("reads")
+    if reads is not None:
+        staleness_of = [r["staleness"] for r in reads]
+    else:  # synchronous strategies read fresh weights; local SGD's miss up to period - 1 local steps
+        staleness_of = [options.get("period", 1) - 1] * len(record["losses"])
+    record["reads"] = reads or []
+    record["max_staleness"] = max(staleness_of, default=0)
+    record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
+    compression, io = options.get("compression"), options.get("io")
+    if compression is not None:
+        record.update(compression_record(result, compression, values[first_worker], len(record["losses"]) / workers))
+    if io is not None:
+        record.update(io_record(result, io, first_worker))
+    return record
 
 
 def io_record(result, io: IOModel, worker: int) -> dict:
