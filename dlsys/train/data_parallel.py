@@ -19,7 +19,7 @@ from ..compress import DGCMemory, NoneMemory, payload_nbytes
 from ..machine.storage import IOModel
 from ..learn.task import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
                           steps_per_epoch, task_of, training_batches)
-from .hooks import Checkpoints, CompressorEpochs, Evaluation, Hooks, LayerNorms, ProgressBar, restore_checkpoint
+from .step_hooks import Checkpoints, CompressorEpochs, Evaluation, Hooks, LayerNorms, ProgressBar, restore_checkpoint
 
 
 class DistributedOptimizer:
@@ -79,7 +79,7 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     restarts from such a file and continues bit-identically. ``compression``: each
     parameter tensor's gradient is compressed (see ``DistributedOptimizer``). ``io``: the
     batches come through a real loader, and wait on the IO model (``training_batches``).
-    All but the compression itself are hooks (``dlsys.train.hooks``) at fixed places."""
+    All but the compression itself are hooks (``dlsys.train.step_hooks``) at fixed places."""
     task, model = task_of(config), build_model(config)
     compressor, memory = (compression.build(config.seed, comm.rank, comm.size, config.momentum)
                           if compression else (None, None))
