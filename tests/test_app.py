@@ -181,6 +181,15 @@ def test_ps_vs_ring_page_edges(workers, size):
     ok(at.run())
 
 
+def test_training_page_offers_the_registrys_strategies():
+    from dlsys.train import STRATEGIES
+    at = open_page("views/training.py")
+    at.session_state["train_view"] = "Push and pull"
+    ok(at.run())
+    offered = at.selectbox(key="train_pp_consistency").options
+    assert offered == [s.name for s in STRATEGIES.values() if "servers" in s.options]
+
+
 def test_pages_name_workers_and_servers_by_rank():
     """One numbering (docs/app.md): ranks 0-based; "worker w (rank r)", "server s (rank r)"."""
     at = open_page("views/training.py")

@@ -65,6 +65,7 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["train", "--prefetch", "0"], "--prefetch must be an integer in 1..65536, got 0"),
     (["train", "--storage", "floppy"], "argument --storage: invalid choice: 'floppy'"),
     (["train", "--strategy", "ps-bsp", "--storage", "hdd"], "need --strategy allreduce or local-sgd, got ps-bsp"),
+    (["train", "--strategy", "allreduce", "--staleness", "3"], "--staleness: need --strategy ps-ssp, got allreduce"),
     (["bench", "emulate", "--ranks", "1"], "--ranks must be an integer in 2..4096, got 1"),
     (["bench", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..256, got 0"),
     (["bench", "allreduce", "--size", "6"], "--size must be a multiple of 4 bytes in 4 B..1 GiB"),

@@ -248,7 +248,7 @@ def test_every_training_strategy_gives_the_threads_trace_on_mpi(strategy, worker
     if strategy == "model-parallel" and workers > 4:  # a stage per layer: the model needs 8 layers
         config = dataclasses.replace(config, hidden=(32,) * 7)
     runs = {backend: train(strategy, config, workers, backend=backend, straggler=(1, 3.0),
-                           staleness=1, period=2) for backend in ("threads", "mpi")}
+                           **make_golden.train_options(strategy)) for backend in ("threads", "mpi")}
     threads, mpi = runs["threads"]["result"], runs["mpi"]["result"]
     assert json.dumps(mpi.trace.to_chrome()) == json.dumps(threads.trace.to_chrome())
     assert make_golden.digest(runs["mpi"]["params"]) == make_golden.digest(runs["threads"]["params"])

@@ -9,8 +9,8 @@ import pytest
 
 import dlsys
 from dlsys.learn import optim
-from dlsys.experiments import STRATEGIES, train
-from dlsys.train import DistributedOptimizer, TrainConfig, broadcast_parameters, build_model, split_stages
+from dlsys.experiments import train
+from dlsys.train import STRATEGIES, DistributedOptimizer, TrainConfig, broadcast_parameters, build_model, split_stages
 
 F64 = TrainConfig(epochs=2, batch_size=8, dtype="float64")
 
@@ -103,6 +103,82 @@ def test_pipeline_stages_balance_flops_and_report_the_bubble():
 def test_bad_input_is_rejected_before_any_rank_starts(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train(**{"config": TrainConfig(epochs=1), **kwargs})
+
+
+class Launched(Exception):
+    """Raised in place of starting the ranks: everything before the launch accepted the call."""
+
+
+def option_values(tmp_path) -> dict:
+    """A value every registry option accepts, as a train() keyword (or the TrainConfig field) and as flags."""
+    from dlsys.machine.storage import IOModel
+    from dlsys.train import Compression
+    return {"servers": (2, ["--servers", "2"]), "staleness": (3, ["--staleness", "3"]),
+            "period": (2, ["--period", "2"]), "micro_batches": (2, ["--micro-batches", "2"]),
+            "fail": ((1, 3), ["--fail", "1:3"]), "checkpoint": (tmp_path, ["--checkpoint", str(tmp_path)]),
+            "resume": (tmp_path, ["--resume", str(tmp_path)]), "evals_per_epoch": (2, None),
+            "record_layers": (True, None), "compression": (Compression("topk"), ["--compress", "topk"]),
+            "io": (IOModel(batch_size=TrainConfig().batch_size), ["--storage", "hdd"]),
+            "optimizer": ("lars", ["--optimizer", "lars"]), "warmup_epochs": (1, ["--warmup-epochs", "1"])}
+
+
+def test_every_registry_option_is_taken_by_the_strategies_listing_it_and_refused_by_name_elsewhere(
+        tmp_path, monkeypatch):
+    from dlsys.experiments import training
+    from dlsys.train.strategies import CONFIG_OPTIONS, OPTIONS
+
+    def launch(program, ranks, backend, **kwargs):
+        raise Launched(program, kwargs["kwargs"], kwargs["args"][0])
+
+    monkeypatch.setattr(training, "launch", launch)
+    values = option_values(tmp_path)
+    assert values.keys() == OPTIONS.keys() | set(CONFIG_OPTIONS)
+    config = TrainConfig(epochs=2)
+    for name, strategy in STRATEGIES.items():
+        for option, (value, _) in values.items():
+            call = ({"config": replace(config, **{option: value})} if option in CONFIG_OPTIONS
+                    else {"config": config, option: value})
+            if option not in strategy.options:
+                with pytest.raises(ValueError, match=f"^{option} is not an option of {name}; it is modelled for "):
+                    train(name, workers=4, **call)
+                continue
+            with pytest.raises(Launched) as launched:
+                train(name, workers=4, **call)
+            program, kwargs, got = launched.value.args
+            assert program is strategy.program
+            assert (getattr(got, option) if option in CONFIG_OPTIONS else kwargs[option]) == value
+
+
+def test_every_registry_option_on_the_command_line(tmp_path, monkeypatch, capsys):
+    from dlsys.cli import main
+    from dlsys.cli import train as cli_train
+
+    def fake_train(strategy, config, workers, **kwargs):
+        raise Launched(strategy)
+
+    monkeypatch.setattr(cli_train, "train", fake_train)
+    for name, strategy in STRATEGIES.items():
+        for option, (_, flags) in option_values(tmp_path).items():
+            if flags is None:  # not a flag of `dlsys train`
+                continue
+            assert flags[0] in cli_train.FLAGS[option]
+            argv = ["train", "--strategy", name, "--epochs", "2", *flags]
+            if option not in strategy.options:
+                assert main(argv) == 2
+                assert f"{cli_train.FLAGS[option]}: need --strategy " in capsys.readouterr().err
+                continue
+            with pytest.raises(Launched):
+                main(argv)
+    assert main(["train", "--strategy", "allreduce", "--staleness", "3"]) == 2
+    assert "--staleness: need --strategy ps-ssp, got allreduce" in capsys.readouterr().err
+
+
+def test_the_command_line_offers_the_registrys_strategies():
+    from dlsys.cli import build_parser
+    parser = build_parser("train")
+    command = next(a for a in parser._subparsers._group_actions[0].choices.values())
+    strategy = next(a for a in command._actions if a.dest == "strategy")
+    assert strategy.choices == list(STRATEGIES)
 
 
 def test_bad_config_names_the_argument():

@@ -6,10 +6,13 @@ import streamlit as st
 import shared
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.learn.optim import scale_lr
+from dlsys.train import STRATEGIES
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
 from dlsys.viz.style import role_names
 from dlsys.viz.units import format_bytes, format_seconds
+
+PARAMETER_SERVERS = [s.name for s in STRATEGIES.values() if s.family == "parameter-server"]
 
 st.title("Distributed training")
 st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {shared.TRAIN_WORKERS} workers: every gradient is really "
@@ -59,7 +62,7 @@ if sync.open:
 if pushpull.open:
     with pushpull:
         c = st.columns(2)
-        consistency = c[0].selectbox("consistency", ["ps-bsp", "ps-ssp", "ps-asp"], key=shared.url_key("train_pp_consistency"))
+        consistency = c[0].selectbox("consistency", PARAMETER_SERVERS, key=shared.url_key("train_pp_consistency"))
         servers = c[1].slider("servers (key ranges)", 1, 3, 1, key=shared.url_key("train_pp_servers"))
         record = shared.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)

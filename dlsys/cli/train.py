@@ -23,8 +23,9 @@ import numpy as np
 from ..comm import BACKENDS
 from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
-from ..experiments import STRATEGIES, large_batch, train
-from ..train import TrainConfig
+from ..experiments import large_batch, train
+from ..train import STRATEGIES, TrainConfig
+from ..train.strategies import OPTIONS, taking
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
@@ -38,13 +39,17 @@ DECODE_S_PER_SAMPLE = 10e-6  # decoding an 8x8 or 16x16 image is microseconds (t
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
 MAX_EPOCHS = 10_000
+FLAGS = {"servers": "--servers", "staleness": "--staleness", "period": "--period", "micro_batches": "--micro-batches",
+         "fail": "--fail", "checkpoint": "--checkpoint", "resume": "--resume", "compression": "--compress",
+         "io": "--loader-workers, --prefetch, --storage", "optimizer": "--optimizer",
+         "warmup_epochs": "--warmup-epochs"}  # the strategies' options (dlsys.train.strategies) as flags
 
 
 def add_commands(subparsers) -> None:
     """Register ``train`` on the ``dlsys`` argparse subparsers."""
     p = subparsers.add_parser("train", help="train a numpy model with a distributed strategy (virtual time)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--strategy", default="allreduce", choices=STRATEGIES)
+    p.add_argument("--strategy", default="allreduce", choices=list(STRATEGIES))
     p.add_argument("--model", default="mlp", choices=MODELS)
     p.add_argument("--hidden", action=Checked, check=integer(1, MAX_WIDTH), nargs="+", default=[64, 64],
                    help=f"MLP hidden widths, each 1..{MAX_WIDTH} (default 64 64)")
@@ -57,24 +62,24 @@ def add_commands(subparsers) -> None:
     p.add_argument("--lr", action=Checked, check=number(0, low_open=True), default=0.1,
                    help="learning rate for the global batch (default 0.1)")
     p.add_argument("--momentum", action=Checked, check=number(0, 1), default=0.9)
-    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="allreduce: sgd, lars or lamb (default sgd)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, help="allreduce: sgd, lars or lamb (default sgd)")
     p.add_argument("--weight-decay", action=Checked, check=number(0), default=0.0)
     p.add_argument("--trust-coefficient", action=Checked, check=number(0, low_open=True), default=0.001,
                    help="LARS's eta (default 0.001, You et al. 2017)")
-    p.add_argument("--warmup-epochs", action=Checked, check=integer(0, MAX_EPOCHS), default=0,
+    p.add_argument("--warmup-epochs", action=Checked, check=integer(0, MAX_EPOCHS),
                    help="allreduce: gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)")
     p.add_argument("--warmup-start-lr", action=Checked, check=number(0), default=0.0)
-    p.add_argument("--staleness", action=Checked, check=integer(0, MAX_EPOCHS), default=2,
-                   help="SSP bound s in clocks (ps-ssp; default 2)")
+    p.add_argument("--staleness", action=Checked, check=integer(0, MAX_EPOCHS),
+                   help=f"SSP bound s in clocks (ps-ssp; default {OPTIONS['staleness']})")
     p.add_argument("--straggler", action=Checked, metavar="WORKER:FACTOR",
                    check=pair(integer(0, MAX_RANKS - 1), number(0, low_open=True), "WORKER:FACTOR"),
                    help="make worker WORKER (0-based) FACTOR times slower, e.g. 3:4")
-    p.add_argument("--period", action=Checked, check=integer(1, 2**20), default=4,
-                   help="local-sgd: average the weights every K steps (default 4)")
-    p.add_argument("--micro-batches", action=Checked, check=integer(1, 2**16), default=4,
-                   help="model-parallel: GPipe micro-batches (default 4)")
-    p.add_argument("--servers", action=Checked, check=integer(1, MAX_RANKS), default=1,
-                   help="parameter servers, extra ranks (default 1)")
+    p.add_argument("--period", action=Checked, check=integer(1, 2**20),
+                   help=f"local-sgd: average the weights every K steps (default {OPTIONS['period']})")
+    p.add_argument("--micro-batches", action=Checked, check=integer(1, 2**16),
+                   help=f"model-parallel: GPipe micro-batches (default {OPTIONS['micro_batches']})")
+    p.add_argument("--servers", action=Checked, check=integer(1, MAX_RANKS),
+                   help=f"ps-*: parameter servers, extra ranks (default {OPTIONS['servers']})")
     p.add_argument("--fail", action=Checked, metavar="WORKER:STEP",
                    check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
                    help="ps-*: worker WORKER crashes after STEP gradients")
@@ -126,14 +131,26 @@ def histogram_lines(histogram: dict) -> list[str]:
     return [f"{k:>8} clocks  {'#' * max(1, round(HISTOGRAM_WIDTH * v / top))} {v}" for k, v in buckets.items()]
 
 
+def refuse_options(args) -> None:
+    """An option --strategy does not take is refused by its flag, with the strategies that take it."""
+    given = {"servers": args.servers, "staleness": args.staleness, "period": args.period,
+             "micro_batches": args.micro_batches, "fail": args.fail, "checkpoint": args.checkpoint,
+             "resume": args.resume, "compression": args.compress, "io": loader_given(args) or None,
+             "optimizer": args.optimizer, "warmup_epochs": args.warmup_epochs}
+    for option, value in given.items():
+        if value is not None and option not in STRATEGIES[args.strategy].options:
+            raise ValueError(f"{FLAGS[option]}: need --strategy {' or '.join(taking(option))}, got {args.strategy}")
+
+
 def check_ranks(args) -> None:
     """What only the options together decide, named by option before any rank starts: the
     ranks fit the backend, and --straggler and --fail name one of the workers."""
     limit = BACKENDS[args.backend].max_ranks
-    if args.strategy.startswith("ps-"):
-        if args.workers + args.servers > limit:
+    servers = STRATEGIES[args.strategy].first_worker(args.servers)  # servers are the ranks before worker 0
+    if servers:
+        if args.workers + servers > limit:
             raise ValueError(f"--workers + --servers must be at most {limit} on the {args.backend} backend, "
-                             f"got {args.workers} + {args.servers}")
+                             f"got {args.workers} + {servers}")
     elif args.workers > limit:
         raise ValueError(f"--workers must be an integer in 1..{limit} on the {args.backend} backend, got {args.workers}")
     if args.loader_workers is not None and args.loader_workers * args.workers > MAX_LOADER_WORKERS:
@@ -170,18 +187,22 @@ def cmd_train(args) -> int:
         return cmd_sweep(args)
     if args.quick or args.out:
         raise ValueError("--quick and --out apply to --sweep batch only")
+    refuse_options(args)
     check_ranks(args)
     if args.schedule:
         return train_scheduled(args)
-    if args.warmup_epochs > args.epochs:
+    if (args.warmup_epochs or 0) > args.epochs:
         raise ValueError(f"--warmup-epochs must be an integer in 0..{args.epochs} (--epochs), got {args.warmup_epochs}")
+    given = {"optimizer": args.optimizer, "warmup_epochs": args.warmup_epochs}
     config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
-                         args.lr, args.momentum, args.seed, args.dtype, args.optimizer, args.weight_decay,
-                         args.trust_coefficient, args.warmup_epochs, args.warmup_start_lr)
+                         args.lr, args.momentum, args.seed, args.dtype, weight_decay=args.weight_decay,
+                         trust_coefficient=args.trust_coefficient, warmup_start_lr=args.warmup_start_lr,
+                         **{k: v for k, v in given.items() if v is not None})
     io = io_model(args, config)
     compression = compression_from(args, args.compress) if args.compress else None
     if compression is None and (method_options_given(args) or args.memory):
         raise ValueError("the compression options (--ratio, --bits, ...) need --compress METHOD")
+    servers = STRATEGIES[args.strategy].first_worker(args.servers)
     record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
                    node=args.node, straggler=args.straggler, staleness=args.staleness,
                    period=args.period, micro_batches=args.micro_batches, servers=args.servers,
@@ -198,7 +219,7 @@ def cmd_train(args) -> int:
         return 0
     rows = [
         ("strategy", f"{args.strategy} on {args.workers} workers"
-                     + (f" + {args.servers} server(s)" if args.strategy.startswith("ps-") else "")),
+                     + (f" + {servers} server(s)" if servers else "")),
         ("model", f"{args.model} {config.hidden if args.model == 'mlp' else ''} on {args.dataset}, "
                   f"{args.epochs} epochs, batch {args.batch_size} per worker"),
         ("test accuracy", f"{record['test_accuracy']:.2%}"),
@@ -238,9 +259,6 @@ def io_model(args, config: TrainConfig) -> IOModel | None:
     of the first three is given): samples of the data set's own size."""
     if not loader_given(args):
         return None
-    if args.strategy not in ("allreduce", "local-sgd"):
-        raise ValueError(f"--loader-workers, --prefetch, --storage: need --strategy allreduce or local-sgd, "
-                         f"got {args.strategy}")
     sample_nbytes = INPUT_FEATURES[config.dataset] * np.dtype(config.dtype).itemsize
     return IOModel(args.storage or "nvme", args.loader_workers or 0, args.prefetch or 2, config.batch_size,
                    sample_nbytes, args.decode_s)

@@ -24,7 +24,7 @@ from .records import to_csv, without_values
 
 # The training topics are imported on first use (PEP 562): `dlsys simulate` needs none of
 # them, and they took 0.12 s to import (the trainers, tqdm, the loss landscape).
-_LAZY = {"STRATEGIES": "training", "train": "training", **dict.fromkeys(
+_LAZY = {"train": "training", **dict.fromkeys(
     ["QUICK", "RULES", "Study", "large_batch_study", "largest_good_batch", "load_study", "lr_schedules"], "large_batch")}
 
 __all__ = ["DEFAULT_MAX_MEMORY_BYTES", "BufferPlan", "plan_buffers", "DTYPES", "collective_plan",

@@ -6,11 +6,11 @@ and build its tidy record.
     record = train("ps-ssp", TrainConfig(epochs=10), workers=4, staleness=2, straggler=(3, 4.0))
     record["test_accuracy"], record["virtual_time_s"], record["bytes_moved"]
 
-The strategies' rank programs live below: ``dlsys.train`` (``allreduce``: Horovod-style
+The strategies are the registry ``dlsys.train.STRATEGIES`` (``allreduce``: Horovod-style
 data parallel; ``local-sgd``: average the weights every ``period`` steps;
-``model-parallel``: a GPipe pipeline of layer stages) and ``dlsys.ps`` (``ps-bsp`` /
-``ps-ssp`` / ``ps-asp``: the parameter server). This module only checks the arguments,
-launches the program and summarizes what the ranks returned.
+``model-parallel``: a GPipe pipeline of layer stages; ``ps-bsp`` / ``ps-ssp`` /
+``ps-asp``: the parameter server of ``dlsys.ps``). This module only checks the arguments,
+launches the strategy's rank program and summarizes what the ranks returned.
 """
 
 from __future__ import annotations
@@ -22,38 +22,38 @@ import numpy as np
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..machine.net import get_node
-from ..ps import ps_program
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel
-from ..compress import COMPRESSORS
 from ..learn.task import INPUT_FEATURES
-from ..train import (Compression, TrainConfig, allreduce_program, build_model, load_task, local_sgd_program, pipeline_program,
-                     split_stages, steps_per_epoch)
+from ..train import Compression, TrainConfig, load_task, steps_per_epoch
+from ..train.strategies import Strategy, given_in, strategy_named
 from ..viz.units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
-STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
-
-
 def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), workers: int = 4, *,
           backend: str = "threads", link="tcp-10gbe", node="laptop-cpu",
-          straggler: tuple[int, float] | None = None, staleness: int = 2, period: int = 4,
-          micro_batches: int = 4, servers: int = 1, fail: tuple[int, int] | None = None,
+          straggler: tuple[int, float] | None = None, staleness: int | None = None, period: int | None = None,
+          micro_batches: int | None = None, servers: int | None = None, fail: tuple[int, int] | None = None,
           checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
-          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, evals_per_epoch: int = 1,
-          record_layers: bool = False, compression: Compression | None = None, io: IOModel | None = None) -> dict:
-    """Train ``config`` with ``strategy`` on ``workers`` workers and return a tidy record.
+          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, evals_per_epoch: int | None = None,
+          record_layers: bool | None = None, compression: Compression | None = None,
+          io: IOModel | None = None) -> dict:
+    """Train ``config`` with ``strategy`` (a name in ``dlsys.train.STRATEGIES``) on
+    ``workers`` workers and return a tidy record.
 
-    ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower;
-    ``staleness`` is SSP's s; ``period`` local SGD's k; ``micro_batches`` GPipe's M;
-    ``servers`` the parameter-server group size (extra ranks); ``fail=(worker, step)``
-    crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` / ``resume``:
-    a file (allreduce, rank 0 only) or a directory (parameter server, one file per server).
-    ``progress`` shows a progress bar on a terminal. ``evals_per_epoch`` and
-    ``record_layers`` (per-tensor norms and trust ratios) apply to allreduce. ``compression``
+    ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower. The
+    other options apply to the strategies whose registry entry lists them, and are refused
+    by name elsewhere; one not given takes its default (``dlsys.train.strategies.OPTIONS``):
+    ``staleness`` is SSP's s (2); ``period`` local SGD's k (4); ``micro_batches`` GPipe's M
+    (4); ``servers`` the parameter-server group size (1, extra ranks); ``fail=(worker,
+    step)`` crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` /
+    ``resume``: a file (allreduce, rank 0 only) or a directory (parameter server, one file
+    per server). ``evals_per_epoch`` (1), ``record_layers`` (per-tensor norms and trust
+    ratios) and ``config``'s optimizer and warm-up apply to allreduce. ``compression``
     (allreduce and the parameter server) compresses the gradients
-    (``dlsys.train.Compression``). Every rank holds about 4 copies of the
-    model (weights, gradients, momentum, a message); a model and world that need more than
-    ``max_memory_bytes`` together are refused before any rank starts.
+    (``dlsys.train.Compression``). ``progress`` shows a progress bar on a terminal. Every
+    rank holds about 4 copies of the model (weights, gradients, momentum, a message); a
+    model and world that need more than ``max_memory_bytes`` together are refused before
+    any rank starts.
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
     LaunchResult under "result"; with compression also the method, bytes_per_step,
@@ -64,66 +64,53 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     worker's "io wait" in virtual time), io_wait_fraction (of the run's virtual time) and
     loader_step_s (the loader's own pace per batch, ``IOModel.steady_step_s(0)``).
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    entry = strategy_named(strategy)
+    options = entry.settings({"servers": servers, "staleness": staleness, "period": period,
+                              "micro_batches": micro_batches, "fail": fail, "checkpoint": checkpoint,
+                              "resume": resume, "evals_per_epoch": evals_per_epoch, "record_layers": record_layers,
+                              "compression": compression, "io": io, **given_in(config)})
+    check(entry, config, workers, options, straggler, max_memory_bytes)
+    first_worker = entry.first_worker(options.get("servers"))
+    nodes = [get_node(node)] * (first_worker + workers)
+    if straggler is not None:
+        worker, factor = straggler
+        nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
+    result = launch(entry.program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
+                    args=(config,), kwargs={**entry.fixed, **options, "progress": progress}, timeout_s=timeout_s)
+    return summarize(result, strategy, config, record_of(result, workers, first_worker, options))
+
+
+def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, straggler: tuple[int, float] | None,
+          max_memory_bytes: int) -> None:
+    """Every value ``entry`` runs with, in range, before any rank starts."""
     check_int("workers", workers, 1, MAX_THREAD_RANKS)
-    is_ps = strategy.startswith("ps-")
-    check_int("servers", servers, 1, MAX_THREAD_RANKS - workers)
-    check_int("staleness", staleness, 0)
-    check_int("period", period, 1)
-    check_int("micro_batches", micro_batches, 1, workers * config.batch_size)
-    check_int("evals_per_epoch", evals_per_epoch, 1)
-    if (evals_per_epoch > 1 or record_layers or config.optimizer != "sgd" or config.warmup_epochs) \
-            and strategy != "allreduce":
-        raise ValueError("evals_per_epoch, record_layers, optimizer and warm-up are modelled for the allreduce strategy")
-    ranks = (servers if is_ps else 0) + workers
+    for name, low, high in (("servers", 1, MAX_THREAD_RANKS - workers), ("staleness", 0, None), ("period", 1, None),
+                            ("micro_batches", 1, workers * config.batch_size), ("evals_per_epoch", 1, None)):
+        if name in options:
+            check_int(name, options[name], low, high)
+    if straggler is not None:
+        check_int("straggler worker", straggler[0], 0, workers - 1)
+    ranks = entry.ranks(workers, options.get("servers"))
     model_nbytes = mlp_params(config) * np.dtype(config.dtype).itemsize if config.model == "mlp" else 0
     if 4 * model_nbytes * ranks > max_memory_bytes:
         raise ValueError(f"{ranks} ranks x 4 copies of a {format_bytes(model_nbytes)} model need "
                          f"{format_bytes(4 * model_nbytes * ranks)}, more than the memory budget "
                          f"{format_bytes(max_memory_bytes)}: use fewer or narrower hidden layers, or fewer workers")
-    if strategy == "model-parallel":
-        split_stages(build_model(config), workers)  # raises before any rank starts
+    if entry.check is not None:
+        entry.check(config, workers, options)
     steps_per_epoch(len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers,
                     config.batch_size)
-    if compression is not None:
-        if strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
-            raise ValueError("compression is modelled for allreduce and the parameter-server strategies")
-        if is_ps and COMPRESSORS[compression.method].same_draws_on_every_rank:
-            raise ValueError(f"compression: {compression.method} cannot push to a parameter server (the server "
-                             "would need every worker's draw of indices); use it with allreduce")
+    io = options.get("io")
     if io is not None:
-        if strategy not in ("allreduce", "local-sgd"):
-            raise ValueError("io (loader workers, prefetch, storage) is modelled for allreduce and local-sgd")
         if io.batch_size != config.batch_size:
             raise ValueError(f"io.batch_size must be the training batch size {config.batch_size}, got {io.batch_size}")
         check_int(f"loader workers per worker ({workers} workers share at most {MAX_LOADER_WORKERS} loader "
                   "processes)", io.workers, 0, MAX_LOADER_WORKERS // workers)
-    if fail is not None and not is_ps:
-        raise ValueError("fail= is modelled for the parameter-server strategies (ps-bsp, ps-ssp, ps-asp)")
-    if (checkpoint or resume) and strategy not in ("allreduce", "ps-bsp", "ps-ssp", "ps-asp"):
-        raise ValueError("checkpoint/resume are supported for allreduce and the parameter-server strategies")
-    first_worker = servers if is_ps else 0
-    nodes = [get_node(node)] * (first_worker + workers)
-    if straggler is not None:
-        worker, factor = straggler
-        check_int("straggler worker", worker, 0, workers - 1)
-        nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
 
-    if strategy == "allreduce":
-        program, kwargs = allreduce_program, {"checkpoint": checkpoint, "resume": resume,
-                                              "evals_per_epoch": evals_per_epoch, "record_layers": record_layers,
-                                              "compression": compression, "io": io}
-    elif strategy == "local-sgd":
-        program, kwargs = local_sgd_program, {"period": period, "io": io}
-    elif strategy == "model-parallel":
-        program, kwargs = pipeline_program, {"micro_batches": micro_batches}
-    else:
-        program = ps_program
-        kwargs = {"servers": servers, "consistency": strategy[3:], "staleness": staleness, "fail": fail,
-                  "checkpoint": checkpoint, "resume": resume, "compression": compression}
-    result = launch(program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
-                    args=(config,), kwargs={**kwargs, "progress": progress}, timeout_s=timeout_s)
+
+def record_of(result, workers: int, first_worker: int, options: dict) -> dict:
+    """What the ranks returned, as one record: rank 0's values, every rank's losses, the first
+    worker's accuracy curve, the staleness of every read, and what compression and IO cost."""
     values = result.values
     record = {k: v for k, v in values[0].items() if k not in ("losses", "accuracy_curve", "reads")}
     record.setdefault("layers", [])
@@ -134,15 +121,16 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     if reads is not None:
         staleness_of = [r["staleness"] for r in reads]
     else:  # synchronous strategies read fresh weights; local SGD's miss up to period - 1 local steps
-        staleness_of = [period - 1 if strategy == "local-sgd" else 0] * len(record["losses"])
+        staleness_of = [options.get("period", 1) - 1] * len(record["losses"])
     record["reads"] = reads or []
     record["max_staleness"] = max(staleness_of, default=0)
     record["staleness_histogram"] = dict(sorted(Counter(staleness_of).items()))
+    compression, io = options.get("compression"), options.get("io")
     if compression is not None:
         record.update(compression_record(result, compression, values[first_worker], len(record["losses"]) / workers))
     if io is not None:
         record.update(io_record(result, io, first_worker))
-    return summarize(result, strategy, config, record)
+    return record
 
 
 def io_record(result, io: IOModel, worker: int) -> dict:

@@ -2,8 +2,9 @@
 
 ``allreduce_program`` (Horovod-style data parallel), ``local_sgd_program`` (average the
 weights every ``period`` steps), ``pipeline_program`` (GPipe pipeline of layer stages).
-The parameter server's program is ``dlsys.ps``; launching a strategy and building its
-record is an experiment: ``dlsys.experiments.train``.
+The parameter server's program is ``dlsys.ps``. ``STRATEGIES`` (``strategies.py``) is the
+registry of them all: name -> rank program, ranks, options. Launching a strategy and
+building its record is an experiment: ``dlsys.experiments.train``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from ..learn.task import Compression, TrainConfig, accuracy, batch_indices, build_model, load_task, steps_per_epoch
 from .data_parallel import DistributedOptimizer, allreduce_program, broadcast_parameters, local_sgd_program
 from .model_parallel import bubble_fraction, pipeline_program, split_stages
+from .strategies import STRATEGIES, Strategy
 
-__all__ = ["Compression", "TrainConfig", "DistributedOptimizer", "broadcast_parameters", "allreduce_program",
+__all__ = ["STRATEGIES", "Strategy", "Compression", "TrainConfig", "DistributedOptimizer", "broadcast_parameters", "allreduce_program",
            "local_sgd_program", "pipeline_program", "split_stages", "bubble_fraction", "build_model",
            "load_task", "batch_indices", "steps_per_epoch", "accuracy"]

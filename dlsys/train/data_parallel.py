@@ -8,7 +8,6 @@ Because ``model.grads`` is one contiguous buffer, one all-reduce syncs every lay
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -19,7 +18,8 @@ from ..collectives.compressed import encode, exchange
 from ..compress import DGCMemory, NoneMemory, payload_nbytes
 from ..machine.storage import IOModel
 from ..learn.task import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
-                     steps_per_epoch, task_of, training_batches)
+                          steps_per_epoch, task_of, training_batches)
+from .step_hooks import Checkpoints, CompressorEpochs, Evaluation, Hooks, LayerNorms, ProgressBar, restore_checkpoint
 
 
 class DistributedOptimizer:
@@ -66,31 +66,6 @@ def broadcast_parameters(comm, params: np.ndarray, root: int = 0) -> None:
     params[...] = collectives.broadcast(comm, params, root)
 
 
-def save_checkpoint(path, params: np.ndarray, optimizer: optim.Optimizer, step: int) -> None:
-    """Weights, optimizer state and the global step in one .npz, written atomically."""
-    tmp = f"{path}.tmp.npz"
-    state = optimizer.state_dict()
-    np.savez(tmp, params=params, step=step, **{f"optimizer_{k}": v for k, v in state.items()})
-    os.replace(tmp, path)
-
-
-def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimizer) -> int:
-    """Rank 0 reads the checkpoint and broadcasts weights, optimizer state and step
-    (``hvd.broadcast_parameters`` + ``broadcast_optimizer_state``); returns the step."""
-    if comm.rank == 0:
-        with np.load(path) as ckpt:
-            params[...] = ckpt["params"]
-            optimizer.load_state_dict({k[len("optimizer_"):]: ckpt[k] for k in ckpt.files if k.startswith("optimizer_")})
-            step = int(ckpt["step"])
-    else:
-        step = 0
-    broadcast_parameters(comm, params)
-    for name in optimizer.state_names:
-        getattr(optimizer, name)[...] = collectives.broadcast(comm, getattr(optimizer, name))
-    step, optimizer.steps = (int(v) for v in collectives.broadcast(comm, np.array([step, optimizer.steps])))
-    return step
-
-
 def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None,
                       progress: bool = False, evals_per_epoch: int = 1, record_layers: bool = False,
                       compression: Compression | None = None, io: IOModel | None = None):
@@ -103,53 +78,38 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     Checkpoints (if ``checkpoint`` is a path) after every epoch on rank 0 only; ``resume``
     restarts from such a file and continues bit-identically. ``compression``: each
     parameter tensor's gradient is compressed (see ``DistributedOptimizer``). ``io``: the
-    batches come through a real loader, and wait on the IO model (``training_batches``)."""
+    batches come through a real loader, and wait on the IO model (``training_batches``).
+    All but the compression itself are hooks (``dlsys.train.step_hooks``) at fixed places."""
     task, model = task_of(config), build_model(config)
     compressor, memory = (compression.build(config.seed, comm.rank, comm.size, config.momentum)
                           if compression else (None, None))
     if isinstance(memory, DGCMemory):  # DGC's memory carries the momentum
         config = replace(config, momentum=0.0)
-    n = len(task.y_train)
-    per_epoch = steps_per_epoch(n, comm.size, config.batch_size)
+    per_epoch = steps_per_epoch(len(task.y_train), comm.size, config.batch_size)
     optimizer = build_optimizer(config, model, per_epoch)
     opt = DistributedOptimizer(optimizer, comm, algorithm, compressor, memory, model.param_slices())
     start = restore_checkpoint(comm, resume, model.params, optimizer) if resume else 0
     if not resume:
         broadcast_parameters(comm, model.params)
-    eval_steps = {round(per_epoch * (e + i / evals_per_epoch)) for e in range(config.epochs)
-                  for i in range(1, evals_per_epoch + 1)}
-    slices, losses, curve, layers = model.param_slices(), [], [], []
-    bar = progress_bar(config.epochs * per_epoch - start, progress and comm.rank == 0, "allreduce")
-    for step, X_b, y_b in training_batches(comm, config, task, per_epoch, start, io):
-        bar.update()
-        if compressor and step % per_epoch == 0:
-            compressor.set_epoch(step // per_epoch)
+
+    lead, steps = comm.rank == 0, config.epochs * per_epoch - start  # rank 0 alone evaluates, records, saves
+    evaluation = Evaluation(comm, model, task, config.epochs, per_epoch, evals_per_epoch if lead else 0)
+    hooks = Hooks(ProgressBar(steps, progress and lead, "allreduce"),
+                  CompressorEpochs(compressor, opt, per_epoch, max(1, steps), model.grads.size * 4) if compressor else None,
+                  LayerNorms(model, optimizer) if record_layers and lead else None,
+                  evaluation,
+                  Checkpoints(checkpoint, model, optimizer, per_epoch) if checkpoint and lead else None)
+    losses = []
+    for step, X_b, y_b in training_batches(comm, config, task, per_epoch, start, io):  # io: through a loader
+        hooks.begin(step)
         losses.append((step, comm.clock, gradient(comm, model, X_b, y_b)))
         opt.synchronize()
-        if record_layers and comm.rank == 0:
-            w_norm, g_norm = (layer_norms(x, slices) for x in (model.params, model.grads))
+        hooks.synchronized(step)
         opt.step(synchronize=False)
-        if record_layers and comm.rank == 0:
-            ratios = optimizer.trust_ratios if optimizer.trust_ratios is not None else np.full(len(slices), np.nan)
-            layers += [{"step": step, "tensor": s.name, "w_norm": w, "g_norm": g, "trust_ratio": float(t)}
-                       for s, w, g, t in zip(slices, w_norm, g_norm, ratios)]
-        if comm.rank == 0 and step + 1 in eval_steps:
-            curve.append(((step + 1) / per_epoch, comm.clock, accuracy(model, task.X_test, task.y_test)))
-        if comm.rank == 0 and checkpoint and (step + 1) % per_epoch == 0:
-            save_checkpoint(checkpoint, model.params, optimizer, step + 1)
-    bar.close()
-    record = _rank_record(comm, model, task, losses, curve)
-    if compressor:
-        steps = max(1, config.epochs * per_epoch - start)
-        record.update(encoded_nbytes_per_step=opt.encoded_nbytes / steps, dense_nbytes_per_step=model.grads.size * 4)
-    if comm.rank == 0 and record_layers:
-        record["layers"] = layers
+        hooks.stepped(step)
+    record = _rank_record(comm, model, task, losses, evaluation.curve)
+    hooks.finish(record)
     return record
-
-
-def layer_norms(x: np.ndarray, slices) -> list[float]:
-    """||x restricted to each slice||_2."""
-    return [float(np.linalg.norm(x[s.offset:s.offset + s.size])) for s in slices]
 
 
 def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False,

@@ -63,6 +63,12 @@ def collective_cases():
 
 
 TRAIN_STRATEGIES = ("allreduce", "local-sgd", "model-parallel", "ps-bsp", "ps-ssp", "ps-asp")
+TRAIN_OPTIONS = {"staleness": 1, "period": 2}  # each given to the strategies that take it
+
+
+def train_options(strategy):
+    from dlsys.train import STRATEGIES
+    return {k: v for k, v in TRAIN_OPTIONS.items() if k in STRATEGIES[strategy].options}
 
 
 def train_config():
@@ -80,7 +86,7 @@ def run_collective(collective, algorithm, ranks, backend="threads"):
 
 def run_train(strategy, backend="threads"):
     from dlsys.experiments import train
-    record = train(strategy, train_config(), 3, backend=backend, straggler=(2, 3.0), staleness=1, period=2)
+    record = train(strategy, train_config(), 3, backend=backend, straggler=(2, 3.0), **train_options(strategy))
     return record["result"], record["params"]
 
 
