@@ -246,7 +246,7 @@ def test_small_real_buffers_give_the_logical_size_exactly(algorithm, ranks):
     rec = E.simulate_collective("allreduce", algorithm, ranks, "1GiB", "tcp-10gbe", max_memory_bytes=2**16)
     assert rec["memory_bytes"] <= 2**16 and rec["real_nbytes"] <= 2**13 and rec["scale"] > 2**15
     assert rec["virtual_time_s"] == pytest.approx(rec["closed_form_s"], rel=1e-9)
-    assert rec["result"].link == get_link("tcp-10gbe")  # the trace is reported with the real link
+    assert rec["result"].network.link == get_link("tcp-10gbe")  # the trace is reported with the real link
 
 
 def test_uneven_ring_blocks_are_exact_with_one_real_element_per_block():

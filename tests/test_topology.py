@@ -8,7 +8,8 @@ import dlsys
 from dlsys import collectives
 from dlsys.experiments import simulate_collective
 from dlsys.experiments.collectives import collective_program
-from dlsys.machine.topology import flat, get_topology, taihulight, two_level
+from dlsys.machine.net import get_link
+from dlsys.machine.topology import flat, get_network, get_topology, taihulight, two_level
 
 TREE = two_level("rdma-edr", supernode_size=4, oversubscription=4.0)
 
@@ -75,3 +76,30 @@ def test_bad_topologies_are_refused_before_any_rank_starts():
         get_topology("torus")
     with pytest.raises(ValueError, match="oversubscription must be >= 1"):
         two_level("rdma-edr", 4, 0.5)
+
+
+def test_get_network_resolves_each_way_to_name_a_network():
+    edr = get_link("rdma-edr")
+    assert get_network() == flat("tcp-10gbe")  # None: flat on the default link
+    assert get_network("rdma-edr") == get_network(edr) == flat(edr)  # a link preset or a LinkModel
+    assert get_network(None, "rdma-edr") == get_network("flat", edr) == flat(edr)  # flat on ``link``
+    assert get_network("taihulight") == taihulight()  # a topology preset (its own links)
+    assert get_network(TREE, "tcp-1gbe") is TREE  # a Topology: itself
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: get_network("torus", argument="topology"), r"topology: unknown topology 'torus'; valid: tcp-1gbe, .* "
+                                                        r"\(links\), flat, taihulight \(topologies\)"),
+    (lambda: get_network(None, "wifi"), r"link: unknown link preset 'wifi'; valid: tcp-1gbe"),
+    (lambda: get_network(3.0), r"network: unknown network 3\.0; valid"),
+    (lambda: dlsys.launch(lambda comm: None, 2, "threads", topology="torus"), r"topology: unknown topology 'torus'"),
+    (lambda: simulate_collective("allreduce", "ring", 2, 64, topology=["flat"]), r"topology: unknown topology \['flat'\]"),
+])
+def test_a_bad_network_names_the_argument_and_the_accepted_names(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_a_run_carries_one_network_object():
+    result = dlsys.launch(lambda comm: comm.network, 3, "threads", topology=TREE)
+    assert result.network is TREE and all(value == TREE for value in result.values)

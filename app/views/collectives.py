@@ -4,7 +4,6 @@ import streamlit as st
 
 import shared
 from dlsys.collectives import ALGORITHMS
-from dlsys.machine.net import get_link
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
@@ -25,7 +24,7 @@ with cols[5]:
     backend = shared.backend_select("coll_backend")
 
 record = shared.collective(name, algorithm, ranks, nbytes, link_name, backend)
-trace, link = record["result"].trace, get_link(link_name)
+trace, link = record["result"].trace, record["result"].network.link
 
 m = st.columns(5)
 m[0].metric("virtual time", format_seconds(record["virtual_time_s"]), help="Emulated makespan: the latest rank's clock.")

@@ -14,7 +14,7 @@ from ..train.caffe import DESIGNS
 from ..experiments import taihulight as study
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_seconds
-from .options import Checked, integer, print_table
+from .options import Checked, integer, network, print_table
 
 
 def node_list(text: str) -> list[int]:
@@ -44,9 +44,10 @@ def _row(r: dict) -> str:
 def cmd_taihulight(args) -> int:
     if args.versus_mpi:
         return cmd_versus_mpi(args)
+    machine = network(args, study.LINK)
     for n in args.nodes:  # every node count checked before the first run starts
-        study.check_case(args.model, args.design, n, args.topology)
-    records = [study.run_design(args.model, args.design, n, args.contiguous, args.topology, args.batch)
+        study.check_case(args.model, args.design, n, machine)
+    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch)
                for n in args.nodes]
     rows = [{k: v for k, v in r.items() if k not in ("result", "weights")} for r in records]
     if args.json:
@@ -76,10 +77,11 @@ def cmd_taihulight(args) -> int:
 
 
 def cmd_versus_mpi(args) -> int:
+    machine = network(args, study.LINK)
     for n in args.nodes:
-        study.check_case(args.model, "ring", n, args.topology)
+        study.check_case(args.model, "ring", n, machine)
     sizes = (study.PAPER_MESSAGE_BYTES, study.model_gradient_nbytes(args.model))
-    rows = study.ring_vs_mpi(sizes, args.nodes, args.topology)
+    rows = study.ring_vs_mpi(sizes, args.nodes, machine)
     if args.json:
         print(json.dumps(rows))
         return 0

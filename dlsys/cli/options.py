@@ -14,6 +14,7 @@ import re
 
 from ..comm import MAX_THREAD_RANKS
 from ..machine.net import parse_size
+from ..machine.topology import Topology, get_network
 from ..viz.units import format_bytes
 
 MAX_RANKS = MAX_THREAD_RANKS  # the processes backend stops at 256 (launch says so before starting)
@@ -113,6 +114,12 @@ def join_negative_values(argv: list[str]) -> list[str]:
         else:
             out.append(token)
     return out
+
+
+def network(args, link: str | None = None) -> Topology:
+    """The run's network, resolved once here from ``--topology`` and ``--link`` (or ``link``,
+    for a command without --link): "flat" on that link, or the named topology."""
+    return get_network(args.topology, link or args.link, "--topology")
 
 
 def print_table(rows, title: str | None = None) -> None:

@@ -15,7 +15,7 @@ from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import STORAGE_PRESETS
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .options import MAX_RANKS, Checked, integer, print_table, real_buffers, save_trace, size, trace_row
+from .options import MAX_RANKS, Checked, integer, network, print_table, real_buffers, save_trace, size, trace_row
 from .schedule import add_simulate_options, cmd_schedule
 
 
@@ -52,10 +52,9 @@ def cmd_simulate(args) -> int:
         collectives.check_algorithm(args.collective, algorithm)
     except ValueError as exc:
         raise ValueError(f"--algo: {exc}") from None
-    record = simulate_collective(args.collective, algorithm, args.ranks, args.size, args.link,
+    record = simulate_collective(args.collective, algorithm, args.ranks, args.size, network(args),
                                  args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
-                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace),
-                                 topology=args.topology)
+                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace))
     save_trace(args, record)
     if args.json:
         print(json.dumps(record))

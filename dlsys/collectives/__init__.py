@@ -26,7 +26,8 @@ import math
 import numpy as np
 
 from ..comm import Communicator, as_payload
-from ..machine.net import get_link, get_node
+from ..machine.net import get_node
+from ..machine.topology import get_network
 from . import ring
 from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
@@ -169,14 +170,15 @@ def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce, to
     if p == 1:
         return 0.0
     gamma = get_node(node).gamma_s_per_byte if (reduce and node is not None) else 0.0
-    if topology is not None and not topology.is_flat_for(p):
+    network = get_network(topology, link, "topology")
+    if not network.is_flat_for(p):
         if entry.tiered is None:
-            raise ValueError(f"{collective}/{algorithm} has no closed form on the {topology.name} topology; "
+            raise ValueError(f"{collective}/{algorithm} has no closed form on the {network.name} topology; "
                              f"valid there: {', '.join(a.name for a in REGISTRY.values() if a.tiered)}")
-        inside, up, s = topology.link, topology.uplink, min(topology.supernode_size, p)
+        inside, up, s = network.link, network.uplink or network.link, min(network.supernode_size, p)
         return entry.tiered(p, nbytes, block_nbytes, s, inside.alpha_s, inside.beta_s_per_byte,
                             up.alpha_s, up.beta_s_per_byte, gamma)
-    link = get_link(topology.link if topology is not None else link)
+    link = network.link
     return entry.cost(p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p))
 
 
@@ -189,7 +191,8 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
     cuts nbytes / itemsize elements into p blocks, the largest ceil(n / p) elements. Exact
     for the emulation where the entry says (``exact``), at every size; an upper bound at
     uneven sizes where ``uneven == "bound"``. ``reduce=True`` adds the gamma term (node
-    memory bandwidth) of reductions. ``topology`` (dlsys.machine.topology): within one supernode
+    memory bandwidth) of reductions. The network is ``link`` (a preset, a LinkModel or a
+    Topology) or ``topology`` (``dlsys.machine.topology.get_network``): within one supernode
     its link; across supernodes only the algorithms with a ``tiered`` form have one.
     Thakur, Rabenseifner & Gropp 2005.
     """

@@ -2,7 +2,7 @@
 
 On a two-level tree (dlsys.machine.topology) only one rank per supernode, its leader, crosses the
 thin upper level, and it sends n/k-sized ring blocks there instead of every rank sending
-whole buffers. The groups come from the run's topology (``comm.topology``); on a flat
+whole buffers. The groups come from the run's network (``comm.network``); on a flat
 network there is one group and this is the binomial reduce + broadcast. Cost in the
 registry (``hierarchical_cost``).
 """
@@ -24,7 +24,7 @@ def allreduce_hierarchical(comm, x: np.ndarray, op: str) -> np.ndarray:
         leader: y = ring all-reduce of y among the leaders, across supernodes
         return binomial broadcast of y from my leader, inside my supernode
     """
-    groups = comm.topology.supernodes(comm.size)
+    groups = comm.network.supernodes(comm.size)
     local = Group(comm, next(g for g in groups if comm.rank in g))
     y = reduce_binomial(local, x, op, 0)
     if local.rank == 0 and len(groups) > 1:

@@ -11,7 +11,7 @@ where bytes live:
   right neighbour has dropped our block, and drops the left neighbour's block at once.
 ``allreduce(comm, x, algorithm="ring", fast=True)`` runs the lean one (dlsys simulate
 does): a big emulation's wall time is Python per message (2.1 M messages in a 1024-rank
-ring), so each step is one ``comm.sendrecv`` (send and receive inlined in one call) and the
+ring), so each step is one call of ``dlsys.comm.fast.shift`` (sendrecv inlined) and the
 sums add plain views (numpy calls a LogicalArray's Python hook on every addition).
 Virtual time is charged by the same sends and receives in the same order, so values and
 traces equal the reading path's (tests/test_collectives.py holds them equal).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm import payload_nbytes
+from ..comm import fast, payload_nbytes
 from .blocks import TAG, check_like, combine, recv_like
 
 
@@ -56,7 +56,7 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
 
 def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     """op over every rank's x as a new array of x's shape, as ``ring.allreduce_ring``: its
-    messages, one ``comm.shift`` call per step. Blocks are 1-D, so a received block of our
+    messages, one ``fast.shift`` call per step. Blocks are 1-D, so a received block of our
     block's type, dtype object and size (the usual case) needs none of ``recv_like``'s
     checks, and it is added as plain arrays."""
     p, r = comm.size, comm.rank
@@ -65,7 +65,7 @@ def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     add, plain = (np.maximum if op == "max" else np.add), np.ndarray
     # handover: no array is written after it is sent or received (every sum is a new array,
     # and x's own block, the first one sent, goes as a copy: the caller may write x after)
-    shift, charged = comm.shift(right, left, TAG, handover=True), comm.charge_reductions
+    shift, charged = fast.shift(comm, right, left, TAG, handover=True), comm.charge_reductions
     for step in range(p - 1):
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
         got = shift(blocks[send_i] if step else blocks[send_i].copy(), "reduce-scatter", step, send_i)

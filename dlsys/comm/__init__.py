@@ -1,8 +1,8 @@
 """Communication: the Communicator, virtual clocks, backends and the trace.
 
 Files, one concern each: ``clock.py`` the virtual-time rules, ``communicator.py`` the rank
-API, ``mailbox.py`` and ``board.py`` waiting, the status board and deadlock detection,
-``supervise.py`` run supervision, ``launch.py`` the entry point, ``backends/`` the
+API (the reading path), ``fast.py`` its per-message fast path (``shift``), ``mailbox.py``
+and ``board.py`` waiting, the status board and deadlock detection, ``supervise.py`` run supervision, ``launch.py`` the entry point, ``backends/`` the
 transports (interface and registry in ``backends/__init__.py`` and ``backends/base.py``),
 ``trace.py`` the trace, ``logical.py`` logical sizes, ``group.py`` a group of ranks as a world.
 """

@@ -15,9 +15,9 @@ per kernel copy on TCP-like links), alpha its latency and B its bandwidth:
     receive(d, n)     ingress_free = a = arrival(d, n)
                       t  = max(t, a) + o_r(n)      idle ("wait") until a, then the overhead
 
-With a topology (dlsys.machine.topology) alpha, B and the overheads are those of the link between
-the pair: a send is charged by its destination, an arrival by its source. Flat (the
-default): one link for every pair.
+The network (a dlsys.machine.topology.Topology) gives alpha, B and the overheads of the link
+between each pair: a send is charged by its destination, an arrival by its source. Flat
+(the default): one link for every pair.
 
 Every advance of t is a trace span: compute, send (overhead), wait, recv (overhead).
 These rules give a ring all-reduce exactly 2(p-1)(alpha + n/(pB)) and a parameter
@@ -27,38 +27,22 @@ server's incast exactly p * n / B at the server.
 from __future__ import annotations
 
 from ..machine.net import LinkModel, NodeModel
-from ..machine.topology import Topology, flat
+from ..machine.topology import Topology
 from .trace import Span
-
-Costs = dict[int, tuple[float, float, float]]  # n -> (o_s(n), n / B, o_r(n)) of one link
-
-
-class PeerLinks(dict):
-    """peer -> (the LinkModel between this rank and peer, its cost cache), filled on first
-    use; peers on the same link share one cache (flat: every peer). Key None: ``link``."""
-
-    def __init__(self, rank: int, topology: Topology):
-        super().__init__()
-        self.rank, self.topology, self._caches = rank, topology, {}
-
-    def __missing__(self, peer) -> tuple[LinkModel, Costs]:
-        link = self.topology.link if peer is None else self.topology.link_between(self.rank, peer)
-        entry = self[peer] = (link, self._caches.setdefault(link, {}))
-        return entry
 
 
 class VirtualClock:
-    """One rank's clock, egress and ingress, and the spans that advanced the clock.
-    ``link``: every pair's link, unless a ``topology`` gives one per pair."""
+    """One rank's clock, egress and ingress, and the spans that advanced the clock, on
+    ``network`` (a Topology: the link between every pair of ranks)."""
 
-    def __init__(self, rank: int, link: LinkModel, node: NodeModel, record: bool = True,
-                 topology: Topology | None = None):
-        self.rank, self.link, self.node, self.record = rank, link, node, record
+    def __init__(self, rank: int, network: Topology, node: NodeModel, record: bool = True):
+        self.rank, self.network, self.node, self.record = rank, network, node, record
         self.t = self.egress_free = self.ingress_free = 0.0
         self.spans: list[Span] = []
-        # (link, its (o_s, n / B, o_r) by n) per peer: a ring sends one size to one peer over
-        # and over, so a send reads ``costs.get(n) or self._link_costs(...)``: dict lookups.
-        self.peers = PeerLinks(rank, topology or flat(link))
+
+    def link_to(self, peer: int | None) -> LinkModel:
+        """The link between this rank and ``peer`` (None: the link inside its supernode)."""
+        return self.network.link if peer is None else self.network.link_between(self.rank, peer)
 
     def advance(self, seconds: float, kind: str, label: str) -> None:
         start = self.t
@@ -76,33 +60,24 @@ class VirtualClock:
 
     def send(self, nbytes: int, label: str = "", dst: int | None = None) -> float:
         """Charge the send overhead (of the link to ``dst``); return the departure time d."""
-        link, costs = self.peers[dst]
-        send_s, wire_s, _ = costs.get(nbytes) or self._link_costs(link, costs, nbytes)
-        self.advance(send_s, "send", label)
+        link = self.link_to(dst)
+        self.advance(link.send_overhead_s(nbytes), "send", label)
         depart = max(self.t, self.egress_free)
-        self.egress_free = depart + wire_s
+        self.egress_free = depart + link.wire_s(nbytes)
         return depart
 
     def arrival(self, depart_s: float, nbytes: int, src: int | None = None) -> float:
         """When a message from ``src`` that departed at depart_s would arrive here now
         (no state change)."""
-        link, costs = self.peers[src]
-        wire_s = (costs.get(nbytes) or self._link_costs(link, costs, nbytes))[1]
+        link = self.link_to(src)
+        wire_s = link.wire_s(nbytes)
         return max(depart_s + link.latency_s + wire_s, self.ingress_free + wire_s)
 
     def receive(self, depart_s: float, nbytes: int, label: str = "", src: int | None = None) -> float:
         """Take a message from ``src`` in: occupy the ingress, wait for it, charge the
         receive overhead; return its arrival time a."""
-        link, costs = self.peers[src]
-        _, wire_s, recv_s = costs.get(nbytes) or self._link_costs(link, costs, nbytes)
-        # arrival(depart_s, nbytes, src), inlined: this runs once per message
-        arrive = self.ingress_free = max(depart_s + link.latency_s + wire_s, self.ingress_free + wire_s)
+        arrive = self.ingress_free = self.arrival(depart_s, nbytes, src)
         if arrive > self.t:
             self.advance(arrive - self.t, "wait", label)
-        self.advance(recv_s, "recv", label)
+        self.advance(self.link_to(src).recv_overhead_s(nbytes), "recv", label)
         return arrive
-
-    @staticmethod
-    def _link_costs(link: LinkModel, costs: Costs, nbytes: int) -> tuple[float, float, float]:
-        cost = costs[nbytes] = (link.send_overhead_s(nbytes), link.wire_s(nbytes), link.recv_overhead_s(nbytes))
-        return cost

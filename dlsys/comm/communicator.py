@@ -5,24 +5,26 @@ DESIGN.md's); the Communicator checks arguments, charges every call to its clock
 the trace and hands (header, array) pairs to its transport (``dlsys.comm.backends``), the
 only part that differs between backends. So the same program gives the same values and the
 same trace on every backend.
+
+This is the reading path: ``send`` is a check, the clock's send rule, the board's counters
+and the transport. The collectives' per-message fast path (``shift``: the same rules
+inlined, for 1024-rank emulations) lives beside it in ``dlsys.comm.fast``, held to the
+same traces by the tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from ..machine.net import LinkModel, NodeModel
-from ..machine.topology import Topology, flat
+from ..machine.net import NodeModel
+from ..machine.topology import Topology
 from .board import FROM, POSTED, board_row
 from .clock import VirtualClock
 from .mailbox import Header
-from .trace import Message, Span
+from .trace import Message
 
 MAX_LABEL = 200
 SIGNAL = "signal"  # the phase of a same-node hand-off (Communicator.signal)
-_new_tuple = tuple.__new__  # builds a NamedTuple from a tuple in C (Header(...) is a Python call)
 DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
 
 
@@ -41,6 +43,14 @@ def payload_nbytes(arr: np.ndarray) -> int:
     """Bytes a payload stands for on the wire: a LogicalArray's elements each stand for
     ``scale`` (a class attribute: no Python call, and this runs once per message)."""
     return arr.nbytes * getattr(arr, "scale", 1)
+
+
+def message_label(label, phase: str = "", step: int = -1, block: int = -1) -> str:
+    """A message's label: ``label``, or "<phase> step <s> block <i>" from its fields; at
+    most MAX_LABEL characters."""
+    if not label and phase:
+        label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
+    return label if type(label) is str and len(label) <= MAX_LABEL else str(label)[:MAX_LABEL]
 
 
 class Request:
@@ -72,22 +82,20 @@ class Communicator:
 
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
-    ``link``: the network, one LinkModel for every pair or a Topology (dlsys.machine.topology).
+    ``network``: the link between every pair of ranks (dlsys.machine.topology.get_network).
     """
 
-    def __init__(self, rank: int, size: int, transport, link: LinkModel | Topology, node: NodeModel,
+    def __init__(self, rank: int, size: int, transport, network: Topology, node: NodeModel,
                  seed: int, deadline: float, board: np.ndarray, charge_reductions: bool = False,
                  record: bool = True):
-        self.topology = link if isinstance(link, Topology) else flat(link)
-        self.rank, self.size, self.link, self.node = rank, size, self.topology.link, node
+        self.rank, self.size, self.network, self.node = rank, size, network, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
         self._transport, self._board, self._row = transport, board, board_row(board, rank)
         self._deadline = deadline + DEADLINE_GRACE_S
         self._sent = FROM + size  # first column of this rank's sent-to counters
-        self._posted, self._sent_to = 0, [0] * size  # mirrors of the board's counters
         self.bytes_sent = 0  # logical bytes this rank has sent (what its messages cost on the wire)
-        self._clock = VirtualClock(rank, self.link, node, record, self.topology)
+        self._clock = VirtualClock(rank, network, node, record)
         self._record = record
         self.spans = self._clock.spans
         self.messages: list[Message] = []
@@ -157,48 +165,32 @@ class Communicator:
         """Buffered send of array ``buf`` to rank ``dest`` (returns without waiting for the
         receiver). mpi4py's order and names. ``phase``, ``step`` and ``block`` describe a
         collective's message for figures (trace.Message); the label defaults to them."""
-        self._post(dest, buf, tag, label, False, phase, step, block)
+        self._post(buf, dest, tag, label, False, phase, step, block)
 
-    def _post(self, dst, x, tag, label, lend: bool, phase="", step=-1, block=-1) -> int | None:
-        """A send (VirtualClock.send); returns the transport's loan number (a lent payload)
-        or None. The argument checks, ``as_payload`` and ``payload_nbytes`` are inlined for
-        valid arguments and the usual payloads (an ndarray, a LogicalArray): this runs once
-        per message, 2.1 M times in a 1024-rank ring, and every Python call costs ~0.1 us."""
-        if not (type(dst) is int and 0 <= dst < self.size and dst != self.rank):
-            dst = self._check_peer(dst, "dest")
-        if not (type(tag) is int and tag >= 0):
-            tag = self._check_tag(tag)
-        arr = x
-        if not (type(x) is np.ndarray or hasattr(type(x), "logical_nbytes")) or x.dtype.kind not in "biufc":
-            arr = as_payload(x)
-        n = arr.nbytes * getattr(arr, "scale", 1)  # payload_nbytes
-        meta = None
-        if phase:
-            meta = (phase, step, block)
-            if not label and self._record:  # before the send span, which carries it too
-                label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
-        depart = self._clock.send(n, label, dst)
-        if type(label) is not str or len(label) > MAX_LABEL:
-            label = str(label)[:MAX_LABEL]
-        # Header(...) without the NamedTuple's Python-level __new__
-        header = _new_tuple(Header, (self.rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta))
-        self.bytes_sent += n
-        self._posted += 1
-        self._row[POSTED] = self._posted
-        sent_to = self._sent_to[dst] + 1
-        self._sent_to[dst] = sent_to
-        self._row[self._sent + dst] = sent_to
+    def _post(self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int) -> int | None:
+        """send and isend: charge the send overhead and take the egress (VirtualClock.send),
+        count the message on the board, hand it to the transport; returns the transport's
+        loan number (a lent payload) or None."""
+        dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
+        nbytes = payload_nbytes(arr)
+        label = message_label(label, phase, step, block)
+        depart = self._clock.send(nbytes, label, dst)
+        self.bytes_sent += nbytes
+        self._count_sent(dst)
+        meta = (phase, step, block) if phase else None
+        header = Header(self.rank, tag, depart, nbytes, label, arr.dtype, arr.shape, None, meta)
         return self._transport.post(dst, header, arr, lend)
+
+    def _count_sent(self, dst: int) -> None:
+        """The board's counters of this rank's messages (deadlock detection reads them)."""
+        self._row[POSTED] += 1
+        self._row[self._sent + dst] += 1
 
     def recv(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
         """Receive the next array rank ``source`` sent with this tag (blocks; deadlock-checked;
         VirtualClock.receive). The message keeps its sender's label; ``label`` names this
         rank's wait/recv spans (default: the sender's label)."""
-        src = source
-        if not (type(src) is int and 0 <= src < self.size and src != self.rank):  # inlined, as in _post
-            src = self._check_peer(src, "source")
-        if not (type(tag) is int and tag >= 0):
-            tag = self._check_tag(tag)
+        src, tag = self._check_peer(source, "source"), self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
         arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
         if self._record:
@@ -255,12 +247,9 @@ class Communicator:
         dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
         # the header carries the payload's size (a transport restores logical sizes from it);
         # no clock charges it and the trace records 0 wire bytes
-        header = _new_tuple(Header, (self.rank, tag, self._clock.t, payload_nbytes(arr), str(label)[:MAX_LABEL],
-                                     arr.dtype, arr.shape, None, (SIGNAL, -1, -1)))
-        self._posted += 1  # the board's counters, as in _post: deadlock detection reads them
-        self._row[POSTED] = self._posted
-        self._sent_to[dst] += 1
-        self._row[self._sent + dst] = self._sent_to[dst]
+        header = Header(self.rank, tag, self._clock.t, payload_nbytes(arr), str(label)[:MAX_LABEL],
+                        arr.dtype, arr.shape, None, (SIGNAL, -1, -1))
+        self._count_sent(dst)
         self._transport.post(dst, header, arr, False)
 
     def wait_signal(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
@@ -281,7 +270,7 @@ class Communicator:
         """Non-blocking send. Complete at once (the payload is copied), unless buf is memory
         from ``alloc`` on a backend that lends it: then ``wait()`` returns once the receiver
         has dropped the array, and buf must not be written before that (MPI's rule)."""
-        loan = self._post(dest, buf, tag, label, True, phase, step, block)
+        loan = self._post(buf, dest, tag, label, True, phase, step, block)
         return _SENT if loan is None else Request(self, loan=loan, dst=dest)
 
     def irecv(self, source: int, tag: int = 0, label: str | None = None) -> Request:
@@ -303,77 +292,3 @@ class Communicator:
         buffered). ``phase``, ``step`` and ``block`` describe the sent message, as in ``send``."""
         self.send(sendbuf, dest, sendtag, label, phase=phase, step=step, block=block)
         return self.recv(source, sendtag if recvtag is None else recvtag)
-
-    def shift(self, dest: int, source: int, tag: int = 0, handover: bool = False) -> Callable:
-        """``sendrecv`` to and from fixed ranks, step after step (MPI_Cart_shift's pattern: a
-        ring's right and left neighbours), for the collectives' fast paths.
-
-        ``handover``: the caller never writes an array after sending it, nor one it
-        received (``Transport.hand_over``: ranks that share memory pass it without a copy).
-
-        ``step = comm.shift(right, left, TAG)``; then ``step(buf, phase, s, block)`` is
-        ``comm.sendrecv(buf, right, left, TAG, phase=phase, step=s, block=block)``: the same
-        checks, clock rules, counters and trace. Why: a 1024-rank ring makes 2.1 M of them,
-        so dest, source and tag are checked once, and the work of send, recv and
-        VirtualClock.send/receive is inlined in one Python call (sendrecv makes ten).
-        tests/test_comm_clock.py holds it to the clock's rules, tests/test_collectives.py
-        to the reading ring's trace.
-        """
-        dest, source, tag = self._check_peer(dest, "dest"), self._check_peer(source, "source"), self._check_tag(tag)
-        rank, clock, record, row, sent_to = self.rank, self._clock, self._record, self._row, self._sent_to
-        transport, deadline = self._transport, self._deadline
-        post, take = transport.hand_over if handover else transport.post, transport.take
-        (link_out, costs_out), (link_in, costs_in) = clock.peers[dest], clock.peers[source]
-        link_costs, latency_s = clock._link_costs, link_in.latency_s
-        spans, messages, sent_column = clock.spans, self.messages, self._sent + dest
-        ndarray = np.ndarray
-
-        def sendrecv(buf, phase: str = "", step: int = -1, block: int = -1, label: str = "") -> np.ndarray:
-            arr = buf
-            if not (type(arr) is ndarray or hasattr(type(arr), "logical_nbytes")) or arr.dtype.kind not in "biufc":
-                arr = as_payload(buf)
-            n = arr.nbytes * getattr(arr, "scale", 1)  # payload_nbytes
-            meta = None
-            if phase and record:  # only a recording receiver reads them
-                meta = (phase, step, block)
-                if not label:
-                    label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
-            if label != "" and (type(label) is not str or len(label) > MAX_LABEL):
-                label = str(label)[:MAX_LABEL]
-            send_s, wire_s, _ = costs_out.get(n) or link_costs(link_out, costs_out, n)  # VirtualClock.send
-            start = clock.t
-            clock.t = t = start + send_s
-            if record and t > start:
-                spans.append(Span(rank, start, t, "send", label))
-            egress = clock.egress_free
-            depart = t if t > egress else egress
-            clock.egress_free = depart + wire_s
-            self.bytes_sent += n
-            self._posted = posted = self._posted + 1
-            row[POSTED] = posted
-            sent_to[dest] = count = sent_to[dest] + 1
-            row[sent_column] = count
-            post(dest, _new_tuple(Header, (rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta)), arr, False)
-
-            header, arr = take(source, tag, deadline)
-            depart, n = header[2], header[3]
-            _, wire_s, recv_s = costs_in.get(n) or link_costs(link_in, costs_in, n)  # VirtualClock.receive
-            arrive = depart + latency_s + wire_s
-            ingress = clock.ingress_free + wire_s
-            if ingress > arrive:
-                arrive = ingress
-            clock.ingress_free = arrive
-            t = clock.t
-            if arrive > t:  # VirtualClock.advance's float arithmetic, exactly: t + (arrive - t)
-                wait_end = t + (arrive - t)
-                if record and wait_end > t:
-                    spans.append(Span(rank, t, wait_end, "wait", header[4]))
-                t = wait_end
-            clock.t = end = t + recv_s
-            if record:
-                if end > t:
-                    spans.append(Span(rank, t, end, "recv", header[4]))
-                messages.append(Message(source, rank, n, depart, arrive, tag, header[4], *(header[8] or ("", -1, -1))))
-            return arr
-
-        return sendrecv

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..checks import check_int
-from ..machine.net import LinkModel, NodeModel, get_link, get_node
-from ..machine.topology import Topology, get_topology
+from ..machine.net import LinkModel, NodeModel, get_node
+from ..machine.topology import DEFAULT_LINK, Topology, get_network
 from .backends import BACKENDS
 from .supervise import RunSpec, RunTimeout
 from .trace import Trace
@@ -37,9 +37,8 @@ class LaunchResult:
     clocks_s: list
     wall_time_s: float
     backend: str
-    link: LinkModel
+    network: Topology  # the link between every pair of ranks (its ``link``: inside a supernode)
     nodes: tuple
-    topology: Topology | None = None
 
     @property
     def virtual_time_s(self) -> float:
@@ -52,7 +51,7 @@ class LaunchResult:
 
 
 def launch(program: Callable, world_size: int, backend: str = "processes", *,
-           link: str | LinkModel = "tcp-10gbe", node: str | NodeModel | Sequence = "laptop-cpu",
+           link: str | LinkModel | Topology = DEFAULT_LINK, node: str | NodeModel | Sequence = "laptop-cpu",
            seed: int = 0, args: tuple = (), kwargs: dict | None = None,
            charge_reductions: bool = False, record: bool = True,
            timeout_s: float = 600.0, topology: str | Topology | None = None) -> LaunchResult:
@@ -60,9 +59,10 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
 
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
     ``get_node("v100").slowed(4)``). ``charge_reductions`` adds n * gamma for every reduced
-    byte. ``record=False`` skips the trace (faster for huge emulations). ``topology``: a
-    link per pair of ranks (dlsys.machine.topology: "flat" on ``link``, "taihulight", or a Topology);
-    rank r is node r of it. The environment variable ``DLSYS_BACKEND``, if set,
+    byte. ``record=False`` skips the trace (faster for huge emulations). The network, resolved
+    here once (``dlsys.machine.topology.get_network``): ``link`` (a preset or LinkModel) for
+    every pair, or ``topology``, a link per pair ("flat" on ``link``, "taihulight", or a
+    Topology); rank r is node r of it. The environment variable ``DLSYS_BACKEND``, if set,
     replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
     lesson's ranks on MPI).
     """
@@ -87,12 +87,9 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
         nodes = tuple(get_node(n) for n in node)
         if len(nodes) != size:
             raise ValueError(f"node: a sequence of node models needs one per rank ({size}), got {len(nodes)}")
-    link_model, network = get_link(link), None
-    if topology is not None:
-        network = get_topology(topology, link_model)
-        network.check_nodes(size, "world_size")
-        link_model = network.link
-    spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network or link_model, nodes, seed,
+    network = get_network(topology, link, "topology")
+    network.check_nodes(size, "world_size")
+    spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network, nodes, seed,
                    bool(charge_reductions), bool(record), time.monotonic() + timeout_s)
     start = time.perf_counter()
     try:
@@ -103,4 +100,4 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     spans = [s for o in outcomes for s in o.spans]
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
     return LaunchResult([o.value for o in outcomes], Trace(spans, messages, size),
-                        [o.clock_s for o in outcomes], wall, backend, link_model, nodes, network)
+                        [o.clock_s for o in outcomes], wall, backend, network, nodes)

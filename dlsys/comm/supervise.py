@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..machine.net import LinkModel
 from ..machine.topology import Topology
 from .board import FROM, deadlock_report, stalled, status_report
 
@@ -51,7 +50,7 @@ class RunSpec(NamedTuple):
     args: tuple
     kwargs: dict
     size: int
-    link: LinkModel | Topology  # the network: one link for every pair, or a link per pair
+    network: Topology  # the link between every pair of ranks
     nodes: tuple
     seed: int
     charge_reductions: bool

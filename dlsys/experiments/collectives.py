@@ -10,8 +10,8 @@ import numpy as np
 from .. import collectives
 from ..checks import check_int
 from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
-from ..machine.net import busbw_factor, get_link, parse_size
-from ..machine.topology import get_topology
+from ..machine.net import busbw_factor, parse_size
+from ..machine.topology import Topology, get_network
 from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -47,19 +47,19 @@ def _counted_program(comm, *args):
 
 def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dtype: str = "float32",
                     max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
-                    backend: str = "threads", topology=None) -> BufferPlan:
+                    backend: str = "threads", network: Topology | None = None) -> BufferPlan:
     """The real buffers for one collective of ``count`` logical elements per rank
     (``budget.plan_buffers``): ``unit`` is the number of blocks the algorithm cuts a buffer
     into; gather and all-gather hold every rank's buffer, the others about 4 buffers per
     rank (input, its float64 draw, result, a block in flight); on the processes backend
-    every rank is also an interpreter (``PROCESS_RANK_BYTES``); ``topology`` places the
-    hierarchical all-reduce's supernodes."""
+    every rank is also an interpreter (``PROCESS_RANK_BYTES``); ``network`` places the
+    hierarchical all-reduce's supernodes (None: flat, one supernode)."""
     p2 = 1 << (ranks.bit_length() - 1)
     splits_in_p = {("allreduce", "ring"), ("reduce_scatter", "ring"), ("reduce_scatter", "recursive_halving"),
                    ("broadcast", "scatter_allgather"), ("scatter", "binomial")}
     unit = ranks if (collective, algorithm) in splits_in_p else p2 if algorithm == "rabenseifner" else 1
     if algorithm == "hierarchical":  # its leaders' ring cuts one block per supernode
-        unit = len(get_topology(topology or "flat").supernodes(ranks))
+        unit = 1 if network is None else len(network.supernodes(ranks))
     copies = ranks + 3 if collective in ("gather", "allgather") else 4
     return plan_buffers(0 if collective == "barrier" else count, ranks, dtype, unit=unit, copies=copies,
                         split_per_block=algorithm == "ring" and collective in ("allreduce", "reduce_scatter"),
@@ -103,9 +103,10 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     what ran: ``real_count`` elements per rank, ``scale_min``..``scale_max`` logical
     elements per real one, ``memory_bytes`` (estimated) of ``max_memory_bytes``.
     ``record=False`` skips the trace (``result.trace`` is empty; bytes per rank are still
-    counted): a 512-rank ring runs in half the wall time. ``topology`` (dlsys.machine.topology, a
-    name or a Topology; default flat on ``link``): a link per pair of ranks; across
-    supernodes only algorithms with a ``tiered`` form have a closed form (else it is None).
+    counted): a 512-rank ring runs in half the wall time. The network is ``link`` for every
+    pair or ``topology``, a link per pair (``dlsys.machine.topology.get_network``: a name or
+    a Topology, "flat" on ``link``); across supernodes only algorithms with a ``tiered``
+    form have a closed form (else it is None).
     """
     collectives.check_algorithm(collective, algorithm)
     collectives.check_op(op)
@@ -119,15 +120,13 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     itemsize = np.dtype(DTYPES[dtype]).itemsize
     if nbytes % itemsize:
         raise ValueError(f"size must be a multiple of the {dtype} item size ({itemsize} bytes), got {nbytes}")
-    link = get_link(link)
-    topology = get_topology(topology or "flat", link)
-    link = topology.link
+    network = get_network(topology, link, "topology")
     plan = collective_plan(collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real, backend,
-                           topology)
+                           network)
     count = plan.real_count
-    result = launch(_counted_program, ranks, backend, link=link, node=node, seed=seed, record=record,
+    result = launch(_counted_program, ranks, backend, node=node, seed=seed, record=record,
                     args=(collective, algorithm, count, dtype, op, seed, plan), charge_reductions=charge_reductions,
-                    topology=topology)
+                    topology=network)
     values, sent_nbytes = zip(*result.values)
     result = replace(result, values=list(values))
     if check:
@@ -140,18 +139,18 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if collective == "barrier":
         model_bytes = 0
     # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
-    known = topology.is_flat_for(ranks) or collectives.REGISTRY[(collective, algorithm)].tiered is not None
+    known = network.is_flat_for(ranks) or collectives.REGISTRY[(collective, algorithm)].tiered is not None
     closed = textbook = None
     if known:
-        closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0],
-                                         charge_reductions, itemsize, topology)
-        textbook = collectives.textbook_form(collective, algorithm, ranks, model_bytes, link, result.nodes[0],
-                                             charge_reductions, topology)
+        closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, network, result.nodes[0],
+                                         charge_reductions, itemsize)
+        textbook = collectives.textbook_form(collective, algorithm, ranks, model_bytes, network, result.nodes[0],
+                                             charge_reductions)
     t = result.virtual_time_s
     algbw = nbytes / t if t > 0 else 0.0
     return {
         "collective": collective, "algorithm": algorithm, "ranks": ranks, "nbytes": nbytes,
-        "dtype": dtype, "op": op, "link": link.name, "topology": topology.name, "backend": backend,
+        "dtype": dtype, "op": op, "link": network.link.name, "topology": network.name, "backend": backend,
         "virtual_time_s": t, "closed_form_s": closed, "textbook_form_s": textbook,
         "relative_error": None if closed is None else abs(t - closed) / closed if closed > 0 else abs(t),
         "algbw_Bps": algbw, "busbw_Bps": algbw * busbw_factor(collective, ranks),

@@ -23,13 +23,13 @@ def allreduce_costs(links=("tcp-10gbe",), ranks=(8,), sizes=(2**20,)) -> list[di
     and its bandwidth part (the rest: the beta terms).
     """
     rows = []
-    for link in links:
+    for link in map(get_link, links):
         for p in ranks:
             for algorithm in ALLREDUCE_ALGORITHMS:
                 latency = closed_form("allreduce", algorithm, p, 0, link)
                 for n in sizes:
                     t = closed_form("allreduce", algorithm, p, n, link)
-                    rows.append({"link": get_link(link).name, "algorithm": algorithm, "ranks": p, "nbytes": n,
+                    rows.append({"link": link.name, "algorithm": algorithm, "ranks": p, "nbytes": n,
                                  "time_s": t, "latency_s": latency, "bandwidth_s": t - latency,
                                  "source": "closed form"})
     return rows

@@ -44,7 +44,7 @@ def simulate_ps(workers: int = 8, size="64MiB", link="tcp-10gbe", node="laptop-c
     if nbytes % 4:
         raise ValueError(f"size must be a multiple of the float32 item size (4 bytes), got {nbytes}")
     plan = plan_buffers(nbytes // 4, workers + 1, "float32", copies=4, max_memory_bytes=max_memory_bytes)
-    count = plan.real_count
+    count, link = plan.real_count, get_link(link)
     result = launch(_ps_program, workers + 1, "threads", link=link, node=node, seed=seed, args=(count, seed, plan))
     want = np.mean([np.random.default_rng([seed, w]).standard_normal(count).astype(np.float32)
                     for w in range(workers)], axis=0)
@@ -52,7 +52,7 @@ def simulate_ps(workers: int = 8, size="64MiB", link="tcp-10gbe", node="laptop-c
         raise AssertionError("parameter server: a worker got a wrong mean")
     t, closed = result.virtual_time_s, ps_closed_form_s(workers, nbytes, link)
     return {"scheme": "parameter server", "workers": workers, "ranks": workers + 1, "nbytes": nbytes,
-            "link": get_link(link).name, "virtual_time_s": t, "closed_form_s": closed,
+            "link": link.name, "virtual_time_s": t, "closed_form_s": closed,
             "relative_error": abs(t - closed) / closed, "bytes_sent_per_rank": result.trace.bytes_sent_per_rank(),
             "wall_time_s": result.wall_time_s, "result": result, **plan_record(plan, max_memory_bytes)}
 

@@ -68,8 +68,9 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
     last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
     of worker 0's push time on the wire that its compute hides) and the LaunchResult."""
     job = make_job(policy, model, workers, scheme, servers, batch, iterations, options)
-    result = launch(schedule.program, job.ranks, backend, link=parse_link(link), node=node, args=(job,), timeout_s=900)
-    return summarize(job, result, batch, link=parse_link(link).name, node=get_node(node).name)
+    link = parse_link(link)
+    result = launch(schedule.program, job.ranks, backend, link=link, node=node, args=(job,), timeout_s=900)
+    return summarize(job, result, batch, link=link.name, node=get_node(node).name)
 
 
 def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers: int = 1, batch: int = 32,
@@ -112,7 +113,7 @@ def overlap(job: schedule.Job, result) -> float:
     ends = result.values[compute]["backward_ends_s"]
     since = ends[-2] if len(ends) > 1 else 0.0
     busy: list[list[float]] = []
-    for start, end in sorted((m.depart_s, m.depart_s + result.link.wire_s(m.nbytes)) for m in result.trace.messages
+    for start, end in sorted((m.depart_s, m.depart_s + result.network.link.wire_s(m.nbytes)) for m in result.trace.messages
                              if m.src == sender and m.phase != SIGNAL and m.depart_s >= since):
         if busy and start <= busy[-1][1]:
             busy[-1][1] = max(busy[-1][1], end)
@@ -147,9 +148,10 @@ def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), wor
     parameter server's BSP rounds), only the time changes."""
     job = make_job(policy, "digits", workers, scheme, 1, config.batch_size, schedule.steps_of(config, workers),
                    options, config)
-    result = launch(schedule.program, job.ranks, backend, link=parse_link(link), node=node, seed=config.seed, args=(job,),
+    link = parse_link(link)
+    result = launch(schedule.program, job.ranks, backend, link=link, node=node, seed=config.seed, args=(job,),
                     timeout_s=900)
-    record = summarize(job, result, config.batch_size, link=parse_link(link).name)
+    record = summarize(job, result, config.batch_size, link=link.name)
     worker0 = result.values[job.rank_of("compute", 0)]
     record.update(params=worker0["params"], test_accuracy=worker0["test_accuracy"],
                   losses=[loss for v in result.values for loss in v.get("losses", [])])
@@ -186,7 +188,7 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
             continue
         item = m.label.rpartition("[item ")[2].rstrip("]")  # "push conv3 slice 2 of 5 [item 17]"
         layer = min(items[int(item)].layers) if item.isdigit() else -1
-        wire_s = result.link.wire_s(m.nbytes)
+        wire_s = result.network.link.wire_s(m.nbytes)
         start_s, lane = (m.depart_s, "push") if m.src == sender else (m.arrive_s - wire_s, "pull")
         bars.append({"lane": lane, "start_s": start_s, "end_s": start_s + wire_s, "kind": lane, "layer": layer,
                      "label": m.label})

@@ -17,11 +17,12 @@ from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..machine.net import get_node
 from ..machine.profiles import profile
-from ..machine.topology import get_topology
+from ..machine.topology import get_network
 from .collectives import simulate_collective
 
 MODELS = ("alexnet", "googlenet", "resnet50")
 NODE = "sw26010"
+LINK = "sw26010"           # the TaihuLight's link (dlsys.machine.net): a flat topology's, and inside a supernode
 BATCH = 64                 # images per node and iteration (a teaching default; the paper tunes it per model)
 SWEEP_NODES = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512: the paper's range
 PAPER_MESSAGE_BYTES = 60_970_000  # the 60.97 MB message of the paper's figs 7-8 (AlexNet's gradient, about)
@@ -48,7 +49,7 @@ def check_case(model: str, design: str, nodes: int, topology) -> None:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     if design not in DESIGNS:
         raise ValueError(f"design: unknown design {design!r}; valid: {', '.join(DESIGNS)}")
-    get_topology(topology, NODE).check_nodes(nodes)
+    get_network(topology, LINK, "topology").check_nodes(nodes)
     if nodes > MAX_THREAD_RANKS:
         raise ValueError(f"nodes must be an integer in 1..{MAX_THREAD_RANKS} (the ranks one machine emulates), "
                          f"got {nodes}")
@@ -108,7 +109,7 @@ def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool =
     computes the same, so all enter the all-reduce at once.
     ps: ``ps_rank0_s`` minus rank 0's compute, packing copy and update.
     Both exact; communication None beyond one supernode (no closed form on the upper level)."""
-    node, topology = get_node(NODE), get_topology(topology, NODE)
+    node, network = get_node(NODE), get_network(topology, LINK, "topology")
     layers = profile(model)
     sizes = [size * scale * 4 for size in real_sizes(layers, scale)]
     n = sum(sizes)
@@ -117,12 +118,12 @@ def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool =
     compute, update = sum(forward_s) + sum(backward_s), node.kernel_s(0, 3 * n)
     copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
     packing = 2 * copy if design == "ring" else copy  # ps: rank 0 packs W; its workers unpack it
-    if not topology.is_flat_for(nodes):  # messages cross the upper level: no closed form
+    if not network.is_flat_for(nodes):  # messages cross the upper level: no closed form
         comm = None
     elif design == "ring":
-        comm = collectives.closed_form("allreduce", "ring", nodes, n, topology.link, itemsize=4 * scale)
+        comm = collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
     else:
-        comm = (ps_rank0_s(nodes, sizes, forward_s, backward_s, topology.link, copy, update)
+        comm = (ps_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update)
                 - compute - packing - update)
     return {"compute_s": compute, "pack_s": packing, "update_s": update, "communication_s": comm}
 
@@ -137,19 +138,20 @@ def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, con
     the closed form of each part; gradient_nbytes (logical), scale (logical parameters
     per real one), the rank weights (``weights``: rank 0's after the update) and, under
     "result", the LaunchResult (a trace if ``record``)."""
-    check_case(model, design, nodes, topology)
+    network = get_network(topology, LINK, "topology")
+    check_case(model, design, nodes, network)
     check_int("batch", batch, 1)
     scale = memory_scale(model, nodes, max_memory_bytes)
     layers = profile(model)
-    result = launch(design_program, nodes, "threads", node=NODE, topology=get_topology(topology, NODE),
+    result = launch(design_program, nodes, "threads", node=NODE, topology=network,
                     seed=seed, record=record, args=(design, layers, scale, contiguous, batch, seed))
     account = result.values[0]
     iteration = result.virtual_time_s
     parts = {k: account[k] for k in ("compute_s", "pack_s", "update_s")}
-    closed = design_closed_form_s(design, model, nodes, contiguous, batch, topology, scale)
+    closed = design_closed_form_s(design, model, nodes, contiguous, batch, network, scale)
     closed_total = None if closed["communication_s"] is None else sum(closed.values())
     return {"model": model, "design": design, "nodes": nodes, "layout": "contiguous" if contiguous else "scattered",
-            "topology": get_topology(topology, NODE).name, "batch": batch, **parts,
+            "topology": network.name, "batch": batch, **parts,
             "communication_s": iteration - sum(parts.values()), "iteration_s": iteration,
             "closed_communication_s": closed["communication_s"], "closed_iteration_s": closed_total,
             "gradient_nbytes": sum(real_sizes(layers, scale)) * scale * 4,
@@ -160,9 +162,10 @@ def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, con
 def sweep(model: str = "alexnet", design: str = "ring", nodes=SWEEP_NODES, contiguous: bool = True,
           topology="taihulight", batch: int = BATCH) -> list[dict]:
     """``run_design`` for every node count, without traces or weights (one row each)."""
+    network = get_network(topology, LINK, "topology")
     for n in nodes:
-        check_case(model, design, n, topology)
-    return [{k: v for k, v in run_design(model, design, n, contiguous, topology, batch).items()
+        check_case(model, design, n, network)
+    return [{k: v for k, v in run_design(model, design, n, contiguous, network, batch).items()
              if k not in ("result", "weights")} for n in nodes]
 
 
@@ -173,13 +176,13 @@ def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taih
     Each size is rounded up to a whole number of float32 blocks for the largest power of
     two of ``nodes`` (60.97 MB becomes 60,971,008 bytes at 512 nodes): Rabenseifner's
     halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used."""
-    unit = 4 << (max(nodes).bit_length() - 1)
+    network, unit = get_network(topology, LINK, "topology"), 4 << (max(nodes).bit_length() - 1)
     rows = []
     for size in nbytes:
         size = -(-size // unit) * unit
         for p in nodes:
             for library, algorithm in (("ring", "ring"), ("MPI_Allreduce", mpich_allreduce(size, size // 4, p))):
-                rec = simulate_collective("allreduce", algorithm, p, size, "sw26010", record=False, topology=topology,
+                rec = simulate_collective("allreduce", algorithm, p, size, record=False, topology=network,
                                           max_memory_bytes=MAX_MEMORY_BYTES)
                 rows.append({"library": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
                              "virtual_time_s": rec["virtual_time_s"], "closed_form_s": rec["closed_form_s"],

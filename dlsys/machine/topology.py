@@ -3,6 +3,10 @@
 Pure, like dlsys.machine.net: the virtual clock (dlsys.comm.clock) asks ``link_between(src, dst)``
 for every pair it charges, a send by its destination and an arrival by its source.
 
+A run has one network object, a Topology: ``get_network`` makes it, once, at the boundary
+(``launch``, the CLI, the app, an experiment), from whatever names it: a link (every pair
+on it), a topology preset or a Topology. It travels down to the clock as one field.
+
     flat                every pair on one LinkModel: today's model, every closed form holds
     two-level tree      nodes r and s share supernode r // size: inside, the supernode's
                         network (``link``); across, an upper level ``oversubscription``
@@ -22,9 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .net import LinkModel, get_link
+from .net import LINK_PRESETS, LinkModel, get_link
 
-__all__ = ["Topology", "flat", "two_level", "taihulight", "TOPOLOGY_PRESETS", "get_topology"]
+__all__ = ["Topology", "flat", "two_level", "taihulight", "TOPOLOGY_PRESETS", "get_topology", "get_network",
+           "DEFAULT_LINK"]
+
+DEFAULT_LINK = "tcp-10gbe"
 
 TAIHULIGHT_NODES = 40_960
 TAIHULIGHT_SUPERNODE = 256
@@ -79,7 +86,7 @@ class Topology:
         return nodes
 
 
-def flat(link="tcp-10gbe", max_nodes: int = 2**20) -> Topology:
+def flat(link=DEFAULT_LINK, max_nodes: int = 2**20) -> Topology:
     """Every pair on the same link (the default network of ``launch``)."""
     link = get_link(link)
     return Topology("flat", link, max_nodes, source=link.source)
@@ -113,7 +120,7 @@ def taihulight() -> Topology:
 TOPOLOGY_PRESETS = ("flat", "taihulight")
 
 
-def get_topology(topology, link="tcp-10gbe") -> Topology:
+def get_topology(topology, link=DEFAULT_LINK) -> Topology:
     """A Topology, or a preset by name: "flat" (every pair on ``link``) or "taihulight"
     (its own links; ``link`` is not used)."""
     if isinstance(topology, Topology):
@@ -123,3 +130,26 @@ def get_topology(topology, link="tcp-10gbe") -> Topology:
     if topology == "taihulight":
         return taihulight()
     raise ValueError(f"unknown topology {topology!r}; valid: {', '.join(TOPOLOGY_PRESETS)}")
+
+
+def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> Topology:
+    """The network of a run, from any of the ways to name one:
+
+        None or "flat"              every pair on ``link`` (a link preset or a LinkModel)
+        a link preset or LinkModel  every pair on that link
+        "taihulight"                the TaihuLight's supernodes, on their own links
+        a Topology                  itself
+
+    A bad value is a ValueError naming ``argument`` (``link`` where ``link`` was used) and
+    the accepted names."""
+    if network is None or (isinstance(network, str) and network == "flat"):
+        network, argument = link, "link"
+    if isinstance(network, Topology):
+        return network
+    if isinstance(network, LinkModel) or (isinstance(network, str) and network in LINK_PRESETS):
+        return flat(network)
+    if isinstance(network, str) and network in TOPOLOGY_PRESETS:
+        return get_topology(network)
+    what = "link preset" if argument == "link" else argument
+    raise ValueError(f"{argument}: unknown {what} {network!r}; valid: {', '.join(LINK_PRESETS)} (links), "
+                     f"{', '.join(TOPOLOGY_PRESETS)} (topologies), a LinkModel or a Topology")

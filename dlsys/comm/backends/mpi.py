@@ -321,7 +321,7 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
     try:
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
-        c = Communicator(rank, spec.size, transport, spec.link, spec.nodes[rank], spec.seed, spec.deadline, board,
+        c = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed, spec.deadline, board,
                          spec.charge_reductions, spec.record)
         value = spec.program(c, *spec.args, **spec.kwargs)
         outcome = Outcome(value, c.spans, c.messages, c.clock)

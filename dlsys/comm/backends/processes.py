@@ -284,7 +284,7 @@ def _child_main() -> None:
     try:
         spec = cloudpickle.loads(job["spec"])
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
-        comm = Communicator(rank, spec.size, transport, spec.link, spec.nodes[rank], spec.seed,
+        comm = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed,
                             spec.deadline, board, spec.charge_reductions, spec.record)
         value = spec.program(comm, *spec.args, **spec.kwargs)
         outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock))

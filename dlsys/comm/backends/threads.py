@@ -85,7 +85,7 @@ class ThreadsBackend(Backend):
 
         def body(rank):
             baton.enter(rank)
-            comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.link,
+            comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.network,
                                 spec.nodes[rank], spec.seed, spec.deadline, board,
                                 spec.charge_reductions, spec.record)
             try:

@@ -8,7 +8,7 @@ the registry, ``dlsys.comm.backends.BACKENDS``.
 A backend's ``run(spec)`` must:
 
 * start ``spec.size`` ranks; rank r builds ``Communicator(r, spec.size, transport,
-  spec.link, spec.nodes[r], spec.seed, spec.deadline, board, spec.charge_reductions,
+  spec.network, spec.nodes[r], spec.seed, spec.deadline, board, spec.charge_reductions,
   spec.record)``, runs ``spec.program(comm, *spec.args, **spec.kwargs)`` and hands back
   ``Outcome(value, comm.spans, comm.messages, comm.clock)``;
 * give every rank and the launcher the same status board (dlsys.comm.board; shared memory
