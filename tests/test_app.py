@@ -2,12 +2,15 @@
 widget values, every tab), and the dlsys.experiments functions its pages call.
 """
 
+import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from dlsys import experiments as E
@@ -17,10 +20,12 @@ from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.machine.net import get_link
 
-APP = str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py")
-PAGES = ["views/home.py", "views/collectives.py", "views/cost_model.py", "views/ps_vs_ring.py", "views/training.py",
-         "views/compression.py", "views/large_batches.py", "views/schedule.py", "views/performance.py",
-         "views/network_stack.py", "views/taihulight.py"]
+APP_DIR = Path(__file__).resolve().parents[1] / "app"
+APP = str(APP_DIR / "streamlit_app.py")
+sys.path.insert(0, str(APP_DIR))  # the app's own modules, as streamlit_app.py imports them
+import pages  # noqa: E402
+
+PAGES = [page.path for page in pages.PAGES]
 TINY, HUGE = 4, 4 * 2**30
 
 
@@ -60,6 +65,30 @@ def test_large_batches_page_renders_from_the_cache_without_training(monkeypatch)
     at.radio(key="lb_layers_opt").set_value("lamb")
     ok(at.run())
     assert charts(at) == 3
+
+
+def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
+    """One list of pages: every app/views/*.py is registered once; the navigation the app
+    builds and Home's links are the registry's, in its order, with its titles and icons;
+    every concept Home maps to the app names a registered page, and every page shows one."""
+    views = sorted(path.relative_to(APP_DIR).as_posix() for path in (APP_DIR / "views").glob("*.py"))
+    assert sorted(PAGES) == views and len(set(PAGES)) == len(PAGES)
+    assert len({page.name for page in pages.PAGES}) == len(pages.PAGES)
+    navigation = {}
+    navigate = st.navigation
+    monkeypatch.setattr(st, "navigation", lambda sections, **kw: navigation.update(sections) or navigate(sections, **kw))
+    at = open_page(PAGES[0])
+    built = [(section, p.title, p.icon, p.url_path, Path(p._page).relative_to(APP_DIR).as_posix())
+             for section, entries in navigation.items() for p in entries]
+    assert built == [(p.section, p.title, p.icon, "" if p is pages.PAGES[0] else p.name, p.path) for p in pages.PAGES]
+    links = [(link.proto.page, link.proto.label, link.proto.icon) for link in at.get("page_link")]
+    assert links == [(p.name, p.title, p.icon) for p in pages.PAGES[1:]]
+    home = ast.parse((APP_DIR / "views" / "home.py").read_text())
+    concepts = next(ast.literal_eval(node.value) for node in home.body
+                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONCEPTS")
+    shown = {where for _, _, where in concepts}
+    assert shown - {"lesson", "planned"} <= set(pages.BY_NAME)
+    assert {p.name for p in pages.PAGES[1:]} <= shown
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -22,15 +23,16 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = {"home": "", "collectives": "collectives", "cost model": "cost_model", "ps vs ring": "ps_vs_ring",
-         "training": "training", "compression": "compression", "large batches": "large_batches",
-         "scheduling": "schedule", "real bytes": "performance", "network stack": "network_stack",
-         "taihulight": "taihulight"}
-ANIMATED = {"collectives", "ps vs ring"}
+sys.path.insert(0, str(ROOT / "app"))  # the app's page registry
+import pages  # noqa: E402
+
+# every registered page by name -> its URL path (Home, the default page, is the root)
+PAGES = {page.name: "" if page is pages.PAGES[0] else page.name for page in pages.PAGES}
+ANIMATED = {"collectives", "ps_vs_ring"}
 # a second tab to open on each page, and the key of the chart it draws
-OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost model": ("TCP vs RDMA", "cost_links"),
-             "ps vs ring": ("Against workers", "ps_scaling"), "large batches": ("LARS and LAMB", "lb_ratio"),
-             "network stack": ("Training and IO", "net_loader")}
+OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost_model": ("TCP vs RDMA", "cost_links"),
+             "ps_vs_ring": ("Against workers", "ps_scaling"), "large_batches": ("LARS and LAMB", "lb_ratio"),
+             "network_stack": ("Training and IO", "net_loader")}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 

@@ -37,6 +37,29 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args,match", [
+    (["simulate", "allreduce", "--policy", "p3", "--workers", "9", "--model", "vgg19"],
+     "dlsys simulate allreduce: --policy, --workers, --model: not an option of this command"),
+    (["simulate", "allreduce", "--slice-params=4"], "dlsys simulate allreduce: --slice-params: not an option"),
+    (["presets", "--ranks", "4"], "dlsys presets: --ranks: not an option of this command"),
+    (["bench", "emulate", "--size", "4"], "dlsys bench emulate: --size: not an option of this command"),
+    (["schedule", "--ranks", "4"], "dlsys schedule: --ranks: not an option of this command"),
+    (["presets", "--size", "4"], "--size: not an option of presets without --stack LINK"),
+    (["presets", "--protocol", "eager"], "--protocol: not an option of presets without --stack LINK"),
+    (["schedule", "--sweep", "1Gbps", "--link", "10Gbps", "--trace", "t.json"], "--link, --trace: not an option of --sweep"),
+    (["compress", "--pareto", "--method", "dgc", "--ratio", "0.1"], "--method, --ratio: not an option of --pareto"),
+    (["compress", "--model", "alexnet", "--write-cache"], "--write-cache: not an option of --model"),
+    (["casestudy", "taihulight", "--versus-mpi", "--design", "ps", "--batch", "4"],
+     "--design, --batch: not an option of casestudy taihulight --versus-mpi"),
+])
+def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
+    """No command accepts an option it would ignore: argparse's unknown options and a mode's
+    unused ones both exit 2 with one line that names them, before anything runs."""
+    out = run(*args)
+    assert out.returncode == 2 and match in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.parametrize("args,match", [
     (["simulate", "allreduce", "--algo", "telepathy"], "valid: ring"),
     (["simulate", "allreduce", "--size", "-4"], "--size must be > 0 bytes, got -4"),
     (["simulate", "allreduce", "--size=-5MiB"], "--size must be > 0 bytes, got -5MiB"),

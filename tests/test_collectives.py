@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import dlsys
 from dlsys import collectives
-from dlsys.experiments import collective_program, expected_values, simulate_collective
+from dlsys.experiments import collective_plan, collective_program, expected_values, simulate_collective
 from dlsys.collectives import REGISTRY, closed_form, textbook_form
 from dlsys.collectives.registry import EVERY_P, POWERS_OF_TWO
 from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, LinkModel, NodeModel
@@ -307,6 +307,23 @@ def test_every_registry_entry_is_complete():
         assert entry.fallback is None or (collective, entry.fallback) in REGISTRY
         assert algorithm in collectives.ALGORITHMS[collective]
     assert sum(map(len, collectives.ALGORITHMS.values())) == len(REGISTRY)
+
+
+def test_every_registry_entry_counts_its_blocks_and_a_scaled_run_keeps_them_whole():
+    """``collective_plan`` reads how many blocks an algorithm cuts a buffer into from its
+    registry entry (a new algorithm without ``blocks`` fails here): a scaled run's real
+    length is a multiple of them, or, for a ring (``block_scales``), one element per block."""
+    logical = 2**28 * 3 * 5  # 15 GiB of float32, a multiple of every p below: every algorithm scales
+    for (collective, algorithm), entry in REGISTRY.items():
+        for p in (1, 2, 5, 8, 12):
+            blocks = entry.blocks(p, 1)
+            assert isinstance(blocks, int) and 1 <= blocks <= p, (collective, algorithm, p)
+            plan = collective_plan(collective, algorithm, p, logical, max_memory_bytes=2**20)
+            if collective != "barrier" and not plan.per_block:
+                assert plan.real_count % blocks == 0 and plan.real_count < logical, (collective, algorithm, p)
+            assert plan.per_block <= entry.block_scales
+    assert REGISTRY["allreduce", "hierarchical"].blocks(512, 2) == 2  # one per supernode
+    assert REGISTRY["allreduce", "rabenseifner"].blocks(12, 1) == 8  # the ranks left after the fold
 
 
 def test_every_closed_form_is_zero_for_one_rank_and_positive_otherwise():

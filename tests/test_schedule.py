@@ -183,18 +183,73 @@ def test_bad_jobs_fail_before_any_rank_starts():
         ex.make_job("wfbp", "alexnet", 0)
 
 
-def test_cli_simulate_schedule(capsys):
+def test_cli_schedule(capsys):
     import json
 
     from dlsys.cli import main
-    assert main(["simulate", "schedule", "--model", "alexnet", "--policy", "p3", "--workers", "2", "--link", "10Gbps",
+    assert main(["schedule", "--model", "alexnet", "--policy", "p3", "--workers", "2", "--link", "10Gbps",
                  "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["policy"] == "p3" and record["iteration_s"] >= record["compute_s"]
-    assert main(["simulate", "schedule", "--policy", "wfbp", "--slice-params", "5"]) == 2
+    assert main(["schedule", "--policy", "wfbp", "--slice-params", "5"]) == 2
     assert "--slice-params: not an option of --policy wfbp" in capsys.readouterr().err
-    assert main(["simulate", "schedule", "--link", "7furlongs"]) == 2
+    assert main(["schedule", "--link", "7furlongs"]) == 2
     assert main(["simulate", "allreduce", "--link", "10Gbps"]) == 2
+
+
+def test_cli_schedule_sweep_gives_each_option_to_its_policy_and_refuses_a_single_runs_options(capsys):
+    import json
+
+    from dlsys.cli import main
+    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--sweep", "10Gbps", "--slice-params", "4000000",
+                 "--json"]) == 0
+    rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["p3"]["describe"] == "p3 (slices of 4,000,000 parameters)"
+    assert main(["schedule", "--sweep", "10Gbps", "--policy", "p3", "--iterations", "4"]) == 2
+    assert "--policy, --iterations: not an option of --sweep" in capsys.readouterr().err
+
+
+# --- every policy's colour and options reach the CLI, the experiments and the figures ----------
+
+def test_every_policy_has_a_colour_and_describes_each_constructor_option():
+    colours = [policy.colour for policy in schedule.POLICIES.values()]
+    assert all(c.startswith("#") for c in colours) and len(set(colours)) == len(colours)
+    for name, policy in schedule.POLICIES.items():
+        assert [o.name for o in policy.options] == schedule.options_of(name), name
+        for option in policy.options:
+            assert schedule.OPTIONS[option.name] == (name, option)  # one policy per option name
+            assert option.kind in ("integer", "number", "size") and option.low <= schedule.default_of(option.name)
+            assert option.axis_title.endswith(")") and option.help
+    from dlsys.viz import schedule as viz
+    rows = [{"policy": p, "describe": p, "bandwidth_Bps": b, "iteration_s": 1.0, "compute_s": 0.5}
+            for b in (1e9, 2e9) for p in schedule.POLICIES]
+    lines = {trace.legendgroup: trace.line.color for trace in viz.iteration_vs_bandwidth(rows).data if trace.legendgroup}
+    assert lines == {name: policy.colour for name, policy in schedule.POLICIES.items()}
+
+
+@pytest.mark.parametrize("option", list(schedule.OPTIONS))
+def test_every_policy_option_reaches_the_cli_the_experiments_and_the_figure(option):
+    from dlsys.cli import build_parser
+    from dlsys.viz import schedule as viz
+
+    policy, described = schedule.OPTIONS[option]
+    value = schedule.default_of(option)
+    text = str(value) if described.kind == "number" else str(int(value))
+    for command in (["schedule"], ["train", "--schedule", policy]):
+        args = build_parser(command[0]).parse_args([*command, described.flag, text])
+        assert getattr(args, option) == value
+    job = ex.make_job(policy, "alexnet", 2, options={option: value})
+    assert getattr(job.policy, option) == value
+    if not described.swept:
+        assert option not in ex.KNOBS
+        return
+    assert ex.KNOBS[option] == policy
+    rows = [{"option": option, "value": value, "policy": policy, "describe": policy, "model": "alexnet",
+             "iteration_s": 1.0, "compute_s": 0.5, "overlap": 0.5, "items": 10}]
+    fig = viz.option_tradeoff(rows * 2)
+    assert fig.layout.xaxis.title.text == described.axis_title
+    assert fig.data[0].line.color == schedule.POLICIES[policy].colour
+    assert fig.data[0].x[0] == pytest.approx(value * described.axis_factor)
 
 
 # --- what the app page and lesson 10 draw ----------------------------------------------------

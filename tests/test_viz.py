@@ -52,7 +52,7 @@ def _training_records():
 def dlsys_default_template():
     """Importing streamlit (test_app.py, in the same session) makes Streamlit's template
     plotly's default; importing dlsys.viz after it makes "dlsys" the default again, as in
-    the app, where streamlit is imported first (and shared.chart applies "dlsys" anyway)."""
+    the app, where streamlit is imported first (and charts.chart applies "dlsys" anyway)."""
     saved, pio.templates.default = pio.templates.default, style.TEMPLATE
     yield
     pio.templates.default = saved

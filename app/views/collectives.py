@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart, downloads, summary_row
+from urlstate import url_key
+from widgets import backend_select, link_select, real_data_note, size_slider
 from dlsys.collectives import ALGORITHMS
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import CLOSED_FORM_LATEX
@@ -13,17 +16,17 @@ st.caption("Pick a collective and an algorithm: the ranks really run it (threads
            "numpy arrays), and every message advances virtual clocks through the link model.")
 
 cols = st.columns([1.2, 1.4, 1, 1.6, 1.2, 1])
-name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key=shared.url_key("coll_collective"))
-algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=shared.url_key(f"coll_algorithm_{name}"))
-ranks = cols[2].slider("ranks p", 2, 16, 8, key=shared.url_key("coll_ranks"))
+name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key=url_key("coll_collective"))
+algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=url_key(f"coll_algorithm_{name}"))
+ranks = cols[2].slider("ranks p", 2, 16, 8, key=url_key("coll_ranks"))
 with cols[3]:
-    nbytes = shared.size_slider("size per rank", "coll_size")
+    nbytes = size_slider("size per rank", "coll_size")
 with cols[4]:
-    link_name = shared.link_select("coll_link")
+    link_name = link_select("coll_link")
 with cols[5]:
-    backend = shared.backend_select("coll_backend")
+    backend = backend_select("coll_backend")
 
-record = shared.collective(name, algorithm, ranks, nbytes, link_name, backend)
+record = cached.collective(name, algorithm, ranks, nbytes, link_name, backend)
 trace, link = record["result"].trace, record["result"].network.link
 
 m = st.columns(5)
@@ -44,33 +47,33 @@ right.caption(
     f"β = 1/B + copies = {link.beta_s_per_byte * 1e9:.3g} ns per byte ({format_rate(1 / link.beta_s_per_byte)} effective), "
     f"p = {ranks}, n = {format_bytes(nbytes)}, L = ⌈lg p⌉. Tree, recursive-doubling and halving forms are exact at "
     "powers of two; elsewhere they are the textbook estimate (recursive doubling all-gather and halving "
-    "reduce-scatter then fall back to the ring). " + shared.real_data_note(record))
+    "reduce-scatter then fall back to the ring). " + real_data_note(record))
 
 messages, steps, gantt, links, files = st.tabs(
-    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key=shared.url_key("coll_view"), on_change="rerun")
+    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key=url_key("coll_view"), on_change="rerun")
 if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
-        shared.chart(viz.message_animation({title: trace}), "coll_animation")
+        chart(viz.message_animation({title: trace}), "coll_animation")
         st.caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
                    "phase and step (light to dark). A bar fills under it while its sender's CPU copies it (the "
                    "node outlined orange) and again while its receiver's does (green); between, it travels in "
                    "virtual time. Hover for its size and step; drag the slider to step through time.")
 if steps.open:
     with steps:
-        shared.chart(viz.ring_steps(shared.ring_steps(ranks, link_name)), "coll_ring_steps")
+        chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
         st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
                    "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
                    "one chunk; all-gather then passes the finished chunks around. The replay's final state is "
                    "checked against the values the ranks returned.")
 if gantt.open:
     with gantt:
-        shared.chart(viz.timeline(trace), "coll_timeline")
+        chart(viz.timeline(trace), "coll_timeline")
         st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
                    "arrives; recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
 if links.open:
     with links:
-        shared.chart(viz.link_bytes(trace), "coll_link_bytes")
+        chart(viz.link_bytes(trace), "coll_link_bytes")
 if files.open:
     with files:
-        shared.downloads(trace, [shared.summary_row(record)], f"{name}-{algorithm}-p{ranks}")
+        downloads(trace, [summary_row(record)], f"{name}-{algorithm}-p{ranks}")

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart
+from urlstate import url_key
 from dlsys.compress import COMPRESSORS, options_of
 from dlsys.machine.profiles import PROFILES
 from dlsys.viz import comm as viz_comm
@@ -18,19 +20,19 @@ st.markdown(
     "node's roofline, so a fast network can make compression a loss.")
 
 cols = st.columns(3)
-method = cols[0].selectbox("method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key=shared.url_key("cmp_method"))
+method = cols[0].selectbox("method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key=url_key("cmp_method"))
 options = {}
 if "ratio" in options_of(method):
     options["ratio"] = cols[1].select_slider("ratio kept", [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0],
-                                             value=0.01 if method != "randomk" else 0.25, key=shared.url_key("cmp_ratio"))
+                                             value=0.01 if method != "randomk" else 0.25, key=url_key("cmp_ratio"))
 if method == "qsgd":
-    options["bits"] = cols[1].selectbox("bits per entry", [2, 4, 8], index=1, key=shared.url_key("cmp_bits"))
-if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key=shared.url_key("cmp_clip")):
+    options["bits"] = cols[1].selectbox("bits per entry", [2, 4, 8], index=1, key=url_key("cmp_bits"))
+if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key=url_key("cmp_clip")):
     options["clip"] = 2.5
 if method == "dgc":
     options["warmup_epochs"] = 0  # the figures below show one step, where warm-up does not apply
 key = tuple(sorted(options.items()))
-data = shared.compression(method, key)
+data = cached.compression(method, key)
 once = data["once"]
 m = st.columns(3)
 m[0].metric("dense fp32 gradient", format_bytes(once["dense_nbytes"]))
@@ -38,15 +40,15 @@ m[1].metric("encoded payload", format_bytes(once["encoded_nbytes"]))
 m[2].metric("ratio", f"{once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x")
 
 tabs = st.tabs(["Before and after", "Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"],
-               key=shared.url_key("cmp_view"), on_change="rerun")
+               key=url_key("cmp_view"), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
-        shared.chart(viz.histogram(once), "cmp_histogram")
+        chart(viz.histogram(once), "cmp_histogram")
         st.caption("A real gradient of the digits MLP (one batch of 128) and what every receiver decodes from "
                    f"{format_bytes(once['encoded_nbytes'])}. Counts on a log axis.")
 if tabs[1].open:
     with tabs[1]:
-        shared.chart(viz.residual(data["residual"], method), "cmp_residual")
+        chart(viz.residual(data["residual"], method), "cmp_residual")
         rows = data["residual"]
         what = "the residual carried to the next step" if rows[-1]["carried"] else "what was not sent (dropped)"
         st.caption(f"One worker's SGD for {len(rows)} steps: at the last, {what} has norm "
@@ -56,21 +58,21 @@ if tabs[1].open:
 if tabs[2].open:
     with tabs[2]:
         fresh = st.toggle("re-run every method now (about 20 s) instead of the cached runs", key="cmp_fresh")
-        rows = shared.compression_pareto(fresh)
-        shared.chart(viz.pareto(rows), "cmp_pareto")
+        rows = cached.compression_pareto(fresh)
+        chart(viz.pareto(rows), "cmp_pareto")
         best = max(rows, key=lambda r: r["compression_ratio"])
         st.caption(f"Digits MLP, {rows[0]['workers']} workers, {rows[0]['epochs']} epochs, ring all-reduce or "
                    f"all-gather per tensor. Fewest bytes: {best['method']} at {format_bytes(best['bytes_per_step'])} "
                    f"per step and {best['test_accuracy']:.1%} accuracy.")
 if tabs[3].open:
     with tabs[3]:
-        shared.chart(viz_comm.message_animation({f"{method}": data["trace"]}), "cmp_animation")
+        chart(viz_comm.message_animation({f"{method}": data["trace"]}), "cmp_animation")
         st.caption("One compressed exchange of real gradients on 4 workers: arrows are sized by the encoded bytes. "
                    "Sparse methods of varying size first exchange their lengths (tiny messages).")
 if tabs[4].open:
     with tabs[4]:
-        split = shared.compression_split(method, key)
-        shared.chart(viz.iteration_split(split), "cmp_split")
+        split = cached.compression_split(method, key)
+        chart(viz.iteration_split(split), "cmp_split")
         slow, fast = ([r for r in split if r["link"] == link] for link in ("tcp-1gbe", "rdma-edr"))
         st.caption(f"Per iteration on 1 GbE: dense {format_seconds(slow[0]['iteration_s'])}, {method} "
                    f"{format_seconds(slow[1]['iteration_s'])}; on RDMA EDR: dense {format_seconds(fast[0]['iteration_s'])}, "
@@ -78,9 +80,9 @@ if tabs[4].open:
                    "so per-message latency adds up (fusion, the next topic, fixes that).")
 if tabs[5].open:
     with tabs[5]:
-        model = st.selectbox("model", PROFILES, index=list(PROFILES).index("resnet50"), key=shared.url_key("cmp_model"))
-        table = shared.compression_model(model, method, key)
-        shared.chart(viz.layer_bytes(table), "cmp_layers")
+        model = st.selectbox("model", PROFILES, index=list(PROFILES).index("resnet50"), key=url_key("cmp_model"))
+        table = cached.compression_model(model, method, key)
+        chart(viz.layer_bytes(table), "cmp_layers")
         st.caption(f"One iteration of {model}: {format_bytes(table['dense_nbytes'])} dense, "
                    f"{format_bytes(table['encoded_nbytes'])} encoded; compressing takes "
                    f"{format_seconds(table['compress_s'])} on a {table['node']}. Same as `dlsys compress --model "

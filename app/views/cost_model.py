@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart
+from urlstate import url_key
+from widgets import link_select, size_slider
 from dlsys import experiments
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.viz import costs as viz
@@ -20,21 +23,21 @@ st.markdown(
 
 cols = st.columns([1, 1, 1.5, 1])
 with cols[0]:
-    link = shared.link_select("cost_link")
-ranks = cols[1].select_slider("ranks p", RANK_GRID, value=8, key=shared.url_key("cost_ranks"))
+    link = link_select("cost_link")
+ranks = cols[1].select_slider("ranks p", RANK_GRID, value=8, key=url_key("cost_ranks"))
 with cols[2]:
-    nbytes = shared.size_slider("size for the ranks plot", "cost_size")
-check = cols[3].toggle("check against emulation", value=True, key=shared.url_key("cost_check"), disabled=ranks > 16,
+    nbytes = size_slider("size for the ranks plot", "cost_size")
+check = cols[3].toggle("check against emulation", value=True, key=url_key("cost_check"), disabled=ranks > 16,
                        help="Run every algorithm on real ranks at 1 KiB, 1 MiB and 1 GiB (p <= 16).")
 
 by_size = experiments.allreduce_costs([link], [ranks], SIZE_GRID)
 size_tab, ranks_tab, links_tab, split_tab = st.tabs(
-    ["Against size", "Against ranks", "TCP vs RDMA", "Alpha and beta"], key=shared.url_key("cost_view"), on_change="rerun")
+    ["Against size", "Against ranks", "TCP vs RDMA", "Alpha and beta"], key=url_key("cost_view"), on_change="rerun")
 if size_tab.open:  # only the open tab is built and drawn
     with size_tab:
         size_cross = experiments.crossovers(by_size, "nbytes")
-        emulated = shared.emulated_allreduce_costs(link, ranks) if check and ranks <= 16 else []
-        shared.chart(viz.cost_curves(by_size, "nbytes", emulated, size_cross,
+        emulated = cached.emulated_allreduce_costs(link, ranks) if check and ranks <= 16 else []
+        chart(viz.cost_curves(by_size, "nbytes", emulated, size_cross,
                                      f"All-reduce time against size, p = {ranks}, {link}"), "cost_by_size")
         st.caption("Lines: closed forms. Circles: the same algorithms really run (virtual time). Stars: where the "
                    "fastest algorithm changes. " + " ".join(f"Above {format_bytes(c['nbytes'])}: {c['to']} beats "
@@ -42,7 +45,7 @@ if size_tab.open:  # only the open tab is built and drawn
 if ranks_tab.open:
     with ranks_tab:
         by_ranks = experiments.allreduce_costs([link], RANK_GRID, [nbytes])
-        shared.chart(viz.cost_curves(by_ranks, "ranks", (), experiments.crossovers(by_ranks, "ranks"),
+        chart(viz.cost_curves(by_ranks, "ranks", (), experiments.crossovers(by_ranks, "ranks"),
                                      f"All-reduce time against ranks, n = {format_bytes(nbytes)}, {link}"),
                      "cost_by_ranks")
         st.caption("Ring all-reduce costs 2(p-1)(α + n/(pB)): its bandwidth term tends to 2n/B, so for large "
@@ -57,7 +60,7 @@ if links_tab.open:
             "copy, kernel bypass, about a microsecond. Below: ring all-reduce on every link preset (TCP dashed).")
         every_link = [r for r in experiments.allreduce_costs(list(LINK_PRESETS), [ranks], SIZE_GRID)
                       if r["algorithm"] == "ring"]
-        shared.chart(viz.link_comparison(every_link, f"Ring all-reduce, p = {ranks}, every link"), "cost_links")
+        chart(viz.link_comparison(every_link, f"Ring all-reduce, p = {ranks}, every link"), "cost_links")
         st.dataframe([{"link": r["link"], "kind": r["kind"], "alpha": format_seconds(r["alpha_s"]),
                        "beta (ns/byte)": round(r["beta_s_per_byte"] * 1e9, 4),
                        "wire bandwidth": format_rate(r["bandwidth_Bps"]), "n½ = α/β": format_bytes(r["n_half_bytes"])}
@@ -67,5 +70,5 @@ if links_tab.open:
 if split_tab.open:
     with split_tab:
         ring = [r for r in by_size if r["algorithm"] == "ring"]
-        shared.chart(viz.alpha_beta_split(ring, f"Ring all-reduce on {link}, p = {ranks}: alpha and beta apart"),
+        chart(viz.alpha_beta_split(ring, f"Ring all-reduce on {link}, p = {ranks}: alpha and beta apart"),
                      "cost_alpha_beta")

@@ -3,12 +3,13 @@ from the cached large-batch study (``dlsys train --sweep batch`` makes it)."""
 
 import streamlit as st
 
-import shared
-from dlsys.experiments import largest_good_batch
+import cached
+from charts import chart
+from dlsys.experiments import RULES, largest_good_batch
 from dlsys.viz import large_batch as lbviz
 from dlsys.viz.units import format_seconds
 
-study = shared.large_batch_study()
+study = cached.large_batch_study()
 if study is None:
     st.error("The large-batch study has not been run with the current settings: run `dlsys train --sweep batch` "
              "(a few minutes) to make results/large_batch.json.")
@@ -30,8 +31,8 @@ if rules.open:
     with rules:
         st.latex(r"\text{batch } kB:\quad \eta_{\text{fixed}} = \eta,\quad \eta_{\sqrt{}} = \sqrt{k}\,\eta,\quad"
                  r"\eta_{\text{linear}} = k\,\eta,\quad \text{warm-up: } \eta \to k\eta \text{ linearly over the first epochs}")
-        shared.chart(lbviz.accuracy_vs_batch(study["sweep"], s["tolerance"]), "lb_accuracy")
-        kept = {rule: largest_good_batch(study["sweep"], rule, s["tolerance"]) for rule in shared.RULES}
+        chart(lbviz.accuracy_vs_batch(study["sweep"], s["tolerance"]), "lb_accuracy")
+        kept = {rule: largest_good_batch(study["sweep"], rule, s["tolerance"]) for rule in RULES}
         for col, (rule, batch) in zip(st.columns(len(kept)), kept.items()):
             col.metric(rule, f"batch {batch:,}", delta=f"largest within {s['tolerance']:.0%}", delta_color="off")
         st.caption(f"Base: batch {base}, learning rate {s['base_lr']:g}, momentum {s['momentum']:g}. A fixed rate "
@@ -39,14 +40,14 @@ if rules.open:
                    f"epoch until the rate is too large to start with; warm-up over {s['warmup_epochs']} epochs lets "
                    "the network reach a flatter region before the full rate.")
         batch = st.select_slider("schedules at global batch", s["batches"], value=largest, key="lb_sched_batch")
-        shared.chart(lbviz.lr_schedules(shared.lr_schedules(batch), batch), "lb_schedules")
+        chart(lbviz.lr_schedules(cached.lr_schedules(batch), batch), "lb_schedules")
 
 if optimizers.open:
     with optimizers:
         st.latex(r"\text{LARS: } \eta_l = \eta\,\frac{\lVert w_l\rVert}{\lVert g_l\rVert + \beta\lVert w_l\rVert}"
                  r"\qquad \text{LAMB: } w_l \leftarrow w_l - \eta\,\frac{\lVert w_l\rVert}{\lVert r_l + \lambda w_l\rVert}"
                  r"\,(r_l + \lambda w_l)")
-        shared.chart(lbviz.accuracy_curves(study["optimizers"], "optimizer",
+        chart(lbviz.accuracy_curves(study["optimizers"], "optimizer",
                                            "Test accuracy at the largest batches"), "lb_optimizers")
         best = {r["optimizer"]: r["test_accuracy"] for r in study["optimizers"] if r["batch"] == largest}
         for col, (name, acc) in zip(st.columns(len(best)), best.items()):
@@ -54,9 +55,9 @@ if optimizers.open:
         name = st.radio("per-layer view of", list(best), index=1, horizontal=True, key="lb_layers_opt")
         left, right = st.columns(2)
         with left:
-            shared.chart(lbviz.layer_ratio_heatmap(study["layers"], name, "ratio"), "lb_ratio")
+            chart(lbviz.layer_ratio_heatmap(study["layers"], name, "ratio"), "lb_ratio")
         with right:
-            shared.chart(lbviz.layer_ratio_heatmap(study["layers"], name, "trust"), "lb_trust")
+            chart(lbviz.layer_ratio_heatmap(study["layers"], name, "trust"), "lb_trust")
         st.caption(f"||w||/||g|| differs by orders of magnitude between tensors (You et al. 2017), so one global rate "
                    f"is too large for some layers and too small for others. LARS (trust coefficient "
                    f"{s['trust_coefficient']:g}) and LAMB rescale each tensor's step; SGD applies no trust ratio "
@@ -65,7 +66,7 @@ if optimizers.open:
 if landscape.open:
     with landscape:
         shape = study["landscape"]
-        shared.chart(lbviz.loss_landscape(shape), "lb_landscape")
+        chart(lbviz.loss_landscape(shape), "lb_landscape")
         cols = st.columns(2)
         for col, which in zip(cols, ("small", "large")):
             col.metric(f"sharpness of {shape[which]}", f"{shape['sharpness'][which]:.3g}")
@@ -77,7 +78,7 @@ if landscape.open:
 if scaling.open:
     with scaling:
         rows = study["time_to_accuracy"]
-        shared.chart(lbviz.time_to_accuracy(rows, s["target_accuracy"]), "lb_time")
+        chart(lbviz.time_to_accuracy(rows, s["target_accuracy"]), "lb_time")
         fastest = min((r for r in rows if r["time_to_target_s"] is not None), key=lambda r: r["time_to_target_s"])
         st.caption(f"Linear scaling with warm-up from batch {base}. More workers shorten every epoch, but the global "
                    f"batch grows with them: past some size each epoch is worth less, and the rate the linear rule asks "

@@ -4,7 +4,10 @@ trainer that waits on its data loader."""
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart
+from urlstate import url_key
+from widgets import size_slider
 from dlsys.experiments import network_stack as ex
 from dlsys.machine.netstack import LIBRARIES, protocol_for
 from dlsys.machine.storage import STORAGE_PRESETS
@@ -23,12 +26,12 @@ st.markdown(
     "decoded before the accelerator can use it, and a slow loader **starves** the trainer unless enough loader "
     "workers run ahead of it, as far as the prefetch queue lets them.")
 
-tabs = st.tabs(["One message", "Libraries", "Training and IO"], key=shared.url_key("net_view"), on_change="rerun")
+tabs = st.tabs(["One message", "Libraries", "Training and IO"], key=url_key("net_view"), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
-        nbytes = shared.size_slider("message size", "net_size", default=16 * 2**10)
+        nbytes = size_slider("message size", "net_size", default=16 * 2**10)
         rows = ex.message_path(nbytes)
-        shared.chart(viz.message_animation(rows), "net_message")
+        chart(viz.message_animation(rows), "net_message")
         total = {link: max(r["end_s"] for r in rows if r["link"] == link) for link in ex.MESSAGE_LINKS}
         copies = sum(r["time_s"] for r in rows if r["link"] == "tcp-10gbe" and r["stage"].startswith("copy"))
         cpu = {link: sum(r["time_s"] for r in rows if r["link"] == link and r["side"] != "wire") for link in total}
@@ -42,8 +45,8 @@ if tabs[0].open:
 if tabs[1].open:
     with tabs[1]:
         rows = ex.library_message_times(LIBRARY_SIZES)
-        measured = shared.measured_stack()
-        shared.chart(viz.library_times(rows, measured["rows"]), "net_libraries")
+        measured = cached.measured_stack()
+        chart(viz.library_times(rows, measured["rows"]), "net_libraries")
         at_1k = {r["library"]: r["time_s"] for r in rows if r["nbytes"] == 1024}
         fastest, slowest = min(at_1k, key=at_1k.get), max(at_1k, key=at_1k.get)
         fits = "; ".join(f"{t}: alpha {format_seconds(f['alpha_s'])}, "
@@ -59,18 +62,18 @@ if tabs[2].open:
     with tabs[2]:
         cols = st.columns(3)
         storage = cols[0].selectbox("storage", list(STORAGE_PRESETS), index=list(STORAGE_PRESETS).index("hdd"),
-                                    key=shared.url_key("net_storage"),
+                                    key=url_key("net_storage"),
                                     help="; ".join(f"{s.name}: {s.source}" for s in STORAGE_PRESETS.values()))
-        workers = cols[1].slider("loader workers K", 0, MAX_LOADERS, 1, key=shared.url_key("net_loaders"),
+        workers = cols[1].slider("loader workers K", 0, MAX_LOADERS, 1, key=url_key("net_loaders"),
                                  help="0: the trainer loads each batch itself, nothing overlaps.")
-        prefetch = cols[2].slider("prefetch depth D (batches)", 1, MAX_PREFETCH, 2, key=shared.url_key("net_prefetch"),
+        prefetch = cols[2].slider("prefetch depth D (batches)", 1, MAX_PREFETCH, 2, key=url_key("net_prefetch"),
                                   help="How many batches the queue may hold ahead of the trainer.")
-        record = shared.loader_timeline(storage, workers, prefetch)
+        record = cached.loader_timeline(storage, workers, prefetch)
         metrics = st.columns(3)
         metrics[0].metric("step (steady state)", format_seconds(record["steady_step_s"]))
         metrics[1].metric("compute per step", format_seconds(record["compute_s"]))
         metrics[2].metric("waiting for data", f"{record['io_wait_s'] / record['run_s']:.0%} of the run")
-        shared.chart(viz.loader_gantt(record), "net_loader")
+        chart(viz.loader_gantt(record), "net_loader")
         t_w, busy, needed = record["worker_batch_s"], min(workers, prefetch), record["workers_to_keep_up"]
         st.caption(f"Batches of {record['batch_size']} samples of {format_bytes(record['sample_nbytes'])} (an "
                    f"ImageNet JPEG), {format_seconds(record['decode_s'])} to decode each, for {record['model']} on a "

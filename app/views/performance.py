@@ -3,7 +3,10 @@ real data path moves it here (copied vs lent sends), and how far the emulator sc
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart
+from urlstate import url_key
+from widgets import SIZES
 from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from dlsys.viz import datapath as viz
 from dlsys.viz.units import format_bytes, format_seconds
@@ -19,17 +22,17 @@ st.markdown(
     "by some core. And the wall time the emulator itself needs for big clusters.")
 
 traffic_tab, measure_tab, scale_tab = st.tabs(
-    ["Memory traffic", "Measure it here", "Emulation scale"], key=shared.url_key("perf_view"), on_change="rerun")
+    ["Memory traffic", "Measure it here", "Emulation scale"], key=url_key("perf_view"), on_change="rerun")
 if traffic_tab.open:  # only the open tab is built and drawn
     with traffic_tab:
         cols = st.columns(3)
-        ranks = cols[0].slider("ranks p", 2, 16, 2, key=shared.url_key("perf_ranks"))
-        nbytes = cols[1].select_slider("buffer per rank", shared.SIZES[5:], value=64 * 2**20,
-                                       format_func=format_bytes, key=shared.url_key("perf_size"))
+        ranks = cols[0].slider("ranks p", 2, 16, 2, key=url_key("perf_ranks"))
+        nbytes = cols[1].select_slider("buffer per rank", SIZES[5:], value=64 * 2**20,
+                                       format_func=format_bytes, key=url_key("perf_size"))
         speedup = cols[2].slider("memory bandwidth of all cores / one core", 1.0, 4.0, 1.35, 0.05,
-                                 key=shared.url_key("perf_speedup"), help="1.35 measured on the 2-core machine of "
+                                 key=url_key("perf_speedup"), help="1.35 measured on the 2-core machine of "
                                                           "docs/performance.md (two copies at once vs one).")
-        shared.chart(viz.traffic_bars(ranks, nbytes), "perf_traffic")
+        chart(viz.traffic_bars(ranks, nbytes), "perf_traffic")
         m = st.columns(3)
         m[0].metric("copied sends", format_bytes(ring_allreduce_traffic_bytes(ranks, nbytes, False)),
                     delta=f"bound {memcpy_ratio_bound(ranks, False, speedup):.2f} of memcpy",
@@ -48,14 +51,14 @@ if measure_tab.open:
     with measure_tab:
         cols = st.columns([2, 1, 1])
         sizes = cols[0].multiselect("sizes", BENCH_SIZES, default=[4 * 2**20, 16 * 2**20],
-                                    format_func=format_bytes, key=shared.url_key("perf_bench_sizes"))
-        bench_ranks = cols[1].radio("ranks", [2, 4], horizontal=True, key=shared.url_key("perf_bench_ranks"),
+                                    format_func=format_bytes, key=url_key("perf_bench_sizes"))
+        bench_ranks = cols[1].radio("ranks", [2, 4], horizontal=True, key=url_key("perf_bench_ranks"),
                                     help="Real processes; 4 ranks share this machine's cores (oversubscribed).")
         run = cols[2].button("Run on this machine", key="perf_run", type="primary", disabled=not sizes)
         if run:
-            records = [shared.real_allreduce(bench_ranks, n, buffers) for n in sorted(sizes)
+            records = [cached.real_allreduce(bench_ranks, n, buffers) for n in sorted(sizes)
                        for buffers in ("plain", "alloc")]
-            shared.chart(viz.ratio_bars(records), "perf_ratio")
+            chart(viz.ratio_bars(records), "perf_ratio")
             st.dataframe([{"size": format_bytes(r["nbytes"]), "sends": viz.BUFFER_NAMES[r["buffers"]],
                            "time": format_seconds(r["wall_time_s"]), "busbw/memcpy": round(r["ratio_to_memcpy"], 2)}
                           for r in records], hide_index=True)
@@ -67,11 +70,11 @@ if measure_tab.open:
             st.info("Press the button to start real rank processes on this machine (a few seconds).")
 if scale_tab.open:
     with scale_tab:
-        top = st.select_slider("up to ranks", EMULATION_RANKS, value=128, key=shared.url_key("perf_emulate_ranks"),
+        top = st.select_slider("up to ranks", EMULATION_RANKS, value=128, key=url_key("perf_emulate_ranks"),
                                help="512 ranks take a few seconds; each size is cached once run.")
         if st.button("Emulate", key="perf_emulate", type="primary"):
-            curve = [shared.emulation(r) for r in EMULATION_RANKS if r <= top]
-            shared.chart(viz.emulation_scaling(curve), "perf_scaling")
+            curve = [cached.emulation(r) for r in EMULATION_RANKS if r <= top]
+            chart(viz.emulation_scaling(curve), "perf_scaling")
             st.dataframe([{"ranks": r["ranks"], "messages": r["messages"], "wall time": format_seconds(r["wall_time_s"]),
                            "virtual time": format_seconds(r["virtual_time_s"], 6),
                            "closed form": format_seconds(r["closed_form_s"], 6),

@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart, downloads, summary_row
+from urlstate import url_key
+from widgets import link_select, real_data_note, size_slider
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import ps_vs_ring_scaling
 from dlsys.viz.style import role_names
@@ -16,13 +19,13 @@ st.markdown(
     "around a ring, every link carries $2(W-1)/W \\cdot n$ and no link is special.")
 
 cols = st.columns(3)
-workers = cols[0].slider("workers W", 2, 16, 8, key=shared.url_key("ps_workers"))
+workers = cols[0].slider("workers W", 2, 16, 8, key=url_key("ps_workers"))
 with cols[1]:
-    nbytes = shared.size_slider("gradient size", "ps_size")
+    nbytes = size_slider("gradient size", "ps_size")
 with cols[2]:
-    link = shared.link_select("ps_link")
+    link = link_select("ps_link")
 
-records = shared.ps_vs_ring(workers, nbytes, link)
+records = cached.ps_vs_ring(workers, nbytes, link)
 ps, ring = records["parameter server"], records["ring all-reduce"]
 traces = {name: r["result"].trace for name, r in records.items()}
 
@@ -38,13 +41,13 @@ m[3].metric("server link traffic", format_bytes(server.bytes_sent_per_rank()[0] 
 st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)\right)"
          r"\qquad T_{ring} = 2(W-1)\left(\alpha + \tfrac{n}{W}\beta\right)")
 st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
-           "if larger). " + shared.real_data_note(ring) + " Both runs average the same gradients; the means agree.")
+           "if larger). " + real_data_note(ring) + " Both runs average the same gradients; the means agree.")
 
 animation, traffic, scaling, files = st.tabs(
-    ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key=shared.url_key("ps_view"), on_change="rerun")
+    ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key=url_key("ps_view"), on_change="rerun")
 if animation.open:  # only the open tab is built and drawn
     with animation:
-        shared.chart(viz.message_animation(traces, {"parameter server": "star"},
+        chart(viz.message_animation(traces, {"parameter server": "star"},
                                            {"parameter server": role_names(workers, servers=1),
                                             "ring all-reduce": role_names(workers)}), "ps_animation")
         st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
@@ -53,10 +56,10 @@ if animation.open:  # only the open tab is built and drawn
 if traffic.open:
     with traffic:
         names = {"parameter server": role_names(workers, servers=1), "ring all-reduce": role_names(workers)}
-        shared.chart(viz.traffic_per_rank(traces, names), "ps_traffic")
+        chart(viz.traffic_per_rank(traces, names), "ps_traffic")
 if scaling.open:
     with scaling:
-        shared.chart(ps_vs_ring_scaling(shared.ps_vs_ring_scaling(nbytes, link),
+        chart(ps_vs_ring_scaling(cached.ps_vs_ring_scaling(nbytes, link),
                                         f"{format_bytes(nbytes)} gradient on {link}"), "ps_scaling")
         st.caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
                    "2n/B. Markers: emulated runs; lines: closed forms.")
@@ -64,4 +67,4 @@ if files.open:
     with files:
         for name, trace in traces.items():
             st.markdown(f"**{name}**")
-            shared.downloads(trace, [shared.summary_row(r) for r in records.values()], name.replace(" ", "-"))
+            downloads(trace, [summary_row(r) for r in records.values()], name.replace(" ", "-"))

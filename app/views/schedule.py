@@ -4,11 +4,12 @@ the trade-off of slice, credit and bucket sizes."""
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart
 from dlsys.experiments.schedule import KNOBS, widest_gap
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.profiles import PROFILES
-from dlsys.schedule import POLICIES
+from dlsys.schedule import OPTIONS, POLICIES, default_of
 from dlsys.viz import schedule as viz
 from dlsys.viz.units import format_seconds
 
@@ -19,7 +20,7 @@ BUCKETS_MB = [1, 5, 10, 25, 50, 100]
 SWEEPS = {"slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000, 25_000_000),
           "credit_bytes": (4e6, 8e6, 16e6, 32e6, 64e6, 256e6),
           "bucket_mb": (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)}
-SWEEP_NAMES = {"slice_params": "P3 slice size", "credit_bytes": "ByteScheduler credit", "bucket_mb": "DDP bucket size"}
+AXES = {name: OPTIONS[name][1] for name in SWEEPS}  # each option's title with its unit, and the factor to it
 
 st.title("Overlap and scheduling")
 st.markdown(
@@ -33,18 +34,19 @@ st.markdown(
 cols = st.columns(4)
 model = cols[0].selectbox("model", PROFILES, index=PROFILES.index("resnet50"), key="sched_model")
 workers = cols[1].slider("workers", 1, 8, 2, key="sched_workers")
-links = [*shared.SCHEDULE_BANDWIDTHS, *LINK_PRESETS]
+links = [*cached.SCHEDULE_BANDWIDTHS, *LINK_PRESETS]
 link = cols[2].selectbox("link", links, index=links.index("10Gbps"), key="sched_link",
                          help="A bandwidth (tcp-10gbe's latency and overheads) or a link preset.")
 policies = cols[3].multiselect("policies", list(POLICIES), ["fifo", "wfbp", "p3", "bytescheduler", "fusion"],
                                key="sched_policies")
 cols = st.columns(3)
-slice_params = cols[0].select_slider("P3 slice size (parameters)", SLICES, value=40_000, key="sched_slice",
-                                     format_func=lambda v: f"{v:,}", help="P3's paper: 40,000.")
-credit_mb = cols[1].select_slider("ByteScheduler credit (MB in flight)", CREDITS_MB, value=16, key="sched_credit",
-                                  help="At least one partition of 1,000,000 float32 (4 MB).")
-bucket_mb = cols[2].select_slider("DDP bucket size (MB)", BUCKETS_MB, value=25, key="sched_bucket",
-                                  help="PyTorch DDP's bucket_cap_mb: 25.")
+slice_params = cols[0].select_slider(AXES["slice_params"].axis_title, SLICES, value=default_of("slice_params"),
+                                     key="sched_slice", format_func=lambda v: f"{v:,}", help="P3's paper: 40,000.")
+credit_mb = cols[1].select_slider(AXES["credit_bytes"].axis_title, CREDITS_MB,
+                                  value=round(default_of("credit_bytes") * AXES["credit_bytes"].axis_factor),
+                                  key="sched_credit", help="At least one partition of 1,000,000 float32 (4 MB).")
+bucket_mb = cols[2].select_slider(AXES["bucket_mb"].axis_title, BUCKETS_MB, value=round(default_of("bucket_mb")),
+                                  key="sched_bucket", help="PyTorch DDP's bucket_cap_mb: 25.")
 if not policies:
     st.info("Pick at least one policy.")
     st.stop()
@@ -54,13 +56,13 @@ options = (("p3", (("slice_params", slice_params),)), ("bytescheduler", (("credi
 tabs = st.tabs(["Timeline", "Against bandwidth", "Slice, credit and bucket size"], key="sched_view", on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
-        records = shared.schedule_policies(tuple(policies), model, workers, link, options)
+        records = cached.schedule_policies(tuple(policies), model, workers, link, options)
         base = records[0]
         for col, r in zip(st.columns(len(records)), records):
             col.metric(r["policy"], format_seconds(r["iteration_s"]), help=r["describe"],
                        delta=None if r is base else f"{r['iteration_s'] / base['iteration_s'] - 1:+.0%} vs {base['policy']}",
                        delta_color="inverse")
-        shared.chart(viz.gantt(records), "sched_gantt")
+        chart(viz.gantt(records), "sched_gantt")
         most = max(records, key=lambda r: r["items"])
         st.caption(f"{model} on {workers} worker(s) at {link}, {base['iterations']} iterations: forward and backward need {format_seconds(base['compute_s'])} per iteration; the "
                    "iteration time is the last one's (backward end to backward end). Drag the slider: the bars "
@@ -70,8 +72,8 @@ if tabs[0].open:
                    "is back.")
 if tabs[1].open:
     with tabs[1]:
-        rows = shared.schedule_bandwidths(tuple(policies), model, workers, options)
-        shared.chart(viz.iteration_vs_bandwidth(rows, f"{model}, {workers} worker(s): iteration time against "
+        rows = cached.schedule_bandwidths(tuple(policies), model, workers, options)
+        chart(viz.iteration_vs_bandwidth(rows, f"{model}, {workers} worker(s): iteration time against "
                                                       "bandwidth"), "sched_bandwidth")
         gap = widest_gap(rows)
         fastest, slowest = gap["fastest"], gap["slowest"]
@@ -82,10 +84,11 @@ if tabs[1].open:
                    f"{format_seconds(slowest['iteration_s'])}.")
 if tabs[2].open:
     with tabs[2]:
-        option = st.radio("sweep", list(SWEEPS), format_func=SWEEP_NAMES.get, horizontal=True, key="sched_sweep")
+        option = st.radio("sweep", list(SWEEPS), format_func=lambda name: AXES[name].axis_title.split(" (")[0],
+                          horizontal=True, key="sched_sweep")
         chosen = {"slice_params": slice_params, "credit_bytes": credit_mb * 1e6, "bucket_mb": float(bucket_mb)}[option]
-        rows = shared.schedule_option(option, SWEEPS[option], model, workers, link, options)
-        shared.chart(viz.option_tradeoff(rows, chosen), "sched_tradeoff")
+        rows = cached.schedule_option(option, SWEEPS[option], model, workers, link, options)
+        chart(viz.option_tradeoff(rows, chosen), "sched_tradeoff")
         fastest = min(rows, key=lambda r: r["iteration_s"])
         st.caption(f"{KNOBS[option]} on {model}, {workers} worker(s) at {link}; the dotted line is the slider's "
                    f"value. Small items preempt sooner and overlap more, but every item pays the per-message "

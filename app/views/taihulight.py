@@ -3,7 +3,9 @@ emulated SW26010 nodes, its figures regenerated, one iteration animated and on a
 
 import streamlit as st
 
-import shared
+import cached
+from charts import chart
+from urlstate import url_key
 from dlsys.experiments.taihulight import BATCH, MODELS, SWEEP_NODES
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_topology
 from dlsys.viz import comm as comm_viz
@@ -24,16 +26,16 @@ st.markdown(
     "paper made the buffer contiguous. Compute follows each layer's FLOPs on an SW26010 (30 % of its peak).")
 
 cols = st.columns(4)
-model = cols[0].selectbox("model", MODELS, key=shared.url_key("thl_model"))
-largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=shared.url_key("thl_nodes"),
+model = cols[0].selectbox("model", MODELS, key=url_key("thl_model"))
+largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes"),
                                 help="The sweeps run 2, 4, ... up to this; 512 takes about a minute the first time.")
-layout = cols[2].radio("gradients", ["contiguous", "scattered"], horizontal=True, key=shared.url_key("thl_layout"))
+layout = cols[2].radio("gradients", ["contiguous", "scattered"], horizontal=True, key=url_key("thl_layout"))
 topology = cols[3].selectbox("network", TOPOLOGY_PRESETS, index=TOPOLOGY_PRESETS.index("taihulight"),
-                             key=shared.url_key("thl_topology"))
+                             key=url_key("thl_topology"))
 nodes = tuple(n for n in SWEEP_NODES if n <= largest)
 contiguous = layout == "contiguous"
 
-iteration = shared.taihulight_iteration(model, 8, contiguous, topology, BATCH)
+iteration = cached.taihulight_iteration(model, 8, contiguous, topology, BATCH)
 m = st.columns(4)
 for col, design in zip(m, ("ps", "ring")):
     r = iteration[design]
@@ -46,10 +48,10 @@ m[3].metric("gradient", format_bytes(iteration["ring"]["gradient_nbytes"]))
 
 machine, designs, versus, animation, timeline = st.tabs(
     ["The machine", "PS vs ring", "Ring vs MPI_Allreduce", "One iteration", "Timeline"],
-    key=shared.url_key("thl_view"), on_change="rerun")
+    key=url_key("thl_view"), on_change="rerun")
 if machine.open:
     with machine:
-        shared.chart(viz.machine(get_topology("taihulight")), "thl_machine")
+        chart(viz.machine(get_topology("taihulight")), "thl_machine")
         st.caption("40,960 SW26010 nodes (3.06 TFLOP/s, 32 GB at 136 GB/s each) in supernodes of 256; 14 GB/s per "
                    "node; 70 TB/s bisection for the whole machine, so the level above the supernodes carries about "
                    "a quarter of what the nodes could send (Fu et al. 2016; Dongarra 2016). The emulator gives every "
@@ -58,11 +60,11 @@ traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
 names = {title: [rank_name(r) for r in range(8)] for title in traces}
 # tab, its figure (built only if the tab is open), chart key, caption
 for tab, figure, key, caption in (
-    (designs, lambda: viz.design_scaling(shared.taihulight_sweep(nodes, contiguous, topology)), "thl_designs",
+    (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology)), "thl_designs",
      f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
      "server's link carries every layer from every node, so the PS grows with the nodes; the ring's time tends to "
      "2n/B. Beyond 256 nodes the ring crosses the upper level, and every hop waits for the slowest link."),
-    (versus, lambda: viz.ring_vs_mpi(shared.taihulight_versus_mpi(model, nodes, topology)), "thl_versus_mpi",
+    (versus, lambda: viz.ring_vs_mpi(cached.taihulight_versus_mpi(model, nodes, topology)), "thl_versus_mpi",
      "The paper's figs 7-8: the ring against the algorithm MPICH picks (recursive doubling up to 2048 bytes, "
      f"Rabenseifner's reduce-scatter + all-gather above), for the paper's 60.97 MB and {model}'s gradient. Both "
      "move 2(p-1)/p n bytes per node; Rabenseifner pays 2 lg p latencies where the ring pays 2(p-1)."),
@@ -75,5 +77,5 @@ for tab, figure, key, caption in (
 ):
     if tab.open:  # only the open tab is built and drawn
         with tab:
-            shared.chart(figure(), key)
+            chart(figure(), key)
             st.caption(caption)

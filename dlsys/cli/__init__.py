@@ -1,6 +1,7 @@
 """The ``dlsys`` command line: one module per command group, each registering its commands.
 
     simulate, presets   dlsys.cli.simulate   (one collective in virtual time; the link and node presets)
+    schedule            dlsys.cli.schedule   (a scheduling policy on an emulated model, every policy per bandwidth)
     train               dlsys.cli.train      (a real model under a distributed strategy)
     compress            dlsys.cli.compress   (gradient compression: bytes per model, accuracy vs bytes)
     bench               dlsys.cli.bench      (the real data path; the emulator's scale)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import sys
 
 from ..comm import DeadlockError, RankFailed
@@ -23,9 +25,9 @@ from .options import join_negative_values
 # command -> the module of dlsys.cli that registers it. Running a command imports only its
 # module: the others pull in the app's experiments, the notebooks' tools... (0.2 s of a
 # `dlsys simulate`); `dlsys --help` imports them all.
-COMMANDS = {"simulate": "simulate", "presets": "simulate", "train": "train", "compress": "compress",
-            "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench", "mpirun": "mpi",
-            "casestudy": "casestudy"}
+COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
+            "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
+            "mpirun": "mpi", "casestudy": "casestudy"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -38,13 +40,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Run one command; exit code 2 with a one-line message for bad input, 1 if a run failed,
-    130 (the shell's code for SIGINT) and the one line "interrupted" for Ctrl-C."""
+    """Run one command; exit code 2 with a one-line message for bad input (an option the
+    command does not take included: ``dlsys simulate allreduce: --policy: not an option of
+    this command``), 1 if a run failed, 130 (the shell's code for SIGINT) and the one line
+    "interrupted" for Ctrl-C."""
     argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
     try:
-        args = build_parser(argv[0] if argv else None).parse_args(argv)
+        args, unknown = build_parser(argv[0] if argv else None).parse_known_args(argv)
     except SystemExit as exc:  # bad options (argparse printed why) or --help: an exit code, not an exit
         return exc.code
+    if unknown:
+        command = " ".join(["dlsys", *itertools.takewhile(lambda token: not token.startswith("-"), argv)])
+        flags = [token.partition("=")[0] for token in unknown if token.startswith("-")] or unknown
+        print(f"{command}: {', '.join(flags)}: not an option of this command (see {command} --help)", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except RankFailed as exc:

@@ -14,7 +14,7 @@ from ..train.caffe import DESIGNS
 from ..experiments import taihulight as study
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_seconds
-from .options import Checked, integer, network, print_table
+from .options import Checked, integer, network, print_table, refuse_unused
 
 
 def node_list(text: str) -> list[int]:
@@ -43,7 +43,12 @@ def _row(r: dict) -> str:
 
 def cmd_taihulight(args) -> int:
     if args.versus_mpi:
+        refuse_unused({"--design": args.design, "--contiguous/--scattered": args.contiguous, "--batch": args.batch},
+                      "casestudy taihulight --versus-mpi (it times the ring and MPI_Allreduce alone)")
         return cmd_versus_mpi(args)
+    args.design = args.design or "ring"
+    args.contiguous = args.contiguous is not False
+    args.batch = args.batch or study.BATCH
     machine = network(args, study.LINK)
     for n in args.nodes:  # every node count checked before the first run starts
         study.check_case(args.model, args.design, n, machine)
@@ -100,18 +105,18 @@ def add_commands(subparsers) -> None:
     which = case.add_subparsers(dest="study", required=True)
     t = which.add_parser("taihulight", help="Caffe on the Sunway TaihuLight: parameter server vs ring, up to 512 nodes")
     t.add_argument("--model", default="alexnet", choices=list(study.MODELS))
-    t.add_argument("--design", default="ring", choices=list(DESIGNS),
+    t.add_argument("--design", choices=list(DESIGNS),
                    help="ps: per-layer gathers on rank 0; ring: one ring all-reduce (default)")
     t.add_argument("--nodes", action=Checked, check=node_list, default=[8],
                    help="N, or N1,N2,... for a table, e.g. 2,4,...,512 (default 8)")
     layout = t.add_mutually_exclusive_group()
-    layout.add_argument("--contiguous", dest="contiguous", action="store_true", default=True,
+    layout.add_argument("--contiguous", dest="contiguous", action="store_true", default=None,
                         help="gradients in one buffer, as the paper restructured Caffe (default)")
-    layout.add_argument("--scattered", dest="contiguous", action="store_false",
+    layout.add_argument("--scattered", dest="contiguous", action="store_false", default=None,
                         help="Caffe's own layout: one buffer per layer, packed and unpacked around the all-reduce")
     t.add_argument("--topology", default="taihulight", choices=list(TOPOLOGY_PRESETS),
                    help="taihulight (default: 256-node supernodes, 4:1 above) or flat (every pair on one sw26010 link)")
-    t.add_argument("--batch", action=Checked, check=integer(1, 2**16), default=study.BATCH,
+    t.add_argument("--batch", action=Checked, check=integer(1, 2**16),
                    help=f"images per node and iteration (default {study.BATCH})")
     t.add_argument("--versus-mpi", action="store_true",
                    help="instead: the ring against MPI_Allreduce for 60.97 MB and the model's gradient (figs 7-8)")

@@ -21,7 +21,7 @@ from ..machine.net import NODE_PRESETS
 from ..machine.profiles import PROFILES
 from ..train import Compression
 from ..viz.units import format_bytes, format_seconds
-from .options import Checked, integer, number, print_table
+from .options import Checked, integer, number, print_table, refuse_unused
 
 # the method's option name -> (flag, checker, help); passed to the method only when given.
 # The flags' dests are "compress_<name>" (``dlsys train`` has a --warmup-epochs of its own).
@@ -58,11 +58,11 @@ def add_commands(subparsers) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", choices=PROFILES, help="a model's layer profile")
     what.add_argument("--pareto", action="store_true", help="train digits with every method")
-    p.add_argument("--method", default="topk", choices=list(COMPRESSORS))
+    p.add_argument("--method", choices=list(COMPRESSORS), help="--model: the method (default topk)")
     add_method_options(p)
-    p.add_argument("--node", default="v100", choices=list(NODE_PRESETS), help="--model: who compresses")
-    p.add_argument("--epochs", action=Checked, check=integer(1, 1000), default=10, help="--pareto (default 10)")
-    p.add_argument("--workers", action=Checked, check=integer(2, 32), default=4, help="--pareto (default 4)")
+    p.add_argument("--node", choices=list(NODE_PRESETS), help="--model: who compresses (default v100)")
+    p.add_argument("--epochs", action=Checked, check=integer(1, 1000), help="--pareto (default 10)")
+    p.add_argument("--workers", action=Checked, check=integer(2, 32), help="--pareto (default 4)")
     p.add_argument("--write-cache", action="store_true", help="--pareto: store the rows the app shows")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_compress)
@@ -70,7 +70,13 @@ def add_commands(subparsers) -> None:
 
 def cmd_compress(args) -> int:
     if args.pareto:
+        refuse_unused({"--method": args.method, "--memory": args.memory, "--node": args.node}
+                      | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
+                      "--pareto (it trains every method with its paper's settings)")
         return pareto(args)
+    refuse_unused({"--epochs": args.epochs, "--workers": args.workers, "--write-cache": args.write_cache or None},
+                  "--model (they set --pareto's training)")
+    args.method, args.node = args.method or "topk", args.node or "v100"
     compression = compression_from(args, args.method)
     table = ex.model_bytes(args.model, args.method, dict(compression.options), args.node)
     if args.json:
@@ -90,6 +96,7 @@ def cmd_compress(args) -> int:
 
 
 def pareto(args) -> int:
+    args.epochs, args.workers = args.epochs or 10, args.workers or 4
     rows = ex.pareto(args.epochs, args.workers,
                      progress=None if args.json else lambda m: print(f"  trained {m}", file=sys.stderr))
     if args.write_cache:

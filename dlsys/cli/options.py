@@ -157,3 +157,11 @@ def save_trace(args, record: dict) -> None:
 def trace_row(args) -> list:
     """The table row that says where ``--trace`` went (none without it)."""
     return [("trace", f"{args.trace} (open in https://ui.perfetto.dev)")] if args.trace else []
+
+
+def refuse_unused(given: dict, where: str) -> None:
+    """A ValueError naming every option of ``given`` (flag -> value, None if not given) that
+    was given where it does nothing: ``--size: not an option of presets without --stack LINK``."""
+    unused = [flag for flag, value in given.items() if value is not None]
+    if unused:
+        raise ValueError(f"{', '.join(unused)}: not an option of {where}")

@@ -1,75 +1,78 @@
-"""``dlsys simulate schedule``: one scheduling policy on an emulated model, its iteration
-time, throughput and overlap; ``dlsys train --schedule POLICY`` trains digits under one.
+"""``dlsys schedule``: one scheduling policy on an emulated model, its iteration time,
+throughput and overlap; with ``--sweep``, every policy at each link or bandwidth.
+``dlsys train --schedule POLICY`` trains digits under one (with the options registered here).
 
-    dlsys simulate schedule --model resnet50 --policy p3 --workers 4 --link 10Gbps [--json]
-    dlsys simulate schedule --model vgg19 --policy bytescheduler --credit-bytes 8MB --sweep 1Gbps 10Gbps 100Gbps
+    dlsys schedule --model resnet50 --policy p3 --workers 4 --link 10Gbps [--json]
+    dlsys schedule --model vgg19 --credit-bytes 8MB --sweep 1Gbps 10Gbps 100Gbps
+
+A policy's options (``--slice-params``, ``--credit-bytes``, ...) are its ``Option``s
+(``dlsys.schedule.OPTIONS``): a new one is a new flag here, checked in its declared range.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from .. import schedule
+from ..comm import BACKENDS
 from ..experiments import schedule as ex
+from ..machine.net import NODE_PRESETS
 from ..viz.units import format_seconds
-from .options import Checked, integer, number, print_table, save_trace, size, trace_row
+from .options import Checked, integer, number, print_table, refuse_unused, save_trace, size, trace_row
 
-# option -> (flag, checker, help, the policies that take it)
-POLICY_OPTIONS = {
-    "slice_params": ("--slice-params", integer(1, 2**31), "P3: parameters per slice (paper: 40000)"),
-    "partition_params": ("--partition-params", integer(1, 2**31), "ByteScheduler: parameters per partition"),
-    "credit_bytes": ("--credit-bytes", size(1, 2**40), "ByteScheduler: bytes in flight, e.g. 16MB"),
-    "bucket_mb": ("--bucket-mb", number(0, 1e6, low_open=True), "fusion: bucket cap in MB (DDP: 25)"),
-    "cycle_ms": ("--cycle-ms", number(0, 1e6), "fusion: Horovod's cycle time in ms (default 0: none)"),
-}
+# an Option's kind -> the command line's checker of its range
+CHECKERS = {"integer": lambda o: integer(int(o.low), int(o.high)),
+            "number": lambda o: number(o.low, o.high, low_open=o.low_open),
+            "size": lambda o: size(int(o.low), int(o.high))}
+# what a single run takes and a --sweep (every policy, its own links) does not, with the defaults
+SINGLE_RUN = {"policy": "wfbp", "link": "tcp-10gbe", "batch": 32, "iterations": 3, "backend": "threads", "trace": None}
 
 
 def add_schedule_options(p) -> None:
-    """The policy options (``simulate schedule`` and ``train --schedule``)."""
-    for name, (flag, check, text) in POLICY_OPTIONS.items():
-        p.add_argument(flag, dest=name, action=Checked, check=check, help=text)
+    """The policy options (``schedule`` and ``train --schedule``): one flag per Option."""
+    for name, (policy, option) in schedule.OPTIONS.items():
+        p.add_argument(option.flag, dest=name, action=Checked, check=CHECKERS[option.kind](option),
+                       help=f"{policy}: {option.help}")
+
+
+def given_options(args) -> dict:
+    return {name: getattr(args, name) for name in schedule.OPTIONS if getattr(args, name) is not None}
 
 
 def policy_options(args, policy: str) -> dict:
     """The policy options given; an option the policy does not take is an error naming it."""
-    given = {name: getattr(args, name) for name in POLICY_OPTIONS if getattr(args, name) is not None}
-    wrong = [POLICY_OPTIONS[name][0] for name in given if name not in schedule.options_of(policy)]
+    given = given_options(args)
+    wrong = [schedule.OPTIONS[name][1].flag for name in given if name not in schedule.options_of(policy)]
     if wrong:
-        raise ValueError(f"{', '.join(wrong)}: not an option of --policy {policy} "
-                         f"(it takes: {', '.join(POLICY_OPTIONS[o][0] for o in schedule.options_of(policy)) or 'none'})")
+        takes = ", ".join(option.flag for option in schedule.POLICIES[policy].options) or "none"
+        raise ValueError(f"{', '.join(wrong)}: not an option of --policy {policy} (it takes: {takes})")
     return given
 
 
-def add_simulate_options(p) -> None:
-    p.add_argument("--model", default="resnet50", choices=ex.MODELS, help="schedule: the layer profile")
-    p.add_argument("--policy", default="wfbp", choices=list(schedule.POLICIES), help="schedule: the policy")
-    p.add_argument("--workers", action=Checked, check=integer(1, 64), default=4, help="schedule: workers (default 4)")
-    p.add_argument("--servers", action=Checked, check=integer(1, 64), default=None,
-                   help="schedule --scheme ps: servers (default: as many as workers)")
-    p.add_argument("--scheme", default="ps", choices=schedule.SCHEMES, help="schedule: parameter server or all-reduce")
-    p.add_argument("--batch", action=Checked, check=integer(1, 2**16), default=32, help="schedule: samples per worker")
-    p.add_argument("--iterations", action=Checked, check=integer(2, 100), default=3, help="schedule (default 3)")
-    p.add_argument("--sweep", nargs="+", metavar="LINK", help="schedule: every policy at each link or bandwidth")
-    add_schedule_options(p)
-
-
 def cmd_schedule(args) -> int:
-    ex.parse_link(args.link)
     for link in args.sweep or []:
         ex.parse_link(link)
-    node = args.node or "v100"
     servers = args.servers or args.workers
     if args.sweep:
-        rows = ex.bandwidth_sweep(args.model, args.sweep, workers=args.workers, node=node, scheme=args.scheme,
-                                  servers=servers)
+        refuse_unused({f"--{name}": getattr(args, name) for name in SINGLE_RUN}, "--sweep (every policy at each link)")
+        options: dict = {}
+        for name, value in given_options(args).items():
+            options.setdefault(schedule.OPTIONS[name][0], {})[name] = value
+        rows = ex.bandwidth_sweep(args.model, args.sweep, workers=args.workers, node=args.node, scheme=args.scheme,
+                                  servers=servers, options=options)
         if args.json:
             print(json.dumps(rows))
             return 0
         print_table([(f"{r['link']} {r['policy']}", f"{format_seconds(r['iteration_s'])} per iteration, "
                                                       f"{r['throughput']:.1f} samples/s, overlap {r['overlap']:.0%}")
-                     for r in rows], title=f"{args.model}, {args.workers} workers, {args.scheme}, {node}")
+                     for r in rows], title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}")
         return 0
-    record = ex.simulate_schedule(args.policy, args.model, args.workers, args.link, node, args.scheme, servers,
+    for name, default in SINGLE_RUN.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    ex.parse_link(args.link)
+    record = ex.simulate_schedule(args.policy, args.model, args.workers, args.link, args.node, args.scheme, servers,
                                   args.batch, args.iterations, args.backend, policy_options(args, args.policy))
     save_trace(args, record)
     if args.json:
@@ -87,3 +90,24 @@ def cmd_schedule(args) -> int:
     ] + trace_row(args))
     return 0
 
+
+def add_commands(subparsers) -> None:
+    """Register ``schedule``."""
+    p = subparsers.add_parser("schedule", help="a scheduling policy on an emulated model: iteration time and overlap",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="resnet50", choices=ex.MODELS, help="the layer profile (default resnet50)")
+    p.add_argument("--policy", choices=list(schedule.POLICIES), help="default wfbp")
+    p.add_argument("--workers", action=Checked, check=integer(1, 64), default=4, help="default 4")
+    p.add_argument("--servers", action=Checked, check=integer(1, 64), default=None,
+                   help="--scheme ps: servers (default: as many as workers)")
+    p.add_argument("--scheme", default="ps", choices=schedule.SCHEMES, help="parameter server or all-reduce")
+    p.add_argument("--batch", action=Checked, check=integer(1, 2**16), help="samples per worker (default 32)")
+    p.add_argument("--iterations", action=Checked, check=integer(2, 100), help="default 3")
+    p.add_argument("--link", metavar="LINK", help="a link preset or a bandwidth, e.g. 10Gbps (default tcp-10gbe)")
+    p.add_argument("--node", default="v100", choices=list(NODE_PRESETS), help="default v100")
+    p.add_argument("--backend", choices=list(BACKENDS), help="default threads")
+    p.add_argument("--sweep", nargs="+", metavar="LINK", help="instead: every policy at each link or bandwidth")
+    add_schedule_options(p)
+    p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_schedule)

@@ -1,5 +1,4 @@
 """``dlsys simulate COLLECTIVE``: one collective on emulated ranks against its closed form;
-``dlsys simulate schedule``: a scheduling policy on an emulated model (dlsys.cli.schedule);
 ``dlsys presets``: the link and node presets with their numbers and sources."""
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import STORAGE_PRESETS
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .options import MAX_RANKS, Checked, integer, network, print_table, real_buffers, save_trace, size, trace_row
-from .schedule import add_simulate_options, cmd_schedule
+from .options import MAX_RANKS, Checked, integer, network, print_table, real_buffers, refuse_unused, save_trace, size, trace_row
 
 
 MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
+STACK_MESSAGE_BYTES = 2**20  # presets --stack: the message, unless --size says
 
 
 def textbook_gap(record: dict) -> float:
@@ -42,9 +41,6 @@ def form_rows(record: dict) -> list[tuple[str, str]]:
 
 
 def cmd_simulate(args) -> int:
-    if args.collective == "schedule":
-        return cmd_schedule(args)
-    args.node = args.node or "laptop-cpu"
     if args.link not in LINK_PRESETS:
         raise ValueError(f"--link: a collective takes a preset ({', '.join(LINK_PRESETS)}), got {args.link!r}")
     algorithm = args.algo or collectives.ALGORITHMS[args.collective][0]
@@ -79,21 +75,23 @@ def cmd_simulate(args) -> int:
 def cmd_stack(args) -> int:
     """``presets --stack LINK``: where one message's time goes, stage by stage."""
     protocol = args.protocol or "basic"
-    rows = netstack.breakdown(args.stack, args.size, protocol)
+    nbytes = STACK_MESSAGE_BYTES if args.size is None else args.size
+    rows = netstack.breakdown(args.stack, nbytes, protocol)
     if args.json:
-        print(json.dumps({"link": args.stack, "nbytes": args.size, "protocol": protocol, "stages": rows}))
+        print(json.dumps({"link": args.stack, "nbytes": nbytes, "protocol": protocol, "stages": rows}))
         return 0
     total = sum(r["time_s"] for r in rows)
     print_table([(f"{r['side']:<8} {r['stage']}", f"{format_seconds(r['time_s']):>10}  {r['time_s'] / total:6.1%}")
                  for r in rows] + [("total", format_seconds(total))],
-                f"one message of {format_bytes(args.size)} on {args.stack} ({protocol} protocol; MPI and UCX would use "
-                f"{netstack.protocol_for(args.size)})")
+                f"one message of {format_bytes(nbytes)} on {args.stack} ({protocol} protocol; MPI and UCX would use "
+                f"{netstack.protocol_for(nbytes)})")
     return 0
 
 
 def cmd_presets(args) -> int:
     if args.stack:
         return cmd_stack(args)
+    refuse_unused({"--size": args.size, "--protocol": args.protocol}, "presets without --stack LINK")
     links = {name: asdict(m) | {"alpha_s": m.alpha_s, "beta_s_per_byte": m.beta_s_per_byte}
              for name, m in LINK_PRESETS.items()}
     nodes = {name: asdict(m) | {"sustained_flops": m.sustained_flops, "gamma_s_per_byte": m.gamma_s_per_byte}
@@ -128,19 +126,18 @@ def cmd_presets(args) -> int:
 def add_commands(subparsers) -> None:
     """Register ``simulate`` and ``presets``."""
     sim = subparsers.add_parser("simulate", help="run one collective on emulated ranks and compare with its closed form")
-    sim.add_argument("collective", choices=[*collectives.ALGORITHMS, "schedule"])
+    sim.add_argument("collective", choices=list(collectives.ALGORITHMS))
     sim.add_argument("--algo", default=None, help="algorithm (default: the first listed for the collective)")
     sim.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), default=8,
                      help=f"world size P, 1..{MAX_RANKS} (default 8)")
     sim.add_argument("--size", action=Checked, check=size(1, MAX_SIZE_BYTES), default=2**20,
                      help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
     sim.add_argument("--link", default="tcp-10gbe", metavar="LINK",
-                     help=f"a preset ({', '.join(LINK_PRESETS)}); schedule also takes a bandwidth, e.g. 10Gbps")
+                     help=f"a preset ({', '.join(LINK_PRESETS)})")
     sim.add_argument("--topology", default="flat", choices=list(TOPOLOGY_PRESETS),
                      help="flat: every pair on --link (default); taihulight: 256-node supernodes of sw26010 links "
                           "under a 4:1 oversubscribed upper level (--link is not used)")
-    sim.add_argument("--node", default=None, choices=list(NODE_PRESETS),
-                     help="default laptop-cpu (schedule: v100)")
+    sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))
     sim.add_argument("--op", default="sum", choices=list(collectives.OPS))
@@ -153,13 +150,12 @@ def add_commands(subparsers) -> None:
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
     sim.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
-    add_simulate_options(sim)
     sim.set_defaults(func=cmd_simulate)
 
     pre = subparsers.add_parser("presets", help="list link, node, library and storage presets with their numbers and sources")
     pre.add_argument("--stack", metavar="LINK", choices=list(LINK_PRESETS),
                      help="instead: the stages of one message on this link (dlsys.machine.netstack)")
-    pre.add_argument("--size", action=Checked, check=size(0, MAX_SIZE_BYTES), default=2**20,
+    pre.add_argument("--size", action=Checked, check=size(0, MAX_SIZE_BYTES),
                      help="--stack: the message size (default 1MiB)")
     pre.add_argument("--protocol", choices=["basic", "eager", "rendezvous"],
                      help="--stack: basic (what the emulator charges), eager or rendezvous")

@@ -59,6 +59,25 @@ def hierarchical_cost(p, n, m, s, a, b, a_up, b_up, g) -> float:
     return 2 * lg(s) * (a + n * b) + lg(s) * n * g + 2 * (k - 1) * (a_up + m(k) * b_up) + (k - 1) * m(k) * g
 
 
+# blocks(p, k): how many blocks an algorithm cuts one rank's buffer into, on p ranks in k
+# supernodes. A scaled run picks real lengths these divide, so every real block stands for
+# exactly its logical one (dlsys.experiments.budget.plan_buffers, its ``unit``).
+def whole(p: int, k: int) -> int:
+    return 1
+
+
+def per_rank(p: int, k: int) -> int:
+    return p
+
+
+def per_rank_after_fold(p: int, k: int) -> int:
+    return p2(p)
+
+
+def per_supernode(p: int, k: int) -> int:
+    return k
+
+
 THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
 PATARASUK = "Patarasuk & Yuan 2009, Bandwidth optimal all-reduce algorithms for clusters of workstations"
 
@@ -75,7 +94,9 @@ class Algorithm:
     ``lean``: runs instead when the caller passes ``fast=True`` (big emulations); same
     messages, same trace, fewer Python calls per message. ``tiered``: the closed form on a
     two-level tree, ``tiered(p, n, m, s, a, b, a_up, b_up, g)`` (supernodes of s ranks;
-    ``cost`` is its flat case), for the algorithms that know the topology.
+    ``cost`` is its flat case), for the algorithms that know the topology. ``blocks(p, k)``:
+    the blocks it cuts a buffer into (above ``whole``); ``block_scales``: it only ever sends
+    whole blocks, so each real block may stand for its own number of elements (a ring).
     """
 
     collective: str
@@ -85,73 +106,77 @@ class Algorithm:
     latex: str       # the textbook form (m = n/p) without gamma, for figures
     citation: str
     color: str       # its colour in every figure
+    blocks: Callable  # blocks(p, k): the blocks of a buffer on p ranks in k supernodes
     exact: str = POWERS_OF_TWO
     uneven: str = "exact"
     fallback: str | None = None
     fast: Callable | None = None
     lean: Callable | None = None
     tiered: Callable | None = None
+    block_scales: bool = False
 
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
     Algorithm("barrier", "dissemination", trees.barrier_dissemination,
               lambda p, n, m, a, b, g, L: L * a,
               r"L\,\alpha", "Hensgen, Finkel & Manber 1988, Two algorithms for barrier synchronization",
-              "#8C564B", exact=EVERY_P),
+              "#8C564B", whole, exact=EVERY_P),
     Algorithm("broadcast", "binomial", trees.broadcast_binomial,
               lambda p, n, m, a, b, g, L: L * (a + n * b),
-              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD"),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole),
     Algorithm("broadcast", "scatter_allgather", ring.broadcast_scatter_allgather,
               lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
               r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
               "van de Geijn: Barnett et al. 1994, Interprocessor collective communication library; " + THAKUR,
-              "#17BECF", uneven="bound"),
+              "#17BECF", per_rank, uneven="bound"),
     Algorithm("scatter", "binomial", trees.scatter_binomial,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", uneven="bound"),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", per_rank, uneven="bound"),
     Algorithm("gather", "binomial", trees.gather_binomial,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD"),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD", whole),
     Algorithm("allgather", "ring", ring.allgather_ring,
               lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
-              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})", PATARASUK, "#1F77B4",
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})", PATARASUK, "#1F77B4", whole,
               exact=EVERY_P),
     Algorithm("allgather", "recursive_doubling", halving_doubling.allgather_recursive_doubling,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#FF7F0E",
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#FF7F0E", whole,
               fallback="ring"),
     Algorithm("reduce", "binomial", trees.reduce_binomial,
               lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
-              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD"),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole),
     Algorithm("reduce_scatter", "ring", ring.reduce_scatter_ring,
               lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * (b + g)),
-              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK, "#1F77B4", exact=EVERY_P),
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK, "#1F77B4", per_rank, exact=EVERY_P,
+              block_scales=True),
     Algorithm("reduce_scatter", "recursive_halving", halving_doubling.reduce_scatter_recursive_halving,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * (b + g),
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#2CA02C", uneven="bound", fallback="ring"),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#2CA02C", per_rank, uneven="bound",
+              fallback="ring"),
     Algorithm("allreduce", "ring", ring.allreduce_ring,
               lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
               r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK + "; Baidu 2017, ring all-reduce", "#1F77B4",
-              exact=EVERY_P, fast=ring_fast.allreduce_ring_into,
-              lean=ring_fast.allreduce_ring_lean),
+              per_rank, exact=EVERY_P, fast=ring_fast.allreduce_ring_into, lean=ring_fast.allreduce_ring_lean,
+              block_scales=True),
     Algorithm("allreduce", "recursive_doubling", halving_doubling.allreduce_recursive_doubling,
               lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
-              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E"),  # other p: an upper bound (see fold)
+              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E", whole),  # other p: an upper bound (see fold)
     Algorithm("allreduce", "rabenseifner", halving_doubling.allreduce_rabenseifner,
               lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
                                            + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
               r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
               "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
-              exact=EVERY_P, uneven="bound"),
+              per_rank_after_fold, exact=EVERY_P, uneven="bound"),
     Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
               lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
-              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728"),
+              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728", whole),
     Algorithm("allreduce", "hierarchical", hierarchical.allreduce_hierarchical,
               lambda p, n, m, a, b, g, L: hierarchical_cost(p, n, m, p, a, b, a, b, g),
               r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
               "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
               "operation performance; " + PATARASUK,
-              "#E377C2", tiered=hierarchical_cost),
+              "#E377C2", per_supernode, tiered=hierarchical_cost),
 ]}
 
 # collective -> its algorithms, in registry order (the first is the default)

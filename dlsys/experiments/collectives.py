@@ -50,20 +50,15 @@ def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dty
                     backend: str = "threads", network: Topology | None = None) -> BufferPlan:
     """The real buffers for one collective of ``count`` logical elements per rank
     (``budget.plan_buffers``): ``unit`` is the number of blocks the algorithm cuts a buffer
-    into; gather and all-gather hold every rank's buffer, the others about 4 buffers per
-    rank (input, its float64 draw, result, a block in flight); on the processes backend
-    every rank is also an interpreter (``PROCESS_RANK_BYTES``); ``network`` places the
-    hierarchical all-reduce's supernodes (None: flat, one supernode)."""
-    p2 = 1 << (ranks.bit_length() - 1)
-    splits_in_p = {("allreduce", "ring"), ("reduce_scatter", "ring"), ("reduce_scatter", "recursive_halving"),
-                   ("broadcast", "scatter_allgather"), ("scatter", "binomial")}
-    unit = ranks if (collective, algorithm) in splits_in_p else p2 if algorithm == "rabenseifner" else 1
-    if algorithm == "hierarchical":  # its leaders' ring cuts one block per supernode
-        unit = 1 if network is None else len(network.supernodes(ranks))
+    into (its registry entry's ``blocks``); gather and all-gather hold every rank's buffer,
+    the others about 4 buffers per rank (input, its float64 draw, result, a block in
+    flight); on the processes backend every rank is also an interpreter
+    (``PROCESS_RANK_BYTES``); ``network`` places the supernodes."""
+    entry = collectives.REGISTRY[collective, algorithm]
+    unit = entry.blocks(ranks, 1 if network is None else len(network.supernodes(ranks)))
     copies = ranks + 3 if collective in ("gather", "allgather") else 4
     return plan_buffers(0 if collective == "barrier" else count, ranks, dtype, unit=unit, copies=copies,
-                        split_per_block=algorithm == "ring" and collective in ("allreduce", "reduce_scatter"),
-                        max_memory_bytes=max_memory_bytes, real=real,
+                        split_per_block=entry.block_scales, max_memory_bytes=max_memory_bytes, real=real,
                         overhead_bytes=ranks * PROCESS_RANK_BYTES if backend != "threads" else 0)
 
 

@@ -161,9 +161,8 @@ def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), wor
 
 # --- what the app page and lesson 10 draw -------------------------------------------------
 
-# the option each trade-off sweeps, and the policy it belongs to
-KNOBS = {"slice_params": "p3", "partition_params": "bytescheduler", "credit_bytes": "bytescheduler",
-         "bucket_mb": "fusion"}
+# the option each trade-off sweeps -> the policy it belongs to (the policies' swept Options)
+KNOBS = {name: policy for name, (policy, option) in schedule.OPTIONS.items() if option.swept}
 
 
 def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:

@@ -6,14 +6,18 @@
     bytescheduler.py  ByteScheduler: partitions, priority queue, credit of bytes in flight
     fusion.py         tensor fusion: DDP's buckets (and Horovod's cycle time)
     odsgd.py          OD-SGD: the next forward on locally updated weights, the global update a step late
-    base.py           Layer, Item, the Policy interface
+    policy.py         Layer, Item, Option, the Policy interface
     engine.py         the rank programs: a worker's compute and communication threads as ranks
 
-``POLICIES`` maps a name to its class; ``make(name, **options)`` checks the options.
+``POLICIES`` maps a name to its class, which carries its colour and its ``Option``s (the
+command line's flags, the sweeps and the figures read them; ``OPTIONS`` indexes them by
+name); ``make(name, **options)`` checks the options.
 Launching a job and summarizing its trace is an experiment: ``dlsys.experiments.schedule``.
 """
+import inspect
+
 from .. import checks
-from .policy import Item, Layer, Policy
+from .policy import Item, Layer, Option, Policy
 from .bytescheduler import ByteScheduler
 from .engine import SCHEMES, Job, layers_of, program, steps_of
 from .fifo import FIFO
@@ -23,15 +27,22 @@ from .p3 import P3
 from .wfbp import WFBP
 
 POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion, "odsgd": ODSGD}
+# an option's name -> (the policy that takes it, its Option)
+OPTIONS = {option.name: (name, option) for name, policy in POLICIES.items() for option in policy.options}
 
 
 def options_of(name: str) -> list[str]:
     return checks.options_of(POLICIES[name])
 
 
+def default_of(option: str):
+    """An option's default: its policy's constructor's."""
+    return inspect.signature(POLICIES[OPTIONS[option][0]]).parameters[option].default
+
+
 def make(name: str, **options) -> Policy:
     return checks.registered(POLICIES, "policy", name, options)(**options)
 
 
-__all__ = ["POLICIES", "SCHEMES", "Item", "Job", "Layer", "Policy", "layers_of", "make", "options_of", "program",
-           "steps_of"]
+__all__ = ["OPTIONS", "POLICIES", "SCHEMES", "Item", "Job", "Layer", "Option", "Policy", "default_of", "layers_of",
+           "make", "options_of", "program", "steps_of"]

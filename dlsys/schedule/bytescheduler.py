@@ -6,12 +6,17 @@ bytes in flight stay within the ``credit_bytes``. Credit above one partition kee
 busy between posts (less idle, less preemption): the trade-off the paper auto-tunes."""
 import math
 
-from .policy import Policy, check_positive_int, slices
+from .policy import Option, Policy, check_positive_int, slices
 
 
 class ByteScheduler(Policy):
     name = "bytescheduler"
     paper = "Peng et al. 2019, ByteScheduler (SOSP)"
+    colour = "#f58518"
+    options = (Option("partition_params", "integer", 1, 2**31, "parameters per partition",
+                      "ByteScheduler partition size (parameters)"),
+               Option("credit_bytes", "size", 1, 2**40, "bytes in flight, e.g. 16MB",
+                      "ByteScheduler credit (MB in flight)", axis_factor=1e-6))
     forward = "layer"
 
     def __init__(self, partition_params: int = 1_000_000, credit_bytes: float = 16e6):

@@ -7,6 +7,7 @@ from .policy import Policy
 class FIFO(Policy):
     name = "fifo"
     paper = "the baseline without overlap (e.g. a synchronous PS push after backward)"
+    colour = "#9c9c9c"
 
     def release_s(self, item, ready_s):
         return max(ready_s.values())

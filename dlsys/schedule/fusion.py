@@ -8,12 +8,17 @@ fusion buffer does the same with a threshold and a ``cycle_ms`` tick: a bucket r
 between ticks waits for the next one."""
 import math
 
-from .policy import Item, Policy
+from .policy import Item, Option, Policy
 
 
 class Fusion(Policy):
     name = "fusion"
     paper = "Li et al. 2020, PyTorch distributed (VLDB); Sergeev & Del Balso 2018, Horovod"
+    colour = "#54a24b"
+    options = (Option("bucket_mb", "number", 0, 1e6, "bucket cap in MB (DDP: 25)", "DDP bucket size (MB)",
+                      low_open=True),
+               Option("cycle_ms", "number", 0, 1e6, "Horovod's cycle time in ms (0: none)", "Horovod cycle time (ms)",
+                      swept=False))
 
     def __init__(self, bucket_mb: float = 25.0, cycle_ms: float = 0.0):
         if not 0 < bucket_mb < math.inf:

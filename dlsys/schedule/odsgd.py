@@ -11,4 +11,5 @@ from .wfbp import WFBP
 class ODSGD(WFBP):
     name = "odsgd"
     paper = "Xu et al. 2020, OD-SGD (ACM TACO)"
+    colour = "#b279a2"
     forward = "stale"

@@ -4,12 +4,15 @@ slices of ``slice_params`` parameters (40,000 in the paper); a slice of a layer 
 input has higher priority, because the next forward needs it first; a slice is posted
 only onto an idle link, so a newly ready high-priority slice preempts the rest at the next
 slice boundary; and forward of layer l starts as soon as layer l's update is back."""
-from .policy import Policy, check_positive_int, slices
+from .policy import Option, Policy, check_positive_int, slices
 
 
 class P3(Policy):
     name = "p3"
     paper = "Jayarajan et al. 2019, Priority-based parameter propagation (SysML)"
+    colour = "#e45756"
+    options = (Option("slice_params", "integer", 1, 2**31, "parameters per slice (paper: 40000)",
+                      "P3 slice size (parameters)"),)
     forward = "layer"
     credit_bytes = 0
 

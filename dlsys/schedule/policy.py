@@ -44,12 +44,37 @@ class Item(NamedTuple):
         return self.hi - self.lo
 
 
+class Option(NamedTuple):
+    """One keyword of a policy's constructor (its default is the constructor's), described
+    once for every reader: the command line's ``flag`` parses it as ``kind`` ("integer",
+    "number", or "size": bytes like 16MB) in [low, high] ((low, high] if ``low_open``); the
+    trade-off figure's x axis is ``axis_title``, in the value times ``axis_factor``;
+    ``swept``: ``experiments.schedule.option_sweep`` sweeps it (a trade-off of item size
+    or credit)."""
+    name: str
+    kind: str
+    low: float
+    high: float
+    help: str
+    axis_title: str
+    axis_factor: float = 1.0
+    low_open: bool = False
+    swept: bool = True
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
 class Policy:
     """A scheduling policy (see the module docstring); subclasses set the class attributes
-    and override what they change."""
+    and override what they change: ``colour`` in every figure, ``options`` (one ``Option``
+    per constructor keyword)."""
 
     name = ""
     paper = ""
+    colour = ""
+    options: tuple[Option, ...] = ()
     forward = "all"
     credit_bytes = math.inf
 

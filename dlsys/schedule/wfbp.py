@@ -11,3 +11,4 @@ from .policy import Policy
 class WFBP(Policy):
     name = "wfbp"
     paper = "Zhang et al. 2017, Poseidon (USENIX ATC)"
+    colour = "#4c78a8"

@@ -1,6 +1,7 @@
 """Figures of overlap and scheduling (``dlsys.experiments.schedule``): worker 0's compute,
 push and pull lanes per policy, stacked on one clock with a time slider; iteration time
-against bandwidth for every policy; the trade-off of slice, credit and bucket sizes."""
+against bandwidth for every policy; the trade-off of slice, credit and bucket sizes. A
+policy's colour and an option's axis title are the policy's own (``dlsys.schedule``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from ..schedule import OPTIONS, POLICIES
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 from .style import log_axis
 from .units import format_seconds, time_unit
@@ -17,16 +19,9 @@ from .units import format_seconds, time_unit
 LANES = {"compute": "compute", "push": "push (wire)", "pull": "pull (wire)"}
 LAYER_SCALE = "Viridis"  # layer 0 (the input) dark, the output layer yellow
 WAIT_COLOUR, NO_LAYER_COLOUR = "#d9d9d9", "#888888"
-POLICY_COLOURS = {"fifo": "#9c9c9c", "wfbp": "#4c78a8", "p3": "#e45756", "bytescheduler": "#f58518",
-                  "fusion": "#54a24b", "odsgd": "#b279a2"}
 SLIDER_STEPS = 100
 PIXELS = 2000  # bars closer than end / PIXELS are drawn as one (under a pixel apart on any screen)
 ROW_PX = 190
-# x axis of each trade-off: title with its unit, and the factor from the option's own unit
-OPTION_AXES = {"slice_params": ("P3 slice size (parameters)", 1.0),
-               "partition_params": ("ByteScheduler partition size (parameters)", 1.0),
-               "credit_bytes": ("ByteScheduler credit (MB in flight)", 1e-6),
-               "bucket_mb": ("DDP bucket size (MB)", 1.0)}
 
 
 def layer_colours(n_layers: int) -> list[str]:
@@ -146,7 +141,7 @@ def iteration_vs_bandwidth(rows: list[dict], title: str | None = None) -> go.Fig
     fifo = {r["bandwidth_Bps"]: r["iteration_s"] for r in rows if r["policy"] == "fifo"}
     for policy in dict.fromkeys(r["policy"] for r in rows):
         mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["bandwidth_Bps"])
-        line = dict(color=POLICY_COLOURS.get(policy), width=3)
+        line = dict(color=POLICIES[policy].colour, width=3)
         x = [r["bandwidth_Bps"] * 8e-9 for r in mine]
         fig.add_trace(go.Scatter(x=x, y=[r["iteration_s"] / div for r in mine], name=mine[0]["describe"],
                                  mode="lines+markers", line=line, legendgroup=policy,
@@ -173,12 +168,12 @@ def option_tradeoff(rows: list[dict], chosen=None, title: str | None = None) -> 
     the share of pushes hidden behind compute, and items per iteration (each pays the
     per-message latency), against the option's value; ``chosen`` marks the current one."""
     option = rows[0]["option"]
-    axis_title, factor = OPTION_AXES[option]
+    axis_title, factor = OPTIONS[option][1].axis_title, OPTIONS[option][1].axis_factor
     x = [r["value"] * factor for r in rows]
     div, unit = time_unit(min(r["iteration_s"] for r in rows))
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=["iteration time", "overlap", "latency: messages"])
-    colour = POLICY_COLOURS.get(rows[0]["policy"])
+    colour = POLICIES[rows[0]["policy"]].colour
     for col, (y, template) in enumerate(((
             [r["iteration_s"] / div for r in rows], "%{y:.4g} " + unit),
             ([r["overlap"] for r in rows], "%{y:.0%} hidden"),

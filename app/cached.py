@@ -1,0 +1,188 @@
+"""The experiments the pages run, cached per argument tuple (``max_entries`` bounds memory);
+records are cached without the ranks' real arrays (``experiments.without_values``)."""
+
+import streamlit as st
+
+from dlsys import experiments
+from dlsys.experiments import wallclock
+from dlsys.experiments import compression as ex_compression
+from dlsys.experiments import network_stack as ex_network_stack
+from dlsys.experiments import schedule as ex_schedule
+from dlsys.experiments import taihulight as ex_taihulight
+from dlsys.experiments.budget import PROCESS_RANK_BYTES
+from dlsys.train import TrainConfig
+
+# real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
+# sizes run on real elements that each stand for several, charged at the logical size
+MAX_MEMORY_BYTES = 16 * 2**20
+CACHE = dict(max_entries=64, show_spinner="running the ranks...")
+TRAIN_WORKERS = 4
+REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 4 processes x 64 MiB need 1.7 GiB
+
+
+def collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str, backend: str = "threads") -> dict:
+    """experiments.simulate_collective within MAX_MEMORY_BYTES, without the returned arrays;
+    a size that cannot be scaled exactly for this algorithm stops the page with the reason."""
+    try:
+        return _collective(name, algorithm, ranks, nbytes, link, backend)
+    except ValueError as exc:
+        st.error(f"{exc}. Pick another size or rank count.")
+        st.stop()
+
+
+@st.cache_data(**CACHE)
+def _collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str, backend: str) -> dict:
+    # the budget keeps the buffers small; rank processes' interpreters come on top of it
+    interpreters = 0 if backend == "threads" else ranks * PROCESS_RANK_BYTES
+    return experiments.without_values(experiments.simulate_collective(
+        name, algorithm, ranks, nbytes, link, backend=backend, max_memory_bytes=MAX_MEMORY_BYTES + interpreters))
+
+
+@st.cache_data(**CACHE)
+def ring_steps(ranks: int, link: str) -> list:
+    """experiments.ring_allreduce_steps: every rank's chunks after every ring step."""
+    return experiments.ring_allreduce_steps(ranks, link)
+
+
+@st.cache_data(**CACHE)
+def ps_vs_ring(workers: int, nbytes: int, link: str) -> dict:
+    """experiments.ps_vs_ring within MAX_MEMORY_BYTES, without the returned arrays."""
+    records = experiments.ps_vs_ring(workers, nbytes, link, max_memory_bytes=MAX_MEMORY_BYTES)
+    return {name: experiments.without_values(r) for name, r in records.items()}
+
+
+@st.cache_data(**CACHE)
+def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
+    """experiments.ps_vs_ring_scaling for 2 to 32 workers."""
+    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link, MAX_MEMORY_BYTES)
+
+
+@st.cache_data(**CACHE)
+def emulated_allreduce_costs(link: str, ranks: int) -> list:
+    """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
+    return experiments.emulated_allreduce_costs(link, ranks, max_memory_bytes=MAX_MEMORY_BYTES)
+
+
+@st.cache_data(max_entries=48, show_spinner="training on real ranks...")
+def training(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
+             lr: float = 0.1, **options) -> dict:
+    """experiments.train of the digits MLP on TRAIN_WORKERS workers (threads), the last one
+    ``straggler_factor`` times slower; cached without the weights and the ranks' values."""
+    straggler = (TRAIN_WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
+    record = experiments.train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), TRAIN_WORKERS,
+                               link=link, straggler=straggler, **options)
+    return {k: v for k, v in experiments.without_values(record).items() if k != "params"}
+
+
+@st.cache_data(max_entries=1, show_spinner="reading the large-batch study...")
+def large_batch_study() -> dict | None:
+    """The default large-batch study from its cache (results/large_batch.json), None if
+    missing or stale: real training takes minutes, so the page never starts it."""
+    return experiments.load_study()
+
+
+@st.cache_data(max_entries=16)
+def lr_schedules(batch: int) -> list:
+    """experiments.lr_schedules of the default study at global ``batch``."""
+    return experiments.lr_schedules(experiments.Study(), batch)
+
+
+@st.cache_data(max_entries=32, show_spinner="running real rank processes...")
+def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
+    """wallclock.allreduce_bench: a real all-reduce between processes, vs memcpy (wall clock)."""
+    return wallclock.allreduce_bench(ranks, nbytes, "ring", repeats=5, warmup=1, buffers=buffers,
+                                 max_memory_bytes=REAL_DATA_PATH_BYTES)
+
+
+@st.cache_data(max_entries=16, show_spinner="emulating...")
+def emulation(ranks: int) -> dict:
+    """wallclock.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
+    return wallclock.emulate("ring", ranks)
+
+
+@st.cache_data(**CACHE)
+def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str) -> list:
+    """experiments.taihulight.sweep of both designs for every model of the paper."""
+    return [row for model in ex_taihulight.MODELS for design in ("ps", "ring")
+            for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology)]
+
+
+@st.cache_data(**CACHE)
+def taihulight_versus_mpi(model: str, nodes: tuple, topology: str) -> list:
+    """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient."""
+    sizes = (ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model))
+    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology)
+
+
+@st.cache_data(**CACHE)
+def taihulight_iteration(model: str, nodes: int, contiguous: bool, topology: str, batch: int) -> dict:
+    """One traced iteration of each design: {design: record}, without the ranks' arrays."""
+    return {design: {k: v for k, v in experiments.without_values(ex_taihulight.run_design(
+        model, design, nodes, contiguous, topology, batch, record=True)).items() if k != "weights"}
+        for design in ("ps", "ring")}
+
+
+@st.cache_data(max_entries=32, show_spinner="compressing...")
+def compression(method: str, options: tuple) -> dict:
+    """The compression page's quick experiments for one method: one gradient before and
+    after, the residual over steps, one compressed all-reduce (its trace), bytes per layer."""
+    opts = dict(options)
+    exchange = ex_compression.one_exchange(method, opts, TRAIN_WORKERS)
+    return {"once": ex_compression.compress_once(method, opts),
+            "residual": ex_compression.residual_history(method, opts),
+            "trace": exchange.trace}
+
+
+@st.cache_data(max_entries=32, show_spinner="training with and without compression on both links...")
+def compression_split(method: str, options: tuple) -> list:
+    return ex_compression.iteration_split(method, dict(options), workers=TRAIN_WORKERS)
+
+
+@st.cache_data(max_entries=64)
+def compression_model(model: str, method: str, options: tuple) -> dict:
+    return ex_compression.model_bytes(model, method, dict(options))
+
+
+@st.cache_data(max_entries=4, show_spinner="training the digits MLP with every method (about 20 s)...")
+def compression_pareto(fresh: bool) -> list:
+    """The Pareto rows: the cached file, or (``fresh``) a new run of every method."""
+    return ex_compression.pareto(workers=TRAIN_WORKERS) if fresh else ex_compression.cached_pareto()
+
+
+# Scheduling: ``options`` is a tuple of (policy, ((option, value), ...)) pairs, hashable for the cache.
+SCHEDULE_BANDWIDTHS = ("1Gbps", "3Gbps", "10Gbps", "25Gbps", "100Gbps")
+
+
+@st.cache_data(max_entries=32, show_spinner="scheduling every policy...")
+def schedule_policies(policies: tuple, model: str, workers: int, link: str, options: tuple) -> list:
+    """experiments.schedule.compare_policies: worker 0's lanes under each policy."""
+    return ex_schedule.compare_policies(policies, model, workers, link, options={p: dict(o) for p, o in options})
+
+
+@st.cache_data(max_entries=16, show_spinner="every policy at every bandwidth...")
+def schedule_bandwidths(policies: tuple, model: str, workers: int, options: tuple) -> list:
+    """experiments.schedule.bandwidth_sweep over SCHEDULE_BANDWIDTHS."""
+    return ex_schedule.bandwidth_sweep(model, SCHEDULE_BANDWIDTHS, list(policies), workers,
+                                       options={p: dict(o) for p, o in options})
+
+
+@st.cache_data(max_entries=32, show_spinner="sweeping the option...")
+def schedule_option(option: str, values: tuple, model: str, workers: int, link: str, options: tuple) -> list:
+    """experiments.schedule.option_sweep of one option, the policy's other options as chosen."""
+    others = {k: v for k, v in dict(options).get(ex_schedule.KNOBS[option], ()) if k != option}
+    return ex_schedule.option_sweep(option, values, model, workers, link, options=others)
+
+
+# one-way times measured here at these sizes through these transports (a few seconds at most)
+STACK_SIZES = (8, 1024, 64 * 2**10, 2**20)
+STACK_TRANSPORTS = ("pipe", "tcp-nodelay", "tcp")
+
+
+@st.cache_data(max_entries=1, show_spinner="measuring one message through a pipe and TCP on this machine...")
+def measured_stack() -> dict:
+    return wallclock.stack_bench(STACK_SIZES, STACK_TRANSPORTS)
+
+
+@st.cache_data(max_entries=64)
+def loader_timeline(storage: str, workers: int, prefetch: int) -> dict:
+    return ex_network_stack.loader_timeline(storage, workers, prefetch)
