@@ -50,6 +50,9 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["compress", "--model", "alexnet", "--write-cache"], "--write-cache: not an option of --model"),
     (["casestudy", "taihulight", "--versus-mpi", "--design", "ps", "--batch", "4"],
      "--design, --batch: not an option of casestudy taihulight --versus-mpi"),
+    (["train", "--slice-params", "1000"], "--slice-params: not an option of train without --schedule POLICY"),
+    (["train", "--sweep", "batch", "--quick", "--workers", "8", "--staleness", "3"],
+     "--workers, --staleness: not an option of train --sweep batch"),
 ])
 def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
     """No command accepts an option it would ignore: argparse's unknown options and a mode's

@@ -165,3 +165,11 @@ def refuse_unused(given: dict, where: str) -> None:
     unused = [flag for flag, value in given.items() if value is not None]
     if unused:
         raise ValueError(f"{', '.join(unused)}: not an option of {where}")
+
+
+def given_flags(parser: argparse.ArgumentParser, args, keep=()) -> dict:
+    """Flag -> value of every option of ``parser`` that ``args`` sets away from its default,
+    except the dests in ``keep``: what a mode that reads only ``keep`` must refuse."""
+    return {a.option_strings[0]: getattr(args, a.dest) for a in parser._actions
+            if a.option_strings and a.dest not in keep and a.dest != "help"
+            and getattr(args, a.dest, a.default) != a.default}

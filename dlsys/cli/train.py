@@ -29,9 +29,9 @@ from ..train.strategies import OPTIONS, taking
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .options import MAX_RANKS, Checked, integer, number, pair, print_table, save_trace, trace_row
+from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, print_table, refuse_unused, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
-from .schedule import add_schedule_options, policy_options
+from .schedule import add_schedule_options, given_options, policy_options
 from .. import schedule
 from ..experiments import schedule as schedule_experiments
 
@@ -39,6 +39,7 @@ DECODE_S_PER_SAMPLE = 10e-6  # decoding an 8x8 or 16x16 image is microseconds (t
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
 MAX_EPOCHS = 10_000
+SWEEP_DESTS = ("sweep", "quick", "out", "backend")  # what --sweep batch reads; the study fixes the rest
 FLAGS = {"servers": "--servers", "staleness": "--staleness", "period": "--period", "micro_batches": "--micro-batches",
          "fail": "--fail", "checkpoint": "--checkpoint", "resume": "--resume", "compression": "--compress",
          "io": "--loader-workers, --prefetch, --storage", "optimizer": "--optimizer",
@@ -113,7 +114,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
     p.add_argument("--out", metavar="PATH", help="--sweep: the cache file (default results/large_batch.json; "
                                                  "with --quick nothing is written unless given)")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, parser=p)
 
 
 def histogram_lines(histogram: dict) -> list[str]:
@@ -184,10 +185,14 @@ def cmd_sweep(args) -> int:
 
 def cmd_train(args) -> int:
     if args.sweep:
+        refuse_unused(given_flags(args.parser, args, SWEEP_DESTS), "train --sweep batch (the large-batch study)")
         return cmd_sweep(args)
     if args.quick or args.out:
         raise ValueError("--quick and --out apply to --sweep batch only")
     refuse_options(args)
+    if not args.schedule:
+        refuse_unused({schedule.OPTIONS[name][1].flag: v for name, v in given_options(args).items()},
+                      "train without --schedule POLICY")
     check_ranks(args)
     if args.schedule:
         return train_scheduled(args)
