@@ -145,7 +145,10 @@ def test_identical_results_and_traces_on_threads_and_processes():
 TRAINING = {  # method -> options that reach the bar on digits in 10 epochs
     "none": (), "fp16": (), "int8": (), "onebit": (), "terngrad": (), "qsgd": (("bits", 4),),
     "topk": (("ratio", 0.005),), "randomk": (("ratio", 0.25),),  # random-k's variance grows as n / k
-    "dropping": (("ratio", 0.01),), "dgc": (("ratio", 0.001), ("warmup_epochs", 0)),
+    "dropping": (("ratio", 0.01),),
+    # DGC's 0.1% keeps 5 of a 4096-entry tensor and 1 of a bias: 82% here (the paper's
+    # tensors have millions of entries, and it sends biases dense; see dlsys.compress.dgc).
+    "dgc": (("ratio", 0.005), ("warmup_epochs", 0)),
 }
 
 

@@ -31,7 +31,9 @@ from .training import train
 PARETO_CACHE = Path(__file__).with_name("compression_pareto.json")
 # The settings the comparison trains with: the methods' own defaults, except where digits in
 # 10 epochs needs otherwise (random-k's variance grows as n / k; DGC's warm-up exists for
-# ImageNet's early epochs and would dominate the bytes of a 10-epoch run).
+# ImageNet's early epochs and would dominate the bytes of a 10-epoch run). DGC keeps the
+# paper's 0.1%, and on digits it shows: 5 entries of a 4096-entry tensor a step, 1 of a
+# bias (the training loop hands flat tensors, so biases are not sent dense), 82% accuracy.
 SETTINGS = {"none": {}, "fp16": {}, "int8": {}, "onebit": {}, "terngrad": {}, "qsgd": {"bits": 4},
             "topk": {"ratio": 0.01}, "randomk": {"ratio": 0.25}, "dropping": {"ratio": 0.01},
             "dgc": {"ratio": 0.001, "warmup_epochs": 0}}
