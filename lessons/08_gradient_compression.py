@@ -65,6 +65,8 @@ print(f"the digits MLP {[64, *CONFIG.hidden, 10]}: {g.size} parameters, a dense 
 # | 1-bit SGD (Seide 2014) | one sign bit per entry, two means | $\lceil n/8\rceil + 8$ |
 # | top-k, ratio r | the $k = \lceil rn\rceil$ largest $\lvert g_i\rvert$: int32 index + value | $k(4 + 4)$ |
 # | random-k | k values at indices every rank draws from a shared seed | $4k$ |
+# | Gradient Dropping | the entries above a threshold set to keep about k: int32 index + value | $\approx k(4 + 4)$ |
+# | DGC (Lin 2018) | the k largest, indices as 16-bit gaps + value | $\approx k(2 + 4)$ |
 #
 # Index width matters: numpy's indices are int64 by default, which would make top-k's
 # payload 12 bytes per kept entry instead of 8. Each method states its formula as
@@ -79,9 +81,9 @@ for name in COMPRESSORS:
     payload, ctx = c.compress(g, "g")
     decoded = c.decompress(payload, ctx)
     error = np.linalg.norm(decoded - g) / np.linalg.norm(g)
-    formula = c.encoded_nbytes(g.size) if name not in ("dropping", "dgc") else None  # sampled threshold: about k
-    assert formula is None or formula == payload_nbytes(payload)
-    print(f"{name:<9} {format_bytes(payload_nbytes(payload)):>10} {format_bytes(formula) if formula else '~k (4+4)':>10} "
+    formula = c.encoded_nbytes(g.size)  # threshold methods: exactly k here (n is small enough for an exact threshold)
+    assert formula == payload_nbytes(payload)
+    print(f"{name:<9} {format_bytes(payload_nbytes(payload)):>10} {format_bytes(formula):>10} "
           f"{DENSE_NBYTES / payload_nbytes(payload):>6.1f}x {error:>18.2f}   {c.communication}")
 
 # %% [markdown]

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from dlsys.compress import COMPRESSORS, DGCMemory, NoneMemory, ResidualMemory, make, payload_nbytes
+from dlsys.compress.dgc import DGCCompressor, decode_gaps, encode_gaps
+from dlsys.compress.dropping import sample_size
 
 
 def build(name, seed=0, **options):
@@ -34,7 +36,7 @@ FORMULAS = {
     "topk": lambda n, c, p: math.ceil(c.ratio * n) * (4 + 4),
     "randomk": lambda n, c, p: math.ceil(c.ratio * n) * 4,
     "dropping": lambda n, c, p: p[0].size * (4 + 4),
-    "dgc": lambda n, c, p: p[0].size * (4 + 4),
+    "dgc": lambda n, c, p: p[0].size * 2 + p[1].size * 4,  # 16-bit gaps (and escapes), fp32 values
 }
 
 
@@ -104,22 +106,74 @@ def test_randomk_indices_are_rebuilt_from_the_shared_seed():
         assert np.array_equal(sender.decompress(payload, ctx), receiver.decompress(payload, receiver_ctx))
 
 
-def test_dropping_keeps_about_ratio_of_the_largest():
-    # A 10% sample of 100000 entries puts ~100 sample points above the threshold, so the
-    # fraction kept is within ~10% of the ratio (one standard deviation); allow 5.
-    g = gradient(100_000)
-    c = build("dropping", ratio=0.01, sample=0.1)
+@pytest.mark.parametrize("ratio", [0.1, 0.01, 0.001])
+@pytest.mark.parametrize("n", [10, 100, 640, 1000, 10_000, 100_000, 1_000_000])
+def test_dropping_keeps_the_asked_fraction_at_every_size(n, ratio):
+    # Within 10% of k = ceil(ratio * n) (the 1-entry minimum included), counting the
+    # entries tied with the threshold; up to PER_KEPT / ratio entries the threshold is exact.
+    g = gradient(n, seed=n)
+    c = build("dropping", seed=n, ratio=ratio)
     indices, values = c.compress(g, "w")[0]
-    assert 500 <= indices.size <= 1500
-    assert np.abs(values).min() >= np.abs(np.delete(g, indices)).max()  # a threshold: the sent dominate
+    k = math.ceil(ratio * n)
+    assert c.kept((indices, values), n) == indices.size
+    threshold = np.abs(values).min()
+    if sample_size(n, ratio, c.sample) == n:
+        assert indices.size == k  # continuous draws: no ties
+    assert abs(indices.size - k) <= 0.1 * k
+    assert threshold >= np.abs(np.delete(g, indices)).max()  # a threshold: the sent dominate
+
+
+def test_dropping_counts_entries_tied_with_the_threshold():
+    g = np.repeat(np.float32([3, 2, 1]), [1, 4, 995])  # the 2nd largest |g| is tied with 3 others
+    indices, _ = build("dropping", ratio=0.002).compress(g, "w")[0]
+    assert indices.size == 5
 
 
 def test_dgc_sends_at_most_k_of_the_largest():
     g = gradient(10_000)
-    c = build("dgc", ratio=0.01, sample=0.01)  # 100 sample points: the threshold is loose
-    indices, values = c.compress(g, "w")[0]
-    assert 1 <= indices.size <= 100
+    c = build("dgc", ratio=0.01, sample=0.01)
+    c.set_epoch(10)
+    payload = c.compress(g, "w")[0]
+    indices, values = c.indices(payload), payload[1]
+    assert indices.size == values.size == 100 == c.kept(payload, g.size)
+    assert np.array_equal(values, g[indices])
     assert np.abs(values).min() >= np.abs(np.delete(g, indices)).max()
+
+
+@pytest.mark.parametrize("indices", [[], [0], [65534, 65535, 65536], [3, 200_000, 1_000_000, 1_000_001]])
+def test_dgc_gaps_round_trip_with_escapes(indices):
+    codes = encode_gaps(np.array(indices, np.int64))
+    assert codes.dtype == np.uint16 and np.array_equal(decode_gaps(codes), indices)
+    # one code per index, plus an escape per 65535 positions a gap exceeds 65535 by
+    gaps = np.diff(np.array(indices, np.int64), prepend=-1)
+    assert codes.size == len(indices) + int(np.sum((gaps - 1) // 65535))
+
+
+def test_dgc_compresses_only_tensors_of_two_or_more_dimensions():
+    assert not DGCCompressor.compresses(1) and DGCCompressor.compresses(2) and DGCCompressor.compresses(4)
+    assert all(COMPRESSORS[name].compresses(1) for name in COMPRESSORS if name != "dgc")
+
+
+# The DGC paper's published gradient sizes (Lin et al. 2018, Tables 2 and 3 and the
+# abstract), and its models' tensors: (sizes of the tensors of 2+ dimensions, parameters in
+# 1-D tensors). Caffe's AlexNet (grouped conv2, conv4, conv5); the PTB LSTM: 2 layers of
+# 1500, a 10,000-word vocabulary, the decoder tied to the embedding, two biases per layer.
+PAPER_MODELS = {
+    "alexnet": ([96 * 3 * 121, 256 * 48 * 25, 384 * 256 * 9, 384 * 192 * 9, 256 * 192 * 9, 9216 * 4096,
+                 4096 * 4096, 4096 * 1000], 96 + 256 + 384 + 384 + 256 + 4096 + 4096 + 1000, 232.56, 597),
+    "lstm": ([10_000 * 1500] + [6000 * 1500] * 4, 4 * 6000 + 10_000, 194.68, 462),
+}
+
+
+@pytest.mark.parametrize("model", sorted(PAPER_MODELS))
+def test_dgc_bytes_give_the_papers_ratios_on_its_own_models(model):
+    matrices, vectors, mib, published = PAPER_MODELS[model]
+    c = build("dgc")
+    c.set_epoch(10)
+    dense = 4 * (sum(matrices) + vectors)
+    assert dense / 2 ** 20 == pytest.approx(mib, abs=0.005)  # the paper's "MB" is MiB
+    encoded = sum(c.encoded_nbytes(n) for n in matrices) + 4 * vectors
+    assert dense / encoded == pytest.approx(published, rel=0.002)
 
 
 def test_dgc_memory_without_momentum_is_error_feedback():
@@ -140,7 +194,7 @@ def test_dgc_memory_corrects_momentum_and_masks_what_was_sent():
     v = memory.compensate(g1, "w")
     payload, ctx = c.compress(v, "w")
     memory.update(v, "w", c, payload, ctx)
-    sent = payload[0]
+    sent = c.indices(payload)
     assert np.all(memory.velocities["w"].flat[sent] == 0) and np.all(memory.accumulated["w"].flat[sent] == 0)
     # Unsent entries carry u = 0.9 g1 + g2 on top of the accumulated g1; sent ones start again from g2.
     v2 = memory.compensate(g2, "w")

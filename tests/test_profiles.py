@@ -35,10 +35,11 @@ def test_every_layer_is_named_once_and_has_work(name):
 
 def test_known_layers():
     alexnet = profiles.profile("alexnet")
-    assert alexnet[0] == profiles.LayerProfile("features.0", 23_296, 55 * 55 * 64 * (2 * 363 + 1))
+    assert alexnet[0] == profiles.LayerProfile("features.0", 23_296, 55 * 55 * 64 * (2 * 363 + 1), 64)
     assert alexnet[-3].name == "classifier.1" and alexnet[-3].params == 9216 * 4096 + 4096
     resnet = profiles.profile("resnet50")
     assert len(resnet) == 54 and resnet[0].name == "conv1" and resnet[-1].name == "fc"
+    assert sum(l.vectors for l in resnet) == 2 * 26_560 + 1000  # batch norm over 26,560 channels, fc's bias
     assert [l.name for l in profiles.profile("googlenet")][-2:] == ["inception5b.branch4.1", "fc"]
     assert [l.name for l in profiles.profile("vgg19")][-4:] == \
         ["features.34", "classifier.0", "classifier.3", "classifier.6"]

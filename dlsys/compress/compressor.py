@@ -130,6 +130,19 @@ class Compressor(ABC):
     def set_epoch(self, epoch: int) -> None:
         """Called by the training loop at each epoch (DGC's sparsity warm-up uses it)."""
 
+    @staticmethod
+    def compresses(ndim: int) -> bool:
+        """Whether the method's paper compresses a parameter tensor of ``ndim`` dimensions;
+        the caller sends the others dense (DGC leaves 1-D tensors, biases and batch-norm
+        scales, uncompressed). Flat slices of a gradient buffer carry no shape: callers that
+        hand those over compress them all."""
+        return True
+
+    def kept(self, payload, n: int) -> int:
+        """How many of the n entries the payload carries a value for (all, unless it
+        sparsifies)."""
+        return n
+
     @abstractmethod
     def encoded_nbytes(self, n: int, itemsize: int = 4) -> int:
         """Bytes of the payload of n entries (threshold methods: at their target ratio)."""

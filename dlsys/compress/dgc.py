@@ -2,7 +2,7 @@
 communication bandwidth for distributed training").
 
 Compressor: Gradient Dropping's sampled threshold, then, if more than k = ceil(ratio * n)
-entries pass, the k largest of them. Bytes: k' * (4 + itemsize), k' <= k.
+entries pass, the k largest of them.
 Sparsity warm-up: in the first ``warmup_epochs`` epochs the sparsity rises exponentially,
 1 - 0.25**(e + 1) in epoch e (75%, 93.75%, 98.4375%, 99.6%), then stays at 1 - ratio
 (99.9% by default); the training loop calls ``set_epoch(e)``.
@@ -12,11 +12,34 @@ factor masking,
     u <- m u + g;  v <- v + u;  send sparse(v);  u, v <- 0 where sent,
 so what is sent is the accumulated *momentum* (the optimizer then runs without its own),
 and stale momentum of sent entries is dropped.
+
+Bytes, as the paper counts them. Which tensors: the authors' code compresses only
+parameter tensors of two or more dimensions and all-reduces the rest (biases, batch-norm
+scales and shifts) dense in fp32 (synxlin/deep-gradient-compression, train.py:136-140,
+``param.dim() > 1``; dgc/compression.py:173-177 sends an uncompressed tensor as it is);
+``compresses(ndim)`` states the rule for whoever assigns tensors to the compressor.
+Each compressed tensor sends k entries at 6 bytes each: its value (the tensor's dtype,
+4 bytes) and a 16-bit index. The paper does not spell out its encoding, but its published
+sizes follow from exactly this count and no other we tried: with 1-D tensors dense in fp32
+and ceil(0.001 n) entries of 6 bytes per other tensor, ResNet-50's 25,557,032 parameters
+(54,120 of them in 1-D tensors) give 102.2 MB / 369 kB = 277x, the paper's 97.49 MB ->
+0.35 MB (277x); its AlexNet (60.97M, 10,568 in biases) 597x, its 2-layer LSTM (51.03M,
+34,000 in biases) 462x, the paper's 597x and 462x. (The released code's own default, fp32
+values and int64 indices, 12 bytes an entry, would give ResNet-50 196x; its
+``fp16_values`` and ``int32_indices`` options, dgc/compression.py:168-176, give 6 bytes an
+entry but send the dense tensors in fp16 too: 391x.) A 16-bit index is a *gap*, as in
+Deep Compression (Han et al. 2016, same group): the indices in increasing order, each
+coded as its distance from the previous one (the first from -1), so every code is >= 1;
+a gap longer than 65535 is preceded by escape codes 0, each worth 65535 positions and
+carrying no value. Bytes: 2 * (k' + escapes) + itemsize * k', k' <= k; at 0.1% density the
+mean gap is 1000 and escapes are rare.
 """
 import numpy as np
 
-from .compressor import Memory, count
+from .compressor import Memory, count, scatter
 from .dropping import GradientDroppingCompressor
+
+GAP_MAX = 65535  # the longest gap a uint16 code holds; an escape code 0 skips this many positions
 
 
 def warmup_sparsity(epoch: int, warmup_epochs: int, final_sparsity: float) -> float:
@@ -28,7 +51,7 @@ def warmup_sparsity(epoch: int, warmup_epochs: int, final_sparsity: float) -> fl
 class DGCCompressor(GradientDroppingCompressor):
     communication = "allgatherv"
     memory = "dgc"
-    passes = (2.1, 1)  # the threshold sweep of Gradient Dropping; the top-k runs on what passed
+    passes = (2.1, 1)  # the threshold sweep of Gradient Dropping; the top-k and the sort run on what passed
 
     def __init__(self, rng: np.random.Generator, ratio: float = 0.001, sample: float = 0.01, warmup_epochs: int = 4):
         super().__init__(rng, ratio, sample)
@@ -37,15 +60,49 @@ class DGCCompressor(GradientDroppingCompressor):
         self.final_ratio, self.warmup_epochs = self.ratio, warmup_epochs
 
     def set_epoch(self, epoch: int) -> None:
-        self.ratio = 1 - warmup_sparsity(epoch, self.warmup_epochs, 1 - self.final_ratio)
+        sparsity = warmup_sparsity(epoch, self.warmup_epochs, 1 - self.final_ratio)
+        self.ratio = self.final_ratio if sparsity == 1 - self.final_ratio else 1 - sparsity  # no 1 - (1 - r) rounding
+
+    @staticmethod
+    def compresses(ndim: int) -> bool:
+        """The authors' rule: tensors of two or more dimensions; 1-D ones go dense."""
+        return ndim > 1
+
+    def encoded_nbytes(self, n, itemsize=4):
+        """At the target ratio, without escapes: k 16-bit gaps and k values."""
+        return count(self.ratio, n) * (2 + itemsize)
 
     def compress(self, tensor, name):
         (indices, values), ctx = super().compress(tensor, name)
         k = count(self.ratio, np.size(tensor))
         if indices.size > k:
-            top = np.argpartition(np.abs(values), values.size - k)[values.size - k:]
-            indices, values = indices[top], values[top]
-        return (indices, values), ctx
+            indices = indices[np.argpartition(np.abs(values), values.size - k)[values.size - k:]]
+        indices = np.sort(indices)
+        return (encode_gaps(indices), np.ravel(tensor)[indices]), ctx
+
+    def indices(self, payload) -> np.ndarray:
+        """The flat indices of the entries the payload carries, in increasing order."""
+        return decode_gaps(payload[0])
+
+    def decompress(self, payload, ctx):
+        shape, dtype = ctx
+        return scatter(self.indices(payload), payload[1], shape, dtype)
+
+
+def encode_gaps(indices: np.ndarray) -> np.ndarray:
+    """Increasing flat indices as uint16 gaps (the first from -1), each gap longer than
+    GAP_MAX preceded by escape codes 0 worth GAP_MAX positions each."""
+    gaps = np.diff(indices.astype(np.int64), prepend=-1)
+    escapes = (gaps - 1) // GAP_MAX
+    codes = np.zeros(gaps.size + int(escapes.sum()), np.uint16)
+    codes[np.arange(gaps.size) + np.cumsum(escapes)] = gaps - GAP_MAX * escapes
+    return codes
+
+
+def decode_gaps(codes: np.ndarray) -> np.ndarray:
+    """The inverse of ``encode_gaps``: the flat indices, as int64."""
+    steps = np.where(codes == 0, GAP_MAX, codes.astype(np.int64))
+    return (np.cumsum(steps) - 1)[codes != 0]
 
 
 class DGCMemory(Memory):
@@ -71,7 +128,7 @@ class DGCMemory(Memory):
         return self.accumulated[name]
 
     def update(self, tensor, name, compressor, payload, ctx):
-        sent = payload[0]  # the indices (DGC's payload is indices, values)
+        sent = compressor.indices(payload) if hasattr(compressor, "indices") else payload[0]  # else (index, value)
         self.accumulated[name] = tensor.copy()
         self.accumulated[name].flat[sent] = 0
         self.velocities[name] = self.velocities[name].copy()

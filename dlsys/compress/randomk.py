@@ -30,6 +30,9 @@ class RandomKCompressor(Compressor):
         indices = self.rng.choice(flat.size, size=k, replace=False)
         return (flat[indices] * (flat.size / max(k, 1)),), (tensor.shape, tensor.dtype, indices)
 
+    def kept(self, payload, n):
+        return int(payload[0].size)
+
     def decompress(self, payload, ctx):
         shape, dtype, indices = ctx
         return scatter(indices, payload[0], shape, dtype)

@@ -3,8 +3,10 @@
 `profile(name)` lists, in forward order, every layer that has parameters: its name
 (torchvision's module name), parameter count, and forward FLOPs for ONE sample at
 224 x 224 (299 x 299 for Inception-v3). Batch normalisation is folded into the
-convolution it follows. FLOPs count a multiply-add as 2, plus 1 per output element for
-a bias and 2 for a batch norm (scale and shift); activations and pooling are left out.
+convolution it follows; ``vectors`` says how many of a layer's parameters sit in its 1-D
+tensors (the bias, or batch norm's scale and shift). FLOPs count a multiply-add as 2,
+plus 1 per output element for a bias and 2 for a batch norm (scale and shift);
+activations and pooling are left out.
 
 The profiles are generated from compact descriptions of the torchvision models
 (torchvision/models/{alexnet,vgg,resnet,googlenet,inception}.py), and their totals
@@ -33,6 +35,7 @@ class LayerProfile(NamedTuple):
     name: str
     params: int
     fwd_flops: int      # forward FLOPs for one sample
+    vectors: int = 0    # of the params, those in 1-D tensors (bias; batch norm's scale and shift)
 
 
 Shape = tuple[int, int, int]    # (channels, height, width)
@@ -60,12 +63,12 @@ class _Builder:
         y = (out, _out(h, kh, stride, ph), _out(w, kw, stride, pw))
         per_pixel = 2 * c * kh * kw + bias + 2 * bn
         self.layers.append(LayerProfile(name, out * (c * kh * kw + bias + 2 * bn),
-                                        per_pixel * out * y[1] * y[2]))
+                                        per_pixel * out * y[1] * y[2], out * (bias + 2 * bn)))
         return y
 
     def fc(self, name: str, x: Shape, out: int) -> Shape:
         inputs = x[0] * x[1] * x[2]
-        self.layers.append(LayerProfile(name, (inputs + 1) * out, (2 * inputs + 1) * out))
+        self.layers.append(LayerProfile(name, (inputs + 1) * out, (2 * inputs + 1) * out, out))
         return (out, 1, 1)
 
     @staticmethod
