@@ -40,6 +40,7 @@ order; a link's remaining capacity is ``C_l - fsum(fixed rates)``, correctly rou
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -85,25 +86,37 @@ def max_min_rates(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[floa
             users.setdefault(link, []).append(i)
     fixed = [not route for route in routes]
     fixed_on: dict[int, list[float]] = {link: [] for link in users}
-    unfixed_weight = {link: math.fsum(w[i] for i in flows) for link, flows in users.items()}
-    live = sorted(users)                              # links with unfixed flows, in id order
-    while live:
-        levels = {}
-        for link in live:
-            remaining = math.fsum([capacities_Bps[link], *(-r for r in fixed_on[link])])
-            levels[link] = max(remaining, 0.0) / unfixed_weight[link]
-        level = min(levels.values())
-        newly = sorted({i for link in live if levels[link] == level for i in users[link] if not fixed[i]})
+    unfixed = {link: len(flows) for link, flows in users.items()}
+
+    def level_of(link: int) -> float:
+        remaining = math.fsum([capacities_Bps[link], *(-r for r in fixed_on[link])])
+        weight = unfixed[link] if weights is None else math.fsum(w[i] for i in users[link] if not fixed[i])
+        return max(remaining, 0.0) / weight
+
+    level = {link: level_of(link) for link in users}
+    heap = sorted((lv, link) for link, lv in level.items())   # stale entries are skipped below
+    while heap:
+        lowest, link = heapq.heappop(heap)
+        if unfixed[link] == 0 or level[link] != lowest:
+            continue
+        bottlenecks = [link]                          # every link at exactly this level fills now
+        while heap and heap[0][0] == lowest:
+            _, other = heapq.heappop(heap)
+            if unfixed[other] and level[other] == lowest:
+                bottlenecks.append(other)
+        newly = sorted({i for b in bottlenecks for i in users[b] if not fixed[i]})
         touched = set()
         for i in newly:
             fixed[i] = True
-            rates[i] = w[i] * level if weights is not None else level
-            for link in routes[i]:
-                fixed_on[link].append(rates[i])
-                touched.add(link)
-        for link in touched:
-            unfixed_weight[link] = math.fsum(w[i] for i in users[link] if not fixed[i])
-        live = [link for link in live if not all(fixed[i] for i in users[link])]
+            rates[i] = lowest if weights is None else w[i] * lowest
+            for other in routes[i]:
+                fixed_on[other].append(rates[i])
+                unfixed[other] -= 1
+                touched.add(other)
+        for other in sorted(touched):
+            if unfixed[other]:
+                level[other] = level_of(other)
+                heapq.heappush(heap, (level[other], other))
     return rates
 
 
@@ -122,7 +135,14 @@ def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[floa
     then shares bandwidth max-min fairly with every flow in the network on any link of
     its route, rates re-solved at every start and completion. Returns each flow's start
     and completion times, in the order given. ``weights`` (one per flow) make the
-    sharing weighted (max_min_rates)."""
+    sharing weighted (max_min_rates).
+
+    Only what an event can change is re-solved: the flows connected to the started or
+    completed ones through shared links (the max-min allocation of one connected
+    component does not depend on the others; SimGrid's selective update). A flow keeps
+    its bytes-left, the time they were counted and its rate; its completion,
+    ``counted_at + left / rate``, is recomputed only when its rate changes (SimGrid's lazy
+    update), so a flow whose rate never changes completes at exactly start + n / rate."""
     routes, starts, sizes = [], [], []
     for i, flow in enumerate(flows):
         if not isinstance(flow, Flow):
@@ -139,39 +159,72 @@ def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[floa
         raise ValueError(f"weights must give one number per flow ({len(routes)}), got {len(weights)}")
     capacities = [link.capacity_Bps for link in fabric.links]
 
-    finish = [math.nan] * len(routes)
-    pending = sorted(range(len(routes)), key=lambda i: (starts[i], i))
-    remaining: dict[int, float] = {}                  # active flow -> bytes left
-    rates: dict[int, float] = {}
-    now, next_pending, events = 0.0, 0, 0
-    while next_pending < len(pending) or remaining:
-        # The next event: a start, or the earliest completion at the current rates.
-        t_start = starts[pending[next_pending]] if next_pending < len(pending) else math.inf
-        due = {i: now + remaining[i] / rates[i] for i in remaining}
-        t_finish = min(due.values(), default=math.inf)
-        t = min(t_start, t_finish)
-        for i in list(remaining):
-            if due[i] == t:
-                finish[i] = t
-                del remaining[i]
-            else:
-                left = remaining[i] - rates[i] * (t - now)
-                if left <= sizes[i] * _RESIDUE:
-                    finish[i] = t
-                    del remaining[i]
-                else:
-                    remaining[i] = left
-        now = t
-        while next_pending < len(pending) and starts[pending[next_pending]] == t:
+    n = len(routes)
+    finish = [math.nan] * n
+    left = [0.0] * n                # bytes left at counted_at[i]
+    counted_at = [0.0] * n
+    rate = [0.0] * n
+    version = [0] * n               # a completion in the heap is stale once the flow's rate changed
+    active: set[int] = set()
+    on_link: dict[int, set[int]] = {}
+    heap: list[tuple[float, int, int]] = []
+    pending = sorted(range(n), key=lambda i: (starts[i], i))
+    next_pending, events = 0, 0
+
+    def leave(i: int, t: float) -> None:
+        finish[i] = t
+        active.discard(i)
+        for link in routes[i]:
+            on_link[link].discard(i)
+
+    while next_pending < n or heap:
+        while heap and (heap[0][2] != version[heap[0][1]] or heap[0][1] not in active):
+            heapq.heappop(heap)                       # stale
+        t_start = starts[pending[next_pending]] if next_pending < n else math.inf
+        t_due = heap[0][0] if heap else math.inf
+        if t_start == math.inf and t_due == math.inf:
+            break
+        t = min(t_start, t_due)
+        touched: set[int] = set()                     # links whose set of flows changed
+        while heap and heap[0][0] == t:
+            _, i, v = heapq.heappop(heap)
+            if v == version[i] and i in active:
+                leave(i, t)
+                touched.update(routes[i])
+        while next_pending < n and starts[pending[next_pending]] == t:
             i = pending[next_pending]
             next_pending += 1
             if sizes[i] == 0 or not routes[i]:
                 finish[i] = t                         # nothing to move, or a node to itself
-            else:
-                remaining[i] = sizes[i]
-        active = sorted(remaining)
-        solved = max_min_rates([routes[i] for i in active], capacities,
-                               None if weights is None else [weights[i] for i in active])
-        rates = dict(zip(active, solved))
+                continue
+            active.add(i)
+            left[i], counted_at[i], rate[i] = sizes[i], t, 0.0
+            for link in routes[i]:
+                on_link.setdefault(link, set()).add(i)
+            touched.update(routes[i])
+        if not touched:
+            continue
+        # The connected component of the touched links, over the flows now in the network.
+        component, frontier, seen = set(), list(touched), set(touched)
+        while frontier:
+            for i in on_link.get(frontier.pop(), ()):
+                if i not in component:
+                    component.add(i)
+                    for link in routes[i]:
+                        if link not in seen:
+                            seen.add(link)
+                            frontier.append(link)
+        for i in sorted(component):                   # bytes left now; a rounding residue means done
+            if rate[i] and left[i] - rate[i] * (t - counted_at[i]) <= sizes[i] * _RESIDUE:
+                leave(i, t)
+        members = sorted(i for i in component if i in active)
+        solved = max_min_rates([routes[i] for i in members], capacities,
+                               None if weights is None else [weights[i] for i in members])
         events += 1
+        for i, new in zip(members, solved):
+            if new != rate[i]:
+                left[i] -= rate[i] * (t - counted_at[i])
+                counted_at[i], rate[i] = t, new
+                version[i] += 1
+                heapq.heappush(heap, (t + left[i] / new, i, version[i]))
     return FlowTimes(tuple(starts), tuple(finish), events)
