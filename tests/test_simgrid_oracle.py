@@ -110,4 +110,4 @@ def test_simgrid_cm02_shares_by_inverse_route_latency():
     weighted = simulate_flows(fabric, flows, weights=[1 / 1e-4, 1 / 3e-4]).finish_s
     assert max(abs(a - b) / b for a, b in zip(weighted, theirs)) <= 1e-9
     fair = simulate_flows(fabric, flows).finish_s
-    assert abs(fair[0] - theirs[0]) / theirs[0] > 0.1            # plain max-min would be 10% off here
+    assert abs(fair[0] - theirs[0]) / theirs[0] > 0.4            # plain max-min: 0.1999 s, not 0.1334 s
