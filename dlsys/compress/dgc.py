@@ -128,6 +128,11 @@ class DGCMemory(Memory):
         return self.accumulated[name]
 
     def update(self, tensor, name, compressor, payload, ctx):
+        if compressor.kept(payload, tensor.size) == tensor.size:
+            # sent whole (a tensor DGC leaves dense): nothing was delayed, so no momentum is
+            # stale and none is masked; this is momentum SGD, as the authors' optimizer runs it
+            self.accumulated[name] = np.zeros_like(tensor)
+            return
         sent = compressor.indices(payload) if hasattr(compressor, "indices") else payload[0]  # else (index, value)
         self.accumulated[name] = tensor.copy()
         self.accumulated[name].flat[sent] = 0

@@ -150,7 +150,7 @@ def train_row(method: str, options: dict, epochs: int = 10, workers: int = 4, li
     record = train("allreduce", TrainConfig(epochs=epochs, seed=seed), workers, link=link,
                    compression=compression(method, options))
     keys = ("test_accuracy", "virtual_time_s", "bytes_moved", "bytes_per_step", "compression_ratio",
-            "compress_s", "decompress_s")
+            "kept_fraction", "compress_s", "decompress_s")
     return {"method": method, "options": options, "epochs": epochs, "workers": workers, "link": link,
             **{k: record[k] for k in keys}}
 

@@ -57,7 +57,8 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
     LaunchResult under "result"; with compression also the method, bytes_per_step,
-    compression_ratio (dense fp32 gradient / payload) and compress_s / decompress_s
+    compression_ratio (dense fp32 gradient / payload), kept_fraction (the entries the first
+    worker sent with a value, of all it compressed) and compress_s / decompress_s
     (the first worker's virtual compute time in each). ``io`` (allreduce and local-sgd)
     loads every worker's batches through a real loader and charges the IO model's waits
     (``dlsys.learn.task.training_batches``); the record then has io_wait_s (the first
@@ -151,7 +152,7 @@ def compression_record(result, compression: Compression, worker: dict, steps: fl
         if span.kind == "compute" and span.label.split(" ")[0] in ("compress", "decompress"):
             spent[span.label.split(" ")[0]] += span.end_s - span.start_s
     return {"compression": compression.method, "compression_options": dict(compression.options),
-            "encoded_nbytes_per_step": worker["encoded_nbytes_per_step"],
+            "encoded_nbytes_per_step": worker["encoded_nbytes_per_step"], "kept_fraction": worker["kept_fraction"],
             "compression_ratio": worker["dense_nbytes_per_step"] / max(worker["encoded_nbytes_per_step"], 1),
             "bytes_per_step": sum(m.nbytes for m in result.trace.messages) / max(1.0, steps),
             "compress_s": spent["compress"], "decompress_s": spent["decompress"]}

@@ -26,6 +26,7 @@ class ParamSlice(NamedTuple):
     name: str       # e.g. "linear0.W" (a tensor) or "linear0" (a layer)
     offset: int     # first element in model.params / model.grads
     size: int       # number of elements
+    ndim: int = 1   # dimensions of the tensor (a whole layer: 1, it is flat)
 
 
 class Layer:
@@ -305,7 +306,7 @@ class Sequential:
                 size = prod(s)
                 layer.params[name] = self.params[offset:offset + size].reshape(s)
                 layer.grads[name] = self.grads[offset:offset + size].reshape(s)
-                self._tensor_slices.append(ParamSlice(i, f"{self.names[i]}.{name}", offset, size))
+                self._tensor_slices.append(ParamSlice(i, f"{self.names[i]}.{name}", offset, size, len(s)))
                 offset += size
         self._ready = {s.layer: s for s in self.layer_slices()}
         rng = np.random.default_rng(seed)

@@ -40,11 +40,14 @@ class Compressed(Dense):
     def __init__(self, compressor, memory):
         self.compressor, self.memory = compressor, memory
         self.encoded_nbytes = 0  # payload bytes pushed so far
+        self.kept, self.entries = 0, 0  # entries pushed with a value, and entries, so far
 
     def encode(self, comm, values, server):
         payload, _ = compressed.encode(comm, values, self.compressor, self.memory, f"server {server}",
                                        share_scale=False)
         self.encoded_nbytes += payload_nbytes(payload)
+        self.kept += self.compressor.kept(payload, values.size)
+        self.entries += values.size
         return frame(payload)
 
     def decode(self, comm, message, like):

@@ -77,5 +77,6 @@ def _work(comm, config, task, model, layout, workers, fail, kv):
     record = {"losses": losses, "accuracy_curve": curve, "steps": steps}
     if isinstance(kv.codec, Compressed):
         record.update(encoded_nbytes_per_step=kv.codec.encoded_nbytes / max(steps, 1),
-                      dense_nbytes_per_step=model.grads.size * 4)
+                      dense_nbytes_per_step=model.grads.size * 4,
+                      kept_fraction=kv.codec.kept / max(kv.codec.entries, 1))
     return record

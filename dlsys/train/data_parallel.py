@@ -15,7 +15,7 @@ import numpy as np
 from .. import collectives
 from ..learn import optim
 from ..collectives.compressed import encode, exchange
-from ..compress import DGCMemory, NoneMemory, payload_nbytes
+from ..compress import DGCMemory, NoneCompressor, NoneMemory, payload_nbytes
 from ..machine.storage import IOModel
 from ..learn.task import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
                           steps_per_epoch, task_of, training_batches)
@@ -32,16 +32,19 @@ class DistributedOptimizer:
     ``grc``) each parameter tensor of ``named_parameters`` (``model.param_slices()``; default
     one tensor, the whole buffer) is compressed, sent and decoded on its own with
     ``memory``'s error feedback: g_t <- mean_r D(C(g_r + e_r)). Every rank decodes the same
-    payloads, so the copies still stay identical."""
+    payloads, so the copies still stay identical. A tensor the method's paper leaves
+    uncompressed (``compresses(ndim)``: DGC's biases) goes dense through the same memory."""
 
     def __init__(self, optimizer: optim.Optimizer, comm, algorithm: str = "ring", compression=None,
                  memory=None, named_parameters=None):
         collectives.check_algorithm("allreduce", algorithm)
         self.optimizer, self.comm, self.algorithm = optimizer, comm, algorithm
         self.compression, self.memory = compression, memory or NoneMemory()
-        self.tensors = [(s.name, slice(s.offset, s.offset + s.size)) for s in named_parameters or []] \
-            or [("grads", slice(None))]
+        self.tensors = [(s.name, slice(s.offset, s.offset + s.size), s.ndim) for s in named_parameters or []] \
+            or [("grads", slice(None), 1)]
+        self.dense = NoneCompressor()
         self.encoded_nbytes = 0  # this rank's payload bytes over every step so far
+        self.kept, self.entries = 0, 0  # entries sent with a value, and entries, over every step so far
 
     def synchronize(self) -> None:
         """``optimizer.synchronize()``: average the gradients now (to inspect them before the update)."""
@@ -49,11 +52,13 @@ class DistributedOptimizer:
         if self.compression is None:
             grads[...] = collectives.allreduce(self.comm, grads, op="mean", algorithm=self.algorithm)
         else:
-            for name, where in self.tensors:
-                payload, ctx = encode(self.comm, grads[where], self.compression, self.memory, name, self.algorithm)
+            for name, where, ndim in self.tensors:
+                method = self.compression if self.compression.compresses(ndim) else self.dense
+                payload, ctx = encode(self.comm, grads[where], method, self.memory, name, self.algorithm)
                 self.encoded_nbytes += payload_nbytes(payload)
-                grads[where] = exchange(self.comm, payload, ctx, self.compression, grads[where], name,
-                                        self.algorithm)
+                self.kept += method.kept(payload, grads[where].size)
+                self.entries += grads[where].size
+                grads[where] = exchange(self.comm, payload, ctx, method, grads[where], name, self.algorithm)
 
     def step(self, synchronize: bool = True) -> None:
         if synchronize:

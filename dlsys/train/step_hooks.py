@@ -87,7 +87,7 @@ class CompressorEpochs(Hook):
 
     def finish(self, record: dict) -> None:
         record.update(encoded_nbytes_per_step=self.opt.encoded_nbytes / self.steps,
-                      dense_nbytes_per_step=self.dense_nbytes)
+                      dense_nbytes_per_step=self.dense_nbytes, kept_fraction=self.opt.kept / max(self.opt.entries, 1))
 
 
 class LayerNorms(Hook):
