@@ -8,7 +8,7 @@ A generated table sits between two markers in a Markdown file of docs/:
 
 ``TABLES`` maps each name to the function that writes it from the code: the large-batch
 study's cache (``large_batch.require_study``: a stale cache is refused with what to run)
-and the reproduction suite at quick settings (``reproduce.run_claims``: seconds). 
+and the reproduction suite at quick settings (``reproduce.run_claims``: seconds).
 
     python -m dlsys.experiments.docs          # rewrite every generated table in docs/
     dlsys reproduce --write-docs              # the same
@@ -65,7 +65,7 @@ def lb_largest_good_batch(src: Sources) -> str:
     for rule in large_batch.RULES:
         batch = large_batch.largest_good_batch(src.study["sweep"], rule, s["tolerance"])
         rows.append([rule, f"{batch:,}", f"{batch // s['base_batch']}x"])
-    return markdown_table(["rule", f"largest batch within {s['tolerance']:.0%} of batch {s['base_batch']}",
+    return markdown_table(["rule", f"largest batch within {s['tolerance']:g} (absolute accuracy) of batch {s['base_batch']}",
                            "times the base batch"], rows)
 
 
