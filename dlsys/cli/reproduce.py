@@ -49,7 +49,7 @@ def add_commands(subparsers) -> None:
     p = subparsers.add_parser("reproduce", help="every published claim dlsys teaches: paper vs dlsys, with a verdict",
                               description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("claims", nargs="*", metavar="CLAIM", help=f"claims to run (default all): {', '.join(reproduce.CLAIMS)}")
-    p.add_argument("--quick", action="store_true", help="quick settings: seconds instead of minutes")
+    p.add_argument("--quick", action="store_true", help="quick settings (seconds; the full ones take a minute or so)")
     p.add_argument("--json", action="store_true", help="print one JSON object per claim, in a list")
     p.add_argument("--write-docs", action="store_true",
                    help="rewrite the generated tables of docs/ (<!-- generated: NAME --> blocks) from the code")

@@ -73,7 +73,8 @@ def within(rel_tol: float, because: str) -> Callable[[dict, dict], tuple[str, st
                 for label, value in paper.items() if label in measured["dlsys"]}
         worst = max(gaps, key=gaps.__getitem__)
         if gaps[worst] <= rel_tol:
-            return "holds", f"within {rel_tol:.2g} of the paper everywhere (largest gap {gaps[worst]:.2g}, {worst})"
+            return "holds", (f"within a relative {rel_tol:.2g} of the paper everywhere (largest gap {gaps[worst]:.2g}, "
+                             f"{worst})")
         return "differs", f"{worst}: ours {measured['dlsys'][worst]:.3g}, the paper's {paper[worst]:.3g}. {because}"
     return judge
 
