@@ -7,6 +7,7 @@ from dlsys import experiments
 from dlsys.experiments import wallclock
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import network_stack as ex_network_stack
+from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
@@ -79,6 +80,13 @@ def large_batch_study() -> dict | None:
     """The default large-batch study from its cache (results/large_batch.json), None if
     missing or stale: real training takes minutes, so the page never starts it."""
     return experiments.load_study()
+
+
+@st.cache_data(max_entries=1, show_spinner="running every claim at quick settings (about 15 s)...")
+def reproductions() -> list[dict]:
+    """experiments.reproduce.run_claims at quick settings: every claim, paper vs dlsys.
+    A stale large-batch cache raises ValueError saying what to run."""
+    return ex_reproduce.run_claims(quick=True)
 
 
 @st.cache_data(max_entries=16)

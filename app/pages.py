@@ -58,5 +58,8 @@ PAGES = [  # the first is Home, the default page
          "Caffe on the Sunway TaihuLight re-run: the machine, the paper's parameter server against its ring on up "
          "to 512 SW26010 nodes, ring against MPI_Allreduce, per-layer gathers animated, packing copies on the "
          "timeline."),
+    Page("views/papers.py", "Papers", "📜", "Case studies",
+         "Every published claim the course teaches run again: the paper's figure beside dlsys's, a verdict (holds, "
+         "shape holds, differs) and why, a plot per claim."),
 ]
 BY_NAME = {page.name: page for page in PAGES}

@@ -25,6 +25,7 @@ import numpy as np
 
 from dlsys.learn import nn, optim
 from dlsys.experiments import QUICK, RULES, large_batch_study, largest_good_batch, load_study, lr_schedules
+from dlsys.experiments.large_batch import cache_problem
 from dlsys.viz import large_batch as lbviz
 from dlsys.viz.lessons import show
 
@@ -69,9 +70,10 @@ for rule in RULES:
           f"{largest_good_batch(quick['sweep'], rule, QUICK.tolerance)}")
 
 # %%
-full = load_study()  # None until `dlsys train --sweep batch` has run with the current settings
+problem = cache_problem()  # None once `dlsys train --sweep batch` has run with the current code and settings
+full = None if problem else load_study()
 record = full if full is not None else quick
-print("showing the", "full study" if full is not None else "quick study (the full one is not cached)")
+print("showing the full study" if full is not None else f"showing the quick study: {problem}")
 s = record["study"]
 show(lbviz.accuracy_vs_batch(record["sweep"], s["tolerance"]), "09_sweep")
 for rule in RULES:

@@ -24,9 +24,7 @@ def quick():
 
 @pytest.fixture(scope="module")
 def cached():
-    record = lb.load_study()
-    assert record is not None, "results/large_batch.json is missing or stale: run `dlsys train --sweep batch`"
-    return record
+    return lb.require_study()  # a missing or stale cache fails here, saying what to run
 
 
 # --- the data set ---------------------------------------------------------------------------
@@ -159,6 +157,26 @@ def test_cached_study_shows_layer_ratios_orders_of_magnitude_apart(cached):
     spans = [max(ratios) / min(ratios) for step in {r["step"] for r in rows}
              if len(ratios := [r["w_norm"] / r["g_norm"] for r in rows if r["step"] == step]) > 1]
     assert max(spans) > 100
+
+
+def test_a_cold_quick_study_gives_what_the_cache_was_made_with(cached, quick):
+    """The canary of CACHE_VERSION: the cache records the quick study's accuracies (seconds
+    to rerun); if the code now gives others, its results changed under the same version."""
+    assert lb.quick_check(quick) == cached["quick_check"], (
+        "the training code no longer gives the results results/large_batch.json was made with: bump CACHE_VERSION "
+        "in dlsys/experiments/large_batch.py and rerun `dlsys train --sweep batch`")
+
+
+def test_a_cache_of_another_version_is_refused_with_what_to_run(tmp_path, monkeypatch):
+    path = tmp_path / "large_batch.json"
+    with pytest.raises(ValueError, match="large_batch.json is missing: run `dlsys train --sweep batch`"):
+        lb.require_study(lb.QUICK, path)
+    path.write_text(json.dumps({"study": lb._jsonable(lb.asdict(lb.QUICK)), "version": lb.CACHE_VERSION}))
+    assert lb.cache_problem(lb.QUICK, path) is None
+    monkeypatch.setattr(lb, "CACHE_VERSION", lb.CACHE_VERSION + 1)
+    with pytest.raises(ValueError, match=r"made by CACHE_VERSION \d+ and the code is at \d+: .*rerun `dlsys train"):
+        lb.require_study(lb.QUICK, path)
+    assert lb.load_study(lb.QUICK, path) is None
 
 
 def test_a_rerun_reproduces_a_cached_point(cached):

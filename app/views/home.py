@@ -34,6 +34,7 @@ CONCEPTS = [
     ("TaihuLight case study", "topology: supernodes, oversubscription", "taihulight"),
     ("TaihuLight case study", "contiguous gradients, packing copies", "taihulight"),
     ("TaihuLight case study", "ring vs MPI_Allreduce", "taihulight"),
+    ("Reproductions", "every published claim: paper vs dlsys", "papers"),
     ("Beyond speed", "fault tolerance, consistency", "lesson"),
 ]
 

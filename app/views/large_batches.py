@@ -6,13 +6,13 @@ import streamlit as st
 import cached
 from charts import chart
 from dlsys.experiments import RULES, largest_good_batch
+from dlsys.experiments.large_batch import cache_problem
 from dlsys.viz import large_batch as lbviz
 from dlsys.viz.units import format_seconds
 
 study = cached.large_batch_study()
 if study is None:
-    st.error("The large-batch study has not been run with the current settings: run `dlsys train --sweep batch` "
-             "(a few minutes) to make results/large_batch.json.")
+    st.error(f"The large-batch study cannot be shown: {cache_problem()}.")
     st.stop()
 s, n = study["study"], study["train_samples"]
 largest, base = max(s["batches"]), s["base_batch"]

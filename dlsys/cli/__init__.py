@@ -6,6 +6,7 @@
     compress            dlsys.cli.compress   (gradient compression: bytes per model, accuracy vs bytes)
     bench               dlsys.cli.bench      (the real data path; the emulator's scale)
     casestudy           dlsys.cli.casestudy  (a paper re-run: Caffe on the Sunway TaihuLight)
+    reproduce           dlsys.cli.reproduce  (every published claim: paper vs dlsys, a verdict; docs/ tables)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
 
@@ -27,7 +28,7 @@ from .options import join_negative_values
 # `dlsys simulate`); `dlsys --help` imports them all.
 COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
             "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
-            "mpirun": "mpi", "casestudy": "casestudy"}
+            "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -40,9 +40,10 @@ SETTINGS = {"none": {}, "fp16": {}, "int8": {}, "onebit": {}, "terngrad": {}, "q
 LINKS = ("tcp-1gbe", "rdma-edr")  # a slow and a fast network for the time split
 
 
-def compression(method: str, options: dict | None = None) -> Compression:
-    """The checked ``Compression`` (bad method or options fail here, before any rank)."""
-    return Compression(method, tuple(sorted((options or {}).items())))
+def compression(method: str, options: dict | None = None, memory: str | None = None) -> Compression:
+    """The checked ``Compression`` (bad method or options fail here, before any rank);
+    ``memory`` None is the method's paper's (error feedback for the biased methods)."""
+    return Compression(method, tuple(sorted((options or {}).items())), memory)
 
 
 def digits_gradient(batch: int = 0, batch_size: int = 128) -> np.ndarray:
@@ -145,10 +146,11 @@ def dgc_ratios() -> list[dict]:
 
 
 def train_row(method: str, options: dict, epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe",
-              seed: int = 0) -> dict:
-    """One compressed training run on digits, summarized as a flat row."""
+              seed: int = 0, memory: str | None = None) -> dict:
+    """One compressed training run on digits, summarized as a flat row (``memory``: None
+    for the paper's, "none" to train without error feedback)."""
     record = train("allreduce", TrainConfig(epochs=epochs, seed=seed), workers, link=link,
-                   compression=compression(method, options))
+                   compression=compression(method, options, memory))
     keys = ("test_accuracy", "virtual_time_s", "bytes_moved", "bytes_per_step", "compression_ratio",
             "kept_fraction", "compress_s", "decompress_s")
     return {"method": method, "options": options, "epochs": epochs, "workers": workers, "link": link,

@@ -40,7 +40,11 @@ from .training import train
 CACHE_PATH = Path(__file__).resolve().parents[2] / "results" / "large_batch.json"
 RULES = ("fixed", "sqrt", "linear", "linear + warm-up")
 OPTIMIZERS = ("sgd + warm-up", "lars", "lamb")
-CACHE_VERSION = 1  # bump when a change of code changes the results
+# Bump by hand when a change of code changes the results: a cache of another version is
+# refused (``require_study``), and tests/test_large_batch.py fails when a cold quick study
+# no longer gives what the cache recorded for it (``quick_check``) under the same version.
+CACHE_VERSION = 1
+SWEEP_COMMAND = "dlsys train --sweep batch"
 
 
 @dataclass(frozen=True)
@@ -267,26 +271,55 @@ def _jsonable(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def load_study(study: Study = Study(), path: Path | str = CACHE_PATH) -> dict | None:
-    """The cached record of ``study`` at ``path``, or None if it is missing or was made
-    with other settings or another CACHE_VERSION."""
+def quick_check(record: dict) -> list[list]:
+    """A study's fingerprint: (rule or optimizer, batch, test accuracy) of every sweep and
+    optimizer run. The cache stores the quick study's, so a cold quick run (seconds) tells
+    whether the training code still gives what the cache was made with."""
+    return [[r.get("optimizer") or r["rule"], r["batch"], r["test_accuracy"]] for r in record["sweep"] + record["optimizers"]]
+
+
+def cache_problem(study: Study = Study(), path: Path | str = CACHE_PATH) -> str | None:
+    """Why the cache at ``path`` cannot stand for ``study`` (missing, other settings, or
+    another CACHE_VERSION), or None if it can."""
     path = Path(path)
     if not path.is_file():
-        return None
+        return f"{path.name} is missing: run `{SWEEP_COMMAND}` (minutes) to make it"
     record = json.loads(path.read_text())
-    return record if record.get("study") == _jsonable(asdict(study)) and record.get("version") == CACHE_VERSION \
-        else None
+    if record.get("version") != CACHE_VERSION:
+        return (f"{path.name} was made by CACHE_VERSION {record.get('version')} and the code is at {CACHE_VERSION}: "
+                f"the training code changed its results; rerun `{SWEEP_COMMAND}` (minutes)")
+    if record.get("study") != _jsonable(asdict(study)):
+        return f"{path.name} was made with other study settings: rerun `{SWEEP_COMMAND}` (minutes)"
+    return None
+
+
+def load_study(study: Study = Study(), path: Path | str = CACHE_PATH) -> dict | None:
+    """The cached record of ``study`` at ``path``, or None if ``cache_problem`` finds one."""
+    return None if cache_problem(study, path) else json.loads(Path(path).read_text())
+
+
+def require_study(study: Study = Study(), path: Path | str = CACHE_PATH) -> dict:
+    """The cached record of ``study``; a ValueError saying why and what to run if the cache
+    is missing or stale (what the docs generator and the reproduction suite read: they never
+    train for minutes, and never show a stale figure)."""
+    problem = cache_problem(study, path)
+    if problem:
+        raise ValueError(problem)
+    return json.loads(Path(path).read_text())
 
 
 def large_batch_study(study: Study = Study(), path: Path | str | None = CACHE_PATH, progress: bool = False,
                       refresh: bool = False, backend: str = "threads") -> dict:
     """The study's record from the cache at ``path`` if it matches, else run it (and write
-    the cache, unless ``path`` is None). ``refresh`` always runs it again."""
+    the cache with the quick study's ``quick_check``, unless ``path`` is None). ``refresh``
+    always runs it again."""
     cached = None if refresh or path is None else load_study(study, path)
     if cached is not None:
         return cached
     record = run_study(study, progress, backend)
     if path is not None:
+        quick = record if study == QUICK else run_study(QUICK, backend=backend)
+        record["quick_check"] = quick_check(quick)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(record, separators=(",", ":")))
     return json.loads(json.dumps(record))

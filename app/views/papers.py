@@ -1,0 +1,36 @@
+"""Papers: every published claim dlsys teaches, the paper's figure beside ours with a verdict
+(dlsys.experiments.reproduce at quick settings; ``dlsys reproduce`` prints the same)."""
+
+import streamlit as st
+
+import cached
+from charts import chart
+from dlsys.experiments.reproduce import VERDICTS
+from dlsys.viz.reproduce import claim_figure
+
+st.title("Papers: reproduced or explained")
+st.markdown(
+    "Each row is one statement of a paper this course teaches, run again in dlsys. **holds**: our number is the "
+    "paper's within a stated tolerance; **shape holds**: the trend holds on our smaller problem, not the number; "
+    "**differs**: and why. A figure is reproduced by modelling what the paper's system did, never by tuning a "
+    "constant until the number appears. Quick settings: `dlsys reproduce` runs the full ones.")
+
+try:
+    records = cached.reproductions()
+except ValueError as exc:  # a stale large-batch cache: never show a stale figure
+    st.error(f"{exc}.")
+    st.stop()
+
+counts = {v: sum(r["verdict"] == v for r in records) for v in VERDICTS}
+for col, (verdict, n) in zip(st.columns(len(counts)), counts.items()):
+    col.metric(verdict, n)
+st.dataframe([{"claim": r["claim"], "paper": r["paper"], "where": r["where"], "paper's figure": r["paper_value"],
+               "dlsys": r["ours"], "verdict": r["verdict"], "why": r["why"]} for r in records],
+             hide_index=True, use_container_width=True)
+
+for record in records:
+    with st.expander(f"{record['claim']}: {record['verdict']}", expanded=record["verdict"] == "differs"):
+        st.markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
+        chart(claim_figure(record), f"papers_{record['claim']}")
+        st.caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, "
+                   f"{record['why']}.")

@@ -1,0 +1,36 @@
+"""The reproduction suite's figures (``dlsys.experiments.reproduce``): one per claim, the
+paper's figure beside dlsys's, drawn from the record's rows and its claim's ``Plot``."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from . import style  # noqa: F401  (registers the dlsys template)
+
+PAPER_COLOUR = "#9c9c9c"
+HEIGHT = 380
+
+
+def claim_figure(record: dict) -> go.Figure:
+    """Lines or grouped bars, one trace per series of ``record["rows"]``; a bar claim whose
+    paper numbers are constants labelled like its bars gets the paper's bars first, grey."""
+    plot, rows = record["plot"], record["rows"]
+    fig = go.Figure()
+    series = list(dict.fromkeys(r["series"] for r in rows))
+    if plot["kind"] == "bar":
+        paper = {k: v for k, v in record["published"].items() if isinstance(v, (int, float))}
+        if paper and set(paper) <= {r["x"] for r in rows}:
+            fig.add_trace(go.Bar(x=list(paper), y=list(paper.values()), name="paper", marker_color=PAPER_COLOUR))
+        for name in series:
+            points = [r for r in rows if r["series"] == name]
+            fig.add_trace(go.Bar(x=[r["x"] for r in points], y=[r["y"] for r in points], name=name))
+        fig.update_layout(barmode="group")
+    else:
+        for name in series:
+            points = sorted((r for r in rows if r["series"] == name), key=lambda r: r["x"])
+            fig.add_trace(go.Scatter(x=[r["x"] for r in points], y=[r["y"] for r in points], name=name,
+                                     mode="lines+markers"))
+    fig.update_xaxes(title=plot["x_title"], type="log" if plot["log_x"] else None)
+    fig.update_yaxes(title=plot["y_title"], type="log" if plot["log_y"] else None)
+    fig.update_layout(title=f"{record['claim']}: {record['verdict']}", height=HEIGHT)
+    return fig
