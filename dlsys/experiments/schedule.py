@@ -155,6 +155,39 @@ def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: st
     return rows
 
 
+# P3's abstract (Jayarajan et al. 2019, SysML): "P3 can improve the training throughput of
+# ResNet-50, Sockeye and VGG-19 by as much as 25%, 38% and 66% respectively on clusters with
+# realistic network bandwidth" -- the largest gain over MXNet in its bandwidth sweeps, which
+# ran 4 machines with a worker and a server each (its artifact, github.com/anandj91/p3,
+# run_exp.sh and tools/launch.py) and rise, peak and fall with bandwidth. Sockeye has no
+# profile here.
+P3_PAPER_MAX_GAIN = {"resnet50": 0.25, "vgg19": 0.66}
+
+
+def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100") -> list[dict]:
+    """P3 as its paper ran it: ``p3`` against MXNet's KVStore (``mxnet``), servers
+    co-located with the workers, MXNet's per-slice server cost; one row per link with both
+    iteration times, P3's ``gain`` (MXNet's time over P3's, less 1; the throughput gain)
+    and ``bound_s``, the time one machine's link needs for its bytes in one direction
+    (the worker's pushes and the server's replies, 2 (W - 1) / W of the model when its own
+    server's share stays on the machine): no schedule beats it, so where it dominates the
+    compute, the gain of any schedule tends to 0."""
+    rows = []
+    params = sum(layer.params for layer in layers(model, 1))
+    for link in links:
+        times = {policy: simulate_schedule(policy, model, workers, link, node, "ps", workers, colocated=True,
+                                           server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+                 for policy in ("mxnet", "p3")}
+        bandwidth_Bps = parse_link(link).bandwidth_Bps
+        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps,
+                     "mxnet_s": times["mxnet"]["iteration_s"], "p3_s": times["p3"]["iteration_s"],
+                     "compute_s": times["p3"]["compute_s"],
+                     "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
+                     "bound_s": 2 * (workers - 1) / workers * 4 * params / bandwidth_Bps,
+                     "paper_max_gain": P3_PAPER_MAX_GAIN.get(model)})
+    return rows
+
+
 def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), workers: int = 2,
                    scheme: str = "ps", link="tcp-10gbe", node: str = "laptop-cpu", backend: str = "threads",
                    options: dict | None = None) -> dict:
