@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dlsys import schedule
-from dlsys.comm import SIGNAL
+from dlsys.comm import SIGNAL, launch
 from dlsys.experiments import schedule as ex
 from dlsys.experiments import train
 from dlsys.machine.net import LinkModel, get_link, get_node
@@ -289,3 +289,114 @@ def test_compare_policies_and_sweeps():
              ((1, "fifo", 4.0), (1, "p3", 3.0), (2, "fifo", 2.0), (2, "p3", 1.0), (3, "fifo", 1.0), (3, "p3", 1.0))]
     gap = ex.widest_gap(sweep)
     assert gap["bandwidth_Bps"] == 2 and gap["fastest"]["policy"] == "p3" and gap["slowest"]["policy"] == "fifo"
+
+
+# --- P3 as its paper ran it: MXNet's KVStore, co-located servers, a per-slice server cost ----
+
+def one_layer_per_size(sizes):
+    out, offset = [], 0
+    for i, n in enumerate(sizes):
+        out.append(schedule.Layer(f"l{i}", n, offset, 1e6))
+        offset += n
+    return out
+
+
+def test_mxnet_splits_arrays_from_the_big_array_bound_evenly_over_every_server():
+    """kvstore_dist.h EncodeDefaultKey: below 1e6 parameters one server, (key * 9973) mod S;
+    from 1e6 on, S parts of round(n/S (i+1)) - round(n/S i), part i on server i."""
+    sizes = [999_999, 1_000_000, 1_000_003, 10, 0, 2_500_001]
+    layers = one_layer_per_size(sizes)
+    placed = schedule.make("mxnet").placed(layers, 4)
+    by_layer = {}
+    for item, server in placed:
+        by_layer.setdefault(item.layers[0], []).append((item.size, server))
+    keys = [i for i, n in enumerate(sizes) if n]  # MXNet's keys: the arrays in forward order
+    assert by_layer[0] == [(999_999, keys.index(0) * 9973 % 4)] and by_layer[3] == [(10, keys.index(3) * 9973 % 4)]
+    assert by_layer[1] == [(250_000, s) for s in range(4)]
+    assert by_layer[2] == [(250_001, 0), (250_001, 1), (250_000, 2), (250_001, 3)]  # cuts at 250001, 500002, 750002
+    assert [n for n, _ in by_layer[5]] == [625_000, 625_001, 625_000, 625_000] and 4 not in by_layer
+    assert [item.index for item, _ in placed] == list(range(len(placed)))  # backprop order: the last layer first
+    assert placed[0][0].layers == (5,)
+    small_bound = schedule.make("mxnet", bigarray_bound=10).placed(layers, 2)  # 999,999 / 2 = 499,999.5 rounds up
+    assert [(item.lo, item.hi, s) for item, s in small_bound if item.layers == (0,)] == [
+        (0, 500_000, 0), (500_000, 999_999, 1)]
+
+
+@pytest.mark.parametrize("policy, servers", [("mxnet", 4), ("mxnet", 3), ("p3", 4), ("wfbp", 4), ("fusion", 2)])
+def test_every_element_goes_to_exactly_one_server(policy, servers):
+    layers = list(ex.layers("vgg19", 32))
+    placed = schedule.make(policy).placed(layers, servers)
+    covered = sorted((item.lo, item.hi) for item, _ in placed)
+    assert covered[0][0] == 0 and covered[-1][1] == sum(l.params for l in layers)
+    assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
+    assert all(0 <= server < servers for _, server in placed)
+    loads = [sum(item.size for item, s in placed if s == server) for server in range(servers)]
+    if policy in ("mxnet", "p3"):  # fc6 (103M) spread over every server, not on one
+        assert max(loads) < 1.2 * sum(loads) / servers, loads
+
+
+def test_p3_keeps_its_slices_priorities_and_deals_them_round_robin():
+    layers = list(ex.layers("alexnet", 32))
+    p3 = schedule.make("p3")
+    assert [item for item, _ in p3.placed(layers, 4)] == p3.items(layers)
+    assert [server for _, server in p3.placed(layers, 4)] == [k % 4 for k in range(len(p3.items(layers)))]
+    assert all(item.priority == (item.layers[0], item.lo) for item in p3.items(layers))
+
+
+def test_colocated_servers_share_each_machines_link_by_hand():
+    """Two machines, each a worker and a server, one layer of n parameters (server 0's), a
+    link of latency L and bandwidth B shared by two streams (w = 4 (n + 1) / (B / 2)):
+    worker 1's push reaches server 0 behind worker 0's (L + 2w after backward), server 0
+    updates (u) and pays its per-slice cost (c), and its reply to worker 0 leaves first:
+    T = 3f + L + 2w + u + c + L + w."""
+    n, flops, c = 1_000_000, 2e9, 25e-6
+    link, node = LinkModel("10 Gbit/s, no overheads", 25e-6, 1.25e9), get_node("v100")
+    job = schedule.Job((schedule.Layer("fc", n, 0, flops),), schedule.make("wfbp"), "ps", 2, 2, 4,
+                       colocated=True, server_slice_s=c)
+    result = launch(schedule.program, job.ranks, "threads", link=job.network(link), node="v100", args=(job,))
+    w = 4 * (n + 1) / (link.bandwidth_Bps / 2)
+    hand_s = 3 * node.compute_s(flops) + 2 * link.latency_s + 3 * w + node.compute_s(4 * n) + c
+    assert ex.summarize(job, result, 32)["iteration_s"] == pytest.approx(hand_s, rel=1e-12)
+    alone = schedule.Job(job.layers, job.policy, "ps", 2, 2, 4)  # servers with links of their own: w at B
+    result = launch(schedule.program, alone.ranks, "threads", link=alone.network(link), node="v100", args=(alone,))
+    assert ex.summarize(alone, result, 32)["iteration_s"] == pytest.approx(hand_s - c - 3 * w / 2, rel=1e-12)
+
+
+def test_the_per_slice_server_cost_is_charged_once_per_slice():
+    options = {"slice_params": 200_000}
+    job = ex.make_job("p3", "alexnet", 2, servers=2, options=options, colocated=True, server_slice_s=1e-4)
+    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, options=options, colocated=True,
+                                  server_slice_s=1e-4)
+    spans = [s for s in record["result"].trace.spans if s.label.startswith("server's per-slice cost")]
+    assert len(spans) == len(job.items) * job.iterations
+    assert all(s.end_s - s.start_s == pytest.approx(1e-4) and job.role(s.rank)[0] == "server" for s in spans)
+    assert len({s.label for s in spans}) == len(job.items)
+
+
+def test_colocation_and_the_server_cost_refuse_what_they_cannot_model():
+    with pytest.raises(ValueError, match="colocated"):
+        ex.make_job("p3", "alexnet", 4, servers=2, colocated=True)
+    with pytest.raises(ValueError, match="colocated"):
+        ex.make_job("p3", "alexnet", 2, scheme="allreduce", colocated=True)
+    with pytest.raises(ValueError, match="server_slice_s"):
+        ex.make_job("p3", "alexnet", 2, server_slice_s=-1.0)
+    with pytest.raises(ValueError, match="bigarray_bound"):
+        ex.make_job("mxnet", "alexnet", 2, options={"bigarray_bound": 0})
+
+
+def test_p3_reproduction_rows_and_cli(capsys):
+    import json
+
+    from dlsys.cli import main
+    rows = ex.p3_reproduction("alexnet", ["10Gbps"], workers=2)
+    assert rows[0]["gain"] == pytest.approx(rows[0]["mxnet_s"] / rows[0]["p3_s"] - 1)
+    assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None
+    assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
+    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["mxnet_s"] == pytest.approx(rows[0]["mxnet_s"])
+    assert main(["schedule", "--p3-paper"]) == 2
+    assert "--sweep" in capsys.readouterr().err
+    assert main(["schedule", "--p3-paper", "--sweep", "1Gbps", "--slice-params", "5"]) == 2
+    assert "--slice-params: not an option of --p3-paper" in capsys.readouterr().err
+    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--colocated", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["colocated"] is True

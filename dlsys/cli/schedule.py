@@ -4,6 +4,11 @@ throughput and overlap; with ``--sweep``, every policy at each link or bandwidth
 
     dlsys schedule --model resnet50 --policy p3 --workers 4 --link 10Gbps [--json]
     dlsys schedule --model vgg19 --credit-bytes 8MB --sweep 1Gbps 10Gbps 100Gbps
+    dlsys schedule --model vgg19 --p3-paper --sweep 1Gbps 5Gbps 10Gbps 20Gbps 40Gbps
+
+``--colocated`` puts server m on worker m's machine, sharing its link; ``--p3-paper`` sweeps
+P3 against MXNet's KVStore as P3's paper ran them (co-located, MXNet's per-slice server
+cost) and prints P3's gain beside the paper's.
 
 A policy's options (``--slice-params``, ``--credit-bytes``, ...) are its ``Option``s
 (``dlsys.schedule.OPTIONS``): a new one is a new flag here, checked in its declared range.
@@ -54,26 +59,37 @@ def cmd_schedule(args) -> int:
     for link in args.sweep or []:
         ex.parse_link(link)
     servers = args.servers or args.workers
+    if args.p3_paper:
+        if not args.sweep:
+            raise ValueError("--p3-paper: give the links to sweep with --sweep")
+        refuse_unused({f"--{name}": getattr(args, name) for name in SINGLE_RUN} | {
+            "--servers": args.servers, "--colocated": args.colocated or None,
+            "--scheme": None if args.scheme == "ps" else args.scheme,
+            **{schedule.OPTIONS[name][1].flag: v for name, v in given_options(args).items()}},
+            "--p3-paper (P3's defaults, co-located, as many servers as workers)")
+        return p3_paper(args)
     if args.sweep:
         refuse_unused({f"--{name}": getattr(args, name) for name in SINGLE_RUN}, "--sweep (every policy at each link)")
         options: dict = {}
         for name, value in given_options(args).items():
             options.setdefault(schedule.OPTIONS[name][0], {})[name] = value
         rows = ex.bandwidth_sweep(args.model, args.sweep, workers=args.workers, node=args.node, scheme=args.scheme,
-                                  servers=servers, options=options)
+                                  servers=servers, options=options, colocated=args.colocated)
         if args.json:
             print(json.dumps(rows))
             return 0
         print_table([(f"{r['link']} {r['policy']}", f"{format_seconds(r['iteration_s'])} per iteration, "
                                                       f"{r['throughput']:.1f} samples/s, overlap {r['overlap']:.0%}")
-                     for r in rows], title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}")
+                     for r in rows], title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}"
+                                        + (", servers co-located" if args.colocated else ""))
         return 0
     for name, default in SINGLE_RUN.items():
         if getattr(args, name) is None:
             setattr(args, name, default)
     ex.parse_link(args.link)
     record = ex.simulate_schedule(args.policy, args.model, args.workers, args.link, args.node, args.scheme, servers,
-                                  args.batch, args.iterations, args.backend, policy_options(args, args.policy))
+                                  args.batch, args.iterations, args.backend, policy_options(args, args.policy),
+                                  colocated=args.colocated)
     save_trace(args, record)
     if args.json:
         print(json.dumps(record))
@@ -81,13 +97,30 @@ def cmd_schedule(args) -> int:
     print_table([
         ("policy", record["describe"]),
         ("model", f"{args.model}, batch {args.batch} per worker, {args.workers} workers"
-                  + (f" + {servers} server(s)" if args.scheme == "ps" else " (all-reduce)")),
+                  + (f" + {servers} server(s)" if args.scheme == "ps" else " (all-reduce)")
+                  + (", co-located" if args.colocated else "")),
         ("link, node", f"{record['link']}, {record['node']}"),
         ("iteration", format_seconds(record["iteration_s"]) + f" (compute alone {format_seconds(record['compute_s'])})"),
         ("throughput", f"{record['throughput']:.1f} samples/s"),
         ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
         ("messages", f"{record['messages']} in {args.iterations} iterations"),
     ] + trace_row(args))
+    return 0
+
+
+def p3_paper(args) -> int:
+    """``--p3-paper``: P3's gain over MXNet at each link (``experiments.schedule.p3_reproduction``)."""
+    rows = ex.p3_reproduction(args.model, args.sweep, args.workers, args.node)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    paper = rows[0]["paper_max_gain"]
+    print_table([(r["link"], f"mxnet {format_seconds(r['mxnet_s'])}, p3 {format_seconds(r['p3_s'])}: P3 "
+                             f"{r['gain']:+.0%}; the link's bound {format_seconds(r['bound_s'])}, compute "
+                             f"{format_seconds(r['compute_s'])}") for r in rows],
+                title=f"P3 against MXNet on {args.model}, {args.workers} machines (a worker and a server each)")
+    print(f"ours: the largest gain {max(r['gain'] for r in rows):+.0%}; the paper's abstract: "
+          + (f"up to {paper:+.0%}" if paper is not None else "no figure for this model"))
     return 0
 
 
@@ -107,6 +140,10 @@ def add_commands(subparsers) -> None:
     p.add_argument("--node", default="v100", choices=list(NODE_PRESETS), help="default v100")
     p.add_argument("--backend", choices=list(BACKENDS), help="default threads")
     p.add_argument("--sweep", nargs="+", metavar="LINK", help="instead: every policy at each link or bandwidth")
+    p.add_argument("--colocated", action="store_true",
+                   help="--scheme ps: server m on worker m's machine, sharing its link (servers = workers)")
+    p.add_argument("--p3-paper", action="store_true",
+                   help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them, and its gain")
     add_schedule_options(p)
     p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")

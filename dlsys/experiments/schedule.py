@@ -63,18 +63,24 @@ def layers(model: str, batch: int) -> tuple:
 def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: int = 4, link="tcp-10gbe",
                       node: str = "v100", scheme: str = "ps", servers: int = 1, batch: int = 32,
                       iterations: int = 3, backend: str = "threads", options: dict | None = None,
-                      max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+                      max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, colocated: bool = False,
+                      server_slice_s: float = 0.0) -> dict:
     """One policy on an emulated model: a tidy record with iteration_s (steady state: the
     last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
-    of worker 0's push time on the wire that its compute hides) and the LaunchResult."""
-    job = make_job(policy, model, workers, scheme, servers, batch, iterations, options)
+    of worker 0's push time on the wire that its compute hides) and the LaunchResult.
+    ``colocated``: server m on worker m's machine (``schedule.Job``); ``server_slice_s``: a
+    server's time per item besides the update (``schedule.MXNET_SERVER_SLICE_S``)."""
+    job = make_job(policy, model, workers, scheme, servers, batch, iterations, options, colocated=colocated,
+                   server_slice_s=server_slice_s)
     link = parse_link(link)
-    result = launch(schedule.program, job.ranks, backend, link=link, node=node, args=(job,), timeout_s=900)
-    return summarize(job, result, batch, link=link.name, node=get_node(node).name)
+    result = launch(schedule.program, job.ranks, backend, link=job.network(link), node=node, args=(job,),
+                    timeout_s=900)
+    return summarize(job, result, batch, link=link.name, node=get_node(node).name, colocated=colocated)
 
 
 def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers: int = 1, batch: int = 32,
-             iterations: int = 3, options: dict | None = None, config: TrainConfig | None = None) -> schedule.Job:
+             iterations: int = 3, options: dict | None = None, config: TrainConfig | None = None,
+             colocated: bool = False, server_slice_s: float = 0.0) -> schedule.Job:
     """A checked Job (bad inputs fail here, before any rank starts)."""
     check_int("workers", workers, 1, 256)
     check_int("servers", servers, 1, 64)
@@ -86,8 +92,13 @@ def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers:
         raise ValueError("workers: the allreduce scheme needs at least 2 workers")
     if scheme == "allreduce" and policy == "odsgd":
         raise ValueError("policy: OD-SGD is a parameter-server method (its global update comes from the servers)")
+    if colocated and (scheme != "ps" or servers != workers):
+        raise ValueError(f"colocated: servers on the workers' machines need the ps scheme and as many servers as "
+                         f"workers, got scheme {scheme!r}, {servers} servers, {workers} workers")
+    if not 0 <= server_slice_s < math.inf:
+        raise ValueError(f"server_slice_s: expected seconds >= 0, got {server_slice_s!r}")
     return schedule.Job(layers(model, batch), schedule.make(policy, **(options or {})), scheme, workers,
-                        servers if scheme == "ps" else 0, iterations, config)
+                        servers if scheme == "ps" else 0, iterations, config, colocated, server_slice_s)
 
 
 def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
@@ -113,7 +124,8 @@ def overlap(job: schedule.Job, result) -> float:
     ends = result.values[compute]["backward_ends_s"]
     since = ends[-2] if len(ends) > 1 else 0.0
     busy: list[list[float]] = []
-    for start, end in sorted((m.depart_s, m.depart_s + result.network.link.wire_s(m.nbytes)) for m in result.trace.messages
+    wire_s = result.network.link_between
+    for start, end in sorted((m.depart_s, m.depart_s + wire_s(m.src, m.dst).wire_s(m.nbytes)) for m in result.trace.messages
                              if m.src == sender and m.phase != SIGNAL and m.depart_s >= since):
         if busy and start <= busy[-1][1]:
             busy[-1][1] = max(busy[-1][1], end)
@@ -128,7 +140,8 @@ def overlap(job: schedule.Job, result) -> float:
 
 
 def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: str = "v100", scheme: str = "ps",
-                    servers: int | None = None, options: dict | None = None) -> list[dict]:
+                    servers: int | None = None, options: dict | None = None, colocated: bool = False,
+                    server_slice_s: float = 0.0) -> list[dict]:
     """Iteration time of every policy at every link (preset or bandwidth); ``servers``
     defaults to one per worker; ``options`` maps a policy to its options."""
     rows = []
@@ -136,8 +149,42 @@ def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: st
     for link in links:
         for policy in policies:
             record = simulate_schedule(policy, model, workers, link, node, scheme, servers or workers,
-                                       options=(options or {}).get(policy))
+                                       options=(options or {}).get(policy), colocated=colocated,
+                                       server_slice_s=server_slice_s)
             rows.append({k: v for k, v in record.items() if k != "result"} | {"bandwidth_Bps": parse_link(link).bandwidth_Bps})
+    return rows
+
+
+# P3's abstract (Jayarajan et al. 2019, SysML): "P3 can improve the training throughput of
+# ResNet-50, Sockeye and VGG-19 by as much as 25%, 38% and 66% respectively on clusters with
+# realistic network bandwidth" -- the largest gain over MXNet in its bandwidth sweeps, which
+# ran 4 machines with a worker and a server each (its artifact, github.com/anandj91/p3,
+# run_exp.sh and tools/launch.py) and rise, peak and fall with bandwidth. Sockeye has no
+# profile here.
+P3_PAPER_MAX_GAIN = {"resnet50": 0.25, "vgg19": 0.66}
+
+
+def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100") -> list[dict]:
+    """P3 as its paper ran it: ``p3`` against MXNet's KVStore (``mxnet``), servers
+    co-located with the workers, MXNet's per-slice server cost; one row per link with both
+    iteration times, P3's ``gain`` (MXNet's time over P3's, less 1; the throughput gain)
+    and ``bound_s``, the time one machine's link needs for its bytes in one direction
+    (the worker's pushes and the server's replies, 2 (W - 1) / W of the model when its own
+    server's share stays on the machine): no schedule beats it, so where it dominates the
+    compute, the gain of any schedule tends to 0."""
+    rows = []
+    params = sum(layer.params for layer in layers(model, 1))
+    for link in links:
+        times = {policy: simulate_schedule(policy, model, workers, link, node, "ps", workers, colocated=True,
+                                           server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+                 for policy in ("mxnet", "p3")}
+        bandwidth_Bps = parse_link(link).bandwidth_Bps
+        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps,
+                     "mxnet_s": times["mxnet"]["iteration_s"], "p3_s": times["p3"]["iteration_s"],
+                     "compute_s": times["p3"]["compute_s"],
+                     "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
+                     "bound_s": 2 * (workers - 1) / workers * 4 * params / bandwidth_Bps,
+                     "paper_max_gain": P3_PAPER_MAX_GAIN.get(model)})
     return rows
 
 
@@ -173,7 +220,7 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
     arriving: arrive - n / B .. arrive). ``layer`` is the bar's first layer in forward order, -1 if it has none (a
     collective's message carries no layer)."""
     index = {layer.name: i for i, layer in enumerate(job.layers)}
-    items = job.policy.items(list(job.layers))
+    items = job.items
     compute = job.rank_of("compute", worker)
     bars = []
     for s in result.trace.spans:
@@ -187,7 +234,7 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
             continue
         item = m.label.rpartition("[item ")[2].rstrip("]")  # "push conv3 slice 2 of 5 [item 17]"
         layer = min(items[int(item)].layers) if item.isdigit() else -1
-        wire_s = result.network.link.wire_s(m.nbytes)
+        wire_s = result.network.link_between(m.src, m.dst).wire_s(m.nbytes)
         start_s, lane = (m.depart_s, "push") if m.src == sender else (m.arrive_s - wire_s, "pull")
         bars.append({"lane": lane, "start_s": start_s, "end_s": start_s + wire_s, "kind": lane, "layer": layer,
                      "label": m.label})
@@ -211,7 +258,7 @@ def compare_policies(policies, model: str = "resnet50", workers: int = 2, link="
         records.append(record | {"model": model, "iterations": iterations, "lanes": lanes(job, result),
                                  "end_s": result.virtual_time_s,
                                  "layers": [layer.name for layer in job.layers],
-                                 "items": len(job.policy.items(list(job.layers)))})
+                                 "items": len(job.items)})
     return records
 
 
@@ -230,7 +277,7 @@ def option_sweep(option: str, values, model: str = "resnet50", workers: int = 2,
         record = simulate_schedule(policy, model, workers, link, node, "ps", servers or workers, batch, iterations,
                                    options=opts)
         rows.append({k: v for k, v in record.items() if k != "result"}
-                    | {"option": option, "value": value, "model": model, "items": len(job.policy.items(list(job.layers)))})
+                    | {"option": option, "value": value, "model": model, "items": len(job.items)})
     return rows
 
 

@@ -5,6 +5,7 @@
     p3.py             P3: slices, priority to the input layers, preemption, per-layer forward
     bytescheduler.py  ByteScheduler: partitions, priority queue, credit of bytes in flight
     fusion.py         tensor fusion: DDP's buckets (and Horovod's cycle time)
+    mxnet.py          MXNet's KVStore (P3's baseline): WFBP's order, big arrays split over every server
     odsgd.py          OD-SGD: the next forward on locally updated weights, the global update a step late
     policy.py         Layer, Item, Option, the Policy interface
     engine.py         the rank programs: a worker's compute and communication threads as ranks
@@ -19,14 +20,16 @@ import inspect
 from .. import checks
 from .policy import Item, Layer, Option, Policy
 from .bytescheduler import ByteScheduler
-from .engine import SCHEMES, Job, layers_of, program, steps_of
+from .engine import MXNET_SERVER_SLICE_S, SCHEMES, Job, layers_of, program, steps_of
 from .fifo import FIFO
 from .fusion import Fusion
+from .mxnet import MXNet
 from .odsgd import ODSGD
 from .p3 import P3
 from .wfbp import WFBP
 
-POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion, "odsgd": ODSGD}
+POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion, "odsgd": ODSGD,
+            "mxnet": MXNet}
 # an option's name -> (the policy that takes it, its Option)
 OPTIONS = {option.name: (name, option) for name, policy in POLICIES.items() for option in policy.options}
 
@@ -44,5 +47,5 @@ def make(name: str, **options) -> Policy:
     return checks.registered(POLICIES, "policy", name, options)(**options)
 
 
-__all__ = ["OPTIONS", "POLICIES", "SCHEMES", "Item", "Job", "Layer", "Option", "Policy", "default_of", "layers_of",
-           "make", "options_of", "program", "steps_of"]
+__all__ = ["MXNET_SERVER_SLICE_S", "OPTIONS", "POLICIES", "SCHEMES", "Item", "Job", "Layer", "Option", "Policy",
+           "default_of", "layers_of", "make", "options_of", "program", "steps_of"]

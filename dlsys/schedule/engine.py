@@ -10,8 +10,21 @@ every backend, and the policy is plain code on the sender's own clock.
 World of the parameter-server scheme (W workers, S servers):
     ranks 0..S-1     servers: sum each item's W pushes (BSP, in worker order), update, reply
     S + 3w           worker w's compute thread
-    S + 3w + 1       its sender: the policy's queue; posts each item to server (index mod S)
+    S + 3w + 1       its sender: the policy's queue; posts each item to its server
+                     (``Policy.placed``: index mod S, or MXNet's split of big arrays)
     S + 3w + 2       its receiver: takes the replies, hands each layer's weights to compute
+
+Co-located (``Job.colocated``, S = W, as P3's runs: MXNet's tools/launch.py starts as many
+servers as workers, lines 93-94 at v1.3.0, and dmlc's ssh tracker puts process i on host
+i mod N, dmlc-core/tracker/dmlc_tracker/ssh.py): machine m holds server m and worker m,
+and its one link carries two streams in each direction (out: the worker's pushes and the
+server's replies; in: the pushes to the server and the replies to the worker). A rank's
+clock has an egress and an ingress of its own, so the share is static, as the TaihuLight
+topology's (dlsys.machine.topology): each stream gets half the link, what fair sharing
+gives two busy streams (a lone stream would get it all). So co-located at B is separate
+servers at B / 2. A worker's traffic with its own server crosses the link too (it would
+take the loopback in MXNet): this keeps the workers symmetric, so they post their items
+in one order, and it adds 1/W of the bytes for every policy alike.
 Allreduce scheme (W workers): ranks 2w (compute) and 2w + 1 (communication: one all-reduce
 per item, in the policy's order, among the communication ranks, as Horovod's background
 thread does; every worker's ready times are the same, so all pick the same next item).
@@ -32,7 +45,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,11 +54,18 @@ from ..learn import nn, optim
 from ..comm import Group
 from ..comm.logical import LogicalArray, per_block
 from ..learn.task import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
+from ..machine.net import LinkModel
 from .policy import Item, Layer, Policy
 
 TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS = 31, 32, 33, 1000, 100_000
 UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
 SCHEMES = ("ps", "allreduce")
+# What a parameter server spends per slice besides the update's arithmetic: MXNet's server
+# hands each key's update to its main thread, where the Python optimizer runs (ApplyUpdates,
+# src/kvstore/kvstore_dist_server.h lines 346-371 at v1.3.0), then waits for it
+# (stored.WaitToRead()): one operator call from Python, 25.77 us measured with MXNet's
+# NaiveEngine (apache/mxnet issue 14883, comment of 2019-09-04).
+MXNET_SERVER_SLICE_S = 25.77e-6
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,29 @@ class Job:
     servers: int = 1
     iterations: int = 3
     config: TrainConfig | None = None  # real training; None: an emulated profile
+    colocated: bool = False  # server m on worker m's machine, sharing its link (module docstring)
+    server_slice_s: float = 0.0  # a server's time per item besides the update (MXNET_SERVER_SLICE_S)
+
+    @functools.cached_property
+    def placed(self) -> list[tuple[Item, int]]:
+        """The policy's items with the server each goes to."""
+        return self.policy.placed(list(self.layers), max(self.servers, 1))
+
+    @functools.cached_property
+    def items(self) -> list[Item]:
+        return [item for item, _ in self.placed]
+
+    @functools.cached_property
+    def server_of(self) -> list[int]:
+        return [server for _, server in self.placed]
+
+    def network(self, link: LinkModel) -> LinkModel:
+        """The link every message crosses: ``link``, or co-located, half of it (module docstring)."""
+        if not self.colocated:
+            return link
+        return replace(link, name=f"{link.name}, shared by 2 streams", bandwidth_Bps=link.bandwidth_Bps / 2,
+                       source=f"{link.name}, each machine's link shared by two streams in each direction "
+                              "(dlsys.schedule.engine)")
 
     @property
     def ranks(self) -> int:
@@ -191,7 +234,7 @@ def _schedule(comm, job: Job, w: int, post) -> None:
     ready_s = comm.wait_signal(compute, TAG_READY)
     ready = dict(zip([i for i, l in enumerate(layers) if l.params], ready_s.tolist()))
     # items by release time; the released ones in a heap by priority (P3 has thousands)
-    timed = sorted(((policy.release_s(item, ready), item.priority, item) for item in policy.items(list(layers))),
+    timed = sorted(((policy.release_s(item, ready), item.priority, item) for item in job.items),
                    key=lambda entry: entry[:2])
     released, grads, flight, j = [], {}, [], 0
     while j < len(timed) or released:
@@ -223,7 +266,7 @@ def _label(job: Job, item: Item) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _labels(job: Job) -> dict:
-    items, labels = job.policy.items(list(job.layers)), {}
+    items, labels = job.items, {}
     of_layer: dict[int, list[Item]] = {}
     for item in items:
         if len(item.layers) > 1:
@@ -242,7 +285,7 @@ def _labels(job: Job) -> dict:
 def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
     for it in range(job.iterations):
-        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), item.index % job.servers,
+        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index],
                                                              TAG_PUSH, f"push {_label(job, item)}"))
     return {}
 
@@ -251,7 +294,7 @@ def _receiver(comm, job: Job, w: int):
     """Takes every reply; a layer's weights go to compute each time all the items covering
     it are back. Counted per layer, not per iteration: under OD-SGD the next iteration's
     replies from one server can overtake this iteration's from another."""
-    items = job.policy.items(list(job.layers))
+    items = job.items
     compute = job.rank_of("compute", w)
     weights, covering = {}, _covering(items)
     missing = dict(covering)
@@ -301,8 +344,8 @@ def _server(comm, job: Job, s: int):
     worker, in worker order: plain receives (pushes of one item depart together, so this
     is also their arrival order), and no recv_any, whose conservative wait could not see
     past the receivers' own recv_any over several servers."""
-    items = job.policy.items(list(job.layers))
-    mine = [item for item in items if item.index % job.servers == s]
+    items = job.items
+    mine = [item for item in items if job.server_of[item.index] == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
     real = job.config is not None
     if real:
@@ -322,6 +365,7 @@ def _server(comm, job: Job, s: int):
         item = items[k]
         comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
         comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
+        comm.compute(seconds=job.server_slice_s, label=f"server's per-slice cost {_label(job, item)}")
         if real:
             g = grad[item.lo:item.hi]
             g[...] = 0
@@ -340,7 +384,7 @@ def _allreduce_comm(comm, job: Job, w: int):
     """One all-reduce (mean) per item, in the policy's order, among the communication ranks;
     a layer's mean gradient goes to compute once every item covering it is reduced."""
     group = Group(comm, [job.rank_of("comm", v) for v in range(job.workers)])
-    items = job.policy.items(list(job.layers))
+    items = job.items
     compute, covering = job.rank_of("compute", w), _covering(items)
     for it in range(job.iterations):
         missing, reduced = dict(covering), {}

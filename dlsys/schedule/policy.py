@@ -6,6 +6,8 @@ b_l = 2 f_l from the last layer down (times from the layer's FLOPs on the worker
 backward. A policy decides
 * ``items(layers)``: the messages: a whole layer, slices of one (P3, ByteScheduler) or
   buckets of several (fusion); each an element range [lo, hi) of the flat gradient;
+* ``placed(layers, servers)``: the items with the parameter server each goes to (default:
+  item k to server k mod S; MXNet's KVStore splits a big array over every server);
 * ``release_s(item, ready_s)``: when the item may go (WFBP: its layer's ready time; FIFO:
   the end of backward; fusion: when its whole bucket is ready);
 * ``priority``: among released items the smallest goes first;
@@ -83,6 +85,13 @@ class Policy:
         order = [i for i in reversed(range(len(layers))) if layers[i].params]
         return [Item(k, (i,), layers[i].offset, layers[i].offset + layers[i].params, (k,))
                 for k, i in enumerate(order)]
+
+    def placed(self, layers: list[Layer], servers: int) -> list[tuple[Item, int]]:
+        """The items and the server each goes to. Default: item k to server k mod S,
+        round-robin as P3's KVStore deals its slices (apache/mxnet v1.9.0,
+        src/kvstore/p3store_dist.h lines 226-240: one counter over every slice, there in
+        the order the keys are first pushed, here in the items' order)."""
+        return [(item, item.index % servers) for item in self.items(layers)]
 
     def release_s(self, item: Item, ready_s: dict) -> float:
         """Default: as soon as the last of its layers is ready."""
