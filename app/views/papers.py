@@ -5,6 +5,7 @@ import streamlit as st
 
 import cached
 from charts import chart
+from urlstate import url_key
 from dlsys.experiments.reproduce import VERDICTS
 from dlsys.viz.reproduce import claim_figure
 
@@ -28,9 +29,10 @@ st.dataframe([{"claim": r["claim"], "paper": r["paper"], "where": r["where"], "p
                "dlsys": r["ours"], "verdict": r["verdict"], "why": r["why"]} for r in records],
              hide_index=True, use_container_width=True)
 
-for record in records:
-    with st.expander(f"{record['claim']}: {record['verdict']}", expanded=record["verdict"] == "differs"):
-        st.markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
-        chart(claim_figure(record), f"papers_{record['claim']}")
-        st.caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, "
-                   f"{record['why']}.")
+names = [r["claim"] for r in records]
+first = next((i for i, r in enumerate(records) if r["verdict"] == "differs"), 0)  # open on what to discuss
+record = records[names.index(st.selectbox("claim", names, index=first, key=url_key("papers_claim")))]
+st.markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
+chart(claim_figure(record), f"papers_{record['claim']}")
+st.caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, "
+           f"{record['why']}.")
