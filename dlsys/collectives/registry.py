@@ -168,6 +168,13 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
               r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
               "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
               per_rank_after_fold, exact=EVERY_P, uneven="bound"),
+    Algorithm("allreduce", "rabenseifner_distance_doubling", halving_doubling.allreduce_rabenseifner_distance_doubling,
+              lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
+                                           + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
+              r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+              "Rabenseifner in MPICH's step order, distance 1 first (MPICH v3.2 src/mpi/coll/allreduce.c lines "
+              "462-573; Open MPI coll_base_allreduce.c, redscat_allgather); " + THAKUR, "#98DF8A",
+              per_rank_after_fold, exact=EVERY_P, uneven="bound"),
     Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
               lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
               r"2L\,(\alpha + n\beta)", THAKUR, "#D62728", whole),
