@@ -108,10 +108,11 @@ def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str) -> list:
 
 
 @st.cache_data(**CACHE)
-def taihulight_versus_mpi(model: str, nodes: tuple, topology: str) -> list:
-    """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient."""
+def taihulight_versus_mpi(model: str, nodes: tuple, topology: str, library: str) -> list:
+    """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient,
+    against ``library``'s MPI_Allreduce."""
     sizes = (ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model))
-    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology)
+    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology, library)
 
 
 @st.cache_data(**CACHE)

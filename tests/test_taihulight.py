@@ -13,6 +13,7 @@ from dlsys.experiments import taihulight as study
 from dlsys.machine.net import get_node
 from dlsys.machine.profiles import profile
 from dlsys.machine.topology import two_level
+from dlsys.experiments.collectives import simulate_collective
 
 POWERS = (2, 4, 8, 16, 32, 64)
 
@@ -93,18 +94,36 @@ def test_sweeps_to_512_nodes_finish_in_seconds():
     assert time.perf_counter() - start < 60  # about 8 s here, on a shared machine
 
 
-def test_mpich_picks_recursive_doubling_for_short_messages_and_rabenseifner_for_long():
-    assert study.mpich_allreduce(2048, 512, 4) == "recursive_doubling"
-    assert study.mpich_allreduce(2052, 513, 4) == "rabenseifner"
-    assert study.mpich_allreduce(60_970_000, 15_242_500, 512) == "rabenseifner"
-    assert study.mpich_allreduce(4096, 1024, 2048) == "recursive_doubling"  # fewer elements than ranks
-
-
 def test_ring_vs_mpi_rows_match_their_closed_forms_on_one_supernode():
-    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 8))
-    assert {r["algorithm"] for r in rows} == {"ring", "rabenseifner"}
+    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 8), library="mpich")
+    assert {r["algorithm"] for r in rows} == {"ring", "rabenseifner_distance_doubling"}
     for r in rows:
         assert r["virtual_time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9)
+
+
+def test_the_paper_s_mpi_falls_behind_the_ring_as_the_nodes_grow():
+    """The TaihuLight MPI's recursive doubling sends the whole message lg p times: on one
+    supernode it is lg p p / (2 (p-1)) times the ring's time in the bandwidth term."""
+    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 16, 256))
+    ratio = [mpi["virtual_time_s"] / ring["virtual_time_s"] for ring, mpi in zip(rows[::2], rows[1::2])]
+    assert {r["algorithm"] for r in rows[1::2]} == {"recursive_doubling"}
+    assert ratio[0] == pytest.approx(1.0, rel=1e-3) and ratio[0] < ratio[1] < ratio[2]
+    for r in rows:
+        assert r["virtual_time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9)
+
+
+def test_mpich_s_step_order_keeps_its_big_halves_inside_a_supernode():
+    """At 512 nodes on the TaihuLight, ours sends half the vector across supernodes first;
+    MPICH's (distance 1 first) sends only 1/512 of it across, at its last step."""
+    rows = {r["algorithm"]: r for r in study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,), library="mpich")}
+    ours = simulate_collective("allreduce", "rabenseifner", 512, rows["ring"]["nbytes"], record=False,
+                               topology="taihulight", max_memory_bytes=study.MAX_MEMORY_BYTES)
+    assert rows["rabenseifner_distance_doubling"]["virtual_time_s"] < ours["virtual_time_s"]
+
+
+def test_versus_mpi_refuses_an_unknown_library():
+    with pytest.raises(ValueError, match="library: unknown MPI library 'lam'; valid: mpich, openmpi, taihulight-mpi"):
+        study.ring_vs_mpi(library="lam")
 
 
 @pytest.mark.parametrize("kwargs, message", [

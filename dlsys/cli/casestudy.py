@@ -4,6 +4,7 @@ SW26010 nodes (dlsys.experiments.taihulight).
     dlsys casestudy taihulight --model alexnet --design ring --nodes 64
     dlsys casestudy taihulight --model alexnet --design ps --nodes 2,4,8,16,32,64,128,256,512
     dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512       # the paper's figs 7-8
+    dlsys casestudy taihulight --versus-mpi --library mpich --nodes 2,4,...,512
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 
 from ..train.caffe import DESIGNS
 from ..experiments import taihulight as study
+from ..machine.netstack import LIBRARIES, MPI_LIBRARIES
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_seconds
 from .options import Checked, integer, network, print_table, refuse_unused
@@ -45,7 +47,9 @@ def cmd_taihulight(args) -> int:
     if args.versus_mpi:
         refuse_unused({"--design": args.design, "--contiguous/--scattered": args.contiguous, "--batch": args.batch},
                       "casestudy taihulight --versus-mpi (it times the ring and MPI_Allreduce alone)")
+        args.library = args.library or study.LIBRARY
         return cmd_versus_mpi(args)
+    args.library = args.library or study.LIBRARY
     args.design = args.design or "ring"
     args.contiguous = args.contiguous is not False
     args.batch = args.batch or study.BATCH
@@ -86,16 +90,17 @@ def cmd_versus_mpi(args) -> int:
     for n in args.nodes:
         study.check_case(args.model, "ring", n, machine)
     sizes = (study.PAPER_MESSAGE_BYTES, study.model_gradient_nbytes(args.model))
-    rows = study.ring_vs_mpi(sizes, args.nodes, machine)
+    rows = study.ring_vs_mpi(sizes, args.nodes, machine, args.library)
     if args.json:
         print(json.dumps(rows))
         return 0
-    print(f"ring vs MPI_Allreduce (MPICH: recursive doubling up to {study.MPICH_SHORT_MSG_BYTES} bytes, "
-          f"Rabenseifner above) on the {args.topology} topology")
-    print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14}  algorithm")
+    print(f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology "
+          f"({LIBRARIES[args.library].source})")
+    print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14} {'MPI / ring':>11}  algorithm")
     for ring, mpi in zip(rows[::2], rows[1::2]):
         print(f"{format_bytes(ring['nbytes']):>10} {ring['nodes']:>6} {format_seconds(ring['virtual_time_s']):>10} "
-              f"{format_seconds(mpi['virtual_time_s']):>14}  {mpi['algorithm']}")
+              f"{format_seconds(mpi['virtual_time_s']):>14} {mpi['virtual_time_s'] / ring['virtual_time_s']:>10.2f}x"
+              f"  {mpi['algorithm']}")
     return 0
 
 
@@ -120,5 +125,8 @@ def add_commands(subparsers) -> None:
                    help=f"images per node and iteration (default {study.BATCH})")
     t.add_argument("--versus-mpi", action="store_true",
                    help="instead: the ring against MPI_Allreduce for 60.97 MB and the model's gradient (figs 7-8)")
+    t.add_argument("--library", choices=list(MPI_LIBRARIES),
+                   help=f"the MPI whose algorithms --versus-mpi and the ps-gather/ps-reduce designs use "
+                        f"(default {study.LIBRARY}, the paper's)")
     t.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several --nodes)")
     t.set_defaults(func=cmd_taihulight)

@@ -4,7 +4,8 @@ emulated SW26010 nodes, and its ring against the library MPI_Allreduce (figs 7-8
 ``run_design`` runs one iteration of a design (dlsys.train.caffe) and splits the time of rank 0
 into compute (forward, backward), packing copies, update and communication (the rest: what
 the compute does not hide). ``sweep`` does it for a list of node counts; ``ring_vs_mpi``
-times the ring against MPICH's choice of algorithm (``mpich_allreduce``).
+times the ring against an MPI library's choice of algorithm (a preset of
+dlsys.machine.netstack.LIBRARIES: the paper's TaihuLight MPI, MPICH, Open MPI).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..train.caffe import DESIGNS, design_program, real_sizes
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..machine.net import get_node
+from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library
 from ..machine.profiles import profile
 from ..machine.topology import get_network
 from .collectives import simulate_collective
@@ -27,20 +29,17 @@ BATCH = 64                 # images per node and iteration (a teaching default; 
 SWEEP_NODES = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512: the paper's range
 PAPER_MESSAGE_BYTES = 60_970_000  # the 60.97 MB message of the paper's figs 7-8 (AlexNet's gradient, about)
 COPIES = 6                 # real buffers per rank: W, its diff, the packed copy, the ring's result and blocks
-MPICH_SHORT_MSG_BYTES = 2048  # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE's default
+LIBRARY = "taihulight-mpi"  # the MPI the paper measured (dlsys.machine.netstack.LIBRARIES)
 # The values are stand-ins (dlsys.train.caffe), so a small budget loses nothing and keeps a
 # 512-node iteration to a few seconds: the real arrays are what numpy spends time on.
 MAX_MEMORY_BYTES = 2**26
 
 
-def mpich_allreduce(nbytes: int, count: int, p: int) -> str:
-    """The algorithm MPICH's MPI_Allreduce picks (src/mpi/coll/allreduce/allreduce.c,
-    MPIR_Allreduce_intra_auto; Thakur, Rabenseifner & Gropp 2005): recursive doubling when
-    the buffer is at most MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE = 2048 bytes or has fewer
-    elements than the largest power of two <= p; otherwise Rabenseifner's reduce-scatter
-    + all-gather."""
-    return "recursive_doubling" if nbytes <= MPICH_SHORT_MSG_BYTES or count < 1 << (p.bit_length() - 1) else \
-        "rabenseifner"
+def check_library(library: str) -> Library:
+    """The MPI library preset named ``library`` (dlsys.machine.netstack.LIBRARIES), else a ValueError."""
+    if library not in MPI_LIBRARIES:
+        raise ValueError(f"library: unknown MPI library {library!r}; valid: {', '.join(MPI_LIBRARIES)}")
+    return LIBRARIES[library]
 
 
 def check_case(model: str, design: str, nodes: int, topology) -> None:
@@ -169,24 +168,30 @@ def sweep(model: str = "alexnet", design: str = "ring", nodes=SWEEP_NODES, conti
              if k not in ("result", "weights")} for n in nodes]
 
 
-def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taihulight") -> list[dict]:
-    """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce (MPICH's choice,
-    ``mpich_allreduce``) for each message size and node count, emulated on ``topology``.
+def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taihulight",
+                library: str = LIBRARY) -> list[dict]:
+    """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce as ``library`` runs
+    it (``Library.algorithm``: its choice by message size and node count) for each message
+    size and node count, emulated on ``topology`` (any network ``get_network`` takes).
 
     Each size is rounded up to a whole number of float32 blocks for the largest power of
     two of ``nodes`` (60.97 MB becomes 60,971,008 bytes at 512 nodes): Rabenseifner's
-    halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used."""
-    network, unit = get_network(topology, LINK, "topology"), 4 << (max(nodes).bit_length() - 1)
+    halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used, the
+    library and its algorithm, and each time's closed form (None across supernodes)."""
+    lib, network = check_library(library), get_network(topology, LINK, "topology")
+    for p in nodes:
+        check_case(MODELS[0], "ring", p, network)
+    unit = 4 << (max(nodes).bit_length() - 1)
     rows = []
     for size in nbytes:
         size = -(-size // unit) * unit
         for p in nodes:
-            for library, algorithm in (("ring", "ring"), ("MPI_Allreduce", mpich_allreduce(size, size // 4, p))):
+            for who, algorithm in (("ring", "ring"), ("MPI_Allreduce", lib.algorithm(size, p))):
                 rec = simulate_collective("allreduce", algorithm, p, size, record=False, topology=network,
                                           max_memory_bytes=MAX_MEMORY_BYTES)
-                rows.append({"library": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
-                             "virtual_time_s": rec["virtual_time_s"], "closed_form_s": rec["closed_form_s"],
-                             "wall_time_s": rec["wall_time_s"]})
+                rows.append({"library": who, "preset": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
+                             "topology": network.name, "virtual_time_s": rec["virtual_time_s"],
+                             "closed_form_s": rec["closed_form_s"], "wall_time_s": rec["wall_time_s"]})
     return rows
 
 
