@@ -101,9 +101,9 @@ def emulation(ranks: int) -> dict:
 
 
 @st.cache_data(**CACHE)
-def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str) -> list:
-    """experiments.taihulight.sweep of both designs for every model of the paper."""
-    return [row for model in ex_taihulight.MODELS for design in ("ps", "ring")
+def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str, ps_design: str = "ps") -> list:
+    """experiments.taihulight.sweep of ``ps_design`` (a PS design) and the ring for every model of the paper."""
+    return [row for model in ex_taihulight.MODELS for design in (ps_design, "ring")
             for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology)]
 
 

@@ -26,8 +26,12 @@ st.markdown(
     "gradient in its own blob, so one all-reduce needs a **packing copy** before and an unpacking copy after; the "
     "paper made the buffer contiguous. Compute follows each layer's FLOPs on an SW26010 (30 % of its peak).")
 
-cols = st.columns(5)
+cols = st.columns(6)
 model = cols[0].selectbox("model", MODELS, key=url_key("thl_model"))
+ps_design = cols[5].selectbox("PS built on", ("ps", "ps-gather", "ps-reduce"), key=url_key("thl_ps"),
+                              format_func=viz.DESIGN_NAMES.get,
+                              help="Direct sends (as the paper describes), or the MPI library's MPI_Bcast and a "
+                                   "per-layer MPI_Gather or MPI_Reduce (the PS vs ring tab).")
 library = cols[4].selectbox("MPI library", MPI_LIBRARIES, index=MPI_LIBRARIES.index(LIBRARY),
                             key=url_key("thl_library"), help="Whose MPI_Allreduce the ring is compared with.")
 largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes"),
@@ -63,7 +67,8 @@ traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
 names = {title: [rank_name(r) for r in range(8)] for title in traces}
 # tab, its figure (built only if the tab is open), chart key, caption
 for tab, figure, key, caption in (
-    (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology)), "thl_designs",
+    (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology, ps_design)),
+     "thl_designs",
      f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
      "server's link carries every layer from every node, so the PS grows with the nodes; the ring's time tends to "
      "2n/B. Beyond 256 nodes the ring crosses the upper level, and every hop waits for the slowest link."),

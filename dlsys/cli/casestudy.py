@@ -3,6 +3,7 @@ SW26010 nodes (dlsys.experiments.taihulight).
 
     dlsys casestudy taihulight --model alexnet --design ring --nodes 64
     dlsys casestudy taihulight --model alexnet --design ps --nodes 2,4,8,16,32,64,128,256,512
+    dlsys casestudy taihulight --model resnet50 --design ps-reduce --nodes 2,4,...,512   # the PS on MPI
     dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512       # the paper's figs 7-8
     dlsys casestudy taihulight --versus-mpi --library mpich --nodes 2,4,...,512
 """
@@ -55,15 +56,16 @@ def cmd_taihulight(args) -> int:
     args.batch = args.batch or study.BATCH
     machine = network(args, study.LINK)
     for n in args.nodes:  # every node count checked before the first run starts
-        study.check_case(args.model, args.design, n, machine)
-    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch)
+        study.check_case(args.model, args.design, n, machine, args.library)
+    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch, library=args.library)
                for n in args.nodes]
     rows = [{k: v for k, v in r.items() if k not in ("result", "weights")} for r in records]
     if args.json:
         print(json.dumps(rows[0] if len(rows) == 1 else rows))
         return 0
     r = rows[0]
-    title = (f"{args.model}, {args.design} design, {r['layout']} gradients, batch {r['batch']} per node, "
+    built = f" on {args.library}'s collectives" if r["library"] else ""
+    title = (f"{args.model}, {args.design} design{built}, {r['layout']} gradients, batch {r['batch']} per node, "
              f"{format_bytes(r['gradient_nbytes'])} of gradients, SW26010 nodes on the {r['topology']} topology")
     if len(rows) == 1:
         closed = r["closed_communication_s"]
@@ -111,7 +113,9 @@ def add_commands(subparsers) -> None:
     t = which.add_parser("taihulight", help="Caffe on the Sunway TaihuLight: parameter server vs ring, up to 512 nodes")
     t.add_argument("--model", default="alexnet", choices=list(study.MODELS))
     t.add_argument("--design", choices=list(DESIGNS),
-                   help="ps: per-layer gathers on rank 0; ring: one ring all-reduce (default)")
+                   help="ps: per-layer pushes to rank 0 by direct sends; ps-gather / ps-reduce: the PS on MPI, "
+                        "MPI_Bcast of W and a per-layer MPI_Gather / MPI_Reduce to rank 0 by --library's "
+                        "algorithms; ring: one ring all-reduce (default)")
     t.add_argument("--nodes", action=Checked, check=node_list, default=[8],
                    help="N, or N1,N2,... for a table, e.g. 2,4,...,512 (default 8)")
     layout = t.add_mutually_exclusive_group()
