@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from dlsys.experiments import wallclock
+from dlsys.experiments import choice_changes, library_choice, wallclock
 from dlsys.machine import netstack
 from dlsys.cli import main
 from dlsys.collectives import REGISTRY
@@ -127,3 +127,14 @@ def test_cli_presets_stack_and_libraries(capsys):
     assert main(["presets", "--json"]) == 0
     assert set(json.loads(capsys.readouterr().out)["libraries"]) == set(netstack.LIBRARIES)
     assert main(["presets", "--stack", "warp-drive"]) == 2
+
+
+def test_the_cost_model_reads_a_library_s_choice():
+    rows = library_choice("mpich", "rdma-edr", [8], [1024, 2048, 4096, 1 << 20])
+    assert [r["algorithm"] for r in rows] == ["recursive_doubling"] * 2 + ["rabenseifner_distance_doubling"] * 2
+    assert choice_changes(rows) == [{"nbytes": 4096, "from": "recursive_doubling", "to": "rabenseifner_distance_doubling"}]
+    by_ranks = library_choice("openmpi", "rdma-edr", [32, 64, 128], [100_000])
+    assert [r["algorithm"] for r in by_ranks] == ["rabenseifner_distance_doubling", "recursive_doubling",
+                                                  "reduce_broadcast"]
+    with pytest.raises(ValueError, match="library: unknown library 'lam'"):
+        library_choice("lam")

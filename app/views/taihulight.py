@@ -6,7 +6,7 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
-from dlsys.experiments.taihulight import BATCH, LIBRARY, MODELS, SWEEP_NODES
+from dlsys.experiments.taihulight import BATCH, LIBRARY, MODELS, SWEEP_NODES, published_figures, verdicts
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_topology
 from dlsys.viz import comm as comm_viz
@@ -70,8 +70,11 @@ for tab, figure, key, caption in (
     (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology, ps_design)),
      "thl_designs",
      f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
-     "server's link carries every layer from every node, so the PS grows with the nodes; the ring's time tends to "
-     "2n/B. Beyond 256 nodes the ring crosses the upper level, and every hop waits for the slowest link."),
+     "server's link carries every layer from every node, so the PS grows with the nodes (on MPI_Reduce the tree "
+     "adds on the way: lg p messages per layer reach rank 0, not p - 1); the ring's time tends to 2n/B. Beyond "
+     "256 nodes the ring crosses the upper level, and every hop waits for the slowest link. The paper's ratios "
+     "against the arithmetic bounds of each PS design (compute free, docs/taihulight.md): "
+     + "; ".join(f"{v['figure']}: {v['verdict']}" for v in verdicts(published_figures())) + "."),
     (versus, lambda: viz.ring_vs_mpi(cached.taihulight_versus_mpi(model, nodes, topology, library)),
      "thl_versus_mpi",
      f"The paper's figs 7-8: the ring against MPI_Allreduce as {library} runs it, for the paper's 60.97 MB and "
