@@ -109,17 +109,18 @@ def emulation(ranks: int) -> dict:
 
 
 @st.cache_data(**CACHE)
-def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str) -> list:
-    """experiments.taihulight.sweep of both designs for every model of the paper."""
-    return [row for model in ex_taihulight.MODELS for design in ("ps", "ring")
+def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str, ps_design: str = "ps") -> list:
+    """experiments.taihulight.sweep of ``ps_design`` (a PS design) and the ring for every model of the paper."""
+    return [row for model in ex_taihulight.MODELS for design in (ps_design, "ring")
             for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology)]
 
 
 @st.cache_data(**CACHE)
-def taihulight_versus_mpi(model: str, nodes: tuple, topology: str) -> list:
-    """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient."""
+def taihulight_versus_mpi(model: str, nodes: tuple, topology: str, library: str) -> list:
+    """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient,
+    against ``library``'s MPI_Allreduce."""
     sizes = (ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model))
-    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology)
+    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology, library)
 
 
 @st.cache_data(**CACHE)

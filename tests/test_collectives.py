@@ -309,6 +309,22 @@ def test_every_registry_entry_is_complete():
     assert sum(map(len, collectives.ALGORITHMS.values())) == len(REGISTRY)
 
 
+@pytest.mark.parametrize("key", [k for k, e in REGISTRY.items() if e.variant_of])
+def test_a_step_order_variant_sends_what_its_original_sends_in_another_order(key):
+    """Same closed form, same bytes per rank, same result; other partners at each step."""
+    collective, algorithm = key
+    original = REGISTRY[collective, REGISTRY[key].variant_of]
+    for p in (2, 5, 8, 12):
+        for n in (0, 4 * 1001, 2**20):
+            assert closed_form(collective, algorithm, p, n, LINKS["mixed"]) == \
+                closed_form(collective, original.name, p, n, LINKS["mixed"])
+    runs = {a: simulate_collective(collective, a, 8, 4 * 1001, LINKS["mixed"], NODE) for a in (algorithm, original.name)}
+    first = {a: {(m.src, m.dst) for m in r["result"].trace.messages
+                         if (m.phase, m.step) == ("reduce-scatter", 0)} for a, r in runs.items()}
+    assert first[algorithm] != first[original.name]
+    assert runs[algorithm]["virtual_time_s"] == pytest.approx(runs[original.name]["virtual_time_s"], rel=1e-12)
+
+
 def test_every_registry_entry_counts_its_blocks_and_a_scaled_run_keeps_them_whole():
     """``collective_plan`` reads how many blocks an algorithm cuts a buffer into from its
     registry entry (a new algorithm without ``blocks`` fails here): a scaled run's real

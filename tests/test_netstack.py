@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from dlsys.experiments import wallclock
+from dlsys.experiments import choice_changes, library_choice, wallclock
 from dlsys.machine import netstack
 from dlsys.cli import main
+from dlsys.collectives import REGISTRY
 from dlsys.machine.net import LINK_PRESETS, get_link
 
 SIZES = [0, 8, 4096, 1 << 20, 64 << 20]
@@ -43,9 +44,43 @@ def test_rendezvous_adds_a_round_trip_and_eager_adds_copies():
         netstack.stages(link, n, "carrier-pigeon")
 
 
-def test_mpi_picks_mpich_algorithms_by_size():
-    mpi = netstack.LIBRARIES["mpi"]
-    assert mpi.algorithm(2048) == "recursive_doubling" and mpi.algorithm(2049) == "rabenseifner"
+def test_mpich_picks_by_size_and_by_elements_per_rank():
+    """MPICH 3.2 src/mpi/coll/allreduce.c lines 398-400."""
+    mpich = netstack.LIBRARIES["mpich"]
+    assert mpich.algorithm(2048, 4) == "recursive_doubling"
+    assert mpich.algorithm(2052, 4) == "rabenseifner_distance_doubling"
+    assert mpich.algorithm(60_970_000, 512) == "rabenseifner_distance_doubling"
+    assert mpich.algorithm(4096, 2048) == "recursive_doubling"  # 1024 elements, fewer than the 2048 ranks
+    assert mpich.algorithm(4096, 2048, itemsize=1) == "rabenseifner_distance_doubling"
+
+
+@pytest.mark.parametrize("ranks, nbytes, algorithm", [  # coll_tuned_decision_fixed.c, v5.0.0, lines 120-215
+    (2, 4, "ring"), (2, 4095, "recursive_doubling"), (3, 200_000, "ring"), (3, 262144, "rabenseifner_distance_doubling"),
+    (8, 8191, "recursive_doubling"), (16, 63, "ring"), (64, 1 << 17, "recursive_doubling"),
+    (128, 1 << 16, "reduce_broadcast"), (256, 4095, "reduce_broadcast"), (256, 4096, "rabenseifner_distance_doubling"),
+    (512, 8192, "recursive_doubling"), (4096, 8192, "ring"), (4096, 1 << 20, "rabenseifner_distance_doubling"),
+])
+def test_openmpi_picks_by_rank_band_and_size(ranks, nbytes, algorithm):
+    assert netstack.LIBRARIES["openmpi"].algorithm(nbytes, ranks) == algorithm
+
+
+@pytest.mark.parametrize("name", sorted(netstack.LIBRARIES))
+def test_every_library_picks_a_registered_algorithm_everywhere(name):
+    lib = netstack.LIBRARIES[name]
+    for ranks in (1, 2, 3, 7, 8, 255, 256, 512, 5000):
+        for nbytes in (0, 8, 2048, 5000, 1 << 20, 1 << 30):
+            algorithm = lib.algorithm(nbytes, ranks)
+            assert algorithm == "ps" or ("allreduce", algorithm) in REGISTRY
+    for collective, algorithm in lib.rooted:
+        assert (collective, algorithm) in REGISTRY
+
+
+def test_the_taihulight_mpi_takes_the_latency_optimal_algorithms_at_every_size():
+    lib = netstack.LIBRARIES["taihulight-mpi"]
+    assert {lib.algorithm(n, p) for n in (8, 60_970_000) for p in (2, 512)} == {"recursive_doubling"}
+    assert lib.rooted_algorithm("reduce") == lib.rooted_algorithm("broadcast") == "binomial"
+    with pytest.raises(ValueError, match="library: mpich has no reduce algorithm here; .*taihulight-mpi"):
+        netstack.LIBRARIES["mpich"].rooted_algorithm("reduce")
 
 
 @pytest.mark.parametrize("name", sorted(netstack.LIBRARIES))
@@ -92,3 +127,14 @@ def test_cli_presets_stack_and_libraries(capsys):
     assert main(["presets", "--json"]) == 0
     assert set(json.loads(capsys.readouterr().out)["libraries"]) == set(netstack.LIBRARIES)
     assert main(["presets", "--stack", "warp-drive"]) == 2
+
+
+def test_the_cost_model_reads_a_library_s_choice():
+    rows = library_choice("mpich", "rdma-edr", [8], [1024, 2048, 4096, 1 << 20])
+    assert [r["algorithm"] for r in rows] == ["recursive_doubling"] * 2 + ["rabenseifner_distance_doubling"] * 2
+    assert choice_changes(rows) == [{"nbytes": 4096, "from": "recursive_doubling", "to": "rabenseifner_distance_doubling"}]
+    by_ranks = library_choice("openmpi", "rdma-edr", [32, 64, 128], [100_000])
+    assert [r["algorithm"] for r in by_ranks] == ["rabenseifner_distance_doubling", "recursive_doubling",
+                                                  "reduce_broadcast"]
+    with pytest.raises(ValueError, match="library: unknown library 'lam'"):
+        library_choice("lam")

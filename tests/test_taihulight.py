@@ -13,16 +13,18 @@ from dlsys.experiments import taihulight as study
 from dlsys.machine.net import get_node
 from dlsys.machine.profiles import profile
 from dlsys.machine.topology import two_level
+from dlsys.experiments.collectives import simulate_collective
 
 POWERS = (2, 4, 8, 16, 32, 64)
 
 
 @pytest.mark.parametrize("nodes", [3, 4])
 @pytest.mark.parametrize("contiguous", [True, False])
-def test_both_designs_produce_identical_weights(nodes, contiguous):
-    ps = study.run_design("alexnet", "ps", nodes, contiguous)
+def test_every_design_produces_identical_weights(nodes, contiguous):
     ring = study.run_design("alexnet", "ring", nodes, contiguous)
-    assert np.array_equal(ps["weights"], ring["weights"])
+    for design in ("ps", "ps-gather", "ps-reduce"):
+        assert np.array_equal(study.run_design("alexnet", design, nodes, contiguous)["weights"], ring["weights"])
+    ps = study.run_design("alexnet", "ps", nodes, contiguous)
     start = caffe.Net(profile("alexnet"), ps["scale"]).data
     assert not np.array_equal(start, ring["weights"])  # an update happened
     for rank_value in ring["result"].values:
@@ -39,10 +41,26 @@ def test_each_design_equals_its_closed_form_at_powers_of_two(design, model, cont
         assert r["iteration_s"] == pytest.approx(r["closed_iteration_s"], rel=1e-9)
 
 
-def test_the_parameter_server_form_holds_at_other_node_counts_too():
+@pytest.mark.parametrize("design", ["ps", "ps-gather", "ps-reduce"])
+def test_the_parameter_server_forms_hold_at_other_node_counts_too(design):
     for nodes in (1, 3, 5, 12):
-        r = study.run_design("alexnet", "ps", nodes, False)
+        r = study.run_design("alexnet", design, nodes, False)
         assert r["iteration_s"] == pytest.approx(r["closed_iteration_s"], rel=1e-9)
+
+
+def test_the_mpi_parameter_server_runs_the_library_s_trees():
+    """MPI_Bcast and MPI_Reduce by binomial tree: rank 0 takes lg p messages per layer, not p - 1."""
+    layers = len(profile("googlenet"))
+    for design, into_rank0 in (("ps", 7 * layers), ("ps-gather", 3 * layers), ("ps-reduce", 3 * layers)):
+        trace = study.run_design("googlenet", design, 8, record=True)["result"].trace
+        assert sum(m.dst == 0 for m in trace.messages) == into_rank0
+        assert {m.phase for m in trace.messages if m.dst == 0} <= {"", "gather", "reduce"}
+
+
+def test_an_mpi_design_needs_a_library_with_rooted_collectives(monkeypatch):
+    monkeypatch.setattr(study, "launch", lambda *a, **k: pytest.fail("a rank started"))
+    with pytest.raises(ValueError, match="library: mpich has no broadcast algorithm here; .*taihulight-mpi"):
+        study.run_design("alexnet", "ps-reduce", 4, library="mpich")
 
 
 @pytest.mark.parametrize("model", study.MODELS)
@@ -93,25 +111,44 @@ def test_sweeps_to_512_nodes_finish_in_seconds():
     assert time.perf_counter() - start < 60  # about 8 s here, on a shared machine
 
 
-def test_mpich_picks_recursive_doubling_for_short_messages_and_rabenseifner_for_long():
-    assert study.mpich_allreduce(2048, 512, 4) == "recursive_doubling"
-    assert study.mpich_allreduce(2052, 513, 4) == "rabenseifner"
-    assert study.mpich_allreduce(60_970_000, 15_242_500, 512) == "rabenseifner"
-    assert study.mpich_allreduce(4096, 1024, 2048) == "recursive_doubling"  # fewer elements than ranks
-
-
 def test_ring_vs_mpi_rows_match_their_closed_forms_on_one_supernode():
-    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 8))
-    assert {r["algorithm"] for r in rows} == {"ring", "rabenseifner"}
+    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 8), library="mpich")
+    assert {r["algorithm"] for r in rows} == {"ring", "rabenseifner_distance_doubling"}
     for r in rows:
         assert r["virtual_time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9)
+
+
+def test_the_paper_s_mpi_falls_behind_the_ring_as_the_nodes_grow():
+    """The TaihuLight MPI's recursive doubling sends the whole message lg p times: on one
+    supernode it is lg p p / (2 (p-1)) times the ring's time in the bandwidth term."""
+    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (2, 16, 256))
+    ratio = [mpi["virtual_time_s"] / ring["virtual_time_s"] for ring, mpi in zip(rows[::2], rows[1::2])]
+    assert {r["algorithm"] for r in rows[1::2]} == {"recursive_doubling"}
+    assert ratio[0] == pytest.approx(1.0, rel=1e-3) and ratio[0] < ratio[1] < ratio[2]
+    for r in rows:
+        assert r["virtual_time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9)
+
+
+def test_mpich_s_step_order_keeps_its_big_halves_inside_a_supernode():
+    """At 512 nodes on the TaihuLight, ours sends half the vector across supernodes first;
+    MPICH's (distance 1 first) sends only 1/512 of it across, at its last step."""
+    rows = {r["algorithm"]: r for r in study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,), library="mpich")}
+    ours = simulate_collective("allreduce", "rabenseifner", 512, rows["ring"]["nbytes"], record=False,
+                               topology="taihulight", max_memory_bytes=study.MAX_MEMORY_BYTES)
+    assert rows["rabenseifner_distance_doubling"]["virtual_time_s"] < ours["virtual_time_s"]
+
+
+def test_versus_mpi_refuses_an_unknown_library():
+    with pytest.raises(ValueError, match="library: unknown MPI library 'lam'; valid: mpich, openmpi, taihulight-mpi"):
+        study.ring_vs_mpi(library="lam")
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(nodes=0), r"nodes must be an integer in 1\.\.40960 \(the taihulight topology holds 40960 nodes\), got 0"),
     (dict(nodes=50_000), r"nodes must be an integer in 1\.\.40960"),
     (dict(model="vgg"), r"model: unknown model 'vgg'; valid: alexnet, googlenet, resnet50"),
-    (dict(design="async"), r"design: unknown design 'async'; valid: ps, ring"),
+    (dict(design="async"), r"design: unknown design 'async'; valid: ps, ps-gather, ps-reduce, ring"),
+    (dict(library="lam"), r"library: unknown MPI library 'lam'; valid: mpich, openmpi, taihulight-mpi"),
     (dict(nodes=9, topology=two_level("sw26010", 4, 4.0, supernodes=2)),
      r"nodes must be an integer in 1\.\.8 \(the two-level topology holds 8 nodes\), got 9"),
 ])
@@ -128,6 +165,41 @@ def test_cli_one_run_as_json_and_a_table(capsys):
     assert main(["casestudy", "taihulight", "--design", "ring", "--nodes", "2,4,...,16", "--scattered"]) == 0
     out = capsys.readouterr().out
     assert "scattered gradients" in out and len([line for line in out.splitlines() if line.split()[0].isdigit()]) == 4
+
+
+def test_cli_versus_a_library_and_the_pss_on_mpi(capsys):
+    assert main(["casestudy", "taihulight", "--versus-mpi", "--library", "mpich", "--nodes", "2,8", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["preset"] for r in rows} == {"mpich"} and len(rows) == 8
+    assert main(["casestudy", "taihulight", "--design", "ps-reduce", "--nodes", "2,4"]) == 0
+    assert "ps-reduce design on taihulight-mpi's collectives" in capsys.readouterr().out
+    assert main(["casestudy", "taihulight", "--versus-mpi", "--library", "lam"]) == 2
+
+
+@pytest.mark.parametrize("design", study.PS_DESIGNS)
+@pytest.mark.parametrize("model, nodes", [("alexnet", 2), ("googlenet", 8), ("resnet50", 16), ("alexnet", 32)])
+def test_the_arithmetic_bounds_bracket_the_emulation(design, model, nodes):
+    """Compute free, on the sw26010 link: lo <= PS / ring <= hi, and the any-link bracket holds both."""
+    ps, ring = study.communication_only(model, design, nodes), study.communication_only(model, "ring", nodes)
+    bound = study.ratio_bounds(design, model, nodes, scale=ring["scale"])
+    assert ps["scale"] == ring["scale"]
+    emulated = ps["communication_s"] / ring["communication_s"]
+    assert bound["lo"] * (1 - 1e-9) <= emulated <= bound["hi"] * (1 + 1e-9)
+    assert bound["any_lo"] <= bound["lo"] <= bound["hi"] <= bound["any_hi"]
+
+
+def test_the_published_figures_against_the_bounds():
+    rows = study.published_figures()
+    verdicts = {v["figure"]: v for v in study.verdicts(rows)}
+    assert all(r["emulated"] is None for r in rows) and len(rows) == 3 * len(verdicts)
+    for figure in ("googlenet: 77x at 32 nodes", "resnet50: 98x at 32 nodes"):  # above max((L+1)/2, p)
+        assert verdicts[figure]["here"] == verdicts[figure]["anywhere"] == []
+    alexnet = {r["design"]: r for r in rows if r["figure"] == "alexnet: 10x at 256 nodes"}
+    assert alexnet["ps-reduce"]["any_hi"] < 10 < alexnet["ps-gather"]["lo"] <= alexnet["ps"]["lo"]
+    with pytest.raises(ValueError, match="nodes must be a power of two"):
+        study.ratio_bounds("ps", "alexnet", 12)
+    with pytest.raises(ValueError, match="design: the bounds are for the PS designs"):
+        study.ratio_bounds("ring", "alexnet", 8)
 
 
 def test_cli_refuses_bad_nodes_with_the_range(capsys):

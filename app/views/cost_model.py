@@ -8,6 +8,7 @@ from urlstate import url_key
 from widgets import link_select, size_slider
 from dlsys import experiments
 from dlsys.machine.net import LINK_PRESETS
+from dlsys.machine.netstack import MPI_LIBRARIES
 from dlsys.viz import costs as viz
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
@@ -21,12 +22,15 @@ st.markdown(
     "copies on TCP). Small messages are latency-bound, large ones bandwidth-bound; algorithms trade "
     "fewer messages (fewer alphas) against fewer bytes (smaller beta terms).")
 
-cols = st.columns([1, 1, 1.5, 1])
+cols = st.columns([1, 1, 1.5, 1, 1])
 with cols[0]:
     link = link_select("cost_link")
 ranks = cols[1].select_slider("ranks p", RANK_GRID, value=8, key=url_key("cost_ranks"))
 with cols[2]:
     nbytes = size_slider("size for the ranks plot", "cost_size")
+library = cols[4].selectbox("MPI library", MPI_LIBRARIES, key=url_key("cost_library"),
+                            help="The grey band follows the algorithm this library's MPI_Allreduce picks "
+                                 "(its source's selection rule, dlsys presets).")
 check = cols[3].toggle("check against emulation", value=True, key=url_key("cost_check"), disabled=ranks > 16,
                        help="Run every algorithm on real ranks at 1 KiB, 1 MiB and 1 GiB (p <= 16).")
 
@@ -37,21 +41,29 @@ if size_tab.open:  # only the open tab is built and drawn
     with size_tab:
         size_cross = experiments.crossovers(by_size, "nbytes")
         emulated = cached.emulated_allreduce_costs(link, ranks) if check and ranks <= 16 else []
+        choice = experiments.library_choice(library, link, [ranks], SIZE_GRID)
         chart(viz.cost_curves(by_size, "nbytes", emulated, size_cross,
-                                     f"All-reduce time against size, p = {ranks}, {link}"), "cost_by_size")
+                              f"All-reduce time against size, p = {ranks}, {link}", choice), "cost_by_size")
         st.caption("Lines: closed forms. Circles: the same algorithms really run (virtual time). Stars: where the "
                    "fastest algorithm changes. " + " ".join(f"Above {format_bytes(c['nbytes'])}: {c['to']} beats "
-                                                            f"{c['from']}." for c in size_cross))
+                                                            f"{c['from']}." for c in size_cross)
+                   + f" Grey band: {library} runs {choice[0]['algorithm']}"
+                   + "".join(f", from {format_bytes(c['nbytes'])} {c['to']}"
+                             for c in experiments.choice_changes(choice, "nbytes")) + ".")
 if ranks_tab.open:
     with ranks_tab:
         by_ranks = experiments.allreduce_costs([link], RANK_GRID, [nbytes])
+        choice = experiments.library_choice(library, link, RANK_GRID, [nbytes])
         chart(viz.cost_curves(by_ranks, "ranks", (), experiments.crossovers(by_ranks, "ranks"),
-                                     f"All-reduce time against ranks, n = {format_bytes(nbytes)}, {link}"),
-                     "cost_by_ranks")
+                              f"All-reduce time against ranks, n = {format_bytes(nbytes)}, {link}", choice),
+              "cost_by_ranks")
         st.caption("Ring all-reduce costs 2(p-1)(α + n/(pB)): its bandwidth term tends to 2n/B, so for large "
                    "messages its time hardly grows with p, while its latency term grows linearly. In this model "
                    "Rabenseifner moves the same bytes with only 2 lg p alphas; the ring wins in practice because "
-                   "each step uses only neighbour links (no contention on real topologies) and it works at any p.")
+                   "each step uses only neighbour links (no contention on real topologies) and it works at any p. "
+                   f"Grey band: {library} runs {choice[0]['algorithm']}"
+                   + "".join(f", from p = {c['ranks']} {c['to']}" for c in experiments.choice_changes(choice, "ranks"))
+                   + ".")
 if links_tab.open:
     with links_tab:
         st.markdown(

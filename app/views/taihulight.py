@@ -6,7 +6,8 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
-from dlsys.experiments.taihulight import BATCH, MODELS, SWEEP_NODES
+from dlsys.experiments.taihulight import BATCH, LIBRARY, MODELS, SWEEP_NODES, published_figures, verdicts
+from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_topology
 from dlsys.viz import comm as comm_viz
 from dlsys.viz import taihulight as viz
@@ -25,8 +26,14 @@ st.markdown(
     "gradient in its own blob, so one all-reduce needs a **packing copy** before and an unpacking copy after; the "
     "paper made the buffer contiguous. Compute follows each layer's FLOPs on an SW26010 (30 % of its peak).")
 
-cols = st.columns(4)
+cols = st.columns(6)
 model = cols[0].selectbox("model", MODELS, key=url_key("thl_model"))
+ps_design = cols[5].selectbox("PS built on", ("ps", "ps-gather", "ps-reduce"), key=url_key("thl_ps"),
+                              format_func=viz.DESIGN_NAMES.get,
+                              help="Direct sends (as the paper describes), or the MPI library's MPI_Bcast and a "
+                                   "per-layer MPI_Gather or MPI_Reduce (the PS vs ring tab).")
+library = cols[4].selectbox("MPI library", MPI_LIBRARIES, index=MPI_LIBRARIES.index(LIBRARY),
+                            key=url_key("thl_library"), help="Whose MPI_Allreduce the ring is compared with.")
 largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes"),
                                 help="The sweeps run 2, 4, ... up to this; 512 takes about a minute the first time.")
 layout = cols[2].radio("gradients", ["contiguous", "scattered"], horizontal=True, key=url_key("thl_layout"))
@@ -60,14 +67,23 @@ traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
 names = {title: [rank_name(r) for r in range(8)] for title in traces}
 # tab, its figure (built only if the tab is open), chart key, caption
 for tab, figure, key, caption in (
-    (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology)), "thl_designs",
+    (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology, ps_design)),
+     "thl_designs",
      f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
-     "server's link carries every layer from every node, so the PS grows with the nodes; the ring's time tends to "
-     "2n/B. Beyond 256 nodes the ring crosses the upper level, and every hop waits for the slowest link."),
-    (versus, lambda: viz.ring_vs_mpi(cached.taihulight_versus_mpi(model, nodes, topology)), "thl_versus_mpi",
-     "The paper's figs 7-8: the ring against the algorithm MPICH picks (recursive doubling up to 2048 bytes, "
-     f"Rabenseifner's reduce-scatter + all-gather above), for the paper's 60.97 MB and {model}'s gradient. Both "
-     "move 2(p-1)/p n bytes per node; Rabenseifner pays 2 lg p latencies where the ring pays 2(p-1)."),
+     "server's link carries every layer from every node, so the PS grows with the nodes (on MPI_Reduce the tree "
+     "adds on the way: lg p messages per layer reach rank 0, not p - 1); the ring's time tends to 2n/B. Beyond "
+     "256 nodes the ring crosses the upper level, and every hop waits for the slowest link. The paper's ratios "
+     "against the arithmetic bounds of each PS design (compute free, docs/taihulight.md): "
+     + "; ".join(f"{v['figure']}: {v['verdict']}" for v in verdicts(published_figures())) + "."),
+    (versus, lambda: viz.ring_vs_mpi(cached.taihulight_versus_mpi(model, nodes, topology, library)),
+     "thl_versus_mpi",
+     f"The paper's figs 7-8: the ring against MPI_Allreduce as {library} runs it, for the paper's 60.97 MB and "
+     f"{model}'s gradient (hover a point for the algorithm). {LIBRARIES[library].source}. Recursive doubling "
+     "(the TaihuLight MPI's choice) sends the whole message lg p times, the ring 2(p-1)/p of it, so the ring pulls "
+     "ahead as p grows; Rabenseifner (MPICH's and Open MPI's for long messages) sends the ring's bytes in 2 lg p "
+     "steps, and in the alpha-beta model the ring never beats it. At 512 nodes "
+     "the ring crosses the upper level, where the emulator gives every crossing message a quarter of the link "
+     "(static share): its two crossing hops slow every step. With shared links only those two would cross."),
     (animation, lambda: comm_viz.message_animation(traces, {TITLES["ps"]: "star"}, names), "thl_animation",
      "One clock for both: press ▶ Play. Left: every layer's gradient converges on rank 0 (centre) while backward "
      "goes on; right: one ring all-reduce after backward."),

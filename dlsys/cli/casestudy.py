@@ -3,7 +3,9 @@ SW26010 nodes (dlsys.experiments.taihulight).
 
     dlsys casestudy taihulight --model alexnet --design ring --nodes 64
     dlsys casestudy taihulight --model alexnet --design ps --nodes 2,4,8,16,32,64,128,256,512
+    dlsys casestudy taihulight --model resnet50 --design ps-reduce --nodes 2,4,...,512   # the PS on MPI
     dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512       # the paper's figs 7-8
+    dlsys casestudy taihulight --versus-mpi --library mpich --nodes 2,4,...,512
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 
 from ..train.caffe import DESIGNS
 from ..experiments import taihulight as study
+from ..machine.netstack import LIBRARIES, MPI_LIBRARIES
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_seconds
 from .options import Checked, integer, network, print_table, refuse_unused
@@ -45,21 +48,24 @@ def cmd_taihulight(args) -> int:
     if args.versus_mpi:
         refuse_unused({"--design": args.design, "--contiguous/--scattered": args.contiguous, "--batch": args.batch},
                       "casestudy taihulight --versus-mpi (it times the ring and MPI_Allreduce alone)")
+        args.library = args.library or study.LIBRARY
         return cmd_versus_mpi(args)
+    args.library = args.library or study.LIBRARY
     args.design = args.design or "ring"
     args.contiguous = args.contiguous is not False
     args.batch = args.batch or study.BATCH
     machine = network(args, study.LINK)
     for n in args.nodes:  # every node count checked before the first run starts
-        study.check_case(args.model, args.design, n, machine)
-    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch)
+        study.check_case(args.model, args.design, n, machine, args.library)
+    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch, library=args.library)
                for n in args.nodes]
     rows = [{k: v for k, v in r.items() if k not in ("result", "weights")} for r in records]
     if args.json:
         print(json.dumps(rows[0] if len(rows) == 1 else rows))
         return 0
     r = rows[0]
-    title = (f"{args.model}, {args.design} design, {r['layout']} gradients, batch {r['batch']} per node, "
+    built = f" on {args.library}'s collectives" if r["library"] else ""
+    title = (f"{args.model}, {args.design} design{built}, {r['layout']} gradients, batch {r['batch']} per node, "
              f"{format_bytes(r['gradient_nbytes'])} of gradients, SW26010 nodes on the {r['topology']} topology")
     if len(rows) == 1:
         closed = r["closed_communication_s"]
@@ -86,16 +92,17 @@ def cmd_versus_mpi(args) -> int:
     for n in args.nodes:
         study.check_case(args.model, "ring", n, machine)
     sizes = (study.PAPER_MESSAGE_BYTES, study.model_gradient_nbytes(args.model))
-    rows = study.ring_vs_mpi(sizes, args.nodes, machine)
+    rows = study.ring_vs_mpi(sizes, args.nodes, machine, args.library)
     if args.json:
         print(json.dumps(rows))
         return 0
-    print(f"ring vs MPI_Allreduce (MPICH: recursive doubling up to {study.MPICH_SHORT_MSG_BYTES} bytes, "
-          f"Rabenseifner above) on the {args.topology} topology")
-    print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14}  algorithm")
+    print(f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology "
+          f"({LIBRARIES[args.library].source})")
+    print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14} {'MPI / ring':>11}  algorithm")
     for ring, mpi in zip(rows[::2], rows[1::2]):
         print(f"{format_bytes(ring['nbytes']):>10} {ring['nodes']:>6} {format_seconds(ring['virtual_time_s']):>10} "
-              f"{format_seconds(mpi['virtual_time_s']):>14}  {mpi['algorithm']}")
+              f"{format_seconds(mpi['virtual_time_s']):>14} {mpi['virtual_time_s'] / ring['virtual_time_s']:>10.2f}x"
+              f"  {mpi['algorithm']}")
     return 0
 
 
@@ -106,7 +113,9 @@ def add_commands(subparsers) -> None:
     t = which.add_parser("taihulight", help="Caffe on the Sunway TaihuLight: parameter server vs ring, up to 512 nodes")
     t.add_argument("--model", default="alexnet", choices=list(study.MODELS))
     t.add_argument("--design", choices=list(DESIGNS),
-                   help="ps: per-layer gathers on rank 0; ring: one ring all-reduce (default)")
+                   help="ps: per-layer pushes to rank 0 by direct sends; ps-gather / ps-reduce: the PS on MPI, "
+                        "MPI_Bcast of W and a per-layer MPI_Gather / MPI_Reduce to rank 0 by --library's "
+                        "algorithms; ring: one ring all-reduce (default)")
     t.add_argument("--nodes", action=Checked, check=node_list, default=[8],
                    help="N, or N1,N2,... for a table, e.g. 2,4,...,512 (default 8)")
     layout = t.add_mutually_exclusive_group()
@@ -120,5 +129,8 @@ def add_commands(subparsers) -> None:
                    help=f"images per node and iteration (default {study.BATCH})")
     t.add_argument("--versus-mpi", action="store_true",
                    help="instead: the ring against MPI_Allreduce for 60.97 MB and the model's gradient (figs 7-8)")
+    t.add_argument("--library", choices=list(MPI_LIBRARIES),
+                   help=f"the MPI whose algorithms --versus-mpi and the ps-gather/ps-reduce designs use "
+                        f"(default {study.LIBRARY}, the paper's)")
     t.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several --nodes)")
     t.set_defaults(func=cmd_taihulight)

@@ -112,10 +112,12 @@ def cmd_presets(args) -> int:
     for m in NODE_PRESETS.values():
         print(f"  {m.name:<10} {f'{m.peak_flops / 1e12:.3g} TFLOP/s':>12} {m.efficiency:>10.0%} "
               f"{format_rate(m.memory_bandwidth_Bps):>12}  {m.source}")
-    print("Libraries (algorithm by size on a transport)")
+    print("Libraries (all-reduce algorithm by rank count and size, on a transport)")
     for lib in netstack.LIBRARIES.values():
-        algos = ", ".join(a if limit == float("inf") else f"{a} up to {format_bytes(limit)}" for limit, a in lib.algorithms)
-        print(f"  {lib.name:<10} {algos} on {lib.link}; alpha {format_seconds(lib.transport().alpha_s)}  {lib.source}")
+        print(f"  {lib.name:<14} on {lib.link}; alpha {format_seconds(lib.transport().alpha_s)}  {lib.source}")
+        for ranks, sizes in lib.algorithms:
+            algos = ", ".join(a if limit == float("inf") else f"{a} below {format_bytes(limit)}" for limit, a in sizes)
+            print(f"  {'':<14}   {'every p' if ranks == float('inf') else f'p < {ranks}':>9}: {algos}")
     print("Storage (a data loader's reads, dlsys train --storage)")
     print(f"  {'name':<10} {'latency':>10} {'bandwidth':>12}  source")
     for st in STORAGE_PRESETS.values():

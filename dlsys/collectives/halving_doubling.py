@@ -6,6 +6,14 @@ and extra = p - p2, the first 2*extra ranks pair up, the odd one hands its x to 
 one ("fold") and gets the result back at the end ("unfold"); the remaining p2 ranks run
 the algorithm on virtual ranks 0..p2-1. The all-gather and reduce-scatter fall back to the
 ring instead (the registry says so; dlsys.collectives dispatches).
+
+Two step orders of Rabenseifner's all-reduce: ours halves the vector with the farthest
+partner first (distance p/2, then p/4, ... 1); MPICH and Open MPI halve it with the nearest
+first ("recursive vector halving and distance doubling": distance 1, 2, ... p/2; MPICH
+v3.2 src/mpi/coll/allreduce.c lines 462-519, Open MPI coll_base_allreduce.c
+ompi_coll_base_allreduce_intra_redscat_allgather). On a flat network the two cost the same;
+on a tree of supernodes MPICH's order sends its big halves inside a supernode and only its
+smallest pieces across.
 """
 
 from __future__ import annotations
@@ -58,6 +66,34 @@ def allgather_doubling(comm, group: Group, blocks: list) -> None:
         held = blocks[theirs:theirs + mask]
         blocks[theirs:theirs + mask] = split_like(recv_like(comm, partner, cat(held, blocks[0].dtype)), held)
         mask <<= 1
+
+
+def reduce_scatter_distance_doubling(comm, group: Group, blocks: list, op: str) -> int:
+    """MPICH's order: step k exchanges with vrank ^ 2^k (distance 1 first), keeping the lower
+    half of the block range if bit k of vrank is 0. Ends with one block reduced (the one at
+    vrank's bits reversed); returns its index. lg p alpha + (p-1)/p n (beta + gamma)."""
+    lo, hi, mask, v = 0, group.p2, 1, group.vrank
+    while mask < group.p2:
+        mid, partner = (lo + hi) // 2, group.real(v ^ mask)
+        (lo, hi), give = ((mid, hi), (lo, mid)) if v & mask else ((lo, mid), (mid, hi))
+        send(comm, cat(blocks[give[0]:give[1]], blocks[0].dtype), partner, "reduce-scatter", mask.bit_length() - 1)
+        kept = cat(blocks[lo:hi], blocks[0].dtype)
+        blocks[lo:hi] = split_like(combine(comm, kept, recv_like(comm, partner, kept), op), blocks[lo:hi])
+        mask <<= 1
+    return lo
+
+
+def allgather_distance_halving(comm, group: Group, blocks: list, lo: int) -> None:
+    """The reduce-scatter above undone: step k swaps the range held (``size`` blocks from
+    ``lo``) with vrank ^ (p/2 >> k), who holds its sibling; the range doubles."""
+    v, size, mask = group.vrank, 1, group.p2 // 2
+    while mask:
+        theirs, partner = lo ^ size, group.real(v ^ mask)
+        send(comm, cat(blocks[lo:lo + size], blocks[0].dtype), partner, "allgather",
+             group.p2.bit_length() - 1 - mask.bit_length())
+        held = blocks[theirs:theirs + size]
+        blocks[theirs:theirs + size] = split_like(recv_like(comm, partner, cat(held, blocks[0].dtype)), held)
+        lo, size, mask = min(lo, theirs), 2 * size, mask // 2
 
 
 def reduce_scatter_recursive_halving(comm, x: np.ndarray, op: str) -> np.ndarray:
@@ -119,5 +155,19 @@ def allreduce_rabenseifner(comm, x: np.ndarray, op: str) -> np.ndarray:
         blocks = np.array_split(acc.ravel(), group.p2)
         reduce_scatter_halving(comm, group, blocks, op)
         allgather_doubling(comm, group, blocks)
+        acc = cat(blocks, x.dtype).reshape(x.shape)
+    return _unfold(comm, group, acc, x)
+
+
+def allreduce_rabenseifner_distance_doubling(comm, x: np.ndarray, op: str) -> np.ndarray:
+    """Rabenseifner in MPICH's and Open MPI's step order: the reduce-scatter halves the vector
+    with partners at distance 1, 2, ..., p/2, the all-gather doubles it back from distance
+    p/2 to 1. The same cost as ``allreduce_rabenseifner`` on a flat network."""
+    group = Group(comm)
+    acc = _fold(comm, group, x, op)
+    if acc is not None:
+        blocks = np.array_split(acc.ravel(), group.p2)
+        lo = reduce_scatter_distance_doubling(comm, group, blocks, op)
+        allgather_distance_halving(comm, group, blocks, lo)
         acc = cat(blocks, x.dtype).reshape(x.shape)
     return _unfold(comm, group, acc, x)

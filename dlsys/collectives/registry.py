@@ -94,7 +94,9 @@ class Algorithm:
     ``lean``: runs instead when the caller passes ``fast=True`` (big emulations); same
     messages, same trace, fewer Python calls per message. ``tiered``: the closed form on a
     two-level tree, ``tiered(p, n, m, s, a, b, a_up, b_up, g)`` (supernodes of s ranks;
-    ``cost`` is its flat case), for the algorithms that know the topology. ``blocks(p, k)``:
+    ``cost`` is its flat case), for the algorithms that know the topology. ``variant_of``:
+    the algorithm whose messages it sends in another order (same closed form on one link;
+    the cost model shows only the original). ``blocks(p, k)``:
     the blocks it cuts a buffer into (above ``whole``); ``block_scales``: it only ever sends
     whole blocks, so each real block may stand for its own number of elements (a ring).
     """
@@ -114,6 +116,7 @@ class Algorithm:
     lean: Callable | None = None
     tiered: Callable | None = None
     block_scales: bool = False
+    variant_of: str | None = None
 
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
@@ -168,6 +171,13 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
               r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
               "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
               per_rank_after_fold, exact=EVERY_P, uneven="bound"),
+    Algorithm("allreduce", "rabenseifner_distance_doubling", halving_doubling.allreduce_rabenseifner_distance_doubling,
+              lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
+                                           + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
+              r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+              "Rabenseifner in MPICH's step order, distance 1 first (MPICH v3.2 src/mpi/coll/allreduce.c lines "
+              "462-573; Open MPI coll_base_allreduce.c, redscat_allgather); " + THAKUR, "#98DF8A",
+              per_rank_after_fold, exact=EVERY_P, uneven="bound", variant_of="rabenseifner"),
     Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
               lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
               r"2L\,(\alpha + n\beta)", THAKUR, "#D62728", whole),

@@ -20,7 +20,8 @@ import importlib
 from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
 from .collectives import (DTYPES, collective_plan, collective_program, expected_values, plan_record,
                           ring_allreduce_steps, simulate_collective)
-from .costs import ALLREDUCE_ALGORITHMS, allreduce_costs, crossovers, emulated_allreduce_costs, link_table
+from .costs import (ALLREDUCE_ALGORITHMS, allreduce_costs, choice_changes, crossovers, emulated_allreduce_costs,
+                    library_choice, link_table)
 from .ps_vs_ring import ps_closed_form_s, ps_vs_ring, ps_vs_ring_scaling, simulate_ps
 from .records import to_csv, without_values
 
@@ -32,7 +33,7 @@ _LAZY = {"train": "training", **dict.fromkeys(
 __all__ = ["DEFAULT_MAX_MEMORY_BYTES", "BufferPlan", "plan_buffers", "DTYPES", "collective_plan",
            "collective_program", "expected_values", "plan_record",
            "ring_allreduce_steps", "simulate_collective", "ALLREDUCE_ALGORITHMS", "allreduce_costs",
-           "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s",
+           "library_choice", "choice_changes", "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s",
            "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", *_LAZY]
 
 

@@ -7,13 +7,16 @@ from collections import defaultdict
 from .. import collectives
 from ..collectives import textbook_form as closed_form
 from ..machine.net import LINK_PRESETS, get_link
+from ..machine.netstack import LIBRARIES
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .collectives import simulate_collective
 
 # The cost model is one flat link; there a topology-aware algorithm (a ``tiered`` form) is
-# one of the others (the hierarchical all-reduce is the binomial reduce + broadcast).
+# one of the others (the hierarchical all-reduce is the binomial reduce + broadcast), and a
+# step-order variant (``variant_of``) costs what its original costs.
 ALLREDUCE_ALGORITHMS = tuple(a for a in collectives.ALGORITHMS["allreduce"]
-                             if collectives.REGISTRY[("allreduce", a)].tiered is None)
+                             if collectives.REGISTRY[("allreduce", a)].tiered is None
+                             and collectives.REGISTRY[("allreduce", a)].variant_of is None)
 
 
 def allreduce_costs(links=("tcp-10gbe",), ranks=(8,), sizes=(2**20,)) -> list[dict]:
@@ -46,6 +49,31 @@ def emulated_allreduce_costs(link="tcp-10gbe", ranks: int = 8, sizes=(2**10, 2**
             rows.append({"link": rec["link"], "algorithm": algorithm, "ranks": ranks, "nbytes": n,
                          "time_s": rec["virtual_time_s"], "source": "emulated"})
     return rows
+
+
+def library_choice(library: str = "mpich", link="tcp-10gbe", ranks=(8,), sizes=(2**20,)) -> list[dict]:
+    """What an MPI library's MPI_Allreduce runs at each (ranks, size) (its preset in
+    dlsys.machine.netstack.LIBRARIES: the selection rule of its source) and that algorithm's
+    closed-form time on ``link``. Rows: library, ranks, nbytes, algorithm (the registry's
+    name), time_s."""
+    if library not in LIBRARIES:
+        raise ValueError(f"library: unknown library {library!r}; valid: {', '.join(LIBRARIES)}")
+    lib, link = LIBRARIES[library], get_link(link)
+    rows = []
+    for p in ranks:
+        for n in sizes:
+            algorithm = lib.algorithm(n, p)
+            rows.append({"library": library, "ranks": p, "nbytes": n, "algorithm": algorithm,
+                         "time_s": closed_form("allreduce", algorithm, p, n, link)})
+    return rows
+
+
+def choice_changes(rows: list[dict], x: str = "nbytes") -> list[dict]:
+    """Where a library's choice (rows of ``library_choice``, one slice along ``x``) changes:
+    {x: the first value with the new algorithm, "from", "to"}."""
+    rows = sorted(rows, key=lambda r: r[x])
+    return [{x: b[x], "from": a["algorithm"], "to": b["algorithm"]}
+            for a, b in zip(rows, rows[1:]) if a["algorithm"] != b["algorithm"]]
 
 
 def crossovers(rows: list[dict], x: str = "nbytes", rel_tol: float = 1e-9) -> list[dict]:

@@ -4,18 +4,21 @@ emulated SW26010 nodes, and its ring against the library MPI_Allreduce (figs 7-8
 ``run_design`` runs one iteration of a design (dlsys.train.caffe) and splits the time of rank 0
 into compute (forward, backward), packing copies, update and communication (the rest: what
 the compute does not hide). ``sweep`` does it for a list of node counts; ``ring_vs_mpi``
-times the ring against MPICH's choice of algorithm (``mpich_allreduce``).
+times the ring against an MPI library's choice of algorithm (a preset of
+dlsys.machine.netstack.LIBRARIES: the paper's TaihuLight MPI, MPICH, Open MPI).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import collectives
-from ..train.caffe import DESIGNS, design_program, real_sizes
+from ..train.caffe import DESIGNS, MPI_DESIGNS, design_program, real_sizes
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..machine.net import get_node
+from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library
 from ..machine.profiles import profile
 from ..machine.topology import get_network
 from .collectives import simulate_collective
@@ -27,28 +30,29 @@ BATCH = 64                 # images per node and iteration (a teaching default; 
 SWEEP_NODES = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512: the paper's range
 PAPER_MESSAGE_BYTES = 60_970_000  # the 60.97 MB message of the paper's figs 7-8 (AlexNet's gradient, about)
 COPIES = 6                 # real buffers per rank: W, its diff, the packed copy, the ring's result and blocks
-MPICH_SHORT_MSG_BYTES = 2048  # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE's default
+LIBRARY = "taihulight-mpi"  # the MPI the paper measured (dlsys.machine.netstack.LIBRARIES)
 # The values are stand-ins (dlsys.train.caffe), so a small budget loses nothing and keeps a
 # 512-node iteration to a few seconds: the real arrays are what numpy spends time on.
 MAX_MEMORY_BYTES = 2**26
 
 
-def mpich_allreduce(nbytes: int, count: int, p: int) -> str:
-    """The algorithm MPICH's MPI_Allreduce picks (src/mpi/coll/allreduce/allreduce.c,
-    MPIR_Allreduce_intra_auto; Thakur, Rabenseifner & Gropp 2005): recursive doubling when
-    the buffer is at most MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE = 2048 bytes or has fewer
-    elements than the largest power of two <= p; otherwise Rabenseifner's reduce-scatter
-    + all-gather."""
-    return "recursive_doubling" if nbytes <= MPICH_SHORT_MSG_BYTES or count < 1 << (p.bit_length() - 1) else \
-        "rabenseifner"
+def check_library(library: str) -> Library:
+    """The MPI library preset named ``library`` (dlsys.machine.netstack.LIBRARIES), else a ValueError."""
+    if library not in MPI_LIBRARIES:
+        raise ValueError(f"library: unknown MPI library {library!r}; valid: {', '.join(MPI_LIBRARIES)}")
+    return LIBRARIES[library]
 
 
-def check_case(model: str, design: str, nodes: int, topology) -> None:
+def check_case(model: str, design: str, nodes: int, topology, library: str = LIBRARY) -> None:
     """ValueErrors naming the argument and the accepted values, before any rank starts."""
     if model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     if design not in DESIGNS:
         raise ValueError(f"design: unknown design {design!r}; valid: {', '.join(DESIGNS)}")
+    lib = check_library(library)
+    if design in MPI_DESIGNS:
+        for collective in ("broadcast", "reduce", "gather"):
+            lib.rooted_algorithm(collective)
     get_network(topology, LINK, "topology").check_nodes(nodes)
     if nodes > MAX_THREAD_RANKS:
         raise ValueError(f"nodes must be an integer in 1..{MAX_THREAD_RANKS} (the ranks one machine emulates), "
@@ -100,16 +104,101 @@ def ps_rank0_s(p: int, sizes: list, forward_s: list, backward_s: list, link, cop
     return t0 + update_s
 
 
+def replay(programs: list[list[tuple]], link) -> list[float]:
+    """Every rank's clock at the end of ``programs`` (per rank, in program order: ("compute",
+    seconds), ("send", dst, nbytes), ("recv", src, nbytes)) under DESIGN.md's rules on one
+    link: a send pays o_s(n) and departs at max(t, egress free), holding the egress for
+    w(n) = n / B; a receive takes the oldest message from its source, arriving at
+    A = max(depart + latency + w(n), ingress free + w(n)), and t = max(t, A) + o_r(n).
+    Sends are buffered, so the ranks advance in turn until each waits on a message not yet sent."""
+    p = len(programs)
+    clock, egress, ingress, position = [0.0] * p, [0.0] * p, [0.0] * p, [0] * p
+    departures: dict = {}  # (src, dst) -> departure times not yet received
+    while any(position[r] < len(programs[r]) for r in range(p)):
+        for r in range(p):
+            while position[r] < len(programs[r]):
+                op = programs[r][position[r]]
+                if op[0] == "compute":
+                    clock[r] += op[1]
+                elif op[0] == "send":
+                    clock[r] += link.send_overhead_s(op[2])
+                    depart = max(clock[r], egress[r])
+                    egress[r] = depart + link.wire_s(op[2])
+                    departures.setdefault((r, op[1]), []).append(depart)
+                elif departures.get((op[1], r)):
+                    depart = departures[op[1], r].pop(0)
+                    ingress[r] = max(depart + link.latency_s + link.wire_s(op[2]), ingress[r] + link.wire_s(op[2]))
+                    clock[r] = max(clock[r], ingress[r]) + link.recv_overhead_s(op[2])
+                else:
+                    break  # waits for a message not yet sent
+                position[r] += 1
+    return clock
+
+
+def binomial_tree(p: int, v: int, up: bool) -> list[tuple]:
+    """Rank v's messages in a binomial tree rooted at 0, as dlsys.collectives.trees orders
+    them: ("recv" | "send", peer, blocks), blocks counting the per-rank parts a message
+    carries (a gather's subtree; 1 for broadcast and reduce). ``up``: towards the root."""
+    if up:  # reduce, gather: receive from v + m for each m below v's lowest set bit, then send to v - low
+        ops, mask = [], 1
+        while mask < p:
+            if v & mask:
+                return ops + [("send", v - mask, min(mask, p - v))]
+            if v + mask < p:
+                ops.append(("recv", v + mask, min(mask, p - v - mask)))
+            mask <<= 1
+        return ops
+    mask = 1  # broadcast: receive from the parent, then send to v + m, largest subtree first
+    while mask < p and not v & mask:
+        mask <<= 1
+    ops = [("recv", v - mask, 1)] if v else []
+    mask >>= 1
+    while mask:
+        if v + mask < p:
+            ops.append(("send", v + mask, 1))
+        mask >>= 1
+    return ops
+
+
+def ps_mpi_rank0_s(p: int, sizes: list, forward_s: list, backward_s: list, link, copy_s: float, update_s: float,
+                   aggregate: str) -> float:
+    """Rank 0's clock at the end of an MPI-built PS iteration (dlsys.train.caffe.ps_mpi_iteration
+    with binomial trees, the TaihuLight MPI's): ``replay`` of its rank programs,
+
+        rank 0: pack W (c);  everyone: binomial broadcast of W (N = sum n_j bytes);
+        workers: unpack W (c);  everyone: forward (sum f_j);
+        for j = L-1 .. 0: backward b_j, then a binomial reduce of n_j bytes (``aggregate``
+        "reduce") or gather (a subtree of k ranks sends k n_j bytes) to rank 0;
+        rank 0: the update.
+
+    Exact: the replay is the emulator's rules in the rank code's order of messages. Pure
+    communication (no compute) and powers of two give the textbook sums: lg p (alpha + N beta)
+    for the broadcast, per layer lg p (alpha + n_j beta) (reduce) or lg p alpha + (p-1) n_j beta
+    (gather), less what consecutive trees overlap."""
+    total, programs = sum(sizes), []
+    for v in range(p):
+        ops = [("compute", copy_s)] if v == 0 else []
+        ops += [(kind, peer, total) for kind, peer, _ in binomial_tree(p, v, up=False)]
+        ops += [("compute", (copy_s if v else 0.0) + sum(forward_s))]
+        for j in reversed(range(len(sizes))):
+            ops.append(("compute", backward_s[j]))
+            ops += [(kind, peer, sizes[j] * (blocks if aggregate == "gather" else 1))
+                    for kind, peer, blocks in binomial_tree(p, v, up=True)]
+        programs.append(ops + ([("compute", update_s)] if v == 0 else []))
+    return replay(programs, link)[0]
+
+
 def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool = True, batch: int = BATCH,
-                         topology="taihulight", scale: int = 1) -> dict:
+                         topology="taihulight", scale: int = 1, node=NODE) -> dict:
     """The design's time from the alpha-beta model, split as ``run_design`` splits it.
 
     ring: compute + packing copies (scattered: 2 x 2n / memory bandwidth) + the ring's
     closed form 2(p-1)(alpha + n/p beta) + update (3n / memory bandwidth): every rank
     computes the same, so all enter the all-reduce at once.
-    ps: ``ps_rank0_s`` minus rank 0's compute, packing copy and update.
+    ps: ``ps_rank0_s`` minus rank 0's compute, packing copy and update; ps-gather and
+    ps-reduce: ``ps_mpi_rank0_s`` likewise.
     Both exact; communication None beyond one supernode (no closed form on the upper level)."""
-    node, network = get_node(NODE), get_network(topology, LINK, "topology")
+    node, network = get_node(node), get_network(topology, LINK, "topology")
     layers = profile(model)
     sizes = [size * scale * 4 for size in real_sizes(layers, scale)]
     n = sum(sizes)
@@ -117,21 +206,26 @@ def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool =
     backward_s = [node.compute_s(2 * batch * layer.fwd_flops) for layer in layers]
     compute, update = sum(forward_s) + sum(backward_s), node.kernel_s(0, 3 * n)
     copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
-    packing = 2 * copy if design == "ring" else copy  # ps: rank 0 packs W; its workers unpack it
+    packing = 2 * copy if design == "ring" else copy  # a PS: rank 0 packs W; its workers unpack it
     if not network.is_flat_for(nodes):  # messages cross the upper level: no closed form
         comm = None
     elif design == "ring":
         comm = collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
-    else:
+    elif design == "ps":
         comm = (ps_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update)
+                - compute - packing - update)
+    else:
+        comm = (ps_mpi_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update, design.removeprefix("ps-"))
                 - compute - packing - update)
     return {"compute_s": compute, "pack_s": packing, "update_s": update, "communication_s": comm}
 
 
 def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, contiguous: bool = True,
                topology="taihulight", batch: int = BATCH, seed: int = 0, record: bool = False,
-               max_memory_bytes: int = MAX_MEMORY_BYTES) -> dict:
-    """One iteration of ``design`` on ``nodes`` SW26010 nodes of ``topology``.
+               max_memory_bytes: int = MAX_MEMORY_BYTES, library: str = LIBRARY, node=NODE) -> dict:
+    """One iteration of ``design`` on ``nodes`` nodes (``node``: a preset or NodeModel, the
+    SW26010 by default) of ``topology`` (any network ``get_network`` takes); the MPI designs
+    use ``library``'s collectives.
 
     Record: compute_s, pack_s, update_s, communication_s (iteration_s minus the others:
     the communication the compute does not hide), iteration_s (the emulated makespan), and
@@ -139,19 +233,19 @@ def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, con
     per real one), the rank weights (``weights``: rank 0's after the update) and, under
     "result", the LaunchResult (a trace if ``record``)."""
     network = get_network(topology, LINK, "topology")
-    check_case(model, design, nodes, network)
+    check_case(model, design, nodes, network, library)
     check_int("batch", batch, 1)
     scale = memory_scale(model, nodes, max_memory_bytes)
     layers = profile(model)
-    result = launch(design_program, nodes, "threads", node=NODE, topology=network,
-                    seed=seed, record=record, args=(design, layers, scale, contiguous, batch, seed))
+    result = launch(design_program, nodes, "threads", node=node, topology=network,
+                    seed=seed, record=record, args=(design, layers, scale, contiguous, batch, seed, library))
     account = result.values[0]
     iteration = result.virtual_time_s
     parts = {k: account[k] for k in ("compute_s", "pack_s", "update_s")}
-    closed = design_closed_form_s(design, model, nodes, contiguous, batch, network, scale)
+    closed = design_closed_form_s(design, model, nodes, contiguous, batch, network, scale, node)
     closed_total = None if closed["communication_s"] is None else sum(closed.values())
     return {"model": model, "design": design, "nodes": nodes, "layout": "contiguous" if contiguous else "scattered",
-            "topology": network.name, "batch": batch, **parts,
+            "topology": network.name, "batch": batch, "library": library if design in MPI_DESIGNS else None, **parts,
             "communication_s": iteration - sum(parts.values()), "iteration_s": iteration,
             "closed_communication_s": closed["communication_s"], "closed_iteration_s": closed_total,
             "gradient_nbytes": sum(real_sizes(layers, scale)) * scale * 4,
@@ -160,33 +254,40 @@ def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, con
 
 
 def sweep(model: str = "alexnet", design: str = "ring", nodes=SWEEP_NODES, contiguous: bool = True,
-          topology="taihulight", batch: int = BATCH) -> list[dict]:
+          topology="taihulight", batch: int = BATCH, library: str = LIBRARY, node=NODE) -> list[dict]:
     """``run_design`` for every node count, without traces or weights (one row each)."""
     network = get_network(topology, LINK, "topology")
     for n in nodes:
-        check_case(model, design, n, network)
-    return [{k: v for k, v in run_design(model, design, n, contiguous, network, batch).items()
+        check_case(model, design, n, network, library)
+    return [{k: v for k, v in run_design(model, design, n, contiguous, network, batch, library=library,
+                                         node=node).items()
              if k not in ("result", "weights")} for n in nodes]
 
 
-def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taihulight") -> list[dict]:
-    """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce (MPICH's choice,
-    ``mpich_allreduce``) for each message size and node count, emulated on ``topology``.
+def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taihulight",
+                library: str = LIBRARY) -> list[dict]:
+    """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce as ``library`` runs
+    it (``Library.algorithm``: its choice by message size and node count) for each message
+    size and node count, emulated on ``topology`` (any network ``get_network`` takes).
 
     Each size is rounded up to a whole number of float32 blocks for the largest power of
     two of ``nodes`` (60.97 MB becomes 60,971,008 bytes at 512 nodes): Rabenseifner's
-    halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used."""
-    network, unit = get_network(topology, LINK, "topology"), 4 << (max(nodes).bit_length() - 1)
+    halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used, the
+    library and its algorithm, and each time's closed form (None across supernodes)."""
+    lib, network = check_library(library), get_network(topology, LINK, "topology")
+    for p in nodes:
+        check_case(MODELS[0], "ring", p, network)
+    unit = 4 << (max(nodes).bit_length() - 1)
     rows = []
     for size in nbytes:
         size = -(-size // unit) * unit
         for p in nodes:
-            for library, algorithm in (("ring", "ring"), ("MPI_Allreduce", mpich_allreduce(size, size // 4, p))):
+            for who, algorithm in (("ring", "ring"), ("MPI_Allreduce", lib.algorithm(size, p))):
                 rec = simulate_collective("allreduce", algorithm, p, size, record=False, topology=network,
                                           max_memory_bytes=MAX_MEMORY_BYTES)
-                rows.append({"library": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
-                             "virtual_time_s": rec["virtual_time_s"], "closed_form_s": rec["closed_form_s"],
-                             "wall_time_s": rec["wall_time_s"]})
+                rows.append({"library": who, "preset": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
+                             "topology": network.name, "virtual_time_s": rec["virtual_time_s"],
+                             "closed_form_s": rec["closed_form_s"], "wall_time_s": rec["wall_time_s"]})
     return rows
 
 
@@ -195,3 +296,115 @@ def model_gradient_nbytes(model: str) -> int:
     if model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     return 4 * sum(layer.params for layer in profile(model))
+
+
+# --- the paper's figs 9-11: which PS/ring ratios a single-server alpha-beta model can reach ------
+
+# The paper's PS/ring communication ratios (SPEC section 11): (model, nodes, ratio); "little
+# difference below 16 (8) nodes" is read at the largest power of two below, as a ratio of at most
+# LITTLE_DIFFERENCE (the paper gives no number: "little" read as "within a factor of two").
+PUBLISHED_RATIOS = (("alexnet", 256, 10.0), ("googlenet", 32, 77.0), ("resnet50", 32, 98.0))
+LITTLE_DIFFERENCE = (("alexnet", 8), ("googlenet", 4), ("resnet50", 4))
+LITTLE_DIFFERENCE_RATIO = 2.0
+PS_DESIGNS = ("ps", "ps-gather", "ps-reduce")
+# a node that computes in no time: what is left of an iteration is its communication
+NO_COMPUTE_NODE = replace(get_node(NODE), name="sw26010, compute free", peak_flops=math.inf,
+                          memory_bandwidth_Bps=math.inf)
+
+
+def ratio_bounds(design: str, model: str, nodes: int, link=LINK, scale: int = 1) -> dict:
+    """The smallest and largest PS/ring ratio of communication time (no compute to hide it)
+    that any alpha-beta schedule of ``design`` can give, on ``nodes`` = p = 2^k nodes, a
+    zero-copy ``link`` (alpha a, beta b), layers n_1..n_L, N = sum n_j (as a run of
+    ``scale`` logical parameters per real one holds them). The ring is exact:
+    R = 2(p-1)(a + m b), m its largest block (N/p when p divides N). The PS, T_lo <= T <= T_hi:
+
+      ps         T_lo = 2a + p N b: rank 0's ingress takes (p-1) N bytes of gradients, and none
+                 leaves a worker before W (one message of N bytes) has reached it.
+                 T_hi = (p-1)((L+1) a + 2 N b): every message after the one before.
+      ps-gather  T_lo = 2a + p N b: a gather still brings every rank's n_j into rank 0.
+                 T_hi = k (a + N b) + sum_j (k a + (p-1) n_j b): the binomial broadcast and the
+                 L binomial gathers one after another.
+      ps-reduce  T_lo = 2a + 2 k N b: rank 1 holds W only after rank 0 has sent it k times, and
+                 each reduce brings k messages of n_j into rank 0, the first from rank 1.
+                 T_hi = k (a + N b) + sum_j k (a + n_j b).
+
+    The serial sums bound the real schedule because every time in the emulator is a max-plus
+    function of the times before it: starting each collective when the last one has ended
+    everywhere can only be later. Ratios on this link: T_lo / R, T_hi / R. For any alpha and beta
+    (``any_lo``, ``any_hi``): with T = A a + B N b and R = C a + D N b, T / R lies between
+    A / C and B / D (the mediant inequality), so the ratio can never leave
+    [min(A_lo/C, B_lo/D), max(A_hi/C, B_hi/D)], whatever the machine."""
+    if design not in PS_DESIGNS:
+        raise ValueError(f"design: the bounds are for the PS designs; valid: {', '.join(PS_DESIGNS)}")
+    if not (isinstance(nodes, int) and nodes >= 2 and nodes & (nodes - 1) == 0):
+        raise ValueError(f"nodes must be a power of two >= 2, got {nodes!r}")
+    link = get_network(link, LINK, "link").link
+    a, b = link.alpha_s, link.beta_s_per_byte
+    sizes = [4 * scale * size for size in real_sizes(profile(model), scale)]
+    p, k, layers, n = nodes, nodes.bit_length() - 1, len(sizes), sum(sizes)
+    ring = collectives.closed_form("allreduce", "ring", p, n, link, itemsize=4 * scale)
+    lower = {"ps": (2, p), "ps-gather": (2, p), "ps-reduce": (2, 2 * k)}[design]  # (A, B) of T_lo
+    upper = {"ps": ((p - 1) * (layers + 1), 2 * (p - 1)), "ps-gather": (k * (layers + 1), k + p - 1),
+             "ps-reduce": (k * (layers + 1), 2 * k)}[design]
+    c = 2 * (p - 1)
+    d = (ring - c * a) / (n * b)  # 2 (p-1) m / N
+    return {"design": design, "model": model, "nodes": p, "layers": layers, "gradient_nbytes": n,
+            "lo": (lower[0] * a + lower[1] * n * b) / ring, "hi": (upper[0] * a + upper[1] * n * b) / ring,
+            "any_lo": min(lower[0] / c, lower[1] / d), "any_hi": max(upper[0] / c, upper[1] / d)}
+
+
+def communication_only(model: str, design: str, nodes: int, topology=LINK) -> dict:
+    """A design's iteration with compute free (``NO_COMPUTE_NODE``), emulated on ``topology``
+    (the sw26010 link for every pair by default): its communication_s is what
+    ``ratio_bounds`` bounds (at the record's ``scale``)."""
+    return run_design(model, design, nodes, True, topology, node=NO_COMPUTE_NODE)
+
+
+def published_figures(emulate: bool = False, link=LINK) -> list[dict]:
+    """Each of the paper's PS/ring figures (figs 9-11) against ``ratio_bounds``: one row per
+    (figure, PS design) with the bracket on this link and for any alpha and beta, whether the
+    paper's ratio is reachable on this link (``here``) and on any link (``anywhere``), a
+    sentence saying why, and (``emulate``) the emulated ratio with compute free."""
+    figures = [(m, p, r, f"{m}: {r:g}x at {p} nodes") for m, p, r in PUBLISHED_RATIOS]
+    figures += [(m, p, None, f"{m}: little difference at {p} nodes") for m, p in LITTLE_DIFFERENCE]
+    rows = []
+    for model, nodes, ratio, figure in figures:
+        ring = communication_only(model, "ring", nodes, link) if emulate else None
+        for design in PS_DESIGNS:
+            ps = communication_only(model, design, nodes, link) if emulate else None
+            bound = ratio_bounds(design, model, nodes, link, ring["scale"] if emulate else 1)
+            if ratio is None:  # "little difference": some ratio <= LITTLE_DIFFERENCE_RATIO is reachable
+                here, anywhere = bound["lo"] <= LITTLE_DIFFERENCE_RATIO, bound["any_lo"] <= LITTLE_DIFFERENCE_RATIO
+                target = f"<= {LITTLE_DIFFERENCE_RATIO:g}x"
+            else:
+                here = bound["lo"] <= ratio <= bound["hi"]
+                anywhere = bound["any_lo"] <= ratio <= bound["any_hi"]
+                target = f"{ratio:g}x"
+            side = "" if here else (" (it can only be larger)" if ratio is None or ratio < bound["lo"]
+                                    else " (it can only be smaller)")
+            why = (f"{design} gives {bound['lo']:.3g}x to {bound['hi']:.3g}x on this link{side}, "
+                   f"{bound['any_lo']:.3g}x to {bound['any_hi']:.3g}x on any link; the paper: {target}")
+            rows.append({"figure": figure, "model": model, "nodes": nodes, "paper_ratio": ratio, **bound,
+                         "here": here, "anywhere": anywhere, "why": why,
+                         "emulated": ps["communication_s"] / ring["communication_s"] if emulate else None})
+    return rows
+
+
+def verdicts(rows: list[dict]) -> list[dict]:
+    """One line per figure of ``published_figures``: the designs that reach it on this link,
+    on some link, and a sentence."""
+    out = []
+    for figure in dict.fromkeys(r["figure"] for r in rows):
+        mine = [r for r in rows if r["figure"] == figure]
+        here = [r["design"] for r in mine if r["here"]]
+        anywhere = [r["design"] for r in mine if r["anywhere"]]
+        if here:
+            text = f"reachable on this link by {', '.join(here)}"
+        elif anywhere:
+            text = f"not reachable on this link by any design; on a link of other alpha/beta by {', '.join(anywhere)}"
+        else:
+            text = "not reachable by any single-server alpha-beta model of these designs, on any link"
+        out.append({"figure": figure, "model": mine[0]["model"], "nodes": mine[0]["nodes"], "here": here,
+                    "anywhere": anywhere, "verdict": text, "why": "; ".join(r["why"] for r in mine)})
+    return out

@@ -122,17 +122,40 @@ def protocol_for(nbytes: float) -> str:
 
 class Library(NamedTuple):
     """A communication library as the emulator sees it: the all-reduce algorithm it picks by
-    message size, the transport under it, and what its own layer adds per message and per
-    byte on each side (an RPC stack's framing, serialization copies)."""
+    rank count and message size, the transport under it, and what its own layer adds per
+    message and per byte on each side (an RPC stack's framing, serialization copies).
+
+    ``algorithms`` is the selection rule as the library's source writes it: rank-count bands
+    ``((below this many ranks, ((below this many bytes, algorithm), ...)), ...)``, each
+    bound strict (Open MPI's ``communicator_size < 8``; MPICH's ``nbytes <= 2048`` is
+    ``below 2049``), the last band and the last size of a band covering the rest.
+    ``count_below_pof2``: the algorithm it takes when the buffer has fewer elements than the
+    largest power of two <= p (MPICH's ``count < pof2``), whatever the size. ``rooted``:
+    its MPI_Bcast, MPI_Reduce and MPI_Gather, ``(("broadcast", algorithm), ...)``, where the
+    collectives registry has them (a parameter server built on MPI uses them)."""
     name: str
     link: str
-    algorithms: tuple  # ((up to this many bytes, algorithm), ...); the last entry covers the rest
+    algorithms: tuple
     per_message_s: float
     per_byte_s: float
     source: str
+    count_below_pof2: str | None = None
+    rooted: tuple = ()
 
-    def algorithm(self, nbytes: float) -> str:
-        return next(algo for limit, algo in self.algorithms if nbytes <= limit)
+    def algorithm(self, nbytes: float, ranks: int = 2, itemsize: int = 4) -> str:
+        """The all-reduce algorithm it runs for ``nbytes`` (of ``itemsize``-byte elements) on ``ranks``."""
+        if self.count_below_pof2 and nbytes // itemsize < 1 << (ranks.bit_length() - 1):
+            return self.count_below_pof2
+        sizes = next(rule for below, rule in self.algorithms if ranks < below)
+        return next(algo for below, algo in sizes if nbytes < below)
+
+    def rooted_algorithm(self, collective: str) -> str:
+        """Its algorithm for a rooted collective ("broadcast", "reduce", "gather")."""
+        choices = dict(self.rooted)
+        if collective not in choices:
+            raise ValueError(f"library: {self.name} has no {collective} algorithm here; libraries with rooted "
+                             f"collectives: {', '.join(n for n, lib in LIBRARIES.items() if lib.rooted)}")
+        return choices[collective]
 
     def transport(self) -> LinkModel:
         """The link with the library's own costs folded into the per-side overhead and copies."""
@@ -144,29 +167,73 @@ class Library(NamedTuple):
 
 
 INF = float("inf")
+
+
+def everywhere(algorithm: str) -> tuple:
+    """A library that runs one algorithm at every rank count and size."""
+    return ((INF, ((INF, algorithm),)),)
+
+
+# Open MPI's tuned component, commutative operations (a sum of floats), v5.0.0
+# ompi/mca/coll/tuned/coll_tuned_decision_fixed.c lines 120-215. Its algorithm numbers: 2 nonoverlapping
+# (MPI_Reduce then MPI_Bcast: "reduce_broadcast"), 3 recursive doubling, 4 ring, 5 segmented ring, called
+# with segsize 0, which coll_base_allreduce.c turns into the plain ring (COLL_BASE_COMPUTED_SEGCOUNT leaves
+# segcount = count, then "count < size * segcount: use regular ring"), 6 Rabenseifner (redscat_allgather,
+# distance 1 first).
+RD, RING, TREES, RABENSEIFNER = "recursive_doubling", "ring", "reduce_broadcast", "rabenseifner_distance_doubling"
+OPENMPI_ALLREDUCE = (
+    (4, ((8, RING), (4096, RD), (8192, RING), (16384, RD), (65536, RING), (262144, RING), (INF, RABENSEIFNER))),
+    (8, ((16, RING), (8192, RD), (INF, RABENSEIFNER))),
+    (16, ((8192, RD), (INF, RABENSEIFNER))),
+    (32, ((64, RING), (4096, RD), (INF, RABENSEIFNER))),
+    (64, ((128, RING), (INF, RABENSEIFNER))),
+    (128, ((262144, RD), (INF, RABENSEIFNER))),
+    (256, ((131072, TREES), (262144, RD), (INF, RABENSEIFNER))),
+    (512, ((4096, TREES), (INF, RABENSEIFNER))),
+    (2048, ((2048, TREES), (16384, RD), (INF, RABENSEIFNER))),
+    (4096, ((2048, TREES), (4096, RING), (16384, RD), (INF, RABENSEIFNER))),
+    (INF, ((2048, TREES), (16384, RING), (32768, RD), (INF, RABENSEIFNER))),
+)
+
 LIBRARIES = {lib.name: lib for lib in [
-    Library("mpi", "rdma-edr", ((2048, "recursive_doubling"), (INF, "rabenseifner")), 0.0, 0.0,
-            "MPICH's all-reduce selection (MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE = 2048 bytes): recursive doubling "
-            "for short messages, Rabenseifner's reduce-scatter + all-gather for long ones (Thakur, Rabenseifner & "
-            "Gropp 2005), over InfiniBand verbs"),
-    Library("nccl-ring", "rdma-edr", ((INF, "ring"),), 0.0, 0.0,
+    Library("mpich", "rdma-edr", ((INF, ((2049, RD), (INF, RABENSEIFNER))),), 0.0, 0.0,
+            "MPICH 3.2's MPI_Allreduce (src/mpi/coll/allreduce.c lines 398-400, MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE = "
+            "2048 at line 17): recursive doubling up to 2048 bytes or for fewer elements than the largest power of "
+            "two <= p, else Rabenseifner's reduce-scatter + all-gather, its halving from distance 1 (lines 462-573; "
+            "Thakur, Rabenseifner & Gropp 2005); over InfiniBand verbs. MPICH 4's collective selection "
+            "(maint/tuning/coll/mpir/generic.json) keeps the rule with 8 bytes for 2048",
+            count_below_pof2=RD),
+    Library("openmpi", "rdma-edr", OPENMPI_ALLREDUCE, 0.0, 0.0,
+            "Open MPI 5.0's tuned fixed decision for commutative operations "
+            "(ompi/mca/coll/tuned/coll_tuned_decision_fixed.c lines 120-215, ompi_coll_tuned_allreduce_intra_dec_fixed): "
+            "by communicator size and bytes, recursive doubling, ring, MPI_Reduce + MPI_Bcast or Rabenseifner "
+            "(coll_base_allreduce.c); over InfiniBand verbs"),
+    Library("taihulight-mpi", "sw26010", everywhere(RD), 0.0, 0.0,
+            "The TaihuLight MPI the Caffe case study measured (SPEC section 11): the paper explains the ring's lead "
+            "with 'the traditional MPI_Allreduce algorithm was designed for low-latency networks', i.e. an "
+            "algorithm that takes the fewest steps and sends the whole message at each: recursive doubling for "
+            "the all-reduce, binomial trees for MPI_Bcast, MPI_Reduce and MPI_Gather (Thakur, Rabenseifner & "
+            "Gropp 2005, the short-message algorithms), at every size; over the sw26010 link",
+            rooted=(("broadcast", "binomial"), ("reduce", "binomial"), ("gather", "binomial"))),
+    Library("nccl-ring", "rdma-edr", everywhere(RING), 0.0, 0.0,
             "NCCL's ring all-reduce (NVIDIA NCCL documentation, 'Collective operations'; the bandwidth-optimal "
             "ring of Patarasuk & Yuan 2009), over InfiniBand"),
-    Library("nccl-tree", "rdma-edr", ((INF, "reduce_broadcast"),), 0.0, 0.0,
+    Library("nccl-tree", "rdma-edr", everywhere(TREES), 0.0, 0.0,
             "NCCL 2.4's tree all-reduce for latency-bound sizes (Sanders et al. 2009 double binary trees; here a "
             "binomial reduce + broadcast), over InfiniBand"),
-    Library("gloo", "tcp-10gbe", ((INF, "ring"),), 0.0, 0.0,
+    Library("gloo", "tcp-10gbe", everywhere(RING), 0.0, 0.0,
             "Gloo's allreduce_ring_chunked (facebookincubator/gloo, gloo/allreduce_ring_chunked.h) over TCP"),
-    Library("baidu", "tcp-10gbe", ((INF, "ring"),), 0.0, 0.0,
+    Library("baidu", "tcp-10gbe", everywhere(RING), 0.0, 0.0,
             "Baidu's ring all-reduce (Gibiansky 2017, baidu-research/baidu-allreduce), MPI send/recv over TCP"),
-    Library("grpc-ps", "tcp-10gbe", ((INF, "ps"),), 20e-6, 1 / 1e9,
+    Library("grpc-ps", "tcp-10gbe", everywhere("ps"), 20e-6, 1 / 1e9,
             "a gRPC parameter server (TensorFlow 1.x): HTTP/2 framing and a protobuf serialization copy of every "
             "tensor on each side; per-RPC overhead of tens of microseconds (gRPC performance dashboard, "
             "grpc.io/docs/guides/benchmarking) and serialization at about 1 GB/s per core: teaching defaults"),
-    Library("zeromq-ps", "tcp-10gbe", ((INF, "ps"),), 5e-6, 0.0,
+    Library("zeromq-ps", "tcp-10gbe", everywhere("ps"), 5e-6, 0.0,
             "a ZeroMQ parameter server (ps-lite's van): zero-copy message frames, a few microseconds of "
             "per-message overhead on top of TCP (zeromq.org performance tests): teaching default"),
 ]}
+MPI_LIBRARIES = ("mpich", "openmpi", "taihulight-mpi")  # the MPI_Allreduce presets a case study compares
 
 
 def fit_alpha_beta(nbytes, times_s) -> tuple[float, float]:

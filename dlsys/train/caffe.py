@@ -20,20 +20,27 @@ per (seed, rank, layer): sums of them are exact, so both designs' averages agree
             forward; in backward, as soon as layer j's gradient is computed every worker
             sends it to rank 0 (one gather per layer, last layer first, all of it through
             rank 0's link); after the last, rank 0 averages and updates.
+    ps-gather, ps-reduce
+            the same PS as the paper could have built it on MPI: MPI_Bcast of W, then per
+            layer an MPI_Gather (rank 0 sums) or an MPI_Reduce to rank 0, each by the MPI
+            library's algorithm (dlsys.machine.netstack: the TaihuLight MPI's binomial trees).
     ring    every rank runs forward and backward, then one ring all-reduce of the whole
             gradient buffer; every rank averages and updates.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .. import collectives
 from ..comm.logical import LogicalArray
 from ..learn.nn import ParamSlice
+from ..machine.netstack import LIBRARIES
 from ..machine.profiles import LayerProfile
 
-DESIGNS = ("ps", "ring")
+DESIGNS = ("ps", "ps-gather", "ps-reduce", "ring")
 LEARNING_RATE = 1 / 16  # a power of two: the update is exact too
 WEIGHTS_TAG, GRADIENT_TAG = 1, 2
 
@@ -182,6 +189,41 @@ def ps_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     return account | {"weights": net.flat("data").copy() if comm.rank == 0 else None}
 
 
+def ps_mpi_iteration(comm, solver: Solver, batch: int, seed: int = 0, aggregate: str = "reduce",
+                     library: str = "taihulight-mpi") -> dict:
+    """The parameter server on MPI's collectives, each by ``library``'s algorithm: rank 0
+    broadcasts W; forward; per layer (last first) its backward, then the layer's gradient
+    is reduced to rank 0 (``aggregate="reduce"``: MPI_Reduce, the tree adds on the way) or
+    gathered there (``"gather"``: MPI_Gather, rank 0 adds the p parts); rank 0 averages and
+    updates. Returns this rank's time account and (rank 0) the new weights.
+
+        W = MPI_Bcast(W, root 0)
+        forward
+        for j = L-1 .. 0: backward j;  g_j = MPI_Reduce(g_j, root 0)   or   sum of MPI_Gather(g_j, root 0)
+        rank 0: g /= p; update
+    """
+    net, account, p, lib = solver.net, dict.fromkeys(("compute_s", "pack_s", "update_s"), 0.0), comm.size, LIBRARIES[library]
+    if comm.rank == 0:
+        _copy(comm, net, account, "pack W")
+    weights = collectives.broadcast(comm, net.logical(net.flat("data")), 0, lib.rooted_algorithm("broadcast"))
+    if comm.rank:
+        net.load("data", weights)
+        _copy(comm, net, account, "unpack W")
+    _forward(comm, net, batch, account)
+    for layer in _backward(comm, net, batch, seed, account):
+        gradient = net.logical(layer.blob.diff)
+        if aggregate == "reduce":
+            total = collectives.reduce(comm, gradient, "sum", 0, lib.rooted_algorithm("reduce"))
+        else:
+            parts = collectives.gather(comm, gradient, 0, lib.rooted_algorithm("gather"))
+            total = None if parts is None else parts.sum(axis=0)
+        if comm.rank == 0:
+            layer.blob.diff[...] = np.asarray(total) / p
+    if comm.rank == 0:
+        _update(comm, solver, account)
+    return account | {"weights": net.flat("data").copy() if comm.rank == 0 else None}
+
+
 def ring_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     """The decentralized design: forward, backward, one ring all-reduce of the gradient
     buffer (packed first if the blobs are scattered), average, unpack, update on every rank."""
@@ -197,12 +239,15 @@ def ring_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     return account | {"weights": net.flat("data").copy()}
 
 
-ITERATIONS = {"ps": ps_iteration, "ring": ring_iteration}
+ITERATIONS = {"ps": ps_iteration, "ps-gather": partial(ps_mpi_iteration, aggregate="gather"),
+              "ps-reduce": partial(ps_mpi_iteration, aggregate="reduce"), "ring": ring_iteration}
+MPI_DESIGNS = ("ps-gather", "ps-reduce")  # the designs that run an MPI library's collectives
 
 
 def design_program(comm, design: str, layers: list[LayerProfile], scale: int, contiguous: bool, batch: int,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, library: str = "taihulight-mpi") -> dict:
     """Rank program: build the net (every rank the same initial weights) and run one
-    iteration of ``design``."""
+    iteration of ``design`` (the MPI designs with ``library``'s collectives)."""
     solver = Solver(Net(layers, scale, contiguous, seed))
-    return ITERATIONS[design](comm, solver, batch, seed)
+    extra = {"library": library} if design in MPI_DESIGNS else {}
+    return ITERATIONS[design](comm, solver, batch, seed, **extra)

@@ -26,12 +26,19 @@ def _x_label(x: str, value) -> str:
 
 
 def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), crossovers: list[dict] = (),
-                title: str = "") -> go.Figure:
+                title: str = "", choice: list[dict] = ()) -> go.Figure:
     """Log-log time of every algorithm in ``rows`` (all-reduce unless the rows name their
     "collective") against ``x`` ("nbytes" or "ranks"), in the registry's colours: closed forms as
     lines, emulated runs as markers, crossovers (where the fastest algorithm changes) as
-    dotted lines with a star."""
+    dotted lines with a star; ``choice`` (rows of ``experiments.library_choice``) as a wide
+    grey band under the algorithm an MPI library picks at each point."""
     fig = go.Figure()
+    if choice:
+        mine = sorted(choice, key=lambda r: r[x])
+        fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
+                                 name=f"{mine[0]['library']} picks", line=dict(color="rgba(0,0,0,0.18)", width=14),
+                                 customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
+                                 hovertemplate="%{customdata}<extra>library's choice</extra>"))
     collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
     for algorithm in (name for c, name in REGISTRY if c == collective):
         color = REGISTRY[(collective, algorithm)].color

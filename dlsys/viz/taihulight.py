@@ -11,8 +11,9 @@ from . import style  # noqa: F401 - registers the "dlsys" template as plotly's d
 from .style import log_axis
 from .units import format_bytes, format_rate, format_seconds, time_unit
 
-DESIGN_COLORS = {"ps": "#D62728", "ring": "#1F77B4"}
-DESIGN_NAMES = {"ps": "parameter server", "ring": "ring all-reduce"}
+DESIGN_COLORS = {"ps": "#D62728", "ps-gather": "#FF9896", "ps-reduce": "#9467BD", "ring": "#1F77B4"}
+DESIGN_NAMES = {"ps": "parameter server", "ps-gather": "PS on MPI_Gather", "ps-reduce": "PS on MPI_Reduce",
+                "ring": "ring all-reduce"}
 LIBRARY_COLORS = {"ring": "#1F77B4", "MPI_Allreduce": "#2CA02C"}
 MODEL_DASHES = {"alexnet": "solid", "googlenet": "dot", "resnet50": "dash"}
 # what a span of one iteration is, by its label's first word (dlsys.train.caffe labels them)
