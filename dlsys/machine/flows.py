@@ -144,7 +144,7 @@ class FlowNetwork:
     update), so a flow whose rate never changes completes at exactly start + n / rate.
     A finished flow's state is dropped (a 1024-rank ring makes 2 M flows).
 
-    ``record_rates``: keep every (flow, from_s, to_s, rate_Bps) a flow moved at, in
+    ``record_rates``: keep every (route, from_s, to_s, rate_Bps) a flow moved at, in
     ``segments`` (per-link load over time, dlsys.comm.replay.link_load)."""
 
     def __init__(self, fabric: Fabric, weighted: bool = False, record_rates: bool = False):
@@ -157,7 +157,7 @@ class FlowNetwork:
         self.on_link: dict[int, set[int]] = {}
         self.due: list[tuple[float, int, int]] = []       # (completion, flow, version)
         self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float]] = {}
-        self.segments: list[tuple[int, float, float, float]] | None = [] if record_rates else None
+        self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
 
     def route(self, flow: int) -> tuple[int, ...]:
         return self.routes[flow]
@@ -190,7 +190,7 @@ class FlowNetwork:
     def _leave(self, flow: int, t: float, done: list[int]) -> None:
         size, left, counted_at, rate, _, _ = self.state.pop(flow)
         if self.segments is not None and rate and t > counted_at:
-            self.segments.append((flow, counted_at, t, rate))
+            self.segments.append((self.routes[flow], counted_at, t, rate))
         for link in self.routes[flow]:
             self.on_link[link].discard(flow)
         done.append(flow)
@@ -248,7 +248,7 @@ class FlowNetwork:
             s = state[i]
             if new != s[3]:
                 if self.segments is not None and s[3] and t > s[2]:
-                    self.segments.append((i, s[2], t, s[3]))
+                    self.segments.append((routes[i], s[2], t, s[3]))
                 s[1] -= s[3] * (t - s[2])
                 s[2], s[3] = t, new
                 s[4] += 1

@@ -1,0 +1,149 @@
+"""Replay a run with links that messages share (issue 24): the run decides, the replay times.
+
+A run charges every message as if it had its pair's link to itself (clock.py). Messages
+that cross one link at the same time share it (dlsys.machine.flows, max-min fair sharing),
+and *when* a message finishes then depends on every other message in the network, which
+no rank knows while it runs. So a run with ``sharing`` logs each rank's operations in
+program order (``Communicator.ops``), and this module replays them, a deterministic
+discrete-event simulation, single-threaded, after the ranks have finished:
+
+    ("compute", seconds, flops, label, nbytes)   VirtualClock.compute
+    ("reduce", nbytes, label)                    VirtualClock.reduction
+    ("send", dst, tag, nbytes, label, meta)      t += o_s(n); the message is a flow ready at t
+    ("recv", src, tag, label)                    the next message from src with this tag (MPI's
+                                                 non-overtaking order): wait until its flow has
+                                                 arrived, t = max(t, arrive) + o_r(n)
+    ("signal", dst, tag, label)                  a same-node hand-off at t (no link)
+    ("wait_signal", src, tag, label)             t = max(t, the signal's t)
+    ("wait", time_s, label)                      t = max(t, time_s)
+
+With ``sharing=False`` a send and a receive are clock.py's own rules, the same
+``VirtualClock`` methods on the same numbers, so the replay gives the run's trace bit for
+bit (tests/test_replay.py: every collective algorithm, every golden trace). That is the
+oracle that the replay replays the run. With ``sharing=True`` the messages are flows on
+``network.fabric(size)``: o_s and o_r stay DESIGN.md's, a flow pays its route's latency
+and then its max-min fair share, re-solved whenever a flow starts or ends.
+
+What the replay keeps from the run (documented departures): every choice that depended
+on time. ``recv_any`` receives from the source the run chose (the earliest arrival under
+the run's times); a scheduler's ``wait_until(time_s)`` (an absolute time it computed from
+the run's egress) keeps that time. The program's messages, sizes and order are the run's.
+
+Event order: ranks run until they block on a message; then the flow network advances to
+its next event (a flow starts or finishes), and the ranks whose flows finished run on.
+A running rank's clock is never behind the network's (it woke at an event, or has not
+blocked yet), so flows are only injected into the future; the order in which ranks run
+between events changes nothing (max-min ties are exact, dlsys/machine/flows.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict, deque
+from typing import NamedTuple, Sequence
+
+from ..machine.fabric import Fabric
+from ..machine.flows import FlowNetwork
+from ..machine.net import NodeModel
+from ..machine.topology import Topology
+from .clock import VirtualClock
+from .trace import Message, Trace
+
+SIGNAL = "signal"  # Communicator.signal's phase
+
+
+class Replayed(NamedTuple):
+    """A replay's trace and final clocks; under sharing, ``segments``: (route, from_s,
+    to_s, rate_Bps) for every stretch a message moved at one rate (link_load reads them)."""
+    trace: Trace
+    clocks_s: list[float]
+    segments: list | None
+    flow_events: int
+
+
+def replay(ops: Sequence[Sequence[tuple]], network: Topology, nodes: Sequence[NodeModel],
+           fabric: Fabric | None = None, record: bool = True) -> Replayed:
+    """Replay every rank's ``ops`` (module docstring): o_s, o_r and the per-pair links of
+    ``network``; with a ``fabric`` (``network.fabric(len(ops))``), messages share its
+    links (sharing on), else each has its pair's link (sharing off: the run's times)."""
+    size = len(ops)
+    clocks = [VirtualClock(r, network, nodes[r], record) for r in range(size)]
+    sharing = fabric is not None
+    flows = FlowNetwork(fabric, record_rates=record) if sharing else None
+    posted: dict[tuple[int, int, int], deque] = defaultdict(deque)  # (src, dst, tag) -> messages not yet taken
+    waiting_post: dict[tuple[int, int, int], int] = {}              # a channel -> the rank blocked on it
+    waiting_flow: dict[int, int] = {}                               # a flow -> the rank blocked on it
+    arrived: dict[int, float] = {}                                  # flows finished, not yet taken
+    messages: list[Message] = []
+    pc = [0] * size
+    runnable = deque(range(size))
+
+    def run(r: int) -> None:
+        """Rank r's operations from pc[r] on, until it blocks or ends."""
+        clock, mine, i = clocks[r], ops[r], pc[r]
+        while i < len(mine):
+            op = mine[i]
+            kind = op[0]
+            if kind == "compute":
+                clock.compute(op[1], op[2], op[3], op[4])
+            elif kind == "reduce":
+                clock.reduction(op[1], op[2])
+            elif kind == "wait":
+                if op[1] > clock.t:
+                    clock.advance(op[1] - clock.t, "wait", op[2])
+            elif kind in ("send", "signal"):
+                dst, tag = op[1], op[2]
+                if kind == "signal":
+                    item = (SIGNAL, clock.t, op[3], None, None)
+                elif sharing:
+                    clock.advance(clock.link_to(dst).send_overhead_s(op[3]), "send", op[4])
+                    item = (op[3], clock.t, op[4], op[5], flows.inject(r, dst, op[3], clock.t))
+                else:
+                    item = (op[3], clock.send(op[3], op[4], dst), op[4], op[5], None)
+                posted[(r, dst, tag)].append(item)
+                woken = waiting_post.pop((r, dst, tag), None)
+                if woken is not None:
+                    runnable.append(woken)
+            else:                                      # recv, wait_signal: the channel's next message
+                src, tag = op[1], op[2]
+                channel = posted.get((src, r, tag))
+                if not channel:
+                    waiting_post[(src, r, tag)] = r
+                    break
+                nbytes, depart, label, meta, flow = channel[0]
+                if nbytes == SIGNAL:
+                    arrive = depart
+                    if arrive > clock.t:
+                        clock.advance(arrive - clock.t, "wait", op[3] or label)
+                    meta, nbytes = (SIGNAL, -1, -1), 0
+                elif sharing:
+                    if flow not in arrived:
+                        waiting_flow[flow] = r
+                        break
+                    arrive = arrived.pop(flow)
+                    clock.take_in(arrive, nbytes, op[3] or label, src)
+                else:
+                    arrive = clock.receive(depart, nbytes, op[3] or label, src)
+                channel.popleft()
+                if record:
+                    messages.append(Message(src, r, nbytes, depart, arrive, tag, label, *(meta or ("", -1, -1))))
+            i += 1
+        pc[r] = i
+
+    while True:
+        while runnable:
+            run(runnable.popleft())
+        if all(pc[r] == len(ops[r]) for r in range(size)):
+            break
+        t, done = (math.inf, []) if flows is None else flows.advance()
+        if t == math.inf:
+            stuck = [r for r in range(size) if pc[r] < len(ops[r])]
+            raise RuntimeError(f"replay: ranks {stuck} wait for messages nobody sends (not the log of a finished run)")
+        for flow in done:
+            arrived[flow] = t
+            woken = waiting_flow.pop(flow, None)
+            if woken is not None:
+                runnable.append(woken)
+    messages.sort(key=lambda m: (m.arrive_s, m.dst, m.src))
+    trace = Trace([s for c in clocks for s in c.spans], messages, size)
+    return Replayed(trace, [c.t for c in clocks], flows.segments if flows else None, flows.events if flows else 0)
