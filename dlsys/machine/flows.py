@@ -225,34 +225,46 @@ class FlowNetwork:
         return t, sorted(done)
 
     def _solve(self, t: float, touched: set[int], done: list[int]) -> None:
-        """Re-solve the connected component of the touched links, over the flows now in the network."""
-        state, routes, on_link = self.state, self.routes, self.on_link
-        component, frontier, seen = set(), list(touched), set(touched)
-        while frontier:
-            for i in on_link.get(frontier.pop(), ()):
-                if i not in component:
-                    component.add(i)
-                    for link in routes[i]:
-                        if link not in seen:
-                            seen.add(link)
-                            frontier.append(link)
-        for i in sorted(component):                   # bytes left now; a rounding residue means done
-            size, left, counted_at, rate = state[i][:4]
-            if rate and left - rate * (t - counted_at) <= size * _RESIDUE:
-                self._leave(i, t, done)
-        members = sorted(i for i in component if i in state)
-        solved = max_min_rates([routes[i] for i in members], self.capacities,
-                               [state[i][5] for i in members] if self.weighted else None)
+        """Re-solve each connected component of the touched links, over the flows now in
+        the network (a flow alone in its component gets its route's narrowest link: what
+        progressive filling gives it, without the solver)."""
+        state, routes, on_link, capacities = self.state, self.routes, self.on_link, self.capacities
+        seen: set[int] = set()
+        for first in sorted(touched):
+            if first in seen:
+                continue
+            component, frontier = set(), [first]
+            seen.add(first)
+            while frontier:
+                for i in on_link.get(frontier.pop(), ()):
+                    if i not in component:
+                        component.add(i)
+                        for link in routes[i]:
+                            if link not in seen:
+                                seen.add(link)
+                                frontier.append(link)
+            for i in sorted(component):               # bytes left now; a rounding residue means done
+                size, left, counted_at, rate = state[i][:4]
+                if rate and left - rate * (t - counted_at) <= size * _RESIDUE:
+                    self._leave(i, t, done)
+            members = sorted(i for i in component if i in state)
+            if not members:
+                continue
+            if len(members) == 1:
+                solved = [min(capacities[link] for link in routes[members[0]])]
+            else:
+                solved = max_min_rates([routes[i] for i in members], capacities,
+                                       [state[i][5] for i in members] if self.weighted else None)
+            for i, new in zip(members, solved):
+                s = state[i]
+                if new != s[3]:
+                    if self.segments is not None and s[3] and t > s[2]:
+                        self.segments.append((routes[i], s[2], t, s[3]))
+                    s[1] -= s[3] * (t - s[2])
+                    s[2], s[3] = t, new
+                    s[4] += 1
+                    heapq.heappush(self.due, (t + s[1] / new, i, s[4]))
         self.events += 1
-        for i, new in zip(members, solved):
-            s = state[i]
-            if new != s[3]:
-                if self.segments is not None and s[3] and t > s[2]:
-                    self.segments.append((routes[i], s[2], t, s[3]))
-                s[1] -= s[3] * (t - s[2])
-                s[2], s[3] = t, new
-                s[4] += 1
-                heapq.heappush(self.due, (t + s[1] / new, i, s[4]))
 
 
 def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[float] | None = None) -> FlowTimes:
