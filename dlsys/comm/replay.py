@@ -87,35 +87,31 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     arrived: dict[int, float] = {}                                  # flows finished, not yet taken
     messages: list[Message] = []
     pc = [0] * size
+    ended: list[int] = []
     runnable = deque(range(size))
+    inject = flows.inject if flows else None
 
     def run(r: int) -> None:
         """Rank r's operations from pc[r] on, until it blocks or ends."""
-        clock, mine, i = clocks[r], ops[r], pc[r]
-        while i < len(mine):
+        clock, mine, i, end = clocks[r], ops[r], pc[r], len(ops[r])
+        while i < end:
             op = mine[i]
             kind = op[0]
-            if kind == "compute":
-                clock.compute(op[1], op[2], op[3], op[4])
-            elif kind == "reduce":
-                clock.reduction(op[1], op[2])
-            elif kind == "wait":
-                if op[1] > clock.t:
-                    clock.advance(op[1] - clock.t, "wait", op[2])
-            elif kind in ("send", "signal"):
+            if kind == "send" or kind == "signal":
                 dst, tag = op[1], op[2]
                 if kind == "signal":
                     item = (SIGNAL, clock.t, op[3], None, None)
                 elif sharing:
                     clock.advance(clock.link_to(dst).send_overhead_s(op[3]), "send", op[4])
-                    item = (op[3], clock.t, op[4], op[5], flows.inject(r, dst, op[3], clock.t))
+                    item = (op[3], clock.t, op[4], op[5], inject(r, dst, op[3], clock.t))
                 else:
                     item = (op[3], clock.send(op[3], op[4], dst), op[4], op[5], None)
                 posted[(r, dst, tag)].append(item)
-                woken = waiting_post.pop((r, dst, tag), None)
-                if woken is not None:
-                    runnable.append(woken)
-            else:                                      # recv, wait_signal: the channel's next message
+                if waiting_post:
+                    woken = waiting_post.pop((r, dst, tag), None)
+                    if woken is not None:
+                        runnable.append(woken)
+            elif kind == "recv" or kind == "wait_signal":   # the channel's next message
                 src, tag = op[1], op[2]
                 channel = posted.get((src, r, tag))
                 if not channel:
@@ -138,13 +134,22 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                 channel.popleft()
                 if record:
                     messages.append(Message(src, r, nbytes, depart, arrive, tag, label, *(meta or ("", -1, -1))))
+            elif kind == "compute":
+                clock.compute(op[1], op[2], op[3], op[4])
+            elif kind == "reduce":
+                clock.reduction(op[1], op[2])
+            else:                                      # wait
+                if op[1] > clock.t:
+                    clock.advance(op[1] - clock.t, "wait", op[2])
             i += 1
         pc[r] = i
+        if i == end:
+            ended.append(r)
 
     while True:
         while runnable:
             run(runnable.popleft())
-        if all(pc[r] == len(ops[r]) for r in range(size)):
+        if len(ended) == size:
             break
         t, done = (math.inf, []) if flows is None else flows.advance()
         if t == math.inf:

@@ -231,8 +231,8 @@ class FlowNetwork:
         state, routes, on_link, capacities = self.state, self.routes, self.on_link, self.capacities
         seen: set[int] = set()
         for first in sorted(touched):
-            if first in seen:
-                continue
+            if first in seen or not on_link.get(first):
+                continue                              # solved with another link, or empty now
             component, frontier = set(), [first]
             seen.add(first)
             while frontier:
@@ -243,11 +243,13 @@ class FlowNetwork:
                             if link not in seen:
                                 seen.add(link)
                                 frontier.append(link)
+            members = []
             for i in sorted(component):               # bytes left now; a rounding residue means done
                 size, left, counted_at, rate = state[i][:4]
                 if rate and left - rate * (t - counted_at) <= size * _RESIDUE:
                     self._leave(i, t, done)
-            members = sorted(i for i in component if i in state)
+                else:
+                    members.append(i)
             if not members:
                 continue
             if len(members) == 1:

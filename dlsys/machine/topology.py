@@ -88,7 +88,7 @@ class Topology:
 
     def link_between(self, src: int, dst: int) -> LinkModel:
         """The link a message from src to dst crosses."""
-        if self.uplink is None or self.supernode(src) == self.supernode(dst):
+        if self.uplink is None or src // self.supernode_size == dst // self.supernode_size:
             return self.link
         return self.uplink
 
