@@ -209,6 +209,7 @@ class FlowNetwork:
             if i in state and v == state[i][4]:
                 self._leave(i, t, done)
                 touched.update(routes[i])
+        started = []
         while self.pending and self.pending[0][0] == t:
             _, i, nbytes, weight = heapq.heappop(self.pending)
             if nbytes == 0 or not routes[i]:
@@ -217,9 +218,18 @@ class FlowNetwork:
             state[i] = [nbytes, nbytes, t, 0.0, 0, weight]
             for link in routes[i]:
                 on_link.setdefault(link, set()).add(i)
-            touched.update(routes[i])
+            started.append(i)
+        for i in started:
+            if all(len(on_link[link]) == 1 for link in routes[i]):   # alone on its links: its narrowest link,
+                s = state[i]                                          # what _solve would give it
+                s[3], s[4] = min(self.capacities[link] for link in routes[i]), 1
+                heapq.heappush(due, (t + s[1] / s[3], i, 1))
+            else:
+                touched.update(routes[i])
         if touched:
             self._solve(t, touched, done)
+        if touched or started:
+            self.events += 1
         for i in done:
             del routes[i]
         return t, sorted(done)
@@ -266,7 +276,6 @@ class FlowNetwork:
                     s[2], s[3] = t, new
                     s[4] += 1
                     heapq.heappush(self.due, (t + s[1] / new, i, s[4]))
-        self.events += 1
 
 
 def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[float] | None = None) -> FlowTimes:
