@@ -29,6 +29,9 @@ def textbook_gap(record: dict) -> float:
 
 def form_rows(record: dict) -> list[tuple[str, str]]:
     """The closed form, its error and the textbook form; or why there is none."""
+    if record["closed_form_s"] is None and record["sharing"]:
+        return [("closed form", f"none with shared links on the {record['topology']} topology (the closed forms "
+                                "charge each message its pair's link)")]
     if record["closed_form_s"] is None:
         valid = ", ".join(a.name for a in collectives.REGISTRY.values() if a.tiered)
         return [("closed form", f"none for {record['algorithm']} on the {record['topology']} topology (only {valid})")]
@@ -50,7 +53,8 @@ def cmd_simulate(args) -> int:
         raise ValueError(f"--algo: {exc}") from None
     record = simulate_collective(args.collective, algorithm, args.ranks, args.size, network(args),
                                  args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
-                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace))
+                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace),
+                                 sharing=args.sharing)
     save_trace(args, record)
     if args.json:
         print(json.dumps(record))
@@ -60,7 +64,8 @@ def cmd_simulate(args) -> int:
         ("ranks", str(record["ranks"])),
         ("buffer", f"{format_bytes(record['nbytes'])} {record['dtype']} ({record['nbytes']} bytes)"),
         ("link", record["link"] + ("" if record["topology"] == "flat" else f" ({record['topology']} topology)")),
-        ("virtual time", format_seconds(record["virtual_time_s"], 4)),
+        ("virtual time", format_seconds(record["virtual_time_s"], 4)
+                         + (" (messages share links: a max-min fair replay)" if record["sharing"] else "")),
         *form_rows(record),
         ("algbw", format_rate(record["algbw_Bps"])),
         ("busbw", format_rate(record["busbw_Bps"])),
@@ -137,8 +142,13 @@ def add_commands(subparsers) -> None:
     sim.add_argument("--link", default="tcp-10gbe", metavar="LINK",
                      help=f"a preset ({', '.join(LINK_PRESETS)})")
     sim.add_argument("--topology", default="flat", choices=list(TOPOLOGY_PRESETS),
-                     help="flat: every pair on --link (default); taihulight: 256-node supernodes of sw26010 links "
-                          "under a 4:1 oversubscribed upper level (--link is not used)")
+                     help="flat: every pair on --link (default); two-level: supernodes of 32 on --link, upper "
+                          "level 4:1; taihulight: 256-node supernodes of sw26010 links under a 4:1 oversubscribed "
+                          "upper level; fat-tree: k = 16 on --link; gpu-cluster: DGX H100 islands of 8 "
+                          "(taihulight and gpu-cluster: --link is not used)")
+    sim.add_argument("--sharing", action="store_true",
+                     help="messages that cross a link at the same time share it (max-min fair; the TaihuLight's "
+                          "upper level at its real 875 GB/s per supernode): times from a replay of the run")
     sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))

@@ -77,7 +77,12 @@ class VirtualClock:
         """Take a message from ``src`` in: occupy the ingress, wait for it, charge the
         receive overhead; return its arrival time a."""
         arrive = self.ingress_free = self.arrival(depart_s, nbytes, src)
-        if arrive > self.t:
-            self.advance(arrive - self.t, "wait", label)
-        self.advance(self.link_to(src).recv_overhead_s(nbytes), "recv", label)
+        self.take_in(arrive, nbytes, label, src)
         return arrive
+
+    def take_in(self, arrive_s: float, nbytes: int, label: str = "", src: int | None = None) -> None:
+        """Wait for a message from ``src`` that arrives at arrive_s, then charge the receive
+        overhead (a replay with shared links knows arrive_s from its flows)."""
+        if arrive_s > self.t:
+            self.advance(arrive_s - self.t, "wait", label)
+        self.advance(self.link_to(src).recv_overhead_s(nbytes), "recv", label)

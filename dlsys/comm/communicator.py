@@ -83,11 +83,13 @@ class Communicator:
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
     ``network``: the link between every pair of ranks (dlsys.machine.topology.get_network).
+    ``log_ops``: keep ``ops``, this rank's operations in program order, for a replay of the
+    run with links that messages share (dlsys.comm.replay, which lists the records).
     """
 
     def __init__(self, rank: int, size: int, transport, network: Topology, node: NodeModel,
                  seed: int, deadline: float, board: np.ndarray, charge_reductions: bool = False,
-                 record: bool = True):
+                 record: bool = True, log_ops: bool = False):
         self.rank, self.size, self.network, self.node = rank, size, network, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
@@ -99,6 +101,7 @@ class Communicator:
         self._record = record
         self.spans = self._clock.spans
         self.messages: list[Message] = []
+        self.ops: list[tuple] | None = [] if log_ops else None
 
     def __repr__(self):
         return f"<Communicator rank {self.rank} of {self.size}, t={self.clock:.6g} s>"
@@ -118,11 +121,15 @@ class Communicator:
             if value is not None and not (isinstance(value, (int, float, np.number)) and 0 <= value < float("inf")):
                 raise ValueError(f"compute: {name} must be a finite number >= 0, got {value!r}")
         self._clock.compute(seconds, flops, label, nbytes)
+        if self.ops is not None:
+            self.ops.append(("compute", seconds, flops, label, nbytes))
 
     def charge_reduction(self, nbytes: int, label: str = "reduce") -> None:
         """Charge nbytes * gamma for a reduction, if the run switched reductions on."""
         if self.charge_reductions and nbytes:
             self._clock.reduction(nbytes, label)
+            if self.ops is not None:
+                self.ops.append(("reduce", nbytes, label))
 
     def _check_peer(self, peer, name: str) -> int:
         if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool) or not 0 <= peer < self.size or peer == self.rank:
@@ -178,6 +185,8 @@ class Communicator:
         self.bytes_sent += nbytes
         self._count_sent(dst)
         meta = (phase, step, block) if phase else None
+        if self.ops is not None:
+            self.ops.append(("send", dst, tag, nbytes, label, meta))
         header = Header(self.rank, tag, depart, nbytes, label, arr.dtype, arr.shape, None, meta)
         return self._transport.post(dst, header, arr, lend)
 
@@ -193,6 +202,8 @@ class Communicator:
         src, tag = self._check_peer(source, "source"), self._check_tag(tag)
         header, arr = self._transport.take(src, tag, self._deadline)
         arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
+        if self.ops is not None:
+            self.ops.append(("recv", src, tag, label))
         if self._record:
             self.messages.append(Message(src, self.rank, header.nbytes, header.depart_s, arrive, tag,
                                          header.label, *(header.meta or ("", -1, -1))))
@@ -237,6 +248,8 @@ class Communicator:
         """Idle until virtual time ``time_s`` (nothing if it has passed): a "wait" span."""
         if time_s > self._clock.t:
             self._clock.advance(time_s - self._clock.t, "wait", label)
+        if self.ops is not None:
+            self.ops.append(("wait", time_s, label))
 
     def signal(self, buf, dest: int, tag: int = 0, label: str = "") -> None:
         """Hand ``buf`` to ``dest``, a rank standing for another thread of this node (a
@@ -250,6 +263,8 @@ class Communicator:
         header = Header(self.rank, tag, self._clock.t, payload_nbytes(arr), str(label)[:MAX_LABEL],
                         arr.dtype, arr.shape, None, (SIGNAL, -1, -1))
         self._count_sent(dst)
+        if self.ops is not None:
+            self.ops.append(("signal", dst, tag, header.label))
         self._transport.post(dst, header, arr, False)
 
     def wait_signal(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
@@ -259,7 +274,10 @@ class Communicator:
         header, arr = self._transport.take(src, tag, self._deadline)
         if header.meta != (SIGNAL, -1, -1):
             raise ValueError(f"wait_signal: rank {src} sent a message, not a signal, on tag {tag}; use recv")
-        self.wait_until(header.depart_s, label or header.label)
+        if header.depart_s > self._clock.t:
+            self._clock.advance(header.depart_s - self._clock.t, "wait", label or header.label)
+        if self.ops is not None:
+            self.ops.append(("wait_signal", src, tag, label))
         if self._record:
             self.messages.append(Message(src, self.rank, 0, header.depart_s, header.depart_s, tag, header.label,
                                          SIGNAL))

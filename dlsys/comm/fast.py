@@ -55,7 +55,8 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
     costs_out: Costs = {}
     costs_in = costs_out if link_in is link_out else {}
     latency_s = link_in.latency_s
-    spans, messages, sent_column = clock.spans, comm.messages, comm._sent + dest
+    spans, messages, ops, sent_column = clock.spans, comm.messages, comm.ops, comm._sent + dest
+    labelled = record or ops is not None  # the trace, or the replay that makes it, reads labels
     ndarray = np.ndarray
 
     def sendrecv(buf, phase: str = "", step: int = -1, block: int = -1, label: str = "") -> np.ndarray:
@@ -64,7 +65,7 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
             arr = as_payload(buf)
         n = arr.nbytes * getattr(arr, "scale", 1)  # payload_nbytes
         meta = None
-        if phase and record:  # only a recording receiver reads them
+        if phase and labelled:  # only a recording receiver (or a replay) reads them
             meta = (phase, step, block)
             if not label:
                 label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
@@ -82,6 +83,8 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
         row[POSTED] += 1  # Communicator._count_sent
         row[sent_column] += 1
         post(dest, _new_tuple(Header, (rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta)), arr, False)
+        if ops is not None:
+            ops.append(("send", dest, tag, n, label, meta))
 
         header, arr = take(source, tag, deadline)
         depart, n = header[2], header[3]
@@ -102,6 +105,8 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
             if end > t:
                 spans.append(Span(rank, t, end, "recv", header[4]))
             messages.append(Message(source, rank, n, depart, arrive, tag, header[4], *(header[8] or ("", -1, -1))))
+        if ops is not None:
+            ops.append(("recv", source, tag, None))
         return arr
 
     return sendrecv

@@ -24,6 +24,7 @@ from ..checks import check_int
 from ..machine.net import LinkModel, NodeModel, get_node
 from ..machine.topology import DEFAULT_LINK, Topology, get_network
 from .backends import BACKENDS
+from .replay import replay
 from .supervise import RunSpec, RunTimeout
 from .trace import Trace
 
@@ -39,6 +40,9 @@ class LaunchResult:
     backend: str
     network: Topology  # the link between every pair of ranks (its ``link``: inside a supernode)
     nodes: tuple
+    sharing: bool = False  # times from a replay in which messages share links (dlsys.comm.replay)
+    segments: list | None = None  # under sharing: (route, from_s, to_s, rate_Bps) of the messages' bytes
+    ops: list | None = None  # each rank's operations in program order, when logged (RunSpec.log_ops)
 
     @property
     def virtual_time_s(self) -> float:
@@ -54,7 +58,7 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
            link: str | LinkModel | Topology = DEFAULT_LINK, node: str | NodeModel | Sequence = "laptop-cpu",
            seed: int = 0, args: tuple = (), kwargs: dict | None = None,
            charge_reductions: bool = False, record: bool = True,
-           timeout_s: float = 600.0, topology: str | Topology | None = None) -> LaunchResult:
+           timeout_s: float = 600.0, topology: str | Topology | None = None, sharing: bool = False) -> LaunchResult:
     """Run ``program(comm, *args, **kwargs)`` on ``world_size`` ranks and collect the results.
 
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
@@ -62,7 +66,10 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     byte. ``record=False`` skips the trace (faster for huge emulations). The network, resolved
     here once (``dlsys.machine.topology.get_network``): ``link`` (a preset or LinkModel) for
     every pair, or ``topology``, a link per pair ("flat" on ``link``, "taihulight", or a
-    Topology); rank r is node r of it. The environment variable ``DLSYS_BACKEND``, if set,
+    Topology); rank r is node r of it. ``sharing``: the times (trace, clocks) come from a
+    replay of the run's operations in which concurrent messages share the links of
+    ``network.fabric(world_size)`` max-min fairly (dlsys.comm.replay; values are the
+    run's). The environment variable ``DLSYS_BACKEND``, if set,
     replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
     lesson's ranks on MPI).
     """
@@ -89,15 +96,23 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
             raise ValueError(f"node: a sequence of node models needs one per rank ({size}), got {len(nodes)}")
     network = get_network(topology, link, "topology")
     network.check_nodes(size, "world_size")
+    if not isinstance(sharing, bool):
+        raise ValueError(f"sharing must be True or False, got {sharing!r}")
+    fabric = network.fabric(size) if sharing else None
     spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network, nodes, seed,
-                   bool(charge_reductions), bool(record), time.monotonic() + timeout_s)
+                   bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing)
     start = time.perf_counter()
     try:
         outcomes = BACKENDS[backend].run(spec)
     except RunTimeout as exc:
         raise RunTimeout(exc.ranks, timeout_s) from None  # the same report, with the timeout_s it passed
+    values = [o.value for o in outcomes]
+    if sharing:
+        replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, bool(record))
+        return LaunchResult(values, replayed.trace, replayed.clocks_s, time.perf_counter() - start, backend,
+                            network, nodes, True, replayed.segments, [o.ops for o in outcomes])
     wall = time.perf_counter() - start
     spans = [s for o in outcomes for s in o.spans]
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
-    return LaunchResult([o.value for o in outcomes], Trace(spans, messages, size),
-                        [o.clock_s for o in outcomes], wall, backend, network, nodes)
+    return LaunchResult(values, Trace(spans, messages, size), [o.clock_s for o in outcomes], wall, backend, network,
+                        nodes, ops=[o.ops for o in outcomes] if spec.log_ops else None)

@@ -56,6 +56,7 @@ class RunSpec(NamedTuple):
     charge_reductions: bool
     record: bool
     deadline: float  # time.monotonic() after which the run is abandoned
+    log_ops: bool = False  # keep each rank's operations for a replay (dlsys.comm.replay)
 
 
 class Outcome(NamedTuple):
@@ -64,6 +65,7 @@ class Outcome(NamedTuple):
     spans: list
     messages: list
     clock_s: float
+    ops: list | None = None  # the rank's operations in program order (RunSpec.log_ops)
 
 
 def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],

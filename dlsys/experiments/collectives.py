@@ -86,7 +86,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
                         dtype: str = "float32", op: str = "sum", seed: int = 0,
                         charge_reductions: bool = False, check: bool = True,
                         max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
-                        record: bool = True, topology=None) -> dict:
+                        record: bool = True, topology=None, sharing: bool = False) -> dict:
     """Run one collective on ``ranks`` ranks over ``size`` bytes and compare with its closed form.
 
     ``size`` is the per-rank buffer (the whole result for gather/allgather is ranks * size).
@@ -101,7 +101,10 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     counted): a 512-rank ring runs in half the wall time. The network is ``link`` for every
     pair or ``topology``, a link per pair (``dlsys.machine.topology.get_network``: a name or
     a Topology, "flat" on ``link``); across supernodes only algorithms with a ``tiered``
-    form have a closed form (else it is None).
+    form have a closed form (else it is None). ``sharing``: times from a replay in which
+    concurrent messages share the links of the topology's fabric (``launch(sharing=True)``,
+    dlsys.comm.replay); the closed forms, of links per pair, are given only where every
+    pair shares one link (a flat network, one supernode), where sharing keeps them.
     """
     collectives.check_algorithm(collective, algorithm)
     collectives.check_op(op)
@@ -121,7 +124,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     count = plan.real_count
     result = launch(_counted_program, ranks, backend, node=node, seed=seed, record=record,
                     args=(collective, algorithm, count, dtype, op, seed, plan), charge_reductions=charge_reductions,
-                    topology=network)
+                    topology=network, sharing=sharing)
     values, sent_nbytes = zip(*result.values)
     result = replace(result, values=list(values))
     if check:
@@ -134,7 +137,8 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if collective == "barrier":
         model_bytes = 0
     # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
-    known = network.is_flat_for(ranks) or collectives.REGISTRY[(collective, algorithm)].tiered is not None
+    known = network.is_flat_for(ranks) or (collectives.REGISTRY[(collective, algorithm)].tiered is not None
+                                           and not sharing)
     closed = textbook = None
     if known:
         closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, network, result.nodes[0],
@@ -146,6 +150,7 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     return {
         "collective": collective, "algorithm": algorithm, "ranks": ranks, "nbytes": nbytes,
         "dtype": dtype, "op": op, "link": network.link.name, "topology": network.name, "backend": backend,
+        "sharing": sharing,
         "virtual_time_s": t, "closed_form_s": closed, "textbook_form_s": textbook,
         "relative_error": None if closed is None else abs(t - closed) / closed if closed > 0 else abs(t),
         "algbw_Bps": algbw, "busbw_Bps": algbw * busbw_factor(collective, ranks),

@@ -155,7 +155,8 @@ def _check_int(value, name: str, low: int, high: int | None = None, why: str = "
     return value
 
 
-def _check_oversubscription(value) -> float:
+def check_oversubscription(value) -> float:
+    """``value`` as a float if it is a valid oversubscription factor, else a ValueError."""
     if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 1):
         raise ValueError(f"oversubscription must be a finite number >= 1 (1: full bisection; 4: the upper level "
                          f"carries a quarter of what the nodes below it can send), got {value!r}")
@@ -222,7 +223,7 @@ def two_level(link, supernode_size: int, upper_bandwidth_Bps: float | None = Non
         raise ValueError("give exactly one of upper_bandwidth_Bps (B/s per supernode uplink, > 0) and "
                          "oversubscription (>= 1)")
     if oversubscription is not None:
-        upper_bandwidth_Bps = supernode_size * link.bandwidth_Bps / _check_oversubscription(oversubscription)
+        upper_bandwidth_Bps = supernode_size * link.bandwidth_Bps / check_oversubscription(oversubscription)
     elif not (isinstance(upper_bandwidth_Bps, (int, float)) and math.isfinite(upper_bandwidth_Bps)
               and upper_bandwidth_Bps > 0):
         raise ValueError(f"upper_bandwidth_Bps must be a finite number > 0 (B/s of each supernode's uplink), "
@@ -263,7 +264,7 @@ def fat_tree(k: int, oversubscription: float = 1.0, link="rdma-edr") -> Fabric:
     _check_int(k, "k", 2)
     if k % 2:
         raise ValueError(f"k must be an even integer >= 2 (k-ary fat tree: k-port switches), got {k!r}")
-    over = _check_oversubscription(oversubscription)
+    over = check_oversubscription(oversubscription)
     link = get_link(link)
     half = k // 2
     hosts, per_pod = k ** 3 // 4, half * half

@@ -47,7 +47,7 @@ from typing import Sequence
 
 from .fabric import Fabric
 
-__all__ = ["Flow", "max_min_rates", "simulate_flows", "FlowTimes"]
+__all__ = ["Flow", "max_min_rates", "simulate_flows", "FlowTimes", "FlowNetwork"]
 
 # A flow whose remaining bytes fall below this fraction of its size when another event
 # happens has finished within rounding of that event (a few ulps of its byte count).
@@ -130,101 +130,179 @@ class FlowTimes:
     events: int
 
 
-def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[float] | None = None) -> FlowTimes:
-    """Run ``flows`` over ``fabric`` (module docstring): each pays its route's latency,
-    then shares bandwidth max-min fairly with every flow in the network on any link of
-    its route, rates re-solved at every start and completion. Returns each flow's start
-    and completion times, in the order given. ``weights`` (one per flow) make the
-    sharing weighted (max_min_rates).
+class FlowNetwork:
+    """The flow model as an object one can feed, for a replay whose ranks send as they go
+    (dlsys.comm.replay): ``inject`` a flow ready at ``ready_s`` (never before ``now_s``:
+    the simulation's past is settled), ``advance()`` to the next event and learn which
+    flows finished then. ``simulate_flows`` is this loop with every flow known up front.
 
     Only what an event can change is re-solved: the flows connected to the started or
     completed ones through shared links (the max-min allocation of one connected
     component does not depend on the others; SimGrid's selective update). A flow keeps
     its bytes-left, the time they were counted and its rate; its completion,
     ``counted_at + left / rate``, is recomputed only when its rate changes (SimGrid's lazy
-    update), so a flow whose rate never changes completes at exactly start + n / rate."""
-    routes, starts, sizes = [], [], []
+    update), so a flow whose rate never changes completes at exactly start + n / rate.
+    A finished flow's state is dropped (a 1024-rank ring makes 2 M flows).
+
+    ``record_rates``: keep every (route, from_s, to_s, rate_Bps) a flow moved at, in
+    ``segments`` (per-link load over time, dlsys.comm.replay.link_load)."""
+
+    def __init__(self, fabric: Fabric, weighted: bool = False, record_rates: bool = False):
+        self.fabric, self.weighted = fabric, weighted
+        self.capacities = [link.capacity_Bps for link in fabric.links]
+        self.now_s, self.events, self.flows = 0.0, 0, 0
+        self.routes: dict[int, tuple[int, ...]] = {}      # the flows not yet finished
+        self.state: dict[int, list] = {}                  # active: [size, left, counted_at, rate, version, weight]
+        self.pending: list[tuple[float, int, float, float]] = []   # (start, flow, nbytes, weight)
+        self.on_link: dict[int, set[int]] = {}
+        self.due: list[tuple[float, int, int]] = []       # (completion, flow, version)
+        self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float]] = {}
+        self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
+
+    def route(self, flow: int) -> tuple[int, ...]:
+        return self.routes[flow]
+
+    def inject(self, src: int, dst: int, nbytes: float, ready_s: float, weight: float = 1.0) -> int:
+        """Add a flow of ``nbytes`` from src to dst whose first byte may leave at ready_s
+        (>= now_s); it starts at ready_s + its route's latency. Returns its id."""
+        path = self.paths.get((src, dst))
+        if path is None:
+            path = self.paths[(src, dst)] = (self.fabric.route(src, dst), self.fabric.latency_s(src, dst))
+        if not ready_s >= self.now_s:
+            raise ValueError(f"ready_s must be >= the network's time {self.now_s!r} (its past is settled), "
+                             f"got {ready_s!r}")
+        flow, self.flows = self.flows, self.flows + 1
+        self.routes[flow] = path[0]
+        heapq.heappush(self.pending, (ready_s + path[1], flow, float(nbytes), weight))
+        return flow
+
+    def _drop_stale(self) -> None:
+        due, state = self.due, self.state
+        while due and (due[0][1] not in state or due[0][2] != state[due[0][1]][4]):
+            heapq.heappop(due)
+
+    def next_event_s(self) -> float:
+        """When the next flow starts or finishes (math.inf: nothing left)."""
+        self._drop_stale()
+        t_start = self.pending[0][0] if self.pending else math.inf
+        return min(t_start, self.due[0][0] if self.due else math.inf)
+
+    def _leave(self, flow: int, t: float, done: list[int]) -> None:
+        size, left, counted_at, rate, _, _ = self.state.pop(flow)
+        if self.segments is not None and rate and t > counted_at:
+            self.segments.append((self.routes[flow], counted_at, t, rate))
+        for link in self.routes[flow]:
+            self.on_link[link].discard(flow)
+        done.append(flow)
+
+    def advance(self) -> tuple[float, list[int]]:
+        """Move to the next event t; return t and the flows that finished at t, in id order
+        ((math.inf, []) once nothing is left)."""
+        t = self.next_event_s()
+        if t == math.inf:
+            return t, []
+        self.now_s = t
+        state, routes, on_link, due, done = self.state, self.routes, self.on_link, self.due, []
+        touched: set[int] = set()                     # links whose set of flows changed
+        while due and due[0][0] == t:
+            _, i, v = heapq.heappop(due)
+            if i in state and v == state[i][4]:
+                self._leave(i, t, done)
+                touched.update(routes[i])
+        started = []
+        while self.pending and self.pending[0][0] == t:
+            _, i, nbytes, weight = heapq.heappop(self.pending)
+            if nbytes == 0 or not routes[i]:
+                done.append(i)                        # nothing to move, or a node to itself
+                continue
+            state[i] = [nbytes, nbytes, t, 0.0, 0, weight]
+            for link in routes[i]:
+                on_link.setdefault(link, set()).add(i)
+            started.append(i)
+        for i in started:
+            if all(len(on_link[link]) == 1 for link in routes[i]):   # alone on its links: its narrowest link,
+                s = state[i]                                          # what _solve would give it
+                s[3], s[4] = min(self.capacities[link] for link in routes[i]), 1
+                heapq.heappush(due, (t + s[1] / s[3], i, 1))
+            else:
+                touched.update(routes[i])
+        if touched:
+            self._solve(t, touched, done)
+        if touched or started:
+            self.events += 1
+        for i in done:
+            del routes[i]
+        return t, sorted(done)
+
+    def _solve(self, t: float, touched: set[int], done: list[int]) -> None:
+        """Re-solve each connected component of the touched links, over the flows now in
+        the network (a flow alone in its component gets its route's narrowest link: what
+        progressive filling gives it, without the solver)."""
+        state, routes, on_link, capacities = self.state, self.routes, self.on_link, self.capacities
+        seen: set[int] = set()
+        for first in sorted(touched):
+            if first in seen or not on_link.get(first):
+                continue                              # solved with another link, or empty now
+            component, frontier = set(), [first]
+            seen.add(first)
+            while frontier:
+                for i in on_link.get(frontier.pop(), ()):
+                    if i not in component:
+                        component.add(i)
+                        for link in routes[i]:
+                            if link not in seen:
+                                seen.add(link)
+                                frontier.append(link)
+            members = []
+            for i in sorted(component):               # bytes left now; a rounding residue means done
+                size, left, counted_at, rate = state[i][:4]
+                if rate and left - rate * (t - counted_at) <= size * _RESIDUE:
+                    self._leave(i, t, done)
+                else:
+                    members.append(i)
+            if not members:
+                continue
+            if len(members) == 1:
+                solved = [min(capacities[link] for link in routes[members[0]])]
+            else:
+                solved = max_min_rates([routes[i] for i in members], capacities,
+                                       [state[i][5] for i in members] if self.weighted else None)
+            for i, new in zip(members, solved):
+                s = state[i]
+                if new != s[3]:
+                    if self.segments is not None and s[3] and t > s[2]:
+                        self.segments.append((routes[i], s[2], t, s[3]))
+                    s[1] -= s[3] * (t - s[2])
+                    s[2], s[3] = t, new
+                    s[4] += 1
+                    heapq.heappush(self.due, (t + s[1] / new, i, s[4]))
+
+
+def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[float] | None = None) -> FlowTimes:
+    """Run ``flows`` over ``fabric`` (module docstring): each pays its route's latency,
+    then shares bandwidth max-min fairly with every flow in the network on any link of
+    its route, rates re-solved at every start and completion (FlowNetwork). Returns each
+    flow's start and completion times, in the order given. ``weights`` (one per flow)
+    make the sharing weighted (max_min_rates)."""
     for i, flow in enumerate(flows):
         if not isinstance(flow, Flow):
             raise ValueError(f"flows[{i}] must be a Flow(src, dst, nbytes, ready_s), got {flow!r}")
-        routes.append(fabric.route(fabric.check_node(flow.src, f"flows[{i}].src"),
-                                   fabric.check_node(flow.dst, f"flows[{i}].dst")))
+        fabric.check_node(flow.src, f"flows[{i}].src")
+        fabric.check_node(flow.dst, f"flows[{i}].dst")
         if not (flow.nbytes >= 0 and math.isfinite(flow.nbytes)):
             raise ValueError(f"flows[{i}].nbytes must be a finite number >= 0, got {flow.nbytes!r}")
         if not (flow.ready_s >= 0 and math.isfinite(flow.ready_s)):
             raise ValueError(f"flows[{i}].ready_s must be a finite number >= 0, got {flow.ready_s!r}")
-        starts.append(flow.ready_s + fabric.latency_s(flow.src, flow.dst))
-        sizes.append(float(flow.nbytes))
-    if weights is not None and len(weights) != len(routes):
-        raise ValueError(f"weights must give one number per flow ({len(routes)}), got {len(weights)}")
-    capacities = [link.capacity_Bps for link in fabric.links]
-
-    n = len(routes)
-    finish = [math.nan] * n
-    left = [0.0] * n                # bytes left at counted_at[i]
-    counted_at = [0.0] * n
-    rate = [0.0] * n
-    version = [0] * n               # a completion in the heap is stale once the flow's rate changed
-    active: set[int] = set()
-    on_link: dict[int, set[int]] = {}
-    heap: list[tuple[float, int, int]] = []
-    pending = sorted(range(n), key=lambda i: (starts[i], i))
-    next_pending, events = 0, 0
-
-    def leave(i: int, t: float) -> None:
-        finish[i] = t
-        active.discard(i)
-        for link in routes[i]:
-            on_link[link].discard(i)
-
-    while next_pending < n or heap:
-        while heap and (heap[0][2] != version[heap[0][1]] or heap[0][1] not in active):
-            heapq.heappop(heap)                       # stale
-        t_start = starts[pending[next_pending]] if next_pending < n else math.inf
-        t_due = heap[0][0] if heap else math.inf
-        if t_start == math.inf and t_due == math.inf:
-            break
-        t = min(t_start, t_due)
-        touched: set[int] = set()                     # links whose set of flows changed
-        while heap and heap[0][0] == t:
-            _, i, v = heapq.heappop(heap)
-            if v == version[i] and i in active:
-                leave(i, t)
-                touched.update(routes[i])
-        while next_pending < n and starts[pending[next_pending]] == t:
-            i = pending[next_pending]
-            next_pending += 1
-            if sizes[i] == 0 or not routes[i]:
-                finish[i] = t                         # nothing to move, or a node to itself
-                continue
-            active.add(i)
-            left[i], counted_at[i], rate[i] = sizes[i], t, 0.0
-            for link in routes[i]:
-                on_link.setdefault(link, set()).add(i)
-            touched.update(routes[i])
-        if not touched:
-            continue
-        # The connected component of the touched links, over the flows now in the network.
-        component, frontier, seen = set(), list(touched), set(touched)
-        while frontier:
-            for i in on_link.get(frontier.pop(), ()):
-                if i not in component:
-                    component.add(i)
-                    for link in routes[i]:
-                        if link not in seen:
-                            seen.add(link)
-                            frontier.append(link)
-        for i in sorted(component):                   # bytes left now; a rounding residue means done
-            if rate[i] and left[i] - rate[i] * (t - counted_at[i]) <= sizes[i] * _RESIDUE:
-                leave(i, t)
-        members = sorted(i for i in component if i in active)
-        solved = max_min_rates([routes[i] for i in members], capacities,
-                               None if weights is None else [weights[i] for i in members])
-        events += 1
-        for i, new in zip(members, solved):
-            if new != rate[i]:
-                left[i] -= rate[i] * (t - counted_at[i])
-                counted_at[i], rate[i] = t, new
-                version[i] += 1
-                heapq.heappush(heap, (t + left[i] / new, i, version[i]))
-    return FlowTimes(tuple(starts), tuple(finish), events)
+    if weights is not None and len(weights) != len(flows):
+        raise ValueError(f"weights must give one number per flow ({len(flows)}), got {len(weights)}")
+    network = FlowNetwork(fabric, weighted=weights is not None)
+    for i, flow in enumerate(flows):
+        network.inject(flow.src, flow.dst, flow.nbytes, flow.ready_s, 1.0 if weights is None else weights[i])
+    starts = tuple(flow.ready_s + network.paths[(flow.src, flow.dst)][1] for flow in flows)
+    finish = [math.nan] * len(flows)
+    while True:
+        t, done = network.advance()
+        if t == math.inf:
+            return FlowTimes(starts, tuple(finish), network.events)
+        for i in done:
+            finish[i] = t

@@ -13,6 +13,15 @@ on it), a topology preset or a Topology. It travels down to the clock as one fie
                         times thinner per node (``uplink``: bandwidth / oversubscription)
     taihulight          the Sunway TaihuLight: 40,960 nodes in 160 supernodes of 256,
                         14 GB/s links, 70 TB/s bisection
+    fat-tree            a k-ary fat tree (k = 16: 1,024 hosts) on ``link``; across edge
+                        switches, the host link / oversubscription
+    gpu-cluster         DGX H100 islands of 8 GPUs: NVLink 4 inside, one 400 Gb/s
+                        InfiniBand rail per GPU across
+
+Each Topology also carries its physical links, ``topology.fabric(nodes)`` (a
+dlsys.machine.fabric.Fabric): the same machine for a replay in which messages share links
+(dlsys.comm.replay); there the upper levels have their real capacity (the TaihuLight's
+875 GB/s uplinks, from the bisection) instead of a static per-pair share.
 
 Oversubscription of the TaihuLight's upper level: when half of the 40,960 nodes send to
 the other half at 14 GB/s each, they offer 20,480 x 14 GB/s = 286.7 TB/s to a 70 TB/s
@@ -24,11 +33,14 @@ gives a lone message the full link.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
 
+from . import fabric as fabrics
 from .net import LINK_PRESETS, LinkModel, get_link
 
-__all__ = ["Topology", "flat", "two_level", "taihulight", "TOPOLOGY_PRESETS", "get_topology", "get_network",
+__all__ = ["Topology", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster", "TOPOLOGY_PRESETS", "get_topology", "get_network",
            "DEFAULT_LINK"]
 
 DEFAULT_LINK = "tcp-10gbe"
@@ -55,6 +67,13 @@ class Topology:
     supernode_size: int | None = None
     uplink: LinkModel | None = None
     source: str = ""
+    fabric_of: Callable[[int], fabrics.Fabric] | None = field(default=None, compare=False, repr=False)
+
+    def fabric(self, nodes: int) -> fabrics.Fabric:
+        """The physical links of nodes 0..nodes-1, where messages share links (module
+        docstring); a topology without its own is flat on ``link``."""
+        self.check_nodes(nodes)
+        return fabrics.flat(self.link, nodes) if self.fabric_of is None else self.fabric_of(nodes)
 
     @property
     def is_flat(self) -> bool:
@@ -69,7 +88,7 @@ class Topology:
 
     def link_between(self, src: int, dst: int) -> LinkModel:
         """The link a message from src to dst crosses."""
-        if self.uplink is None or self.supernode(src) == self.supernode(dst):
+        if self.uplink is None or src // self.supernode_size == dst // self.supernode_size:
             return self.link
         return self.uplink
 
@@ -99,13 +118,18 @@ def two_level(link, supernode_size: int, oversubscription: float, supernodes: in
     link = get_link(link)
     if not (isinstance(supernode_size, int) and supernode_size >= 1):
         raise ValueError(f"supernode_size must be an integer >= 1, got {supernode_size!r}")
-    if not oversubscription >= 1:
-        raise ValueError(f"oversubscription must be >= 1 (1: a full-bisection upper level), got {oversubscription!r}")
+    oversubscription = fabrics.check_oversubscription(oversubscription)
     uplink = replace(link, name=f"{link.name}/{oversubscription:g}",
                      bandwidth_Bps=link.bandwidth_Bps / oversubscription)
     return Topology(name, link, supernode_size * supernodes, supernode_size, uplink,
                     f"supernodes of {supernode_size} on {link.name}, upper level oversubscribed "
-                    f"{oversubscription:g}:1")
+                    f"{oversubscription:g}:1",
+                    partial(_two_level_fabric, link, supernode_size, oversubscription, name))
+
+
+def _two_level_fabric(link: LinkModel, supernode_size: int, oversubscription: float, name: str,
+                      nodes: int) -> fabrics.Fabric:
+    return fabrics.two_level(link, supernode_size, oversubscription=oversubscription, nodes=nodes, name=name)
 
 
 def taihulight() -> Topology:
@@ -114,21 +138,58 @@ def taihulight() -> Topology:
     oversubscription = TAIHULIGHT_NODES / 2 * link.bandwidth_Bps / TAIHULIGHT_BISECTION_Bps
     topology = two_level(link, TAIHULIGHT_SUPERNODE, oversubscription, TAIHULIGHT_NODES // TAIHULIGHT_SUPERNODE,
                          "taihulight")
-    return replace(topology, source=TAIHULIGHT_SOURCE)
+    return replace(topology, source=TAIHULIGHT_SOURCE, fabric_of=fabrics.taihulight)
 
 
-TOPOLOGY_PRESETS = ("flat", "taihulight")
+def fat_tree(k: int = 16, oversubscription: float = 1.0, link="rdma-edr") -> Topology:
+    """A k-ary fat tree of k^3/4 hosts on ``link`` (dlsys.machine.fabric.fat_tree: Al-Fares
+    et al. 2008, switch links at B / oversubscription). A link per pair: hosts under one
+    edge switch (k/2 of them) on ``link``, every other pair on ``link`` / oversubscription
+    (the static worst case of a two-level tree; the fabric shares the switch links)."""
+    link = get_link(link)
+    if not (isinstance(k, int) and not isinstance(k, bool) and k >= 2 and k % 2 == 0):
+        raise ValueError(f"k must be an even integer >= 2 (switches of k ports), got {k!r}")
+    over = fabrics.check_oversubscription(oversubscription)
+    topology = two_level(link, k // 2, over, k * k // 2, "fat-tree")
+    return replace(topology, source=f"k-ary fat tree, k = {k} ({k ** 3 // 4} hosts; Al-Fares et al., SIGCOMM "
+                                    f"2008) on {link.name}, switch links oversubscribed {over:g}:1",
+                   fabric_of=partial(_fat_tree_fabric, k, over, link))
+
+
+def _fat_tree_fabric(k: int, oversubscription: float, link: LinkModel, nodes: int) -> fabrics.Fabric:
+    return fabrics.fat_tree(k, oversubscription, link)
+
+
+def gpu_cluster(nvlink_latency_s: float = 2e-6, ib_latency_s: float = 3e-6, max_nodes: int = 2**16) -> Topology:
+    """GPUs in islands of 8 (NVIDIA DGX H100; dlsys.machine.fabric.gpu_cluster): NVLink 4
+    at 450 GB/s each way inside an island, a 400 Gb/s InfiniBand rail per GPU across."""
+    nvlink = LinkModel("nvlink4", nvlink_latency_s, fabrics.NVLINK4_Bps, source=fabrics.GPU_CLUSTER_SOURCE)
+    ib = LinkModel("connectx7-ndr", ib_latency_s, fabrics.CONNECTX7_Bps, source=fabrics.GPU_CLUSTER_SOURCE)
+    return Topology("gpu-cluster", nvlink, max_nodes, fabrics.GPU_ISLAND, ib, fabrics.GPU_CLUSTER_SOURCE,
+                    partial(fabrics.gpu_cluster, nvlink_latency_s=nvlink_latency_s, ib_latency_s=ib_latency_s))
+
+
+TOPOLOGY_PRESETS = ("flat", "two-level", "taihulight", "fat-tree", "gpu-cluster")
+TWO_LEVEL_SUPERNODE, TWO_LEVEL_OVERSUBSCRIPTION = 32, 4.0  # the "two-level" preset: a teaching default
 
 
 def get_topology(topology, link=DEFAULT_LINK) -> Topology:
-    """A Topology, or a preset by name: "flat" (every pair on ``link``) or "taihulight"
-    (its own links; ``link`` is not used)."""
+    """A Topology, or a preset by name: "flat" (every pair on ``link``), "two-level"
+    (supernodes of 32 on ``link``, upper level 4:1), "taihulight" (its own links),
+    "fat-tree" (k = 16, full bisection, hosts on ``link``), "gpu-cluster" (DGX H100
+    islands; its own links)."""
     if isinstance(topology, Topology):
         return topology
     if topology == "flat":
         return flat(link)
+    if topology == "two-level":
+        return two_level(link, TWO_LEVEL_SUPERNODE, TWO_LEVEL_OVERSUBSCRIPTION)
     if topology == "taihulight":
         return taihulight()
+    if topology == "fat-tree":
+        return fat_tree(16, 1.0, link)
+    if topology == "gpu-cluster":
+        return gpu_cluster()
     raise ValueError(f"unknown topology {topology!r}; valid: {', '.join(TOPOLOGY_PRESETS)}")
 
 
@@ -137,7 +198,8 @@ def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> T
 
         None or "flat"              every pair on ``link`` (a link preset or a LinkModel)
         a link preset or LinkModel  every pair on that link
-        "taihulight"                the TaihuLight's supernodes, on their own links
+        a topology preset           "two-level", "fat-tree" (on ``link``), "taihulight",
+                                    "gpu-cluster" (on their own links): get_topology
         a Topology                  itself
 
     A bad value is a ValueError naming ``argument`` (``link`` where ``link`` was used) and
@@ -149,7 +211,7 @@ def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> T
     if isinstance(network, LinkModel) or (isinstance(network, str) and network in LINK_PRESETS):
         return flat(network)
     if isinstance(network, str) and network in TOPOLOGY_PRESETS:
-        return get_topology(network)
+        return get_topology(network, link)
     what = "link preset" if argument == "link" else argument
     raise ValueError(f"{argument}: unknown {what} {network!r}; valid: {', '.join(LINK_PRESETS)} (links), "
                      f"{', '.join(TOPOLOGY_PRESETS)} (topologies), a LinkModel or a Topology")

@@ -322,9 +322,9 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
         c = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed, spec.deadline, board,
-                         spec.charge_reductions, spec.record)
+                         spec.charge_reductions, spec.record, spec.log_ops)
         value = spec.program(c, *spec.args, **spec.kwargs)
-        outcome = Outcome(value, c.spans, c.messages, c.clock)
+        outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops)
         board[rank, STATE] = DONE
         transport.finish(spec.deadline + DEADLINE_GRACE_S)
         # under a launcher only rank 0 reports; a script under mpirun gets the whole result on

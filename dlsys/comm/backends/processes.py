@@ -285,9 +285,9 @@ def _child_main() -> None:
         spec = cloudpickle.loads(job["spec"])
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
         comm = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed,
-                            spec.deadline, board, spec.charge_reductions, spec.record)
+                            spec.deadline, board, spec.charge_reductions, spec.record, spec.log_ops)
         value = spec.program(comm, *spec.args, **spec.kwargs)
-        outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock))
+        outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops))
     except Aborted:
         outcome = ("aborted", None)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent with the traceback

@@ -87,10 +87,10 @@ class ThreadsBackend(Backend):
             baton.enter(rank)
             comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.network,
                                 spec.nodes[rank], spec.seed, spec.deadline, board,
-                                spec.charge_reductions, spec.record)
+                                spec.charge_reductions, spec.record, spec.log_ops)
             try:
                 value = spec.program(comm, *spec.args, **spec.kwargs)
-                outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock)
+                outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops)
             except Aborted:
                 pass
             except BaseException as exc:  # noqa: BLE001 - any rank failure fails the run

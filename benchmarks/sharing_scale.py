@@ -1,0 +1,76 @@
+"""Links that messages share, at scale: what the replay costs (docs/performance.md, "Links
+that messages share").
+
+    .venv/bin/python benchmarks/sharing_scale.py             # every run below
+    .venv/bin/python benchmarks/sharing_scale.py --json out.json
+
+Each run is the command line itself in a fresh process under ``/usr/bin/time -v`` (wall
+time with Python's start-up, peak resident set of the run alone):
+
+    dlsys simulate allreduce --algo ring --ranks 1024 --size 60971008 --topology taihulight [--sharing]
+    dlsys simulate allreduce --algo ALGO --ranks 512 --size 60971008 --topology taihulight --sharing
+
+Targets (issue 24): with sharing, the 1024-rank ring at most 2x the wall time of the same
+run without (same memory budget, --max-memory's default); every all-reduce algorithm at
+512 ranks with sharing within a minute. The wall time moves with the machine's load (this
+one is shared); CPU time (user + sys) is reported beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+
+SIZE = "60971008"  # 60.97 MB in whole float32 blocks of 512 ranks (Rabenseifner halves it exactly)
+
+
+def measure(algorithm: str, ranks: int, sharing: bool) -> dict:
+    """One ``dlsys simulate --json`` under /usr/bin/time -v: its record plus wall, CPU, RSS."""
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "dlsys.cli", "simulate", "allreduce", "--algo", algorithm,
+           "--ranks", str(ranks), "--size", SIZE, "--topology", "taihulight", "--json"] + (["--sharing"] * sharing)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    record = json.loads(out.stdout)
+
+    def field(name: str) -> str:
+        return re.search(rf"{re.escape(name)}: (.+)", out.stderr).group(1).strip()
+
+    minutes, seconds = field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")[-2:]
+    return {"algorithm": algorithm, "ranks": ranks, "sharing": sharing,
+            "process_wall_s": 60 * int(minutes) + float(seconds),
+            "cpu_s": float(field("User time (seconds)")) + float(field("System time (seconds)")),
+            "peak_rss_bytes": 1024 * int(field("Maximum resident set size (kbytes)")),
+            "launch_wall_s": record["wall_time_s"], "virtual_time_s": record["virtual_time_s"]}
+
+
+def main(argv=None) -> int:
+    from dlsys import collectives
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", metavar="FILE", help="write the rows here")
+    parser.add_argument("--skip-1024", action="store_true", help="only the 512-rank runs")
+    args = parser.parse_args(argv)
+    runs = [] if args.skip_1024 else [("ring", 1024, False), ("ring", 1024, True)]
+    runs += [(algorithm, 512, True) for algorithm in collectives.ALGORITHMS["allreduce"]]
+    print(f"{'algorithm':>14} {'ranks':>5} {'sharing':>7} {'wall (s)':>9} {'CPU (s)':>8} {'peak RSS':>9} "
+          f"{'virtual time':>13}", flush=True)
+    rows = []
+    for algorithm, ranks, sharing in runs:
+        row = measure(algorithm, ranks, sharing)
+        rows.append(row)
+        print(f"{algorithm:>14} {ranks:>5} {str(sharing):>7} {row['process_wall_s']:>9.1f} {row['cpu_s']:>8.1f} "
+              f"{row['peak_rss_bytes'] / 1e6:>7.0f} MB {row['virtual_time_s'] * 1e3:>10.3f} ms", flush=True)
+    if not args.skip_1024:
+        print(f"1024-rank ring: sharing costs {rows[1]['process_wall_s'] / rows[0]['process_wall_s']:.2f}x the wall "
+              f"time (target <= 2x), {rows[1]['cpu_s'] / rows[0]['cpu_s']:.2f}x the CPU time")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

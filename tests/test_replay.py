@@ -1,0 +1,223 @@
+"""The replay (dlsys/comm/replay.py): without sharing it gives the run's times bit for bit
+(every collective algorithm, every golden trace); with sharing, the closed cases of the
+flow model (k messages on one link, an incast, a ring on a full-bisection fat tree), the
+max-min properties, the same results on every backend, and bad input refused."""
+
+import gzip
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import dlsys
+from dlsys import collectives
+from dlsys.comm.backends.mpi import mpi_unavailable
+from dlsys.comm.replay import link_load, replay
+from dlsys.comm.supervise import RunSpec
+from dlsys.experiments import collective_program, simulate_collective
+from dlsys.machine.net import LinkModel
+from dlsys.machine.topology import TOPOLOGY_PRESETS, fat_tree, get_network, two_level
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
+import make_golden  # noqa: E402
+
+LAUNCH = sys.modules["dlsys.comm.launch"]
+
+
+@pytest.fixture
+def logged(monkeypatch):
+    """Every launch in the test keeps its ranks' operations (result.ops) beside its trace."""
+    monkeypatch.setattr(LAUNCH, "RunSpec", lambda *fields: RunSpec(*fields[:10], True))
+
+
+def assert_replays_the_run(result):
+    again = replay(result.ops, result.network, result.nodes)
+    assert again.trace.messages == result.trace.messages
+    assert again.trace.spans == result.trace.spans
+    assert again.clocks_s == result.clocks_s
+
+
+# --- sharing off: the run's times, bit for bit ------------------------------------------
+
+ALGORITHMS = [(c, a) for c, names in collectives.ALGORITHMS.items() for a in names]
+
+
+@pytest.mark.parametrize("collective,algorithm", ALGORITHMS, ids="/".join)
+def test_without_sharing_the_replay_gives_the_run_bit_for_bit(logged, collective, algorithm):
+    for ranks in (2, 3, 5, 8):
+        for network in ("tcp-10gbe", two_level("rdma-edr", 2, 4.0)):
+            result = dlsys.launch(collective_program, ranks, "threads", topology=network, seed=1,
+                                  args=(collective, algorithm, 1001, "float32", "sum", 1), charge_reductions=True)
+            assert_replays_the_run(result)
+
+
+with gzip.open(make_golden.PATH, "rt") as f:
+    GOLDEN = json.load(f)
+
+
+def assert_replays_the_golden(name, result):
+    again = replay(result.ops, result.network, result.nodes)
+    replayed = LAUNCH.LaunchResult(result.values, again.trace, again.clocks_s, 0.0, "", result.network,
+                                   result.nodes)
+    got = json.loads(json.dumps(make_golden.trace_record(replayed)))
+    assert got == {k: GOLDEN[name][k] for k in ("messages", "spans", "clocks_s")}, name
+
+
+def test_without_sharing_the_replay_gives_every_golden_collective_trace(logged):
+    for name, collective, algorithm, ranks in make_golden.collective_cases():
+        assert_replays_the_golden(name, make_golden.run_collective(collective, algorithm, ranks))
+
+
+@pytest.mark.parametrize("strategy", make_golden.TRAIN_STRATEGIES)
+def test_without_sharing_the_replay_gives_every_golden_training_trace(logged, strategy):
+    """ps-asp and ps-ssp receive from any source (recv_any): the replay keeps the run's choices."""
+    result, _ = make_golden.run_train(strategy)
+    assert_replays_the_golden(f"train/{strategy}", result)
+
+
+# --- sharing on: the closed cases -------------------------------------------------------
+
+BARE = LinkModel("bare", 1e-6, 1e9)  # no CPU overheads: every send of a rank is ready at once
+N = 3 * 2**20
+
+
+def fan_out(comm, k):
+    """Rank 0 sends one message to each of ranks 1..k at once."""
+    if comm.rank == 0:
+        for dst in range(1, k + 1):
+            comm.send(np.zeros(N, np.uint8), dst)
+    elif comm.rank <= k:
+        comm.recv(0)
+
+
+def incast(comm):
+    if comm.rank == 0:
+        for src in range(1, comm.size):
+            comm.recv(src)
+    else:
+        comm.send(np.zeros(N, np.uint8), 0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_k_messages_on_one_link_each_take_k_times_longer(k):
+    wire_s = N / BARE.bandwidth_Bps
+    shared = dlsys.launch(fan_out, k + 1, "threads", link=BARE, args=(k,), sharing=True)
+    assert [m.arrive_s for m in shared.trace.messages] == pytest.approx([BARE.latency_s + k * wire_s] * k, rel=1e-13)
+    fifo = dlsys.launch(fan_out, k + 1, "threads", link=BARE, args=(k,))   # DESIGN.md: one after the other
+    assert [m.arrive_s for m in fifo.trace.messages] == pytest.approx([BARE.latency_s + (i + 1) * wire_s
+                                                                      for i in range(k)], rel=1e-13)
+
+
+@pytest.mark.parametrize("p", [2, 4, 7])
+def test_an_incast_of_p_messages_costs_p_n_over_B_at_the_receiver(p):
+    shared = dlsys.launch(incast, p + 1, "threads", link=BARE, sharing=True)
+    assert shared.virtual_time_s == pytest.approx(BARE.latency_s + p * N / BARE.bandwidth_Bps, rel=1e-13)
+    assert dlsys.launch(incast, p + 1, "threads", link=BARE).virtual_time_s == pytest.approx(shared.virtual_time_s)
+
+
+def test_a_ring_on_a_full_bisection_fat_tree_equals_the_closed_form():
+    """One flow per link: the flat closed form 2(p-1)(alpha + n/(pB)), bit for bit the flat run."""
+    tree = fat_tree(4, 1.0, "rdma-edr")
+    shared = simulate_collective("allreduce", "ring", 16, "16MiB", topology=tree, sharing=True)
+    flat = simulate_collective("allreduce", "ring", 16, "16MiB", link="rdma-edr")
+    assert shared["virtual_time_s"] == flat["virtual_time_s"]
+    assert shared["virtual_time_s"] == pytest.approx(flat["closed_form_s"], rel=1e-12)
+
+
+def test_sharing_gives_a_lone_crossing_message_the_whole_link():
+    """On a two-level tree whose upper level is 4:1 oversubscribed, a ring sends one message
+    across each supernode boundary: the static model charges it a quarter of the link,
+    sharing gives it the whole link (the uplink, 4 B / 4 = B, carries one message)."""
+    tree = two_level("rdma-edr", 4, 4.0)
+    static = simulate_collective("allreduce", "ring", 8, "16MiB", topology=tree)
+    shared = simulate_collective("allreduce", "ring", 8, "16MiB", topology=tree, sharing=True)
+    flat = simulate_collective("allreduce", "ring", 8, "16MiB", link="rdma-edr")
+    assert shared["virtual_time_s"] == flat["virtual_time_s"] < static["virtual_time_s"] / 2
+    assert shared["closed_form_s"] is None and shared["sharing"]
+
+
+def all_to_all(comm):
+    """Every rank sends 64 KiB to every other, staggered by rank, then receives them all."""
+    comm.compute(seconds=1e-5 * comm.rank)
+    for shift in range(1, comm.size):
+        comm.send(np.zeros(1 << 16, np.uint8), (comm.rank + shift) % comm.size)
+    for shift in range(1, comm.size):
+        comm.recv((comm.rank - shift) % comm.size)
+
+
+def test_max_min_no_link_carries_more_than_its_capacity():
+    """All-to-all on a 2:1 fat tree: per time bin, no link carries more than capacity x bin width."""
+    tree = fat_tree(4, 2.0, "rdma-edr")
+    result = dlsys.launch(all_to_all, 16, "threads", topology=tree, sharing=True)
+    fabric = tree.fabric(16)
+    rows = link_load(result, bins=40)
+    assert rows and sum(r["nbytes"] for r in rows if r["link"].startswith("egress")) == pytest.approx(
+        sum(m.nbytes for m in result.trace.messages if m.src != m.dst), rel=1e-9)
+    for r in rows:
+        assert r["nbytes"] <= fabric.links[r["link_id"]].capacity_Bps * (r["end_s"] - r["start_s"]) * (1 + 1e-9)
+    saturated = [r for r in rows if r["nbytes"] >= 0.99 * fabric.links[r["link_id"]].capacity_Bps
+                 * (r["end_s"] - r["start_s"])]
+    assert saturated                                          # max-min fills its bottlenecks
+
+
+# --- the same on every backend ----------------------------------------------------------
+
+def recv_any_ring(comm):
+    """recv_any decides by the run's times; the replay keeps its choices."""
+    x = np.arange(4096, dtype=np.float32) + comm.rank
+    if comm.rank == 0:
+        order = [comm.recv_any(tag=4)[0] for _ in range(comm.size - 1)]
+    else:
+        order = None
+        comm.compute(seconds=1e-3 * (comm.size - comm.rank))
+        comm.send(x, 0, tag=4)
+    return order, collectives.allreduce(comm, x, algorithm="ring")
+
+
+BACKENDS = ["processes", pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None,
+                                                                      reason=str(mpi_unavailable())))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sharing_gives_the_same_times_on_every_backend(backend):
+    kwargs = {"topology": two_level("rdma-edr", 2, 4.0), "seed": 3, "sharing": True}
+    here = dlsys.launch(recv_any_ring, 4, "threads", **kwargs)
+    there = dlsys.launch(recv_any_ring, 4, backend, **kwargs)
+    assert here.values[0][0] == there.values[0][0] == [3, 2, 1]
+    assert there.trace == here.trace and there.clocks_s == here.clocks_s and there.sharing
+
+
+# --- bad input --------------------------------------------------------------------------
+
+def test_every_topology_preset_has_a_fabric_that_holds_its_ranks():
+    for name in TOPOLOGY_PRESETS:
+        network = get_network(name)
+        fabric = network.fabric(min(64, network.max_nodes))
+        assert fabric.nodes >= min(64, network.max_nodes)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: dlsys.launch(incast, 4, "threads", topology="torus", sharing=True),
+     r"topology: unknown topology 'torus'; valid: .*flat.*two-level.*taihulight.*fat-tree.*gpu-cluster"),
+    (lambda: dlsys.launch(incast, 20, "threads", topology=fat_tree(4), sharing=True),
+     r"world_size must be an integer in 1\.\.16 \(the fat-tree topology holds 16 nodes\), got 20"),
+    (lambda: fat_tree(4, -2.0), r"oversubscription must be a finite number >= 1"),
+    (lambda: two_level("rdma-edr", 4, 0.5), r"oversubscription must be a finite number >= 1"),
+    (lambda: fat_tree(5), r"k must be an even integer >= 2"),
+    (lambda: dlsys.launch(incast, 4, "threads", sharing="yes"), r"sharing must be True or False"),
+])
+def test_bad_input_is_refused_before_any_rank_starts(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_the_cli_simulates_with_sharing(capsys):
+    from dlsys.cli import main
+    assert main(["simulate", "allreduce", "--ranks", "8", "--size", "1MiB", "--topology", "two-level",
+                 "--sharing"]) == 0
+    out = capsys.readouterr().out
+    assert "messages share links" in out and "none with shared links" not in out   # 8 ranks: one supernode
+    assert main(["simulate", "allreduce", "--topology", "torus", "--sharing"]) == 2   # argparse's usage error
+    assert "invalid choice: 'torus'" in capsys.readouterr().err
