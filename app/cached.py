@@ -6,6 +6,7 @@ import streamlit as st
 from dlsys import experiments
 from dlsys.experiments import wallclock
 from dlsys.experiments import compression as ex_compression
+from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
@@ -43,6 +44,13 @@ def _collective(name: str, algorithm: str, ranks: int, nbytes: int, link: str, b
 def ring_steps(ranks: int, link: str) -> list:
     """experiments.ring_allreduce_steps: every rank's chunks after every ring step."""
     return experiments.ring_allreduce_steps(ranks, link)
+
+
+@st.cache_data(**CACHE)
+def contention(pattern: str, fabric: str, ranks: int, nbytes: int, link: str, oversubscription: float) -> list:
+    """experiments.contention.sharing_pair: the pattern with sharing off, then on, without the returned arrays."""
+    return [experiments.without_values(r) for r in ex_contention.sharing_pair(
+        pattern, fabric, ranks, nbytes, link=link, oversubscription=oversubscription)]
 
 
 @st.cache_data(**CACHE)

@@ -162,7 +162,7 @@ def test_collectives_page_every_algorithm(ranks, size):
 
 
 @pytest.mark.parametrize("page, key, tabs", [
-    ("views/collectives.py", "coll_view", ["Ring step by step", "Timeline", "Bytes per link", "Downloads"]),
+    ("views/collectives.py", "coll_view", ["Ring step by step", "Timeline", "Bytes per link", "Link load", "Downloads"]),
     ("views/cost_model.py", "cost_view", ["Against ranks", "TCP vs RDMA", "Alpha and beta"]),
     ("views/ps_vs_ring.py", "ps_view", ["Bytes per rank", "Against workers", "Downloads"]),
     ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),

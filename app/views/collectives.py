@@ -7,7 +7,9 @@ from charts import chart, downloads, summary_row
 from urlstate import url_key
 from widgets import backend_select, link_select, real_data_note, size_slider
 from dlsys.collectives import ALGORITHMS
+from dlsys.experiments.contention import ALLREDUCES, FABRICS, PATTERNS
 from dlsys.viz import comm as viz
+from dlsys.viz.links import link_load_figure
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
@@ -49,8 +51,8 @@ right.caption(
     "powers of two; elsewhere they are the textbook estimate (recursive doubling all-gather and halving "
     "reduce-scatter then fall back to the ring). " + real_data_note(record))
 
-messages, steps, gantt, links, files = st.tabs(
-    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Downloads"], key=url_key("coll_view"), on_change="rerun")
+messages, steps, gantt, links, load, files = st.tabs(
+    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Link load", "Downloads"], key=url_key("coll_view"), on_change="rerun")
 if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
@@ -74,6 +76,37 @@ if gantt.open:
 if links.open:
     with links:
         chart(viz.link_bytes(trace), "coll_link_bytes")
+if load.open:
+    with load:
+        c = st.columns([1.4, 1.2, 1.4, 1])
+        pattern = c[0].selectbox("pattern", PATTERNS, index=PATTERNS.index(algorithm if algorithm in ALLREDUCES else "ring"),
+                                 key=url_key("coll_load_pattern"), help="incast: ranks 1..p-1 push to rank 0; "
+                                 "alltoall: block j of every rank to rank j; the others: all-reduce algorithms.")
+        fabric = c[1].selectbox("fabric", FABRICS, index=FABRICS.index("two-level"), key=url_key("coll_load_fabric"),
+                                help="two-level: supernodes of 4 ranks; fat-tree: the smallest k-ary fat tree "
+                                     "that holds the ranks (k = 4 up to 16 ranks).")
+        over = c[2].select_slider("oversubscription", [1, 2, 4, 8], 4, key=url_key("coll_load_over"),
+                                  help="How many times thinner the switch level is than the nodes under it.")
+        sharing = c[3].toggle("sharing", value=True, key=url_key("coll_load_sharing"),
+                              help="On: messages crossing one link at once share it (max-min fair). Off: every "
+                                   "message has its pair's link to itself (DESIGN.md's rules).")
+        try:
+            off, on = cached.contention(pattern, fabric, ranks, nbytes, link_name, float(over))
+        except ValueError as exc:
+            st.warning(f"{exc}. Pick another size or rank count.")
+        else:
+            shown = on if sharing else off
+            chart(link_load_figure(shown["rows"], f"{pattern} on {shown['topology']}, {ranks} ranks, sharing "
+                                   f"{'on' if sharing else 'off'}", shown["capacities_Bps"]), "coll_link_load")
+            st.caption(
+                f"{pattern}, {format_bytes(nbytes)} per rank on {link_name}: {format_seconds(on['virtual_time_s'])} "
+                f"with sharing, {format_seconds(off['virtual_time_s'])} without. The busiest link, "
+                f"{on['hottest_link']}, carries {format_bytes(on['hottest_nbytes'])}: no schedule of these messages "
+                f"ends before {format_seconds(on['link_bound_s'])} (its bytes over its capacity). "
+                f"{on['switch_messages']} of {on['messages']} messages ({format_bytes(on['switch_nbytes'])}) cross a "
+                "switch link. Without sharing every message across supernodes is charged its pair's link at "
+                "1/oversubscription of B however few cross; with sharing, k messages on one uplink each get a "
+                "max-min share of it (docs/flows.md).")
 if files.open:
     with files:
         downloads(trace, [summary_row(record)], f"{name}-{algorithm}-p{ranks}")
