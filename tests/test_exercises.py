@@ -414,3 +414,39 @@ NETSTACK_MISTAKES = {
 @pytest.mark.parametrize("mistake", NETSTACK_MISTAKES)
 def test_alpha_beta_mistakes_get_partial_credit(tmp_path, mistake):
     grade_one_edit(tmp_path, "alpha_beta_fit", *NETSTACK_MISTAKES[mistake])
+
+
+# Plausible wrong contention_step solutions (edits of dlsys/exercises/contention.py): each
+# link's capacity split evenly among the flows on it, the least share on a flow's route
+# (what a flow held back elsewhere leaves goes to nobody), and the latency forgotten.
+CONTENTION_MISTAKES = {
+    "static_share": ("""    rates = [0.0] * len(routes)
+    left = [float(c) for c in capacities_Bps]  # capacity not yet given to a fixed flow
+    unfixed = set(range(len(routes)))
+    while unfixed:
+        count = [0] * len(left)
+        for i in unfixed:
+            for link in routes[i]:
+                count[link] += 1
+        level, full = min((left[link] / count[link], link) for link in range(len(left)) if count[link])
+        for i in [i for i in unfixed if full in routes[i]]:
+            rates[i] = level
+            unfixed.discard(i)
+            for link in routes[i]:
+                left[link] -= level
+    return rates
+""", """    flows_on = [sum(link in route for route in routes) for link in range(len(capacities_Bps))]
+    return [min(capacities_Bps[link] / flows_on[link] for link in route) for route in routes]
+""", {"test_two_flows_on_one_link_by_hand", "test_an_incast_ends_at_latency_plus_all_bytes_over_the_ingress",
+      "test_empty_and_zero_byte_flows_pay_only_the_latency", "test_valid_input_accepted_bad_input_rejected_by_name",
+      "test_equals_the_emulator_flow_for_flow[incast of unequal pushes on a flat switch]",
+      "test_equals_the_emulator_flow_for_flow[a ring step across an oversubscribed tree]"}),
+    "latency_forgotten": ("    t = latency_s  # every flow", "    t = 0.0  # every flow",
+                          {"test_a_flow_held_back_elsewhere_leaves_its_share_to_the_others",
+                           "test_valid_input_accepted_bad_input_rejected_by_name"}),
+}
+
+
+@pytest.mark.parametrize("mistake", CONTENTION_MISTAKES)
+def test_contention_static_share_or_forgotten_latency_gets_partial_credit(tmp_path, mistake):
+    grade_one_edit(tmp_path, "contention_step", *CONTENTION_MISTAKES[mistake])

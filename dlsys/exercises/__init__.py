@@ -102,6 +102,9 @@ EXERCISES: tuple[Exercise, ...] = (
              "dlsys/schedule/fusion.py", 10, "lessons/10_overlap_and_scheduling.py"),
     Exercise("alpha_beta_fit", "fit alpha and beta to measured one-way times (least squares on relative error) "
              "and predict a ring all-reduce from them", "dlsys/machine/netstack.py", 10, "lessons/02_primitives_alpha_beta.py"),
+    Exercise("contention_step", "one step on links that messages share: max-min fair rates, re-solved as flows "
+             "finish, held to the emulator", "dlsys/exercises/contention.py", 15,
+             "lessons/13_topology_and_contention.py"),
 )
 
 
