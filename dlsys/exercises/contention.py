@@ -17,7 +17,7 @@ from typing import Sequence
 DONE = 1e-12  # a flow with less than this fraction of its bytes left has finished (rounding)
 
 
-def check_step(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int]],
+def check_step(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[float],
                nbytes: Sequence[float] | None = None, latency_s: float = 0.0) -> None:
     """ValueError naming the argument, for a step that cannot be simulated."""
     if not all(isinstance(c, (int, float)) and math.isfinite(c) and c > 0 for c in capacities_Bps):
@@ -35,11 +35,11 @@ def check_step(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int]],
         raise ValueError(f"latency_s must be a finite number >= 0, got {latency_s!r}")
 
 
-def max_min_rates(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int]]) -> list[float]:
+def max_min_rates(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[float]) -> list[float]:
     """Each flow's max-min fair rate in bytes per second, by progressive filling: raise every
     unfixed rate together until a link is full (the least level (capacity left) / (unfixed
     flows on it)); fix that link's unfixed flows at that level; repeat with what is left."""
-    check_step(capacities_Bps, routes)
+    check_step(routes, capacities_Bps)
     # BEGIN SOLUTION contention_step
     rates = [0.0] * len(routes)
     left = [float(c) for c in capacities_Bps]  # capacity not yet given to a fixed flow
@@ -59,18 +59,18 @@ def max_min_rates(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int
     # END SOLUTION
 
 
-def flow_finish_s(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int]], nbytes: Sequence[float],
+def flow_finish_s(routes: Sequence[Sequence[int]], nbytes: Sequence[float], capacities_Bps: Sequence[float],
                   latency_s: float) -> list[float]:
     """When each flow of the step has arrived: ``latency_s``, then its bytes at max-min
     rates, re-solved among the flows still moving whenever one finishes."""
-    check_step(capacities_Bps, routes, nbytes, latency_s)
+    check_step(routes, capacities_Bps, nbytes, latency_s)
     # BEGIN SOLUTION contention_step
     left = [float(n) for n in nbytes]
     finish = [latency_s] * len(routes)
     moving = [i for i in range(len(routes)) if left[i] > 0]
     t = latency_s  # every flow pays its route's latency first, then shares the links
     while moving:
-        rates = max_min_rates(capacities_Bps, [routes[i] for i in moving])
+        rates = max_min_rates([routes[i] for i in moving], capacities_Bps)
         dt = min(left[i] / rate for i, rate in zip(moving, rates))
         t += dt
         for i, rate in zip(moving, rates):
@@ -82,7 +82,7 @@ def flow_finish_s(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int
     # END SOLUTION
 
 
-def step_time_s(capacities_Bps: Sequence[float], routes: Sequence[Sequence[int]], nbytes: Sequence[float],
+def step_time_s(routes: Sequence[Sequence[int]], nbytes: Sequence[float], capacities_Bps: Sequence[float],
                 latency_s: float) -> float:
     """The step ends when its last flow arrives (0 for a step without flows)."""
-    return max(flow_finish_s(capacities_Bps, routes, nbytes, latency_s), default=0.0)
+    return max(flow_finish_s(routes, nbytes, capacities_Bps, latency_s), default=0.0)

@@ -20,26 +20,26 @@ LINK = LinkModel("1 GB/s, 10 us, no overheads", 10e-6, 1e9)  # departures at 0: 
 def test_two_flows_on_one_link_by_hand():
     # 1 MB and 3 MB on a 1 GB/s link: both at 0.5 GB/s until the first is done (2 ms);
     # then the second alone moves its last 2 MB at 1 GB/s (2 ms more)
-    assert max_min_rates([1e9], [[0], [0]]) == pytest.approx([5e8, 5e8])
-    assert flow_finish_s([1e9], [[0], [0]], [1e6, 3e6], 1e-4) == pytest.approx([1e-4 + 2e-3, 1e-4 + 4e-3], rel=1e-12)
+    assert max_min_rates([[0], [0]], [1e9]) == pytest.approx([5e8, 5e8])
+    assert flow_finish_s([[0], [0]], [1e6, 3e6], [1e9], 1e-4) == pytest.approx([1e-4 + 2e-3, 1e-4 + 4e-3], rel=1e-12)
 
 
 def test_a_flow_held_back_elsewhere_leaves_its_share_to_the_others():
     # flows 0 and 1 share link 0 (10 GB/s); flow 1 also crosses link 1 (2 GB/s) with flow 2:
     # flow 1 gets 1 GB/s there, so flow 0 takes the 9 GB/s it leaves on link 0 (not 5)
-    assert max_min_rates([10e9, 2e9], [[0], [0, 1], [1]]) == pytest.approx([9e9, 1e9, 1e9], rel=1e-12)
+    assert max_min_rates([[0], [0, 1], [1]], [10e9, 2e9]) == pytest.approx([9e9, 1e9, 1e9], rel=1e-12)
 
 
 def test_an_incast_ends_at_latency_plus_all_bytes_over_the_ingress():
     p, n = 8, 2e6
     routes = [[2 * s, 1] for s in range(1, p)]  # egress s, ingress of rank 0 (link 1)
     capacities = [1e9] * (2 * p)
-    assert step_time_s(capacities, routes, [n] * (p - 1), 5e-6) == pytest.approx(5e-6 + (p - 1) * n / 1e9, rel=1e-12)
+    assert step_time_s(routes, [n] * (p - 1), capacities, 5e-6) == pytest.approx(5e-6 + (p - 1) * n / 1e9, rel=1e-12)
 
 
 def test_empty_and_zero_byte_flows_pay_only_the_latency():
-    assert step_time_s([1e9], [], [], 1e-5) == 0.0
-    assert flow_finish_s([1e9], [[0], [0]], [0, 1e6], 1e-5) == pytest.approx([1e-5, 1e-5 + 1e-3], rel=1e-12)
+    assert step_time_s([], [], [1e9], 1e-5) == 0.0
+    assert flow_finish_s([[0], [0]], [0, 1e6], [1e9], 1e-5) == pytest.approx([1e-5, 1e-5 + 1e-3], rel=1e-12)
 
 
 def emulate(topology, ranks: int, sends):
@@ -61,8 +61,8 @@ def emulate(topology, ranks: int, sends):
 
 def predicted(topology, ranks: int, sends):
     fabric = topology.fabric(ranks)
-    return flow_finish_s([link.capacity_Bps for link in fabric.links], [list(fabric.route(s, d)) for s, d, _ in sends],
-                         [n for _, _, n in sends], topology.link.latency_s)
+    return flow_finish_s([list(fabric.route(s, d)) for s, d, _ in sends], [n for _, _, n in sends],
+                         [link.capacity_Bps for link in fabric.links], topology.link.latency_s)
 
 
 STEPS = {
@@ -85,9 +85,9 @@ def test_equals_the_emulator_flow_for_flow(name):
 
 
 def test_valid_input_accepted_bad_input_rejected_by_name():
-    assert step_time_s([1e9, 1e9], [[0, 1]], [1e6], 0.0) == pytest.approx(1e-3, rel=1e-12)
-    for args, name in [(([0.0], [[0]], [1.0], 0.0), "capacities_Bps"), (([1e9], [[1]], [1.0], 0.0), "routes"),
-                       (([1e9], [[]], [1.0], 0.0), "routes"), (([1e9], [[0]], [-1.0], 0.0), "nbytes"),
-                       (([1e9], [[0]], [1.0, 2.0], 0.0), "nbytes"), (([1e9], [[0]], [1.0], -1e-6), "latency_s")]:
+    assert step_time_s([[0, 1]], [1e6], [1e9, 1e9], 0.0) == pytest.approx(1e-3, rel=1e-12)
+    for args, name in [(([[0]], [1.0], [0.0], 0.0), "capacities_Bps"), (([[1]], [1.0], [1e9], 0.0), "routes"),
+                       (([[]], [1.0], [1e9], 0.0), "routes"), (([[0]], [-1.0], [1e9], 0.0), "nbytes"),
+                       (([[0]], [1.0, 2.0], [1e9], 0.0), "nbytes"), (([[0]], [1.0], [1e9], -1e-6), "latency_s")]:
         with pytest.raises(ValueError, match=name):
             step_time_s(*args)
