@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from dlsys import experiments as E
 from dlsys.experiments import large_batch
 from dlsys.collectives import ALGORITHMS, closed_form
+from dlsys.experiments.contention import FABRICS, PATTERNS
 from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.machine.net import get_link
@@ -159,6 +160,31 @@ def test_collectives_page_every_algorithm(ranks, size):
             at.selectbox(key=f"coll_algorithm_{name}").set_value(algorithm)
             ok(at.run())
             assert charts(at) == 1, (name, algorithm)
+
+
+@pytest.mark.parametrize("ranks, size", [(2, TINY), (16, HUGE)])
+def test_collectives_link_load_every_pattern_on_every_fabric(ranks, size):
+    """The Link load tab draws one figure for every pattern, fabric and sharing setting;
+    an all-to-all whose buffer cannot be cut into p blocks says so instead."""
+    at = open_page("views/collectives.py")
+    at.slider(key="coll_ranks").set_value(ranks)
+    at.select_slider(key="coll_size").set_value(size)
+    at.session_state["coll_view"] = "Link load"
+    ok(at.run())
+    for fabric in FABRICS:
+        at.selectbox(key="coll_load_fabric").set_value(fabric)
+        for pattern in PATTERNS:
+            at.selectbox(key="coll_load_pattern").set_value(pattern)
+            ok(at.run())
+            if pattern == "alltoall" and size == TINY:
+                assert charts(at) == 0 and "multiple of 8 bytes" in at.warning[0].value
+                continue
+            assert charts(at) == 1, (fabric, pattern)
+            assert any(f"{pattern}, " in c.value and "with sharing" in c.value for c in at.caption)
+    at.selectbox(key="coll_load_pattern").set_value("ring")
+    at.toggle(key="coll_load_sharing").set_value(False)
+    ok(at.run())
+    assert "sharing off" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
 
 
 @pytest.mark.parametrize("page, key, tabs", [
