@@ -72,16 +72,17 @@ STEPS = {
                                      (7, 6, 2 * MiB), (5, 4, 1 * MiB)]),
     "a ring step across an oversubscribed tree": (two_level(LINK, 2, 4.0), 8,
                                                   [(r, (r + 1) % 8, 2 * MiB) for r in range(8)]),
-    "a shift by 4 and an incast on an oversubscribed fat tree": (
-        fat_tree(4, 2.0, LINK), 16, [(r, (r + 4) % 16, MiB) for r in range(16)] + [(s, 0, MiB) for s in (5, 9, 13)]),
+    "a shift across pods and an incast on an oversubscribed fat tree": (  # hosts 0-3 in pod 0, 4-7 in pod 1
+        fat_tree(4, 2.0, LINK), 8, [(r, (r + 3) % 8, MiB) for r in range(8)] + [(s, 0, 2 * MiB) for s in (2, 5, 6)]),
 }
 
 
 @pytest.mark.parametrize("name", STEPS)
 def test_equals_the_emulator_flow_for_flow(name):
     topology, ranks, sends = STEPS[name]
+    mine = predicted(topology, ranks, sends)  # first: a stub fails by raising, before any rank starts
     want = emulate(topology, ranks, sends)
-    assert predicted(topology, ranks, sends) == pytest.approx(want, rel=1e-9), f"{name}: the emulator's times {want}"
+    assert mine == pytest.approx(want, rel=1e-9), f"{name}: the emulator's times {want}"
 
 
 def test_valid_input_accepted_bad_input_rejected_by_name():
