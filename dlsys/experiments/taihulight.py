@@ -25,6 +25,7 @@ from .. import collectives
 from ..train.caffe import DESIGNS, MPI_DESIGNS, design_program, real_sizes
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
+from ..comm.replay import link_load
 from ..machine.net import get_node
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library
 from ..machine.profiles import profile
@@ -401,6 +402,35 @@ def mpi_ratio_bounds(nodes: int = 512, topology="taihulight", sharing: bool = Tr
     return {"nodes": nodes, "topology": network.name, "sharing": sharing, "nbytes": nbytes,
             "ratio": rd(nbytes) / ring(nbytes), "latency_ratio": c0 / d0, "bandwidth_ratio": c1 / d1,
             "nbytes_for_ratio": sizes}
+
+
+def link_load_rows(algorithm: str = "ring", nodes: int = 512, sharing: bool = True, nbytes=PAPER_MESSAGE_BYTES,
+                   topology="taihulight", bins: int = 40) -> list[dict]:
+    """Bytes per link per time bin of one all-reduce (``dlsys.comm.replay.link_load``) on
+    ``topology``'s fabric, each row with the link's ``capacity_Bps`` and a "series" naming
+    the algorithm and whether messages shared the links (for dlsys.viz.links)."""
+    network = get_network(topology, LINK, "topology")
+    check_case(MODELS[0], "ring", nodes, network, sharing=sharing)
+    rec = simulate_collective("allreduce", algorithm, nodes, nbytes, topology=network, sharing=sharing,
+                              max_memory_bytes=MAX_MEMORY_BYTES)
+    links = network.fabric(nodes).links
+    series = f"{algorithm}, {'links shared' if sharing else 'a link per pair'}"
+    return [r | {"series": series, "capacity_Bps": links[r["link_id"]].capacity_Bps}
+            for r in link_load(rec["result"], bins)]
+
+
+def boundary_links(nodes: int, topology="taihulight") -> list[str]:
+    """The links worth watching on a two-level fabric: per supernode, its first and last
+    node's egress and ingress and its uplink and downlink (every link of a flat one's
+    first and last node)."""
+    network = get_network(topology, LINK, "topology")
+    size = network.supernode_size or nodes
+    names = []
+    for s in range(-(-nodes // size)):
+        first, last = s * size, min(nodes, (s + 1) * size) - 1
+        names += [f"egress{first}", f"ingress{first}", f"egress{last}", f"ingress{last}"]
+        names += [f"up{s}", f"down{s}"] if network.supernode_size and nodes > size else []
+    return names
 
 
 def model_gradient_nbytes(model: str) -> int:
