@@ -378,7 +378,7 @@ def mpi_ratio_bounds(nodes: int = 512, topology="taihulight", sharing: bool = Tr
     """The paper's MPI (recursive doubling) over the ring, from the closed forms, with links
     shared (``sharing``; the ring's form holds where ``ring_shares_no_link``, the TaihuLight
     at every node count) or not (then one supernode only). Both times are affine in the
-    message: T_rd = c0 + c1 n, T_ring = d0 + d1 n, so the ratio moves monotonically from
+    message (up to the ring's blocks of whole float32): T_rd = c0 + c1 n, T_ring = d0 + d1 n, so the ratio moves monotonically from
     c0 / d0 (latency: lg p against 2(p-1) alphas) to c1 / d1 (bandwidth) as n grows, and
     equals r at n = (r d0 - c0) / (c1 - r d1). Returns the ratio at ``nbytes``, both limits
     and, for each of the paper's ``PAPER_MPI_RATIOS``, the message that gives it (None if
