@@ -117,26 +117,37 @@ def emulation(ranks: int) -> dict:
 
 
 @st.cache_data(**CACHE)
-def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str, ps_design: str = "ps") -> list:
+def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str, ps_design: str = "ps",
+                     sharing: bool = True) -> list:
     """experiments.taihulight.sweep of ``ps_design`` (a PS design) and the ring for every model of the paper."""
     return [row for model in ex_taihulight.MODELS for design in (ps_design, "ring")
-            for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology)]
+            for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology, sharing=sharing)]
 
 
 @st.cache_data(**CACHE)
-def taihulight_versus_mpi(model: str, nodes: tuple, topology: str, library: str) -> list:
+def taihulight_versus_mpi(model: str, nodes: tuple, topology: str, library: str, sharing: bool = True) -> list:
     """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient,
     against ``library``'s MPI_Allreduce."""
     sizes = (ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model))
-    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology, library)
+    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology, library, sharing)
 
 
 @st.cache_data(**CACHE)
-def taihulight_iteration(model: str, nodes: int, contiguous: bool, topology: str, batch: int) -> dict:
+def taihulight_iteration(model: str, nodes: int, contiguous: bool, topology: str, batch: int,
+                         sharing: bool = True) -> dict:
     """One traced iteration of each design: {design: record}, without the ranks' arrays."""
     return {design: {k: v for k, v in experiments.without_values(ex_taihulight.run_design(
-        model, design, nodes, contiguous, topology, batch, record=True)).items() if k != "weights"}
+        model, design, nodes, contiguous, topology, batch, record=True, sharing=sharing)).items() if k != "weights"}
         for design in ("ps", "ring")}
+
+
+@st.cache_data(max_entries=4, show_spinner="replaying 512 ranks' messages on the TaihuLight's links (about a minute)...")
+def taihulight_link_load(nodes: int, sharing: bool) -> list:
+    """experiments.taihulight.link_load_rows of the ring and recursive doubling (the paper's
+    MPI_Allreduce), 60.97 MB, kept to the links ``boundary_links`` names."""
+    keep = set(ex_taihulight.boundary_links(nodes))
+    return [r for algorithm in ("ring", "recursive_doubling")
+            for r in ex_taihulight.link_load_rows(algorithm, nodes, sharing) if r["link"] in keep]
 
 
 @st.cache_data(max_entries=32, show_spinner="compressing...")

@@ -196,7 +196,8 @@ def test_collectives_link_load_every_pattern_on_every_fabric(ranks, size):
     ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
     ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
     ("views/network_stack.py", "net_view", ["Libraries", "Training and IO"]),
-    ("views/taihulight.py", "thl_view", ["PS vs ring", "Ring vs MPI_Allreduce", "One iteration", "Timeline"]),
+    ("views/taihulight.py", "thl_view", ["PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One iteration",
+                                         "Timeline"]),
 ])
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
@@ -481,7 +482,7 @@ SHARED_STATE = {
     "views/performance.py": {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
     "views/network_stack.py": {"net_view": "Training and IO", "net_storage": "nfs", "net_loaders": 4, "net_prefetch": 8},
     "views/taihulight.py": {"thl_model": "resnet50", "thl_nodes": 16, "thl_layout": "scattered",
-                            "thl_topology": "flat", "thl_view": "Timeline"},
+                            "thl_topology": "flat", "thl_sharing": False, "thl_view": "Timeline"},
 }
 
 

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from dlsys import collectives
 from dlsys.train import caffe
 from dlsys.cli import main
 from dlsys.experiments import taihulight as study
@@ -14,6 +15,7 @@ from dlsys.machine.net import get_node
 from dlsys.machine.profiles import profile
 from dlsys.machine.topology import two_level
 from dlsys.experiments.collectives import simulate_collective
+from dlsys.viz.links import link_load_figure
 
 POWERS = (2, 4, 8, 16, 32, 64)
 
@@ -207,3 +209,79 @@ def test_cli_refuses_bad_nodes_with_the_range(capsys):
     assert "nodes must be an integer in 1..40960" in capsys.readouterr().err
     assert main(["casestudy", "taihulight", "--nodes", "2,x"]) == 2
     assert "doubling range like 2,4,...,512" in capsys.readouterr().err
+
+
+# --- links that messages share (issue 24) -----------------------------------------------------
+
+def test_with_sharing_the_512_node_ring_is_its_flat_closed_form_and_the_paper_s_mpi_is_slower():
+    """Two supernodes: the ring's two crossing messages a step get the whole link (no static
+    quarter share), so it equals 2(p-1)(alpha + n/(pB)) on the sw26010 link; recursive
+    doubling's last step sends every node across at once (``recursive_doubling_form_s``)."""
+    rows = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,), sharing=True)
+    ring, mpi = rows
+    assert ring["sharing"] and ring["algorithm"] == "ring" and mpi["algorithm"] == "recursive_doubling"
+    flat = collectives.closed_form("allreduce", "ring", 512, ring["nbytes"], "sw26010")
+    assert ring["virtual_time_s"] == pytest.approx(flat, rel=1e-9) and ring["closed_form_s"] == flat
+    assert mpi["virtual_time_s"] == pytest.approx(mpi["closed_form_s"], rel=1e-9)
+    assert mpi["virtual_time_s"] / ring["virtual_time_s"] > 1
+    static = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,))[0]
+    assert static["virtual_time_s"] > 3 * ring["virtual_time_s"]  # the static quarter share slowed every step
+
+
+def test_the_mpi_ratio_s_bounds_bracket_the_paper_s_range_by_message_size():
+    bound = study.mpi_ratio_bounds()
+    assert bound["latency_ratio"] == pytest.approx(9 / 1022)  # lg p alphas against 2(p-1)
+    assert bound["latency_ratio"] < bound["ratio"] < bound["bandwidth_ratio"]
+    small, large = (bound["nbytes_for_ratio"][r] for r in study.PAPER_MPI_RATIOS)
+    for nbytes, ratio in ((small, study.PAPER_MPI_RATIOS[0]), (large, study.PAPER_MPI_RATIOS[1])):
+        assert study.mpi_ratio_bounds(nbytes=nbytes)["ratio"] == pytest.approx(ratio, rel=1e-4)  # whole float32 blocks
+    flat = study.mpi_ratio_bounds(topology="flat")
+    assert flat["bandwidth_ratio"] == pytest.approx(9 * 512 / 1022)
+    with pytest.raises(ValueError, match="nodes: the ring has no closed form on 512 nodes of taihulight"):
+        study.mpi_ratio_bounds(sharing=False)
+
+
+def test_with_sharing_the_ring_design_keeps_its_flat_form_and_the_ps_designs_run():
+    for nodes in (8, 512):
+        r = study.run_design("googlenet", "ring", nodes, sharing=True)
+        assert r["sharing"] and r["closed_communication_s"] is not None
+        # blocks of whole real elements differ by one: the replay's eager sends overlap a little
+        assert r["communication_s"] == pytest.approx(r["closed_communication_s"], rel=0.1)
+    off = study.run_design("googlenet", "ring", 512)
+    assert off["communication_s"] > 2 * r["communication_s"]
+    for design in study.PS_DESIGNS:
+        shared = study.run_design("googlenet", design, 8, sharing=True)
+        assert shared["closed_communication_s"] is None and shared["communication_s"] > 0
+        assert np.array_equal(shared["weights"], study.run_design("googlenet", design, 8)["weights"])
+
+
+def test_sharing_is_refused_unless_a_bool(monkeypatch):
+    monkeypatch.setattr(study, "launch", lambda *a, **k: pytest.fail("a rank started"))
+    for call in (lambda: study.run_design("alexnet", "ring", 4, sharing="yes"),
+                 lambda: study.sweep("alexnet", "ring", (2, 4), sharing=1),
+                 lambda: study.ring_vs_mpi(nodes=(2,), sharing=None),
+                 lambda: study.recursive_doubling_form_s(8, 1e6, sharing="on")):
+        with pytest.raises(ValueError, match="sharing must be True or False"):
+            call()
+    with pytest.raises(ValueError, match="nodes must be a power of two >= 2, got 12"):
+        study.recursive_doubling_form_s(12, 1e6)
+
+
+def test_link_load_rows_show_the_ring_s_crossing_links_nearly_idle():
+    rows = study.link_load_rows("recursive_doubling", 512, True, bins=8)
+    assert {r["series"] for r in rows} == {"recursive_doubling, links shared"}
+    peak = max(r["nbytes"] / (r["end_s"] - r["start_s"]) / r["capacity_Bps"] for r in rows if r["link"] == "up0")
+    assert peak == pytest.approx(1.0, rel=1e-6)  # its last step fills the uplink
+    assert study.boundary_links(512) == ["egress0", "ingress0", "egress255", "ingress255", "up0", "down0",
+                                         "egress256", "ingress256", "egress511", "ingress511", "up1", "down1"]
+    fig = link_load_figure(rows, links=study.boundary_links(512))
+    assert list(fig.data[0].y) == study.boundary_links(512) and max(map(max, fig.data[0].z)) <= 100 + 1e-6
+    assert "no bytes" in link_load_figure([]).layout.annotations[0].text
+
+
+def test_cli_sharing(capsys):
+    assert main(["casestudy", "taihulight", "--versus-mpi", "--nodes", "256,512", "--sharing", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["sharing"] for r in rows) and rows[1]["virtual_time_s"] > rows[0]["virtual_time_s"]
+    assert main(["casestudy", "taihulight", "--design", "ps-reduce", "--nodes", "4", "--sharing"]) == 0
+    assert "messages sharing its links" in capsys.readouterr().out

@@ -6,6 +6,7 @@ SW26010 nodes (dlsys.experiments.taihulight).
     dlsys casestudy taihulight --model resnet50 --design ps-reduce --nodes 2,4,...,512   # the PS on MPI
     dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512       # the paper's figs 7-8
     dlsys casestudy taihulight --versus-mpi --library mpich --nodes 2,4,...,512
+    dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --sharing   # messages share the links
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from ..machine.netstack import LIBRARIES, MPI_LIBRARIES
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_seconds
 from .options import Checked, integer, network, print_table, refuse_unused
+
+
+SHARING = {True: ", messages sharing its links (max-min)", False: ", a link per pair (static shares)"}
 
 
 def node_list(text: str) -> list[int]:
@@ -56,9 +60,9 @@ def cmd_taihulight(args) -> int:
     args.batch = args.batch or study.BATCH
     machine = network(args, study.LINK)
     for n in args.nodes:  # every node count checked before the first run starts
-        study.check_case(args.model, args.design, n, machine, args.library)
-    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch, library=args.library)
-               for n in args.nodes]
+        study.check_case(args.model, args.design, n, machine, args.library, args.sharing)
+    records = [study.run_design(args.model, args.design, n, args.contiguous, machine, args.batch, library=args.library,
+                                sharing=args.sharing) for n in args.nodes]
     rows = [{k: v for k, v in r.items() if k not in ("result", "weights")} for r in records]
     if args.json:
         print(json.dumps(rows[0] if len(rows) == 1 else rows))
@@ -66,7 +70,8 @@ def cmd_taihulight(args) -> int:
     r = rows[0]
     built = f" on {args.library}'s collectives" if r["library"] else ""
     title = (f"{args.model}, {args.design} design{built}, {r['layout']} gradients, batch {r['batch']} per node, "
-             f"{format_bytes(r['gradient_nbytes'])} of gradients, SW26010 nodes on the {r['topology']} topology")
+             f"{format_bytes(r['gradient_nbytes'])} of gradients, SW26010 nodes on the {r['topology']} topology"
+             f"{SHARING[args.sharing]}")
     if len(rows) == 1:
         closed = r["closed_communication_s"]
         print_table([
@@ -75,7 +80,7 @@ def cmd_taihulight(args) -> int:
             ("packing copies", format_seconds(r["pack_s"], 4)),
             ("update", format_seconds(r["update_s"], 4)),
             ("communication", format_seconds(r["communication_s"], 4) + " (what the compute does not hide)"),
-            ("closed form", "none across supernodes" if closed is None else format_seconds(closed, 4)),
+            ("closed form", "none" if closed is None else format_seconds(closed, 4)),
             ("total", format_seconds(r["iteration_s"], 4) + " per iteration"),
             ("real buffers", f"each element stands for {r['scale']:,} parameters"),
         ], title)
@@ -90,13 +95,13 @@ def cmd_taihulight(args) -> int:
 def cmd_versus_mpi(args) -> int:
     machine = network(args, study.LINK)
     for n in args.nodes:
-        study.check_case(args.model, "ring", n, machine)
+        study.check_case(args.model, "ring", n, machine, sharing=args.sharing)
     sizes = (study.PAPER_MESSAGE_BYTES, study.model_gradient_nbytes(args.model))
-    rows = study.ring_vs_mpi(sizes, args.nodes, machine, args.library)
+    rows = study.ring_vs_mpi(sizes, args.nodes, machine, args.library, args.sharing)
     if args.json:
         print(json.dumps(rows))
         return 0
-    print(f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology "
+    print(f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology{SHARING[args.sharing]} "
           f"({LIBRARIES[args.library].source})")
     print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14} {'MPI / ring':>11}  algorithm")
     for ring, mpi in zip(rows[::2], rows[1::2]):
@@ -132,5 +137,8 @@ def add_commands(subparsers) -> None:
     t.add_argument("--library", choices=list(MPI_LIBRARIES),
                    help=f"the MPI whose algorithms --versus-mpi and the ps-gather/ps-reduce designs use "
                         f"(default {study.LIBRARY}, the paper's)")
+    t.add_argument("--sharing", action="store_true",
+                   help="messages share the topology's links max-min fairly (a replay of the run, docs/flows.md): "
+                        "the faithful model across TaihuLight supernodes; default: a link per pair, static shares")
     t.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several --nodes)")
     t.set_defaults(func=cmd_taihulight)
