@@ -133,7 +133,7 @@ for tab, figure, key, caption in (
     (loads, lambda: link_load_figure(cached.taihulight_link_load(LINK_NODES, sharing),
                                      f"All-reduce of 60.97 MB on {LINK_NODES} TaihuLight nodes, "
                                      f"{'links shared' if sharing else 'a link per pair'}",
-                                     boundary_links(LINK_NODES)),
+                                     links=boundary_links(LINK_NODES)),
      "thl_link_load", lambda: load_caption(cached.taihulight_link_load(LINK_NODES, sharing))),
     (animation, lambda: comm_viz.message_animation(traces, {TITLES["ps"]: "star"}, names), "thl_animation",
      lambda: "One clock for both: press ▶ Play. Left: every layer's gradient converges on rank 0 (centre) while backward "
