@@ -100,7 +100,8 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
         raise ValueError(f"sharing must be True or False, got {sharing!r}")
     fabric = network.fabric(size) if sharing else None
     spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network, nodes, seed,
-                   bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing)
+                   bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing,
+                   bool(record))
     start = time.perf_counter()
     try:
         outcomes = BACKENDS[backend].run(spec)
