@@ -12,7 +12,9 @@ Python call costs about 0.1 us, so here
   o_s(n) and its receiver's o_r(n) (the links between the two ranks), a compute's
   seconds and a reduction's n * gamma are computed per table row, not per operation;
 * channels, (src, dst, tag), are numbered: lists, not dicts of tuples;
-* a rank's clock is a float in a list: no VirtualClock, no spans.
+* a rank's clock is a float in a list: no VirtualClock, no spans;
+* a receive that waits for its flow is completed where the flow finishes (t = max(t,
+  arrive) + o_r), and the rank runs on from its next operation.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
     waiting_post: dict[int, int] = {}                   # a channel -> the rank blocked on it
     waiting_flow: dict[int, int] = {}                   # a flow -> the rank blocked on it
     arrived: dict[int, float] = {}                      # flows finished, not yet taken
+    blocked_on: list[deque | None] = [None] * size      # the channel whose message a waiting rank takes next
     clocks, pc = [0.0] * size, [0] * size
     runnable = deque(range(size))
     inject = flows.inject
@@ -97,8 +100,9 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                         t = t + (value - t)
                 else:
                     arrive = arrived.pop(flow, None)
-                    if arrive is None:
+                    if arrive is None:              # the wake-up below takes it in
                         waiting_flow[flow] = r
+                        blocked_on[r] = channel
                         break
                     if arrive > t:
                         t = t + (arrive - t)
@@ -123,7 +127,13 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
             stuck = [r for r in range(size) if pc[r] < len(programs[r][1])]
             raise RuntimeError(f"replay: ranks {stuck} wait for messages nobody sends (not the log of a finished run)")
         for flow in done:
-            arrived[flow] = t
-            woken = waiting_flow.pop(flow, None)
-            if woken is not None:
-                runnable.append(woken)
+            r = waiting_flow.pop(flow, None)
+            if r is None:
+                arrived[flow] = t
+                continue
+            _, o_r = blocked_on[r].popleft()        # the receive r blocked on, taken in here
+            now = clocks[r]
+            if t > now:
+                now = now + (t - now)
+            clocks[r], pc[r] = now + o_r, pc[r] + 1
+            runnable.append(r)

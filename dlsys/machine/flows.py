@@ -230,10 +230,11 @@ class FlowNetwork:
         state, routes, on_link, done = self.state, self.routes, self.on_link, []
         touched: set[int] = set()                     # links whose set of flows changed
         if self.due.first_s() == t:
-            for due in sorted(self.due.pop_first()):  # in flow id order
-                if self._live(due):
-                    self._leave(due[0], t, done)
-                    touched.update(routes[due[0]])
+            for i, version in sorted(self.due.pop_first()):     # in flow id order
+                s = state.get(i)
+                if s is not None and s[4] == version:             # not rescheduled since (_live)
+                    self._leave(i, t, done)
+                    touched.update(routes[i])
         started = []
         if self.starts.first_s() == t:
             for i, nbytes, weight, narrowest in self.starts.pop_first():   # in flow id order
