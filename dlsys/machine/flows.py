@@ -198,7 +198,11 @@ class FlowNetwork:
                              f"got {ready_s!r}")
         flow, self.flows = self.flows, self.flows + 1
         self.routes[flow] = path[0]
-        self.starts.add(ready_s + path[1], (flow, float(nbytes), weight, path[2]))
+        start, batch = ready_s + path[1], self.starts.at.get(ready_s + path[1])
+        if batch is None:                             # self.starts.add, inline: a million of them
+            self.starts.add(start, (flow, float(nbytes), weight, path[2]))
+        else:
+            batch.append((flow, float(nbytes), weight, path[2]))
         return flow
 
     def _live(self, due: tuple[int, int]) -> bool:
@@ -230,12 +234,20 @@ class FlowNetwork:
         state, routes, on_link, done = self.state, self.routes, self.on_link, []
         touched: set[int] = set()                     # links whose set of flows changed
         if self.due.first_s() == t:
+            segments = self.segments
             for i, version in sorted(self.due.pop_first()):     # in flow id order
                 s = state.get(i)
                 if s is not None and s[4] == version:             # not rescheduled since (_live)
-                    self._leave(i, t, done)
-                    touched.update(routes[i])
-        started = []
+                    del state[i]                                  # _leave, inline: a million of them
+                    if segments is not None and s[3] and t > s[2]:
+                        segments.append((routes[i], s[2], t, s[3]))
+                    for link in routes[i]:
+                        users = on_link[link]
+                        users.discard(i)
+                        if users:                                 # its other flows may speed up
+                            touched.add(link)
+                    done.append(i)
+        finished, started, due_at = len(done), [], self.due.at
         if self.starts.first_s() == t:
             for i, nbytes, weight, narrowest in self.starts.pop_first():   # in flow id order
                 if nbytes == 0 or not routes[i]:
@@ -253,10 +265,15 @@ class FlowNetwork:
             else:                                     # alone on its links: its narrowest link,
                 s = state[i]                          # what _solve would give it
                 s[3], s[4] = narrowest, 1
-                self.due.add(t + s[1] / narrowest, (i, 1))
+                end = t + s[1] / narrowest
+                batch = due_at.get(end)
+                if batch is None:                     # self.due.add, inline
+                    self.due.add(end, (i, 1))
+                else:
+                    batch.append((i, 1))
         if touched:
             self._solve(t, touched, done)
-        if touched or started:
+        if finished or started:
             self.events += 1
         for i in done:
             del routes[i]
