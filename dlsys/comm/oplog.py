@@ -21,9 +21,10 @@ phase fields: they are what makes each send distinct, and only a trace reads the
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 
-class OpLog:
+class OpLog(Sequence):
     """One rank's operations: ``table`` (distinct operations), ``codes`` (the program,
     positions in the table). ``labels``: keep the labels of sends (a replay that records
     a trace needs them)."""
@@ -59,7 +60,7 @@ class OpLog:
     def __len__(self) -> int:
         return len(self.codes)
 
-    def __getitem__(self, i: int) -> tuple:
+    def __getitem__(self, i):  # a Sequence of tuples: log[i], iteration, len
         return self.table[self.codes[i]]
 
     def __getstate__(self):  # a process backend sends the log back to the launcher: the index stays here
