@@ -255,7 +255,11 @@ class FlowNetwork:
                     continue
                 state[i] = [nbytes, nbytes, t, 0.0, 0, weight]
                 for link in routes[i]:
-                    on_link.setdefault(link, set()).add(i)
+                    users = on_link.get(link)
+                    if users is None:
+                        on_link[link] = {i}
+                    else:
+                        users.add(i)
                 started.append((i, narrowest))
         for i, narrowest in started:
             for link in routes[i]:
