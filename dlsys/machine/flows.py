@@ -198,11 +198,12 @@ class FlowNetwork:
                              f"got {ready_s!r}")
         flow, self.flows = self.flows, self.flows + 1
         self.routes[flow] = path[0]
-        start, batch = ready_s + path[1], self.starts.at.get(ready_s + path[1])
+        start, item = ready_s + path[1], (flow, float(nbytes), weight, path[2])
+        batch = self.starts.at.get(start)
         if batch is None:                             # self.starts.add, inline: a million of them
-            self.starts.add(start, (flow, float(nbytes), weight, path[2]))
+            self.starts.add(start, item)
         else:
-            batch.append((flow, float(nbytes), weight, path[2]))
+            batch.append(item)
         return flow
 
     def _live(self, due: tuple[int, int]) -> bool:
