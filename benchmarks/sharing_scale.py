@@ -3,6 +3,7 @@ that messages share").
 
     .venv/bin/python benchmarks/sharing_scale.py             # every run below
     .venv/bin/python benchmarks/sharing_scale.py --json out.json
+    .venv/bin/python benchmarks/sharing_scale.py --pairs 4 --skip-512   # the 1024 ring, 4 alternating pairs
 
 Each run is the command line itself in a fresh process under ``/usr/bin/time -v`` (wall
 time with Python's start-up, peak resident set of the run alone):
@@ -13,7 +14,9 @@ time with Python's start-up, peak resident set of the run alone):
 Targets (issue 24): with sharing, the 1024-rank ring at most 2x the wall time of the same
 run without (same memory budget, --max-memory's default); every all-reduce algorithm at
 512 ranks with sharing within a minute. The wall time moves with the machine's load (this
-one is shared); CPU time (user + sys) is reported beside it.
+one is shared); CPU time (user + sys) is reported beside it, and ``--pairs`` runs the
+1024-rank pair (without, with) several times, alternating, for ratios taken minutes apart
+from each other's load.
 """
 
 from __future__ import annotations
@@ -52,9 +55,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="FILE", help="write the rows here")
     parser.add_argument("--skip-1024", action="store_true", help="only the 512-rank runs")
+    parser.add_argument("--skip-512", action="store_true", help="only the 1024-rank ring")
+    parser.add_argument("--pairs", type=int, default=1, help="1024-rank pairs (without, with sharing), alternating")
     args = parser.parse_args(argv)
-    runs = [] if args.skip_1024 else [("ring", 1024, False), ("ring", 1024, True)]
-    runs += [(algorithm, 512, True) for algorithm in collectives.ALGORITHMS["allreduce"]]
+    if args.pairs < 1:
+        raise SystemExit(f"--pairs must be >= 1, got {args.pairs}")
+    runs = [] if args.skip_1024 else [("ring", 1024, False), ("ring", 1024, True)] * args.pairs
+    runs += [] if args.skip_512 else [(algorithm, 512, True) for algorithm in collectives.ALGORITHMS["allreduce"]]
     print(f"{'algorithm':>14} {'ranks':>5} {'sharing':>7} {'wall (s)':>9} {'CPU (s)':>8} {'peak RSS':>9} "
           f"{'virtual time':>13}", flush=True)
     rows = []
@@ -63,9 +70,11 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"{algorithm:>14} {ranks:>5} {str(sharing):>7} {row['process_wall_s']:>9.1f} {row['cpu_s']:>8.1f} "
               f"{row['peak_rss_bytes'] / 1e6:>7.0f} MB {row['virtual_time_s'] * 1e3:>10.3f} ms", flush=True)
-    if not args.skip_1024:
-        print(f"1024-rank ring: sharing costs {rows[1]['process_wall_s'] / rows[0]['process_wall_s']:.2f}x the wall "
-              f"time (target <= 2x), {rows[1]['cpu_s'] / rows[0]['cpu_s']:.2f}x the CPU time")
+    for pair in range(0 if args.skip_1024 else args.pairs):
+        without, shared = rows[2 * pair], rows[2 * pair + 1]
+        print(f"1024-rank ring: sharing costs {shared['process_wall_s'] / without['process_wall_s']:.2f}x the wall "
+              f"time (target <= 2x), {shared['cpu_s'] / without['cpu_s']:.2f}x the CPU time, "
+              f"{shared['peak_rss_bytes'] / without['peak_rss_bytes']:.2f}x the peak memory")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -1,7 +1,8 @@
 """The replay (dlsys/comm/replay.py): without sharing it gives the run's times bit for bit
 (every collective algorithm, every golden trace); with sharing, the closed cases of the
 flow model (k messages on one link, an incast, a ring on a full-bisection fat tree), the
-max-min properties, the same results on every backend, and bad input refused."""
+max-min properties, times pinned exactly, the fast path (dlsys/comm/replay_fast.py) equal
+to the plain loop, the same results on every backend, and bad input refused."""
 
 import gzip
 import json
@@ -13,10 +14,13 @@ import pytest
 
 import dlsys
 from dlsys import collectives
+from dlsys import schedule
 from dlsys.comm.backends.mpi import mpi_unavailable
+from dlsys.comm.oplog import OpLog
 from dlsys.comm.replay import link_load, replay
 from dlsys.comm.supervise import RunSpec
 from dlsys.experiments import collective_program, simulate_collective
+from dlsys.experiments.schedule import make_job
 from dlsys.machine.net import LinkModel
 from dlsys.machine.topology import TOPOLOGY_PRESETS, fat_tree, get_network, two_level
 
@@ -160,6 +164,94 @@ def test_max_min_no_link_carries_more_than_its_capacity():
     saturated = [r for r in rows if r["nbytes"] >= 0.99 * fabric.links[r["link_id"]].capacity_Bps
                  * (r["end_s"] - r["start_s"])]
     assert saturated                                          # max-min fills its bottlenecks
+
+
+# --- sharing on: pinned times, and the fast path equal to the plain loop ----------------
+
+def shared_runs():
+    """Runs whose replays with sharing are pinned below: collectives on a 4:1 two-level tree,
+    a staggered all-to-all on a 2:1 fat tree (the max-min solver at work), training with
+    recv_any (ps-asp) and a pipeline (model-parallel) on a flat network's shared egress."""
+    for algorithm in ("ring", "hierarchical"):
+        yield f"allreduce/{algorithm}", dlsys.launch(
+            collective_program, 6, "threads", topology=two_level("rdma-edr", 2, 4.0), seed=1,
+            args=("allreduce", algorithm, 100_001, "float32", "sum", 1), charge_reductions=True)
+    yield "all_to_all", dlsys.launch(all_to_all, 16, "threads", topology=fat_tree(4, 2.0, "rdma-edr"))
+    for strategy in ("ps-asp", "model-parallel"):
+        yield f"train/{strategy}", make_golden.run_train(strategy)[0]
+
+
+# every rank's clock with sharing, from replay.py's plain loop at 2e8d7a2 (before the fast path)
+SHARED_CLOCKS_S = {
+    'allreduce/ring': [0.00012526898000000004, 0.00012526898000000006, 0.00012526898000000004, 0.00012526898000000006, 0.00012527304000000002, 0.00012527934],
+    'allreduce/hierarchical': [0.00017363606000000002, 0.00020653638, 0.0001736329, 0.00020653322, 0.00017363606000000002, 0.00020653638],
+    'all_to_all': [0.00029393130715700387, 0.0002939318531034044, 0.000293115685635668, 0.0002931162315820686, 0.00029291896949466616, 0.0002929195154410667, 0.000292576112351809, 0.0002925766582982096, 0.0002921475409232376, 0.0002921480868696381, 0.0002916503980660947, 0.00029165094401249525, 0.0002910971513128479, 0.0002910976972592485, 0.0002732503992966799, 0.000273406130262143],
+    'train/ps-asp': [0.00608581999999999, 0.0061028119999999905, 0.0059858655999999915, 0.00611882399999999],
+    'train/model-parallel': [0.008390377599999938, 0.008332217599999938, 0.00825381743999994],
+}
+
+
+def test_sharing_on_times_are_pinned_exactly(logged):
+    for name, result in shared_runs():
+        fabric = result.network.fabric(len(result.ops))
+        for fast in (False, True):
+            assert replay(result.ops, result.network, result.nodes, fabric, False, fast).clocks_s \
+                == SHARED_CLOCKS_S[name], (name, fast)
+
+
+def assert_fast_replay_is_the_plain_one(result):
+    fabric = result.network.fabric(len(result.ops))
+    plain = replay(result.ops, result.network, result.nodes, fabric, record=False)
+    fast = replay(result.ops, result.network, result.nodes, fabric, record=False, fast=True)
+    assert fast.clocks_s == plain.clocks_s and fast.flow_events == plain.flow_events
+
+
+@pytest.mark.parametrize("collective,algorithm", ALGORITHMS, ids=[f"{c}/{a}" for c, a in ALGORITHMS])
+def test_with_sharing_the_fast_replay_gives_the_plain_loops_times(logged, collective, algorithm):
+    for ranks in (3, 8):
+        result = dlsys.launch(collective_program, ranks, "threads", topology=two_level("rdma-edr", 2, 4.0), seed=1,
+                              args=(collective, algorithm, 1001, "float32", "sum", 1), charge_reductions=True)
+        assert_fast_replay_is_the_plain_one(result)
+
+
+@pytest.mark.parametrize("strategy", make_golden.TRAIN_STRATEGIES)
+def test_with_sharing_the_fast_replay_gives_the_plain_loops_times_in_training(logged, strategy):
+    assert_fast_replay_is_the_plain_one(make_golden.run_train(strategy)[0])
+
+
+def test_with_sharing_the_fast_replay_takes_signals_and_waits():
+    """A scheduler's ranks: a compute thread signals its communication thread, which waits
+    until its own times (wait_until); launch without a trace replays on the fast path."""
+    job = make_job("p3", "resnet50", 2, iterations=2)
+    result = dlsys.launch(schedule.program, job.ranks, "threads", link=job.network(LinkModel("bare", 1e-6, 1e9)),
+                          node="v100", args=(job,), sharing=True, record=False)
+    assert {op[0] for log in result.ops for op in log.table} >= {"signal", "wait_signal", "wait", "compute"}
+    fabric = result.network.fabric(job.ranks)
+    assert replay(result.ops, result.network, result.nodes, fabric, record=False).clocks_s == result.clocks_s
+    assert_fast_replay_is_the_plain_one(result)
+
+
+@pytest.mark.parametrize("labels", [False, True])
+def test_the_op_log_keeps_each_distinct_send_and_receive_once(monkeypatch, labels):
+    """A ring's ranks send two sizes to one neighbour and receive from the other: 3 rows.
+    With labels (a trace to record) every send is its own row; the log reads the same."""
+    monkeypatch.setattr(LAUNCH, "RunSpec", lambda *fields: RunSpec(*fields[:10], True, labels))
+    log = dlsys.launch(collective_program, 8, "threads", seed=1, args=("allreduce", "ring", 1001, "float32", "sum", 1),
+                       record=labels).ops[0]
+    sends = [op for op in log if op[0] == "send"]
+    assert isinstance(log, OpLog) and len(log) == 2 * len(sends) == 2 * 2 * 7
+    assert len(log.table) == (len(sends) + 1 if labels else 3)
+    assert all(op[4] for op in sends) == labels
+
+
+def test_the_lean_rings_log_replays_as_the_reading_rings():
+    """simulate_collective runs the lean ring (comm/fast.py logs its messages); without a
+    trace its log has no labels and the fast replay times it, with one the plain loop."""
+    kwargs = {"topology": two_level("rdma-edr", 2, 4.0), "sharing": True}
+    lean = simulate_collective("allreduce", "ring", 8, "1MiB", record=False, **kwargs)
+    traced = simulate_collective("allreduce", "ring", 8, "1MiB", **kwargs)
+    assert lean["result"].clocks_s == traced["result"].clocks_s
+    assert all(len(log.table) == 2 for log in lean["result"].ops)   # equal blocks: one send, one receive
 
 
 # --- the same on every backend ----------------------------------------------------------

@@ -21,6 +21,7 @@ from ..machine.topology import Topology
 from .board import FROM, POSTED, board_row
 from .clock import VirtualClock
 from .mailbox import Header
+from .oplog import OpLog
 from .trace import Message
 
 MAX_LABEL = 200
@@ -84,12 +85,14 @@ class Communicator:
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
     ``network``: the link between every pair of ranks (dlsys.machine.topology.get_network).
     ``log_ops``: keep ``ops``, this rank's operations in program order, for a replay of the
-    run with links that messages share (dlsys.comm.replay, which lists the records).
+    run with links that messages share (dlsys.comm.replay, which lists the records;
+    dlsys.comm.oplog keeps them compact); ``log_labels``: with the labels of sends (a
+    replay that records a trace reads them).
     """
 
     def __init__(self, rank: int, size: int, transport, network: Topology, node: NodeModel,
                  seed: int, deadline: float, board: np.ndarray, charge_reductions: bool = False,
-                 record: bool = True, log_ops: bool = False):
+                 record: bool = True, log_ops: bool = False, log_labels: bool = True):
         self.rank, self.size, self.network, self.node = rank, size, network, node
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
@@ -101,7 +104,7 @@ class Communicator:
         self._record = record
         self.spans = self._clock.spans
         self.messages: list[Message] = []
-        self.ops: list[tuple] | None = [] if log_ops else None
+        self.ops: OpLog | None = OpLog(log_labels) if log_ops else None
 
     def __repr__(self):
         return f"<Communicator rank {self.rank} of {self.size}, t={self.clock:.6g} s>"
@@ -186,7 +189,8 @@ class Communicator:
         self._count_sent(dst)
         meta = (phase, step, block) if phase else None
         if self.ops is not None:
-            self.ops.append(("send", dst, tag, nbytes, label, meta))
+            op = ("send", dst, tag, nbytes, label, meta) if self.ops.labels else ("send", dst, tag, nbytes, "", None)
+            self.ops.append_shared(op)
         header = Header(self.rank, tag, depart, nbytes, label, arr.dtype, arr.shape, None, meta)
         return self._transport.post(dst, header, arr, lend)
 
@@ -203,7 +207,7 @@ class Communicator:
         header, arr = self._transport.take(src, tag, self._deadline)
         arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
         if self.ops is not None:
-            self.ops.append(("recv", src, tag, label))
+            self.ops.append_shared(("recv", src, tag, label))
         if self._record:
             self.messages.append(Message(src, self.rank, header.nbytes, header.depart_s, arrive, tag,
                                          header.label, *(header.meta or ("", -1, -1))))

@@ -56,7 +56,11 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
     costs_in = costs_out if link_in is link_out else {}
     latency_s = link_in.latency_s
     spans, messages, ops, sent_column = clock.spans, comm.messages, comm.ops, comm._sent + dest
-    labelled = record or ops is not None  # the trace, or the replay that makes it, reads labels
+    log_labels = ops is not None and ops.labels
+    labelled = record or log_labels  # the trace, or the replay that makes it, reads labels
+    if ops is not None:  # OpLog: this pair's receive is one table row, each size's unlabelled send another
+        log_code, recv_code = ops.codes.append, ops.intern(("recv", source, tag, None))
+        send_codes: dict[int, int] = {}
     ndarray = np.ndarray
 
     def sendrecv(buf, phase: str = "", step: int = -1, block: int = -1, label: str = "") -> np.ndarray:
@@ -84,7 +88,13 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
         row[sent_column] += 1
         post(dest, _new_tuple(Header, (rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta)), arr, False)
         if ops is not None:
-            ops.append(("send", dest, tag, n, label, meta))
+            if log_labels:
+                log_code(ops.intern(("send", dest, tag, n, label, meta)))
+            else:
+                code = send_codes.get(n)
+                if code is None:
+                    code = send_codes[n] = ops.intern(("send", dest, tag, n, "", None))
+                log_code(code)
 
         header, arr = take(source, tag, deadline)
         depart, n = header[2], header[3]
@@ -106,7 +116,7 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
                 spans.append(Span(rank, t, end, "recv", header[4]))
             messages.append(Message(source, rank, n, depart, arrive, tag, header[4], *(header[8] or ("", -1, -1))))
         if ops is not None:
-            ops.append(("recv", source, tag, None))
+            log_code(recv_code)
         return arr
 
     return sendrecv

@@ -100,7 +100,8 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
         raise ValueError(f"sharing must be True or False, got {sharing!r}")
     fabric = network.fabric(size) if sharing else None
     spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network, nodes, seed,
-                   bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing)
+                   bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing,
+                   bool(record))
     start = time.perf_counter()
     try:
         outcomes = BACKENDS[backend].run(spec)
@@ -108,7 +109,7 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
         raise RunTimeout(exc.ranks, timeout_s) from None  # the same report, with the timeout_s it passed
     values = [o.value for o in outcomes]
     if sharing:
-        replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, bool(record))
+        replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, bool(record), fast=True)
         return LaunchResult(values, replayed.trace, replayed.clocks_s, time.perf_counter() - start, backend,
                             network, nodes, True, replayed.segments, [o.ops for o in outcomes])
     wall = time.perf_counter() - start

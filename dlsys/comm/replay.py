@@ -4,8 +4,9 @@ A run charges every message as if it had its pair's link to itself (clock.py). M
 that cross one link at the same time share it (dlsys.machine.flows, max-min fair sharing),
 and *when* a message finishes then depends on every other message in the network, which
 no rank knows while it runs. So a run with ``sharing`` logs each rank's operations in
-program order (``Communicator.ops``), and this module replays them, a deterministic
-discrete-event simulation, single-threaded, after the ranks have finished:
+program order (``Communicator.ops``, a compact dlsys.comm.oplog.OpLog that reads as a
+sequence of these tuples), and this module replays them, a deterministic discrete-event
+simulation, single-threaded, after the ranks have finished:
 
     ("compute", seconds, flops, label, nbytes)   VirtualClock.compute
     ("reduce", nbytes, label)                    VirtualClock.reduction
@@ -34,6 +35,10 @@ its next event (a flow starts or finishes), and the ranks whose flows finished r
 A running rank's clock is never behind the network's (it woke at an event, or has not
 blocked yet), so flows are only injected into the future; the order in which ranks run
 between events changes nothing (max-min ties are exact, dlsys/machine/flows.py).
+
+This loop is the reading path. ``replay(..., fast=True)`` without a trace runs the same
+loop in dlsys/comm/replay_fast.py (decoded once per distinct operation, clocks as
+floats), held to the same clocks bit for bit by tests/test_replay.py.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from ..machine.flows import FlowNetwork
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
 from .clock import VirtualClock
+from .replay_fast import replay_clocks
 from .trace import Message, Trace
 
 SIGNAL = "signal"  # Communicator.signal's phase
@@ -63,13 +69,18 @@ class Replayed(NamedTuple):
 
 
 def replay(ops: Sequence[Sequence[tuple]], network: Topology, nodes: Sequence[NodeModel],
-           fabric: Fabric | None = None, record: bool = True) -> Replayed:
-    """Replay every rank's ``ops`` (module docstring): o_s, o_r and the per-pair links of
-    ``network``; with a ``fabric`` (``network.fabric(len(ops))``), messages share its
-    links (sharing on), else each has its pair's link (sharing off: the run's times)."""
+           fabric: Fabric | None = None, record: bool = True, fast: bool = False) -> Replayed:
+    """Replay every rank's ``ops`` (module docstring; an OpLog or a list of tuples per
+    rank): o_s, o_r and the per-pair links of ``network``; with a ``fabric``
+    (``network.fabric(len(ops))``), messages share its links (sharing on), else each has
+    its pair's link (sharing off: the run's times). ``fast``: with a fabric and no trace
+    (``record=False``), the same clocks from the fast path (dlsys.comm.replay_fast)."""
     paused = gc.isenabled()
     gc.disable()  # it makes no cycles: the collector would only walk the millions of logged ops again and again
     try:
+        if fast and fabric is not None and not record:
+            flows = FlowNetwork(fabric)
+            return Replayed(Trace([], [], len(ops)), replay_clocks(ops, network, nodes, flows), None, flows.events)
         return _replay(ops, network, nodes, fabric, record)
     finally:
         if paused:

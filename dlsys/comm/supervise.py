@@ -18,6 +18,7 @@ import numpy as np
 
 from ..machine.topology import Topology
 from .board import FROM, deadlock_report, stalled, status_report
+from .oplog import OpLog
 
 
 class RankFailed(RuntimeError):
@@ -57,6 +58,7 @@ class RunSpec(NamedTuple):
     record: bool
     deadline: float  # time.monotonic() after which the run is abandoned
     log_ops: bool = False  # keep each rank's operations for a replay (dlsys.comm.replay)
+    log_labels: bool = True  # with the labels of sends: the replay records a trace
 
 
 class Outcome(NamedTuple):
@@ -65,7 +67,7 @@ class Outcome(NamedTuple):
     spans: list
     messages: list
     clock_s: float
-    ops: list | None = None  # the rank's operations in program order (RunSpec.log_ops)
+    ops: OpLog | None = None  # the rank's operations in program order (RunSpec.log_ops)
 
 
 def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],

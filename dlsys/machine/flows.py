@@ -130,6 +130,29 @@ class FlowTimes:
     events: int
 
 
+class _Calendar:
+    """Items by time: a heap of the distinct times and a list of items per time, in the
+    order they were added. A ring's flows start together and finish together: one heap
+    entry for a step's thousand flows."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self.at: dict[float, list] = {}
+
+    def add(self, t: float, item) -> None:
+        batch = self.at.get(t)
+        if batch is None:
+            batch = self.at[t] = []
+            heapq.heappush(self.times, t)
+        batch.append(item)
+
+    def first_s(self) -> float:
+        return self.times[0] if self.times else math.inf
+
+    def pop_first(self) -> list:
+        return self.at.pop(heapq.heappop(self.times))
+
+
 class FlowNetwork:
     """The flow model as an object one can feed, for a replay whose ranks send as they go
     (dlsys.comm.replay): ``inject`` a flow ready at ``ready_s`` (never before ``now_s``:
@@ -153,10 +176,10 @@ class FlowNetwork:
         self.now_s, self.events, self.flows = 0.0, 0, 0
         self.routes: dict[int, tuple[int, ...]] = {}      # the flows not yet finished
         self.state: dict[int, list] = {}                  # active: [size, left, counted_at, rate, version, weight]
-        self.pending: list[tuple[float, int, float, float]] = []   # (start, flow, nbytes, weight)
+        self.starts = _Calendar()                         # start -> (flow, nbytes, weight, narrowest capacity)
         self.on_link: dict[int, set[int]] = {}
-        self.due: list[tuple[float, int, int]] = []       # (completion, flow, version)
-        self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float]] = {}
+        self.due = _Calendar()                            # completion -> (flow, version)
+        self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}  # route, latency, narrowest
         self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
 
     def route(self, flow: int) -> tuple[int, ...]:
@@ -167,25 +190,32 @@ class FlowNetwork:
         (>= now_s); it starts at ready_s + its route's latency. Returns its id."""
         path = self.paths.get((src, dst))
         if path is None:
-            path = self.paths[(src, dst)] = (self.fabric.route(src, dst), self.fabric.latency_s(src, dst))
+            route = self.fabric.route(src, dst)
+            path = self.paths[(src, dst)] = (route, self.fabric.latency_s(src, dst),
+                                             min((self.capacities[link] for link in route), default=math.inf))
         if not ready_s >= self.now_s:
             raise ValueError(f"ready_s must be >= the network's time {self.now_s!r} (its past is settled), "
                              f"got {ready_s!r}")
         flow, self.flows = self.flows, self.flows + 1
         self.routes[flow] = path[0]
-        heapq.heappush(self.pending, (ready_s + path[1], flow, float(nbytes), weight))
+        start, item = ready_s + path[1], (flow, float(nbytes), weight, path[2])
+        batch = self.starts.at.get(start)
+        if batch is None:                             # self.starts.add, inline: a million of them
+            self.starts.add(start, item)
+        else:
+            batch.append(item)
         return flow
 
-    def _drop_stale(self) -> None:
-        due, state = self.due, self.state
-        while due and (due[0][1] not in state or due[0][2] != state[due[0][1]][4]):
-            heapq.heappop(due)
+    def _live(self, due: tuple[int, int]) -> bool:
+        """A completion still due: its flow is active and its rate has not changed since."""
+        s = self.state.get(due[0])
+        return s is not None and s[4] == due[1]
 
     def next_event_s(self) -> float:
         """When the next flow starts or finishes (math.inf: nothing left)."""
-        self._drop_stale()
-        t_start = self.pending[0][0] if self.pending else math.inf
-        return min(t_start, self.due[0][0] if self.due else math.inf)
+        while self.due.times and not any(map(self._live, self.due.at[self.due.times[0]])):
+            self.due.pop_first()                      # every completion due then was rescheduled
+        return min(self.starts.first_s(), self.due.first_s())
 
     def _leave(self, flow: int, t: float, done: list[int]) -> None:
         size, left, counted_at, rate, _, _ = self.state.pop(flow)
@@ -202,33 +232,53 @@ class FlowNetwork:
         if t == math.inf:
             return t, []
         self.now_s = t
-        state, routes, on_link, due, done = self.state, self.routes, self.on_link, self.due, []
+        state, routes, on_link, done = self.state, self.routes, self.on_link, []
         touched: set[int] = set()                     # links whose set of flows changed
-        while due and due[0][0] == t:
-            _, i, v = heapq.heappop(due)
-            if i in state and v == state[i][4]:
-                self._leave(i, t, done)
-                touched.update(routes[i])
-        started = []
-        while self.pending and self.pending[0][0] == t:
-            _, i, nbytes, weight = heapq.heappop(self.pending)
-            if nbytes == 0 or not routes[i]:
-                done.append(i)                        # nothing to move, or a node to itself
-                continue
-            state[i] = [nbytes, nbytes, t, 0.0, 0, weight]
+        if self.due.first_s() == t:
+            segments = self.segments
+            for i, version in sorted(self.due.pop_first()):     # in flow id order
+                s = state.get(i)
+                if s is not None and s[4] == version:             # not rescheduled since (_live)
+                    del state[i]                                  # _leave, inline: a million of them
+                    if segments is not None and s[3] and t > s[2]:
+                        segments.append((routes[i], s[2], t, s[3]))
+                    for link in routes[i]:
+                        users = on_link[link]
+                        users.discard(i)
+                        if users:                                 # its other flows may speed up
+                            touched.add(link)
+                    done.append(i)
+        finished, started, due_at = len(done), [], self.due.at
+        if self.starts.first_s() == t:
+            for i, nbytes, weight, narrowest in self.starts.pop_first():   # in flow id order
+                if nbytes == 0 or not routes[i]:
+                    done.append(i)                    # nothing to move, or a node to itself
+                    continue
+                state[i] = [nbytes, nbytes, t, 0.0, 0, weight]
+                for link in routes[i]:
+                    users = on_link.get(link)
+                    if users is None:
+                        on_link[link] = {i}
+                    else:
+                        users.add(i)
+                started.append((i, narrowest))
+        for i, narrowest in started:
             for link in routes[i]:
-                on_link.setdefault(link, set()).add(i)
-            started.append(i)
-        for i in started:
-            if all(len(on_link[link]) == 1 for link in routes[i]):   # alone on its links: its narrowest link,
-                s = state[i]                                          # what _solve would give it
-                s[3], s[4] = min(self.capacities[link] for link in routes[i]), 1
-                heapq.heappush(due, (t + s[1] / s[3], i, 1))
-            else:
-                touched.update(routes[i])
+                if len(on_link[link]) > 1:
+                    touched.update(routes[i])
+                    break
+            else:                                     # alone on its links: its narrowest link,
+                s = state[i]                          # what _solve would give it
+                s[3], s[4] = narrowest, 1
+                end = t + s[1] / narrowest
+                batch = due_at.get(end)
+                if batch is None:                     # self.due.add, inline
+                    self.due.add(end, (i, 1))
+                else:
+                    batch.append((i, 1))
         if touched:
             self._solve(t, touched, done)
-        if touched or started:
+        if finished or started:
             self.events += 1
         for i in done:
             del routes[i]
@@ -275,7 +325,7 @@ class FlowNetwork:
                     s[1] -= s[3] * (t - s[2])
                     s[2], s[3] = t, new
                     s[4] += 1
-                    heapq.heappush(self.due, (t + s[1] / new, i, s[4]))
+                    self.due.add(t + s[1] / new, (i, s[4]))
 
 
 def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[float] | None = None) -> FlowTimes:

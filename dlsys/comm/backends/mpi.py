@@ -322,7 +322,7 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
         c = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed, spec.deadline, board,
-                         spec.charge_reductions, spec.record, spec.log_ops)
+                         spec.charge_reductions, spec.record, spec.log_ops, spec.log_labels)
         value = spec.program(c, *spec.args, **spec.kwargs)
         outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops)
         board[rank, STATE] = DONE

@@ -285,7 +285,8 @@ def _child_main() -> None:
         spec = cloudpickle.loads(job["spec"])
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
         comm = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed,
-                            spec.deadline, board, spec.charge_reductions, spec.record, spec.log_ops)
+                            spec.deadline, board, spec.charge_reductions, spec.record, spec.log_ops,
+                            spec.log_labels)
         value = spec.program(comm, *spec.args, **spec.kwargs)
         outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops))
     except Aborted:

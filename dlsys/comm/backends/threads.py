@@ -87,7 +87,8 @@ class ThreadsBackend(Backend):
             baton.enter(rank)
             comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.network,
                                 spec.nodes[rank], spec.seed, spec.deadline, board,
-                                spec.charge_reductions, spec.record, spec.log_ops)
+                                spec.charge_reductions, spec.record, spec.log_ops,
+                                spec.log_labels)
             try:
                 value = spec.program(comm, *spec.args, **spec.kwargs)
                 outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops)
