@@ -23,30 +23,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
 import sys
+
+from simulate_scale import timed_simulate  # the script's own folder is on sys.path
 
 SIZE = "60971008"  # 60.97 MB in whole float32 blocks of 512 ranks (Rabenseifner halves it exactly)
 
 
 def measure(algorithm: str, ranks: int, sharing: bool) -> dict:
-    """One ``dlsys simulate --json`` under /usr/bin/time -v: its record plus wall, CPU, RSS."""
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "dlsys.cli", "simulate", "allreduce", "--algo", algorithm,
-           "--ranks", str(ranks), "--size", SIZE, "--topology", "taihulight", "--json"] + (["--sharing"] * sharing)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if out.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
-    record = json.loads(out.stdout)
-
-    def field(name: str) -> str:
-        return re.search(rf"{re.escape(name)}: (.+)", out.stderr).group(1).strip()
-
-    minutes, seconds = field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")[-2:]
-    return {"algorithm": algorithm, "ranks": ranks, "sharing": sharing,
-            "process_wall_s": 60 * int(minutes) + float(seconds),
-            "cpu_s": float(field("User time (seconds)")) + float(field("System time (seconds)")),
-            "peak_rss_bytes": 1024 * int(field("Maximum resident set size (kbytes)")),
+    """One ``dlsys simulate --json`` in a fresh process: its record plus wall, CPU, RSS."""
+    run = timed_simulate(["--algo", algorithm, "--ranks", str(ranks), "--size", SIZE, "--topology", "taihulight"]
+                         + ["--sharing"] * sharing, 1800)
+    record = run.pop("record")
+    return {"algorithm": algorithm, "ranks": ranks, "sharing": sharing, **run,
             "launch_wall_s": record["wall_time_s"], "virtual_time_s": record["virtual_time_s"]}
 
 

@@ -27,24 +27,28 @@ RUNS = [(512, "60.97MB", 5.0), (1024, "244MB", 12.0)]
 MAX_RSS_BYTES = 10**9
 
 
-def measure(ranks: int, size: str) -> dict:
-    """One ``dlsys simulate --json`` under /usr/bin/time -v: its record plus wall, CPU, RSS."""
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "dlsys.cli", "simulate", "allreduce", "--algo", "ring",
-           "--ranks", str(ranks), "--size", size, "--link", "sw26010", "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+def timed_simulate(args: list[str], timeout_s: float) -> dict:
+    """``dlsys simulate allreduce ARGS --json`` in a fresh process under /usr/bin/time -v:
+    its record plus the process's wall, CPU and peak RSS (sharing_scale.py uses it too)."""
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "dlsys.cli", "simulate", "allreduce", *args, "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if out.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
-    record = json.loads(out.stdout)
 
     def field(name: str) -> str:
         return re.search(rf"{re.escape(name)}: (.+)", out.stderr).group(1).strip()
 
     minutes, seconds = field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")[-2:]
-    messages = 2 * ranks * (ranks - 1)
-    return {"ranks": ranks, "size": size, "messages": messages,
-            "process_wall_s": 60 * int(minutes) + float(seconds),
+    return {"record": json.loads(out.stdout), "process_wall_s": 60 * int(minutes) + float(seconds),
             "cpu_s": float(field("User time (seconds)")) + float(field("System time (seconds)")),
-            "peak_rss_bytes": 1024 * int(field("Maximum resident set size (kbytes)")),
+            "peak_rss_bytes": 1024 * int(field("Maximum resident set size (kbytes)"))}
+
+
+def measure(ranks: int, size: str) -> dict:
+    """One ring at ``ranks`` ranks: its record plus wall, CPU, RSS."""
+    run = timed_simulate(["--algo", "ring", "--ranks", str(ranks), "--size", size, "--link", "sw26010"], 900)
+    record, messages = run.pop("record"), 2 * ranks * (ranks - 1)
+    return {"ranks": ranks, "size": size, "messages": messages, **run,
             "launch_wall_s": record["wall_time_s"], "messages_per_s": messages / record["wall_time_s"],
             "virtual_time_s": record["virtual_time_s"], "closed_form_s": record["closed_form_s"],
             "real_count": record["real_count"], "scale_min": record["scale_min"], "scale_max": record["scale_max"]}
