@@ -427,6 +427,13 @@ def _claims() -> list[Claim]:
                      within(byte_tolerance, because), bytes_plot, {method: ratio})
 
     lb_plot = Plot("line", "global batch", "test accuracy", log_x=True)
+
+    def layerwise_claim(optimizer, paper, statement, paper_value):
+        return Claim(optimizer, paper, "abstract", statement, paper_value, large_batch_runner(
+            lambda v: f"{v[f'{optimizer} at largest']:.1%} at {v['largest']:,.0f} (SGD + warm-up "
+                      f"{v['sgd + warm-up at largest']:.1%}, batch {v['base']:,.0f} {v['base accuracy']:.1%})"),
+            layerwise_judge(optimizer), lb_plot)
+
     return [
         Claim("ring-closed-form", "Patarasuk & Yuan 2009 (JPDC); Thakur, Rabenseifner & Gropp 2005 (IJHPCA)",
               "the ring all-reduce's cost (SPEC section 2)",
@@ -471,18 +478,12 @@ def _claims() -> list[Claim]:
               "warm-up extends the linear rule",
               large_batch_runner(lambda v: f"linear {_reach(v, 'linear')}, with warm-up {_reach(v, 'linear + warm-up')}"),
               judge_warmup, lb_plot),
-        Claim("lars", "You, Gitman & Ginsburg 2017 (arXiv 1708.03888)", "abstract",
-              "LARS trains AlexNet at batch 8K and ResNet-50 at 32K without loss of accuracy, where SGD fails.",
-              "no loss at 8K-32K", large_batch_runner(
-                  lambda v: f"{v['lars at largest']:.1%} at {v['largest']:,.0f} (SGD + warm-up "
-                            f"{v['sgd + warm-up at largest']:.1%}, batch {v['base']:,.0f} {v['base accuracy']:.1%})"),
-              layerwise_judge("lars"), lb_plot),
-        Claim("lamb", "You et al. 2020 (ICLR)", "abstract",
-              "LAMB trains BERT at batch 32K without loss of accuracy, with no per-layer tuning of rates.",
-              "no loss at 32K", large_batch_runner(
-                  lambda v: f"{v['lamb at largest']:.1%} at {v['largest']:,.0f} (SGD + warm-up "
-                            f"{v['sgd + warm-up at largest']:.1%}, batch {v['base']:,.0f} {v['base accuracy']:.1%})"),
-              layerwise_judge("lamb"), lb_plot),
+        layerwise_claim("lars", "You, Gitman & Ginsburg 2017 (arXiv 1708.03888)",
+                        "LARS trains AlexNet at batch 8K and ResNet-50 at 32K without loss of accuracy, where SGD "
+                        "fails.", "no loss at 8K-32K"),
+        layerwise_claim("lamb", "You et al. 2020 (ICLR)",
+                        "LAMB trains BERT at batch 32K without loss of accuracy, with no per-layer tuning of rates.",
+                        "no loss at 32K"),
         Claim("taihulight-ring-vs-mpi", TAIHULIGHT_PAPER, "Figs 7-8",
               "On 512 nodes the ring all-reduce of a 60.97 MB message beats the library MPI_Allreduce 2.3-4.1x.",
               "{:g}-{:g}x".format(*taihulight.PAPER_MPI_RATIOS), run_taihulight_ring_vs_mpi,
