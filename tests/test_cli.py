@@ -48,6 +48,7 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["schedule", "--sweep", "1Gbps", "--link", "10Gbps", "--trace", "t.json"], "--link, --trace: not an option of --sweep"),
     (["compress", "--pareto", "--method", "dgc", "--ratio", "0.1"], "--method, --ratio: not an option of --pareto"),
     (["compress", "--model", "alexnet", "--write-cache"], "--write-cache: not an option of --model"),
+    (["compress", "--feedback", "--epochs", "3"], "--epochs: not an option of --feedback"),
     (["casestudy", "taihulight", "--versus-mpi", "--design", "ps", "--batch", "4"],
      "--design, --batch: not an option of casestudy taihulight --versus-mpi"),
     (["train", "--slice-params", "1000"], "--slice-params: not an option of train without --schedule POLICY"),
