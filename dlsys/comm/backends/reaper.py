@@ -36,10 +36,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SHM_DIR = "/dev/shm"
 MARKER = "DLSYS_RUN"
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # linux/prctl.h
 REAP_TIMEOUT_S = 10.0
 
 # The reaper's program: stdlib only, run with -I -S so it starts in ~20 ms. argv: the run
@@ -125,13 +126,57 @@ def sweep_dead_runs() -> None:
                     os.unlink(path)
 
 
+def _prctl(option: int, value: int) -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def descendants() -> set[int]:
+    """The pids of this process's live descendants (from /proc/<pid>/stat's ppid)."""
+    children: dict[int, list[int]] = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != b"Z":
+                children.setdefault(int(fields[1]), []).append(int(pid))
+    found, todo = set(), [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def adopt_orphans() -> set[int]:
+    """Make this process a child subreaper (prctl PR_SET_CHILD_SUBREAPER): what its
+    descendants fork and abandon stays its descendant, so ``end_descendants`` finds it.
+    Returns the descendants it has now, which ``end_descendants`` spares."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return descendants()
+
+
+def end_descendants(spare: set[int], timeout_s: float = 5.0) -> None:
+    """SIGKILL every descendant of this process but ``spare`` (what a rank program forked:
+    it must not outlive the rank, nor keep mpirun waiting for its output pipes)."""
+    deadline = time.monotonic() + timeout_s
+    while (left := descendants() - spare) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
+        time.sleep(0.01)
+
+
 def set_parent_death_signal(parent_pid: int) -> None:
     """Ask the kernel to SIGKILL this process when its parent dies (prctl
     PR_SET_PDEATHSIG), then exit at once if the parent already has: it may have died
     before the request (the check closes that race). The signal needs no GIL, so it stops
     a rank stuck in a long C call."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(70)
 
