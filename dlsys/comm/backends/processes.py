@@ -198,7 +198,10 @@ class _ProcessTransport(MailboxTransport):
             with open(path, "wb") as f:
                 f.write(frame)
             frame = pickle.dumps(path)
-        os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
+        try:
+            os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
+        except BrokenPipeError:
+            pass  # dst's process has died (a finished rank serves until the end): the launcher names it
         return loan
 
     def take(self, src, tag, deadline):
