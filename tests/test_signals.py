@@ -206,7 +206,7 @@ def test_every_timeout_is_honoured(backend):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["processes", pytest.param("mpi", marks=needs_mpi)])
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_what_a_rank_forks_ends_with_the_run(backend, tmp_path):
     start = time.monotonic()
     assert dlsys.launch(forks, 2, backend, args=(str(tmp_path),), timeout_s=60).values == [0, 1]

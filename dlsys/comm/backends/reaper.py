@@ -40,6 +40,7 @@ import time
 
 SHM_DIR = "/dev/shm"
 MARKER = "DLSYS_RUN"
+REAPER_MARKER = "DLSYS_REAPER=1"  # in a reaper's environment: never a rank's fork
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # linux/prctl.h
 REAP_TIMEOUT_S = 10.0
 
@@ -130,9 +131,17 @@ def _prctl(option: int, value: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def descendants() -> set[int]:
-    """The pids of this process's live descendants (from /proc/<pid>/stat's ppid)."""
-    children: dict[int, list[int]] = {}
+def now_ticks() -> int:
+    """Clock ticks after boot now, the unit of a process's start time."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def descendants() -> dict[int, int]:
+    """This process's live descendants: pid -> start time (from /proc/<pid>/stat)."""
+    if not _has_children():
+        return {}  # the usual case, without reading every process's stat (~10 ms)
+    children: dict[int, list[tuple[int, int]]] = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
@@ -141,13 +150,33 @@ def descendants() -> set[int]:
             except (OSError, IndexError):
                 continue
             if fields[0] != b"Z":
-                children.setdefault(int(fields[1]), []).append(int(pid))
-    found, todo = set(), [os.getpid()]
+                children.setdefault(int(fields[1]), []).append((int(pid), int(fields[19])))
+    found, todo = {}, [os.getpid()]
     while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
+        for child, start in children.get(todo.pop(), []):
+            found[child] = start
             todo.append(child)
     return found
+
+
+def _has_children() -> bool:
+    for task in glob.glob("/proc/self/task/*/children"):
+        with contextlib.suppress(OSError), open(task) as f:
+            if f.read().strip():
+                return True
+    return False
+
+
+def _of_another_run(pid: int) -> bool:
+    """A reaper, or a process of a run other than this process's (its marker differs):
+    not something this process's rank program forked."""
+    mine = f"{MARKER}={os.environ.get(MARKER, '')}".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return True  # gone, or not ours to judge
+    return REAPER_MARKER.encode() in env or any(v.startswith(f"{MARKER}=".encode()) and v != mine for v in env)
 
 
 def adopt_orphans() -> set[int]:
@@ -155,14 +184,19 @@ def adopt_orphans() -> set[int]:
     descendants fork and abandon stays its descendant, so ``end_descendants`` finds it.
     Returns the descendants it has now, which ``end_descendants`` spares."""
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    return descendants()
+    return set(descendants())
 
 
-def end_descendants(spare: set[int], timeout_s: float = 5.0) -> None:
-    """SIGKILL every descendant of this process but ``spare`` (what a rank program forked:
-    it must not outlive the rank, nor keep mpirun waiting for its output pipes)."""
+def end_descendants(spare: set[int] = frozenset(), since_ticks: int = 0, timeout_s: float = 5.0) -> None:
+    """SIGKILL what a rank program forked: every descendant of this process started at or
+    after ``since_ticks``, but ``spare`` and the processes of other runs (it must not
+    outlive the rank, nor keep mpirun waiting for its output pipes)."""
     deadline = time.monotonic() + timeout_s
-    while (left := descendants() - spare) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        left = [pid for pid, start in descendants().items()
+                if pid not in spare and start >= since_ticks and not _of_another_run(pid)]
+        if not left:
+            return
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -191,6 +225,7 @@ class Reaper:
         self.env = dict(os.environ, **{MARKER: run_id})
         # the reaper itself must not carry the marker, or it would be among what it kills
         env = {k: v for k, v in os.environ.items() if k != MARKER}
+        env[REAPER_MARKER.split("=")[0]] = "1"
         self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _REAPER, run_id, *patterns],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      start_new_session=True, env=env)

@@ -14,6 +14,8 @@ refuses further threads runs while it lives, rather than letting it slow them (i
 the GIL between its bytecodes). If it holds the GIL without a break, nothing of Python
 runs, not even the deadline or Ctrl-C: use the processes backend for such code.
 ``os._exit`` in a rank is an error naming the rank (it would end the launcher's process).
+What a rank forks is this process's child: it is killed when the run ends (a fork that
+detaches twice, a daemon, escapes: only processes and mpi ranks are child subreapers).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..board import DONE, STATE, board_row, new_board
 from ..communicator import Communicator
 from ..mailbox import Aborted, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, RunTimeout, supervise
+from .reaper import end_descendants, now_ticks
 from .transport import Backend, MailboxTransport
 from .baton import Baton, BatonCondition
 
@@ -147,6 +150,7 @@ class ThreadsBackend(Backend):
             raise RuntimeError(f"ranks of an earlier threads run could not be stopped and still run in this "
                                f"process ({stuck}), inside a call that never returned to Python; they would "
                                "slow every later run: restart the process, or use backend='processes'")
+        started = now_ticks()
         board = new_board(spec.size)
         baton = Baton(spec.size)
         boxes = [Mailbox(r, board, BatonCondition(baton, r, board_row(board, r))) for r in range(spec.size)]
@@ -195,12 +199,14 @@ class ThreadsBackend(Backend):
                 supervise(board, finished, wait, spec.deadline)
             except BaseException as exc:
                 stuck = _teardown(boxes, baton, threads)
+                end_descendants(since_ticks=started)
                 if stuck and isinstance(exc, RunTimeout):
                     raise RunTimeout(f"{exc.ranks}; {_names(stuck)} could not be stopped "
                                      "(inside a call that never returns to Python) and keep running in this "
                                      "process, which refuses further threads runs") from None
                 raise
             _teardown(boxes, baton, threads)
+        end_descendants(since_ticks=started)
         return outcomes
 
 
