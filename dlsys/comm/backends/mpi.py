@@ -29,8 +29,11 @@ The same question, asked by a rank that has waited a while for one source, detec
 deadlock, and the probe's path says who waits for whom.
 
 Faults, as MPI has them: a rank that raises prints (or, under ``launch``, reports) its
-traceback and calls MPI_Abort, which ends every rank; ``launch`` kills the job's process
-group on a deadline or Ctrl-C.
+traceback and calls MPI_Abort, which ends every rank; a rank that dies without a word is
+named from Open MPI's report. ``launch`` ends mpirun at the deadline, however short, and on
+every way out; the run's reaper (dlsys.comm.backends.reaper) then kills the ranks and what
+they forked and removes the run's folders, also when the launcher was SIGKILLed. Open MPI's
+session folder and shared-memory segments go into those folders (``run_files``).
 """
 
 from __future__ import annotations
@@ -434,7 +437,8 @@ def _run_mpirun(spec: RunSpec) -> list[Outcome]:
             while proc.poll() is None and time.monotonic() < spec.deadline:
                 time.sleep(0.02)
             timed_out = proc.poll() is None
-            _end_job(proc)
+            proc.kill()  # past the deadline; the reaper ends the ranks
+            proc.wait()
             stderr.seek(0)
             text = stderr.read().decode(errors="replace")
             return _collect(run_dir, spec.size, proc.returncode, text, timed_out)
@@ -443,17 +447,6 @@ def _run_mpirun(spec: RunSpec) -> list[Outcome]:
             proc.kill()
         reaper.close()  # the ranks and what they forked; the run's folders
         if proc is not None:
-            proc.wait()
-
-
-def _end_job(proc: subprocess.Popen) -> None:
-    """Stop mpirun (SIGTERM: it ends its ranks), then SIGKILL it; the reaper ends the rest."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(1.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
             proc.wait()
 
 
