@@ -40,7 +40,7 @@ import time
 
 SHM_DIR = "/dev/shm"
 MARKER = "DLSYS_RUN"
-REAPER_MARKER = "DLSYS_REAPER=1"  # in a reaper's environment: never a rank's fork
+REAPER_MARKER = "DLSYS_REAPER"  # =1 in a reaper's environment: never a rank's fork
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # linux/prctl.h
 REAP_TIMEOUT_S = 10.0
 
@@ -176,7 +176,7 @@ def _of_another_run(pid: int) -> bool:
             env = f.read().split(b"\0")
     except OSError:
         return True  # gone, or not ours to judge
-    return REAPER_MARKER.encode() in env or any(v.startswith(f"{MARKER}=".encode()) and v != mine for v in env)
+    return f"{REAPER_MARKER}=1".encode() in env or any(v.startswith(f"{MARKER}=".encode()) and v != mine for v in env)
 
 
 def adopt_orphans() -> set[int]:
@@ -225,7 +225,7 @@ class Reaper:
         self.env = dict(os.environ, **{MARKER: run_id})
         # the reaper itself must not carry the marker, or it would be among what it kills
         env = {k: v for k, v in os.environ.items() if k != MARKER}
-        env[REAPER_MARKER.split("=")[0]] = "1"
+        env[REAPER_MARKER] = "1"
         self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _REAPER, run_id, *patterns],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      start_new_session=True, env=env)
