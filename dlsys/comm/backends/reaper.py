@@ -209,7 +209,9 @@ def set_parent_death_signal(parent_pid: int) -> None:
     """Ask the kernel to SIGKILL this process when its parent dies (prctl
     PR_SET_PDEATHSIG), then exit at once if the parent already has: it may have died
     before the request (the check closes that race). The signal needs no GIL, so it stops
-    a rank stuck in a long C call."""
+    a rank stuck in a long C call. (prctl(2): the signal comes when the *thread* that
+    started this process ends; ``launch`` runs in that thread until the run is over. The
+    ctypes call as in cocrawler/cocrawler, cocrawler/pdeathsig.py.)"""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(70)
