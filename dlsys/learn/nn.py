@@ -59,8 +59,7 @@ class Layer:
         return batch * prod(self.out_shape)
 
     def saved(self) -> dict[str, np.ndarray]:
-        """The arrays the last forward kept for backward (its activation memory); the
-        transformer's layers report theirs, the others none."""
+        """The arrays the last forward kept for backward: its activation memory (none here)."""
         return {}
 
 
@@ -120,6 +119,9 @@ class ReLU(Layer):
 
     def backward(self, dy):
         return dy * self.mask
+
+    def saved(self):
+        return {"mask": self.mask}
 
 
 class Flatten(Layer):
@@ -217,6 +219,9 @@ class Conv2d(Layer):
     def flops(self, batch):
         return batch * prod(self.out_shape) * (2 * self.cin * self.k ** 2 + 1)
 
+    def saved(self):
+        return {"cols": self.cols}
+
 
 class _Pool2d(Layer):
     """Pooling over k x k windows with stride s (no padding), channel by channel."""
@@ -258,6 +263,9 @@ class MaxPool2d(_Pool2d):
         dcols = np.zeros((dy.size, self.k ** 2), dy.dtype)
         dcols[np.arange(dy.size), self.argmax] = dy.ravel()
         return self._unwindows(dcols, len(dy))
+
+    def saved(self):
+        return {"argmax": self.argmax}
 
 
 class AvgPool2d(_Pool2d):
