@@ -2,10 +2,12 @@
 export; a data-parallel run's measured numpy bytes against the closed-form model."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dlsys.experiments import docs
 from dlsys.experiments.memory import compare, ddp_memory
 from dlsys.learn import nn
 from dlsys.learn.task import TrainConfig, build_model
@@ -69,3 +71,11 @@ def test_ledgers_come_back_from_process_ranks():
     run = ddp_memory("mlp", ranks=2, steps=1, backend="processes")
     threads = ddp_memory("mlp", ranks=2, steps=1)
     assert [l.changes for l in run.values] == [l.changes for l in threads.values]
+
+
+def test_memory_tables_in_docs_are_what_the_code_gives():
+    page = Path(docs.DOCS_DIR) / "memory.md"
+    text = page.read_text()
+    assert {m["name"] for m in docs.BLOCK.finditer(text)} == {"memory.zero_figure1", "memory.korthikanti",
+                                                             "memory.measured"}
+    assert docs.render(text, docs.Sources(claims=[])) == text, "run python -m dlsys.experiments.docs"

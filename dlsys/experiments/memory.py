@@ -12,11 +12,13 @@ per parameter, which the measured ``nbytes`` equal exactly.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..comm import LaunchResult, launch
 from ..learn import nn, optim
 from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches
 from ..machine.ledger import MemoryLedger
-from ..machine.memory import KINDS, Layout
+from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
 from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
 
 
@@ -58,3 +60,72 @@ def compare(ledger: MemoryLedger, params: int, ranks: int) -> list[dict]:
     modelled = Layout(params, ranks, zero=0, optimizer="sgd", precision="fp32").bytes()
     return [{"kind": kind, "measured_bytes": ledger.peak_by_kind[kind], "model_bytes": modelled[kind]}
             for kind in KINDS]
+
+
+def transformer_activations(layers: int = 2, hidden: int = 32, heads: int = 4, seq_len: int = 16,
+                            batch: int = 8) -> dict:
+    """The small transformer's kept tensors after one forward against Korthikanti's count
+    for its shapes (4-byte elements, no dropout), and the extras the formula leaves out:
+    the layer norms' 1/std per row (2 s b a layer), the embedding's token indices, the final
+    layer norm and the output layer's input."""
+    model = nn.transformer(vocab=11, seq_len=seq_len, d_model=hidden, heads=heads, layers=layers)
+    model.forward(np.random.default_rng(0).integers(0, 11, (batch, seq_len)))
+    blocks = model.layers[1:1 + 2 * layers]
+    measured = sum(a.nbytes for block in blocks for a in block.saved().values())
+    formula = activation_bytes(Transformer(layers, hidden, heads, seq_len, batch), element_nbytes=4, dropout=False)
+    row_stats = layers * 2 * seq_len * batch * 4
+    return {"measured_blocks_bytes": measured, "formula_bytes": formula, "row_stats_bytes": row_stats,
+            "outside_blocks_bytes": nn.activation_nbytes(model) - measured}
+
+
+# Tables for docs/memory.md: (header, rows) that dlsys.experiments.docs writes between their markers.
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.3f}"
+
+
+def table_zero_figure1() -> tuple[list[str], list[list]]:
+    paper = {"stage 0": "120", "stage 1": "31.4", "stage 2": "16.6", "stage 3": "1.9"}
+    formulas = {"stage 0": "(2 + 2 + K) Psi", "stage 1": "4 Psi + K Psi / N_d", "stage 2": "2 Psi + (2 + K) Psi / N_d",
+                "stage 3": "(2 + 2 + K) Psi / N_d"}
+    return (["ZeRO", "bytes per device", "paper (GB)", "dlsys (GB)"],
+            [[stage, formulas[stage], paper[stage], _gb(nbytes)] for stage, nbytes in zero_figure1().items()])
+
+
+KORTHIKANTI_SHAPE = Transformer(layers=1, hidden=12288, heads=96, seq_len=2048, batch=1)  # GPT-3 175B's layer
+
+
+def table_korthikanti() -> tuple[list[str], list[list]]:
+    shape, t = KORTHIKANTI_SHAPE, 8
+    s, b, h, a = shape.seq_len, shape.batch, shape.hidden, shape.heads
+    rows = [("no parallelism", "sbh (34 + 5as/h)", dict(tp=1), s * b * h * (34 + 5 * a * s / h)),
+            (f"tensor parallel t={t}", "sbh (10 + 24/t + 5as/(ht))", dict(tp=t), s * b * h * (10 + 24 / t + 5 * a * s / (h * t))),
+            (f"tensor + sequence parallel t={t}", "sbh (34/t + 5as/(ht))", dict(tp=t, sequence_parallel=True),
+             s * b * h * (34 / t + 5 * a * s / (h * t))),
+            ("tensor parallel + selective recomputation", "sbh (10 + 24/t)", dict(tp=t, recompute="selective"),
+             s * b * h * (10 + 24 / t)),
+            ("tensor + sequence parallel + selective", "sbh 34/t", dict(tp=t, sequence_parallel=True, recompute="selective"),
+             s * b * h * 34 / t),
+            ("full recomputation", "2 sbh", dict(tp=t, recompute="full"), 2 * s * b * h)]
+    return (["layout", "Table 2", "formula evaluated (GB)", "dlsys.machine.memory (GB)"],
+            [[name, formula, _gb(direct), _gb(activation_bytes(shape, **options))]
+             for name, formula, options, direct in rows])
+
+
+def table_measured() -> tuple[list[str], list[list]]:
+    rows = []
+    for model in ("mlp", "cnn"):
+        run = ddp_memory(model, ranks=4, steps=2)
+        params = build_model(TrainConfig(model=model)).params.size
+        for row in compare(run.values[0], params, 4)[:3]:
+            rows.append([f"DDP {model} ({params:,} parameters), 4 ranks", row["kind"], f"{row['measured_bytes']:,}",
+                         f"{row['model_bytes']:,.0f}"])
+    act = transformer_activations()
+    rows.append(["transformer 2 x 32, s=16, b=8", "activations in the blocks",
+                 f"{act['measured_blocks_bytes']:,}",
+                 f"{act['formula_bytes']:,} + {act['row_stats_bytes']:,} (layer-norm 1/std)"])
+    return ["run", "kind", "measured numpy bytes (rank 0)", "closed form (bytes)"], rows
+
+
+TABLES = {"memory.zero_figure1": table_zero_figure1, "memory.korthikanti": table_korthikanti,
+          "memory.measured": table_measured}
