@@ -1,6 +1,9 @@
 """The closed-form memory model against the papers' arithmetic, and ``dlsys memory``."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +74,21 @@ def test_cli_refuses_bad_input_with_the_accepted_range(argv, message, capsys):
     base.update(dict(zip(argv[::2], argv[1::2])))
     assert main(["memory", *[x for kv in base.items() for x in kv]]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_tp_must_divide_the_heads():
+    with pytest.raises(ValueError, match="tp must divide the heads"):
+        Layout(100, ranks=8, tp=8, model=Transformer(2, 64, 4, 16, 1))
+
+
+def test_cli_refuses_activation_options_without_a_transformer(capsys):
+    assert main(["memory", "--params", "100", "--ranks", "2", "--recompute", "full"]) == 2
+    assert "--recompute: not an option of dlsys memory without --transformer" in capsys.readouterr().err
+
+
+def test_a_thousand_layouts_in_under_a_second():
+    """benchmarks/memory_model.py, as docs/performance.md runs it."""
+    out = subprocess.run([sys.executable, "benchmarks/memory_model.py", "--json"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120, check=True)
+    record = json.loads(out.stdout)
+    assert record["layouts"] >= 1000 and record["wall_s"] < record["target_s"] == 1.0

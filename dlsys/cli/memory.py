@@ -18,7 +18,7 @@ import argparse
 import json
 
 from ..machine.memory import KINDS, OPTIMIZERS, PRECISIONS, RECOMPUTE, Layout, Transformer
-from .options import Checked, integer, number, print_table
+from .options import Checked, integer, number, print_table, refuse_unused
 
 MAX = 10**9  # ranks, TP degree: any layout a model can describe
 
@@ -62,6 +62,10 @@ def add_commands(subparsers) -> None:
 def cmd_memory(args) -> int:
     if args.prefetch and not args.unit_params:
         raise ValueError("--prefetch needs --unit-params (the unit it gathers)")
+    if args.transformer is None:
+        refuse_unused({"--sequence-parallel": args.sequence_parallel or None,
+                       "--recompute": None if args.recompute == "none" else args.recompute},
+                      "dlsys memory without --transformer (they shape the activations)")
     layout = Layout(args.params, args.ranks, args.zero, args.tp, args.optimizer, args.precision,
                     unit_params=args.unit_params, prefetch=args.prefetch, model=args.transformer,
                     sequence_parallel=args.sequence_parallel, recompute=args.recompute)

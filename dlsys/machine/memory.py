@@ -114,7 +114,9 @@ class Layout:
     stage 3 (FSDP's wrapped module, DeepSpeed's largest layer; 0 = not counted, as in ZeRO's
     Figure 1) and ``prefetch`` gathers the next unit while one computes. ``bucket_params``
     is the gradient bucket a stage 0..2 all-reduce or reduce-scatter packs (0 = in place on
-    the flat gradient buffer, as dlsys's ``Sequential.grads``)."""
+    the flat gradient buffer, as dlsys's ``Sequential.grads``). ``model`` gives the
+    transformer's shapes for the activations (``activation_bytes``: elements of the
+    weights' precision, 2 or 4 bytes, 1-byte dropout masks); None counts none."""
     params: int
     ranks: int = 1
     zero: int = 0
@@ -139,6 +141,9 @@ class Layout:
                              f"ranks={self.ranks}")
         if self.unit_params < 0 or self.bucket_params < 0:
             raise ValueError("unit_params and bucket_params must be >= 0")
+        if self.model is not None and (self.model.heads % self.tp or self.model.hidden % self.model.heads):
+            raise ValueError(f"tp must divide the heads ({self.model.heads}) and the heads the hidden size "
+                             f"({self.model.hidden}); got tp={self.tp}")
         if self.unit_params and self.zero != 3:
             raise ValueError(f"unit_params is a ZeRO-3/FSDP gather unit: it needs zero=3, got zero={self.zero}")
         bytes_per_param(self.optimizer, self.precision)
