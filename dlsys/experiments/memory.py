@@ -24,7 +24,7 @@ from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
 
 def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
     """``steps`` steps of synchronous data parallelism, every allocation in the ledger."""
-    ledger = MemoryLedger(comm.rank, lambda: comm.clock)
+    ledger = comm.memory
     model = build_model(config)
     ledger.alloc("parameters", model.params.nbytes, "model.params")
     ledger.alloc("gradients", model.grads.nbytes, "model.grads")

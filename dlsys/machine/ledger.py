@@ -1,8 +1,9 @@
 """Measured memory: what a rank program allocates, by kind, on its virtual clock.
 
-A rank program owns one ``MemoryLedger`` and tells it what it allocates and frees:
+A rank program owns one ``MemoryLedger`` (``comm.memory``: made on the rank's virtual
+clock) and tells it what it allocates and frees:
 
-    ledger = MemoryLedger(rank=comm.rank, now=lambda: comm.clock)
+    ledger = comm.memory
     ledger.alloc("parameters", model.params.nbytes, "params")
     ledger.alloc("activations", nn.activation_nbytes(model), "forward")   # after forward
     ledger.free("forward")                                              # after backward
