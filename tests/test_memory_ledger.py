@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dlsys.experiments import docs
-from dlsys.experiments.memory import compare, ddp_memory
+from dlsys.experiments.memory import compare, ddp_memory, transformer_states
 from dlsys.learn import nn
 from dlsys.learn.task import TrainConfig, build_model
 from dlsys.machine.ledger import MemoryLedger
@@ -79,3 +79,10 @@ def test_memory_tables_in_docs_are_what_the_code_gives():
     assert {m["name"] for m in docs.BLOCK.finditer(text)} == {"memory.zero_figure1", "memory.korthikanti",
                                                              "memory.measured"}
     assert docs.render(text, docs.Sources(claims=[])) == text, "run python -m dlsys.experiments.docs"
+
+
+def test_transformer_with_adam_measures_4_4_8_bytes_a_parameter():
+    params, ledger = transformer_states()
+    rows = {row["kind"]: row for row in compare(ledger, params, 1, optimizer="adam")}
+    assert rows["optimizer"]["measured_bytes"] == rows["optimizer"]["model_bytes"] == 8 * params
+    assert rows["parameters"]["measured_bytes"] == rows["gradients"]["measured_bytes"] == 4 * params

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..comm import LaunchResult, launch
 from ..learn import nn, optim
+from ..learn.sequence import answer_loss, reversal
 from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches
 from ..machine.ledger import MemoryLedger
 from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
@@ -55,11 +56,31 @@ def ddp_memory(model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: i
     return launch(ddp_memory_program, ranks, backend, args=(config, steps))
 
 
-def compare(ledger: MemoryLedger, params: int, ranks: int) -> list[dict]:
-    """Kind by kind: the ledger's peak against the closed form (fp32 SGD with momentum, DDP)."""
-    modelled = Layout(params, ranks, zero=0, optimizer="sgd", precision="fp32").bytes()
+def compare(ledger: MemoryLedger, params: int, ranks: int, optimizer: str = "sgd") -> list[dict]:
+    """Kind by kind: the ledger's peak against the closed form (fp32, DDP)."""
+    modelled = Layout(params, ranks, zero=0, optimizer=optimizer, precision="fp32").bytes()
     return [{"kind": kind, "measured_bytes": ledger.peak_by_kind[kind], "model_bytes": modelled[kind]}
             for kind in KINDS]
+
+
+def transformer_states(steps: int = 2) -> tuple[int, MemoryLedger]:
+    """The small transformer trained with Adam on one rank, its states in a ledger:
+    (parameters, ledger); Adam's m and v are K' = 8 bytes a parameter."""
+    model = nn.transformer(vocab=11, seq_len=16, d_model=32, heads=4, layers=2)
+    adam = optim.Adam(model.params, model.grads, 1e-3)
+    ledger = MemoryLedger()
+    ledger.alloc("parameters", model.params.nbytes, "model.params")
+    ledger.alloc("gradients", model.grads.nbytes, "model.grads")
+    for name in adam.state_names:
+        ledger.alloc("optimizer", getattr(adam, name).nbytes, f"adam.{name}")
+    for step in range(steps):
+        task = reversal(8, length=8, seed=step)
+        _, dlogits = answer_loss(model.forward(task.inputs), task)
+        ledger.alloc("activations", nn.activation_nbytes(model), f"forward {step}")
+        model.backward(dlogits)
+        ledger.free(f"forward {step}")
+        adam.step()
+    return model.params.size, ledger
 
 
 def transformer_activations(layers: int = 2, hidden: int = 32, heads: int = 4, seq_len: int = 16,
@@ -120,6 +141,10 @@ def table_measured() -> tuple[list[str], list[list]]:
         for row in compare(run.values[0], params, 4)[:3]:
             rows.append([f"DDP {model} ({params:,} parameters), 4 ranks", row["kind"], f"{row['measured_bytes']:,}",
                          f"{row['model_bytes']:,.0f}"])
+    params, ledger = transformer_states()
+    for row in compare(ledger, params, 1, optimizer="adam")[:3]:
+        rows.append([f"transformer 2 x 32 ({params:,} parameters), Adam, 1 rank", row["kind"],
+                     f"{row['measured_bytes']:,}", f"{row['model_bytes']:,.0f}"])
     act = transformer_activations()
     rows.append(["transformer 2 x 32, s=16, b=8", "activations in the blocks",
                  f"{act['measured_blocks_bytes']:,}",
