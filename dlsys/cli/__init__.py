@@ -9,6 +9,7 @@
     reproduce           dlsys.cli.reproduce  (every published claim: paper vs dlsys, a verdict; docs/ tables)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
+    memory              dlsys.cli.memory     (bytes per rank by kind: DDP, ZeRO, FSDP, TP in closed form)
 
 Every option is checked by ``dlsys.cli.options`` before any rank starts.
 """
@@ -28,7 +29,8 @@ from .options import join_negative_values
 # `dlsys simulate`); `dlsys --help` imports them all.
 COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
             "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
-            "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce"}
+            "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce",
+            "memory": "memory"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
