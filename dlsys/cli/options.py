@@ -65,13 +65,14 @@ def number(low: float, high: float = float("inf"), low_open: bool = False):
 
 
 def size(low: int = 1, high: int | None = None, multiple: int = 1):
-    """Checker: a byte size like 1024, 61MB, 64MiB in low..high, a multiple of ``multiple``."""
+    """Checker: a byte size like 1024, 61MB, 64MiB in low..high, a multiple of ``multiple``
+    (``net.parse_size``: case-sensitive, ``1Gb`` refused as bits)."""
     def check(text: str) -> int:
         negative = text.strip().startswith("-")
         try:
             nbytes = parse_size(text.strip().lstrip("-"))
-        except ValueError:
-            raise ValueError(f"must be a size in bytes like 1024, 61MB, 64MiB, 1GiB, got {text}") from None
+        except ValueError as exc:
+            raise ValueError(f"must be a size in bytes, got {text}: {str(exc).removeprefix('size: ')}") from None
         too_small = negative or nbytes < low
         if too_small or (high is not None and nbytes > high) or nbytes % multiple:
             if too_small and low == 1 and multiple == 1:

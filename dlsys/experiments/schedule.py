@@ -18,33 +18,26 @@ from .. import schedule
 from ..machine import profiles
 from ..checks import check_int
 from ..comm import SIGNAL, launch
-from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node
+from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node, parse_bandwidth
 from ..train import TrainConfig, build_model
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
 MODELS = ("digits", *profiles.PROFILES)
-BANDWIDTH_UNITS = {"gbps": 1e9 / 8, "mbps": 1e6 / 8, "gb/s": 1e9, "mb/s": 1e6}
 
 
 def parse_link(text) -> LinkModel:
-    """A preset name, or a bandwidth like "10Gbps" / "1.25GB/s": the 10 GbE preset's latency
-    and overheads at that bandwidth (for bandwidth sweeps)."""
+    """A preset name, or a bandwidth like "10Gbps" / "1.25GB/s" (``net.parse_bandwidth``: b is
+    a bit, B a byte): the 10 GbE preset's latency and overheads at that bandwidth (for
+    bandwidth sweeps)."""
     if isinstance(text, LinkModel) or text in LINK_PRESETS:
         return get_link(text)
-    lowered = str(text).strip().lower()
-    for unit, factor in BANDWIDTH_UNITS.items():
-        if lowered.endswith(unit):
-            try:
-                bandwidth = float(lowered[: -len(unit)]) * factor
-            except ValueError:
-                break
-            if not 0 < bandwidth < math.inf:
-                break
-            base = get_link("tcp-10gbe")
-            return LinkModel(f"{text}", base.latency_s, bandwidth, base.overhead_s, base.kernel_copies, base.copy_bandwidth_Bps,
-                             f"{text}: tcp-10gbe's latency and overheads at this bandwidth")
-    raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth like 10Gbps or 1.25GB/s, "
-                     f"got {text!r}")
+    try:
+        bandwidth_Bps = parse_bandwidth(text)
+    except ValueError as exc:
+        raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth; {exc}") from None
+    base = get_link("tcp-10gbe")
+    return LinkModel(f"{text}", base.latency_s, bandwidth_Bps, base.overhead_s, base.kernel_copies, base.copy_bandwidth_Bps,
+                     f"{text}: tcp-10gbe's latency and overheads at this bandwidth")
 
 
 def layers(model: str, batch: int) -> tuple:
