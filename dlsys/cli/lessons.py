@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .options import Checked, output_folder
+
 
 def cmd_build(args) -> int:
     from ..grading import notebooks  # jupytext, nbclient and a kernel: the teach extra
@@ -46,5 +48,6 @@ def add_commands(subparsers) -> None:
     build.set_defaults(func=cmd_build)
     check = sub.add_parser("check", help="exit 1 if a notebook's cells differ from its lesson script")
     check.set_defaults(func=cmd_check)
-    for q in (build, check):
-        q.add_argument("--out", default=str(REPO_ROOT / "notebooks"), help="default: notebooks/ of this checkout")
+    build.add_argument("--out", action=Checked, check=output_folder, default=str(REPO_ROOT / "notebooks"),
+                       help="default: notebooks/ of this checkout")
+    check.add_argument("--out", default=str(REPO_ROOT / "notebooks"), help="default: notebooks/ of this checkout")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from ..comm import MAX_THREAD_RANKS
 from ..machine.net import parse_size
 from ..machine.topology import Topology, get_network
+from ..outputs import check_writable
 from ..viz.units import format_bytes
 
 MAX_RANKS = MAX_THREAD_RANKS  # the processes backend stops at 256 (launch says so before starting)
@@ -85,6 +87,29 @@ def size(low: int = 1, high: int | None = None, multiple: int = 1):
             raise ValueError(f"must be {what}{limits}, got {text}")
         return nbytes
     return check
+
+
+def output_file(text: str) -> str:
+    """Checker: a file the command writes at the end (``--trace``, ``--json FILE``): refused
+    now, before minutes of work, if it is a directory or its folder is missing or read-only."""
+    try:
+        check_writable(text)
+    except ValueError as exc:
+        raise ValueError(f"must name a file in an existing, writable folder ({exc}), got {text}") from None
+    return text
+
+
+def output_folder(text: str) -> str:
+    """Checker: a folder the command writes into (made if missing): refused now if it is a
+    file, or if it is missing and its parent folder is missing or read-only."""
+    folder = Path(text)
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{folder} is a file")
+        check_writable(folder / "x" if folder.is_dir() else folder)
+    except ValueError as exc:
+        raise ValueError(f"must be a writable folder or one that can be made ({exc}), got {text}") from None
+    return text
 
 
 def pair(first, second, names: str):

@@ -29,7 +29,7 @@ from ..train.strategies import OPTIONS, taking
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, print_table, refuse_unused, save_trace, trace_row
+from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, output_file, print_table, refuse_unused, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
 from .schedule import add_schedule_options, given_options, policy_options
 from .. import schedule
@@ -108,11 +108,11 @@ def add_commands(subparsers) -> None:
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
-    p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
+    p.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
     p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
-    p.add_argument("--out", metavar="PATH", help="--sweep: the cache file (default results/large_batch.json; "
+    p.add_argument("--out", metavar="PATH", action=Checked, check=output_file, help="--sweep: the cache file (default results/large_batch.json; "
                                                  "with --quick nothing is written unless given)")
     p.set_defaults(func=cmd_train, parser=p)
 

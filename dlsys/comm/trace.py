@@ -13,6 +13,8 @@ import json
 from collections import defaultdict
 from typing import NamedTuple
 
+from ..outputs import write_atomic
+
 
 class Span(NamedTuple):
     rank: int
@@ -94,5 +96,5 @@ class Trace:
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
     def save_chrome(self, path) -> None:
-        with open(path, "w") as f:
-            json.dump(self.to_chrome(), f)
+        """The Chrome trace-event JSON, written whole or not at all (``outputs.write_atomic``)."""
+        write_atomic(path, json.dumps(self.to_chrome()))
