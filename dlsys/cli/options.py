@@ -3,7 +3,7 @@ the real buffers a run used.
 
 Checkers run at the boundary, before any rank starts (the algorithms below trust their
 input). Each error names the option and the accepted range, e.g.
-``--ranks must be an integer in 1..4096, got 0``; use them as
+``--ranks must be an integer in 1..1024, got 0``; use them as
 ``parser.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), ...)``.
 """
 
@@ -19,7 +19,13 @@ from ..machine.topology import Topology, get_network
 from ..outputs import check_writable
 from ..viz.units import format_bytes
 
-MAX_RANKS = MAX_THREAD_RANKS  # the processes backend stops at 256 (launch says so before starting)
+# The most ranks a command takes (the processes backend stops sooner: launch says so before
+# starting). Threads could start MAX_THREAD_RANKS, but a ring all-reduce sends 2p(p-1)
+# messages and its bookkeeping grows with them, beyond the buffers' budget. Measured on
+# threads (`/usr/bin/time dlsys simulate allreduce --ranks P --size 64KiB`, 2 shared cores):
+# 1024 ranks, 12 s and 0.53 GB; 2048 ranks, 93 s and 1.47 GB; 4096, minutes and 4.8 GB
+# (issue 25). At 1024 the default 1 GiB of buffers runs in 32 s with 1.28 GB resident.
+MAX_RANKS = min(MAX_THREAD_RANKS, 1024)
 
 
 class Checked(argparse.Action):

@@ -146,7 +146,7 @@ def refuse_options(args) -> None:
 def check_ranks(args) -> None:
     """What only the options together decide, named by option before any rank starts: the
     ranks fit the backend, and --straggler and --fail name one of the workers."""
-    limit = BACKENDS[args.backend].max_ranks
+    limit = min(BACKENDS[args.backend].max_ranks, MAX_RANKS)
     servers = STRATEGIES[args.strategy].first_worker(args.servers)  # servers are the ranks before worker 0
     if servers:
         if args.workers + servers > limit:
