@@ -31,7 +31,7 @@ import zipfile
 from pathlib import Path
 
 from ..exercises import REPO_ROOT, get
-from ..outputs import write_atomic
+from ..outputs import check_writable, write_atomic
 from .grader import MEMORY_BYTES, TIMEOUT_S, TestResult, grade, gradescope_results, score_table
 
 CONFIG = "dlsys-autograder.json"
@@ -122,6 +122,8 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
     exercises = [get(i) for i in dict.fromkeys(exercise_ids)]
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    check_writable(out)  # before the wheel's build: a minute, then nowhere to put it
     files = list(dict.fromkeys(n for e in exercises for n in e.student_files))
     with tempfile.TemporaryDirectory(prefix="dlsys-bundle-") as tmp:
         wheel = build_wheel(Path(tmp))
@@ -129,7 +131,6 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
                   "points": sum(e.points for e in exercises), "visibility": visibility,
                   "timeout_s": timeout_s, "memory_mib": memory_mib, "wheel": wheel.name, "commit": _commit()}
         tests = [REPO_ROOT / "tests" / "exercises" / "conftest.py", *(REPO_ROOT / e.tests for e in exercises)]
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
         bundle = io.BytesIO()  # a few MiB: built in memory, written whole (outputs.write_atomic)
         with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as z:
             for arcname, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
