@@ -102,6 +102,7 @@ WRITERS = [
     (["exercises", "gradescope", "hw1", "ring_allreduce", "-o"], "-o", "file"),
     (["exercises", "release"], "dir", "folder"),
     (["lessons", "build", "--out"], "--out", "folder"),
+    (["train", "--epochs", "5", "--checkpoint"], "--checkpoint", "place"),
 ]
 
 
@@ -110,7 +111,7 @@ WRITERS = [
 def test_every_output_path_is_refused_before_any_work(args, flag, kind, where, tmp_path, read_only, capsys):
     path = {"missing folder": tmp_path / "missing" / "sub" / "out.json",
             "read-only folder": read_only / ("out.json" if kind == "file" else "sub"),
-            "not the right kind": tmp_path if kind == "file" else Path(__file__)}[where]
+            "not the right kind": {"file": tmp_path, "folder": Path(__file__), "place": Path(__file__) / "x"}[kind]}[where]
     before = sorted(Path(tmp_path).rglob("*"))
     start = time.monotonic()
     assert main([*args, str(path)]) == 2

@@ -118,6 +118,17 @@ def output_folder(text: str) -> str:
     return text
 
 
+def output_path(text: str) -> str:
+    """Checker: a file or a folder the run writes (``--checkpoint``: a file or a directory by
+    strategy): an existing folder must be writable, anything else goes in a writable folder."""
+    path = Path(text)
+    try:
+        check_writable(path / "x" if path.is_dir() else path)
+    except ValueError as exc:
+        raise ValueError(f"must be a writable place ({exc}), got {text}") from None
+    return text
+
+
 def pair(first, second, names: str):
     """Checker for 'A:B', e.g. --straggler 3:4 -> (3, 4.0); ``first``/``second`` check each
     part, and an error names the part: ``--straggler FACTOR must be a number > 0, got 0``."""

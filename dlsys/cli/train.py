@@ -29,7 +29,7 @@ from ..train.strategies import OPTIONS, taking
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, output_file, print_table, refuse_unused, save_trace, trace_row
+from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, output_file, output_path, print_table, refuse_unused, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
 from .schedule import add_schedule_options, given_options, policy_options
 from .. import schedule
@@ -84,7 +84,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--fail", action=Checked, metavar="WORKER:STEP",
                    check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
                    help="ps-*: worker WORKER crashes after STEP gradients")
-    p.add_argument("--checkpoint", metavar="PATH", help="allreduce: .npz file (rank 0); ps-*: directory")
+    p.add_argument("--checkpoint", metavar="PATH", action=Checked, check=output_path, help="allreduce: .npz file (rank 0); ps-*: directory")
     p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
     p.add_argument("--compress", metavar="METHOD", choices=list(COMPRESSORS),
                    help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)")
