@@ -14,6 +14,8 @@ import json
 from collections import defaultdict
 from typing import NamedTuple
 
+from ..outputs import write_atomic
+
 
 class Span(NamedTuple):
     rank: int
@@ -98,5 +100,5 @@ class Trace:
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
     def save_chrome(self, path, memory=()) -> None:
-        with open(path, "w") as f:
-            json.dump(self.to_chrome(memory), f)
+        """The Chrome trace-event JSON, written whole or not at all (``outputs.write_atomic``)."""
+        write_atomic(path, json.dumps(self.to_chrome(memory)))

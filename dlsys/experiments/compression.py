@@ -30,6 +30,7 @@ from ..collectives.compressed import compressed_allreduce
 from ..checks import check_int
 from ..comm import launch
 from ..machine.net import get_node
+from ..outputs import write_atomic
 from ..train import Compression, TrainConfig, build_model, load_task
 from .training import train
 
@@ -229,7 +230,7 @@ def cached_pareto() -> list[dict]:
 
 
 def write_pareto_cache(rows: list[dict]) -> Path:
-    PARETO_CACHE.write_text(json.dumps(rows, indent=1) + "\n")
+    write_atomic(PARETO_CACHE, json.dumps(rows, indent=1) + "\n")
     return PARETO_CACHE
 
 

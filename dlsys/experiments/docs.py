@@ -23,6 +23,7 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
+from ..outputs import write_atomic
 from . import large_batch, memory, reproduce
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -141,7 +142,7 @@ def write_docs(docs_dir: Path | str = DOCS_DIR, claims: list[dict] | None = None
         text = path.read_text()
         new = render(text, src)
         if new != text:
-            path.write_text(new)
+            write_atomic(path, new)
             changed.append(path)
     return changed
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
+from ..outputs import write_atomic
 from .testing import STUDENT_EXERCISES_ENV, locate
 
 TIMEOUT_S = 30.0
@@ -199,4 +200,4 @@ def gradescope_results(results: list[TestResult]) -> dict:
 
 
 def write_results_json(results: list[TestResult], path) -> None:
-    Path(path).write_text(json.dumps(gradescope_results(results), indent=2))
+    write_atomic(path, json.dumps(gradescope_results(results), indent=2))

@@ -20,6 +20,7 @@ bundle in a temporary tree.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ import zipfile
 from pathlib import Path
 
 from ..exercises import REPO_ROOT, get
+from ..outputs import check_writable, write_atomic
 from .grader import MEMORY_BYTES, TIMEOUT_S, TestResult, grade, gradescope_results, score_table
 
 CONFIG = "dlsys-autograder.json"
@@ -120,6 +122,8 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
     exercises = [get(i) for i in dict.fromkeys(exercise_ids)]
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    check_writable(out)  # before the wheel's build: a minute, then nowhere to put it
     files = list(dict.fromkeys(n for e in exercises for n in e.student_files))
     with tempfile.TemporaryDirectory(prefix="dlsys-bundle-") as tmp:
         wheel = build_wheel(Path(tmp))
@@ -127,8 +131,8 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
                   "points": sum(e.points for e in exercises), "visibility": visibility,
                   "timeout_s": timeout_s, "memory_mib": memory_mib, "wheel": wheel.name, "commit": _commit()}
         tests = [REPO_ROOT / "tests" / "exercises" / "conftest.py", *(REPO_ROOT / e.tests for e in exercises)]
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        bundle = io.BytesIO()  # a few MiB: built in memory, written whole (outputs.write_atomic)
+        with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as z:
             for arcname, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
                 info = zipfile.ZipInfo(arcname, date_time=(2026, 1, 1, 0, 0, 0))
                 info.external_attr, info.compress_type = _EXECUTABLE, zipfile.ZIP_DEFLATED
@@ -138,6 +142,7 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
             z.write(wheel, f"wheels/{wheel.name}")
             for test in tests:
                 z.write(test, f"tests/exercises/{test.name}")
+        write_atomic(out, bundle.getvalue())
     return config
 
 
@@ -187,13 +192,13 @@ def run(root) -> int:
                             root=root / "source", homework=True)
     except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
         results_path.parent.mkdir(parents=True, exist_ok=True)
-        results_path.write_text(json.dumps({"score": 0.0, "output": f"the autograder failed: {exc}",
+        write_atomic(results_path, json.dumps({"score": 0.0, "output": f"the autograder failed: {exc}",
                                             "visibility": config["visibility"]}, indent=2))
         print(f"the autograder failed: {exc}", file=sys.stderr)
         return 1
     report = gradescope_report(results, config, notes, time.monotonic() - start)
     results_path.parent.mkdir(parents=True, exist_ok=True)  # a submission may have deleted it
-    results_path.write_text(json.dumps(report, indent=2))
+    write_atomic(results_path, json.dumps(report, indent=2))
     print(report["output"])
     return 0
 
