@@ -328,7 +328,9 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "training.strategies": training_strategies, "training.straggler": training_straggler,
     "training.failure": training_failure,
 }
-SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing"})
+# Each emulates hundreds of ranks (two of them with links shared): minutes together on two cores.
+SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing",
+                  "taihulight.hierarchical"})
 
 
 def render(text: str, src: Sources, slow: bool = True) -> str:
