@@ -8,11 +8,12 @@ A generated table sits between two markers in a Markdown file of docs/:
 
 ``TABLES`` maps each name to the function that writes it from the code: the large-batch
 study's cache (``large_batch.require_study``: a stale cache is refused with what to run),
-the reproduction suite at quick settings (``reproduce.run_claims``: seconds) and the
-TaihuLight case study (``taihulight``). Adding a table is one function and one entry. The
-names in ``SLOW`` take minutes between them on two cores (each emulates hundreds of ranks
-on shared links); ``tests/test_docs.py`` checks the fast ones in every run and the slow ones
-under ``-m slow``.
+the reproduction suite at quick settings (``reproduce.run_claims``: seconds), the
+training strategies (``training.train``: docs/training.md) and the TaihuLight case study
+(``taihulight``). A block may hold a sentence as well as a table. Adding one is one
+function and one entry. The names in ``SLOW`` take minutes between them on two cores (each
+emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in every run and
+the slow ones under ``-m slow``.
 
     python -m dlsys.experiments.docs          # rewrite every generated table in docs/
     dlsys reproduce --write-docs              # the same
@@ -21,8 +22,9 @@ under ``-m slow``.
 Wall-clock measurements cannot be held to the code by a test: they move with the machine
 and its load. A benchmark writes its table between ``<!-- measured: NAME -->`` and
 ``<!-- end measured -->`` with ``write_measured``, stamped with the machine, its load, the
-date and the command; ``python benchmarks/run_all.py --write-docs`` rewrites
-docs/performance.md's. Nothing checks them.
+date and the command; ``benchmarks/run_all.py --write-docs`` and
+``benchmarks/sharing_scale.py --write-docs`` rewrite docs/performance.md's. Nothing checks
+them.
 """
 
 from __future__ import annotations
