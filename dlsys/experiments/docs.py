@@ -22,9 +22,8 @@ the slow ones under ``-m slow``.
 Wall-clock measurements cannot be held to the code by a test: they move with the machine
 and its load. A benchmark writes its table between ``<!-- measured: NAME -->`` and
 ``<!-- end measured -->`` with ``write_measured``, stamped with the machine, its load, the
-date and the command; ``benchmarks/run_all.py --write-docs`` and
-``benchmarks/sharing_scale.py --write-docs`` rewrite docs/performance.md's. Nothing checks
-them.
+date and the command: ``--write-docs`` of ``benchmarks/run_all.py``, ``simulate_scale.py``,
+``sharing_scale.py`` and ``mpi_scale.py`` rewrite docs/performance.md's. Nothing checks them.
 """
 
 from __future__ import annotations
@@ -378,7 +377,8 @@ def write_docs(docs_dir: Path | str = DOCS_DIR, claims: list[dict] | None = None
 def machine_stamp(command: str) -> str:
     """Where and how a measurement was taken: the line above each measured table."""
     return (f"Measured {time.strftime('%Y-%m-%d')} by `{command}` on {platform.machine()} {platform.system()}, "
-            f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, Python {platform.python_version()}.\n\n")
+            f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} when written, "
+            f"Python {platform.python_version()}.\n\n")
 
 
 def write_measured(tables: dict[str, str], command: str, path: Path | str = DOCS_DIR / "performance.md") -> None:
