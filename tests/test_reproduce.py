@@ -1,6 +1,6 @@
 """The reproduction suite (dlsys.experiments.reproduce): every claim is complete and runs at
-quick settings to one of the three verdicts; `dlsys reproduce` (JSON, table, bad names);
-the generated tables in docs/ are what the code gives."""
+quick settings to one of the three verdicts; `dlsys reproduce` (JSON, table, bad names).
+docs/'s generated tables: tests/test_docs.py."""
 
 import contextlib
 import io
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from dlsys.cli import main
-from dlsys.experiments import docs, reproduce
+from dlsys.experiments import reproduce
 from dlsys.viz.reproduce import claim_figure
 
 RECORD_KEYS = {"claim", "paper", "where", "statement", "paper_value", "ours", "verdict", "why", "published", "dlsys",
@@ -83,24 +83,6 @@ def test_cli_prints_the_table_and_refuses_unknown_claims(capsys):
     assert "unknown claim 'nope'" in err and "valid: ring-closed-form, ssp-bound" in err
     assert main(["reproduce", "--write-docs", "lars"]) == 2
     assert "--write-docs" in capsys.readouterr().err
-
-
-def test_generated_tables_in_docs_are_what_the_code_gives(quick_records):
-    stale = docs.stale_tables(claims=quick_records)
-    assert not stale, f"generated tables differ from the code: {stale}; run `dlsys reproduce --write-docs`"
-
-
-def test_docs_generator_rewrites_blocks_and_refuses_unknown_names(tmp_path, quick_records):
-    page = tmp_path / "x.md"
-    page.write_text("before\n<!-- generated: reproductions -->\nstale\n<!-- end generated -->\nafter\n")
-    assert docs.stale_tables(tmp_path, quick_records) == [("x.md", "reproductions")]
-    assert docs.write_docs(tmp_path, quick_records) == [page]
-    text = page.read_text()
-    assert text.startswith("before\n") and text.endswith("after\n") and "| `ring-closed-form` |" in text
-    assert docs.stale_tables(tmp_path, quick_records) == []
-    page.write_text("<!-- generated: nope -->\n<!-- end generated -->\n")
-    with pytest.raises(ValueError, match="generated table 'nope' is unknown; valid: large_batch.accuracy"):
-        docs.stale_tables(tmp_path, quick_records)
 
 
 def test_feedback_effect_weighs_the_gap_of_the_means_against_the_seeds_spread():
