@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/memory_model.py            # the grid below, best of 5
     .venv/bin/python benchmarks/memory_model.py --json     # one JSON line
+    .venv/bin/python benchmarks/memory_model.py --write-docs   # docs/performance.md's measured block
 
 The grid: 5 model sizes x 5 world sizes x 4 ZeRO stages x 2 TP degrees x 3 optimizers x
 2 precisions = 1200 layouts, each with a transformer's activations (selective recomputation),
@@ -14,7 +15,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import time
+from pathlib import Path
 
 from dlsys.machine.memory import Layout, Transformer
 
@@ -41,15 +44,24 @@ def measure(repeats: int = 5) -> dict:
             "per_layout_us": best / len(layouts) * 1e6}
 
 
-def main() -> None:
+def sentence(record: dict) -> str:
+    return (f"{record['layouts']} layouts in {record['wall_s'] * 1e3:.1f} ms (best of {record['best_of']}; "
+            f"{record['per_layout_us']:.1f} us each; target < {TARGET_S:g} s)")
+
+
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--write-docs", metavar="FILE", nargs="?",
+                        const=str(Path(__file__).resolve().parents[1] / "docs" / "performance.md"),
+                        help="write the result into FILE's measured block (default docs/performance.md)")
+    args = parser.parse_args(argv)
     record = measure()
-    if parser.parse_args().json:
-        print(json.dumps(record))
-    else:
-        print(f"{record['layouts']} layouts in {record['wall_s'] * 1e3:.1f} ms (best of {record['best_of']}; "
-              f"{record['per_layout_us']:.1f} us each; target < {TARGET_S:g} s)")
+    print(json.dumps(record) if args.json else sentence(record))
+    if args.write_docs:
+        from dlsys.experiments.docs import write_measured
+        command = " ".join(["python benchmarks/memory_model.py", *(sys.argv[1:] if argv is None else argv)])
+        write_measured({"bench.memory_model": sentence(record) + "\n"}, command, args.write_docs)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ TYPED_LEFT = {  # what each file still types, and why it is not (yet) generated
     "docs/exercises.md": 5,               # the grader's time limits and run times
     "docs/flows.md": 18,                  # SimGrid's figures (optional) and solver speed (measured, no writer yet)
     "docs/large_batch.md": 4,             # the study's settings and wall time
+    "docs/memory.md": 2,                  # inputs (GPT-3's layer shape, t = 8) and a test's 99 % threshold
     "docs/network_stack_and_io.md": 1,    # a test's input range
     "docs/performance.md": 90,            # the record of past measurements (the page says so)
     "docs/taihulight.md": 9,              # the machine's published constants and the paper's 2.3-4.1x

@@ -393,8 +393,8 @@ def write_measured(tables: dict[str, str], command: str, path: Path | str = DOCS
     if missing:
         raise ValueError(f"{path.name} has no measured block {', '.join(sorted(missing))}")
     stamp = machine_stamp(command)
-    path.write_text(MEASURED.sub(lambda m: m[1] + stamp + tables[m["name"]] + m[4] if m["name"] in tables else m[0],
-                                 text))
+    write_atomic(path, MEASURED.sub(lambda m: m[1] + stamp + tables[m["name"]] + m[4] if m["name"] in tables
+                                    else m[0], text))
 
 
 if __name__ == "__main__":
