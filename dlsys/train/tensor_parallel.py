@@ -505,3 +505,58 @@ def activation_model(config: TPConfig) -> int:
     shape = config.shape()
     rstd = config.layers * 2 * shape.seq_len * shape.batch * e // (config.tp if config.sequence_parallel else 1)
     return activation_bytes(shape, config.tp, config.sequence_parallel, element_nbytes=e, dropout=False) + rstd
+
+
+def collectives_per_step(config: TPConfig) -> dict[str, int]:
+    """How many collectives one rank of a TP group runs in one step, by direction and kind.
+
+    Tensor parallelism: 2 all-reduces a layer forward (g after attention and after the MLP)
+    and 2 backward (f before them). Sequence parallelism: forward 2 all-gathers and 2
+    reduce-scatters a layer; backward the 2 all-gathers of g-bar's backward, 2 more that
+    gather the column-parallel inputs again, and 2 reduce-scatters; outside the layers one
+    all-gather into the output layer, one in the embedding's backward, and one all-reduce of
+    the layer norms' and row-parallel biases' partial gradients. tp = 1: none."""
+    L = config.layers
+    if config.tp == 1:
+        return {}
+    if not config.sequence_parallel:
+        return {"forward allreduce": 2 * L, "backward allreduce": 2 * L}
+    return {"forward allgather": 2 * L + 1, "forward reduce_scatter": 2 * L,
+            "backward allgather": 4 * L + 1, "backward reduce_scatter": 2 * L, "backward allreduce": 1}
+
+
+def bytes_per_step(config: TPConfig) -> dict[str, int]:
+    """Bytes on the wire in one step, summed over every rank, by group: ring collectives of
+    n bytes over p ranks move 2 (p - 1) n (all-reduce) and (p - 1) n (reduce-scatter of n,
+    all-gather into n) in all. The TP collectives carry the activations n = (b/dp) s h e
+    (all-gather and reduce-scatter: the whole sequence), the SP all-reduce the partial
+    gradients; the DP all-reduce every rank's gradients (its 1/t of the split tensors)."""
+    grid, e = config.check(), np.dtype(config.dtype).itemsize
+    t, d, h = config.tp, config.dp, config.d_model
+    n = config.batch // d * config.seq_len * h * e
+    partial = (config.layers * (2 * 2 * h + 2 * h) + 2 * h) * e  # SP: 2 layer norms, 2 biases a layer; 1 norm
+    tp_bytes = 0
+    for what, count in collectives_per_step(config).items():
+        kind = what.split()[1]
+        size = partial if config.sequence_parallel and what == "backward allreduce" else n
+        tp_bytes += count * (2 if kind == "allreduce" else 1) * (t - 1) * size
+    rank_params = sum(p.size for p in _rank_shapes(config)) * e
+    return {"tp": d * tp_bytes, "dp": grid.tp * 2 * (d - 1) * rank_params}
+
+
+def _rank_shapes(config: TPConfig) -> list[np.ndarray]:
+    """One TP rank's tensors (rank 0's: every rank's parts are the same size)."""
+    model = config.model()
+    return [shard_of(t, SPLIT.get((kind, name)), 0, config.tp)
+            for layer in model.layers for kind, name, t in _named(layer)]
+
+
+def _named(layer: nn.Layer):
+    """(split kind, name, tensor) of a layer of nn.transformer, as TensorParallelTransformer splits it."""
+    if isinstance(layer, nn.Residual):
+        kinds = ["MultiHeadAttention"] if isinstance(layer.layers[1], nn.MultiHeadAttention) else ["mlp_in", "", "mlp_out"]
+        for sub, kind in zip(layer.layers[1:], kinds):
+            yield from ((kind, name, t) for name, t in sub.params.items())
+        yield from (("", name, t) for name, t in layer.layers[0].params.items())
+    else:
+        yield from (("", name, t) for name, t in layer.params.items())
