@@ -82,12 +82,11 @@ def test_parameter_bytes_against_layout(tp):
     layer norms, row-parallel biases, output layer); Layout(tp) divides the whole model by t
     (it neglects the replicated ones), so it is short by (1 - 1/t) of their bytes."""
     config = TPConfig(tp=tp, dtype="float32")
-    model = config.model()
-    split = sum(t.size for layer in model.layers for kind, name, t in tpm._named(layer)
-                if tpm.SPLIT.get((kind, name)))
+    model, values = config.model(), tpm.run(config, "threads").values
+    split = sum(ref.size for name, ref in tpm.unsplit_run(config)["params"].items() if values[0]["how"][name])
     replicated = model.params.size - split
     layout = Layout(model.params.size, ranks=tp, tp=tp, precision="fp32", optimizer="sgd-plain")
-    for value in tpm.run(config, "threads").values:
+    for value in values:
         assert value["parameter_nbytes"] == 4 * (split // tp + replicated)
         assert value["parameter_nbytes"] - layout.bytes()["parameters"] == pytest.approx(4 * replicated * (1 - 1 / tp))
 

@@ -37,8 +37,10 @@ each TP group holding one replica, gradients averaged over the DP group after ba
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from math import sqrt
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -283,20 +285,20 @@ class TensorParallelTransformer:
                 self.tensors[f"{prefix}.{name}"] = (layer, local, how)
             return layer
 
-        def copy(full: nn.Layer, prefix: str) -> nn.Layer:
-            fresh = {nn.Embedding: lambda f: nn.Embedding(f.vocab, f.d_model, f.max_len),
-                     nn.LayerNorm: lambda f: nn.LayerNorm(f.d_model, f.eps),
-                     nn.Linear: lambda f: nn.Linear(f.in_features, f.out_features)}[type(full)](full)
-            return take(fresh, full, prefix, type(full).__name__)
+        def replicate(full: nn.Layer, prefix: str) -> nn.Layer:
+            """A layer of the unsplit model with its own copy of the tensors."""
+            layer = copy.copy(full)
+            layer.params, layer.grads = {}, {}
+            return take(layer, full, prefix, type(full).__name__)
 
         names = dict(zip(model.layers, model.names))
-        self.layers: list[nn.Layer] = [copy(model.layers[0], names[model.layers[0]])]
+        self.layers: list[nn.Layer] = [replicate(model.layers[0], names[model.layers[0]])]
         if sequence_parallel:
             self.layers.append(ScatterSequence(region))
         for block in model.layers[1:-2]:
             norm, *inner = block.layers
             prefix = names[block]
-            split: list[nn.Layer] = [copy(norm, f"{prefix}.0")]
+            split: list[nn.Layer] = [replicate(norm, f"{prefix}.0")]
             if isinstance(inner[0], nn.MultiHeadAttention):
                 attn = inner[0]
                 kind = "MultiHeadAttention"
@@ -309,10 +311,10 @@ class TensorParallelTransformer:
                           take(RowParallelLinear(region), fc2, f"{prefix}.3", "mlp_out")]
             self.layers.append(nn.Residual(*split))
         final_norm, head = model.layers[-2:]
-        self.layers.append(copy(final_norm, names[final_norm]))
+        self.layers.append(replicate(final_norm, names[final_norm]))
         if sequence_parallel:
             self.layers.append(GatherSequence(region))
-        self.layers.append(copy(head, names[head]))
+        self.layers.append(replicate(head, names[head]))
         self.group, self.sequence_parallel = group, sequence_parallel
 
     def forward(self, tokens: np.ndarray) -> np.ndarray:
@@ -546,17 +548,4 @@ def bytes_per_step(config: TPConfig) -> dict[str, int]:
 
 def _rank_shapes(config: TPConfig) -> list[np.ndarray]:
     """One TP rank's tensors (rank 0's: every rank's parts are the same size)."""
-    model = config.model()
-    return [shard_of(t, SPLIT.get((kind, name)), 0, config.tp)
-            for layer in model.layers for kind, name, t in _named(layer)]
-
-
-def _named(layer: nn.Layer):
-    """(split kind, name, tensor) of a layer of nn.transformer, as TensorParallelTransformer splits it."""
-    if isinstance(layer, nn.Residual):
-        kinds = ["MultiHeadAttention"] if isinstance(layer.layers[1], nn.MultiHeadAttention) else ["mlp_in", "", "mlp_out"]
-        for sub, kind in zip(layer.layers[1:], kinds):
-            yield from ((kind, name, t) for name, t in sub.params.items())
-        yield from (("", name, t) for name, t in layer.layers[0].params.items())
-    else:
-        yield from (("", name, t) for name, t in layer.params.items())
+    return list(TensorParallelTransformer(config.model(), SimpleNamespace(rank=0, size=config.tp)).params().values())
