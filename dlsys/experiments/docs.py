@@ -9,7 +9,8 @@ A generated table sits between two markers in a Markdown file of docs/:
 ``TABLES`` maps each name to the function that writes it from the code: the large-batch
 study's cache (``large_batch.require_study``: a stale cache is refused with what to run)
 the reproduction suite at quick settings (``reproduce.run_claims``: seconds) and the
-memory model against its papers and the measured bytes (``memory.TABLES``: seconds).
+memory model against its papers and the measured bytes (``memory.TABLES``: seconds), tensor
+parallelism against the unsplit model and the closed forms (``parallelism.TABLES``: seconds).
 
     python -m dlsys.experiments.docs          # rewrite every generated table in docs/
     dlsys reproduce --write-docs              # the same
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
-from . import large_batch, memory, reproduce
+from . import large_batch, memory, parallelism, reproduce
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
@@ -105,7 +106,8 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "large_batch.optimizers": lb_optimizers, "large_batch.sharpness": lb_sharpness,
     "large_batch.time_to_accuracy": lb_time_to_accuracy, "reproductions": reproductions,
     "reproductions.statements": statements,
-    **{name: lambda src, table=table: markdown_table(*table()) for name, table in memory.TABLES.items()},
+    **{name: lambda src, table=table: markdown_table(*table())
+       for name, table in {**memory.TABLES, **parallelism.TABLES}.items()},
 }
 
 
