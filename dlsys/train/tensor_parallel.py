@@ -306,7 +306,7 @@ class TensorParallelTransformer:
                 out = take(RowParallelLinear(region), attn, f"{prefix}.1", kind, {"Wo": "W", "bo": "b"})
                 split += [qkv, HeadsAttention(attn.heads // t), out]
             else:
-                fc1, gelu, fc2 = inner
+                fc1, _, fc2 = inner  # Linear, GELU, Linear
                 split += [take(ColumnParallelLinear(region), fc1, f"{prefix}.1", "mlp_in"), nn.GELU(),
                           take(RowParallelLinear(region), fc2, f"{prefix}.3", "mlp_out")]
             self.layers.append(nn.Residual(*split))
@@ -336,8 +336,8 @@ class TensorParallelTransformer:
     def partial_grads(self) -> list[np.ndarray]:
         """Under sequence parallelism, the gradients each rank holds only a part of: every
         layer norm's inside the blocks and after them, every row-parallel bias."""
-        return [layer.grads[name] for key, (layer, name, how) in self.tensors.items()
-                if how is None and (isinstance(layer, (nn.LayerNorm, RowParallelLinear)))]
+        return [layer.grads[name] for layer, name, how in self.tensors.values()
+                if how is None and isinstance(layer, (nn.LayerNorm, RowParallelLinear))]
 
     def params(self) -> dict[str, np.ndarray]:
         return {key: layer.params[name] for key, (layer, name, _) in self.tensors.items()}
@@ -349,7 +349,6 @@ class TensorParallelTransformer:
         """Bytes the last forward kept for backward (of the blocks only: Korthikanti's count)."""
         layers = [layer for layer in self.layers if isinstance(layer, nn.Residual)] if blocks_only else self.layers
         return sum(a.nbytes for layer in layers for a in layer.saved().values())
-
 
 
 # --- what each group's collectives cost on a machine -------------------------------------
@@ -365,7 +364,8 @@ def group_costs(grid: Grid, nbytes: float, topology="gpu-cluster", algorithm: st
     network.check_nodes(grid.world_size, "the world size")
     costs = {}
     for axis, members in (("tp", grid.tp_members(0)), ("dp", grid.dp_members(0))):
-        hops = [network.link_between(a, b) for a, b in zip(members, members[1:] + members[:1])] if len(members) > 1 else []
+        ring = list(zip(members, members[1:] + members[:1])) if len(members) > 1 else []
+        hops = [network.link_between(a, b) for a, b in ring]
         link = max(hops, key=lambda h: (h.beta_s_per_byte, h.alpha_s), default=network.link)
         costs[axis] = {"ranks": len(members), "link": link.name, "one_link": len(set(hops)) <= 1,
                        "allreduce_s": closed_form("allreduce", algorithm, len(members), nbytes, link)}
@@ -397,7 +397,7 @@ class TPConfig:
         """The grid, or a ValueError naming the argument and its accepted values."""
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        for name in ("dp", "vocab", "seq_len", "layers", "batch", "steps"):
+        for name in ("dp", "vocab", "seq_len", "d_model", "heads", "layers", "d_ff", "batch", "steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
         if self.d_model % self.heads:
@@ -547,5 +547,6 @@ def bytes_per_step(config: TPConfig) -> dict[str, int]:
 
 
 def _rank_shapes(config: TPConfig) -> list[np.ndarray]:
-    """One TP rank's tensors (rank 0's: every rank's parts are the same size)."""
+    """One TP rank's tensors (rank 0's: every rank's parts are the same size). Splitting
+    needs only the group's rank and size; no collective runs, so a stand-in group will do."""
     return list(TensorParallelTransformer(config.model(), SimpleNamespace(rank=0, size=config.tp)).params().values())
