@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.learn import nn
 from dlsys.machine.memory import Layout
 from dlsys.train import tensor_parallel as tpm
@@ -120,12 +121,15 @@ def test_per_layer_counts():
     assert tpm.collectives_per_step(TPConfig(tp=1)) == {}
 
 
+@pytest.mark.parametrize("backend", ["processes", "mpi"])
 @pytest.mark.parametrize("layout", [dict(tp=2), dict(tp=2, sequence_parallel=True)], ids=ids)
-def test_trace_identical_on_threads_and_processes(layout):
+def test_trace_identical_on_every_backend(layout, backend):
+    if backend == "mpi" and mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
     config = TPConfig(**layout)
-    on_threads, on_processes = tpm.run(config, "threads"), tpm.run(config, "processes")
-    assert make_golden.trace_record(on_processes) == make_golden.trace_record(on_threads)
-    assert ([make_golden.digest(v["params"]) for v in on_processes.values]
+    on_threads, other = tpm.run(config, "threads"), tpm.run(config, backend)
+    assert make_golden.trace_record(other) == make_golden.trace_record(on_threads)
+    assert ([make_golden.digest(v["params"]) for v in other.values]
             == [make_golden.digest(v["params"]) for v in on_threads.values])
 
 
