@@ -151,6 +151,12 @@ def test_bad_layouts_refused_before_any_rank_starts(layout, message, monkeypatch
         tpm.run(config, "threads")
 
 
+def test_world_size_not_dp_times_tp_refused(monkeypatch):
+    monkeypatch.setattr(tpm, "tensor_parallel_program", None)
+    with pytest.raises(ValueError, match=r"world_size must be dp x tp = 2 x 2 = 4, got 6"):
+        tpm.run(TPConfig(dp=2, tp=2), "threads", world_size=6)
+
+
 def test_split_layers_follow_megatron():
     """Column-parallel A by columns (and Q, K, V by heads), row-parallel B by rows; shards
     put back together give the unsplit tensor."""

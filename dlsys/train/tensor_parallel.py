@@ -45,7 +45,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..collectives import allgather, allreduce, closed_form, reduce_scatter
-from ..comm import Grid
+from ..comm import Grid, launch
 from ..learn import nn
 from ..machine.memory import Transformer, activation_bytes
 from ..machine.topology import get_topology
@@ -487,10 +487,12 @@ def tensor_parallel_program(comm, config: TPConfig) -> dict:
             "parameter_nbytes": ledger.peak_by_kind["parameters"], "coords": grid.coords(comm.rank)}
 
 
-def run(config: TPConfig, backend: str = "threads", **launch_options):
-    """Check the layout (before any rank starts), then run ``tensor_parallel_program``."""
-    from ..comm import launch
+def run(config: TPConfig, backend: str = "threads", world_size: int | None = None, **launch_options):
+    """Check the layout (before any rank starts), then run ``tensor_parallel_program`` on
+    dp x tp ranks; a ``world_size`` given must be that product."""
     grid = config.check()
+    if world_size is not None and world_size != grid.world_size:
+        raise ValueError(f"world_size must be dp x tp = {grid.dp} x {grid.tp} = {grid.world_size}, got {world_size}")
     return launch(tensor_parallel_program, grid.world_size, backend, args=(config,), **launch_options)
 
 
