@@ -36,7 +36,8 @@ class Grid:
     every TP group (t, t + tp, t + 2 tp, ...). This is Megatron-LM's default order "tp-dp"
     (megatron/core/parallel_state.py, ``RankGenerator`` with order "tp-cp-ep-dp-pp" and
     ``generate_masked_orthogonal_rank_groups``: the first-named axis varies fastest) and
-    picotron's ``ProcessGroupManager`` (grid of (dp, pp, cp, tp), tp last)."""
+    picotron's (picotron/process_group_manager.py: ``torch.arange(world_size).view(dp_size,
+    pp_size, cp_size, tp_size)``, tp last)."""
 
     def __init__(self, dp: int, tp: int):
         for name, value in (("dp", dp), ("tp", tp)):
