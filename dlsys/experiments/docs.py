@@ -10,11 +10,12 @@ A generated table sits between two markers in a Markdown file of docs/:
 study's cache (``large_batch.require_study``: a stale cache is refused with what to run),
 the reproduction suite at quick settings (``reproduce.run_claims``: seconds), the
 training strategies (``training.train``: docs/training.md), the TaihuLight case study
-(``taihulight``) and the memory model against its papers and the measured bytes
-(``memory.TABLES``: seconds). A block may hold a sentence as well as a table. Adding one is
-one function and one entry. The names in ``SLOW`` take minutes between them on two cores
-(each emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in every run
-and the slow ones under ``-m slow``.
+(``taihulight``), the memory model against its papers and the measured bytes
+(``memory.TABLES``: seconds) and tensor parallelism against the unsplit model and the closed
+forms (``parallelism.TABLES``: seconds). A block may hold a sentence as well as a table.
+Adding one is one function and one entry. The names in ``SLOW`` take minutes between them on
+two cores (each emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in
+every run and the slow ones under ``-m slow``.
 
     python -m dlsys.experiments.docs          # rewrite every generated table in docs/
     dlsys reproduce --write-docs              # the same
@@ -42,7 +43,7 @@ from ..machine.netstack import MPI_LIBRARIES
 from ..outputs import write_atomic
 from ..viz.units import format_bytes, format_seconds
 from ..train.strategies import OPTIONS, STRATEGIES
-from . import large_batch, memory, reproduce, taihulight, training
+from . import large_batch, memory, parallelism, reproduce, taihulight, training
 from .collectives import simulate_collective
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -330,7 +331,8 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "taihulight.hierarchical": tl_hierarchical,
     "training.strategies": training_strategies, "training.straggler": training_straggler,
     "training.failure": training_failure,
-    **{name: lambda src, table=table: markdown_table(*table()) for name, table in memory.TABLES.items()},
+    **{name: lambda src, table=table: markdown_table(*table())
+       for name, table in {**memory.TABLES, **parallelism.TABLES}.items()},
 }
 # Each emulates hundreds of ranks (two of them with links shared): minutes together on two cores.
 SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing",
