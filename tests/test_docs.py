@@ -37,6 +37,7 @@ TYPED_LEFT = {  # what each file still types, and why it is not (yet) generated
     "docs/large_batch.md": 4,             # the study's settings and wall time
     "docs/memory.md": 2,                  # inputs (GPT-3's layer shape, t = 8) and a test's 99 % threshold
     "docs/network_stack_and_io.md": 1,    # a test's input range
+    "docs/parallelism.md": 3,             # layouts written dp x tp (2 x 2, 3 x 2), not ratios
     "docs/performance.md": 90,            # the record of past measurements (the page says so)
     "docs/taihulight.md": 9,              # the machine's published constants and the paper's 2.3-4.1x
     "docs/training.md": 4,                # inputs (a 4x straggler, 4x the batch)
