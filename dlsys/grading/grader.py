@@ -14,6 +14,7 @@ graded code runs with the grader's user rights.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,10 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
+from . import isolation
 from .testing import STUDENT_EXERCISES_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
+MAX_PROCESSES = 64  # tasks (processes and threads) of one test's user; the graded runs use at most 17
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
@@ -88,16 +91,19 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
               jobs: int, root: Path = REPO_ROOT, student_exercises: list[str] | None = None
               ) -> list[tuple[bool, str, str, float]]:
     """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each.
-    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all)."""
+    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all).
+    Call inside ``isolation.grade_run()``: the copies of the tests and of the student's files
+    go into its folder, which no exit leaves behind."""
     env = os.environ | _ENV
     if student_exercises is not None:
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
     kill_after_s = timeout_s + _KILL_GRACE_S
-    with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir, \
-            tempfile.TemporaryDirectory(prefix="dlsys-grade-work-") as work_dir:
-        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s,
-                "memory_bytes": memory_bytes, "out_dir": out_dir, "work_dir": work_dir,
-                "files": _graded_files(root, student_dir),
+    with tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir, \
+            tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir:
+        os.chmod(work_dir, 0o711)  # an unprivileged test reaches its own folder in it, lists nothing
+        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s, "grader_pid": os.getpid(),
+                "memory_bytes": memory_bytes, "max_processes": MAX_PROCESSES, "out_dir": out_dir,
+                "work_dir": work_dir, "files": _graded_files(root, student_dir),
                 "student_dir": None if student_dir is None else "submission",
                 "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
@@ -108,7 +114,7 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
         for i, r in enumerate(json.loads(stdout)):
             output = (Path(out_dir) / f"{i}.txt").read_text(errors="replace")
             reason_file = Path(out_dir) / f"{i}.reason"
-            reason = reason_file.read_text() if reason_file.exists() else ""
+            reason = reason_file.read_text(errors="replace") if reason_file.exists() else ""
             if r["timed_out"] or (not reason and _TIMEOUT_BANNER.search(output)):
                 reason = f"timed out after {timeout_s:g} s (an infinite loop or a deadlock?)"
                 output += f"\n{reason}" + (": killed" if r["timed_out"] else "")
@@ -123,9 +129,10 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
 
 
 def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
-    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C), first stop the
-    sandbox with SIGTERM so that it kills its tests (they lead their own sessions, and
-    subprocess.run would SIGKILL it at once, leaving them running), then re-raise."""
+    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C, or SIGTERM and SIGHUP
+    as ``isolation.Stopped``), first stop the sandbox with SIGTERM so that it kills its tests
+    (they lead their own sessions, and subprocess.run would SIGKILL it at once, leaving them
+    running), then re-raise. SIGKILLed, the sandbox dies by its parent-death signal."""
     with subprocess.Popen([sys.executable, "-m", "dlsys.grading.sandbox"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env) as proc:
         try:
@@ -157,9 +164,10 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
     tests = collect(exercises, root)
     present = [(e, node) for e, node in tests
                if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
-    ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
-                                      jobs or os.cpu_count() or 1, root,
-                                      [e.id for e in exercises] if homework else None)))
+    with isolation.grade_run():
+        ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
+                                          jobs or os.cpu_count() or 1, root,
+                                          [e.id for e in exercises] if homework else None)))
     results = []
     for exercise, node in tests:
         if (exercise, node) in ran:
@@ -199,4 +207,20 @@ def gradescope_results(results: list[TestResult]) -> dict:
 
 
 def write_results_json(results: list[TestResult], path) -> None:
-    Path(path).write_text(json.dumps(gradescope_results(results), indent=2))
+    write_atomic(path, json.dumps(gradescope_results(results), indent=2))
+
+
+def write_atomic(path, text: str, mode: int = 0o644) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a
+    reader (Gradescope) sees the old file or the whole new one, never a torn one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -23,7 +23,6 @@ process groups first: they lead their own sessions, so nothing else would.
 import contextlib
 import json
 import os
-import resource
 import signal
 import sys
 import time
@@ -33,6 +32,7 @@ import pytest
 import pytest_timeout
 
 from dlsys.comm import RankFailed  # and so the Communicator and the link models; never the exercise modules
+from dlsys.grading import isolation
 from dlsys.grading.testing import STUDENT_DIR_ENV
 
 POLL_S = 0.005
@@ -57,7 +57,7 @@ class _Reason:
         self.path = path
 
     def pytest_exception_interact(self, node, call, report):
-        if not os.path.exists(self.path):
+        if not os.path.getsize(self.path):
             with open(self.path, "w") as f:
                 f.write(reason(call.excinfo.value))
 
@@ -73,21 +73,21 @@ def _write_files(work: str, files: dict) -> None:
 def _child(i: int, node: str, spec: dict) -> None:
     code = 3
     out_path = os.path.join(spec["out_dir"], f"{i}.txt")
+    reason_path = out_path.removesuffix(".txt") + ".reason"
     try:  # whatever happens, this process ends here: never back in the parent's loop
-        os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is not the test's
-        resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, 1), os.dup2(out, 2)  # first: the grader reads this file whatever fails below
+        open(reason_path, "w").close()  # created here: the test may run as a user that cannot create files there
         work = os.path.join(spec["work_dir"], str(i))
         _write_files(work, spec["files"])
+        isolation.contain(spec["memory_bytes"], spec["max_processes"], writable=(work, reason_path))
         os.chdir(work)
         if spec["student_dir"] is not None:
             os.environ[STUDENT_DIR_ENV] = os.path.join(work, spec["student_dir"])
         # pytest-timeout as the imported module, not "-p pytest_timeout": pytest would try to
         # rewrite the asserts of a module imported already and warn (PytestAssertRewriteWarning)
-        code = pytest.main([*spec["pytest_args"], node],
-                           plugins=[pytest_timeout, _Reason(out_path.removesuffix(".txt") + ".reason")])
+        code = pytest.main([*spec["pytest_args"], node], plugins=[pytest_timeout, _Reason(reason_path)])
     finally:
         sys.stdout.flush(), sys.stderr.flush()
         os._exit(int(code))
@@ -107,6 +107,7 @@ def run(spec: dict) -> list[dict]:
                 os.killpg(pid, signal.SIGKILL)
         for pid in running:
             os.waitpid(pid, 0)
+        isolation.kill_descendants()  # what the tests left and this subreaper adopted
     return results
 
 
@@ -139,6 +140,8 @@ def _exit_on_sigterm(signum, frame):
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the grader stops us so: run's finally kills the children
     try:
-        print(json.dumps(run(json.load(sys.stdin))))
+        spec = json.load(sys.stdin)
+        isolation.watch_parent(spec["grader_pid"])  # a SIGKILLed grader takes us, and so our tests, down
+        print(json.dumps(run(spec)))
     except KeyboardInterrupt:
         sys.exit(130)  # the children are gone (run's finally); the grader reports the interrupt
