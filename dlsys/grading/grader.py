@@ -161,10 +161,10 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
             raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
-    tests = collect(exercises, root)
-    present = [(e, node) for e, node in tests
-               if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
     with isolation.grade_run():
+        tests = collect(exercises, root)
+        present = [(e, node) for e, node in tests
+                   if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
         ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
                                           jobs or os.cpu_count() or 1, root,
                                           [e.id for e in exercises] if homework else None)))

@@ -12,8 +12,8 @@ The pieces, by who calls them:
 - ``contain(memory_bytes, max_processes, hide)``: called in a forked child that will run
   untrusted code; returns in a grandchild that is pid 1 of a new pid namespace (when it
   dies the kernel kills every process it left: a double-forked daemon too) with a private
-  /dev/shm of at most ``memory_bytes`` and ``hide`` covered by empty folders (a mount
-  namespace), running as ``unprivileged_ids()`` under RLIMIT_AS and RLIMIT_NPROC. The
+  /dev/shm of at most ``memory_bytes`` and the reference covered by the course build (a mount
+  namespace, ``course_cover``), running as ``unprivileged_ids()`` under RLIMIT_AS and RLIMIT_NPROC. The
   namespaces and the user need root (Gradescope runs the autograder as root); otherwise
   the child only gets its own session, the rlimits and the parent-death signal.
 - ``course_build(dest)``: the package the untrusted code imports, solution regions stubbed.
@@ -61,7 +61,7 @@ _KILL_WAIT_S = 5.0
 # <sys/prctl.h>, <sched.h>, <sys/mount.h>
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -131,10 +131,14 @@ def grade_run() -> Iterator[Path]:
     """The run's private folder (0711: an unprivileged test reaches its own sub-folder, lists
     nothing). SIGTERM and SIGHUP raise ``Stopped`` meanwhile (in the main thread); on every
     exit every descendant is killed and the folder removed. What a SIGKILL leaves, the next
-    run's ``sweep_stale`` removes; the descendants die by their parent-death signals."""
-    sweep_stale()
+    run's ``sweep_stale`` removes; the descendants die by their parent-death signals.
+    Nested in this process's own run, it is that run."""
     me = os.getpid()
     folder = Path(tempfile.gettempdir()) / f"{RUN_PREFIX}{me}-{_start_ticks(me)}"
+    if os.environ.get(RUN_ENV) == str(folder):  # inside this process's run already: that run cleans up
+        yield folder
+        return
+    sweep_stale()
     folder.mkdir(mode=0o700)
     folder.chmod(0o711)
     previous = {}
@@ -210,14 +214,15 @@ def _expose(needed: list[Path], uid: int) -> None:
     raise RuntimeError(f"cannot expose {needed} to uid {uid}")
 
 
-def contain(memory_bytes: int, max_processes: int, hide: tuple[str, ...] = (), writable: tuple[str, ...] = (),
-            needed: tuple[str, ...] = ()) -> None:
+def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] | None = None,
+            writable: tuple[str, ...] = (), needed: tuple[str, ...] = ()) -> None:
     """Call in a forked child of a watched parent (``watch_parent``) before running untrusted
     code; returns in the process that runs it. As root: the caller becomes a shepherd that
     waits for its own child and exits with its status, and never returns; that child is
     pid 1 of a new pid namespace (its exit kills every process left in it), in a new mount
-    namespace (a fresh /proc, a private /dev/shm tmpfs of ``memory_bytes``, each of
-    ``hide`` under an empty read-only tmpfs, ``needed`` reachable), owning ``writable``,
+    namespace (a fresh /proc, a private /dev/shm tmpfs of ``memory_bytes``, each folder of
+    ``cover`` showing, read-only, the folder it maps to or nothing (None): ``course_cover``
+    puts the course build where the reference was; ``needed`` reachable), owning ``writable``,
     running as ``unprivileged_ids()`` of the shepherd. Not root: its own session only.
     Both: RLIMIT_AS = ``memory_bytes`` and SIGKILL when the parent dies; as root also
     RLIMIT_NPROC = ``max_processes`` (it counts the uid's tasks, threads included)."""
@@ -242,8 +247,12 @@ def contain(memory_bytes: int, max_processes: int, hide: tuple[str, ...] = (), w
         os.close(alive)
         _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV)  # this namespace's pids
         _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={memory_bytes}")
-        for path in hide:
-            _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0555,size=4k")
+        for path, shown in (cover or {}).items():
+            if shown is None:
+                _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "mode=0555,size=4k")
+            else:
+                _mount(shown, path, None, _MS_BIND | _MS_REC)
+                _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
         reach = [*needed, sys.base_prefix, sys.prefix, *(p for p in sys.path if os.path.isabs(p))]
         _expose([Path(p) for p in dict.fromkeys(reach) if os.path.exists(p)], ids[0])
         for path in writable:
@@ -275,11 +284,12 @@ def _shepherd(init: int) -> None:
         os._exit(code)
 
 
-def reference_paths() -> tuple[str, ...]:
-    """What an untrusted child must not read: this checkout's package and tests (the
-    reference solutions) and, if dlsys is installed elsewhere, that copy."""
-    import dlsys
-    return tuple(dict.fromkeys([str(Path(dlsys.__file__).parent), str(REPO_ROOT / "tests")]))
+def course_cover(course: Path) -> dict[str, str | None]:
+    """``contain``'s ``cover`` for an untrusted child: the imported dlsys package's folder
+    shows the course build ``course``/dlsys (so every path and every later import stays
+    valid, stubbed) and the graded tests' folder shows nothing."""
+    package = Path(sys.modules["dlsys"].__file__).parent
+    return {str(package): str(course / "dlsys"), str(REPO_ROOT / "tests"): None}
 
 
 def _without(source: str, names: tuple[str, ...]) -> str:

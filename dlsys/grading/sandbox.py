@@ -51,15 +51,16 @@ def reason(exc: BaseException) -> str:
 
 
 class _Reason:
-    """A pytest plugin writing the reason of the test's first exception to ``path``."""
+    """A pytest plugin writing the reason of the test's first exception to the file ``fd``
+    (opened before the test dropped its rights: it may not reach the folder)."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, fd: int):
+        self.fd, self.written = fd, False
 
     def pytest_exception_interact(self, node, call, report):
-        if not os.path.getsize(self.path):
-            with open(self.path, "w") as f:
-                f.write(reason(call.excinfo.value))
+        if not self.written:
+            os.write(self.fd, reason(call.excinfo.value).encode())
+            self.written = True
 
 
 def _write_files(work: str, files: dict) -> None:
@@ -73,21 +74,20 @@ def _write_files(work: str, files: dict) -> None:
 def _child(i: int, node: str, spec: dict) -> None:
     code = 3
     out_path = os.path.join(spec["out_dir"], f"{i}.txt")
-    reason_path = out_path.removesuffix(".txt") + ".reason"
     try:  # whatever happens, this process ends here: never back in the parent's loop
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is not the test's
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, 1), os.dup2(out, 2)  # first: the grader reads this file whatever fails below
-        open(reason_path, "w").close()  # created here: the test may run as a user that cannot create files there
+        reason_fd = os.open(out_path.removesuffix(".txt") + ".reason", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         work = os.path.join(spec["work_dir"], str(i))
         _write_files(work, spec["files"])
-        isolation.contain(spec["memory_bytes"], spec["max_processes"], writable=(work, reason_path))
+        isolation.contain(spec["memory_bytes"], spec["max_processes"], writable=(work,))
         os.chdir(work)
         if spec["student_dir"] is not None:
             os.environ[STUDENT_DIR_ENV] = os.path.join(work, spec["student_dir"])
         # pytest-timeout as the imported module, not "-p pytest_timeout": pytest would try to
         # rewrite the asserts of a module imported already and warn (PytestAssertRewriteWarning)
-        code = pytest.main([*spec["pytest_args"], node], plugins=[pytest_timeout, _Reason(reason_path)])
+        code = pytest.main([*spec["pytest_args"], node], plugins=[pytest_timeout, _Reason(reason_fd)])
     finally:
         sys.stdout.flush(), sys.stderr.flush()
         os._exit(int(code))
