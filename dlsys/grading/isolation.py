@@ -9,19 +9,25 @@ The pieces, by who calls them:
   any exit, kills every descendant and removes the folder.
 - ``watch_parent(pid)``: a helper process (the sandbox) dies with its parent
   (``PR_SET_PDEATHSIG``), and adopts its orphaned descendants (``PR_SET_CHILD_SUBREAPER``).
-- ``contain(memory_bytes, max_processes, hide)``: called in a forked child that will run
+- ``contain(memory_bytes, max_processes, cover)``: called in a forked child that will run
   untrusted code; returns in a grandchild that is pid 1 of a new pid namespace (when it
   dies the kernel kills every process it left: a double-forked daemon too) with a private
   /dev/shm of at most ``memory_bytes`` and the reference covered by the course build (a mount
-  namespace, ``course_cover``), running as ``unprivileged_ids()`` under RLIMIT_AS and RLIMIT_NPROC. The
-  namespaces and the user need root (Gradescope runs the autograder as root); otherwise
-  the child only gets its own session, the rlimits and the parent-death signal.
+  namespace, ``course_cover``), running as ``unprivileged_ids()`` under RLIMIT_AS and
+  RLIMIT_NPROC. The namespaces need root with CAP_SYS_ADMIN; root without it (a Docker
+  container) still gets the user, and ``end_untrusted`` kills that uid's processes and
+  removes its /dev/shm files; another user gets its own session, RLIMIT_AS and the
+  parent-death signal only (docs/exercises.md says what that leaves open).
 - ``course_build(dest)``: the package the untrusted code imports, solution regions stubbed.
 
-Gradescope's autograder docs suggest the same: run the student's code as an unprivileged
-user and keep what it must not read root-only (gradescope-autograders.readthedocs.io,
-"Best practices"); otter-grader runs each submission in a fresh container
-(otter/grade/containers.py), which a per-test pid and mount namespace stand in for here.
+Why: Gradescope runs ``run_autograder`` as root in a fresh container per submission and
+reads results.json once it returns (gradescope-autograders.readthedocs.io, "Technical
+Details"); its default image trusts the student's code entirely, so a submission can
+rewrite results.json (github.com/saligrama/securescope, README: it adds a deprivileged
+``student`` user to run submissions as). UNSW's ``run_student_code`` likewise runs student
+code as a subordinate uid in its own namespaces; otter-grader grades in a Docker container
+per submission ("better security by sandboxing", otter-grader docs, "Executing
+Submissions"), which a per-test pid and mount namespace stand in for here.
 """
 
 from __future__ import annotations
@@ -103,12 +109,16 @@ def sweep_stale(tmp: str | None = None) -> list[Path]:
     """Remove the run folders (copies of the tests and of the student's files) of graders
     that died without cleaning up (SIGKILL); returns them. A folder is stale only if no
     process has its owner's pid *and* start time, and it is ours (same uid), so a live run,
-    or another user's, is never touched. Their processes died with them (``contain``)."""
+    or another user's, is never touched. Their tests' processes died with their pid
+    namespaces (``contain``); where there were none, the uids the run recorded are killed."""
     stale = []
     for path in Path(tmp or tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"):
         name = _RUN_NAME.match(path.name)
         if name and path.is_dir() and path.stat().st_uid == os.geteuid() \
                 and not _owner_alive(int(name.group(1)), int(name.group(2))):
+            if os.geteuid() == 0 and (path / "uids").is_dir():  # tests that ran without namespaces
+                for uid in (path / "uids").iterdir():
+                    _kill_uid(int(uid.name))
             shutil.rmtree(path, ignore_errors=True)
             stale.append(path)
     return stale
@@ -181,9 +191,59 @@ def unprivileged_ids(pid: int | None = None) -> tuple[int, int] | None:
     return uid, uid
 
 
-def can_isolate() -> bool:
-    """Whether ``contain`` gets namespaces and its own user: root (with CAP_SYS_ADMIN)."""
-    return os.geteuid() == 0
+def record_untrusted(pid: int) -> None:
+    """Note in the run's folder that the untrusted child ``pid`` runs as its own uid, so
+    that the sweep finds that uid's processes if the grader is SIGKILLed."""
+    if os.geteuid() == 0 and os.environ.get(RUN_ENV):
+        uids = Path(os.environ[RUN_ENV]) / "uids"
+        uids.mkdir(mode=0o700, exist_ok=True)
+        (uids / str(UID_BASE + pid)).touch()
+
+
+def end_untrusted(pid: int) -> None:
+    """After the untrusted child ``pid`` ended: kill every process of its uid and remove its
+    /dev/shm files. Needed where ``contain`` could not make namespaces (a container without
+    CAP_SYS_ADMIN); harmless where it did."""
+    if os.geteuid() != 0:
+        return
+    uid = UID_BASE + pid
+    _kill_uid(uid)
+    with contextlib.suppress(FileNotFoundError):
+        (Path(os.environ.get(RUN_ENV, "/nonexistent")) / "uids" / str(uid)).unlink()
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid``: kill(-1) from a helper that is that uid reaches all
+    of them at once (a fork bomb cannot outrun it); then its /dev/shm files go."""
+    for _ in range(2):  # the second sweeps what was being forked during the first
+        helper = os.fork()
+        if helper == 0:
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(helper, 0)
+    for path in Path("/dev/shm").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            if path.lstat().st_uid == uid:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
+def _unshare_namespaces() -> bool:
+    """A new mount and pid namespace for this process's children; False where it is not
+    allowed (Docker's default seccomp profile and capabilities refuse it)."""
+    try:
+        _call("unshare", _CLONE_NEWNS | _CLONE_NEWPID)
+    except PermissionError:
+        return False
+    return True
+
+
+def _reachable(paths: list[Path], uid: int) -> bool:
+    return all(_blocked_ancestor(p, uid) is None for p in paths)
 
 
 def _blocked_ancestor(path: Path, uid: int) -> Path | None:
@@ -217,23 +277,26 @@ def _expose(needed: list[Path], uid: int) -> None:
 def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] | None = None,
             writable: tuple[str, ...] = (), needed: tuple[str, ...] = ()) -> None:
     """Call in a forked child of a watched parent (``watch_parent``) before running untrusted
-    code; returns in the process that runs it. As root: the caller becomes a shepherd that
-    waits for its own child and exits with its status, and never returns; that child is
-    pid 1 of a new pid namespace (its exit kills every process left in it), in a new mount
-    namespace (a fresh /proc, a private /dev/shm tmpfs of ``memory_bytes``, each folder of
-    ``cover`` showing, read-only, the folder it maps to or nothing (None): ``course_cover``
-    puts the course build where the reference was; ``needed`` reachable), owning ``writable``,
-    running as ``unprivileged_ids()`` of the shepherd. Not root: its own session only.
-    Both: RLIMIT_AS = ``memory_bytes`` and SIGKILL when the parent dies; as root also
-    RLIMIT_NPROC = ``max_processes`` (it counts the uid's tasks, threads included)."""
+    code; returns in the process that runs it. As root, where namespaces are allowed: the
+    caller becomes a shepherd that waits for its own child, exits with its status and never
+    returns; that child is pid 1 of a new pid namespace (its exit kills every process left
+    in it), in a new mount namespace (a fresh /proc, a private /dev/shm tmpfs of
+    ``memory_bytes``, each folder of ``cover`` showing, read-only, the folder it maps to or
+    nothing (None): ``course_cover`` puts the course build where the reference was;
+    ``needed`` and the interpreter reachable). As root either way: it runs as
+    ``unprivileged_ids()`` of the caller (of the shepherd), owning ``writable``, under
+    RLIMIT_NPROC = ``max_processes`` (it counts the uid's tasks, threads included); the
+    parent calls ``end_untrusted(pid)`` when it ends. Always: its own session, RLIMIT_AS =
+    ``memory_bytes``, SIGKILL when the parent dies."""
     os.setsid()
     parent = os.getppid()
     _call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(128 + signal.SIGKILL)
-    ids = unprivileged_ids() if can_isolate() else None
-    if ids is not None:
-        _call("unshare", _CLONE_NEWNS | _CLONE_NEWPID)
+    ids = unprivileged_ids()
+    reach = [Path(p) for p in dict.fromkeys([*needed, sys.base_prefix, sys.prefix,
+                                             *(p for p in sys.path if os.path.isabs(p))]) if os.path.exists(p)]
+    if ids is not None and _unshare_namespaces():
         _mount("none", "/", None, _MS_REC | _MS_PRIVATE)  # nothing we mount leaks to the host
         alive, held = os.pipe()  # the shepherd holds ``held``: EOF on ``alive`` says it died
         init = os.fork()
@@ -253,8 +316,10 @@ def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] 
             else:
                 _mount(shown, path, None, _MS_BIND | _MS_REC)
                 _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-        reach = [*needed, sys.base_prefix, sys.prefix, *(p for p in sys.path if os.path.isabs(p))]
-        _expose([Path(p) for p in dict.fromkeys(reach) if os.path.exists(p)], ids[0])
+        _expose([p for p in reach if p.exists()], ids[0])
+    elif ids is not None and not _reachable(reach, ids[0]):
+        ids = None  # no namespace to expose the interpreter in: keep the grader's user
+    if ids is not None:
         for path in writable:
             os.chown(path, *ids)
             for folder, dirs, files in os.walk(path):
@@ -311,9 +376,14 @@ def course_build(dest) -> Path:
     package = dest / "dlsys"
     if package.exists():
         raise FileExistsError(f"dest already holds a dlsys package: {package}")
-    shutil.copytree(REPO_ROOT / "dlsys", package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(REPO_ROOT / "dlsys", package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                    copy_function=shutil.copyfile)
     for file in dict.fromkeys(f for e in EXERCISES for f in e.files):
         (dest / file).write_text(student_source((REPO_ROOT / file).read_text(), file))
     for file, names in REFERENCE_HELPERS.items():
         (dest / file).write_text(_without((REPO_ROOT / file).read_text(), names))
+    for folder, _, files in os.walk(package):  # readable by the unprivileged user, whatever the reference's modes
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     return dest

@@ -107,6 +107,7 @@ def run(spec: dict) -> list[dict]:
                 os.killpg(pid, signal.SIGKILL)
         for pid in running:
             os.waitpid(pid, 0)
+            isolation.end_untrusted(pid)
         isolation.kill_descendants()  # what the tests left and this subreaper adopted
     return results
 
@@ -118,9 +119,11 @@ def _loop(spec, pending, running, killed, results) -> None:
             pid = os.fork()
             if pid == 0:
                 _child(i, node, spec)
+            isolation.record_untrusted(pid)
             running[pid] = (i, time.monotonic())
         pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid:
+        if pid in running:  # not a daemon this subreaper adopted
+            isolation.end_untrusted(pid)
             i, start = running.pop(pid)
             results[i] = {"code": os.waitstatus_to_exitcode(status), "timed_out": pid in killed,
                           "seconds": time.monotonic() - start}
