@@ -8,8 +8,9 @@ thread's stack; the process group is killed if it outlives the grace) and a memo
 (RLIMIT_AS): an infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
 always the reference checkout's, never the submission's copy. Each test is worth an equal
 share of its exercise's points. A test passes only if its process exits 0 and pytest
-reports it passed (a skip is not a pass). The sandbox contains accidents, not malice:
-graded code runs with the grader's user rights.
+reports it passed (a skip is not a pass). ``isolation.py`` keeps what a test starts from
+outliving it (its own pid namespace, or its own uid, as root) and ``isolation.grade_run``
+every exit of the grader clean (docs/exercises.md, "Threats").
 """
 
 from __future__ import annotations
