@@ -67,7 +67,7 @@ def survivors(mark: str) -> list:
 
 
 def our_run_folders(pid: int) -> list[Path]:
-    return list(Path(tempfile.gettempdir()).glob(f"{isolation.RUN_PREFIX}{pid}-*"))
+    return list(Path(tempfile.gettempdir()).glob(f"{isolation.RUN_PREFIX}*-{pid}-*"))
 
 
 def assert_nothing_left(mark: str, pid: int = os.getpid()) -> None:
@@ -192,16 +192,16 @@ def test_a_course_build_stubs_every_region_and_drops_load_reference(tmp_path):
 
 def test_the_sweep_removes_a_dead_runs_folder_and_never_a_live_one(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead_start = isolation._start_ticks(dead.pid)
+    stale = tmp_path / isolation._run_name(dead.pid)
     dead.wait()
-    me = os.getpid()
-    live = tmp_path / f"{isolation.RUN_PREFIX}{me}-{isolation._start_ticks(me)}"
-    stale = tmp_path / f"{isolation.RUN_PREFIX}{dead.pid}-{dead_start}"
-    recycled = tmp_path / f"{isolation.RUN_PREFIX}{me}-{isolation._start_ticks(me) - 1}"  # our pid, not our start
-    for folder in (live, stale, recycled):
+    live = tmp_path / isolation._run_name(os.getpid())
+    namespace, pid, start = live.name.removeprefix(isolation.RUN_PREFIX).split("-")
+    recycled = tmp_path / f"{isolation.RUN_PREFIX}{namespace}-{pid}-{int(start) - 1}"  # our pid, not our start
+    elsewhere = tmp_path / f"{isolation.RUN_PREFIX}{int(namespace) + 1}-{dead.pid}-1"  # another pid namespace
+    for folder in (live, stale, recycled, elsewhere):
         (folder / "work").mkdir(parents=True)
     assert sorted(isolation.sweep_stale(str(tmp_path))) == sorted([stale, recycled])
-    assert live.is_dir()
+    assert live.is_dir() and elsewhere.is_dir()
 
 
 def test_results_json_is_written_after_the_submission_is_dead(tmp_path):

@@ -4,7 +4,7 @@ out of its reach (docs/exercises.md, "Threats"). Linux only.
 The pieces, by who calls them:
 
 - ``grade_run()``: the grader's outer ``with``: sweeps what a SIGKILLed grader left
-  (``sweep_stale``), makes the run's folder ``/tmp/dlsys-grade-<pid>-<start>``, turns
+  (``sweep_stale``), makes the run's folder ``/tmp/dlsys-grade-<pidns>-<pid>-<start>``, turns
   SIGTERM and SIGHUP into an exception (so every ``finally`` runs, as for Ctrl-C) and, on
   any exit, kills every descendant and removes the folder.
 - ``watch_parent(pid)``: a helper process (the sandbox) dies with its parent
@@ -54,7 +54,9 @@ from ..exercises import EXERCISES, REPO_ROOT
 from .release import student_source
 
 RUN_PREFIX = "dlsys-grade-"
-_RUN_NAME = re.compile(rf"^{RUN_PREFIX}(\d+)-(\d+)$")  # owner pid, owner start time (centiseconds)
+# the owner's pid namespace (the inode of /proc/self/ns/pid, as the comm layer names its
+# /dev/shm segments), pid and start time (centiseconds since boot): a pid alone may be reused
+_RUN_NAME = re.compile(rf"^{RUN_PREFIX}(\d+)-(\d+)-(\d+)$")
 RUN_ENV = "DLSYS_GRADE_RUN"  # the run's folder, for the sandbox and the untrusted children
 # The uid an untrusted child runs as: this base plus the pid (in the grader's namespace) of
 # the child that drops to it, so two tests never share a uid (RLIMIT_NPROC counts per uid).
@@ -98,6 +100,10 @@ def _start_ticks(pid: int) -> int:
     return round(psutil.Process(pid).create_time() * 100)
 
 
+def _run_name(pid: int) -> str:
+    return f"{RUN_PREFIX}{os.stat('/proc/self/ns/pid').st_ino}-{pid}-{_start_ticks(pid)}"
+
+
 def _owner_alive(pid: int, ticks: int) -> bool:
     try:
         return _start_ticks(pid) == ticks
@@ -108,14 +114,14 @@ def _owner_alive(pid: int, ticks: int) -> bool:
 def sweep_stale(tmp: str | None = None) -> list[Path]:
     """Remove the run folders (copies of the tests and of the student's files) of graders
     that died without cleaning up (SIGKILL); returns them. A folder is stale only if no
-    process has its owner's pid *and* start time, and it is ours (same uid), so a live run,
-    or another user's, is never touched. Their tests' processes died with their pid
+    process has its owner's pid *and* start time, and it is ours (same uid and pid
+    namespace: a pid we cannot see may be alive in another), so a live run is never touched. Their tests' processes died with their pid
     namespaces (``contain``); where there were none, the uids the run recorded are killed."""
     stale = []
     for path in Path(tmp or tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"):
         name = _RUN_NAME.match(path.name)
-        if name and path.is_dir() and path.stat().st_uid == os.geteuid() \
-                and not _owner_alive(int(name.group(1)), int(name.group(2))):
+        if name and int(name.group(1)) == os.stat("/proc/self/ns/pid").st_ino and path.is_dir() \
+                and path.stat().st_uid == os.geteuid() and not _owner_alive(int(name.group(2)), int(name.group(3))):
             if os.geteuid() == 0 and (path / "uids").is_dir():  # tests that ran without namespaces
                 for uid in (path / "uids").iterdir():
                     _kill_uid(int(uid.name))
@@ -143,8 +149,7 @@ def grade_run() -> Iterator[Path]:
     exit every descendant is killed and the folder removed. What a SIGKILL leaves, the next
     run's ``sweep_stale`` removes; the descendants die by their parent-death signals.
     Nested in this process's own run, it is that run."""
-    me = os.getpid()
-    folder = Path(tempfile.gettempdir()) / f"{RUN_PREFIX}{me}-{_start_ticks(me)}"
+    folder = Path(tempfile.gettempdir()) / _run_name(os.getpid())
     if os.environ.get(RUN_ENV) == str(folder):  # inside this process's run already: that run cleans up
         yield folder
         return
@@ -152,7 +157,7 @@ def grade_run() -> Iterator[Path]:
     folder.mkdir(mode=0o700)
     folder.chmod(0o711)
     previous = {}
-    if signal.getsignal(signal.SIGINT) is not None and _in_main_thread():
+    if threading.current_thread() is threading.main_thread():  # only there can Python handle signals
         previous = {s: signal.signal(s, _raise_stopped) for s in _STOP_SIGNALS}
     outer = os.environ.get(RUN_ENV)
     os.environ[RUN_ENV] = str(folder)
@@ -167,10 +172,6 @@ def grade_run() -> Iterator[Path]:
             os.environ[RUN_ENV] = outer
         kill_descendants()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 def watch_parent(parent_pid: int) -> None:
