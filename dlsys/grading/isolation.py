@@ -264,7 +264,7 @@ def _expose(needed: list[Path], uid: int) -> None:
         blocked = [(a, p) for p in needed if (a := _blocked_ancestor(p, uid)) is not None]
         if not blocked:
             return
-        above, path = blocked[0]
+        above = blocked[0][0]
         keep = sorted({above / p.relative_to(above).parts[0] for a, p in blocked if a == above})
         fds = [os.open(k, os.O_PATH) for k in keep]
         _mount("tmpfs", str(above), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
@@ -298,26 +298,7 @@ def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] 
     reach = [Path(p) for p in dict.fromkeys([*needed, sys.base_prefix, sys.prefix,
                                              *(p for p in sys.path if os.path.isabs(p))]) if os.path.exists(p)]
     if ids is not None and _unshare_namespaces():
-        _mount("none", "/", None, _MS_REC | _MS_PRIVATE)  # nothing we mount leaks to the host
-        alive, held = os.pipe()  # the shepherd holds ``held``: EOF on ``alive`` says it died
-        init = os.fork()
-        if init:
-            os.close(alive)
-            _shepherd(init)
-        os.close(held)
-        _call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if select.select([alive], [], [], 0)[0]:  # it died before the prctl (getppid() is 0 here)
-            os._exit(128 + signal.SIGKILL)
-        os.close(alive)
-        _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV)  # this namespace's pids
-        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={memory_bytes}")
-        for path, shown in (cover or {}).items():
-            if shown is None:
-                _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "mode=0555,size=4k")
-            else:
-                _mount(shown, path, None, _MS_BIND | _MS_REC)
-                _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-        _expose([p for p in reach if p.exists()], ids[0])
+        _become_namespace_init(memory_bytes, cover or {}, reach, ids[0])
     elif ids is not None and not _reachable(reach, ids[0]):
         ids = None  # no namespace to expose the interpreter in: keep the grader's user
     if ids is not None:
@@ -334,6 +315,31 @@ def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] 
         os.setgid(ids[1])
         os.setuid(ids[0])
         _call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # changing the uid cleared it
+
+
+def _become_namespace_init(memory_bytes: int, cover: dict[str, str | None], reach: list[Path], uid: int) -> None:
+    """Fork; the caller becomes the shepherd (never returns), the child, pid 1 of the new pid
+    namespace, mounts its /proc, its /dev/shm, ``cover`` and makes ``reach`` reachable by ``uid``."""
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)  # nothing we mount leaks to the host
+    alive, held = os.pipe()  # the shepherd holds ``held``: EOF on ``alive`` says it died
+    init = os.fork()
+    if init:
+        os.close(alive)
+        _shepherd(init)
+    os.close(held)
+    _call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if select.select([alive], [], [], 0)[0]:  # it died before the prctl (getppid() is 0 here)
+        os._exit(128 + signal.SIGKILL)
+    os.close(alive)
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV)  # this namespace's pids
+    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={memory_bytes}")
+    for path, shown in cover.items():
+        if shown is None:
+            _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "mode=0555,size=4k")
+        else:
+            _mount(shown, path, None, _MS_BIND | _MS_REC)
+            _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    _expose([p for p in reach if p.exists()], uid)
 
 
 def _shepherd(init: int) -> None:
