@@ -142,8 +142,9 @@ def test_a_dev_shm_bomb_is_capped_and_removed(tmp_path):
 
 @needs_root
 def test_the_untrusted_child_sees_the_course_build_not_the_reference(tmp_path):
-    """A fresh interpreter started inside ``contain`` with ``course_cover``: the reference's
-    file shows the stub, load_reference does not exist, the graded tests are not there."""
+    """A fresh interpreter started inside ``contain`` (as Popen's preexec_fn) with
+    ``course_cover``: the reference's file shows the stub, load_reference does not exist,
+    the graded tests are not there."""
     course = isolation.course_build(tmp_path / "course")
     token_ring = Path(sys.modules["dlsys"].__file__).parent / "exercises" / "token_ring.py"
     probe = f"""if True:
@@ -159,20 +160,11 @@ def test_the_untrusted_child_sees_the_course_build_not_the_reference(tmp_path):
                            "source": open({str(token_ring)!r}).read(), "called": called,
                            "tests": os.listdir({str(REPO_ROOT / "tests")!r}), "uid": os.getuid()}}))
     """
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read)
-            os.dup2(write, 1)
-            isolation.contain(1 << 30, MAX_PROCESSES, cover=isolation.course_cover(course), needed=(str(course),))
-            os.execv(sys.executable, [sys.executable, "-c", probe])
-        finally:
-            os._exit(3)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        seen = json.loads(pipe.read())
-    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=WAIT_S,
+                          preexec_fn=lambda: isolation.contain(1 << 30, MAX_PROCESSES, isolation.course_cover(course),
+                                                               needed=(str(course),)))
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
     assert not seen["load_reference"]
     assert seen["called"].startswith("token_ring: see lessons/")
     assert "BEGIN SOLUTION" not in seen["source"] and "raise NotImplementedError" in seen["source"]

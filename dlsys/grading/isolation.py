@@ -277,8 +277,8 @@ def _expose(needed: list[Path], uid: int) -> None:
 
 def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] | None = None,
             writable: tuple[str, ...] = (), needed: tuple[str, ...] = ()) -> None:
-    """Call in a forked child of a watched parent (``watch_parent``) before running untrusted
-    code; returns in the process that runs it. As root, where namespaces are allowed: the
+    """Call in a forked child of a watched parent (``watch_parent``), or as Popen's
+    ``preexec_fn``, before running untrusted code; returns in the process that runs it. As root, where namespaces are allowed: the
     caller becomes a shepherd that waits for its own child, exits with its status and never
     returns; that child is pid 1 of a new pid namespace (its exit kills every process left
     in it), in a new mount namespace (a fresh /proc, a private /dev/shm tmpfs of
@@ -323,8 +323,9 @@ def _become_namespace_init(memory_bytes: int, cover: dict[str, str | None], reac
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)  # nothing we mount leaks to the host
     alive, held = os.pipe()  # the shepherd holds ``held``: EOF on ``alive`` says it died
     init = os.fork()
-    if init:
-        os.close(alive)
+    if init:  # holds nothing else open (under Popen's preexec_fn its error pipe would wait for it)
+        os.closerange(0, held)
+        os.closerange(held + 1, os.sysconf("SC_OPEN_MAX"))
         _shepherd(init)
     os.close(held)
     _call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
