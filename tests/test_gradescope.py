@@ -2,7 +2,8 @@
 like /autograder (source/, submission/, results/), setup.sh run once into a fresh venv
 (pip finds the dependencies in a local wheelhouse, so the network's speed does not
 matter), then run_autograder per submission: the reference, the released stubs, a
-partly right one and a hostile one. Slow (a venv, four gradings): one test."""
+partly right one, a hostile one and one that keeps rewriting results.json. Slow (a venv,
+five gradings): one test."""
 
 import json
 import os
@@ -40,6 +41,26 @@ HOSTILE_TOKEN_RING = """\
     while comm.size == 4:
         pass
 """ + RIGHT_TOKEN_RING
+
+
+# A detached daemon that keeps writing full marks into results.json for a minute, then the
+# wrong answer: the grader writes results.json once every process of the submission is dead.
+REWRITER_TOKEN_RING = """\
+    import json, os, time
+    if comm.rank == 0 and os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            forged = json.dumps({"score": 65.0, "output": "forged"})
+            for _ in range(1200):
+                try:
+                    with open(os.environ["DLSYS_AUTOGRADER_ROOT"] + "/results/results.json", "w") as f:
+                        f.write(forged)
+                except OSError:
+                    pass
+                time.sleep(0.05)
+        os._exit(0)
+    return token
+"""
 
 
 def bundle_requirements() -> list[str]:
@@ -155,3 +176,8 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
     assert {k: v for k, v in scores(hostile).items() if k != "token_ring"} == {
         k: v for k, v in points.items() if k != "token_ring"}
     assert (root / "source" / "tests" / "exercises" / "test_token_ring.py").is_file()
+
+    rewritten = run_autograder(root, files_with({"token_ring": REWRITER_TOKEN_RING}))
+    time.sleep(1.0)  # a surviving rewriter would strike now
+    assert json.loads((root / "results" / "results.json").read_text()) == rewritten
+    assert scores(rewritten)["token_ring"] == 0
