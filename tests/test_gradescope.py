@@ -43,8 +43,8 @@ HOSTILE_TOKEN_RING = """\
 """ + RIGHT_TOKEN_RING
 
 
-# A detached daemon that keeps writing full marks into results.json for a minute, then the
-# wrong answer: the grader writes results.json once every process of the submission is dead.
+# A detached daemon that keeps writing full marks into results.json for a minute, and no
+# answer: the grader writes results.json once every process of the submission is dead.
 REWRITER_TOKEN_RING = """\
     import json, os, time
     if comm.rank == 0 and os.fork() == 0:
@@ -59,7 +59,7 @@ REWRITER_TOKEN_RING = """\
                     pass
                 time.sleep(0.05)
         os._exit(0)
-    return token
+    raise NotImplementedError("token_ring")
 """
 
 
