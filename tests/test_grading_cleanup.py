@@ -278,3 +278,15 @@ def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum):
             pytest.skip("as another user than root, a daemon outlives a SIGKILLed grader")
         isolation.sweep_stale()  # what the next dlsys grade does first
     assert_nothing_left(mark, grader.pid)
+
+
+@pytest.mark.xfail(strict=True, reason="the graded test and the student's code share one process, which reads the "
+                                       "reference; dlsys.grading.untrusted (branch gradejudge) runs the code alone")
+def test_calling_or_reading_the_reference_scores_zero(tmp_path):
+    token_ring = Path(sys.modules["dlsys"].__file__).parent / "exercises" / "token_ring.py"
+    grade_attack(tmp_path, f"""
+        from dlsys.grading.testing import load_reference
+        if "BEGIN SOLUTION" in open({str(token_ring)!r}).read():
+            return load_reference("dlsys.exercises.token_ring").token_ring(comm, token)
+        raise NotImplementedError("token_ring")
+    """)
