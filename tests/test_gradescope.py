@@ -144,6 +144,8 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
                            cwd=root, env=clean_env(root), capture_output=True, text=True, timeout=60,
                            check=True).stdout
     assert where.startswith(str(root / "source/.venv/")), where  # the pinned wheel, not this checkout
+    for private in ("wheels", "tests", CONFIG):  # the grader's alone: the graded code runs as another uid
+        assert (root / "source" / private).stat().st_mode & 0o077 == 0, private
 
     points = {e.id: e.points for e in EXERCISES if e.id in HOMEWORK}
     reference = run_autograder(root, {f"hw1/{n}": t for n, t in files_with({}).items()})  # in a folder

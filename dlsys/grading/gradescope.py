@@ -59,6 +59,8 @@ fi
 "$python" -m venv "$source_dir/.venv"
 wheel=$(ls "$source_dir"/wheels/dlsys-*.whl)
 "$source_dir/.venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel[grade]"
+# the graded code runs as an unprivileged uid: what only the grader reads is root's alone
+chmod -R go-rwx "$source_dir/wheels" "$source_dir/tests" "$source_dir/dlsys-autograder.json"
 """
 
 RUN_AUTOGRADER = """\
