@@ -32,7 +32,7 @@ from .testing import STUDENT_EXERCISES_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
-MAX_PROCESSES = 64  # tasks (processes and threads) of one test's user; the graded runs use at most 17
+MAX_PROCESSES = 64  # tasks (processes and threads) one test's uid may have, as root: RLIMIT_NPROC
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.

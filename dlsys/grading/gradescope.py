@@ -181,8 +181,8 @@ def run(root) -> int:
     """Grade /autograder/submission (``root``/submission) and write results/results.json.
 
     Every process of the submission is dead before results.json is written (each test's
-    processes die with its pid namespace, ``isolation.contain``; ``grade_run`` kills what is
-    left), and results/ is root's and not writable by the unprivileged test users, so
+    die with its pid namespace or its uid, ``isolation.contain`` and ``end_untrusted``; then
+    ``kill_descendants``), and results/ is root's and not writable by the tests' uids, so
     nothing rewrites it after; the file is written whole (temporary file, then rename)."""
     root = Path(root)
     config = json.loads((root / "source" / CONFIG).read_text())
@@ -194,6 +194,7 @@ def run(root) -> int:
             results = grade(folder / "submission", config["exercises"], config["timeout_s"],
                             config["memory_mib"] << 20, root=root / "source", homework=True)
         except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
+            isolation.kill_descendants()
             _write_results(root, {"score": 0.0, "output": f"the autograder failed: {exc}",
                                   "visibility": config["visibility"]})
             print(f"the autograder failed: {exc}", file=sys.stderr)

@@ -195,22 +195,24 @@ def unprivileged_ids(pid: int | None = None) -> tuple[int, int] | None:
 def record_untrusted(pid: int) -> None:
     """Note in the run's folder that the untrusted child ``pid`` runs as its own uid, so
     that the sweep finds that uid's processes if the grader is SIGKILLed."""
-    if os.geteuid() == 0 and os.environ.get(RUN_ENV):
+    ids = unprivileged_ids(pid)
+    if ids is not None and RUN_ENV in os.environ:
         uids = Path(os.environ[RUN_ENV]) / "uids"
         uids.mkdir(mode=0o700, exist_ok=True)
-        (uids / str(UID_BASE + pid)).touch()
+        (uids / str(ids[0])).touch()
 
 
 def end_untrusted(pid: int) -> None:
     """After the untrusted child ``pid`` ended: kill every process of its uid and remove its
     /dev/shm files. Needed where ``contain`` could not make namespaces (a container without
     CAP_SYS_ADMIN); harmless where it did."""
-    if os.geteuid() != 0:
+    ids = unprivileged_ids(pid)
+    if ids is None:
         return
-    uid = UID_BASE + pid
-    _kill_uid(uid)
-    with contextlib.suppress(FileNotFoundError):
-        (Path(os.environ.get(RUN_ENV, "/nonexistent")) / "uids" / str(uid)).unlink()
+    _kill_uid(ids[0])
+    if RUN_ENV in os.environ:
+        with contextlib.suppress(FileNotFoundError):
+            (Path(os.environ[RUN_ENV]) / "uids" / str(ids[0])).unlink()
 
 
 def _kill_uid(uid: int) -> None:
