@@ -4,6 +4,7 @@ folder behind, whichever way the grader ends. A survivor is found by a marker: e
 execs ``sleep <marker>`` or names its file by it. The namespaces and the unprivileged user
 need root; as another user some attacks are not stopped and their tests are skipped."""
 
+import contextlib
 import json
 import os
 import random
@@ -30,9 +31,17 @@ needs_root = pytest.mark.skipif(not ROOT, reason="namespaces and the unprivilege
 WAIT_S = 60.0
 
 
-def marker() -> str:
-    """A number ``sleep`` accepts and no other process has on its command line."""
-    return f"{random.randint(5000, 9999)}.{random.randint(10**8, 10**9 - 1)}"
+@pytest.fixture
+def mark():
+    """A number ``sleep`` accepts and no other process has on its command line; whatever
+    carries it is removed after the test, failed or not."""
+    mark = f"{random.randint(5000, 9999)}.{random.randint(10**8, 10**9 - 1)}"
+    yield mark
+    for proc in survivors(mark):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    for path in Path("/dev/shm").glob(f"*{mark}*"):
+        path.unlink()
 
 
 def token_ring_submission(folder: Path, body: str) -> Path:
@@ -86,8 +95,7 @@ def grade_attack(tmp_path, body: str) -> list:
     return results
 
 
-def test_a_double_forked_daemon_dies_with_its_test(tmp_path):
-    mark = marker()
+def test_a_double_forked_daemon_dies_with_its_test(tmp_path, mark):
     results = grade_attack(tmp_path, f"""
         import os
         mark = "{mark}"
@@ -100,8 +108,7 @@ def test_a_double_forked_daemon_dies_with_its_test(tmp_path):
 
 
 @needs_root
-def test_a_fork_bomb_stops_at_the_process_limit(tmp_path):
-    mark = marker()
+def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, mark):
     results = grade_attack(tmp_path, f"""
         import os
         forked = 0
@@ -121,8 +128,7 @@ def test_a_fork_bomb_stops_at_the_process_limit(tmp_path):
 
 
 @needs_root
-def test_a_dev_shm_bomb_is_capped_and_removed(tmp_path):
-    mark = marker()
+def test_a_dev_shm_bomb_is_capped_and_removed(tmp_path, mark):
     results = grade_attack(tmp_path, f"""
         written = 0
         if comm.rank == 0:
@@ -196,7 +202,43 @@ def test_the_sweep_removes_a_dead_runs_folder_and_never_a_live_one(tmp_path):
     assert live.is_dir() and elsewhere.is_dir()
 
 
-def test_results_json_is_written_after_the_submission_is_dead(tmp_path):
+@needs_root
+@pytest.mark.parametrize("ender", ["end_untrusted", "sweep_stale"])
+def test_without_namespaces_the_uid_is_killed_and_its_shm_files_removed(tmp_path, ender, mark):
+    """Gradescope's Docker container refuses namespaces: a test that ran as its own uid left
+    a daemon and a /dev/shm file; ``end_untrusted`` after the test, or the next run's sweep
+    after a SIGKILLed grader (the run recorded the uid), kills and removes them."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            uid, gid = isolation.unprivileged_ids()
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            open(f"/dev/shm/dlsys-leak-{mark}", "wb").close()
+            if os.fork() == 0:
+                os.setsid()
+                os.execvp("sleep", ["sleep", mark])
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    deadline = time.monotonic() + WAIT_S
+    while not survivors(mark):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    if ender == "end_untrusted":
+        isolation.end_untrusted(pid)
+    else:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        stale = tmp_path / isolation._run_name(dead.pid)
+        dead.wait()
+        (stale / "uids").mkdir(parents=True)
+        (stale / "uids" / str(isolation.unprivileged_ids(pid)[0])).touch()
+        assert isolation.sweep_stale(str(tmp_path)) == [stale]
+    assert_nothing_left(mark)
+
+
+def test_results_json_is_written_after_the_submission_is_dead(tmp_path, mark):
     """The Gradescope run in an /autograder-shaped tree: a detached daemon keeps rewriting
     results.json with full marks; the grader's file, written after it died, stands."""
     root = tmp_path / "autograder"
@@ -208,7 +250,6 @@ def test_results_json_is_written_after_the_submission_is_dead(tmp_path):
         "visibility": "visible", "timeout_s": 10, "memory_mib": 512, "wheel": "-", "commit": "-"}))
     results = root / "results"
     results.mkdir()
-    mark = marker()
     forged = json.dumps({"score": 10.0, "output": "forged"})
     token_ring_submission(root / "submission", f"""
         import os, time
@@ -245,9 +286,8 @@ def test_the_gradescope_run_in_process_keeps_its_files_in_the_run_folder(tmp_pat
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
-def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum):
+def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum, mark):
     """The test hangs after starting a daemon and a /dev/shm file; the grader gets ``signum``."""
-    mark = marker()
     student = token_ring_submission(tmp_path / "student", f"""
         import os
         mark = "{mark}"
