@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..exercises import EXERCISES
 from ..grading import gradescope
+from ..grading.isolation import Stopped
 from ..grading.grader import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
 from ..grading.release import release
 from .options import Checked, integer, number, output_file, output_folder
@@ -50,10 +51,14 @@ def cmd_gradescope(args) -> int:
 def cmd_grade(args) -> int:
     """The failing tests (one line each: why; pytest's full report with --verbose), then the
     score table, last, where the terminal shows it. Exit code 0 only at full score (so CI
-    can grade the reference)."""
+    can grade the reference); stopped by SIGTERM or SIGHUP, 128 + the signal, like a shell."""
     # --exercise grades a homework: only those exercises' files need be there
-    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
-                    homework=bool(args.exercise))
+    try:
+        results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
+                        homework=bool(args.exercise))
+    except Stopped as exc:  # SIGTERM, SIGHUP: the run's finally blocks have killed its tests by now
+        print(f"dlsys grade: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     failed = [r for r in results if not r.passed]
     if failed and args.verbose:
         for r in failed:

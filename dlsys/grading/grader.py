@@ -8,8 +8,9 @@ thread's stack; the process group is killed if it outlives the grace) and a memo
 (RLIMIT_AS): an infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
 always the reference checkout's, never the submission's copy. Each test is worth an equal
 share of its exercise's points. A test passes only if its process exits 0 and pytest
-reports it passed (a skip is not a pass). The sandbox contains accidents, not malice:
-graded code runs with the grader's user rights.
+reports it passed (a skip is not a pass). ``isolation.py`` keeps what a test starts from
+outliving it (its own pid namespace, or its own uid, as root) and ``isolation.grade_run``
+every exit of the grader clean (docs/exercises.md, "Threats").
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from pathlib import Path
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
 from ..outputs import write_atomic
+from . import isolation
 from .testing import STUDENT_EXERCISES_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
+MAX_PROCESSES = 64  # tasks (processes and threads) one test's uid may have, as root: RLIMIT_NPROC
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
@@ -89,16 +92,19 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
               jobs: int, root: Path = REPO_ROOT, student_exercises: list[str] | None = None
               ) -> list[tuple[bool, str, str, float]]:
     """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each.
-    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all)."""
+    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all).
+    Call inside ``isolation.grade_run()``: the copies of the tests and of the student's files
+    go into its folder, which no exit leaves behind."""
     env = os.environ | _ENV
     if student_exercises is not None:
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
     kill_after_s = timeout_s + _KILL_GRACE_S
-    with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir, \
-            tempfile.TemporaryDirectory(prefix="dlsys-grade-work-") as work_dir:
-        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s,
-                "memory_bytes": memory_bytes, "out_dir": out_dir, "work_dir": work_dir,
-                "files": _graded_files(root, student_dir),
+    with tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir, \
+            tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir:
+        os.chmod(work_dir, 0o711)  # an unprivileged test reaches its own folder in it, lists nothing
+        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s, "grader_pid": os.getpid(),
+                "memory_bytes": memory_bytes, "max_processes": MAX_PROCESSES, "out_dir": out_dir,
+                "work_dir": work_dir, "files": _graded_files(root, student_dir),
                 "student_dir": None if student_dir is None else "submission",
                 "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
@@ -109,7 +115,7 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
         for i, r in enumerate(json.loads(stdout)):
             output = (Path(out_dir) / f"{i}.txt").read_text(errors="replace")
             reason_file = Path(out_dir) / f"{i}.reason"
-            reason = reason_file.read_text() if reason_file.exists() else ""
+            reason = reason_file.read_text(errors="replace") if reason_file.exists() else ""
             if r["timed_out"] or (not reason and _TIMEOUT_BANNER.search(output)):
                 reason = f"timed out after {timeout_s:g} s (an infinite loop or a deadlock?)"
                 output += f"\n{reason}" + (": killed" if r["timed_out"] else "")
@@ -124,9 +130,10 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
 
 
 def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
-    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C), first stop the
-    sandbox with SIGTERM so that it kills its tests (they lead their own sessions, and
-    subprocess.run would SIGKILL it at once, leaving them running), then re-raise."""
+    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C, or SIGTERM and SIGHUP
+    as ``isolation.Stopped``), first stop the sandbox with SIGTERM so that it kills its tests
+    (they lead their own sessions, and subprocess.run would SIGKILL it at once, leaving them
+    running), then re-raise. SIGKILLed, the sandbox dies by its parent-death signal."""
     with subprocess.Popen([sys.executable, "-m", "dlsys.grading.sandbox"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env) as proc:
         try:
@@ -155,12 +162,13 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
             raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
-    tests = collect(exercises, root)
-    present = [(e, node) for e, node in tests
-               if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
-    ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
-                                      jobs or os.cpu_count() or 1, root,
-                                      [e.id for e in exercises] if homework else None)))
+    with isolation.grade_run():
+        tests = collect(exercises, root)
+        present = [(e, node) for e, node in tests
+                   if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
+        ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
+                                          jobs or os.cpu_count() or 1, root,
+                                          [e.id for e in exercises] if homework else None)))
     results = []
     for exercise, node in tests:
         if (exercise, node) in ran:

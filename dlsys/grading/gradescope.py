@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..exercises import REPO_ROOT, get
 from ..outputs import check_writable, write_atomic
+from . import isolation
 from .grader import MEMORY_BYTES, TIMEOUT_S, TestResult, grade, gradescope_results, score_table
 
 CONFIG = "dlsys-autograder.json"
@@ -60,6 +61,8 @@ fi
 "$python" -m venv "$source_dir/.venv"
 wheel=$(ls "$source_dir"/wheels/dlsys-*.whl)
 "$source_dir/.venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel[grade]"
+# the graded code runs as an unprivileged uid: what only the grader reads is root's alone
+chmod -R go-rwx "$source_dir/wheels" "$source_dir/tests" "$source_dir/dlsys-autograder.json"
 """
 
 RUN_AUTOGRADER = """\
@@ -180,27 +183,39 @@ def gradescope_report(results: list[TestResult], config: dict, notes: list[str],
 
 
 def run(root) -> int:
-    """Grade /autograder/submission (``root``/submission) and write results/results.json."""
+    """Grade /autograder/submission (``root``/submission) and write results/results.json.
+
+    Every process of the submission is dead before results.json is written (each test's
+    die with its pid namespace or its uid, ``isolation.contain`` and ``end_untrusted``; then
+    ``kill_descendants``), and results/ is root's and not writable by the tests' uids, so
+    nothing rewrites it after; the file is written whole (temporary file, then rename)."""
     root = Path(root)
     config = json.loads((root / "source" / CONFIG).read_text())
-    results_path = root / "results" / "results.json"
     start = time.monotonic()
-    try:
-        with tempfile.TemporaryDirectory(prefix="dlsys-submission-") as tmp:
-            notes = gather(root / "submission", config["files"], Path(tmp))
-            results = grade(tmp, config["exercises"], config["timeout_s"], config["memory_mib"] << 20,
-                            root=root / "source", homework=True)
-    except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
-        results_path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(results_path, json.dumps({"score": 0.0, "output": f"the autograder failed: {exc}",
-                                            "visibility": config["visibility"]}, indent=2))
-        print(f"the autograder failed: {exc}", file=sys.stderr)
-        return 1
-    report = gradescope_report(results, config, notes, time.monotonic() - start)
-    results_path.parent.mkdir(parents=True, exist_ok=True)  # a submission may have deleted it
-    write_atomic(results_path, json.dumps(report, indent=2))
+    with isolation.grade_run() as folder:
+        try:
+            (folder / "submission").mkdir()
+            notes = gather(root / "submission", config["files"], folder / "submission")
+            results = grade(folder / "submission", config["exercises"], config["timeout_s"],
+                            config["memory_mib"] << 20, root=root / "source", homework=True)
+        except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
+            isolation.kill_descendants()
+            _write_results(root, {"score": 0.0, "output": f"the autograder failed: {exc}",
+                                  "visibility": config["visibility"]})
+            print(f"the autograder failed: {exc}", file=sys.stderr)
+            return 1
+        isolation.kill_descendants()
+        report = gradescope_report(results, config, notes, time.monotonic() - start)
+        _write_results(root, report)
     print(report["output"])
     return 0
+
+
+def _write_results(root: Path, report: dict) -> None:
+    results = root / "results"
+    results.mkdir(parents=True, exist_ok=True)  # a submission may have deleted it
+    results.chmod(0o755)  # only its owner (the grader) writes in it
+    write_atomic(results / "results.json", json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
