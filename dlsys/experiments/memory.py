@@ -21,6 +21,7 @@ from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, tra
 from ..machine.ledger import MemoryLedger
 from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
 from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
+from ..train.zero import units_of
 
 
 def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
@@ -97,6 +98,25 @@ def transformer_activations(layers: int = 2, hidden: int = 32, heads: int = 4, s
     row_stats = layers * 2 * seq_len * batch * 4
     return {"measured_blocks_bytes": measured, "formula_bytes": formula, "row_stats_bytes": row_stats,
             "outside_blocks_bytes": nn.activation_nbytes(model) - measured}
+
+
+def sharded_layout(model: nn.Sequential, ranks: int, stage: int, unit_layers: int | None = None,
+                   prefetch: bool = False, optimizer: str = "sgd") -> dict[str, float]:
+    """The closed form of what rank 0 of ``dlsys.train.zero.Sharded`` holds, by kind (fp32).
+
+    Psi is the model's size for what a rank keeps whole and the padded size (every unit
+    padded to a multiple of the ranks) for what it shards: rank 0's shard is the largest,
+    ceil(unit / ranks) of every unit. The buffers are the largest unit's: its gradient
+    (stage 2's bucket) or, under stage 3, also its gathered weights (``Layout.unit_params``)."""
+    units = units_of(model, ranks, None if stage == 1 else unit_layers or 1)
+    padded, largest = sum(u.shard for u in units) * ranks, max(u.shard for u in units) * ranks
+    whole = Layout(model.params.size, ranks, zero=stage, optimizer=optimizer, precision="fp32").bytes()
+    sharded = Layout(padded, ranks, zero=stage, optimizer=optimizer, precision="fp32",
+                     unit_params=largest if stage == 3 else 0, prefetch=prefetch,
+                     bucket_params=largest if stage == 2 else 0).bytes()
+    return {"parameters": (sharded if stage == 3 else whole)["parameters"],
+            "gradients": (sharded if stage >= 2 else whole)["gradients"],
+            "optimizer": sharded["optimizer"], "buffers": sharded["buffers"]}
 
 
 # Tables for docs/memory.md: (header, rows) that dlsys.experiments.docs writes between their markers.
