@@ -21,7 +21,9 @@ from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, tra
 from ..machine.ledger import MemoryLedger
 from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
 from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
+from ..train.strategies import STRATEGIES
 from ..train.zero import units_of
+from .training import train
 
 
 def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
@@ -172,5 +174,61 @@ def table_measured() -> tuple[list[str], list[list]]:
     return ["run", "kind", "measured numpy bytes (rank 0)", "closed form (bytes)"], rows
 
 
+ZERO_CONFIG = TrainConfig(epochs=1, batch_size=16)  # the digits MLP, 8,970 parameters, SGD with momentum
+SHARDED = [name for name, s in STRATEGIES.items() if s.family == "sharded"]
+
+
+def step_bytes_sent(record: dict, rank: int = 0, step: int = 1) -> int:
+    """Bytes ``rank`` sent from the start of its step ``step`` to the start of the next (the trace's messages)."""
+    starts = [row["time_s"] for row in record["losses"] if row["rank"] == rank]
+    return sum(m.nbytes for m in record["result"].trace.messages
+               if m.src == rank and starts[step] <= m.depart_s < starts[step + 1])
+
+
+def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
+    """Rank 0's measured peak per kind under every sharded strategy against ``sharded_layout``."""
+    model, rows = build_model(ZERO_CONFIG), []
+    for name in SHARDED:
+        fixed = STRATEGIES[name].fixed
+        ledger = train(name, ZERO_CONFIG, ranks)["memory"]
+        modelled = sharded_layout(model, ranks, fixed["stage"], fixed.get("unit_layers"), fixed.get("prefetch", False))
+        rows += [[name, kind, f"{ledger.peak_by_kind[kind]:,}", f"{nbytes:,.0f}"] for kind, nbytes in modelled.items()]
+    return ["strategy", "kind", f"measured peak, rank 0 of {ranks} (bytes)", "Layout(...).bytes() (bytes)"], rows
+
+
+def table_zero_volume(ranks: int = 4) -> tuple[list[str], list[list]]:
+    """One step's bytes sent per rank (from the trace) against the closed forms, Psi padded."""
+    model, rows = build_model(ZERO_CONFIG), []
+    psi_nbytes = model.params.size * model.params.itemsize
+    ddp = step_bytes_sent(train("allreduce", ZERO_CONFIG, ranks))
+    rows.append(["allreduce (DDP)", "2 (P-1)/P Psi", f"{psi_nbytes:,}", f"{ddp:,}",
+                 f"{2 * (ranks - 1) / ranks * psi_nbytes:,.0f}", f"{ddp / psi_nbytes:.3f}"])
+    for name in SHARDED:
+        fixed = STRATEGIES[name].fixed
+        units = units_of(model, ranks, None if fixed["stage"] == 1 else fixed.get("unit_layers", 1))
+        padded = sum(u.shard for u in units) * ranks * model.params.itemsize
+        times = 3 if fixed["stage"] == 3 else 2
+        sent = step_bytes_sent(train(name, ZERO_CONFIG, ranks))
+        rows.append([name, f"{times} (P-1)/P Psi", f"{padded:,}", f"{sent:,}", f"{times * (ranks - 1) / ranks * padded:,.0f}",
+                     f"{sent / psi_nbytes:.3f}"])
+    return (["strategy", "closed form", "Psi (bytes, padded)", f"sent per rank in one step, {ranks} ranks (bytes)",
+             "closed form (bytes)", "x model bytes"], rows)
+
+
+def table_zero_weights() -> tuple[list[str], list[list]]:
+    """Each sharded strategy's weights after one epoch against DDP's: bitwise, or the largest
+    difference relative to the largest weight."""
+    rows = []
+    for ranks in (1, 2, 3, 4):
+        want = train("allreduce", ZERO_CONFIG, ranks)["params"]
+        cells = []
+        for name in SHARDED:
+            diff = np.abs(train(name, ZERO_CONFIG, ranks)["params"] - want).max()
+            cells.append("bitwise" if diff == 0 else f"{diff / np.abs(want).max():.1e}")
+        rows.append([ranks, *cells])
+    return ["ranks", *SHARDED], rows
+
+
 TABLES = {"memory.zero_figure1": table_zero_figure1, "memory.korthikanti": table_korthikanti,
-          "memory.measured": table_measured}
+          "memory.measured": table_measured, "memory.zero_memory": table_zero_memory,
+          "memory.zero_volume": table_zero_volume, "memory.zero_weights": table_zero_weights}

@@ -105,72 +105,79 @@ class Sharded:
         self.memory.alloc("optimizer", sum(getattr(o, n).nbytes for o in self.opts for n in o.state_names), "state")
         if stage == 3:
             model.params[...] = np.nan  # nothing is gathered yet
-        self.flops = model.flops  # per layer, for a batch
 
     def step(self, x: np.ndarray, loss: Callable[[np.ndarray], tuple[float, np.ndarray]]) -> float:
         """One step on this rank's batch ``x``; ``loss(logits) -> (loss, dloss/dlogits)``."""
-        flops = self.flops(len(x))
-        x = np.asarray(x, self.model.params.dtype)
-        for k, unit in enumerate(self.units):  # forward, unit by unit
-            self._gather(k, ahead=k + 1)
+        flops = self.model.flops(len(x))
+        value, dout = loss(self._forward(np.asarray(x, self.model.params.dtype), flops))
+        self.memory.alloc("activations", nn.activation_nbytes(self.model), "activations")
+        self._backward(dout, flops)
+        self.memory.free("activations")
+        if self.stage == 1:  # the whole gradient, once the backward is done
+            self._reduce_scatter(0)
+        for opt in self.opts:
+            opt.step()
+        if self.stage < 3:  # every rank gets every updated shard back
+            for k in range(len(self.units)):
+                self._allgather(k)
+        return value
+
+    def _forward(self, x: np.ndarray, flops: list[int]) -> np.ndarray:
+        for k, unit in enumerate(self.units):
+            self._unshard(k)
+            if self.prefetch:
+                self._unshard(k + 1)
             for i in unit.layers:
                 x = self.model.layers[i].forward(x)
             self.comm.compute(flops=sum(flops[i] for i in unit.layers), label=f"forward unit {k}")
-            self._release(k)
-        value, dout = loss(x)
-        self.memory.alloc("activations", nn.activation_nbytes(self.model), "activations")
-        for k in reversed(range(len(self.units))):  # backward, unit by unit
-            unit = self.units[k]
-            self._gather(k, ahead=k - 1)
+            self._reshard(k)
+        return x
+
+    def _backward(self, dout: np.ndarray, flops: list[int]) -> None:
+        for k in reversed(range(len(self.units))):
+            self._unshard(k)
+            if self.prefetch:
+                self._unshard(k - 1)
             if self.stage >= 2:  # the unit's gradient, held from its backward to its reduce-scatter
-                bucket = np.zeros(unit.shard * self.comm.size, self.model.grads.dtype)
-                self.memory.alloc("buffers", bucket.nbytes, f"grad unit {k}")
-            for i in reversed(unit.layers):
+                self.memory.alloc("buffers", self.units[k].shard * self.comm.size * self.model.grads.itemsize,
+                                  f"grad unit {k}")
+            for i in reversed(self.units[k].layers):
                 dout = self.model.layers[i].backward(dout)
-            self.comm.compute(flops=2 * sum(flops[i] for i in unit.layers), label=f"backward unit {k}")
-            self._release(k)
+            self.comm.compute(flops=2 * sum(flops[i] for i in self.units[k].layers), label=f"backward unit {k}")
+            self._reshard(k)
             if self.stage >= 2:
-                self._reduce_scatter(k, bucket)
-        self.memory.free("activations")
-        if self.stage == 1:
-            self._reduce_scatter(0, np.zeros(self.units[0].shard * self.comm.size, self.model.grads.dtype))
-        for opt in self.opts:
-            opt.step()
-        if self.stage < 3:
-            for k in range(len(self.units)):
-                self._gather(k, ahead=-1, keep=False)
-        return value
+                self._reduce_scatter(k)
+                self.memory.free(f"grad unit {k}")
 
     def params(self) -> np.ndarray:
         """The full weights, every unit all-gathered (a copy)."""
         for k in range(len(self.units)):
-            self._gather(k, ahead=-1, keep=False)
+            self._allgather(k)
         return self.model.params.copy()
 
-    def _reduce_scatter(self, k: int, bucket: np.ndarray) -> None:
+    def _reduce_scatter(self, k: int) -> None:
         """Unit k's gradient, padded, reduce-scattered: g <- this rank's shard of (1/P) sum_r g_r."""
         unit, mine = self.units[k], self.mine[k]
-        bucket[:unit.stop - unit.start] = self.model.grads[unit.start:unit.stop]
-        self.g[k][...] = collectives.reduce_scatter(self.comm, bucket, op="mean")[:mine.stop - mine.start]
-        if self.stage >= 2:
-            self.memory.free(f"grad unit {k}")
+        padded = np.zeros(unit.shard * self.comm.size, self.model.grads.dtype)
+        padded[:unit.stop - unit.start] = self.model.grads[unit.start:unit.stop]
+        self.g[k][...] = collectives.reduce_scatter(self.comm, padded, op="mean")[:mine.stop - mine.start]
 
-    def _gather(self, k: int, ahead: int, keep: bool = True) -> None:
-        """All-gather unit k's parameters into the model (stage 3: before it computes, and
-        with ``prefetch`` unit ``ahead`` too; every stage: after the update, ``keep=False``)."""
-        if not keep or (self.stage == 3 and k not in self.gathered):
-            unit, mine = self.units[k], self.mine[k]
-            shard = np.zeros(unit.shard, self.model.params.dtype)
-            shard[:mine.stop - mine.start] = self.w[k]
-            full = collectives.allgather(self.comm, shard)
-            self.model.params[unit.start:unit.stop] = full.ravel()[:unit.stop - unit.start]
-            if keep:
-                self.memory.alloc("buffers", full.nbytes, f"params unit {k}")
-                self.gathered.add(k)
-        if keep and self.prefetch and 0 <= ahead < len(self.units):
-            self._gather(ahead, -1)
+    def _allgather(self, k: int) -> int:
+        """Every rank's shard of unit k, padded, all-gathered into the model; the bytes gathered."""
+        unit, mine = self.units[k], self.mine[k]
+        shard = np.zeros(unit.shard, self.model.params.dtype)
+        shard[:mine.stop - mine.start] = self.w[k]
+        full = collectives.allgather(self.comm, shard)
+        self.model.params[unit.start:unit.stop] = full.ravel()[:unit.stop - unit.start]
+        return full.nbytes
 
-    def _release(self, k: int) -> None:
+    def _unshard(self, k: int) -> None:
+        """Stage 3: gather unit k (if there is one and it is not gathered yet) and hold it."""
+        if self.stage == 3 and 0 <= k < len(self.units) and k not in self.gathered:
+            self.memory.alloc("buffers", self._allgather(k), f"params unit {k}")
+            self.gathered.add(k)
+
+    def _reshard(self, k: int) -> None:
         """Stage 3: drop unit k's gathered parameters (NaN, so a use without a gather shows)."""
         if self.stage == 3:
             unit = self.units[k]
