@@ -43,6 +43,7 @@ from ..learn.task import TrainConfig, accuracy, build_model, lr_schedule, progre
     task_of, training_batches
 
 STAGES = (1, 2, 3)
+PREFETCH_TAG = 26  # a program tag (the collectives use their own, 1 << 20)
 MakeOptimizer = Callable[[np.ndarray, np.ndarray], optim.Optimizer]  # (params, grads) -> optimizer over them
 
 
@@ -94,7 +95,9 @@ class Sharded:
         check_sharding(stage, unit_layers, prefetch)
         self.comm, self.model, self.stage, self.prefetch = comm, model, stage, prefetch
         self.units = units_of(model, comm.size, None if stage == 1 else unit_layers or 1)
-        self.memory, self.gathered, r = comm.memory, set(), comm.rank
+        self.memory, r = comm.memory, comm.rank
+        self.gathered: set[int] = set()  # stage 3: the units whose parameters are in the model
+        self.posted: set[int] = set()  # prefetch: the units whose shards are on their way
         self.mine = [slice(min(u.start + r * u.shard, u.stop), min(u.start + (r + 1) * u.shard, u.stop))
                      for u in self.units]  # this rank's real elements of every unit (padding is not stored)
         self.w = [model.params[s].copy() if stage == 3 else model.params[s] for s in self.mine]
@@ -126,7 +129,7 @@ class Sharded:
         for k, unit in enumerate(self.units):
             self._unshard(k)
             if self.prefetch:
-                self._unshard(k + 1)
+                self._prefetch(k + 1)
             for i in unit.layers:
                 x = self.model.layers[i].forward(x)
             self.comm.compute(flops=sum(flops[i] for i in unit.layers), label=f"forward unit {k}")
@@ -137,7 +140,7 @@ class Sharded:
         for k in reversed(range(len(self.units))):
             self._unshard(k)
             if self.prefetch:
-                self._unshard(k - 1)
+                self._prefetch(k - 1)
             if self.stage >= 2:  # the unit's gradient, held from its backward to its reduce-scatter
                 self.memory.alloc("buffers", self.units[k].shard * self.comm.size * self.model.grads.itemsize,
                                   f"grad unit {k}")
@@ -162,20 +165,47 @@ class Sharded:
         padded[:unit.stop - unit.start] = self.model.grads[unit.start:unit.stop]
         self.g[k][...] = collectives.reduce_scatter(self.comm, padded, op="mean")[:mine.stop - mine.start]
 
+    def _padded_shard(self, k: int) -> np.ndarray:
+        """This rank's shard of unit k as it travels: its real elements, then zeros."""
+        shard = np.zeros(self.units[k].shard, self.model.params.dtype)
+        shard[:self.w[k].size] = self.w[k]
+        return shard
+
     def _allgather(self, k: int) -> int:
-        """Every rank's shard of unit k, padded, all-gathered into the model; the bytes gathered."""
-        unit, mine = self.units[k], self.mine[k]
-        shard = np.zeros(unit.shard, self.model.params.dtype)
-        shard[:mine.stop - mine.start] = self.w[k]
-        full = collectives.allgather(self.comm, shard)
+        """Every rank's shard of unit k all-gathered into the model; the bytes gathered."""
+        unit = self.units[k]
+        full = collectives.allgather(self.comm, self._padded_shard(k))
         self.model.params[unit.start:unit.stop] = full.ravel()[:unit.stop - unit.start]
         return full.nbytes
 
     def _unshard(self, k: int) -> None:
-        """Stage 3: gather unit k (if there is one and it is not gathered yet) and hold it."""
-        if self.stage == 3 and 0 <= k < len(self.units) and k not in self.gathered:
+        """Stage 3: gather unit k (if there is one and it is not gathered yet) and hold it;
+        a prefetched unit's shards are already on their way: receive them."""
+        if self.stage != 3 or not 0 <= k < len(self.units) or k in self.gathered:
+            return
+        if k in self.posted:
+            unit, r = self.units[k], self.comm.rank
+            full = np.concatenate([self._padded_shard(k) if src == r else
+                                   self.comm.recv(src, PREFETCH_TAG, f"prefetch unit {k}") for src in range(self.comm.size)])
+            self.model.params[unit.start:unit.stop] = full[:unit.stop - unit.start]
+            self.posted.discard(k)
+        else:
             self.memory.alloc("buffers", self._allgather(k), f"params unit {k}")
-            self.gathered.add(k)
+        self.gathered.add(k)
+
+    def _prefetch(self, k: int) -> None:
+        """FSDP's prefetch: send this rank's shard of unit k to every peer now, before the
+        current unit computes, so the gather overlaps that compute in virtual time (sends
+        are buffered: DESIGN.md's clock rules); ``_unshard(k)`` receives them. A direct
+        all-gather: each rank sends (P-1) shards, the ring's bytes, without its P-1 steps."""
+        if not 0 <= k < len(self.units) or k in self.gathered or k in self.posted:
+            return
+        shard = self._padded_shard(k)
+        for dst in range(self.comm.size):
+            if dst != self.comm.rank:
+                self.comm.send(shard, dst, PREFETCH_TAG, f"prefetch unit {k}")
+        self.memory.alloc("buffers", shard.nbytes * self.comm.size, f"params unit {k}")
+        self.posted.add(k)
 
     def _reshard(self, k: int) -> None:
         """Stage 3: drop unit k's gathered parameters (NaN, so a use without a gather shows)."""
