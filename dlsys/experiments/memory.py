@@ -192,9 +192,9 @@ def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
     model, rows = build_model(ZERO_CONFIG), []
     for name in SHARDED:
         fixed = STRATEGIES[name].fixed
-        ledger = train(name, ZERO_CONFIG, ranks)["memory"]
+        peak = train(name, ZERO_CONFIG, ranks)["memory_peak_bytes"]
         modelled = sharded_layout(model, ranks, fixed["stage"], fixed.get("unit_layers"), fixed.get("prefetch", False))
-        rows += [[name, kind, f"{ledger.peak_by_kind[kind]:,}", f"{nbytes:,.0f}"] for kind, nbytes in modelled.items()]
+        rows += [[name, kind, f"{peak[kind]:,}", f"{nbytes:,.0f}"] for kind, nbytes in modelled.items()]
     return ["strategy", "kind", f"measured peak, rank 0 of {ranks} (bytes)", "Layout(...).bytes() (bytes)"], rows
 
 

@@ -223,7 +223,7 @@ def zero_program(comm, config: TrainConfig, stage: int, unit_layers: int | None 
     after k steps equal its weights (``tests/test_zero.py``: bitwise where the summation
     order is DDP's, within float32 rounding elsewhere). Every rank builds the same initial
     weights from ``config.seed`` (DDP broadcasts rank 0's, the same values). Rank 0 reports
-    the weights and the test accuracy; every rank its losses and its memory ledger."""
+    the weights and the test accuracy; every rank its losses and its ledger's peak bytes by kind."""
     check_sharding(stage, unit_layers, prefetch)
     task, model = task_of(config), build_model(config)
     per_epoch = steps_per_epoch(len(task.y_train), comm.size, config.batch_size)
@@ -238,7 +238,7 @@ def zero_program(comm, config: TrainConfig, stage: int, unit_layers: int | None 
     bar.close()
     params = sharded.params()
     record: dict = {"losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": v} for s, t, v in losses],
-                    "memory": comm.memory}
+                    "memory_peak_bytes": dict(comm.memory.peak_by_kind)}
     if comm.rank == 0:
         record.update(params=params, test_accuracy=accuracy(model, task.X_test, task.y_test), accuracy_curve=[])
     return record
