@@ -13,7 +13,8 @@ model on its own batch; what it *keeps* between steps is cut P ways:
 per rank and step (section 7.2; a ring all-reduce, DDP's, is 2 (P-1)/P Psi). FSDP (Zhao
 et al. 2023) is stage 3 whose unit is a wrapped group of layers, one FlatParameter each,
 optionally gathering the next unit while this one computes (``prefetch``: PyTorch's
-``forward_prefetch`` and ``BackwardPrefetch.BACKWARD_PRE``).
+``forward_prefetch`` and ``BackwardPrefetch.BACKWARD_PRE``; here a direct all-gather whose
+sends leave before the current unit computes, so the two overlap in virtual time).
 
 A *unit* is a run of layers whose parameters lie together in the model's flat buffer.
 Its flat slice is padded with zeros to a multiple of P and cut into P equal shards, rank r
