@@ -12,6 +12,8 @@ per parameter, which the measured ``nbytes`` equal exactly.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..comm import LaunchResult, launch
@@ -21,6 +23,9 @@ from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, tra
 from ..machine.ledger import MemoryLedger
 from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
 from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
+from ..train.strategies import STRATEGIES
+from ..train.zero import units_of
+from .training import train
 
 
 def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
@@ -99,6 +104,25 @@ def transformer_activations(layers: int = 2, hidden: int = 32, heads: int = 4, s
             "outside_blocks_bytes": nn.activation_nbytes(model) - measured}
 
 
+def sharded_layout(model: nn.Sequential, ranks: int, stage: int, unit_layers: int | None = None,
+                   prefetch: bool = False, optimizer: str = "sgd") -> dict[str, float]:
+    """The closed form of what rank 0 of ``dlsys.train.zero.Sharded`` holds, by kind (fp32).
+
+    Psi is the model's size for what a rank keeps whole and the padded size (every unit
+    padded to a multiple of the ranks) for what it shards: rank 0's shard is the largest,
+    ceil(unit / ranks) of every unit. The buffers are the largest unit's: its gradient
+    (stage 2's bucket) or, under stage 3, also its gathered weights (``Layout.unit_params``)."""
+    units = units_of(model, ranks, None if stage == 1 else unit_layers or 1)
+    padded, largest = sum(u.shard for u in units) * ranks, max(u.shard for u in units) * ranks
+    whole = Layout(model.params.size, ranks, zero=stage, optimizer=optimizer, precision="fp32").bytes()
+    sharded = Layout(padded, ranks, zero=stage, optimizer=optimizer, precision="fp32",
+                     unit_params=largest if stage == 3 else 0, prefetch=prefetch,
+                     bucket_params=largest if stage == 2 else 0).bytes()
+    return {"parameters": (sharded if stage == 3 else whole)["parameters"],
+            "gradients": (sharded if stage >= 2 else whole)["gradients"],
+            "optimizer": sharded["optimizer"], "buffers": sharded["buffers"]}
+
+
 # Tables for docs/memory.md: (header, rows) that dlsys.experiments.docs writes between their markers.
 
 def _gb(nbytes: float) -> str:
@@ -152,5 +176,72 @@ def table_measured() -> tuple[list[str], list[list]]:
     return ["run", "kind", "measured numpy bytes (rank 0)", "closed form (bytes)"], rows
 
 
+ZERO_CONFIG = TrainConfig(epochs=1, batch_size=16)  # the digits MLP, 8,970 parameters, SGD with momentum
+SHARDED = [name for name, s in STRATEGIES.items() if s.family == "sharded"]
+
+
+def step_bytes_sent(record: dict, rank: int = 0, step: int = 1) -> int:
+    """Bytes ``rank`` sent from the start of its step ``step`` to the start of the next (the trace's messages)."""
+    starts = [row["time_s"] for row in record["losses"] if row["rank"] == rank]
+    return sum(m.nbytes for m in record["result"].trace.messages
+               if m.src == rank and starts[step] <= m.depart_s < starts[step + 1])
+
+
+def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
+    """Rank 0's measured peak per kind under every sharded strategy against ``sharded_layout``."""
+    model, rows = build_model(ZERO_CONFIG), []
+    for name in SHARDED:
+        fixed = STRATEGIES[name].fixed
+        peak = train(name, ZERO_CONFIG, ranks)["memory_peak_bytes"]
+        modelled = sharded_layout(model, ranks, fixed["stage"], fixed.get("unit_layers"), fixed.get("prefetch", False))
+        rows += [[name, kind, f"{peak[kind]:,}", f"{nbytes:,.0f}"] for kind, nbytes in modelled.items()]
+    return ["strategy", "kind", f"measured peak, rank 0 of {ranks} (bytes)", "Layout(...).bytes() (bytes)"], rows
+
+
+def table_zero_volume(ranks: int = 4) -> tuple[list[str], list[list]]:
+    """One step's bytes sent per rank (from the trace) against the closed forms, Psi padded."""
+    model, rows = build_model(ZERO_CONFIG), []
+    psi_nbytes = model.params.size * model.params.itemsize
+    ddp = step_bytes_sent(train("allreduce", ZERO_CONFIG, ranks))
+    rows.append(["allreduce (DDP)", "2 (P-1)/P Psi", f"{psi_nbytes:,}", f"{ddp:,}",
+                 f"{2 * (ranks - 1) / ranks * psi_nbytes:,.0f}", f"{ddp / psi_nbytes:.3f}"])
+    for name in SHARDED:
+        fixed = STRATEGIES[name].fixed
+        units = units_of(model, ranks, None if fixed["stage"] == 1 else fixed.get("unit_layers", 1))
+        padded = sum(u.shard for u in units) * ranks * model.params.itemsize
+        times = 3 if fixed["stage"] == 3 else 2
+        sent = step_bytes_sent(train(name, ZERO_CONFIG, ranks))
+        rows.append([name, f"{times} (P-1)/P Psi", f"{padded:,}", f"{sent:,}", f"{times * (ranks - 1) / ranks * padded:,.0f}",
+                     f"{sent / psi_nbytes:.3f}"])
+    return (["strategy", "closed form", "Psi (bytes, padded)", f"sent per rank in one step, {ranks} ranks (bytes)",
+             "closed form (bytes)", "x model bytes"], rows)
+
+
+def table_zero_weights() -> tuple[list[str], list[list]]:
+    """Each sharded strategy's weights after one epoch against DDP's: bitwise, or the largest
+    difference relative to the largest weight."""
+    rows = []
+    for ranks in (1, 2, 3, 4):
+        want = train("allreduce", ZERO_CONFIG, ranks)["params"]
+        cells = []
+        for name in SHARDED:
+            diff = np.abs(train(name, ZERO_CONFIG, ranks)["params"] - want).max()
+            cells.append("bitwise" if diff == 0 else f"{diff / np.abs(want).max():.1e}")
+        rows.append([ranks, *cells])
+    return ["ranks", *SHARDED], rows
+
+
+def table_zero_time(ranks: int = 4, hidden: tuple[int, ...] = (256, 256, 256)) -> tuple[list[str], list[list]]:
+    """One epoch of a wider MLP on ``ranks`` ranks (tcp-10gbe, laptop-cpu): virtual time and bytes moved."""
+    config, rows = replace(ZERO_CONFIG, hidden=hidden), []
+    for name in ["allreduce", *SHARDED]:
+        record = train(name, config, ranks)
+        rows.append([name, f"{record['virtual_time_s'] * 1e3:.2f}", f"{record['bytes_moved'] / 1e6:.2f}",
+                     f"{record['test_accuracy']:.1%}"])
+    return ["strategy", "virtual time (ms)", "bytes moved (MB)", "test accuracy"], rows
+
+
 TABLES = {"memory.zero_figure1": table_zero_figure1, "memory.korthikanti": table_korthikanti,
-          "memory.measured": table_measured}
+          "memory.measured": table_measured, "memory.zero_memory": table_zero_memory,
+          "memory.zero_volume": table_zero_volume, "memory.zero_weights": table_zero_weights,
+          "memory.zero_time": table_zero_time}
