@@ -88,11 +88,13 @@ if tabs[2].open:
         measured = cached.zero_memory(SMALL_RANKS)
         chart(viz.measured_vs_model(measured, f"The digits MLP on {SMALL_RANKS} ranks: rank 0's ledger against "
                                               "the closed form"), "mem_measured")
-        equal = sum(r["measured_bytes"] == round(r["model_bytes"]) for r in measured)
+        differ = [f"{r['label']} {r['kind']}" for r in measured if r["measured_bytes"] != round(r["model_bytes"])]
         st.caption(f"Every sharded strategy really trained (threads, fp32, SGD with momentum); each rank's "
-                   f"`comm.memory` ledger counted the numpy arrays it held. {equal} of {len(measured)} kinds equal "
-                   "`Layout(...).bytes()` to the byte: shards padded to a multiple of the ranks, the buffers the "
-                   "largest unit's.")
+                   f"`comm.memory` ledger counted the numpy arrays it held. {len(measured) - len(differ)} of "
+                   f"{len(measured)} kinds equal `Layout(...).bytes()` to the byte (shards padded to a multiple of "
+                   f"the ranks, the buffers the largest unit's). Below the model: {', '.join(differ) or 'none'}; "
+                   "prefetch is modelled as two units of the largest size, and here the unit after the largest is "
+                   "the small last layer (docs/sharding.md).")
 if tabs[3].open:
     with tabs[3]:
         chart(viz.sent_bars(rows, f"{ranks} ranks: bytes one rank sends per step (ring collectives)"), "mem_sent")
