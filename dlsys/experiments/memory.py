@@ -56,7 +56,8 @@ def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
 def ddp_memory(model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: int = 32,
                backend: str = "threads") -> LaunchResult:
     """The run of ``steps`` data-parallel steps on digits: ``values`` are the ranks' ledgers;
-    ``trace.to_chrome(memory=values)`` draws their timelines beside the spans."""
+    ``result.memory`` too; ``trace.to_chrome(memory=result.memory)`` draws their timelines
+    beside the spans."""
     config = TrainConfig(model=model, batch_size=batch_size)
     return launch(ddp_memory_program, ranks, backend, args=(config, steps))
 
