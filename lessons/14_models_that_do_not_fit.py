@@ -224,8 +224,8 @@ print("TP 8 x DP 8 for GPT-3 6.7B:", format_bytes(Layout(params, 64, tp=8, model
 #    (`recompute="full"` in `page_layouts`). Which layouts fit 40 GiB now?
 # 2. Run `zero2` with 3 ranks: are the weights still DDP's? What does the padding add to
 #    the bytes sent?
-# 3. Change `unit_layers` by running `fsdp` and `fsdp-prefetch` at 2 ranks: when does the
-#    prefetch save nothing?
+# 3. Run `fsdp` and `fsdp-prefetch` on the wider MLP at 2 ranks and on the `tcp-1gbe`
+#    link (`train(..., link="tcp-1gbe")`): when does the prefetch save nothing?
 # 4. Split the numpy MLP above with $t = 3$: which dimension must $t$ divide?
 # 5. On the app's *Memory and sharding* page, tab *Communication per step*, play one step
 #    of ZeRO-3 and count its collectives.
