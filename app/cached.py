@@ -7,6 +7,7 @@ from dlsys import experiments
 from dlsys.experiments import wallclock
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
+from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
@@ -214,3 +215,15 @@ def measured_stack() -> dict:
 @st.cache_data(max_entries=64)
 def loader_timeline(storage: str, workers: int, prefetch: int) -> dict:
     return ex_network_stack.loader_timeline(storage, workers, prefetch)
+
+
+@st.cache_data(max_entries=2, show_spinner="training the digits MLP under every ZeRO stage and FSDP...")
+def zero_memory(ranks: int) -> list:
+    """experiments.memory.zero_memory_rows: rank 0's measured peaks against the closed form."""
+    return ex_memory.zero_memory_rows(ranks)
+
+
+@st.cache_data(max_entries=12, show_spinner="training the digits MLP...")
+def memory_step(strategy: str, ranks: int) -> dict:
+    """experiments.memory.step_record without the ranks' values and weights."""
+    return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}

@@ -48,6 +48,9 @@ PAGES = [  # the first is Home, the default page
          "FIFO, WFBP, P3, ByteScheduler, fusion and OD-SGD on one clock: worker 0's compute, pushes and pulls "
          "coloured by layer with a time slider, iteration time against bandwidth, and what slice, credit and bucket "
          "sizes trade."),
+    Page("views/memory.py", "Memory and sharding", "🧩", "Training",
+         "What one rank holds under DDP, ZeRO-1/2/3, FSDP and tensor parallelism against a device's memory, ZeRO's "
+         "Figure 1, measured ledgers against the closed form, and the bytes each layout sends per step."),
     Page("views/performance.py", "Real bytes and scale", "⏱️", "Under the hood",
          "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
          "against memcpy, and how far the emulator scales."),

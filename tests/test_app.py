@@ -196,6 +196,7 @@ def test_collectives_link_load_every_pattern_on_every_fabric(ranks, size):
     ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
     ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
     ("views/network_stack.py", "net_view", ["Libraries", "Training and IO"]),
+    ("views/memory.py", "mem_view", ["ZeRO Figure 1", "Measured against the model"]),
     ("views/taihulight.py", "thl_view", ["PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One iteration",
                                          "Timeline"]),
 ])
@@ -211,6 +212,33 @@ def test_every_tab_runs(page, key, tabs):
             assert charts(at) == 1, tab
         else:
             assert charts(at) >= 2, tab
+
+
+def test_memory_page_bars_fits_and_one_step():
+    """Defaults: six stacked bars of five kinds, the metrics say what fits; the
+    communication tab draws the closed form, a small run's step animated and its timeline."""
+    at = open_page("views/memory.py")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [t["name"] for t in spec["data"]] == ["parameters", "gradients", "optimizer", "activations", "buffers"]
+    assert spec["data"][0]["x"] == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP"]
+    assert [m.label for m in at.metric] == spec["data"][0]["x"]
+    assert any("Fits a 40 GiB device: ZeRO-3, FSDP, TP" in c.value for c in at.caption)
+    at.session_state["mem_view"] = "Communication per step"
+    ok(at.run())
+    assert charts(at) == 3
+    at.radio(key="mem_step_layout").set_value("DDP")
+    ok(at.run())
+    assert any("DDP on 4 ranks" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("ranks", [1, 1024])
+def test_memory_page_free_size_and_edge_ranks(ranks):
+    at = open_page("views/memory.py")
+    at.selectbox(key="mem_model").set_value("free size")
+    at.select_slider(key="mem_ranks").set_value(ranks)
+    ok(at.run())
+    assert at.selectbox(key="mem_tp").value == (1 if ranks == 1 else 8)
+    assert charts(at) == 1
 
 
 @pytest.mark.parametrize("ranks", [2, 16, 1024])
@@ -481,6 +509,8 @@ SHARED_STATE = {
     "views/compression.py": {"cmp_method": "qsgd", "cmp_bits": 8, "cmp_view": "Residual"},
     "views/performance.py": {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
     "views/network_stack.py": {"net_view": "Training and IO", "net_storage": "nfs", "net_loaders": 4, "net_prefetch": 8},
+    "views/memory.py": {"mem_model": "GPT-3 (175B)", "mem_ranks": 512, "mem_device": 80, "mem_tp": 8,
+                        "mem_optimizer": "sgd", "mem_view": "ZeRO Figure 1"},
     "views/taihulight.py": {"thl_model": "resnet50", "thl_nodes": 16, "thl_layout": "scattered",
                             "thl_topology": "flat", "thl_sharing": False, "thl_view": "Timeline"},
 }

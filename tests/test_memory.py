@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from dlsys.cli import main
+from dlsys.experiments.memory import MODEL_PRESETS, ZERO_CONFIG, fitting, page_layouts, step_record
+from dlsys.learn.task import build_model
 from dlsys.machine.memory import Layout, Transformer, activation_bytes, bytes_per_param, fsdp, zero_figure1
+from dlsys.train.strategies import STRATEGIES
+from dlsys.train.zero import units_of
 
 
 def test_zero_figure1_per_device_memory_at_each_stage():
@@ -92,3 +96,35 @@ def test_a_thousand_layouts_in_under_a_second():
                          cwd=Path(__file__).resolve().parents[1], timeout=120, check=True)
     record = json.loads(out.stdout)
     assert record["layouts"] >= 1000 and record["wall_s"] < record["target_s"] == 1.0
+
+
+# --- the app page's and lesson 14's rows (dlsys.experiments.memory.page_layouts) ---------------
+
+def test_page_layouts_are_the_closed_forms_and_say_what_fits():
+    params, shape = MODEL_PRESETS["GPT-3 6.7B"]
+    rows = {row["layout"]: row for row in page_layouts(params, 64, shape, tp=8)}
+    assert list(rows) == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP"]
+    assert rows["ZeRO-2"]["bytes"] == Layout(params, 64, zero=2, model=shape).bytes()
+    assert rows["TP"]["bytes"] == Layout(params, 64, tp=8, model=shape, sequence_parallel=True).bytes()
+    assert rows["FSDP"]["bytes"]["buffers"] == (2 * 2 + 2) * (params // shape.layers)  # two units gathered, one's gradients
+    assert rows["ZeRO-1"]["sent_bytes"] == rows["DDP"]["sent_bytes"] == 2 * 63 / 64 * 2 * params
+    assert rows["ZeRO-3"]["sent_bytes"] == pytest.approx(1.5 * rows["DDP"]["sent_bytes"])
+    assert fitting(list(rows.values()), 40 * 2**30) == ["ZeRO-3", "FSDP", "TP"]
+    assert fitting(list(rows.values()), 1) == []
+
+
+@pytest.mark.parametrize("strategy, layout", [("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3"),
+                                              ("fsdp-prefetch", "FSDP")])
+def test_page_layouts_bytes_sent_equal_a_real_step(strategy, layout):
+    """The closed form's bytes per step (fp32: w = g = 4) equal what rank 0 sent in step 1
+    of the digits MLP, Psi padded to a multiple of the ranks per unit."""
+    fixed = STRATEGIES[strategy].fixed
+    units = units_of(build_model(ZERO_CONFIG), 4, None if fixed["stage"] == 1 else fixed.get("unit_layers", 1))
+    padded = sum(u.shard for u in units) * 4
+    row = next(r for r in page_layouts(padded, 4, precision="fp32", optimizer="sgd") if r["layout"] == layout)
+    assert step_record(strategy, 4)["step_sent_bytes"] == row["sent_bytes"]
+
+
+def test_page_layouts_refuse_a_tp_degree_that_does_not_divide_the_ranks():
+    with pytest.raises(ValueError, match=r"tp must divide ranks=8: one of \[1, 2, 4, 8\], got 3"):
+        page_layouts(10**9, 8, tp=3)

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlsys.cli import main as cli_main
+from dlsys.comm import launch
 from dlsys.experiments import docs
 from dlsys.experiments.memory import compare, ddp_memory, transformer_states
 from dlsys.learn import nn
@@ -71,6 +73,26 @@ def test_ledgers_come_back_from_process_ranks():
     run = ddp_memory("mlp", ranks=2, steps=1, backend="processes")
     threads = ddp_memory("mlp", ranks=2, steps=1)
     assert [l.changes for l in run.values] == [l.changes for l in threads.values]
+
+
+def _no_memory(comm):
+    return comm.rank
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_launch_result_carries_the_ledgers_the_program_used(backend):
+    run = ddp_memory("mlp", ranks=2, steps=1, backend=backend)
+    assert [l.changes for l in run.memory] == [l.changes for l in run.values]
+    assert [l.rank for l in run.memory] == [0, 1]
+    assert launch(_no_memory, 2, backend).memory is None  # never asked for comm.memory: nothing made
+
+
+def test_train_trace_has_the_memory_counters(tmp_path):
+    path = tmp_path / "trace.json"
+    assert cli_main(["train", "--strategy", "zero2", "--workers", "2", "--epochs", "1", "--trace", str(path)]) == 0
+    counters = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "C"]
+    assert {e["pid"] for e in counters} == {0, 1}
+    assert set(counters[0]["args"]) == {"parameters", "gradients", "optimizer", "activations", "buffers"}
 
 
 def test_memory_tables_in_docs_are_what_the_code_gives():

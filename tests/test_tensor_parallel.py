@@ -170,3 +170,27 @@ def test_split_layers_follow_megatron():
     for how in ("columns", "rows"):
         np.testing.assert_array_equal(
             tpm.unshard([tpm.shard_of(attn.params["Wo"], how, i, 4) for i in range(4)], how), attn.params["Wo"])
+
+
+def _matmul_flops(config: TPConfig) -> int:
+    """The split layers' products in one step of the unsplit model, forward and backward:
+    per layer QKV (h x 3h), the scores and the context (s x s per head), the projection
+    (h x h), fc1 and fc2 (h x d_ff), 2 m k n FLOPs each, backward twice forward."""
+    tokens, h, s = config.batch // config.dp * config.seq_len, config.d_model, config.seq_len
+    forward = 2 * tokens * (3 * h * h + h * h + 2 * h * config.d_ff) + 2 * 2 * tokens * s * h
+    return 3 * config.layers * forward
+
+
+@pytest.mark.parametrize("layout", [dict(tp=1), dict(tp=2), dict(tp=4, sequence_parallel=True), dict(dp=2, tp=2)])
+def test_split_layers_charge_their_share_of_the_flops_before_communicating(layout):
+    """Each rank computes 1/t of the split layers' products (the virtual compute time), and
+    the step takes that compute plus the communication it cannot hide."""
+    config = TPConfig(**layout)
+    result = tpm.run(config, "threads", node="a100")
+    node = result.nodes[0]
+    for rank in range(result.world_size):
+        spans = [s for s in result.trace.spans if s.rank == rank and s.kind == "compute"]
+        compute_s = sum(s.end_s - s.start_s for s in spans)
+        assert compute_s == pytest.approx(node.compute_s(_matmul_flops(config) / config.tp), rel=1e-9)
+        assert result.clocks_s[rank] >= compute_s
+    assert result.virtual_time_s > compute_s if config.tp > 1 or config.dp > 1 else result.virtual_time_s == compute_s

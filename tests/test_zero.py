@@ -13,8 +13,11 @@ its computed gradient is rounding noise whose sign depends on the order; Adam di
 its own magnitude and steps lr (Kingma & Ba 2015, section 2.1: |step| <= about lr).
 There the weights agree within steps x lr."""
 
+import json
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,3 +194,13 @@ def test_bad_input_is_refused_before_any_rank_starts():
         train("zero2", TrainConfig(epochs=1, optimizer="lars"), 2)
     with pytest.raises(ValueError, match="staleness is not an option of fsdp"):
         train("fsdp", CONFIG, 2, staleness=1)
+
+
+def test_a_16_rank_zero3_step_of_the_transformer_in_seconds():
+    """benchmarks/zero_step.py, as docs/performance.md runs it; every collective is a ring
+    of P (P - 1) messages."""
+    out = subprocess.run([sys.executable, "benchmarks/zero_step.py", "--json"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120, check=True)
+    record = json.loads(out.stdout)
+    assert record["ranks"] == 16 and record["wall_s"] < record["target_s"] == 10.0
+    assert record["messages"] % (16 * 15) == 0

@@ -194,7 +194,7 @@ def save_trace(args, record: dict) -> None:
     ``--trace`` if given."""
     result = record.pop("result")
     if args.trace:
-        result.trace.save_chrome(args.trace)
+        result.trace.save_chrome(args.trace, memory=result.memory or ())
 
 
 def trace_row(args) -> list:

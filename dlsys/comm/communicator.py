@@ -125,6 +125,11 @@ class Communicator:
             self._memory = MemoryLedger(self.rank, lambda: self._clock.t)
         return self._memory
 
+    @property
+    def used_memory(self) -> MemoryLedger | None:
+        """The ledger if the program asked for ``memory``, else None (what the launcher gets)."""
+        return self._memory
+
     def compute(self, seconds: float | None = None, flops: float | None = None,
                 label: str = "compute", nbytes: float | None = None) -> None:
         """Advance this rank's clock by compute time: ``seconds``, or a kernel on its node

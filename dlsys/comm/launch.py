@@ -5,6 +5,7 @@
     result.trace           # the virtual-time trace (dlsys.comm.trace.Trace)
     result.virtual_time_s  # the emulated makespan
     result.wall_time_s     # how long it really took here
+    result.memory          # each rank's MemoryLedger, if the program used comm.memory
 
 Input is checked before any rank starts. Nothing hangs: a failing or killed rank fails the
 run with its traceback, a deadlock (every live rank waiting, nothing in flight) is detected
@@ -54,6 +55,7 @@ class LaunchResult:
     sharing: bool = False  # times from a replay in which messages share links (dlsys.comm.replay)
     segments: list | None = None  # under sharing: (route, from_s, to_s, rate_Bps) of the messages' bytes
     ops: list | None = None  # each rank's operations in program order, when logged (RunSpec.log_ops)
+    memory: list | None = None  # each rank's MemoryLedger when the program used comm.memory (else None)
 
     @property
     def virtual_time_s(self) -> float:
@@ -120,15 +122,17 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     except RunTimeout as exc:
         raise RunTimeout(exc.ranks, timeout_s) from None  # the same report, with the timeout_s it passed
     values = [o.value for o in outcomes]
+    ledgers = [o.memory for o in outcomes]
+    memory = ledgers if any(ledger is not None for ledger in ledgers) else None
     if sharing:
         replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, bool(record), fast=True)
         return LaunchResult(values, replayed.trace, replayed.clocks_s, time.perf_counter() - start, backend,
-                            network, nodes, True, replayed.segments, [o.ops for o in outcomes])
+                            network, nodes, True, replayed.segments, [o.ops for o in outcomes], memory)
     wall = time.perf_counter() - start
     spans = [s for o in outcomes for s in o.spans]
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
     return LaunchResult(values, Trace(spans, messages, size), [o.clock_s for o in outcomes], wall, backend, network,
-                        nodes, ops=[o.ops for o in outcomes] if spec.log_ops else None)
+                        nodes, ops=[o.ops for o in outcomes] if spec.log_ops else None, memory=memory)
 
 
 TERMINATION = (signal.SIGTERM, signal.SIGHUP)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..machine.ledger import MemoryLedger
 from ..machine.topology import Topology
 from .board import FROM, deadlock_report, stalled, status_report
 from .oplog import OpLog
@@ -68,6 +69,7 @@ class Outcome(NamedTuple):
     messages: list
     clock_s: float
     ops: OpLog | None = None  # the rank's operations in program order (RunSpec.log_ops)
+    memory: MemoryLedger | None = None  # the rank's ledger, if its program used comm.memory
 
 
 def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],

@@ -21,7 +21,7 @@ from ..learn import nn, optim
 from ..learn.sequence import answer_loss, reversal
 from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches
 from ..machine.ledger import MemoryLedger
-from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
+from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, bytes_per_param, fsdp, zero_figure1
 from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
 from ..train.strategies import STRATEGIES
 from ..train.zero import units_of
@@ -56,7 +56,8 @@ def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
 def ddp_memory(model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: int = 32,
                backend: str = "threads") -> LaunchResult:
     """The run of ``steps`` data-parallel steps on digits: ``values`` are the ranks' ledgers;
-    ``trace.to_chrome(memory=values)`` draws their timelines beside the spans."""
+    ``result.memory`` too; ``trace.to_chrome(memory=result.memory)`` draws their timelines
+    beside the spans."""
     config = TrainConfig(model=model, batch_size=batch_size)
     return launch(ddp_memory_program, ranks, backend, args=(config, steps))
 
@@ -130,11 +131,10 @@ def _gb(nbytes: float) -> str:
 
 
 def table_zero_figure1() -> tuple[list[str], list[list]]:
-    paper = {"stage 0": "120", "stage 1": "31.4", "stage 2": "16.6", "stage 3": "1.9"}
     formulas = {"stage 0": "(2 + 2 + K) Psi", "stage 1": "4 Psi + K Psi / N_d", "stage 2": "2 Psi + (2 + K) Psi / N_d",
                 "stage 3": "(2 + 2 + K) Psi / N_d"}
     return (["ZeRO", "bytes per device", "paper (GB)", "dlsys (GB)"],
-            [[stage, formulas[stage], paper[stage], _gb(nbytes)] for stage, nbytes in zero_figure1().items()])
+            [[stage, formulas[stage], f"{ZERO_FIGURE1_PAPER_GB[stage]:g}", _gb(nbytes)] for stage, nbytes in zero_figure1().items()])
 
 
 KORTHIKANTI_SHAPE = Transformer(layers=1, hidden=12288, heads=96, seq_len=2048, batch=1)  # GPT-3 175B's layer
@@ -187,14 +187,21 @@ def step_bytes_sent(record: dict, rank: int = 0, step: int = 1) -> int:
                if m.src == rank and starts[step] <= m.depart_s < starts[step + 1])
 
 
-def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
-    """Rank 0's measured peak per kind under every sharded strategy against ``sharded_layout``."""
+def zero_memory_rows(ranks: int = 4) -> list[dict]:
+    """Rank 0's measured peak per kind under every sharded strategy against ``sharded_layout``:
+    rows {label, kind, measured_bytes, model_bytes}."""
     model, rows = build_model(ZERO_CONFIG), []
     for name in SHARDED:
         fixed = STRATEGIES[name].fixed
         peak = train(name, ZERO_CONFIG, ranks)["memory_peak_bytes"]
         modelled = sharded_layout(model, ranks, fixed["stage"], fixed.get("unit_layers"), fixed.get("prefetch", False))
-        rows += [[name, kind, f"{peak[kind]:,}", f"{nbytes:,.0f}"] for kind, nbytes in modelled.items()]
+        rows += [{"label": name, "kind": kind, "measured_bytes": peak[kind], "model_bytes": nbytes}
+                 for kind, nbytes in modelled.items()]
+    return rows
+
+
+def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
+    rows = [[r["label"], r["kind"], f"{r['measured_bytes']:,}", f"{r['model_bytes']:,.0f}"] for r in zero_memory_rows(ranks)]
     return ["strategy", "kind", f"measured peak, rank 0 of {ranks} (bytes)", "Layout(...).bytes() (bytes)"], rows
 
 
@@ -245,3 +252,94 @@ TABLES = {"memory.zero_figure1": table_zero_figure1, "memory.korthikanti": table
           "memory.measured": table_measured, "memory.zero_memory": table_zero_memory,
           "memory.zero_volume": table_zero_volume, "memory.zero_weights": table_zero_weights,
           "memory.zero_time": table_zero_time}
+
+
+# The app's "Memory and sharding" page and lesson 14: every layout of one model side by side.
+
+# (parameters, one layer's shapes for a micro-batch of one sequence): GPT-3's sizes from Brown
+# et al. 2020, Table 2.1 (n_params, n_layers, d_model, n_heads, n_ctx = 2048); ZeRO's Figure 1
+# example gives only its size, so its activations are not counted
+MODEL_PRESETS: dict[str, tuple[int, Transformer | None]] = {
+    "GPT-3 XL (1.3B)": (1_300_000_000, Transformer(layers=24, hidden=2048, heads=16, seq_len=2048, batch=1)),
+    "GPT-3 6.7B": (6_700_000_000, Transformer(layers=32, hidden=4096, heads=32, seq_len=2048, batch=1)),
+    "ZeRO's example (7.5B)": (7_500_000_000, None),
+    "GPT-3 (175B)": (175_000_000_000, Transformer(layers=96, hidden=12288, heads=96, seq_len=2048, batch=1)),
+}
+DEVICE_GIB = (16, 24, 40, 80)  # V100 16 GB, a 24 GB card, A100 40 GB and 80 GB
+LAYOUT_NAMES = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP")
+ZERO_FIGURE1_PAPER_GB = {"stage 0": 120.0, "stage 1": 31.4, "stage 2": 16.6, "stage 3": 1.9}  # Rajbhandari Fig. 1
+
+
+def page_layouts(params: int, ranks: int, shape: Transformer | None = None, optimizer: str = "adam",
+                 precision: str = "mixed", tp: int = 2, recompute: str = "none") -> list[dict]:
+    """One row per layout of ``LAYOUT_NAMES`` for ``params`` parameters on ``ranks`` ranks:
+    its ``Layout``, a rank's bytes by kind, the total and the bytes a rank sends per step.
+
+    DDP and ZeRO-1..3 shard over all the ranks; FSDP is ZeRO-3 gathering one transformer
+    layer (Psi / layers) at a time with prefetch; TP is Megatron's split of degree ``tp``
+    with DDP over the ranks / tp copies and sequence parallelism. Bytes sent per rank and
+    step, ring collectives over N ranks of the gradients' (g) and weights' (w) element sizes
+    (ZeRO section 7.2; Megatron section 3):
+
+        DDP                2 (N-1)/N g Psi            (all-reduce)
+        ZeRO-1, ZeRO-2     (N-1)/N (g + w) Psi        (reduce-scatter + all-gather)
+        ZeRO-3, FSDP       (N-1)/N (g + 2 w) Psi      (+ the second all-gather in backward)
+        TP                 2 (N_d-1)/N_d g Psi / t  +  4 L 2 (t-1)/t s b h w
+
+    the last term the four all-reduces of the activations a layer runs forward and backward
+    (not counted without a shape)."""
+    if tp < 1 or ranks % tp:
+        raise ValueError(f"tp must divide ranks={ranks}: one of "
+                         f"{[k for k in range(1, ranks + 1) if ranks % k == 0]}, got {tp}")
+    w_b, g_b, _ = bytes_per_param(optimizer, precision)
+    common = dict(optimizer=optimizer, precision=precision, model=shape, recompute=recompute)
+    unit = params // shape.layers if shape else 0
+    layouts = {"DDP": Layout(params, ranks, zero=0, **common),
+               "ZeRO-1": Layout(params, ranks, zero=1, **common),
+               "ZeRO-2": Layout(params, ranks, zero=2, **common),
+               "ZeRO-3": Layout(params, ranks, zero=3, **common),
+               "FSDP": fsdp(params, ranks, unit_params=unit, prefetch=True, **common),
+               "TP": Layout(params, ranks, tp=tp, sequence_parallel=True, **common)}
+    share = (ranks - 1) / ranks
+    sent = {"DDP": 2 * share * g_b * params, "ZeRO-1": share * (g_b + w_b) * params,
+            "ZeRO-2": share * (g_b + w_b) * params, "ZeRO-3": share * (g_b + 2 * w_b) * params,
+            "FSDP": share * (g_b + 2 * w_b) * params}
+    dp = ranks // tp
+    tp_activations = 0 if shape is None else 4 * shape.layers * 2 * (tp - 1) / tp * (
+        shape.seq_len * shape.batch * shape.hidden * w_b)
+    sent["TP"] = 2 * (dp - 1) / dp * g_b * params / tp + tp_activations
+    rows = []
+    for name, layout in layouts.items():
+        nbytes = layout.bytes()
+        rows.append({"layout": name, "describe": describe_layout(layout), "bytes": nbytes,
+                     "total_bytes": sum(nbytes.values()), "sent_bytes": sent[name]})
+    return rows
+
+
+def describe_layout(layout: Layout) -> str:
+    """A layout in a few words: "ZeRO-2 over 64", "TP 8 x DP 8"."""
+    if layout.tp > 1:
+        return f"TP {layout.tp} x DP {layout.dp}" + (" + SP" if layout.sequence_parallel else "")
+    if layout.unit_params:
+        return f"FSDP over {layout.dp}, one layer gathered" + (" + prefetch" if layout.prefetch else "")
+    return f"ZeRO-{layout.zero} over {layout.dp}" if layout.zero else f"DDP over {layout.dp}"
+
+
+def fitting(rows: list[dict], device_bytes: float) -> list[str]:
+    """The layouts whose rank fits a device of ``device_bytes``."""
+    return [row["layout"] for row in rows if row["total_bytes"] <= device_bytes]
+
+
+def zero_figure1_rows() -> list[dict]:
+    """ZeRO Figure 1, the paper's GB beside ``zero_figure1``'s bytes."""
+    return [{"stage": stage, "paper_GB": ZERO_FIGURE1_PAPER_GB[stage], "model_bytes": nbytes}
+            for stage, nbytes in zero_figure1().items()]
+
+
+def step_record(strategy: str, ranks: int = 4) -> dict:
+    """One epoch of the digits MLP (``ZERO_CONFIG``) under ``strategy`` ("allreduce" or a
+    sharded one), its record with ``step_s``: rank 0's first two step starts and the next
+    (the window a timeline of one step draws) and ``step_sent_bytes`` of rank 0 in step 1."""
+    record = train(strategy, ZERO_CONFIG, ranks)
+    starts = [row["time_s"] for row in record["losses"] if row["rank"] == 0]
+    return {**record, "step_s": (starts[1], starts[2]), "step_sent_bytes": step_bytes_sent(record)}

@@ -93,5 +93,26 @@ def table_groups() -> tuple[list[str], list[list]]:
              "DP ring's link", "DP all-reduce, form (µs)", "measured (µs)"], rows)
 
 
+
+
+TIME_CONFIG = dict(d_model=128, heads=8, d_ff=512, seq_len=64, batch=8, dtype="float32")  # a wider model: compute shows
+
+
+def table_time() -> tuple[list[str], list[list]]:
+    """One step's virtual time on gpu-cluster (A100 nodes, NVLink inside an island): rank 0's
+    charged compute (the split layers' matrix products, ``Region.compute``) and what the
+    communication adds on top, the exposed part."""
+    rows = []
+    for layout in LAYOUTS:
+        config = tpm.TPConfig(**TIME_CONFIG, **layout)
+        result = tpm.run(config, "threads", topology="gpu-cluster", node="a100")
+        compute_s = sum(s.end_s - s.start_s for s in result.trace.spans if s.rank == 0 and s.kind == "compute")
+        rows.append([name(layout), f"{compute_s * 1e6:,.2f}", f"{result.virtual_time_s * 1e6:,.2f}",
+                     f"{(result.virtual_time_s - compute_s) * 1e6:,.2f}"])
+    shape = f"d_model {TIME_CONFIG['d_model']}, s {TIME_CONFIG['seq_len']}, batch {TIME_CONFIG['batch']}"
+    return ([f"layout ({shape}, 2 layers)", "compute, rank 0 (µs)", "virtual time (µs)",
+             "exposed communication (µs)"], rows)
+
+
 TABLES = {"parallelism.equality": table_equality, "parallelism.communication": table_communication,
-          "parallelism.memory": table_memory, "parallelism.groups": table_groups}
+          "parallelism.memory": table_memory, "parallelism.groups": table_groups, "parallelism.time": table_time}

@@ -107,6 +107,15 @@ class Region:
         blocks = np.ascontiguousarray(x.reshape(n, t, s // t, d).transpose(1, 0, 2, 3))
         return reduce_scatter(self.group, blocks).reshape(n, s // t, d)
 
+    def compute(self, *products: tuple[np.ndarray, np.ndarray], label: str) -> None:
+        """Charge the rank's clock for the matrix products ``a @ b`` it just computed:
+        2 m k n FLOPs each (a: (..., m, k), b: (..., k, n), batched over a's leading axes),
+        before the collective that needs them, so virtual time is compute plus what of the
+        communication is exposed. Only the products are charged: they are the FLOPs that
+        matter (Narayanan et al. 2021, section 5.1, count a transformer's matmuls alone)."""
+        flops = sum(2 * a.size * b.shape[-1] for a, b in products)
+        self.group.compute(flops=flops, label=label)
+
     def shard(self, x):
         """This rank's sequence shard of a replicated (N, S, D)."""
         s = x.shape[1] // self.group.size
@@ -126,14 +135,19 @@ class ColumnParallelLinear(nn.Layer):
 
     def forward(self, x):
         self.x = x  # with sequence parallelism: only the shard is kept (Korthikanti 4.2.2)
-        return self.region.enter(x) @ self.params["W"] + self.params["b"]
+        x = self.region.enter(x)
+        y = x @ self.params["W"] + self.params["b"]
+        self.region.compute((x, self.params["W"]), label="column-parallel forward")
+        return y
 
     def backward(self, dy):
         x = self.region.enter(self.x)  # sequence parallel: all-gather the input again
         W = self.params["W"]
         self.grads["W"][...] = x.reshape(-1, W.shape[0]).T @ dy.reshape(-1, W.shape[1])
         self.grads["b"][...] = dy.reshape(-1, W.shape[1]).sum(axis=0)
-        return self.region.enter_backward(dy @ W.T)
+        dx = dy @ W.T
+        self.region.compute((dy, W.T), (dy, W.T), label="column-parallel backward")  # dX and dW: same FLOPs
+        return self.region.enter_backward(dx)
 
     def saved(self):
         return {"x": self.x}
@@ -150,14 +164,18 @@ class RowParallelLinear(nn.Layer):
 
     def forward(self, y):
         self.x = y
-        return self.region.leave(y @ self.params["W"]) + self.params["b"]
+        partial = y @ self.params["W"]
+        self.region.compute((y, self.params["W"]), label="row-parallel forward")
+        return self.region.leave(partial) + self.params["b"]
 
     def backward(self, dz):
         W = self.params["W"]
         self.grads["b"][...] = dz.reshape(-1, W.shape[1]).sum(axis=0)  # sequence parallel: a partial sum
         dz = self.region.leave_backward(dz)
         self.grads["W"][...] = self.x.reshape(-1, W.shape[0]).T @ dz.reshape(-1, W.shape[1])
-        return dz @ W.T
+        dy = dz @ W.T
+        self.region.compute((dz, W.T), (dz, W.T), label="row-parallel backward")  # dY and dW: same FLOPs
+        return dy
 
     def saved(self):
         return {"x": self.x}
@@ -167,9 +185,9 @@ class HeadsAttention(nn.Layer):
     """Causal attention of this rank's heads on its [Q_i K_i V_i] (N, S, 3 D/t): per head
     A = softmax(Q K^T / sqrt(d) + M), C = A V (nn.MultiHeadAttention's core, same backward)."""
 
-    def __init__(self, heads: int):
+    def __init__(self, heads: int, region: Region):
         super().__init__()
-        self.heads = heads
+        self.heads, self.region = heads, region
 
     def _split(self, t):
         n, s, _ = t.shape
@@ -187,7 +205,9 @@ class HeadsAttention(nn.Layer):
         scores = np.where(np.triu(np.ones((s, s), bool), 1), -np.inf, scores)
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         self.attn = scores / scores.sum(axis=-1, keepdims=True)
-        return self._merge(self.attn @ self.v)
+        context = self.attn @ self.v
+        self.region.compute((self.q, self.k.transpose(0, 1, 3, 2)), (self.attn, self.v), label="attention forward")
+        return self._merge(context)
 
     def backward(self, dctx):
         dctx = self._split(dctx)
@@ -195,6 +215,8 @@ class HeadsAttention(nn.Layer):
         dv = self.attn.transpose(0, 1, 3, 2) @ dctx
         dscores = self.attn * (dattn - (dattn * self.attn).sum(axis=-1, keepdims=True)) * self.scale
         dq, dk = dscores @ self.k, dscores.transpose(0, 1, 3, 2) @ self.q
+        self.region.compute((dctx, self.v.transpose(0, 1, 3, 2)), (self.attn.transpose(0, 1, 3, 2), dctx),
+                            (dscores, self.k), (dscores.transpose(0, 1, 3, 2), self.q), label="attention backward")
         return np.concatenate([self._merge(t) for t in (dq, dk, dv)], axis=-1)
 
     def saved(self):
@@ -304,7 +326,7 @@ class TensorParallelTransformer:
                 kind = "MultiHeadAttention"
                 qkv = take(ColumnParallelLinear(region), attn, f"{prefix}.1", kind, {"Wqkv": "W", "bqkv": "b"})
                 out = take(RowParallelLinear(region), attn, f"{prefix}.1", kind, {"Wo": "W", "bo": "b"})
-                split += [qkv, HeadsAttention(attn.heads // t), out]
+                split += [qkv, HeadsAttention(attn.heads // t, region), out]
             else:
                 fc1, _, fc2 = inner  # Linear, GELU, Linear
                 split += [take(ColumnParallelLinear(region), fc1, f"{prefix}.1", "mlp_in"), nn.GELU(),

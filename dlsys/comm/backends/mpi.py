@@ -329,7 +329,7 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
                          spec.charge_reductions, spec.record, spec.log_ops, spec.log_labels)
         value = spec.program(c, *spec.args, **spec.kwargs)
         end_descendants(spare)
-        outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops)
+        outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops, c.used_memory)
         board[rank, STATE] = DONE
         transport.finish(spec.deadline + DEADLINE_GRACE_S)
         # under a launcher only rank 0 reports; a script under mpirun gets the whole result on

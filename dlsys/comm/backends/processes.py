@@ -272,7 +272,7 @@ def _child_main() -> None:
                             spec.deadline, board, spec.charge_reductions, spec.record, spec.log_ops,
                             spec.log_labels)
         value = spec.program(comm, *spec.args, **spec.kwargs)
-        outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops))
+        outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory))
     except Aborted:
         outcome = ("aborted", None)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent with the traceback

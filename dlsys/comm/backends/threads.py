@@ -167,7 +167,7 @@ class ThreadsBackend(Backend):
                                 spec.log_labels)
             try:
                 value = spec.program(comm, *spec.args, **spec.kwargs)
-                outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops)
+                outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)
             except Aborted:
                 pass
             except BaseException as exc:  # noqa: BLE001 - any rank failure fails the run

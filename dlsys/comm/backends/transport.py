@@ -10,7 +10,7 @@ A backend's ``run(spec)`` must:
 * start ``spec.size`` ranks; rank r builds ``Communicator(r, spec.size, transport,
   spec.network, spec.nodes[r], spec.seed, spec.deadline, board, spec.charge_reductions,
   spec.record, spec.log_ops)``, runs ``spec.program(comm, *spec.args, **spec.kwargs)`` and hands back
-  ``Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops)``;
+  ``Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)``;
 * give every rank and the launcher the same status board (dlsys.comm.board; shared memory
   across processes), set a rank's STATE to DONE when it ends, and wait with
   ``supervise(board, finished, wait, spec.deadline)``, whose ``finished`` raises
