@@ -230,12 +230,23 @@ print("TP 8 x DP 8 for GPT-3 6.7B:", format_bytes(Layout(params, 64, tp=8, model
 # 5. On the app's *Memory and sharding* page, tab *Communication per step*, play one step
 #    of ZeRO-3 and count its collectives.
 #
-# ## Exercise (not graded yet)
+# ## Exercises (graded): `zero2_step` (15 points) and `tensor_parallel_mlp` (15 points)
 #
-# Write a ZeRO-2 step by hand on top of `dlsys.collectives`: reduce-scatter the flat
-# gradient, update your shard with SGD, all-gather the parameters; check your weights
-# against the `zero2` strategy's after one epoch. Then write the column-then-row MLP as a
-# rank program with `allreduce` for $g$ (forward) and $f$ (backward), and check its
-# gradients against the unsplit MLP's. The graded versions, with partial credit for
-# forgetting the gather before forward or scaling the gradient twice, come with the next
-# grading release.
+# `zero2_step`: write the ZeRO-2 step in `dlsys/train/zero.py`: `Sharded._reduce_scatter`
+# (pad the flat gradient to a multiple of P, reduce-scatter it as a mean, keep your real
+# elements), `Sharded._update` (your shard's optimizer step, then the all-gather of every
+# unit) and `Sharded._allgather`. The graded tests hold each rank's gradient shard, its
+# update, the gathered model and three steps against numpy data parallelism, and the bytes
+# each rank sends against 2(P-1)/P of the padded model.
+#
+# `tensor_parallel_mlp`: write Megatron's $f$ and $g$ (the non-sequence-parallel branches of
+# `Region`'s `enter`, `enter_backward`, `leave` and `leave_backward`) and the forward and
+# backward of `ColumnParallelLinear` and `RowParallelLinear` in
+# `dlsys/train/tensor_parallel.py`. The tests hold each layer, and the whole MLP, to the
+# unsplit MLP in numpy on 2 and 4 ranks, and count the all-reduces: one forward, one
+# backward.
+#
+# Forgetting the all-gather before the next forward, dividing the gradient by P twice, a
+# missing $g$ all-reduce or an all-reduce in $f$'s forward each cost only the tests they
+# break. `dlsys exercises release hw`, then
+# `dlsys grade hw --exercise zero2_step --exercise tensor_parallel_mlp`.
