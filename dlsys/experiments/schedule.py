@@ -19,6 +19,7 @@ from ..machine import profiles
 from ..checks import check_int
 from ..comm import SIGNAL, launch
 from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node
+from ..machine.topology import flat, placed
 from ..train import TrainConfig, build_model
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
@@ -68,13 +69,15 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
     """One policy on an emulated model: a tidy record with iteration_s (steady state: the
     last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
     of worker 0's push time on the wire that its compute hides) and the LaunchResult.
-    ``colocated``: server m on worker m's machine (``schedule.Job``); ``server_slice_s``: a
+    The ranks sit on their machines (``schedule.Job.machine_of``: a worker's threads on one);
+    ``colocated``: server m on worker m's machine, and the times come from a replay in which
+    the machine's streams share its links (``launch(sharing=True)``); ``server_slice_s``: a
     server's time per item besides the update (``schedule.MXNET_SERVER_SLICE_S``)."""
     job = make_job(policy, model, workers, scheme, servers, batch, iterations, options, colocated=colocated,
                    server_slice_s=server_slice_s)
     link = parse_link(link)
-    result = launch(schedule.program, job.ranks, backend, link=job.network(link), node=node, args=(job,),
-                    timeout_s=900)
+    result = launch(schedule.program, job.ranks, backend, topology=placed(flat(link), job.machine_of), node=node,
+                    args=(job,), timeout_s=900, sharing=colocated)
     return summarize(job, result, batch, link=link.name, node=get_node(node).name, colocated=colocated)
 
 

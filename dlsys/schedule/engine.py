@@ -14,17 +14,15 @@ World of the parameter-server scheme (W workers, S servers):
                      (``Policy.placed``: index mod S, or MXNet's split of big arrays)
     S + 3w + 2       its receiver: takes the replies, hands each layer's weights to compute
 
-Co-located (``Job.colocated``, S = W, as P3's runs: MXNet's tools/launch.py starts as many
-servers as workers, lines 93-94 at v1.3.0, and dmlc's ssh tracker puts process i on host
-i mod N, dmlc-core/tracker/dmlc_tracker/ssh.py): machine m holds server m and worker m,
-and its one link carries two streams in each direction (out: the worker's pushes and the
-server's replies; in: the pushes to the server and the replies to the worker). A rank's
-clock has an egress and an ingress of its own, so the share is static, as the TaihuLight
-topology's (dlsys.machine.topology): each stream gets half the link, what fair sharing
-gives two busy streams (a lone stream would get it all). So co-located at B is separate
-servers at B / 2. A worker's traffic with its own server crosses the link too (it would
-take the loopback in MXNet): this keeps the workers symmetric, so they post their items
-in one order, and it adds 1/W of the bytes for every policy alike.
+Machines (``Job.machine_of``): a worker's threads are one machine; a separate server is a
+machine of its own. Co-located (``Job.colocated``, S = W, as P3's runs: MXNet's
+tools/launch.py starts as many servers as workers, lines 93-94 at v1.3.0, and dmlc's ssh
+tracker puts process i on host i mod N, dmlc-core/tracker/dmlc_tracker/ssh.py): machine m
+holds server m and worker m. Run with ``sharing`` (dlsys.comm.replay), the machine's one
+egress carries the worker's pushes and the server's replies and its ingress the pushes to
+the server and the replies to the worker, max-min fairly: a lone stream gets the whole
+link, two busy ones half each. A worker's traffic with its own server takes the loopback
+(no link: ``dlsys.machine.topology.placed``), as MXNet's does on one host.
 Allreduce scheme (W workers): ranks 2w (compute) and 2w + 1 (communication: one all-reduce
 per item, in the policy's order, among the communication ranks, as Horovod's background
 thread does; every worker's ready times are the same, so all pick the same next item).
@@ -36,6 +34,13 @@ flight; otherwise it waits until the first in-flight item leaves the egress and 
 again. So a lower-priority item never departs while a higher-priority one is released and
 unposted at that sender (the trace tests check it).
 
+Under ``sharing`` the replay keeps the run's credit waits (dlsys.comm.replay): the run
+decides with its sender's egress to itself, so the sender's "the previous item has left"
+times are those of a link it did not share. Where the machine's server replies at the same
+time, the replay's push is slower than the run thought, and the next item may be posted
+while the previous one is still on the wire: both then share the egress. What that does to
+P3 is measured by ``dlsys.experiments.schedule.credit_overlap`` (docs/scheduling.md).
+
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
 index, standing for the item's bytes).
@@ -45,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,10 +59,9 @@ from ..learn import nn, optim
 from ..comm import Group
 from ..comm.logical import LogicalArray, per_block
 from ..learn.task import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
-from ..machine.net import LinkModel
 from .policy import Item, Layer, Policy
 
-TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS = 31, 32, 33, 1000, 100_000
+TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS, TAG_ITEM = 31, 32, 33, 1000, 100_000, 200_000
 UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
 SCHEMES = ("ps", "allreduce")
 # What a parameter server spends per slice besides the update's arithmetic: MXNet's server
@@ -77,7 +81,7 @@ class Job:
     servers: int = 1
     iterations: int = 3
     config: TrainConfig | None = None  # real training; None: an emulated profile
-    colocated: bool = False  # server m on worker m's machine, sharing its link (module docstring)
+    colocated: bool = False  # server m on worker m's machine, sharing its links (module docstring)
     server_slice_s: float = 0.0  # a server's time per item besides the update (MXNET_SERVER_SLICE_S)
 
     @functools.cached_property
@@ -93,13 +97,14 @@ class Job:
     def server_of(self) -> list[int]:
         return [server for _, server in self.placed]
 
-    def network(self, link: LinkModel) -> LinkModel:
-        """The link every message crosses: ``link``, or co-located, half of it (module docstring)."""
-        if not self.colocated:
-            return link
-        return replace(link, name=f"{link.name}, shared by 2 streams", bandwidth_Bps=link.bandwidth_Bps / 2,
-                       source=f"{link.name}, each machine's link shared by two streams in each direction "
-                              "(dlsys.schedule.engine)")
+    @property
+    def machine_of(self) -> tuple[int, ...]:
+        """Each rank's machine (module docstring): ps, servers 0..S-1 then the workers
+        (co-located: worker w on server w's machine); allreduce, worker w's ranks on machine w."""
+        if self.scheme != "ps":
+            return tuple(w for w in range(self.workers) for _ in range(2))
+        first = 0 if self.colocated else self.servers
+        return tuple(range(self.servers)) + tuple(first + w for w in range(self.workers) for _ in range(3))
 
     @property
     def ranks(self) -> int:
@@ -286,8 +291,14 @@ def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
     for it in range(job.iterations):
         _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index],
-                                                             TAG_PUSH, f"push {_label(job, item)}"))
+                                                             _push_tag(w, item), f"push {_label(job, item)}"))
     return {}
+
+
+def _push_tag(w: int, item: Item) -> int:
+    """Worker 0 pushes on one channel, so its server takes its items in its order; the
+    other workers tag each push with its item, so the server takes the same item next (``_server``)."""
+    return TAG_PUSH if w == 0 else TAG_ITEM + item.index
 
 
 def _receiver(comm, job: Job, w: int):
@@ -339,11 +350,13 @@ def _layer_values(job: Job, i: int, items: list[Item], values: dict) -> np.ndarr
 def _server(comm, job: Job, s: int):
     """BSP per item: sum the W pushes in worker order (as dlsys.ps does), update, reply.
 
-    Every worker posts its items in the same order (same layers, same policy, same ready
-    times), so the server takes worker 0's next push, then the same item from each other
-    worker, in worker order: plain receives (pushes of one item depart together, so this
-    is also their arrival order), and no recv_any, whose conservative wait could not see
-    past the receivers' own recv_any over several servers."""
+    The workers need not post their items in one order: co-located, a worker's pushes to
+    its own server take the loopback, so its link frees sooner and its policy may pick
+    differently. The server follows worker 0: it takes worker 0's next push, then the same
+    item from each other worker by its tag (``_push_tag``), with plain receives; no
+    recv_any, whose conservative wait could not see past the receivers' own recv_any over
+    several servers. Every worker posts every item of an iteration before it waits for any
+    reply, so the server never waits for a push that waits for it."""
     items = job.items
     mine = [item for item in items if job.server_of[item.index] == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
@@ -355,14 +368,9 @@ def _server(comm, job: Job, s: int):
                                      job.config.momentum) for item in mine}
     for _ in range(len(mine) * job.iterations):
         first = comm.recv(senders[0], TAG_PUSH)
-        k, values = int(first[0]), [first[1:]]
-        for w, sender in enumerate(senders[1:], 1):
-            arr = comm.recv(sender, TAG_PUSH)
-            if int(arr[0]) != k:
-                raise RuntimeError(f"workers 0 and {w} pushed items {k} and {int(arr[0])} to server {s} in the same "
-                                   "turn: the policy must give every worker the same order")
-            values.append(arr[1:])
-        item = items[k]
+        item = items[int(first[0])]
+        values = [first[1:]] + [comm.recv(sender, _push_tag(w, item))[1:] for w, sender in enumerate(senders[1:], 1)]
+        k = item.index
         comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
         comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
         comm.compute(seconds=job.server_slice_s, label=f"server's per-slice cost {_label(job, item)}")
