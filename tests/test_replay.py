@@ -6,6 +6,7 @@ to the plain loop, the same results on every backend, and bad input refused."""
 
 import gzip
 import json
+import math
 import os
 import sys
 
@@ -22,7 +23,7 @@ from dlsys.comm.supervise import RunSpec
 from dlsys.experiments import collective_program, simulate_collective
 from dlsys.experiments.schedule import make_job
 from dlsys.machine.net import LinkModel
-from dlsys.machine.topology import TOPOLOGY_PRESETS, fat_tree, get_network, two_level
+from dlsys.machine.topology import TOPOLOGY_PRESETS, fat_tree, flat, get_network, placed, two_level
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
 import make_golden  # noqa: E402
@@ -223,7 +224,7 @@ def test_with_sharing_the_fast_replay_takes_signals_and_waits():
     """A scheduler's ranks: a compute thread signals its communication thread, which waits
     until its own times (wait_until); launch without a trace replays on the fast path."""
     job = make_job("p3", "resnet50", 2, iterations=2)
-    result = dlsys.launch(schedule.program, job.ranks, "threads", link=job.network(LinkModel("bare", 1e-6, 1e9)),
+    result = dlsys.launch(schedule.program, job.ranks, "threads", link=LinkModel("bare", 1e-6, 1e9),
                           node="v100", args=(job,), sharing=True, record=False)
     assert {op[0] for log in result.ops for op in log.table} >= {"signal", "wait_signal", "wait", "compute"}
     fabric = result.network.fabric(job.ranks)
@@ -313,3 +314,32 @@ def test_the_cli_simulates_with_sharing(capsys):
     assert "messages share links" in out and "none with shared links" not in out   # 8 ranks: one supernode
     assert main(["simulate", "allreduce", "--topology", "torus", "--sharing"]) == 2   # argparse's usage error
     assert "invalid choice: 'torus'" in capsys.readouterr().err
+
+
+def _two_per_machine(comm, pairs):
+    """Rank src sends 1e6 bytes to rank dst for each (src, dst) in pairs, all at t = 0."""
+    for src, dst in pairs:
+        if comm.rank == src:
+            comm.send(np.zeros(250_000, np.float32), dst, 7)
+    return [comm.recv(src, 7).nbytes for src, dst in pairs if comm.rank == dst]
+
+
+@pytest.mark.parametrize("pairs, arrive_s", [
+    ([(0, 2)], 1e-6 + 1e-3),                      # a lone stream gets its machine's whole link
+    ([(0, 2), (1, 3)], 1e-6 + 2e-3),              # machine 0's two ranks share its egress: half each
+    ([(0, 1)], 0.0),                              # one machine: the loopback, no link, no time
+])
+def test_ranks_placed_on_machines_share_the_machines_links(pairs, arrive_s):
+    network = placed(flat(LinkModel("bare", 1e-6, 1e9)), [0, 0, 1, 1])
+    assert network.link_between(0, 1).bandwidth_Bps == math.inf and network.link_between(0, 2).bandwidth_Bps == 1e9
+    result = dlsys.launch(_two_per_machine, 4, "threads", topology=network, args=(pairs,), sharing=True)
+    assert [m.arrive_s for m in result.trace.messages] == [pytest.approx(arrive_s, rel=1e-12)] * len(pairs)
+    fabric = network.fabric(4)
+    assert fabric.route(0, 1) == () and fabric.route(1, 2) == fabric.route(0, 2) == (0, 3)
+
+
+def test_placed_refuses_machines_the_topology_lacks():
+    with pytest.raises(ValueError, match="machine_of"):
+        placed(flat("tcp-10gbe", max_nodes=2), [0, 2])
+    with pytest.raises(ValueError, match="machine_of"):
+        placed(flat("tcp-10gbe"), [])

@@ -10,7 +10,9 @@ from dlsys import schedule
 from dlsys.comm import SIGNAL, launch
 from dlsys.experiments import schedule as ex
 from dlsys.experiments import train
+from dlsys.comm.replay import link_load
 from dlsys.machine.net import LinkModel, get_link, get_node
+from dlsys.machine.topology import flat, placed
 from dlsys.train import TrainConfig
 
 SMALL = {"p3": {"slice_params": 1000}, "bytescheduler": {"partition_params": 1000, "credit_bytes": 8000},
@@ -345,28 +347,32 @@ def test_p3_keeps_its_slices_priorities_and_deals_them_round_robin():
 
 def test_colocated_servers_share_each_machines_link_by_hand():
     """Two machines, each a worker and a server, one layer of n parameters (server 0's), a
-    link of latency L and bandwidth B shared by two streams (w = 4 (n + 1) / (B / 2)):
-    worker 1's push reaches server 0 behind worker 0's (L + 2w after backward), server 0
-    updates (u) and pays its per-slice cost (c), and its reply to worker 0 leaves first:
-    T = 3f + L + 2w + u + c + L + w."""
+    link of latency L and bandwidth B. Worker 0's push to its own server takes the loopback
+    (no link, no time); worker 1's crosses alone (w = 4 (n + 1) / B, the whole link); server
+    0 updates (u), pays its per-slice cost (c) and replies, to worker 1 alone on its link:
+    the period is T = 3f + L + w + u + c + L + w, and no byte of worker 0 <-> server 0
+    crosses a link (no hairpin)."""
     n, flops, c = 1_000_000, 2e9, 25e-6
     link, node = LinkModel("10 Gbit/s, no overheads", 25e-6, 1.25e9), get_node("v100")
     job = schedule.Job((schedule.Layer("fc", n, 0, flops),), schedule.make("wfbp"), "ps", 2, 2, 4,
                        colocated=True, server_slice_s=c)
-    result = launch(schedule.program, job.ranks, "threads", link=job.network(link), node="v100", args=(job,))
-    w = 4 * (n + 1) / (link.bandwidth_Bps / 2)
-    hand_s = 3 * node.compute_s(flops) + 2 * link.latency_s + 3 * w + node.compute_s(4 * n) + c
-    assert ex.summarize(job, result, 32)["iteration_s"] == pytest.approx(hand_s, rel=1e-12)
-    alone = schedule.Job(job.layers, job.policy, "ps", 2, 2, 4)  # servers with links of their own: w at B
-    result = launch(schedule.program, alone.ranks, "threads", link=alone.network(link), node="v100", args=(alone,))
-    assert ex.summarize(alone, result, 32)["iteration_s"] == pytest.approx(hand_s - c - 3 * w / 2, rel=1e-12)
+    assert job.machine_of == (0, 1, 0, 0, 0, 1, 1, 1)
+    network = placed(flat(link), job.machine_of)
+    w = 4 * (n + 1) / link.bandwidth_Bps
+    hand_s = 3 * node.compute_s(flops) + 2 * link.latency_s + 2 * w + node.compute_s(4 * n) + c
+    assert ex.shared_record(job, network, "v100", 32)["iteration_s"] == pytest.approx(hand_s, rel=1e-9)
+    result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True)
+    pushes = [m for m in result.trace.messages if m.src == job.rank_of("sender", 0) and m.dst == 0]
+    assert pushes and all(m.arrive_s == m.depart_s for m in pushes)
+    crossing = sum(m.nbytes for m in result.trace.messages if job.machine_of[m.src] != job.machine_of[m.dst])
+    assert sum(row["nbytes"] for row in link_load(result)) == pytest.approx(2 * crossing)  # egress + ingress
+    assert crossing == job.iterations * 2 * 4 * (n + 1)  # worker 1's push and server 0's reply to it
 
 
 def test_the_per_slice_server_cost_is_charged_once_per_slice():
     options = {"slice_params": 200_000}
-    job = ex.make_job("p3", "alexnet", 2, servers=2, options=options, colocated=True, server_slice_s=1e-4)
-    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, options=options, colocated=True,
-                                  server_slice_s=1e-4)
+    job = ex.make_job("p3", "alexnet", 2, servers=2, options=options, server_slice_s=1e-4)
+    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, options=options, server_slice_s=1e-4)
     spans = [s for s in record["result"].trace.spans if s.label.startswith("server's per-slice cost")]
     assert len(spans) == len(job.items) * job.iterations
     assert all(s.end_s - s.start_s == pytest.approx(1e-4) and job.role(s.rank)[0] == "server" for s in spans)
