@@ -66,21 +66,24 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
                       node: str = "v100", scheme: str = "ps", servers: int = 1, batch: int = 32,
                       iterations: int = 3, backend: str = "threads", options: dict | None = None,
                       max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, colocated: bool = False,
-                      server_slice_s: float = 0.0) -> dict:
+                      server_slice_s: float = 0.0, sharing: bool | None = None) -> dict:
     """One policy on an emulated model: a tidy record with iteration_s (steady state: the
     last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
     of worker 0's push time on the wire that its compute hides) and the LaunchResult.
     The ranks sit on their machines (``schedule.Job.machine_of``: a worker's threads on one);
-    ``colocated``: server m on worker m's machine, and the times come from a replay in which
-    the machine's streams share its links (``launch(sharing=True)``, no trace: ``shared_record``);
+    ``colocated``: server m on worker m's machine; ``sharing`` (default: ``colocated``): the
+    times come from a replay in which the machine's streams share its links
+    (``launch(sharing=True)``, no trace: ``shared_record``); off, each rank has its own
+    links (the run's rule: an optimistic bound for co-located streams);
     ``server_slice_s``: a server's time per item besides the update
     (``schedule.MXNET_SERVER_SLICE_S``)."""
     job = make_job(policy, model, workers, scheme, servers, batch, iterations, options, colocated=colocated,
                    server_slice_s=server_slice_s)
     link = parse_link(link)
     network = placed(flat(link), job.machine_of)
-    extra = {"link": link.name, "node": get_node(node).name, "colocated": colocated}
-    if colocated:
+    sharing = colocated if sharing is None else sharing
+    extra = {"link": link.name, "node": get_node(node).name, "colocated": colocated, "sharing": sharing}
+    if sharing:
         return shared_record(job, network, node, batch, backend) | extra
     result = launch(schedule.program, job.ranks, backend, topology=network, node=node, args=(job,), timeout_s=900)
     return summarize(job, result, batch, **extra)
@@ -191,7 +194,8 @@ def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: st
 P3_PAPER_MAX_GAIN = {"resnet50": 0.25, "vgg19": 0.66}
 
 
-def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", iterations: int = 3) -> list[dict]:
+def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", iterations: int = 3,
+                    sharing: bool = True) -> list[dict]:
     """P3 as its paper ran it: ``p3`` against MXNet's KVStore (``mxnet``), servers
     co-located with the workers, MXNet's per-slice server cost; one row per link with both
     iteration times, P3's ``gain`` (MXNet's time over P3's, less 1; the throughput gain)
@@ -203,10 +207,11 @@ def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", ite
     params = sum(layer.params for layer in layers(model, 1))
     for link in links:
         times = {policy: simulate_schedule(policy, model, workers, link, node, "ps", workers, iterations=iterations,
-                                           colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+                                           colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S,
+                                           sharing=sharing)
                  for policy in ("mxnet", "p3")}
         bandwidth_Bps = parse_link(link).bandwidth_Bps
-        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps,
+        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps, "sharing": sharing,
                      "mxnet_s": times["mxnet"]["iteration_s"], "p3_s": times["p3"]["iteration_s"],
                      "compute_s": times["p3"]["compute_s"],
                      "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
