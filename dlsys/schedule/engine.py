@@ -61,7 +61,7 @@ from ..comm.logical import LogicalArray, per_block
 from ..learn.task import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
 from .policy import Item, Layer, Policy
 
-TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS, TAG_ITEM = 31, 32, 33, 1000, 100_000, 200_000
+TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS = 31, 32, 33, 1000, 100_000
 UPDATE_FLOPS_PER_ELEMENT = 4  # momentum SGD: v = mu v + g; w -= lr v
 SCHEMES = ("ps", "allreduce")
 # What a parameter server spends per slice besides the update's arithmetic: MXNet's server
@@ -291,29 +291,30 @@ def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
     for it in range(job.iterations):
         _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index],
-                                                             _push_tag(w, item), f"push {_label(job, item)}"))
+                                                             TAG_PUSH, f"push {_label(job, item)}"))
     return {}
-
-
-def _push_tag(w: int, item: Item) -> int:
-    """Worker 0 pushes on one channel, so its server takes its items in its order; the
-    other workers tag each push with its item, so the server takes the same item next (``_server``)."""
-    return TAG_PUSH if w == 0 else TAG_ITEM + item.index
 
 
 def _receiver(comm, job: Job, w: int):
     """Takes every reply; a layer's weights go to compute each time all the items covering
-    it are back. Counted per layer, not per iteration: under OD-SGD the next iteration's
-    replies from one server can overtake this iteration's from another."""
+    it are back. A round is one iteration's replies: ``recv_any`` takes the earliest among
+    the servers that still owe this worker a reply of the round, so it never waits on a
+    server that waits for this worker's next pushes (nor, under OD-SGD, takes the next
+    iteration's reply from one server before this iteration's from another)."""
     items = job.items
     compute = job.rank_of("compute", w)
     weights, covering = {}, _covering(items)
     missing = dict(covering)
+    per_server = [job.server_of.count(s) for s in range(job.servers)]
+    owed = [0] * job.servers
     for _ in range(job.iterations * len(items)):
+        if not any(owed):
+            owed = list(per_server)
         if job.servers == 1:
             arr = comm.recv(0, TAG_REPLY)
         else:
-            arr = comm.recv_any(list(range(job.servers)), TAG_REPLY)[1]
+            arr = comm.recv_any([s for s in range(job.servers) if owed[s]], TAG_REPLY)[1]
+        owed[job.server_of[int(arr[0])]] -= 1
         item = items[int(arr[0])]
         weights[item.index] = arr[1:]
         for i in item.layers:
@@ -348,15 +349,16 @@ def _layer_values(job: Job, i: int, items: list[Item], values: dict) -> np.ndarr
 
 
 def _server(comm, job: Job, s: int):
-    """BSP per item: sum the W pushes in worker order (as dlsys.ps does), update, reply.
+    """BSP per item, as MXNet's server (``DataHandleDefault`` in kvstore_dist_server.h at
+    v1.3.0): it takes the pushes as they arrive and updates an item when its W-th push is
+    in, summing them in worker order (as dlsys.ps does), then replies.
 
-    The workers need not post their items in one order: co-located, a worker's pushes to
+    The workers need not post their items in one order (co-located, a worker's pushes to
     its own server take the loopback, so its link frees sooner and its policy may pick
-    differently. The server follows worker 0: it takes worker 0's next push, then the same
-    item from each other worker by its tag (``_push_tag``), with plain receives; no
-    recv_any, whose conservative wait could not see past the receivers' own recv_any over
-    several servers. Every worker posts every item of an iteration before it waits for any
-    reply, so the server never waits for a push that waits for it."""
+    differently). ``recv_any`` takes the earliest arrival among the workers that still owe
+    this server a push of its current round (an iteration: every worker pushes every item
+    of an iteration before it needs the replies), so it never waits on a worker that waits
+    for it."""
     items = job.items
     mine = [item for item in items if job.server_of[item.index] == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
@@ -366,11 +368,19 @@ def _server(comm, job: Job, s: int):
         grad = np.zeros_like(weights)
         sgd = {item.index: optim.SGD(weights[item.lo:item.hi], grad[item.lo:item.hi], job.config.lr,
                                      job.config.momentum) for item in mine}
+    owed = {sender: 0 for sender in senders}  # pushes each worker still owes this round
+    arrived: dict[int, dict[int, np.ndarray]] = {}  # item -> worker -> values
     for _ in range(len(mine) * job.iterations):
-        first = comm.recv(senders[0], TAG_PUSH)
-        item = items[int(first[0])]
-        values = [first[1:]] + [comm.recv(sender, _push_tag(w, item))[1:] for w, sender in enumerate(senders[1:], 1)]
-        k = item.index
+        while True:
+            if not any(owed.values()):
+                owed = {sender: len(mine) for sender in senders}
+            src, arr = comm.recv_any([sender for sender in senders if owed[sender]], TAG_PUSH)
+            owed[src] -= 1
+            k = int(arr[0])
+            arrived.setdefault(k, {})[senders.index(src)] = arr[1:]
+            if len(arrived[k]) == job.workers:
+                break
+        item, values = items[k], arrived.pop(k)
         comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
         comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
         comm.compute(seconds=job.server_slice_s, label=f"server's per-slice cost {_label(job, item)}")
