@@ -505,12 +505,11 @@ def _claims() -> list[Claim]:
         Claim("p3-throughput", "Jayarajan et al. 2019 (SysML)", "abstract; throughput against bandwidth",
               "P3 raises training throughput over the baseline by as much as 25% (ResNet-50) and 66% (VGG-19) at "
               "realistic bandwidths.", "+25%, +66%", run_p3,
-              within(0.2, "Two departures of our model, both measured (docs/scheduling.md): the shared-link "
-                          "replay keeps the run's credit waits, timed on a link the sender had to itself, and "
-                          "shares a rank's successive sends, so P3's one slice in flight becomes many and its "
-                          "server's replies go out together, not in priority order; and a server takes its "
-                          "items in worker 0's order, which differs from the others' once a worker's pushes to "
-                          "its own server take the loopback, so it waits for items other workers send later"),
+              within(0.2, "The shared-link replay keeps the run's credit waits, timed on a link the sender had "
+                          "to itself, and shares a rank's successive sends, so P3's one slice in flight becomes "
+                          "many and its server's replies go out together, not in priority order "
+                          "(docs/scheduling.md); where the link's bound, 2 (W - 1) / W of the model per "
+                          "iteration each way, exceeds the compute, every schedule tends to it and the gain to 0"),
               Plot("line", "bandwidth (Gbit/s)", "P3's throughput gain over MXNet", log_x=True),
               {"resnet50": 0.25, "vgg19": 0.66}),
     ]

@@ -38,8 +38,8 @@ Under ``sharing`` the replay keeps the run's credit waits (dlsys.comm.replay): t
 decides with its sender's egress to itself, so the sender's "the previous item has left"
 times are those of a link it did not share. Where the machine's server replies at the same
 time, the replay's push is slower than the run thought, and the next item may be posted
-while the previous one is still on the wire: both then share the egress. What that does to
-P3 is measured by ``dlsys.experiments.schedule.credit_overlap`` (docs/scheduling.md).
+while the previous one is still on the wire: both then share the egress, and P3's one
+slice in flight becomes several (docs/scheduling.md says how to measure it).
 
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
