@@ -394,15 +394,15 @@ def test_p3_reproduction_rows_and_cli(capsys):
     import json
 
     from dlsys.cli import main
-    rows = ex.p3_reproduction("alexnet", ["10Gbps"], workers=2)
+    rows = ex.p3_reproduction("digits", ["10Gbps"], workers=2)  # the shared-link replay: a small model
     assert rows[0]["gain"] == pytest.approx(rows[0]["mxnet_s"] / rows[0]["p3_s"] - 1)
-    assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None
+    assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None and rows[0]["sharing"]
     assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
-    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
+    assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["mxnet_s"] == pytest.approx(rows[0]["mxnet_s"])
     assert main(["schedule", "--p3-paper"]) == 2
     assert "--sweep" in capsys.readouterr().err
     assert main(["schedule", "--p3-paper", "--sweep", "1Gbps", "--slice-params", "5"]) == 2
     assert "--slice-params: not an option of --p3-paper" in capsys.readouterr().err
-    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--colocated", "--json"]) == 0
+    assert main(["schedule", "--model", "digits", "--workers", "2", "--colocated", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["colocated"] is True
