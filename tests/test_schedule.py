@@ -406,3 +406,11 @@ def test_p3_reproduction_rows_and_cli(capsys):
     assert "--slice-params: not an option of --p3-paper" in capsys.readouterr().err
     assert main(["schedule", "--model", "digits", "--workers", "2", "--colocated", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["colocated"] is True
+
+
+def test_colocated_shared_runs_are_the_same_on_threads_and_processes():
+    """The servers' and receivers' recv_any and the shared-link replay are deterministic."""
+    runs = [ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, iterations=2, backend=backend,
+                                 colocated=True, options={"slice_params": 2_000_000},
+                                 server_slice_s=schedule.MXNET_SERVER_SLICE_S) for backend in ("threads", "processes")]
+    assert runs[0]["result"].clocks_s == runs[1]["result"].clocks_s
