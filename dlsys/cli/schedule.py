@@ -150,7 +150,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--colocated", action="store_true",
                    help="--scheme ps: server m on worker m's machine, sharing its links max-min fairly (servers = workers)")
     p.add_argument("--p3-paper", action="store_true",
-                   help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them, and its gain")
+                   help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them (co-located, shared "
+                        "links: a replay, minutes a point below ~10Gbps for resnet50/vgg19), and its gain")
     add_schedule_options(p)
     p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
