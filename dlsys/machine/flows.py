@@ -186,19 +186,24 @@ class FlowNetwork:
         return self.routes[flow]
 
     def inject(self, src: int, dst: int, nbytes: float, ready_s: float, weight: float = 1.0) -> int:
-        """Add a flow of ``nbytes`` from src to dst whose first byte may leave at ready_s
-        (>= now_s); it starts at ready_s + its route's latency. Returns its id."""
+        """Add a flow of ``nbytes`` from src to dst whose first byte may leave at ready_s;
+        it starts at ready_s + its route's latency, which must be >= now_s (the past is
+        settled; a flow in its latency shares nothing yet). A flow with no link (a node to
+        itself) may be late: it starts now. Returns its id."""
         path = self.paths.get((src, dst))
         if path is None:
             route = self.fabric.route(src, dst)
             path = self.paths[(src, dst)] = (route, self.fabric.latency_s(src, dst),
                                              min((self.capacities[link] for link in route), default=math.inf))
-        if not ready_s >= self.now_s:
-            raise ValueError(f"ready_s must be >= the network's time {self.now_s!r} (its past is settled), "
-                             f"got {ready_s!r}")
+        start = ready_s + path[1]
+        if not start >= self.now_s:
+            if path[0] or not ready_s > -math.inf:
+                raise ValueError(f"ready_s + the route's latency must be >= the network's time {self.now_s!r} "
+                                 f"(its past is settled), got {ready_s!r} + {path[1]!r}")
+            start = self.now_s
         flow, self.flows = self.flows, self.flows + 1
         self.routes[flow] = path[0]
-        start, item = ready_s + path[1], (flow, float(nbytes), weight, path[2])
+        item = (flow, float(nbytes), weight, path[2])
         batch = self.starts.at.get(start)
         if batch is None:                             # self.starts.add, inline: a million of them
             self.starts.add(start, item)

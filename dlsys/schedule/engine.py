@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -242,6 +243,7 @@ def _schedule(comm, job: Job, w: int, post) -> None:
     timed = sorted(((policy.release_s(item, ready), item.priority, item) for item in job.items),
                    key=lambda entry: entry[:2])
     released, grads, flight, j = [], {}, [], 0
+    gone = logged = None  # (post number, egress end) of the latest item known to have left
     while j < len(timed) or released:
         t = comm.clock
         while j < len(timed) and timed[j][0] <= t:
@@ -250,18 +252,24 @@ def _schedule(comm, job: Job, w: int, post) -> None:
         if not released:
             comm.wait_until(timed[j][0], "idle: nothing released")
             continue
-        flight = [(end, n) for end, n in flight if end > t]
+        left = [entry for entry in flight if entry[1] <= t]
+        if left:  # the latest item that has left the egress: every post up to its last has left
+            gone = left[-1][:2]
+            flight = [entry for entry in flight if entry[1] > t]
         item = released[0][1]
         nbytes = 4 * item.size
-        if flight and sum(n for _, n in flight) + nbytes > policy.credit_bytes:
-            comm.wait_until(min(end for end, _ in flight), "credit: waiting for the link")
+        if flight and sum(n for _, _, n in flight) + nbytes > policy.credit_bytes:
+            comm.wait_sent(*flight[0][:2], "credit: waiting for the link")
             continue
         heapq.heappop(released)
         for i in item.layers:
             if i not in grads:
                 grads[i] = comm.wait_signal(compute, TAG_GRAD + i)
+        if gone is not None and gone != logged and policy.credit_bytes < math.inf:
+            comm.wait_sent(*gone, "credit: waiting for the link")  # a no-op here; a replay's egress may be slower
+            logged = gone
         post(item, grads)
-        flight.append((comm.egress_free_s, nbytes))
+        flight.append((comm.posted - 1, comm.egress_free_s, nbytes))
 
 
 def _label(job: Job, item: Item) -> str:
