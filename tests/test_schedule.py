@@ -414,3 +414,25 @@ def test_colocated_shared_runs_are_the_same_on_threads_and_processes():
                                  colocated=True, options={"slice_params": 2_000_000},
                                  server_slice_s=schedule.MXNET_SERVER_SLICE_S) for backend in ("threads", "processes")]
     assert runs[0]["result"].clocks_s == runs[1]["result"].clocks_s
+
+
+def test_the_shared_replay_keeps_p3s_one_slice_on_the_egress():
+    """Co-located, the worker's pushes share its machine's egress with its server's replies,
+    so they go slower than the run thought; P3's sender still posts a slice only once the
+    previous one's last byte has left (its flow's completion minus the route's latency:
+    Communicator.wait_sent, resolved on the replay's flows), and the fast replay gives the
+    reading replay's clocks."""
+    job = ex.make_job("p3", "alexnet", 2, servers=2, iterations=2, options={"slice_params": 2_000_000},
+                      colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+    network = placed(flat(ex.parse_link("10Gbps")), job.machine_of)
+    result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True)
+    latency_s = network.link.latency_s
+    for w in range(job.workers):
+        sender = job.rank_of("sender", w)
+        pushes = sorted((m for m in result.trace.messages if m.src == sender), key=lambda m: m.depart_s)
+        assert len(pushes) == job.iterations * len(job.items)
+        left = [m.arrive_s - (latency_s if job.machine_of[m.dst] != job.machine_of[sender] else 0.0) for m in pushes]
+        assert all(b.depart_s >= a_left - 1e-12 for a_left, b in zip(left, pushes[1:]))
+    fast = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True,
+                  record=False)
+    assert fast.clocks_s == result.clocks_s

@@ -26,7 +26,10 @@ With ``sharing=False`` a send and a receive are clock.py's own rules, the same
 bit (tests/test_replay.py: every collective algorithm, every golden trace). That is the
 oracle that the replay replays the run. With ``sharing=True`` the messages are flows on
 ``network.fabric(size)``: o_s and o_r stay DESIGN.md's, a flow pays its route's latency
-and then its max-min fair share, re-solved whenever a flow starts or ends.
+and then its max-min fair share, re-solved whenever a flow starts or ends. A rank's
+messages to one peer are one connection, first in first out (FlowNetwork's
+``connections``: one TCP stream per peer, as ps-lite's one ZMQ socket per node, and as
+clock.py's egress order): they do not share with each other, they queue.
 
 A credit wait (``Communicator.wait_sent``: a scheduler posts its next item once its
 earlier ones have left the egress) is resolved on the replay's own flows: a post has left
@@ -97,7 +100,7 @@ def replay(ops: Sequence[Sequence[tuple]], network: Topology, nodes: Sequence[No
     gc.disable()  # it makes no cycles: the collector would only walk the millions of logged ops again and again
     try:
         if fast and fabric is not None and not record:
-            flows = FlowNetwork(fabric)
+            flows = FlowNetwork(fabric, connections=True)
             return Replayed(Trace([], [], len(ops)), replay_clocks(ops, network, nodes, flows), None, flows.events)
         return _replay(ops, network, nodes, fabric, record)
     finally:
@@ -109,7 +112,7 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     size = len(ops)
     clocks = [VirtualClock(r, network, nodes[r], record) for r in range(size)]
     sharing = fabric is not None
-    flows = FlowNetwork(fabric, record_rates=record) if sharing else None
+    flows = FlowNetwork(fabric, record_rates=record, connections=True) if sharing else None
     posted: dict[tuple[int, int, int], deque] = defaultdict(deque)  # (src, dst, tag) -> messages not yet taken
     waiting_post: dict[tuple[int, int, int], int] = {}              # a channel -> the rank blocked on it
     waiting_flow: dict[int, int] = {}                               # a flow -> the rank blocked on it
