@@ -34,12 +34,12 @@ flight; otherwise it waits until the first in-flight item leaves the egress and 
 again. So a lower-priority item never departs while a higher-priority one is released and
 unposted at that sender (the trace tests check it).
 
-Under ``sharing`` the replay keeps the run's credit waits (dlsys.comm.replay): the run
-decides with its sender's egress to itself, so the sender's "the previous item has left"
-times are those of a link it did not share. Where the machine's server replies at the same
-time, the replay's push is slower than the run thought, and the next item may be posted
-while the previous one is still on the wire: both then share the egress, and P3's one
-slice in flight becomes several (docs/scheduling.md says how to measure it).
+Under ``sharing`` (dlsys.comm.replay) the replay times the program on links the machine's
+streams share, so the sender's waits are logged as ``comm.wait_sent(k, time_s)``: "until
+my posts 0..k have left the egress", at ``time_s`` in the run, on the replay's own flows
+in the replay. Before each post it also waits for the latest item the run saw leave (a
+no-op in the run), so the items in flight in the replay are among those the run allowed:
+P3's one slice stays one slice (docs/scheduling.md).
 
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
