@@ -151,7 +151,7 @@ def add_commands(subparsers) -> None:
                    help="--scheme ps: server m on worker m's machine, sharing its links max-min fairly (servers = workers)")
     p.add_argument("--p3-paper", action="store_true",
                    help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them (co-located, shared "
-                        "links: a replay, seconds a point for resnet50, up to a minute for vgg19), and its gain")
+                        "links: a replay, seconds a point), and its gain")
     add_schedule_options(p)
     p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
