@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from dlsys.machine.fabric import (CONNECTX7_Bps, FABRIC_PRESETS, NVLINK4_Bps, TAIHULIGHT_UPLINK_Bps, FabricLink,
                                   explicit, fat_tree, flat, get_fabric, gpu_cluster, taihulight, two_level)
-from dlsys.machine.flows import Flow, max_min_rates, simulate_flows
-from dlsys.machine.net import get_link
+from dlsys.machine.flows import Flow, FlowNetwork, max_min_rates, simulate_flows
+from dlsys.machine.net import LinkModel, get_link
 
 EDR = get_link("rdma-edr")
 N = 48 * 2**20
@@ -114,6 +114,39 @@ def test_gpu_cluster_nvlink_inside_an_island_infiniband_across():
     times = finish(fabric, [Flow(0, d, N) for d in range(1, 16)])
     assert times[:7] == pytest.approx([2e-6 + 7 * N / NVLINK4_Bps] * 7, rel=1e-13)
     assert times[7:] == pytest.approx([3e-6 + 8 * N / CONNECTX7_Bps] * 8, rel=1e-13)
+
+
+def test_messages_on_one_connection_follow_each_other():
+    """With ``connections`` a src->dst pair is one stream: the second of two messages posted
+    together moves after the first (clock.py's egress order: n/B, then 2n/B), and a
+    message to another peer shares the egress with the connection's current one (max-min
+    per connection: a and c at half rate end at 2n/B, then b alone at 3n/B)."""
+    fabric = flat(LinkModel("dyadic", 0.0, 2.0**30), 3)   # no latency: exact times
+    net = FlowNetwork(fabric, connections=True)
+    a, b = net.inject(0, 1, 2**20, 0.0), net.inject(0, 1, 2**20, 0.0)
+    finished = {}
+    while (event := net.advance())[0] < math.inf:
+        finished.update((flow, event[0]) for flow in event[1])
+    assert (finished[a], finished[b]) == (2.0**-10, 2 * 2.0**-10)
+    net = FlowNetwork(fabric, connections=True)
+    a, b, c = net.inject(0, 1, 2**20, 0.0), net.inject(0, 1, 2**20, 0.0), net.inject(0, 2, 2**20, 0.0)
+    finished = {}
+    while (event := net.advance())[0] < math.inf:
+        finished.update((flow, event[0]) for flow in event[1])
+    assert (finished[a], finished[c], finished[b]) == (2 * 2.0**-10, 2 * 2.0**-10, 3 * 2.0**-10)
+
+
+def test_a_late_flow_may_start_now_only_if_it_crosses_no_link():
+    """A replay's sender may run up to a latency behind the network (dlsys.comm.replay):
+    a flow whose start would be in the settled past is refused, unless it has no link."""
+    net = FlowNetwork(flat(EDR, 2))
+    net.inject(0, 1, N, 0.0)
+    net.advance()
+    assert net.now_s == EDR.latency_s
+    with pytest.raises(ValueError, match="past is settled"):
+        net.inject(0, 1, N, -1e-9)
+    loop = net.inject(1, 1, N, 0.0)
+    assert net.advance() == (EDR.latency_s, [loop])
 
 
 def test_zero_bytes_and_self_messages_cost_the_latency_only():

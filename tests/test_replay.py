@@ -6,6 +6,7 @@ to the plain loop, the same results on every backend, and bad input refused."""
 
 import gzip
 import json
+import math
 import os
 import sys
 
@@ -22,7 +23,7 @@ from dlsys.comm.supervise import RunSpec
 from dlsys.experiments import collective_program, simulate_collective
 from dlsys.experiments.schedule import make_job
 from dlsys.machine.net import LinkModel
-from dlsys.machine.topology import TOPOLOGY_PRESETS, fat_tree, get_network, two_level
+from dlsys.machine.topology import TOPOLOGY_PRESETS, fat_tree, flat, get_network, placed, two_level
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
 import make_golden  # noqa: E402
@@ -181,12 +182,15 @@ def shared_runs():
         yield f"train/{strategy}", make_golden.run_train(strategy)[0]
 
 
-# every rank's clock with sharing, from replay.py's plain loop at 2e8d7a2 (before the fast path)
+# every rank's clock with sharing, from replay.py's plain loop at 2e8d7a2 (before the fast path);
+# the ring's and ps-asp's since a rank's messages to one peer queue on their connection
+# (FlowNetwork's connections; p3share): there a message was posted while the previous one to
+# the same peer was still moving, and the two shared the link instead of following each other
 SHARED_CLOCKS_S = {
-    'allreduce/ring': [0.00012526898000000004, 0.00012526898000000006, 0.00012526898000000004, 0.00012526898000000006, 0.00012527304000000002, 0.00012527934],
+    'allreduce/ring': [0.00012406898, 0.00011993553999999999, 0.00012406834000000002, 0.00011993489999999999, 0.00012406834000000002, 0.00011993553999999999],
     'allreduce/hierarchical': [0.00017363606000000002, 0.00020653638, 0.0001736329, 0.00020653322, 0.00017363606000000002, 0.00020653638],
     'all_to_all': [0.00029393130715700387, 0.0002939318531034044, 0.000293115685635668, 0.0002931162315820686, 0.00029291896949466616, 0.0002929195154410667, 0.000292576112351809, 0.0002925766582982096, 0.0002921475409232376, 0.0002921480868696381, 0.0002916503980660947, 0.00029165094401249525, 0.0002910971513128479, 0.0002910976972592485, 0.0002732503992966799, 0.000273406130262143],
-    'train/ps-asp': [0.00608581999999999, 0.0061028119999999905, 0.0059858655999999915, 0.00611882399999999],
+    'train/ps-asp': [0.006084431199999991, 0.006101423199999991, 0.005984521599999993, 0.006117435199999991],
     'train/model-parallel': [0.008390377599999938, 0.008332217599999938, 0.00825381743999994],
 }
 
@@ -223,7 +227,7 @@ def test_with_sharing_the_fast_replay_takes_signals_and_waits():
     """A scheduler's ranks: a compute thread signals its communication thread, which waits
     until its own times (wait_until); launch without a trace replays on the fast path."""
     job = make_job("p3", "resnet50", 2, iterations=2)
-    result = dlsys.launch(schedule.program, job.ranks, "threads", link=job.network(LinkModel("bare", 1e-6, 1e9)),
+    result = dlsys.launch(schedule.program, job.ranks, "threads", link=LinkModel("bare", 1e-6, 1e9),
                           node="v100", args=(job,), sharing=True, record=False)
     assert {op[0] for log in result.ops for op in log.table} >= {"signal", "wait_signal", "wait", "compute"}
     fabric = result.network.fabric(job.ranks)
@@ -313,3 +317,32 @@ def test_the_cli_simulates_with_sharing(capsys):
     assert "messages share links" in out and "none with shared links" not in out   # 8 ranks: one supernode
     assert main(["simulate", "allreduce", "--topology", "torus", "--sharing"]) == 2   # argparse's usage error
     assert "invalid choice: 'torus'" in capsys.readouterr().err
+
+
+def _two_per_machine(comm, pairs):
+    """Rank src sends 1e6 bytes to rank dst for each (src, dst) in pairs, all at t = 0."""
+    for src, dst in pairs:
+        if comm.rank == src:
+            comm.send(np.zeros(250_000, np.float32), dst, 7)
+    return [comm.recv(src, 7).nbytes for src, dst in pairs if comm.rank == dst]
+
+
+@pytest.mark.parametrize("pairs, arrive_s", [
+    ([(0, 2)], 1e-6 + 1e-3),                      # a lone stream gets its machine's whole link
+    ([(0, 2), (1, 3)], 1e-6 + 2e-3),              # machine 0's two ranks share its egress: half each
+    ([(0, 1)], 0.0),                              # one machine: the loopback, no link, no time
+])
+def test_ranks_placed_on_machines_share_the_machines_links(pairs, arrive_s):
+    network = placed(flat(LinkModel("bare", 1e-6, 1e9)), [0, 0, 1, 1])
+    assert network.link_between(0, 1).bandwidth_Bps == math.inf and network.link_between(0, 2).bandwidth_Bps == 1e9
+    result = dlsys.launch(_two_per_machine, 4, "threads", topology=network, args=(pairs,), sharing=True)
+    assert [m.arrive_s for m in result.trace.messages] == [pytest.approx(arrive_s, rel=1e-12)] * len(pairs)
+    fabric = network.fabric(4)
+    assert fabric.route(0, 1) == () and fabric.route(1, 2) == fabric.route(0, 2) == (0, 3)
+
+
+def test_placed_refuses_machines_the_topology_lacks():
+    with pytest.raises(ValueError, match="machine_of"):
+        placed(flat("tcp-10gbe", max_nodes=2), [0, 2])
+    with pytest.raises(ValueError, match="machine_of"):
+        placed(flat("tcp-10gbe"), [])

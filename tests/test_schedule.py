@@ -10,7 +10,9 @@ from dlsys import schedule
 from dlsys.comm import SIGNAL, launch
 from dlsys.experiments import schedule as ex
 from dlsys.experiments import train
+from dlsys.comm.replay import link_load
 from dlsys.machine.net import LinkModel, get_link, get_node
+from dlsys.machine.topology import flat, placed
 from dlsys.train import TrainConfig
 
 SMALL = {"p3": {"slice_params": 1000}, "bytescheduler": {"partition_params": 1000, "credit_bytes": 8000},
@@ -345,28 +347,32 @@ def test_p3_keeps_its_slices_priorities_and_deals_them_round_robin():
 
 def test_colocated_servers_share_each_machines_link_by_hand():
     """Two machines, each a worker and a server, one layer of n parameters (server 0's), a
-    link of latency L and bandwidth B shared by two streams (w = 4 (n + 1) / (B / 2)):
-    worker 1's push reaches server 0 behind worker 0's (L + 2w after backward), server 0
-    updates (u) and pays its per-slice cost (c), and its reply to worker 0 leaves first:
-    T = 3f + L + 2w + u + c + L + w."""
+    link of latency L and bandwidth B. Worker 0's push to its own server takes the loopback
+    (no link, no time); worker 1's crosses alone (w = 4 (n + 1) / B, the whole link); server
+    0 updates (u), pays its per-slice cost (c) and replies, to worker 1 alone on its link:
+    the period is T = 3f + L + w + u + c + L + w, and no byte of worker 0 <-> server 0
+    crosses a link (no hairpin)."""
     n, flops, c = 1_000_000, 2e9, 25e-6
     link, node = LinkModel("10 Gbit/s, no overheads", 25e-6, 1.25e9), get_node("v100")
     job = schedule.Job((schedule.Layer("fc", n, 0, flops),), schedule.make("wfbp"), "ps", 2, 2, 4,
                        colocated=True, server_slice_s=c)
-    result = launch(schedule.program, job.ranks, "threads", link=job.network(link), node="v100", args=(job,))
-    w = 4 * (n + 1) / (link.bandwidth_Bps / 2)
-    hand_s = 3 * node.compute_s(flops) + 2 * link.latency_s + 3 * w + node.compute_s(4 * n) + c
-    assert ex.summarize(job, result, 32)["iteration_s"] == pytest.approx(hand_s, rel=1e-12)
-    alone = schedule.Job(job.layers, job.policy, "ps", 2, 2, 4)  # servers with links of their own: w at B
-    result = launch(schedule.program, alone.ranks, "threads", link=alone.network(link), node="v100", args=(alone,))
-    assert ex.summarize(alone, result, 32)["iteration_s"] == pytest.approx(hand_s - c - 3 * w / 2, rel=1e-12)
+    assert job.machine_of == (0, 1, 0, 0, 0, 1, 1, 1)
+    network = placed(flat(link), job.machine_of)
+    w = 4 * (n + 1) / link.bandwidth_Bps
+    hand_s = 3 * node.compute_s(flops) + 2 * link.latency_s + 2 * w + node.compute_s(4 * n) + c
+    assert ex.shared_record(job, network, "v100", 32)["iteration_s"] == pytest.approx(hand_s, rel=1e-9)
+    result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True)
+    pushes = [m for m in result.trace.messages if m.src == job.rank_of("sender", 0) and m.dst == 0]
+    assert pushes and all(m.arrive_s == m.depart_s for m in pushes)
+    crossing = sum(m.nbytes for m in result.trace.messages if job.machine_of[m.src] != job.machine_of[m.dst])
+    assert sum(row["nbytes"] for row in link_load(result)) == pytest.approx(2 * crossing)  # egress + ingress
+    assert crossing == job.iterations * 2 * 4 * (n + 1)  # worker 1's push and server 0's reply to it
 
 
 def test_the_per_slice_server_cost_is_charged_once_per_slice():
     options = {"slice_params": 200_000}
-    job = ex.make_job("p3", "alexnet", 2, servers=2, options=options, colocated=True, server_slice_s=1e-4)
-    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, options=options, colocated=True,
-                                  server_slice_s=1e-4)
+    job = ex.make_job("p3", "alexnet", 2, servers=2, options=options, server_slice_s=1e-4)
+    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, options=options, server_slice_s=1e-4)
     spans = [s for s in record["result"].trace.spans if s.label.startswith("server's per-slice cost")]
     assert len(spans) == len(job.items) * job.iterations
     assert all(s.end_s - s.start_s == pytest.approx(1e-4) and job.role(s.rank)[0] == "server" for s in spans)
@@ -388,15 +394,45 @@ def test_p3_reproduction_rows_and_cli(capsys):
     import json
 
     from dlsys.cli import main
-    rows = ex.p3_reproduction("alexnet", ["10Gbps"], workers=2)
+    rows = ex.p3_reproduction("digits", ["10Gbps"], workers=2)  # the shared-link replay: a small model
     assert rows[0]["gain"] == pytest.approx(rows[0]["mxnet_s"] / rows[0]["p3_s"] - 1)
-    assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None
+    assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None and rows[0]["sharing"]
     assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
-    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
+    assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["mxnet_s"] == pytest.approx(rows[0]["mxnet_s"])
     assert main(["schedule", "--p3-paper"]) == 2
     assert "--sweep" in capsys.readouterr().err
     assert main(["schedule", "--p3-paper", "--sweep", "1Gbps", "--slice-params", "5"]) == 2
     assert "--slice-params: not an option of --p3-paper" in capsys.readouterr().err
-    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--colocated", "--json"]) == 0
+    assert main(["schedule", "--model", "digits", "--workers", "2", "--colocated", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["colocated"] is True
+
+
+def test_colocated_shared_runs_are_the_same_on_threads_and_processes():
+    """The servers' and receivers' recv_any and the shared-link replay are deterministic."""
+    runs = [ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, iterations=2, backend=backend,
+                                 colocated=True, options={"slice_params": 2_000_000},
+                                 server_slice_s=schedule.MXNET_SERVER_SLICE_S) for backend in ("threads", "processes")]
+    assert runs[0]["result"].clocks_s == runs[1]["result"].clocks_s
+
+
+def test_the_shared_replay_keeps_p3s_one_slice_on_the_egress():
+    """Co-located, the worker's pushes share its machine's egress with its server's replies,
+    so they go slower than the run thought; P3's sender still posts a slice only once the
+    previous one's last byte has left (its flow's completion minus the route's latency:
+    Communicator.wait_sent, resolved on the replay's flows), and the fast replay gives the
+    reading replay's clocks."""
+    job = ex.make_job("p3", "alexnet", 2, servers=2, iterations=2, options={"slice_params": 2_000_000},
+                      colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+    network = placed(flat(ex.parse_link("10Gbps")), job.machine_of)
+    result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True)
+    latency_s = network.link.latency_s
+    for w in range(job.workers):
+        sender = job.rank_of("sender", w)
+        pushes = sorted((m for m in result.trace.messages if m.src == sender), key=lambda m: m.depart_s)
+        assert len(pushes) == job.iterations * len(job.items)
+        left = [m.arrive_s - (latency_s if job.machine_of[m.dst] != job.machine_of[sender] else 0.0) for m in pushes]
+        assert all(b.depart_s >= a_left - 1e-12 for a_left, b in zip(left, pushes[1:]))
+    fast = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True,
+                  record=False)
+    assert fast.clocks_s == result.clocks_s

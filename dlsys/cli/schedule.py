@@ -6,9 +6,11 @@ throughput and overlap; with ``--sweep``, every policy at each link or bandwidth
     dlsys schedule --model vgg19 --credit-bytes 8MB --sweep 1Gbps 10Gbps 100Gbps
     dlsys schedule --model vgg19 --p3-paper --sweep 1Gbps 5Gbps 10Gbps 20Gbps 40Gbps
 
-``--colocated`` puts server m on worker m's machine, sharing its link; ``--p3-paper`` sweeps
-P3 against MXNet's KVStore as P3's paper ran them (co-located, MXNet's per-slice server
-cost) and prints P3's gain beside the paper's.
+``--colocated`` puts server m on worker m's machine: the machine's streams share its links
+max-min fairly (a replay, dlsys.comm.replay; no overlap or trace then), and a worker's
+traffic to its own server takes the loopback; ``--p3-paper`` sweeps P3 against MXNet's
+KVStore as P3's paper ran them (co-located, MXNet's per-slice server cost) and prints P3's
+gain beside the paper's.
 
 A policy's options (``--slice-params``, ``--credit-bytes``, ...) are its ``Option``s
 (``dlsys.schedule.OPTIONS``): a new one is a new flag here, checked in its declared range.
@@ -79,7 +81,7 @@ def cmd_schedule(args) -> int:
             print(json.dumps(rows))
             return 0
         print_table([(f"{r['link']} {r['policy']}", f"{format_seconds(r['iteration_s'])} per iteration, "
-                                                      f"{r['throughput']:.1f} samples/s, overlap {r['overlap']:.0%}")
+                                                      f"{r['throughput']:.1f} samples/s" + _overlap(r))
                      for r in rows], title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}"
                                         + (", servers co-located" if args.colocated else ""))
         return 0
@@ -102,10 +104,15 @@ def cmd_schedule(args) -> int:
         ("link, node", f"{record['link']}, {record['node']}"),
         ("iteration", format_seconds(record["iteration_s"]) + f" (compute alone {format_seconds(record['compute_s'])})"),
         ("throughput", f"{record['throughput']:.1f} samples/s"),
+    ] + ([] if record["overlap"] is None else [
         ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
-        ("messages", f"{record['messages']} in {args.iterations} iterations"),
-    ] + trace_row(args))
+        ("messages", f"{record['messages']} in {args.iterations} iterations")]) + trace_row(args))
     return 0
+
+
+def _overlap(record: dict) -> str:
+    """", overlap 40%", or nothing for a co-located run (its shared-link replay keeps no trace)."""
+    return "" if record["overlap"] is None else f", overlap {record['overlap']:.0%}"
 
 
 def p3_paper(args) -> int:
@@ -141,9 +148,10 @@ def add_commands(subparsers) -> None:
     p.add_argument("--backend", choices=list(BACKENDS), help="default threads")
     p.add_argument("--sweep", nargs="+", metavar="LINK", help="instead: every policy at each link or bandwidth")
     p.add_argument("--colocated", action="store_true",
-                   help="--scheme ps: server m on worker m's machine, sharing its link (servers = workers)")
+                   help="--scheme ps: server m on worker m's machine, sharing its links max-min fairly (servers = workers)")
     p.add_argument("--p3-paper", action="store_true",
-                   help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them, and its gain")
+                   help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them (co-located, shared "
+                        "links: a replay, seconds a point), and its gain")
     add_schedule_options(p)
     p.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -264,6 +264,21 @@ class Communicator:
         its next message then, to keep the choice of what goes next until the last moment)."""
         return self._clock.egress_free
 
+    @property
+    def posted(self) -> int:
+        """How many messages and signals this rank has posted (the board's count): the
+        n-th post is number n - 1 for ``wait_sent``."""
+        return int(self._row[POSTED])
+
+    def wait_sent(self, k: int, time_s: float, label: str = "credit") -> None:
+        """Idle until this rank's posts number 0..k have left its egress, which this run's
+        clock says is at ``time_s`` (``egress_free_s`` after post k). A replay with shared
+        links resolves it on its own flows (dlsys.comm.replay), not at ``time_s``."""
+        if time_s > self._clock.t:
+            self._clock.advance(time_s - self._clock.t, "wait", label)
+        if self.ops is not None:
+            self.ops.append(("wait_sent", k, time_s, label))
+
     def wait_until(self, time_s: float, label: str = "wait") -> None:
         """Idle until virtual time ``time_s`` (nothing if it has passed): a "wait" span."""
         if time_s > self._clock.t:

@@ -17,23 +17,43 @@ simulation, single-threaded, after the ranks have finished:
     ("signal", dst, tag, label)                  a same-node hand-off at t (no link)
     ("wait_signal", src, tag, label)             t = max(t, the signal's t)
     ("wait", time_s, label)                      t = max(t, time_s)
+    ("wait_sent", k, time_s, label)              t = max(t, when this rank's posts 0..k have left
+                                                 its egress): time_s, the run's, without sharing;
+                                                 with sharing, on the replay's flows (below)
 
 With ``sharing=False`` a send and a receive are clock.py's own rules, the same
 ``VirtualClock`` methods on the same numbers, so the replay gives the run's trace bit for
 bit (tests/test_replay.py: every collective algorithm, every golden trace). That is the
 oracle that the replay replays the run. With ``sharing=True`` the messages are flows on
 ``network.fabric(size)``: o_s and o_r stay DESIGN.md's, a flow pays its route's latency
-and then its max-min fair share, re-solved whenever a flow starts or ends.
+and then its max-min fair share, re-solved whenever a flow starts or ends. A rank's
+messages to one peer are one connection, first in first out (FlowNetwork's
+``connections``: one TCP stream per peer, as ps-lite's one ZMQ socket per node, and as
+clock.py's egress order): they do not share with each other, they queue.
 
-What the replay keeps from the run (documented departures): every choice that depended
-on time. ``recv_any`` receives from the source the run chose (the earliest arrival under
-the run's times); a scheduler's ``wait_until(time_s)`` (an absolute time it computed from
-the run's egress) keeps that time. The program's messages, sizes and order are the run's.
+A credit wait (``Communicator.wait_sent``: a scheduler posts its next item once its
+earlier ones have left the egress) is resolved on the replay's own flows: a post has left
+when its flow's last byte is on the wire, the flow's completion minus its route's latency.
+In the flow model a flow pays its latency first and then moves its bytes, so a lone
+flow's last byte leaves at ``ready + L + n / B - L = ready + n / B``: clock.py's
+``egress_free``, and a sender that posts the next item then has it on the wire right
+after the last one, as the run's egress does (the completion would add a gap of L per
+item, 25 us on 10 GbE, a fifth of a P3 slice). Its flow is known to be done only at
+its completion, so such a sender runs up to L behind the network; its next flow to
+another machine pays a latency L again and starts no earlier than now, and a loopback
+message (no link, no latency) starts now (FlowNetwork.inject).
+
+What the replay keeps from the run (documented departures): every other choice that
+depended on time. ``recv_any`` receives from the source the run chose (the earliest
+arrival under the run's times); a scheduler's ``wait_until(time_s)`` keeps that time, and
+which item a credit wait is followed by is the run's choice. The program's messages, sizes
+and order are the run's.
 
 Event order: ranks run until they block on a message; then the flow network advances to
 its next event (a flow starts or finishes), and the ranks whose flows finished run on.
 A running rank's clock is never behind the network's (it woke at an event, or has not
-blocked yet), so flows are only injected into the future; the order in which ranks run
+blocked yet; a credit wait's sender by at most its flow's latency, above), so flows only
+start in the future; the order in which ranks run
 between events changes nothing (max-min ties are exact, dlsys/machine/flows.py).
 
 This loop is the reading path. ``replay(..., fast=True)`` without a trace runs the same
@@ -53,6 +73,7 @@ from ..machine.flows import FlowNetwork
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
 from .clock import VirtualClock
+from .oplog import OpLog
 from .replay_fast import replay_clocks
 from .trace import Message, Trace
 
@@ -79,7 +100,7 @@ def replay(ops: Sequence[Sequence[tuple]], network: Topology, nodes: Sequence[No
     gc.disable()  # it makes no cycles: the collector would only walk the millions of logged ops again and again
     try:
         if fast and fabric is not None and not record:
-            flows = FlowNetwork(fabric)
+            flows = FlowNetwork(fabric, connections=True)
             return Replayed(Trace([], [], len(ops)), replay_clocks(ops, network, nodes, flows), None, flows.events)
         return _replay(ops, network, nodes, fabric, record)
     finally:
@@ -91,7 +112,7 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     size = len(ops)
     clocks = [VirtualClock(r, network, nodes[r], record) for r in range(size)]
     sharing = fabric is not None
-    flows = FlowNetwork(fabric, record_rates=record) if sharing else None
+    flows = FlowNetwork(fabric, record_rates=record, connections=True) if sharing else None
     posted: dict[tuple[int, int, int], deque] = defaultdict(deque)  # (src, dst, tag) -> messages not yet taken
     waiting_post: dict[tuple[int, int, int], int] = {}              # a channel -> the rank blocked on it
     waiting_flow: dict[int, int] = {}                               # a flow -> the rank blocked on it
@@ -101,6 +122,14 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     ended: list[int] = []
     runnable = deque(range(size))
     inject = flows.inject if flows else None
+    # credit waits: the ranks that make them, their posts' flows (-1: a signal), how many
+    # of their posts are known to have left and when the last of those left
+    waits = [any(op[0] == "wait_sent" for op in (log.table if isinstance(log, OpLog) else log)) for log in ops]
+    posts: list[list[int]] = [[] for _ in range(size)]
+    checked, left_s = [0] * size, [0.0] * size
+    latency_of: dict[int, float] = {}              # a flow of such a rank -> its route's latency
+    left_at: dict[int, float] = {}                 # such a flow, finished -> when its last byte left
+    waiting_left: dict[int, int] = {}              # such a flow -> the rank whose credit waits for it
 
     def run(r: int) -> None:
         """Rank r's operations from pc[r] on, until it blocks or ends."""
@@ -112,9 +141,14 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                 dst, tag = op[1], op[2]
                 if kind == "signal":
                     item = (SIGNAL, clock.t, op[3], None, None)
+                    if waits[r]:
+                        posts[r].append(-1)
                 elif sharing:
                     clock.advance(clock.link_to(dst).send_overhead_s(op[3]), "send", op[4])
                     item = (op[3], clock.t, op[4], op[5], inject(r, dst, op[3], clock.t))
+                    if waits[r]:
+                        posts[r].append(item[4])
+                        latency_of[item[4]] = fabric.latency_s(r, dst)
                 else:
                     item = (op[3], clock.send(op[3], op[4], dst), op[4], op[5], None)
                 posted[(r, dst, tag)].append(item)
@@ -149,6 +183,25 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                 clock.compute(op[1], op[2], op[3], op[4])
             elif kind == "reduce":
                 clock.reduction(op[1], op[2])
+            elif kind == "wait_sent" and sharing:      # posts 0..k have left: each flow's last byte
+                mine_posts, k = posts[r], op[1]
+                while checked[r] <= k:
+                    flow = mine_posts[checked[r]]
+                    if flow >= 0:
+                        if flow not in left_at:
+                            waiting_left[flow] = r
+                            break
+                        left_s[r] = max(left_s[r], left_at.pop(flow))
+                    checked[r] += 1
+                else:
+                    if left_s[r] > clock.t:
+                        clock.advance(left_s[r] - clock.t, "wait", op[3])
+                    i += 1
+                    continue
+                break
+            elif kind == "wait_sent":                  # the run's time
+                if op[2] > clock.t:
+                    clock.advance(op[2] - clock.t, "wait", op[3])
             else:                                      # wait
                 if op[1] > clock.t:
                     clock.advance(op[1] - clock.t, "wait", op[2])
@@ -167,6 +220,13 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
             stuck = [r for r in range(size) if pc[r] < len(ops[r])]
             raise RuntimeError(f"replay: ranks {stuck} wait for messages nobody sends (not the log of a finished run)")
         for flow in done:
+            if latency_of:
+                latency_s = latency_of.pop(flow, None)
+                if latency_s is not None:
+                    left_at[flow] = t - latency_s
+                    woken = waiting_left.pop(flow, None)
+                    if woken is not None:
+                        runnable.append(woken)
             arrived[flow] = t
             woken = waiting_flow.pop(flow, None)
             if woken is not None:

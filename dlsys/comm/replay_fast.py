@@ -28,16 +28,18 @@ from ..machine.net import NodeModel
 from ..machine.topology import Topology
 from .oplog import OpLog
 
-SEND, RECV, SIGNAL, ADVANCE, WAIT = range(5)  # a decoded operation's kind
+SEND, RECV, SIGNAL, ADVANCE, WAIT, WAIT_SENT = range(6)  # a decoded operation's kind
 
 
-def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel) -> tuple:
+def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel, flows: FlowNetwork) -> tuple:
     """One logged operation (replay.py's list) as (kind, numbers the loop needs)."""
     kind = op[0]
-    if kind == "send":          # (SEND, dst, channel, n, o_s(n), the receiver's o_r(n))
+    if kind == "send":          # (SEND, dst, channel, n, o_s(n), the receiver's o_r(n), the route's latency)
         dst, n = op[1], op[3]
         return (SEND, dst, channel(rank, dst, op[2]), n, network.link_between(rank, dst).send_overhead_s(n),
-                network.link_between(dst, rank).recv_overhead_s(n))
+                network.link_between(dst, rank).recv_overhead_s(n), flows.fabric.latency_s(rank, dst))
+    if kind == "wait_sent":     # (WAIT_SENT, k)
+        return WAIT_SENT, op[1]
     if kind == "recv" or kind == "wait_signal":     # either takes the channel's next message or signal
         return RECV, channel(op[1], rank, op[2])
     if kind == "signal":
@@ -62,7 +64,15 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
     programs = []
     for r, log in enumerate(ops):
         table, codes = (log.table, log.codes) if isinstance(log, OpLog) else (list(log), range(len(log)))
-        programs.append(([_decode(op, r, network, nodes[r], channel) for op in table], codes))
+        programs.append(([_decode(op, r, network, nodes[r], channel, flows) for op in table], codes))
+    # credit waits (replay.py): the ranks that make them, their posts' flows (-1: a signal),
+    # how many of their posts are known to have left and when the last of those left
+    waits = [any(op[0] == WAIT_SENT for op in program) for program, _ in programs]
+    posts: list[list[int]] = [[] for _ in range(size)]
+    checked, left_s = [0] * size, [0.0] * size
+    latency_of: dict[int, float] = {}
+    left_at: dict[int, float] = {}
+    waiting_left: dict[int, int] = {}
     posted: list[deque] = [deque() for _ in channels]   # a channel's messages not yet taken: (flow, o_r) or (-1, t)
     waiting_post: dict[int, int] = {}                   # a channel -> the rank blocked on it
     waiting_flow: dict[int, int] = {}                   # a flow -> the rank blocked on it
@@ -75,16 +85,22 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
     def run(r: int) -> bool:
         """Rank r's operations from pc[r] on, until it blocks or ends (True: it ended)."""
         program, codes = programs[r]
-        t, i, end = clocks[r], pc[r], len(codes)
+        t, i, end, track = clocks[r], pc[r], len(codes), waits[r]
         while i < end:
             op = program[codes[i]]
             kind = op[0]
             if kind == SEND or kind == SIGNAL:
                 if kind == SEND:
                     t = t + op[4]
-                    posted[op[2]].append((inject(r, op[1], op[3], t), op[5]))
+                    flow = inject(r, op[1], op[3], t)
+                    posted[op[2]].append((flow, op[5]))
+                    if track:
+                        posts[r].append(flow)
+                        latency_of[flow] = op[6]
                 else:
                     posted[op[1]].append((-1, t))
+                    if track:
+                        posts[r].append(-1)
                 if waiting_post:
                     woken = waiting_post.pop(op[2] if kind == SEND else op[1], None)
                     if woken is not None:
@@ -110,6 +126,23 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                 channel.popleft()
             elif kind == ADVANCE:
                 t = t + op[1]
+            elif kind == WAIT_SENT:
+                mine, k, blocked = posts[r], op[1], False
+                while checked[r] <= k:
+                    flow = mine[checked[r]]
+                    if flow >= 0:
+                        if flow not in left_at:
+                            waiting_left[flow] = r
+                            blocked = True
+                            break
+                        left = left_at.pop(flow)
+                        if left > left_s[r]:
+                            left_s[r] = left
+                    checked[r] += 1
+                if blocked:
+                    break
+                if left_s[r] > t:
+                    t = t + (left_s[r] - t)
             elif op[1] > t:                             # WAIT
                 t = t + (op[1] - t)
             i += 1
@@ -127,6 +160,13 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
             stuck = [r for r in range(size) if pc[r] < len(programs[r][1])]
             raise RuntimeError(f"replay: ranks {stuck} wait for messages nobody sends (not the log of a finished run)")
         for flow in done:
+            if latency_of:
+                latency_s = latency_of.pop(flow, None)
+                if latency_s is not None:
+                    left_at[flow] = t - latency_s
+                    r = waiting_left.pop(flow, None)
+                    if r is not None:
+                        runnable.append(r)
             r = waiting_flow.pop(flow, None)
             if r is None:
                 arrived[flow] = t

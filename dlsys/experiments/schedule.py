@@ -13,12 +13,14 @@ or "digits" (the digits MLP: real gradients; with ``config`` it really trains).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import schedule
 from ..machine import profiles
 from ..checks import check_int
 from ..comm import SIGNAL, launch
 from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node, parse_bandwidth
+from ..machine.topology import flat, placed
 from ..train import TrainConfig, build_model
 from ..schedule.policy import slice_count
 from ..viz.units import format_bytes
@@ -63,18 +65,46 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
                       node: str = "v100", scheme: str = "ps", servers: int = 1, batch: int = 32,
                       iterations: int = 3, backend: str = "threads", options: dict | None = None,
                       max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, colocated: bool = False,
-                      server_slice_s: float = 0.0) -> dict:
+                      server_slice_s: float = 0.0, sharing: bool | None = None) -> dict:
     """One policy on an emulated model: a tidy record with iteration_s (steady state: the
     last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
     of worker 0's push time on the wire that its compute hides) and the LaunchResult.
-    ``colocated``: server m on worker m's machine (``schedule.Job``); ``server_slice_s``: a
-    server's time per item besides the update (``schedule.MXNET_SERVER_SLICE_S``)."""
+    The ranks sit on their machines (``schedule.Job.machine_of``: a worker's threads on one);
+    ``colocated``: server m on worker m's machine; ``sharing`` (default: ``colocated``): the
+    times come from a replay in which the machine's streams share its links
+    (``launch(sharing=True)``, no trace: ``shared_record``); off, each rank has its own
+    links (the run's rule: an optimistic bound for co-located streams);
+    ``server_slice_s``: a server's time per item besides the update
+    (``schedule.MXNET_SERVER_SLICE_S``)."""
     job = make_job(policy, model, workers, scheme, servers, batch, iterations, options, colocated=colocated,
                    server_slice_s=server_slice_s, max_memory_bytes=max_memory_bytes)
     link = parse_link(link)
-    result = launch(schedule.program, job.ranks, backend, link=job.network(link), node=node, args=(job,),
-                    timeout_s=900)
-    return summarize(job, result, batch, link=link.name, node=get_node(node).name, colocated=colocated)
+    network = placed(flat(link), job.machine_of)
+    sharing = colocated if sharing is None else sharing
+    extra = {"link": link.name, "node": get_node(node).name, "colocated": colocated, "sharing": sharing}
+    if sharing:
+        return shared_record(job, network, node, batch, backend) | extra
+    result = launch(schedule.program, job.ranks, backend, topology=network, node=node, args=(job,), timeout_s=900)
+    return summarize(job, result, batch, **extra)
+
+
+def shared_record(job: schedule.Job, network, node: str, batch: int, backend: str = "threads") -> dict:
+    """``summarize``'s numbers from replays with shared links (dlsys.comm.replay). A rank's
+    return values are the run's times, not the replay's, and the fast replay keeps no
+    trace, so the steady iteration is the difference of worker 0's final clock (its last
+    layer's update back) after ``job.iterations`` and after one iteration fewer; no overlap
+    (it needs a trace). ``result`` is the longer run's LaunchResult."""
+    ends, result = [], None
+    for iterations in sorted({max(job.iterations - 1, 1), job.iterations}):
+        result = launch(schedule.program, job.ranks, backend, topology=network, node=node,
+                        args=(replace(job, iterations=iterations),), timeout_s=900, sharing=True, record=False)
+        ends.append(result.clocks_s[job.rank_of("compute", 0)])
+    iteration_s = ends[-1] - ends[0] if len(ends) > 1 else ends[-1]
+    compute_s = sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers)
+    return {"policy": job.policy.name, "describe": job.policy.describe(), "scheme": job.scheme,
+            "workers": job.workers, "iteration_s": iteration_s, "compute_s": compute_s, "overlap": None,
+            "virtual_time_s": result.virtual_time_s, "throughput": job.workers * batch / iteration_s, "batch": batch,
+            "messages": None, "result": result}
 
 
 def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers: int = 1, batch: int = 32,
@@ -196,7 +226,8 @@ def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: st
 P3_PAPER_MAX_GAIN = {"resnet50": 0.25, "vgg19": 0.66}
 
 
-def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100") -> list[dict]:
+def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", iterations: int = 3,
+                    sharing: bool = True) -> list[dict]:
     """P3 as its paper ran it: ``p3`` against MXNet's KVStore (``mxnet``), servers
     co-located with the workers, MXNet's per-slice server cost; one row per link with both
     iteration times, P3's ``gain`` (MXNet's time over P3's, less 1; the throughput gain)
@@ -207,11 +238,12 @@ def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100") -> 
     rows = []
     params = sum(layer.params for layer in layers(model, 1))
     for link in links:
-        times = {policy: simulate_schedule(policy, model, workers, link, node, "ps", workers, colocated=True,
-                                           server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+        times = {policy: simulate_schedule(policy, model, workers, link, node, "ps", workers, iterations=iterations,
+                                           colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S,
+                                           sharing=sharing)
                  for policy in ("mxnet", "p3")}
         bandwidth_Bps = parse_link(link).bandwidth_Bps
-        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps,
+        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps, "sharing": sharing,
                      "mxnet_s": times["mxnet"]["iteration_s"], "p3_s": times["p3"]["iteration_s"],
                      "compute_s": times["p3"]["compute_s"],
                      "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,

@@ -43,6 +43,9 @@ Builders (ValueError names the argument and the accepted range):
                                 deterministic destination-mod-k (Zahavi et al.; Gomez et al.,
                                 "Deterministic versus adaptive routing in fat-trees", IPDPS
                                 2007): the up port at each level is picked by the destination.
+    placed(fabric, machine_of)  several ranks per machine: rank r is machine machine_of[r] of
+                                ``fabric``; ranks on one machine reach each other on no link
+                                (the loopback), ranks on two share their machines' links.
     gpu_cluster(nodes)          islands of 8 GPUs on NVSwitch (NVLink 4: 900 GB/s per GPU in
                                 both directions together, 450 GB/s each way), and one
                                 InfiniBand NDR rail per GPU (ConnectX-7, 400 Gb/s = 50 GB/s each
@@ -54,12 +57,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Mapping, Sequence
 
 from .net import LinkModel, get_link
 
 __all__ = [
-    "FabricLink", "Fabric", "explicit", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster",
+    "FabricLink", "Fabric", "explicit", "placed", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster",
     "FABRIC_PRESETS", "get_fabric",
     "TAIHULIGHT_UPLINK_Bps", "NVLINK4_Bps", "CONNECTX7_Bps", "GPU_ISLAND",
 ]
@@ -191,6 +195,28 @@ def explicit(name: str, nodes: int, links: Sequence[FabricLink],
                 raise ValueError(f"route ({src}, {dst}) must be distinct link ids in 0..{len(links) - 1}, got {route!r}")
             table[(src, dst)] = route
     return Fabric(name, nodes, links, lambda s, d: table[(s, d)], source)
+
+
+def placed(fabric: Fabric, machine_of: Sequence[int]) -> Fabric:
+    """``fabric``'s machines holding several ranks: rank r is machine ``machine_of[r]``.
+    Two ranks of one machine exchange on the loopback (an empty route: no link, no
+    latency); across machines a rank's message takes its machine's route, so every rank of
+    a machine shares that machine's egress and ingress (a worker and a parameter server
+    on one host, P3's runs; several GPUs' ranks on one node)."""
+    machine_of = tuple(machine_of)
+    if not machine_of or any(not (isinstance(m, int) and not isinstance(m, bool) and 0 <= m < fabric.nodes)
+                             for m in machine_of):
+        raise ValueError(f"machine_of must be a non-empty sequence of machines of the {fabric.name} fabric, "
+                         f"integers in 0..{fabric.nodes - 1}, got {machine_of!r}")
+    machines = len(set(machine_of))
+    return Fabric(f"{fabric.name}, {len(machine_of)} ranks on {machines} machines", len(machine_of), fabric.links,
+                  partial(_placed_route, fabric.router, machine_of), fabric.source)
+
+
+def _placed_route(router: Callable[[int, int], tuple[int, ...]], machine_of: tuple[int, ...], src: int,
+                  dst: int) -> tuple[int, ...]:
+    a, b = machine_of[src], machine_of[dst]
+    return () if a == b else router(a, b)
 
 
 def flat(link="tcp-10gbe", nodes: int = 2**20) -> Fabric:

@@ -168,9 +168,17 @@ class FlowNetwork:
     A finished flow's state is dropped (a 1024-rank ring makes 2 M flows).
 
     ``record_rates``: keep every (route, from_s, to_s, rate_Bps) a flow moved at, in
-    ``segments`` (per-link load over time, dlsys.comm.replay.link_load)."""
+    ``segments`` (per-link load over time, dlsys.comm.replay.link_load).
 
-    def __init__(self, fabric: Fabric, weighted: bool = False, record_rates: bool = False):
+    ``connections``: the flows from one src to one dst are one connection (one TCP stream:
+    ps-lite opens one ZMQ socket per peer node, ps-lite/src/zmq_van.h ``Connect``), first
+    in first out: a flow injected while an earlier one of its connection has not finished
+    starts when that one finishes (its bytes follow the earlier ones' on the stream, so it
+    pays no second latency: clock.py's egress order), or at its own ready + latency if
+    later. A flow alone on its connection is unchanged."""
+
+    def __init__(self, fabric: Fabric, weighted: bool = False, record_rates: bool = False,
+                 connections: bool = False):
         self.fabric, self.weighted = fabric, weighted
         self.capacities = [link.capacity_Bps for link in fabric.links]
         self.now_s, self.events, self.flows = 0.0, 0, 0
@@ -181,24 +189,37 @@ class FlowNetwork:
         self.due = _Calendar()                            # completion -> (flow, version)
         self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}  # route, latency, narrowest
         self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
+        self.last: dict[tuple[int, int], int] | None = {} if connections else None  # a connection's latest flow
+        self.behind: dict[int, tuple[float, tuple]] = {}  # a flow -> (start, item) of the next on its connection
 
     def route(self, flow: int) -> tuple[int, ...]:
         return self.routes[flow]
 
     def inject(self, src: int, dst: int, nbytes: float, ready_s: float, weight: float = 1.0) -> int:
-        """Add a flow of ``nbytes`` from src to dst whose first byte may leave at ready_s
-        (>= now_s); it starts at ready_s + its route's latency. Returns its id."""
+        """Add a flow of ``nbytes`` from src to dst whose first byte may leave at ready_s;
+        it starts at ready_s + its route's latency, which must be >= now_s (the past is
+        settled; a flow in its latency shares nothing yet). A flow with no link (a node to
+        itself) may be late: it starts now. Returns its id."""
         path = self.paths.get((src, dst))
         if path is None:
             route = self.fabric.route(src, dst)
             path = self.paths[(src, dst)] = (route, self.fabric.latency_s(src, dst),
                                              min((self.capacities[link] for link in route), default=math.inf))
-        if not ready_s >= self.now_s:
-            raise ValueError(f"ready_s must be >= the network's time {self.now_s!r} (its past is settled), "
-                             f"got {ready_s!r}")
+        start = ready_s + path[1]
+        if not start >= self.now_s:
+            if path[0] or not ready_s > -math.inf:
+                raise ValueError(f"ready_s + the route's latency must be >= the network's time {self.now_s!r} "
+                                 f"(its past is settled), got {ready_s!r} + {path[1]!r}")
+            start = self.now_s
         flow, self.flows = self.flows, self.flows + 1
         self.routes[flow] = path[0]
-        start, item = ready_s + path[1], (flow, float(nbytes), weight, path[2])
+        item = (flow, float(nbytes), weight, path[2])
+        if self.last is not None:
+            ahead = self.last.get((src, dst))
+            self.last[(src, dst)] = flow
+            if ahead is not None and ahead in self.routes:      # not finished: queue behind it
+                self.behind[ahead] = (start, item)
+                return flow
         batch = self.starts.at.get(start)
         if batch is None:                             # self.starts.add, inline: a million of them
             self.starts.add(start, item)
@@ -282,6 +303,10 @@ class FlowNetwork:
             self.events += 1
         for i in done:
             del routes[i]
+            if self.behind:
+                queued = self.behind.pop(i, None)
+                if queued is not None:                # the next on its connection: now (an event at t) or later
+                    self.starts.add(max(queued[0], t), queued[1])
         return t, sorted(done)
 
     def _solve(self, t: float, touched: set[int], done: list[int]) -> None:

@@ -23,6 +23,13 @@ dlsys.machine.fabric.Fabric): the same machine for a replay in which messages sh
 (dlsys.comm.replay); there the upper levels have their real capacity (the TaihuLight's
 875 GB/s uplinks, from the bisection) instead of a static per-pair share.
 
+Several ranks per machine: ``placed(topology, machine_of)`` puts rank r on machine
+``machine_of[r]`` of ``topology`` (a worker's threads and its co-located parameter server,
+dlsys.schedule.engine; later, a node's GPUs). Two ranks of one machine talk over the
+loopback: no latency, no wire time, the machine link's CPU overheads (a TCP stack copies
+through the kernel on localhost too); ranks of two machines take their machines' link,
+and in the fabric they share their machine's egress and ingress (fabric.placed).
+
 Oversubscription of the TaihuLight's upper level: when half of the 40,960 nodes send to
 the other half at 14 GB/s each, they offer 20,480 x 14 GB/s = 286.7 TB/s to a 70 TB/s
 bisection: 4.1 : 1 (Fu et al. 2016; Dongarra 2016). The model is static: a pair across
@@ -33,6 +40,7 @@ gives a lone message the full link.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -40,7 +48,7 @@ from functools import partial
 from . import fabric as fabrics
 from .net import LINK_PRESETS, LinkModel, get_link
 
-__all__ = ["Topology", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster", "TOPOLOGY_PRESETS", "get_topology", "get_network",
+__all__ = ["Topology", "placed", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster", "TOPOLOGY_PRESETS", "get_topology", "get_network",
            "DEFAULT_LINK"]
 
 DEFAULT_LINK = "tcp-10gbe"
@@ -68,11 +76,18 @@ class Topology:
     uplink: LinkModel | None = None
     source: str = ""
     fabric_of: Callable[[int], fabrics.Fabric] | None = field(default=None, compare=False, repr=False)
+    machine_of: tuple[int, ...] | None = None  # rank -> machine (``placed``); None: rank r is machine r
+    loopback: LinkModel | None = None  # between two ranks of one machine (``placed``)
 
     def fabric(self, nodes: int) -> fabrics.Fabric:
         """The physical links of nodes 0..nodes-1, where messages share links (module
-        docstring); a topology without its own is flat on ``link``."""
+        docstring); a topology without its own is flat on ``link``. Placed: ranks
+        0..nodes-1 on their machines' links."""
         self.check_nodes(nodes)
+        if self.machine_of is not None:
+            machines = max(self.machine_of[:nodes]) + 1
+            return fabrics.placed(replace(self, machine_of=None, max_nodes=machines).fabric(machines),
+                                  self.machine_of[:nodes])
         return fabrics.flat(self.link, nodes) if self.fabric_of is None else self.fabric_of(nodes)
 
     @property
@@ -81,19 +96,31 @@ class Topology:
 
     def is_flat_for(self, size: int) -> bool:
         """Whether ranks 0..size-1 all share one link (one supernode holds them all)."""
-        return self.supernode_size is None or size <= self.supernode_size
+        if self.supernode_size is None or self.machine_of is None:
+            return self.supernode_size is None or size <= self.supernode_size
+        return len(self.supernodes(size)) == 1
 
     def supernode(self, rank: int) -> int:
-        return 0 if self.supernode_size is None else rank // self.supernode_size
+        machine = rank if self.machine_of is None else self.machine_of[rank]
+        return 0 if self.supernode_size is None else machine // self.supernode_size
 
     def link_between(self, src: int, dst: int) -> LinkModel:
         """The link a message from src to dst crosses."""
+        if self.machine_of is not None:
+            src, dst = self.machine_of[src], self.machine_of[dst]
+            if src == dst and self.loopback is not None:
+                return self.loopback
         if self.uplink is None or src // self.supernode_size == dst // self.supernode_size:
             return self.link
         return self.uplink
 
     def supernodes(self, size: int) -> list[list[int]]:
         """The ranks 0..size-1 by supernode, in order (a flat network: one group)."""
+        if self.machine_of is not None:
+            groups: dict[int, list[int]] = {}
+            for rank in range(size):
+                groups.setdefault(self.supernode(rank), []).append(rank)
+            return [groups[s] for s in sorted(groups)]
         step = size if self.supernode_size is None else self.supernode_size
         return [list(range(start, min(start + step, size))) for start in range(0, size, step)]
 
@@ -103,6 +130,22 @@ class Topology:
             raise ValueError(f"{name} must be an integer in 1..{self.max_nodes} (the {self.name} topology holds "
                              f"{self.max_nodes} nodes), got {nodes!r}")
         return nodes
+
+
+def placed(topology: Topology, machine_of) -> Topology:
+    """``topology`` with rank r on machine ``machine_of[r]`` (module docstring): it holds
+    len(machine_of) ranks; two ranks of one machine talk over the loopback."""
+    machine_of = tuple(machine_of)
+    if topology.machine_of is not None:
+        raise ValueError(f"topology: {topology.name} already places its ranks; give an unplaced topology")
+    if not machine_of or any(not (isinstance(m, int) and not isinstance(m, bool) and 0 <= m < topology.max_nodes)
+                             for m in machine_of):
+        raise ValueError(f"machine_of must be a non-empty sequence of machines of the {topology.name} topology, "
+                         f"integers in 0..{topology.max_nodes - 1}, got {machine_of!r}")
+    loopback = replace(topology.link, name=f"{topology.link.name} loopback", latency_s=0.0, bandwidth_Bps=math.inf,
+                       source=f"two ranks of one machine: no wire, {topology.link.name}'s CPU overheads")
+    return replace(topology, name=f"{topology.name}, placed", max_nodes=len(machine_of), machine_of=machine_of,
+                   loopback=loopback)
 
 
 def flat(link=DEFAULT_LINK, max_nodes: int = 2**20) -> Topology:

@@ -14,17 +14,15 @@ World of the parameter-server scheme (W workers, S servers):
                      (``Policy.placed``: index mod S, or MXNet's split of big arrays)
     S + 3w + 2       its receiver: takes the replies, hands each layer's weights to compute
 
-Co-located (``Job.colocated``, S = W, as P3's runs: MXNet's tools/launch.py starts as many
-servers as workers, lines 93-94 at v1.3.0, and dmlc's ssh tracker puts process i on host
-i mod N, dmlc-core/tracker/dmlc_tracker/ssh.py): machine m holds server m and worker m,
-and its one link carries two streams in each direction (out: the worker's pushes and the
-server's replies; in: the pushes to the server and the replies to the worker). A rank's
-clock has an egress and an ingress of its own, so the share is static, as the TaihuLight
-topology's (dlsys.machine.topology): each stream gets half the link, what fair sharing
-gives two busy streams (a lone stream would get it all). So co-located at B is separate
-servers at B / 2. A worker's traffic with its own server crosses the link too (it would
-take the loopback in MXNet): this keeps the workers symmetric, so they post their items
-in one order, and it adds 1/W of the bytes for every policy alike.
+Machines (``Job.machine_of``): a worker's threads are one machine; a separate server is a
+machine of its own. Co-located (``Job.colocated``, S = W, as P3's runs: MXNet's
+tools/launch.py starts as many servers as workers, lines 93-94 at v1.3.0, and dmlc's ssh
+tracker puts process i on host i mod N, dmlc-core/tracker/dmlc_tracker/ssh.py): machine m
+holds server m and worker m. Run with ``sharing`` (dlsys.comm.replay), the machine's one
+egress carries the worker's pushes and the server's replies and its ingress the pushes to
+the server and the replies to the worker, max-min fairly: a lone stream gets the whole
+link, two busy ones half each. A worker's traffic with its own server takes the loopback
+(no link: ``dlsys.machine.topology.placed``), as MXNet's does on one host.
 Allreduce scheme (W workers): ranks 2w (compute) and 2w + 1 (communication: one all-reduce
 per item, in the policy's order, among the communication ranks, as Horovod's background
 thread does; every worker's ready times are the same, so all pick the same next item).
@@ -36,6 +34,13 @@ flight; otherwise it waits until the first in-flight item leaves the egress and 
 again. So a lower-priority item never departs while a higher-priority one is released and
 unposted at that sender (the trace tests check it).
 
+Under ``sharing`` (dlsys.comm.replay) the replay times the program on links the machine's
+streams share, so the sender's waits are logged as ``comm.wait_sent(k, time_s)``: "until
+my posts 0..k have left the egress", at ``time_s`` in the run, on the replay's own flows
+in the replay. Before each post it also waits for the latest item the run saw leave (a
+no-op in the run), so the items in flight in the replay are among those the run allowed:
+P3's one slice stays one slice (docs/scheduling.md).
+
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
 index, standing for the item's bytes).
@@ -45,7 +50,8 @@ from __future__ import annotations
 
 import functools
 import heapq
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,7 +60,6 @@ from ..learn import nn, optim
 from ..comm import Group
 from ..comm.logical import LogicalArray, per_block
 from ..learn.task import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
-from ..machine.net import LinkModel
 from .policy import Item, Layer, Policy
 
 TAG_READY, TAG_PUSH, TAG_REPLY, TAG_GRAD, TAG_PARAMS = 31, 32, 33, 1000, 100_000
@@ -77,7 +82,7 @@ class Job:
     servers: int = 1
     iterations: int = 3
     config: TrainConfig | None = None  # real training; None: an emulated profile
-    colocated: bool = False  # server m on worker m's machine, sharing its link (module docstring)
+    colocated: bool = False  # server m on worker m's machine, sharing its links (module docstring)
     server_slice_s: float = 0.0  # a server's time per item besides the update (MXNET_SERVER_SLICE_S)
 
     @functools.cached_property
@@ -93,13 +98,14 @@ class Job:
     def server_of(self) -> list[int]:
         return [server for _, server in self.placed]
 
-    def network(self, link: LinkModel) -> LinkModel:
-        """The link every message crosses: ``link``, or co-located, half of it (module docstring)."""
-        if not self.colocated:
-            return link
-        return replace(link, name=f"{link.name}, shared by 2 streams", bandwidth_Bps=link.bandwidth_Bps / 2,
-                       source=f"{link.name}, each machine's link shared by two streams in each direction "
-                              "(dlsys.schedule.engine)")
+    @property
+    def machine_of(self) -> tuple[int, ...]:
+        """Each rank's machine (module docstring): ps, servers 0..S-1 then the workers
+        (co-located: worker w on server w's machine); allreduce, worker w's ranks on machine w."""
+        if self.scheme != "ps":
+            return tuple(w for w in range(self.workers) for _ in range(2))
+        first = 0 if self.colocated else self.servers
+        return tuple(range(self.servers)) + tuple(first + w for w in range(self.workers) for _ in range(3))
 
     @property
     def ranks(self) -> int:
@@ -237,6 +243,7 @@ def _schedule(comm, job: Job, w: int, post) -> None:
     timed = sorted(((policy.release_s(item, ready), item.priority, item) for item in job.items),
                    key=lambda entry: entry[:2])
     released, grads, flight, j = [], {}, [], 0
+    gone = logged = None  # (post number, egress end) of the latest item known to have left
     while j < len(timed) or released:
         t = comm.clock
         while j < len(timed) and timed[j][0] <= t:
@@ -245,18 +252,24 @@ def _schedule(comm, job: Job, w: int, post) -> None:
         if not released:
             comm.wait_until(timed[j][0], "idle: nothing released")
             continue
-        flight = [(end, n) for end, n in flight if end > t]
+        left = [entry for entry in flight if entry[1] <= t]
+        if left:  # the latest item that has left the egress: every post up to its last has left
+            gone = left[-1][:2]
+            flight = [entry for entry in flight if entry[1] > t]
         item = released[0][1]
         nbytes = 4 * item.size
-        if flight and sum(n for _, n in flight) + nbytes > policy.credit_bytes:
-            comm.wait_until(min(end for end, _ in flight), "credit: waiting for the link")
+        if flight and sum(n for _, _, n in flight) + nbytes > policy.credit_bytes:
+            comm.wait_sent(*flight[0][:2], "credit: waiting for the link")
             continue
         heapq.heappop(released)
         for i in item.layers:
             if i not in grads:
                 grads[i] = comm.wait_signal(compute, TAG_GRAD + i)
+        if gone is not None and gone != logged and policy.credit_bytes < math.inf:
+            comm.wait_sent(*gone, "credit: waiting for the link")  # a no-op here; a replay's egress may be slower
+            logged = gone
         post(item, grads)
-        flight.append((comm.egress_free_s, nbytes))
+        flight.append((comm.posted - 1, comm.egress_free_s, nbytes))
 
 
 def _label(job: Job, item: Item) -> str:
@@ -292,17 +305,24 @@ def _sender(comm, job: Job, w: int):
 
 def _receiver(comm, job: Job, w: int):
     """Takes every reply; a layer's weights go to compute each time all the items covering
-    it are back. Counted per layer, not per iteration: under OD-SGD the next iteration's
-    replies from one server can overtake this iteration's from another."""
+    it are back. A round is one iteration's replies: ``recv_any`` takes the earliest among
+    the servers that still owe this worker a reply of the round, so it never waits on a
+    server that waits for this worker's next pushes (nor, under OD-SGD, takes the next
+    iteration's reply from one server before this iteration's from another)."""
     items = job.items
     compute = job.rank_of("compute", w)
     weights, covering = {}, _covering(items)
     missing = dict(covering)
+    per_server = [job.server_of.count(s) for s in range(job.servers)]
+    owed = [0] * job.servers
     for _ in range(job.iterations * len(items)):
+        if not any(owed):
+            owed = list(per_server)
         if job.servers == 1:
             arr = comm.recv(0, TAG_REPLY)
         else:
-            arr = comm.recv_any(list(range(job.servers)), TAG_REPLY)[1]
+            arr = comm.recv_any([s for s in range(job.servers) if owed[s]], TAG_REPLY)[1]
+        owed[job.server_of[int(arr[0])]] -= 1
         item = items[int(arr[0])]
         weights[item.index] = arr[1:]
         for i in item.layers:
@@ -337,13 +357,16 @@ def _layer_values(job: Job, i: int, items: list[Item], values: dict) -> np.ndarr
 
 
 def _server(comm, job: Job, s: int):
-    """BSP per item: sum the W pushes in worker order (as dlsys.ps does), update, reply.
+    """BSP per item, as MXNet's server (``DataHandleDefault`` in kvstore_dist_server.h at
+    v1.3.0): it takes the pushes as they arrive and updates an item when its W-th push is
+    in, summing them in worker order (as dlsys.ps does), then replies.
 
-    Every worker posts its items in the same order (same layers, same policy, same ready
-    times), so the server takes worker 0's next push, then the same item from each other
-    worker, in worker order: plain receives (pushes of one item depart together, so this
-    is also their arrival order), and no recv_any, whose conservative wait could not see
-    past the receivers' own recv_any over several servers."""
+    The workers need not post their items in one order (co-located, a worker's pushes to
+    its own server take the loopback, so its link frees sooner and its policy may pick
+    differently). ``recv_any`` takes the earliest arrival among the workers that still owe
+    this server a push of its current round (an iteration: every worker pushes every item
+    of an iteration before it needs the replies), so it never waits on a worker that waits
+    for it."""
     items = job.items
     mine = [item for item in items if job.server_of[item.index] == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
@@ -353,16 +376,19 @@ def _server(comm, job: Job, s: int):
         grad = np.zeros_like(weights)
         sgd = {item.index: optim.SGD(weights[item.lo:item.hi], grad[item.lo:item.hi], job.config.lr,
                                      job.config.momentum) for item in mine}
+    owed = {sender: 0 for sender in senders}  # pushes each worker still owes this round
+    arrived: dict[int, dict[int, np.ndarray]] = {}  # item -> worker -> values
     for _ in range(len(mine) * job.iterations):
-        first = comm.recv(senders[0], TAG_PUSH)
-        k, values = int(first[0]), [first[1:]]
-        for w, sender in enumerate(senders[1:], 1):
-            arr = comm.recv(sender, TAG_PUSH)
-            if int(arr[0]) != k:
-                raise RuntimeError(f"workers 0 and {w} pushed items {k} and {int(arr[0])} to server {s} in the same "
-                                   "turn: the policy must give every worker the same order")
-            values.append(arr[1:])
-        item = items[k]
+        while True:
+            if not any(owed.values()):
+                owed = {sender: len(mine) for sender in senders}
+            src, arr = comm.recv_any([sender for sender in senders if owed[sender]], TAG_PUSH)
+            owed[src] -= 1
+            k = int(arr[0])
+            arrived.setdefault(k, {})[senders.index(src)] = arr[1:]
+            if len(arrived[k]) == job.workers:
+                break
+        item, values = items[k], arrived.pop(k)
         comm.charge_reduction(4 * item.size * job.workers, label="aggregate")
         comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
         comm.compute(seconds=job.server_slice_s, label=f"server's per-slice cost {_label(job, item)}")
