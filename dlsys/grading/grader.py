@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
-from .testing import STUDENT_EXERCISES_ENV, locate
+from .testing import STUDENT_EXERCISES_ENV, TIMEOUT_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
@@ -34,7 +34,6 @@ _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the 
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
 _ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1"}
-_PASSED = re.compile(r"^1 passed(, \d+ warnings?)? in ", re.MULTILINE)  # pytest's summary line
 _PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]  # the sandbox adds pytest-timeout
 _TIMEOUT_BANNER = re.compile(r"^\++ Timeout \++$", re.MULTILINE)  # pytest-timeout's, before it ends the process
 _STOP_GRACE_S = 10.0  # an interrupted sandbox kills its tests, then exits
@@ -92,14 +91,15 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
     env = os.environ | _ENV
     if student_exercises is not None:
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
-    kill_after_s = timeout_s + _KILL_GRACE_S
+    env[TIMEOUT_ENV] = f"{timeout_s:g}"  # the student's runs in a test, together (untrusted.Submission)
+    kill_after_s = timeout_s + 2 * _KILL_GRACE_S
     with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir, \
             tempfile.TemporaryDirectory(prefix="dlsys-grade-work-") as work_dir:
         spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s,
                 "memory_bytes": memory_bytes, "out_dir": out_dir, "work_dir": work_dir,
                 "files": _graded_files(root, student_dir),
                 "student_dir": None if student_dir is None else "submission",
-                "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
+                "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s + _KILL_GRACE_S:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
         code, stdout, stderr = _run_sandbox(json.dumps(spec), env, budget_s)
         if code != 0:
@@ -107,15 +107,15 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
         results = []
         for i, r in enumerate(json.loads(stdout)):
             output = (Path(out_dir) / f"{i}.txt").read_text(errors="replace")
-            reason_file = Path(out_dir) / f"{i}.reason"
-            reason = reason_file.read_text() if reason_file.exists() else ""
-            if r["timed_out"] or (not reason and _TIMEOUT_BANNER.search(output)):
+            reason = ""
+            if r["timed_out"] or (not r["reason"] and _TIMEOUT_BANNER.search(output)):
                 reason = f"timed out after {timeout_s:g} s (an infinite loop or a deadlock?)"
                 output += f"\n{reason}" + (": killed" if r["timed_out"] else "")
             elif r["code"] < 0:
                 reason = f"killed by signal {-r['code']}"
                 output += f"\n{reason}"
-            passed = r["code"] == 0 and _PASSED.search(output) is not None
+            passed = r["passed"] and r["code"] == 0  # the trusted test process's verdict, over its own pipe
+            reason = reason or r["reason"]
             if not passed and not reason:  # a skip, or a failure outside any test: pytest's last line says
                 reason = next((line.strip("= ") for line in reversed(output.splitlines()) if line.strip()), "no output")
             results.append((passed, _clip(output), "" if passed else reason, r["seconds"]))

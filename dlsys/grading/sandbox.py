@@ -21,6 +21,7 @@ process groups first: they lead their own sessions, so nothing else would.
 """
 
 import contextlib
+import importlib
 import json
 import os
 import resource
@@ -28,12 +29,20 @@ import signal
 import sys
 import time
 
-import numpy  # noqa: F401 - imported once here, inherited by every child
-import pytest
-import pytest_timeout
+from dlsys.grading import untrusted  # first: it records which dlsys modules hold no exercise
 
-from dlsys.comm import RankFailed  # and so the Communicator and the link models; never the exercise modules
-from dlsys.grading.testing import STUDENT_DIR_ENV
+import numpy  # noqa: F401,E402 - imported once here, inherited by every child
+import pytest  # noqa: E402
+import pytest_timeout  # noqa: E402
+
+from dlsys.comm import RankFailed  # noqa: E402
+from dlsys.exercises import EXERCISES  # noqa: E402
+from dlsys.grading.testing import STUDENT_DIR_ENV  # noqa: E402
+
+# Every module dlsys needs, loaded while this process can read them all: an untrusted child,
+# as nobody, reimports dlsys's own modules but may not reach the interpreter's files.
+for _module in ["dlsys.train", "dlsys.experiments", *(m for e in EXERCISES for m in e.modules)]:
+    importlib.import_module(_module)
 
 POLL_S = 0.005
 MAX_REASON_CHARS = 200
@@ -41,25 +50,33 @@ MAX_REASON_CHARS = 200
 
 def reason(exc: BaseException) -> str:
     """One line: 'NotImplementedError: ring_allreduce', an assertion's message, or for a
-    failed rank 'rank 0: NotImplementedError: token_ring' (not RankFailed's traceback)."""
+    failed rank 'rank 0: NotImplementedError: token_ring' (not RankFailed's traceback);
+    a SubmissionFailed's own message (it says what the student's code did)."""
     if isinstance(exc, RankFailed):
         text = f"rank {exc.rank}: {exc.summary}"
+    elif isinstance(exc, untrusted.SubmissionFailed):
+        text = str(exc).strip().splitlines()[0]
     else:
         lines = str(exc).strip().splitlines()
         text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
 
 
-class _Reason:
-    """A pytest plugin writing the reason of the test's first exception to ``path``."""
+class _Verdict:
+    """A pytest plugin: whether the test passed (its call passed, no phase failed) and the
+    reason of its first exception. It lives in the trusted test process, which runs no
+    student code (untrusted.Submission does, in a child), so nothing of the student's reaches it."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self):
+        self.called = self.failed = False
+        self.reason = ""
+
+    def pytest_runtest_logreport(self, report):
+        self.failed |= report.failed
+        self.called |= report.when == "call" and report.passed
 
     def pytest_exception_interact(self, node, call, report):
-        if not os.path.exists(self.path):
-            with open(self.path, "w") as f:
-                f.write(reason(call.excinfo.value))
+        self.reason = self.reason or reason(call.excinfo.value)
 
 
 def _write_files(work: str, files: dict) -> None:
@@ -70,8 +87,8 @@ def _write_files(work: str, files: dict) -> None:
             f.write(text)
 
 
-def _child(i: int, node: str, spec: dict) -> None:
-    code = 3
+def _child(i: int, node: str, spec: dict, verdict_fd: int) -> None:
+    code, verdict = 3, _Verdict()
     out_path = os.path.join(spec["out_dir"], f"{i}.txt")
     try:  # whatever happens, this process ends here: never back in the parent's loop
         os.setsid()
@@ -79,6 +96,9 @@ def _child(i: int, node: str, spec: dict) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, 1), os.dup2(out, 2)  # first: the grader reads this file whatever fails below
+        os.dup2(verdict_fd, 3)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the other tests' pipes, the grader's files
+        verdict_fd = 3
         work = os.path.join(spec["work_dir"], str(i))
         _write_files(work, spec["files"])
         os.chdir(work)
@@ -86,45 +106,76 @@ def _child(i: int, node: str, spec: dict) -> None:
             os.environ[STUDENT_DIR_ENV] = os.path.join(work, spec["student_dir"])
         # pytest-timeout as the imported module, not "-p pytest_timeout": pytest would try to
         # rewrite the asserts of a module imported already and warn (PytestAssertRewriteWarning)
-        code = pytest.main([*spec["pytest_args"], node],
-                           plugins=[pytest_timeout, _Reason(out_path.removesuffix(".txt") + ".reason")])
+        code = pytest.main([*spec["pytest_args"], node], plugins=[pytest_timeout, verdict])
     finally:
         sys.stdout.flush(), sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            os.write(verdict_fd, json.dumps({"passed": code == 0 and verdict.called and not verdict.failed,
+                                             "reason": verdict.reason}).encode())
         os._exit(int(code))
 
 
 def run(spec: dict) -> list[dict]:
     """Run every test of the spec; one result dict per test, in the spec's order."""
     pending = list(enumerate(spec["tests"]))
-    running: dict[int, tuple[int, float]] = {}  # pid -> (index, start)
+    running: dict[int, tuple[int, float, int]] = {}  # pid -> (index, start, read end of its verdict pipe)
     killed: set[int] = set()
     results: list = [None] * len(pending)
+    untrusted.prctl(untrusted.PR_SET_CHILD_SUBREAPER, 1)  # what a killed test leaves comes here, to be killed
     try:
         _loop(spec, pending, running, killed, results)
     finally:
         for pid in running:  # interrupted: the children lead their own sessions, no signal reaches them
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        for pid in running:
-            os.waitpid(pid, 0)
+        _kill_strays(set())
     return results
+
+
+def _kill_strays(running) -> None:
+    """Kill and reap this process's children that are no running test: what a killed test's
+    untrusted children left (they came here, the subreaper)."""
+    for pid in untrusted.children(os.getpid()):
+        if pid not in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) != os.getpgrp():
+                    os.killpg(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _read_verdict(fd: int) -> dict:
+    """The test process's verdict; a test that died before writing it failed."""
+    with contextlib.suppress(OSError, ValueError):
+        os.set_blocking(fd, False)
+        verdict = json.loads(os.read(fd, 1 << 16))
+        os.close(fd)
+        return {"passed": verdict["passed"] is True, "reason": str(verdict["reason"])}
+    os.close(fd)
+    return {"passed": False, "reason": ""}
 
 
 def _loop(spec, pending, running, killed, results) -> None:
     while pending or running:
         while pending and len(running) < spec["jobs"]:
             i, node = pending.pop(0)
+            read_fd, write_fd = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(i, node, spec)
-            running[pid] = (i, time.monotonic())
+                _child(i, node, spec, write_fd)
+            os.close(write_fd)
+            running[pid] = (i, time.monotonic(), read_fd)
         pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid:
-            i, start = running.pop(pid)
+        if pid and pid in running:
+            i, start, read_fd = running.pop(pid)
             results[i] = {"code": os.waitstatus_to_exitcode(status), "timed_out": pid in killed,
-                          "seconds": time.monotonic() - start}
+                          "seconds": time.monotonic() - start, **_read_verdict(read_fd)}
+            _kill_strays(running)
             continue
-        for pid, (i, start) in running.items():
+        if pid:
+            continue  # a stray, reaped
+        for pid, (i, start, _) in running.items():
             if pid not in killed and time.monotonic() - start > spec["kill_after_s"]:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)  # the child leads its own session
@@ -137,6 +188,7 @@ def _exit_on_sigterm(signum, frame):
 
 
 if __name__ == "__main__":
+    untrusted.undumpable()  # no process of this user reads our memory or reopens our pipes
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the grader stops us so: run's finally kills the children
     try:
         print(json.dumps(run(json.load(sys.stdin))))

@@ -9,6 +9,7 @@ module anyway (to emulate a ring while grading a formula).
 
 from __future__ import annotations
 
+import ast
 import importlib.abc
 import importlib.util
 import os
@@ -22,6 +23,7 @@ STUDENT_DIR_ENV = "DLSYS_STUDENT_DIR"
 # student uploads only the homework's files (comma-separated exercise ids; unset: all).
 STUDENT_EXERCISES_ENV = "DLSYS_STUDENT_EXERCISES"
 MANIFEST = "exercises.json"  # written by release: marks a released directory
+TIMEOUT_ENV = "DLSYS_GRADE_TIMEOUT_S"  # what the student's code may take in one test (untrusted.Submission)
 LAUNCH_TIMEOUT_S = 10.0  # a graded run that takes longer is a hung program, not a slow one
 
 
@@ -35,12 +37,59 @@ def locate(root: Path, student_file: str) -> Path | None:
     return None
 
 
+def enclosing(source: str, line: int) -> str:
+    """The qualified name (``KVServer.aggregate``) of the innermost function or class
+    method around ``line`` (0-based) of ``source``."""
+    best, stack = "", [(node, "") for node in ast.parse(source).body]
+    while stack:
+        node, prefix = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.lineno - 1 <= line <= (node.end_lineno or node.lineno) - 1:
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                best = name
+            stack += [(child, f"{name}.") for child in node.body]
+    return best
+
+
+class _ReferenceRegions(importlib.abc.Loader):
+    """Executes the student's module, then puts back the reference of every function that
+    holds another exercise's region: each exercise is graded on its own (ring_allreduce on the
+    reference reduce-scatter and all-gather, whatever the student's are)."""
+
+    def __init__(self, inner, module: str, foreign: list[str]):
+        self.inner, self.module, self.foreign = inner, module, foreign
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        if not self.foreign:
+            return
+        reference = load_reference(self.module)
+        for qualname in self.foreign:
+            *outer, name = qualname.split(".")
+            theirs, ours = module, reference
+            for part in outer:
+                theirs, ours = getattr(theirs, part), getattr(ours, part)
+            setattr(theirs, name, getattr(ours, name))
+
+
 class _StudentFinder(importlib.abc.MetaPathFinder):
     """Finds each exercise module in the student's directory, never in the reference."""
 
     def __init__(self, root: Path, exercises):
         self.root = root
+        graded = {e.id for e in exercises}
         self.files = {module: name for e in exercises for module, name in zip(e.modules, e.student_files)}
+        from .release import find_regions  # release imports this module: imported here, not at the top
+        self.foreign: dict[str, list[str]] = {}
+        for e in exercises:
+            for module, file in zip(e.modules, e.files):
+                source = (REPO_ROOT / file).read_text()
+                self.foreign[module] = sorted({enclosing(source, r.begin) for r in find_regions(source, file)
+                                               if r.exercise not in graded})
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
@@ -48,12 +97,14 @@ class _StudentFinder(importlib.abc.MetaPathFinder):
         found = locate(self.root, self.files[name])
         if found is None:
             raise ModuleNotFoundError(f"the submission has no {self.root / self.files[name]}", name=name)
-        return importlib.util.spec_from_file_location(name, found)
+        spec = importlib.util.spec_from_file_location(name, found)
+        spec.loader = _ReferenceRegions(spec.loader, name, self.foreign[name])
+        return spec
 
 
 def use_student_files(root, exercise_ids=None) -> None:
     """From now on, the modules of ``exercise_ids`` (default: every exercise) are imported
-    from the student directory ``root``."""
+    from the student directory ``root``, with the reference of every other exercise's regions."""
     exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
     imported = sorted({m for e in exercises for m in e.modules if m in sys.modules})
     if imported:
