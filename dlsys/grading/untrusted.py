@@ -32,6 +32,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import gc
+import importlib
 import json
 import os
 import pwd
@@ -136,6 +138,27 @@ def decode(text: bytes):
     return json.loads(text, object_hook=_decode_object, parse_constant=_reject_constant)
 
 
+def observe_calls(module: str, calls: list) -> list:
+    """An observe function for exercises that are functions: ``module.name(*args)`` for each
+    (name, args) of ``calls``. A ValueError (bad input, which some tests ask for) is an answer,
+    {"raised": "ValueError", "message": ...}; any other exception fails the run."""
+    found = importlib.import_module(module)
+    answers = []
+    for name, args in calls:
+        try:
+            answers.append(getattr(found, name)(*args))
+        except ValueError as exc:
+            answers.append({"raised": "ValueError", "message": str(exc)})
+    return answers
+
+
+def trace_summary(run) -> dict:
+    """What a graded test reads of a LaunchResult: values, messages (src, dst, nbytes) and the
+    virtual time; plain data for the answer."""
+    return {"values": run.values, "time_s": run.virtual_time_s,
+            "messages": [[m.src, m.dst, m.nbytes] for m in run.trace.messages]}
+
+
 # --- the child -------------------------------------------------------------------------
 
 def _where(exc: BaseException | None, private: str) -> str:
@@ -172,6 +195,7 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, 
     """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
     try:
         os.setsid()
+        gc.freeze()  # the inherited heap (pytest's) is not the student's: launch's gc.collect skips it
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() == 1:
             os._exit(1)  # the parent died before PDEATHSIG was set
