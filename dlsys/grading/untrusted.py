@@ -346,6 +346,11 @@ class Submission:
             raise SubmissionFailed(f"{rank}{error['summary']}{where}{printed}")
         return answer["value"]
 
+    def calls(self, module: str, calls: list) -> list:
+        """``module.name(*args)`` on the student's code, for each (name, args) of ``calls``,
+        in one child (``observe_calls``)."""
+        return self.run(observe_calls, module=module, calls=calls)
+
     @staticmethod
     def _printed(private: str) -> str:
         path = Path(private) / "output.txt"
