@@ -258,6 +258,18 @@ def _kill_everything(leader: int) -> None:
                 os.waitpid(pid, 0)
 
 
+def _remove_files_of(uid: int, since: float) -> None:
+    """Remove what ``uid`` (the unprivileged user) left in /dev/shm and the temporary folder
+    since ``since``: a submission's files there outlive its processes, and /dev/shm is memory."""
+    for folder in (Path("/dev/shm"), Path(tempfile.gettempdir())):
+        with contextlib.suppress(OSError):
+            for path in folder.iterdir():
+                with contextlib.suppress(OSError):
+                    info = path.lstat()
+                    if info.st_uid == uid and info.st_mtime >= since - 1:
+                        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
 def _read_answer(fd: int, deadline: float) -> tuple[bytes, str]:
     """The child's answer (8 bytes of length, then the JSON): (data, '') or (b'', why not).
     The length, not the end of the pipe, ends it: a process the child started may hold the pipe."""
@@ -294,11 +306,15 @@ class Submission:
     def run(self, observe, **kwargs):
         """``observe(**kwargs)`` run on the student's code in an untrusted child: its
         return value, decoded. Raises SubmissionFailed saying what went wrong."""
-        private = tempfile.mkdtemp(prefix="dlsys-untrusted-")
+        # the private directory inside one of ours (mode 0711): the sweep of what the
+        # unprivileged user left in the temporary folder passes over it
+        base = tempfile.mkdtemp(prefix="dlsys-untrusted-")
+        os.chmod(base, 0o711)
         try:
+            os.mkdir(private := os.path.join(base, "work"), 0o700)
             return self._run(private, observe, kwargs)
         finally:
-            shutil.rmtree(private, ignore_errors=True)
+            shutil.rmtree(base, ignore_errors=True)
 
     def _run(self, private: str, observe, kwargs: dict):
         if self.root is not None:
@@ -320,11 +336,14 @@ class Submission:
             os.close(read_fd)
             _child(write_fd, private, self.exercise.id, self.root is not None, observe, kwargs, left_s)
         os.close(write_fd)
+        started = time.time()
         try:
             data, stopped = _read_answer(read_fd, self.deadline)
         finally:
             os.close(read_fd)
             _kill_everything(pid)
+            if os.getuid() == 0:
+                _remove_files_of(pwd.getpwnam(UNPRIVILEGED_USER).pw_uid, started)
         printed = self._printed(private)
         if stopped == "timeout":
             raise SubmissionFailed(f"timed out after {self.timeout_s:g} s (an infinite loop or a deadlock?){printed}")

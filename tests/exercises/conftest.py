@@ -28,6 +28,13 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{exercise.marker}: graded tests of exercise {exercise.id}")
 
 
+@pytest.fixture(autouse=True)
+def explicit_backend(monkeypatch):
+    """$DLSYS_BACKEND replaces the backend of every launch (a lesson, unchanged, on mpi); a
+    graded test means the backend it names, here and in the student's child."""
+    monkeypatch.delenv("DLSYS_BACKEND", raising=False)
+
+
 @pytest.fixture
 def student(request) -> untrusted.Submission:
     """Runs observe functions on the student's code of this test's exercise."""

@@ -1,0 +1,187 @@
+"""Hostile submissions: each tries to score without solving token_ring, or to outlive its
+test. Each must score 0 and leave no process and no file behind (the untrusted child of
+dlsys.grading.untrusted: the verdict is the trusted test's, over a pipe the child cannot reach)."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from dlsys.exercises import get
+from dlsys.grading.grader import grade, run_tests
+from dlsys.grading.untrusted import SubmissionFailed, decode, encode
+
+NODES = ["tests/exercises/test_token_ring.py::test_keeps_dtype_and_shape",
+         "tests/exercises/test_token_ring.py::test_each_rank_returns_the_token_it_received[2]"]
+WRONG = """
+def token_ring(comm, token):
+    return None
+"""
+
+ATTACKS = {
+    # pytest's summary line written to every file descriptor this process and its ancestors hold
+    "fd_write": """
+import os
+def _ancestors():
+    pid = os.getpid()
+    while pid > 1:
+        yield pid
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+for pid in _ancestors():
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            out = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_APPEND)
+            os.write(out, b'1 passed in 0.01s\\n{"passed": true, "reason": ""}\\n')
+        except OSError:
+            pass
+os._exit(0)
+""" + WRONG,
+    # pytest's reports, numpy's comparisons and assert patched: in the child only
+    "patch_pytest": """
+import builtins, numpy, _pytest.reports, _pytest.runner
+_pytest.reports.TestReport.passed = property(lambda self: True)
+_pytest.reports.TestReport.failed = property(lambda self: False)
+_pytest.runner.call_and_report = lambda *a, **k: None
+numpy.array_equal = lambda *a, **k: True
+builtins.AssertionError = type("AssertionError", (Exception,), {})
+""" + WRONG,
+    "print_and_exit_0": """
+import os
+print("1 passed in 0.01s")
+os._exit(0)
+""" + WRONG,
+    "system_exit": """
+def token_ring(comm, token):
+    raise SystemExit(0)
+""",
+    "lying_eq": """
+import numpy as np
+class Liar(np.ndarray):
+    def __eq__(self, other):
+        return np.ones(np.shape(other), bool)
+    def __ne__(self, other):
+        return np.zeros(np.shape(other), bool)
+def token_ring(comm, token):
+    return np.zeros(token.shape, token.dtype).view(Liar)
+""",
+    "huge_answer": """
+def token_ring(comm, token):
+    return ["x" * 1000] * 100_000
+""",
+    "huge_output": """
+import sys
+def token_ring(comm, token):
+    while True:
+        sys.stdout.write("1 passed in 0.01s\\n" * 10000)
+""",
+    # the grader's processes, signalled or traced
+    "kill_the_parent": """
+import os, signal
+os.kill(os.getppid(), signal.SIGKILL)
+""" + WRONG,
+}
+
+# daemons and forks meant to outlive the test, writing their pids into MARKERS
+SURVIVORS = """
+import os, time
+def _spawn(detach):
+    if os.fork() == 0:
+        if detach:
+            os.setsid()
+            if os.fork():
+                os._exit(0)
+        open(os.path.join(MARKERS, str(os.getpid())), "w").close()
+        open("/dev/shm/dlsys-hostile-" + str(os.getpid()), "wb").write(b"x" * (1 << 20))
+        time.sleep(600)
+        os._exit(0)
+for detach in (False, True, True):
+    _spawn(detach)
+time.sleep(0.3)
+""" + WRONG
+
+
+def student_dir(tmp_path, source: str) -> Path:
+    target = tmp_path / get("token_ring").student_file
+    target.parent.mkdir(parents=True)
+    target.write_text(source)
+    return tmp_path
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_an_attack_scores_zero(tmp_path, attack):
+    results = run_tests(NODES, student_dir(tmp_path, ATTACKS[attack]), timeout_s=5, memory_bytes=1 << 30, jobs=2)
+    assert [passed for passed, *_ in results] == [False, False], [reason for _, _, reason, _ in results]
+
+
+def test_processes_it_starts_die_with_the_test(tmp_path):
+    markers = tempfile.mkdtemp(prefix="dlsys-hostile-")
+    os.chmod(markers, 0o777)  # the child runs as nobody when the grader is root
+    try:
+        source = f"MARKERS = {markers!r}\n" + SURVIVORS
+        results = grade(student_dir(tmp_path, source), ["token_ring"], timeout_s=5)
+        assert sum(r.score for r in results) == 0
+        pids = [int(p.name) for p in Path(markers).iterdir()]
+        assert len(pids) == 3 * len(results), "every test's child started its three survivors"
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert alive == [], f"still running after grade returned: {alive}"
+        assert not list(Path("/dev/shm").glob("dlsys-hostile-*")), "files the submission left in /dev/shm"
+    finally:
+        for left in Path(markers).iterdir():
+            left.unlink()
+        os.rmdir(markers)
+
+
+def test_a_syntax_error_names_the_file_and_costs_only_its_exercise(tmp_path):
+    """topk.py broken: only topk_error_feedback loses points; terngrad (also in dlsys.compress) keeps them."""
+    from dlsys.grading.release import replace_regions
+    from dlsys.exercises import REPO_ROOT
+    for e in (get("terngrad_quantizer"), get("topk_error_feedback")):
+        for file, name in zip(e.files, e.student_files):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text(replace_regions((REPO_ROOT / file).read_text(), lambda r: r.body))
+    topk = tmp_path / "compress/topk.py"
+    lines = topk.read_text().splitlines(keepends=True)
+    lines[20] = "def broken(:\n"
+    topk.write_text("".join(lines))
+    results = grade(tmp_path, ["terngrad_quantizer", "topk_error_feedback"])
+    assert all(r.passed for r in results if r.exercise == "terngrad_quantizer")
+    topk_results = [r for r in results if r.exercise == "topk_error_feedback"]
+    assert not any(r.passed for r in topk_results)
+    assert all(r.reason.startswith("SyntaxError") and "(at compress/topk.py:21)" in r.reason for r in topk_results), \
+        topk_results[0].reason
+
+
+def test_the_backend_environment_variable_does_not_override_a_graded_tests_backend(tmp_path, monkeypatch):
+    """DLSYS_BACKEND replaces every launch's backend (a lesson, unchanged, on mpi); a graded
+    test's launch(..., "threads") stays on threads: on processes each rank would have its own pid."""
+    monkeypatch.setenv("DLSYS_BACKEND", "processes")
+    source = (Path(__file__).parents[1] / "dlsys/exercises/token_ring.py").read_text().replace(
+        "    # BEGIN SOLUTION token_ring\n", "    assert os.getpid() == IMPORTED_BY, 'not on threads'\n").replace(
+        "import numpy as np\n", "import os\nimport numpy as np\nIMPORTED_BY = os.getpid()\n")
+    results = run_tests(NODES[:1], student_dir(tmp_path, source), timeout_s=10, memory_bytes=1 << 30, jobs=1)
+    assert results[0][0], results[0][2]
+
+
+def test_answers_are_plain_data_and_nothing_else():
+    value = {"a": [1, 2.5, None, "s", True], "x": np.arange(6, dtype=np.int32).reshape(2, 3), "y": np.float32(2.5),
+             "nan": float("nan")}
+    import json
+    back = decode(json.dumps(encode(value)).encode())
+    assert back["x"].dtype == np.int32 and back["x"].shape == (2, 3) and back["y"] == np.float32(2.5)
+    assert np.isnan(back["nan"]) and back["a"] == value["a"]
+    for forged in (np.zeros(2).view(type("Sub", (np.ndarray,), {})), np.array([object()]), {"__ndarray__": 1},
+                   {1: 2}, type("F", (float,), {})(1.0), object()):
+        with pytest.raises(TypeError):
+            encode(forged)
+    for text in (b'NaN', b'{"__ndarray__": {"dtype": "|O", "shape": [1], "data": "AAAAAAAAAAA="}}',
+                 b'{"__ndarray__": {"dtype": "<f8", "shape": [4], "data": "AAAAAAAAAAA="}}', b'{"__call__": 1}'):
+        with pytest.raises(ValueError):
+            decode(text)
+    assert issubclass(SubmissionFailed, AssertionError)
