@@ -191,6 +191,19 @@ def _limit(cpu_s: float) -> None:
         resource.setrlimit(limit, (value, hard if os.getuid() == 0 else value))
 
 
+def _forget_exercise_modules() -> None:
+    """Drop every dlsys module that may hold exercise code, so that the next import reads it
+    again (the exercise's from the student's files): from sys.modules, and as an attribute of
+    the package that stays (``from .. import schedule`` would find the old one there)."""
+    for name in [m for m in sys.modules if m.startswith("dlsys") and m not in _SHARED
+                 and not m.startswith("dlsys.grading") and m != "dlsys.exercises"]:
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules:
+            with contextlib.suppress(AttributeError):
+                delattr(sys.modules[parent], child)
+
+
 def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, kwargs: dict, cpu_s: float):
     """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
     try:
@@ -205,6 +218,8 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, 
         os.dup2(answer_fd, 3)
         os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the verdict's pipe, the grader's files: gone
         answer_fd = 3
+        # pytest's capture of the parent's output is gone with its descriptors: print to ours
+        sys.stdin, sys.stdout, sys.stderr = (open(fd, mode, closefd=False) for fd, mode in ((0, "r"), (1, "w"), (2, "w")))
         signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.environ.pop("DLSYS_BACKEND", None)  # a graded test's backend= is the one it means
         _limit(cpu_s)
@@ -212,14 +227,14 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, 
             user = pwd.getpwnam(UNPRIVILEGED_USER)
             os.setgroups([]), os.setgid(user.pw_gid), os.setuid(user.pw_uid)
         os.chdir(private)
-        for name in [m for m in sys.modules if m.startswith("dlsys") and m not in _SHARED
-                     and not m.startswith("dlsys.grading") and m != "dlsys.exercises"]:
-            del sys.modules[name]
+        _forget_exercise_modules()
         if student:
             use_student_files(private, [exercise])
         answer = {"value": encode(observe(**kwargs))}
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: all are the student's
         answer = {"error": describe(exc, private)}
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush(), sys.stderr.flush()
     try:
         text = json.dumps(answer, allow_nan=False).encode()
     except BaseException as exc:
