@@ -2,14 +2,15 @@
 one-line reason per failed test (``TestResult.reason``: the exception's line, or the
 timeout) and Gradescope's results.json.
 
-``sandbox.py`` runs each test in a forked child, in its own session, with the student's
-files in place of the reference (``testing.py``), a timeout (pytest-timeout reports every
-thread's stack; the process group is killed if it outlives the grace) and a memory limit
-(RLIMIT_AS): an infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
-always the reference checkout's, never the submission's copy. Each test is worth an equal
-share of its exercise's points. A test passes only if its process exits 0 and pytest
-reports it passed (a skip is not a pass). The sandbox contains accidents, not malice:
-graded code runs with the grader's user rights.
+``sandbox.py`` runs each test in a forked, trusted child, in its own session, with a
+timeout (pytest-timeout reports every thread's stack; the process group is killed if it
+outlives the grace) and a memory limit (RLIMIT_AS). The test runs the student's code only
+through ``untrusted.Submission``: in a child of its own, which answers plain data, so an
+infinite loop, a deadlocked ring, a memory bomb or a forged answer costs that one test. The
+tests are always the reference checkout's, never the submission's copy. Each test is worth
+an equal share of its exercise's points. A test passes only if the trusted pytest says its
+call passed, over a pipe the student's code cannot reach, and its process exits 0 (a skip
+is not a pass).
 """
 
 from __future__ import annotations

@@ -5,19 +5,20 @@
 The spec is {"tests": [pytest node ids], "pytest_args": [...], "jobs": int,
 "kill_after_s": float, "memory_bytes": int, "out_dir": str, "work_dir": str, "files":
 {relative path: text}, "student_dir": relative path or null}. This process imports pytest,
-pytest-timeout, numpy and the Communicator once (never an exercise module: the children
-import those, from the student's files), then forks one child per test, at most ``jobs``
-at a time. A child starts its own session, limits its address space (RLIMIT_AS), writes
-``files`` (the graded tests and the student's files, read before any student code ran)
-into its own directory ``work_dir/<i>`` and runs there, so a submission that deletes
-files (its own, the tests, the working directory) spoils only that test. It writes its
-output to ``out_dir/<i>.txt`` and, if the test fails with an exception, that exception's
-one-line reason to ``out_dir/<i>.reason``, and runs pytest on its one test; one still
-running ``kill_after_s`` after it started is killed with its process group.
-Forking saves each test the half second of starting Python and importing pytest. Prints
-one JSON list: per test, its exit code (negative: killed by that signal), whether it was
-killed for time, and its seconds. Interrupted (SIGINT, SIGTERM), it kills the children's
-process groups first: they lead their own sessions, so nothing else would.
+pytest-timeout, numpy and dlsys once, then forks one child per test, at most ``jobs`` at a
+time. A child is trusted: it runs pytest on its one test, and the test runs the student's
+code only in an untrusted grandchild (``untrusted.Submission``). A child starts its own
+session, limits its address space (RLIMIT_AS), keeps no file descriptor of the other tests,
+writes ``files`` (the graded tests and the student's files, read before any student code
+ran) into its own directory ``work_dir/<i>`` and runs there. Its output goes to
+``out_dir/<i>.txt`` (for people); its verdict (passed, and the one-line reason of its first
+exception) to a pipe that only this process reads. One still running ``kill_after_s`` after
+it started is killed with its process group, and what its untrusted children left is killed
+here (this process is their subreaper). Forking saves each test the half second of starting
+Python and importing pytest. Prints one JSON list: per test, its exit code (negative:
+killed by that signal), whether it was killed for time, its seconds, and the verdict.
+Interrupted (SIGINT, SIGTERM), it kills the children's process groups first: they lead
+their own sessions, so nothing else would.
 """
 
 import contextlib
