@@ -185,3 +185,31 @@ def test_answers_are_plain_data_and_nothing_else():
         with pytest.raises(ValueError):
             decode(text)
     assert issubclass(SubmissionFailed, AssertionError)
+
+
+def edited(tmp_path, exercise: str, reference: str, wrong: str) -> Path:
+    """A submission of ``exercise``'s files: the reference with one edit."""
+    from dlsys.exercises import REPO_ROOT
+    source = (REPO_ROOT / get(exercise).file).read_text()
+    assert source.count(reference) == 1
+    (tmp_path / get(exercise).student_file).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / get(exercise).student_file).write_text(source.replace(reference, wrong))
+    return tmp_path
+
+
+def test_an_exercise_that_builds_on_another_is_graded_on_the_others_reference(tmp_path):
+    """ring.py with the reduce-scatter one block off: the all-reduce built on it keeps full marks."""
+    student = edited(tmp_path, "ring_reduce_scatter", "send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p",
+                     "send_i, recv_i = (r - step) % p, (r - step - 1) % p")
+    results = grade(student, ["ring_reduce_scatter", "ring_allreduce"])
+    assert all(r.passed for r in results if r.exercise == "ring_allreduce")
+    assert not all(r.passed for r in results if r.exercise == "ring_reduce_scatter")
+
+
+def test_a_server_that_forgets_to_average_is_told_so(tmp_path):
+    student = edited(tmp_path, "ps_aggregation", "self.grad[local] += values / len(self.workers)",
+                     "self.grad[local] += values")
+    reasons = {r.name.split("::")[1]: r.reason for r in grade(student, ["ps_aggregation"]) if not r.passed}
+    assert "3x the reference" in reasons["test_bsp_waits_for_all_w_gradients_then_holds_their_mean"]
+    assert "did you average over the workers?" in reasons["test_bsp_waits_for_all_w_gradients_then_holds_their_mean"]
+    assert "2x the reference" in reasons["test_every_bsp_round_starts_from_zero"], "not the round reset's fault"
