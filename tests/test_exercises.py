@@ -287,7 +287,8 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
     assert "MemoryError" in reasons["test_keeps_dtype_and_shape"]
     assert reasons["test_the_token_goes_once_around_neighbour_to_neighbour"].startswith(
         "DeadlockError: deadlock: no rank can make progress: rank 0 waits for rank 5")
-    assert all("RuntimeWarning" in r.output for r in results["token_ring"] if r.passed), "passed despite a warning"
+    assert len(results["token_ring"]) - len(outputs) == 2, "the tests it passes despite a warning pass"
+    assert all("RuntimeWarning" in output for output in outputs.values()), "what the student's code printed is shown"
     assert all(not r.passed and "no exercises/ring_cost.py" in r.output for r in results["ring_allreduce_cost"])
 
 

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -178,8 +179,10 @@ def describe(exc: BaseException, private: str) -> dict:
         summary = str(exc.summary)
     else:
         rank, summary = None, f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    text = getattr(exc, "rank_traceback", "") or "".join(traceback.format_exception(exc))
     return {"type": type(exc).__name__, "summary": summary.splitlines()[0] if summary else type(exc).__name__,
-            "rank": rank, "where": _where(exc, private)}
+            "rank": rank, "where": _where(exc, private),
+            "traceback": text.replace(private + "/", "")[-MAX_OUTPUT_CHARS:]}
 
 
 def _limit(cpu_s: float) -> None:
@@ -204,6 +207,10 @@ def _forget_exercise_modules() -> None:
                 delattr(sys.modules[parent], child)
 
 
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, kwargs: dict, cpu_s: float):
     """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
     try:
@@ -219,7 +226,11 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, 
         os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the verdict's pipe, the grader's files: gone
         answer_fd = 3
         # pytest's capture of the parent's output is gone with its descriptors: print to ours
-        sys.stdin, sys.stdout, sys.stderr = (open(fd, mode, closefd=False) for fd, mode in ((0, "r"), (1, "w"), (2, "w")))
+        sys.stdin = open(0, closefd=False)
+        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))  # lines, kept if killed
+        warnings.resetwarnings()  # pytest records the test's warnings: the student's are printed, once each
+        warnings.simplefilter("default")
+        warnings.showwarning = _print_warning
         signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.environ.pop("DLSYS_BACKEND", None)  # a graded test's backend= is the one it means
         _limit(cpu_s)
@@ -377,7 +388,8 @@ class Submission:
             error = answer["error"]
             rank = f"rank {error['rank']}: " if error.get("rank") is not None else ""
             where = f" (at {error['where']})" if error.get("where") else ""
-            raise SubmissionFailed(f"{rank}{error['summary']}{where}{printed}")
+            shown = f"\n--- the student's code raised ---\n{error['traceback']}" if error.get("traceback") else ""
+            raise SubmissionFailed(f"{rank}{error['summary']}{where}{shown}{printed}")
         return answer["value"]
 
     def calls(self, module: str, calls: list) -> list:
