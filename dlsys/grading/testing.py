@@ -9,7 +9,6 @@ module anyway (to emulate a ring while grading a formula).
 
 from __future__ import annotations
 
-import ast
 import importlib.abc
 import importlib.util
 import os
@@ -37,25 +36,9 @@ def locate(root: Path, student_file: str) -> Path | None:
     return None
 
 
-def enclosing(source: str, line: int) -> str:
-    """The qualified name (``KVServer.aggregate``) of the innermost function or class
-    method around ``line`` (0-based) of ``source``."""
-    best, stack = "", [(node, "") for node in ast.parse(source).body]
-    while stack:
-        node, prefix = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
-                node.lineno - 1 <= line <= (node.end_lineno or node.lineno) - 1:
-            name = f"{prefix}{node.name}"
-            if not isinstance(node, ast.ClassDef):
-                best = name
-            stack += [(child, f"{name}.") for child in node.body]
-    return best
-
-
-class _ReferenceRegions(importlib.abc.Loader):
-    """Executes the student's module, then puts back the reference of every function that
-    holds another exercise's region: each exercise is graded on its own (ring_allreduce on the
-    reference reduce-scatter and all-gather, whatever the student's are)."""
+class _ReferenceFunctions(importlib.abc.Loader):
+    """Executes the student's module, then puts back the reference of the functions
+    ``foreign`` names (qualified: ``KVServer.aggregate``)."""
 
     def __init__(self, inner, module: str, foreign: list[str]):
         self.inner, self.module, self.foreign = inner, module, foreign
@@ -79,17 +62,9 @@ class _ReferenceRegions(importlib.abc.Loader):
 class _StudentFinder(importlib.abc.MetaPathFinder):
     """Finds each exercise module in the student's directory, never in the reference."""
 
-    def __init__(self, root: Path, exercises):
-        self.root = root
-        graded = {e.id for e in exercises}
+    def __init__(self, root: Path, exercises, reference_functions: dict[str, list[str]]):
+        self.root, self.reference_functions = root, reference_functions
         self.files = {module: name for e in exercises for module, name in zip(e.modules, e.student_files)}
-        from .release import find_regions  # release imports this module: imported here, not at the top
-        self.foreign: dict[str, list[str]] = {}
-        for e in exercises:
-            for module, file in zip(e.modules, e.files):
-                source = (REPO_ROOT / file).read_text()
-                self.foreign[module] = sorted({enclosing(source, r.begin) for r in find_regions(source, file)
-                                               if r.exercise not in graded})
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
@@ -98,18 +73,19 @@ class _StudentFinder(importlib.abc.MetaPathFinder):
         if found is None:
             raise ModuleNotFoundError(f"the submission has no {self.root / self.files[name]}", name=name)
         spec = importlib.util.spec_from_file_location(name, found)
-        spec.loader = _ReferenceRegions(spec.loader, name, self.foreign[name])
+        spec.loader = _ReferenceFunctions(spec.loader, name, self.reference_functions.get(name, []))
         return spec
 
 
-def use_student_files(root, exercise_ids=None) -> None:
+def use_student_files(root, exercise_ids=None, reference_functions: dict[str, list[str]] | None = None) -> None:
     """From now on, the modules of ``exercise_ids`` (default: every exercise) are imported
-    from the student directory ``root``, with the reference of every other exercise's regions."""
+    from the student directory ``root``, with the reference's of the functions named in
+    ``reference_functions`` ({module: ["KVServer.aggregate", ...]})."""
     exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
     imported = sorted({m for e in exercises for m in e.modules if m in sys.modules})
     if imported:
         raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
-    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises))
+    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises, reference_functions or {}))
 
 
 def student_exercises() -> list[str] | None:

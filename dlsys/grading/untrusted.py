@@ -29,6 +29,7 @@ still write the grader's files. The threats each measure stops: docs/exercises.m
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import ctypes
@@ -51,7 +52,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exercises import EXERCISES, get
+from .. import comm  # noqa: F401 - loaded before any exercise module: see _SHARED
+from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
+from .release import find_regions
 from .testing import locate, use_student_files
 
 MAX_ANSWER_BYTES = 64 << 20   # an answer larger than this is an attack or a bug, not a result
@@ -63,9 +66,9 @@ _ARRAY_KINDS = "biuf"         # numpy dtypes an answer may hold: bool, int, uint
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _libc = ctypes.CDLL(None, use_errno=True)
 # The dlsys modules loaded before any exercise module (this module is imported first: by the
-# sandbox, by the exercises' conftest) hold no exercise code: a child keeps them and imports
-# every other dlsys module afresh, the exercise's from the student's files.
-import dlsys.comm  # noqa: E402,F401 - the Communicator, and so the link models
+# sandbox, by the exercises' conftest; it loads the Communicator) hold no exercise code: a
+# child keeps them and imports every other dlsys module afresh, the exercise's from the
+# student's files.
 _LOADED = {m for m in sys.modules if m.startswith("dlsys")}
 _SHARED = set() if _LOADED & {m for e in EXERCISES for m in e.modules} else _LOADED
 
@@ -207,11 +210,39 @@ def _forget_exercise_modules() -> None:
                 delattr(sys.modules[parent], child)
 
 
+def enclosing(source: str, line: int) -> str:
+    """The qualified name (``KVServer.aggregate``) of the innermost function or method
+    around ``line`` (0-based) of ``source``."""
+    best, stack = "", [(node, "") for node in ast.parse(source).body]
+    while stack:
+        node, prefix = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.lineno - 1 <= line <= (node.end_lineno or node.lineno) - 1:
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                best = name
+            stack += [(child, f"{name}.") for child in node.body]
+    return best
+
+
+def reference_functions(exercise: Exercise) -> dict[str, list[str]]:
+    """{module: functions} of ``exercise``'s modules that hold another exercise's region:
+    the child takes the reference's of those, so that each exercise is graded on its own
+    (ring_allreduce on the reference reduce-scatter and all-gather, whatever the student's are)."""
+    functions = {}
+    for module, file in zip(exercise.modules, exercise.files):
+        source = (REPO_ROOT / file).read_text()
+        functions[module] = sorted({enclosing(source, r.begin) for r in find_regions(source, file)
+                                    if r.exercise != exercise.id})
+    return functions
+
+
 def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
-def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, kwargs: dict, cpu_s: float):
+def _child(answer_fd: int, private: str, exercise: str, student: bool, reference: dict, observe, kwargs: dict,
+           cpu_s: float):
     """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
     try:
         os.setsid()
@@ -240,22 +271,20 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, observe, 
         os.chdir(private)
         _forget_exercise_modules()
         if student:
-            use_student_files(private, [exercise])
+            use_student_files(private, [exercise], reference)
         answer = {"value": encode(observe(**kwargs))}
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: all are the student's
-        answer = {"error": describe(exc, private)}
-    with contextlib.suppress(BaseException):
+        answer = {"error": exc}
+    try:  # whatever the student's exception does when described, this process ends here
+        if "error" in answer:
+            answer = {"error": describe(answer["error"], private)}
         sys.stdout.flush(), sys.stderr.flush()
-    try:
         text = json.dumps(answer, allow_nan=False).encode()
-    except BaseException as exc:
-        text = json.dumps({"error": {"type": type(exc).__name__, "summary": f"unreadable answer: {exc}",
-                                     "rank": None, "where": ""}}).encode()
-    with contextlib.suppress(BaseException):
         view = memoryview(len(text).to_bytes(8, "big") + text)
         while view:
             view = view[os.write(answer_fd, view):]
-    os._exit(0)
+    finally:
+        os._exit(0)
 
 
 # --- the parent ------------------------------------------------------------------------
@@ -327,6 +356,7 @@ class Submission:
     def __init__(self, root: Path | None, exercise: str, timeout_s: float):
         self.root, self.exercise, self.timeout_s = root, get(exercise), timeout_s
         self.deadline = time.monotonic() + timeout_s
+        self.reference = reference_functions(self.exercise)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     def run(self, observe, **kwargs):
@@ -360,7 +390,7 @@ class Submission:
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(write_fd, private, self.exercise.id, self.root is not None, observe, kwargs, left_s)
+            _child(write_fd, private, self.exercise.id, self.root is not None, self.reference, observe, kwargs, left_s)
         os.close(write_fd)
         started = time.time()
         try:
