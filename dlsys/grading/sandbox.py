@@ -22,7 +22,6 @@ their own sessions, so nothing else would.
 """
 
 import contextlib
-import importlib
 import json
 import os
 import resource
@@ -37,13 +36,9 @@ import pytest  # noqa: E402
 import pytest_timeout  # noqa: E402
 
 from dlsys.comm import RankFailed  # noqa: E402
-from dlsys.exercises import EXERCISES  # noqa: E402
 from dlsys.grading.testing import STUDENT_DIR_ENV  # noqa: E402
 
-# Every module dlsys needs, loaded while this process can read them all: an untrusted child,
-# as nobody, reimports dlsys's own modules but may not reach the interpreter's files.
-for _module in ["dlsys.train", "dlsys.experiments", *(m for e in EXERCISES for m in e.modules)]:
-    importlib.import_module(_module)
+untrusted.preload()
 
 POLL_S = 0.005
 MAX_REASON_CHARS = 200

@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 from dlsys.exercises import EXERCISES  # noqa: E402
 from dlsys.grading.testing import TIMEOUT_ENV, student_exercises, student_root  # noqa: E402
 
+untrusted.preload()
 _root = student_root(Path(__file__).parent)
 _graded = student_exercises()
 
