@@ -1,10 +1,12 @@
-"""What runs inside a graded test process: the student's files in place of the reference.
+"""What runs inside the untrusted child of a graded test (``untrusted.Submission``): the
+student's files in place of the reference.
 
-``use_student_files(root)`` makes ``import dlsys.collectives.ring`` (and every other
-exercise module) load ``root/collectives/ring.py`` instead of the reference; the rest of dlsys
-(the Communicator, the link models) stays the reference, so a submission is graded by
-the same emulator it was written against. ``load_reference`` gives a test the reference
-module anyway (to emulate a ring while grading a formula).
+``use_student_files(root, [exercise id], reference_functions)`` makes ``import
+dlsys.collectives.ring`` (and the exercise's other modules) load ``root/collectives/ring.py``
+instead of the reference, with the reference's of the functions that hold other exercises'
+regions (each exercise is graded on its own); the rest of dlsys (the Communicator, the link
+models, the other exercises' modules) stays the reference, so a submission is graded by the
+same emulator it was written against. ``load_reference`` gives the reference module anyway.
 """
 
 from __future__ import annotations
