@@ -114,10 +114,17 @@ def student_dir(tmp_path, source: str) -> Path:
     return tmp_path
 
 
+def unprivileged_processes() -> set:
+    """The processes of nobody (the submission's user when the grader is root)."""
+    return {p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == 65534}
+
+
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_an_attack_scores_zero(tmp_path, attack):
+    before = unprivileged_processes()
     results = run_tests(NODES, student_dir(tmp_path, ATTACKS[attack]), timeout_s=5, memory_bytes=1 << 30, jobs=2)
     assert [passed for passed, *_ in results] == [False, False], [reason for _, _, reason, _ in results]
+    assert unprivileged_processes() <= before, "a process of the submission outlived its test"
 
 
 def test_processes_it_starts_die_with_the_test(tmp_path):
