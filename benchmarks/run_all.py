@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/run_all.py                  # full run, a few minutes
     .venv/bin/python benchmarks/run_all.py --smoke          # tiny sizes, what CI runs
     .venv/bin/python benchmarks/run_all.py --json out.json --plot docs/emulation_scaling.html
+    .venv/bin/python benchmarks/run_all.py --sizes 1MiB,16MiB,64MiB --write-docs   # docs/performance.md's tables
 
 1. The real data path: ``dlsys bench allreduce`` (processes backend) at P = 2 and 4, and,
    next to it, the same measurement of Open MPI's MPI_Allreduce (mpi4py under mpirun) and
@@ -24,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dlsys.experiments.docs import markdown_table, write_measured
 from dlsys.experiments.wallclock import allreduce_bench, latency_bench
 from dlsys.machine.net import parse_size
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
@@ -100,6 +102,33 @@ def print_emulation(rows: list[dict]) -> None:
               f"{r['relative_error']:>10.1e}")
 
 
+def measured_tables(real: list[dict], latency: dict, big: list[dict], curve: list[dict]) -> dict[str, str]:
+    """docs/performance.md's measured blocks (``write_measured``), Markdown."""
+    measured = [r for r in real if "skipped" not in r]
+    return {
+        "bench.real_data_path": markdown_table(
+            ["implementation", "P", "size", "time", "algbw", "busbw", "memcpy", "busbw/memcpy"],
+            [[r["name"], r["ranks"], format_bytes(r["nbytes"]), format_seconds(r["wall_time_s"]),
+              format_rate(r["algbw_Bps"]), format_rate(r["busbw_Bps"]), format_rate(r["memcpy_Bps"]),
+              f"{r['ratio_to_memcpy']:.2f}"] for r in measured])
+        + "".join(f"\n{r['name']}, P = {r['ranks']}, {format_bytes(r['nbytes'])}: skipped, {r['skipped']}.\n"
+                  for r in real if "skipped" in r)
+        + f"\nPing-pong of {latency['nbytes']} B, round trip (median of {latency['repeats']}): dlsys "
+          f"{format_seconds(latency['round_trip_s'])}, bare pipes between two processes "
+          f"{format_seconds(latency['pipe_round_trip_s'])} ({latency['ratio_to_pipes']:.1f}x).\n",
+        "bench.emulation": markdown_table(
+            ["scheme", "ranks", "messages", "wall time here", "peak memory", "virtual time", "closed form"],
+            [["ring all-reduce" if r["scheme"] == "ring" else "PS round (push to rank 0, rank 0 sends back)",
+              r["ranks"], f"{r['messages']:,}", format_seconds(r["wall_time_s"]), format_bytes(r["peak_rss_bytes"]),
+              format_seconds(r["virtual_time_s"], 6),
+              f"{format_seconds(r['closed_form_s'], 6)} (rel. err. {r['relative_error']:.0e})"] for r in big]),
+        "bench.emulation_curve": markdown_table(
+            ["ranks", "messages 2p(p-1)", "wall time", "per message", "peak memory"],
+            [[r["ranks"], f"{r['messages']:,}", format_seconds(r["wall_time_s"]),
+              format_seconds(r["wall_time_s"] / r["messages"]), format_bytes(r["peak_rss_bytes"])] for r in curve]),
+    }
+
+
 def write_plot(curve: list[dict], path: Path) -> None:
     """Emulation wall time vs ranks (log-log), as a standalone plotly HTML file."""
     from dlsys.viz.datapath import emulation_scaling
@@ -114,6 +143,8 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="FILE", help="write the emulation curve as plotly HTML")
     parser.add_argument("--sizes", default="64MiB", help="real data path sizes, comma-separated (default 64MiB)")
     parser.add_argument("--ranks", default="2,4", help="real data path rank counts, comma-separated (default 2,4)")
+    parser.add_argument("--write-docs", metavar="FILE", nargs="?", const=str(HERE.parent / "docs" / "performance.md"),
+                        help="write the tables into FILE's measured blocks (default docs/performance.md)")
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -147,6 +178,9 @@ def main(argv=None) -> int:
                                               indent=1))
     if args.plot:
         write_plot(curve, Path(args.plot))
+    if args.write_docs:
+        command = " ".join(["python benchmarks/run_all.py", *(sys.argv[1:] if argv is None else argv)])
+        write_measured(measured_tables(real, latency, big, curve), command, args.write_docs)
     return 0
 
 

@@ -4,6 +4,7 @@ that messages share").
     .venv/bin/python benchmarks/sharing_scale.py             # every run below
     .venv/bin/python benchmarks/sharing_scale.py --json out.json
     .venv/bin/python benchmarks/sharing_scale.py --pairs 4 --skip-512   # the 1024 ring, 4 alternating pairs
+    .venv/bin/python benchmarks/sharing_scale.py --pairs 3 --write-docs # docs/performance.md's tables
 
 Each run is the command line itself in a fresh process under ``/usr/bin/time -v`` (wall
 time with Python's start-up, peak resident set of the run alone):
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from simulate_scale import timed_simulate  # the script's own folder is on sys.path
 
@@ -39,6 +41,28 @@ def measure(algorithm: str, ranks: int, sharing: bool) -> dict:
             "launch_wall_s": record["wall_time_s"], "virtual_time_s": record["virtual_time_s"]}
 
 
+def measured_tables(pairs: list[tuple[dict, dict]], algorithms: list[dict]) -> dict[str, str]:
+    """docs/performance.md's measured blocks (``docs.write_measured``) for what ran, Markdown."""
+    from dlsys.experiments.docs import markdown_table
+    from dlsys.viz.units import format_seconds
+
+    def run(r: dict) -> str:
+        return f"{format_seconds(r['process_wall_s'])}, {format_seconds(r['cpu_s'])}, {r['peak_rss_bytes'] / 1e6:.0f} MB"
+    tables = {}
+    if pairs:
+        tables["bench.sharing_pairs"] = markdown_table(
+            ["pair", "without sharing: wall, CPU, peak RSS", "with sharing: wall, CPU, peak RSS", "wall ratio",
+             "CPU ratio", "memory ratio"],
+            [[i, run(a), run(b), f"{b['process_wall_s'] / a['process_wall_s']:.2f}x", f"{b['cpu_s'] / a['cpu_s']:.2f}x",
+              f"{b['peak_rss_bytes'] / a['peak_rss_bytes']:.2f}x"] for i, (a, b) in enumerate(pairs, 1)])
+    if algorithms:
+        tables["bench.sharing_algorithms"] = markdown_table(
+            ["algorithm", "wall", "CPU", "peak RSS", "virtual time"],
+            [[r["algorithm"], format_seconds(r["process_wall_s"]), format_seconds(r["cpu_s"]),
+              f"{r['peak_rss_bytes'] / 1e6:.0f} MB", format_seconds(r["virtual_time_s"], 5)] for r in algorithms])
+    return tables
+
+
 def main(argv=None) -> int:
     from dlsys import collectives
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -46,6 +70,9 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-1024", action="store_true", help="only the 512-rank runs")
     parser.add_argument("--skip-512", action="store_true", help="only the 1024-rank ring")
     parser.add_argument("--pairs", type=int, default=1, help="1024-rank pairs (without, with sharing), alternating")
+    parser.add_argument("--write-docs", metavar="FILE", nargs="?",
+                        const=str(Path(__file__).resolve().parents[1] / "docs" / "performance.md"),
+                        help="write the tables into FILE's measured blocks (default docs/performance.md)")
     args = parser.parse_args(argv)
     if args.pairs < 1:
         raise SystemExit(f"--pairs must be >= 1, got {args.pairs}")
@@ -67,6 +94,11 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.write_docs:
+        from dlsys.experiments.docs import write_measured
+        pairs = [] if args.skip_1024 else [(rows[2 * i], rows[2 * i + 1]) for i in range(args.pairs)]
+        command = " ".join(["python benchmarks/sharing_scale.py", *(sys.argv[1:] if argv is None else argv)])
+        write_measured(measured_tables(pairs, [r for r in rows if r["ranks"] == 512]), command, args.write_docs)
     return 0
 
 

@@ -3,6 +3,7 @@ per second (the figures of docs/performance.md, "Any size within a budget").
 
     .venv/bin/python benchmarks/simulate_scale.py            # the two target runs
     .venv/bin/python benchmarks/simulate_scale.py --json out.json
+    .venv/bin/python benchmarks/simulate_scale.py --write-docs   # docs/performance.md's table
 
 Each run is the command line itself in a fresh process under ``/usr/bin/time -v`` (so the
 wall time includes Python's start-up and the peak resident set is the run's own):
@@ -22,6 +23,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 RUNS = [(512, "60.97MB", 5.0), (1024, "244MB", 12.0)]
 MAX_RSS_BYTES = 10**9
@@ -54,9 +56,24 @@ def measure(ranks: int, size: str) -> dict:
             "real_count": record["real_count"], "scale_min": record["scale_min"], "scale_max": record["scale_max"]}
 
 
+def measured_table(rows: list[dict]) -> str:
+    """docs/performance.md's measured block ``bench.simulate_scale``, Markdown."""
+    from dlsys.experiments.docs import markdown_table
+    from dlsys.viz.units import format_seconds
+    return markdown_table(
+        ["command", "messages", "wall (target)", "CPU (user+sys)", "peak RSS", "messages / wall s", "virtual time"],
+        [[f"`--ranks {r['ranks']} --size {r['size']}`", f"{r['messages']:,}",
+          f"{format_seconds(r['process_wall_s'])} ({format_seconds(r['target_wall_s'])})", format_seconds(r["cpu_s"]),
+          f"{r['peak_rss_bytes'] / 1e6:.0f} MB", f"{r['messages_per_s'] / 1e3:.0f}k",
+          format_seconds(r["virtual_time_s"], 6)] for r in rows])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="FILE", help="write the rows here")
+    parser.add_argument("--write-docs", metavar="FILE", nargs="?",
+                        const=str(Path(__file__).resolve().parents[1] / "docs" / "performance.md"),
+                        help="write the table into FILE's measured block (default docs/performance.md)")
     args = parser.parse_args(argv)
     rows = []
     print(f"{'ranks':>5} {'size':>8} {'messages':>10} {'wall (s)':>9} {'target':>7} {'CPU (s)':>8} "
@@ -73,6 +90,10 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.write_docs:
+        from dlsys.experiments.docs import write_measured
+        command = " ".join(["python benchmarks/simulate_scale.py", *(sys.argv[1:] if argv is None else argv)])
+        write_measured({"bench.simulate_scale": measured_table(rows)}, command, args.write_docs)
     return 0
 
 

@@ -30,6 +30,7 @@ from dlsys.learn.data import load_digits
 from dlsys.experiments import collective_plan
 from dlsys.machine.net import get_link, get_node
 from dlsys.viz.lessons import show, strong_scaling
+from dlsys.viz.units import format_bytes
 
 # %% [markdown]
 # ## One program, many worlds
@@ -132,10 +133,10 @@ print(f"y is {y_parallel.shape}; largest difference from x @ W: {np.abs(y_parall
 # The compute term shrinks like 1/p; the communication term does not shrink at all (it
 # tends to $2n\beta$). So past some p, adding workers buys nothing, and a faster network
 # (smaller alpha and beta) or faster compute moves that point: with faster GPUs the
-# communication *share* grows. Below, ResNet-50 (25.6 M parameters, 4.1 GMACs per
-# sample; `dlsys.machine.profiles`) with B = 256 on V100-class nodes, emulated: every rank
-# computes its share and then really runs the ring all-reduce (on small real buffers
-# charged as the full 102 MB: `collective_plan` picks real buffers within a memory
+# communication *share* grows. Below, ResNet-50 (its parameters and forward FLOPs per
+# sample from `dlsys.machine.profiles`, printed) with B = 256 on V100-class nodes, emulated:
+# every rank computes its share and then really runs the ring all-reduce (on small real
+# buffers charged as the full gradient: `collective_plan` picks real buffers within a memory
 # budget, each real element standing for many, and every message is charged at its
 # logical size).
 
@@ -143,6 +144,8 @@ print(f"y is {y_parallel.shape}; largest difference from x @ W: {np.abs(y_parall
 params, fwd_flops = profiles.totals("resnet50")
 GLOBAL_BATCH, NODE = 256, "v100"
 grad_nbytes = 4 * params
+print(f"resnet50: {params / 1e6:.1f} M parameters ({format_bytes(grad_nbytes)} of float32 gradient), "
+      f"{fwd_flops / 2e9:.1f} GMACs forward per sample")
 
 
 MAX_MEMORY_BYTES = 64 * 2**20  # real buffers of all ranks together
@@ -192,7 +195,7 @@ print(f"communication on 64 ranks: emulated {emulated_s * 1e3:.2f} ms, formula {
 #    better or worse? Why does *faster* compute make scaling *harder*?
 # 2. At what p does TCP's communication exceed compute? Predict it from the formula
 #    ($3FB/p = 2n\beta$, ignoring alpha) before reading the table.
-# 3. Replace `"resnet50"` by `"vgg19"` (144 M parameters, 19.6 GMACs). Which model scales
+# 3. Replace `"resnet50"` by `"vgg19"` (the cell prints its size). Which model scales
 #    better, and which ratio decides it?
 # 4. In `data_parallel_gradient`, give rank 0 65 samples and rank 3 63 (uneven shards).
 #    Is the averaged gradient still the one-worker gradient? What would fix it?

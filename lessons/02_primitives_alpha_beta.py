@@ -173,14 +173,21 @@ for r in bcast_rows:
         formula_s = closed_form("broadcast", "binomial", r["ranks"], r["nbytes"], LINK)
         print(f"binomial, p = {r['ranks']}, {format_bytes(r['nbytes'])}: emulated {format_seconds(r['time_s'])}, "
               f"lg p (alpha + n beta) = {format_seconds(formula_s)}")
+times = {(r["algorithm"], r["nbytes"], r["ranks"]): r["time_s"] for r in bcast_rows}
+for n in (64, 2**20):
+    wins = [p for p in (2, 4, 8, 16, 32, 64) if times["binomial tree", n, p] < times["loop", n, p]]
+    print(f"{format_bytes(n)}: the tree wins at p = {', '.join(map(str, wins)) or 'none of these'}")
+link = get_link(LINK)
+print(f"{LINK}: send overhead o_s = {format_seconds(link.send_overhead_s(64))} for 64 B, "
+      f"alpha = {format_seconds(link.alpha_s)}")
 show(lines(bcast_rows, "ranks", "time_ms", "series", f"Broadcast on {LINK}: a loop at the root against a binomial tree",
            "ranks p", "time (ms)", log_x=True, log_y=True, x_unit="count"), "02_broadcast_loop_vs_tree")
 
 # %% [markdown]
-# For 1 MiB the tree wins from p = 4 on. For 64 bytes the loop wins up to about 16 ranks:
-# its extra messages cost the root only its send overhead (8 us each on this link), while
-# every tree round pays the full alpha (41 us), because a rank must receive before it can
-# forward. The model predicts both: compare $\alpha + (p-1)\,o_s$ with $\lg p \, \alpha$.
+# The cell above prints where the tree wins: for 1 MiB from a few ranks on, for 64 bytes
+# only at many ranks. The loop's extra messages cost the root only its send overhead o_s
+# each (printed), while every tree round pays the full alpha, because a rank must receive
+# before it can forward. The model predicts both: compare $\alpha + (p-1)\,o_s$ with $\lg p \, \alpha$.
 #
 # The timelines show the difference: the loop keeps the root busy while everyone waits;
 # the tree puts more ranks to work every round (grey lines are messages).

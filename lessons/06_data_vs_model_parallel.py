@@ -68,6 +68,7 @@ one = train("allreduce", replace(config, batch_size=32), 1)
 print(f"every rank holds the same weights: {all(np.array_equal(v, run.values[0]) for v in run.values)}")
 print(f"4 workers x batch 8 vs 1 process x batch 32: largest difference {np.max(np.abs(run.values[0] - one['params'])):.1e}")
 print(f"virtual time {run.virtual_time_s * 1e3:.2f} ms, bytes sent per rank {run.trace.bytes_sent_per_rank()}")
+print(f"n = {run.values[0].size:,} float32 parameters (and gradients)")
 
 # %% [markdown]
 # ## Model parallelism: a pipeline of layer stages
@@ -128,7 +129,7 @@ show(cost_bars(runs, "Communicating less often: 5 epochs on 4 workers, tcp-10gbe
 # %% [markdown]
 # ## Try it
 #
-# 1. Count the bytes one all-reduce of the 8,970 float32 gradients sends per rank
+# 1. Count the bytes one all-reduce of the n float32 gradients (printed above) sends per rank
 #    ($2\frac{P-1}{P}n$) and check it against `run.trace.bytes_sent_per_rank()` divided by
 #    the number of steps.
 # 2. Give the pipeline 2 stages instead of 4 (`workers=2`). Which M gives a bubble under

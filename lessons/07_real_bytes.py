@@ -129,12 +129,12 @@ for count in (LEND_MIN_NBYTES // 4, LEND_MIN_NBYTES // 4 - 1):
 # nccl-tests reports an all-reduce of n bytes in time t as the *bus bandwidth*
 # $\text{busbw} = \frac{n}{t}\cdot\frac{2(p-1)}{p}$ (its doc/PERFORMANCE.md), a number
 # comparable across p with the hardware's link bandwidth. Here the hardware is memory: if
-# one core streams BW bytes/s and all cores together $s \cdot BW$ (s ~ 1.35 for the two
+# one core streams BW bytes/s and all cores together $s \cdot BW$ (s is `SPEEDUP` below, for the two
 # cores of this machine, docs/performance.md), the p ranks move $p\,M(p,n)$ bytes in at
 # least $t = p\,M/(s\,BW)$, while a memcpy takes $2n/BW$. Divide:
 #
 # $$\frac{\text{busbw}}{\text{memcpy bandwidth}} \;\le\; \frac{4s}{k\,p}
-# \qquad (p = 2,\ s = 1.35:\ 0.54 \text{ lent},\ 0.30 \text{ copied}).$$
+# \qquad (\text{the cell below prints it for } p = 2).$$
 #
 # An upper bound: caches help a little, wake-ups and page faults cost a little. Now measure:
 # real float32 all-reduces between two processes (`dlsys.experiments.wallclock.allreduce_bench`, median of
@@ -158,9 +158,9 @@ show(ratio_bars(records, SPEEDUP), "07_ratio_to_memcpy")
 # At 16 MiB the lent sends come much closer to memcpy than the copied ones, and both should
 # stay under their bounds (the numbers move with the machine's load: run it twice). At
 # 1 MiB the two are about the same: each block is 512 KiB, below `LEND_MIN_NBYTES`, so even
-# `comm.alloc` memory is copied, and every step also pays wake-ups of ~100 µs. On 64 MiB
-# this machine measured 0.40-0.54 lent and 0.23-0.30 copied (docs/performance.md), Open
-# MPI and gloo 0.12-0.16.
+# `comm.alloc` memory is copied, and every step also pays a process wake-up. The
+# measured 64 MiB ratios of this machine, lent, copied, Open MPI and gloo, are in
+# docs/performance.md (written by `dlsys bench allreduce`).
 #
 # ## Virtual time does not see any of this
 #

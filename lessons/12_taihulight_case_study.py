@@ -25,11 +25,13 @@
 from dlsys import collectives
 from dlsys.experiments import simulate_collective
 from dlsys.experiments import taihulight as study
+from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
 from dlsys.machine.netstack import MPI_LIBRARIES
 from dlsys.machine.net import get_node
 from dlsys.machine.topology import taihulight, two_level
 from dlsys.viz import taihulight as tviz
 from dlsys.viz.lessons import show
+from dlsys.viz.units import format_rate
 
 NODES = (2, 4, 8, 16, 32)  # the app and the CLI go to 512; the lesson stays quick
 MEMORY_BYTES = 2**24  # real buffers of all ranks together: each real element stands for many (lesson 07)
@@ -159,12 +161,16 @@ for library in MPI_LIBRARIES:
 # The per-pair rules give every message across supernodes a static quarter of its link, as
 # if every node were sending across at once. With `sharing=True` a replay of the run lets
 # messages that cross a link at the same time share it max-min fairly (`dlsys.comm.replay`):
-# a supernode's 875 GB/s uplink carries the ring's one crossing message a step at the full
-# 14 GB/s, while recursive doubling's last step sends all 256 nodes of a supernode across at
-# once, 875 / 256 = 3.42 GB/s each, exactly the static share. The closed forms say it
+# a supernode's uplink carries the ring's one crossing message a step at a node link's
+# full bandwidth, while recursive doubling's last step sends all 256 nodes of a supernode
+# across at once, the uplink over 256 each, exactly the static share (the cell prints
+# both). The closed forms say it
 # before the emulation does (`study.recursive_doubling_form_s`, `study.mpi_ratio_bounds`).
 
 # %%
+print(f"uplink {format_rate(TAIHULIGHT_UPLINK_Bps)}, node link {format_rate(machine.link.bandwidth_Bps)}; "
+      f"the uplink over {machine.supernode_size}: {format_rate(TAIHULIGHT_UPLINK_Bps / machine.supernode_size)}, "
+      f"the static share {format_rate(machine.uplink.bandwidth_Bps)}")
 for sharing in (False, True):
     ring, mpi = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,), sharing=sharing)
     print(f"512 nodes, {'links shared   ' if sharing else 'a link per pair'}: ring {ring['virtual_time_s'] * 1e3:6.2f} "

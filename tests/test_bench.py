@@ -91,11 +91,16 @@ def test_latency_bench_reports_both_round_trips():
         wallclock.latency_bench("1MiB")
 
 
-def test_run_all_smoke():
-    out = subprocess.run([sys.executable, "benchmarks/run_all.py", "--smoke"], capture_output=True, text=True,
-                         cwd=ROOT, timeout=600)
+def test_run_all_smoke_writes_its_measured_blocks(tmp_path):
+    page = tmp_path / "performance.md"
+    page.write_text((ROOT / "docs" / "performance.md").read_text())
+    out = subprocess.run([sys.executable, "benchmarks/run_all.py", "--smoke", "--write-docs", str(page)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "dlsys all-reduce" in out.stdout and "emulated ring" in out.stdout
+    text = page.read_text()
+    for name in ("bench.real_data_path", "bench.emulation", "bench.emulation_curve"):
+        assert f"<!-- measured: {name} -->\nMeasured " in text and "run_all.py --smoke --write-docs" in text
 
 
 # --- LogicalArray ---------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def test_simulate_plain_output_is_a_table_with_units(tmp_path, capsys):
     (["schedule", "--sweep", "1Gbps", "--link", "10Gbps", "--trace", "t.json"], "--link, --trace: not an option of --sweep"),
     (["compress", "--pareto", "--method", "dgc", "--ratio", "0.1"], "--method, --ratio: not an option of --pareto"),
     (["compress", "--model", "alexnet", "--write-cache"], "--write-cache: not an option of --model"),
+    (["compress", "--feedback", "--epochs", "3"], "--epochs: not an option of --feedback"),
     (["casestudy", "taihulight", "--versus-mpi", "--design", "ps", "--batch", "4"],
      "--design, --batch: not an option of casestudy taihulight --versus-mpi"),
     (["train", "--slice-params", "1000"], "--slice-params: not an option of train without --schedule POLICY"),
@@ -69,11 +70,11 @@ def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
     (["simulate", "allreduce", "--size", "-5MiB"], "--size must be > 0 bytes, got -5MiB"),
     (["simulate", "allreduce", "--size", "0"], "--size must be > 0 bytes, got 0"),
     (["simulate", "allreduce", "--size", "lots"], "--size must be a size in bytes"),
-    (["simulate", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..4096, got 0"),
-    (["simulate", "allreduce", "--ranks", "100000"], "--ranks must be an integer in 1..4096, got 100000"),
-    (["simulate", "allreduce", "--ranks", "two"], "--ranks must be an integer in 1..4096, got two"),
+    (["simulate", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..1024, got 0"),
+    (["simulate", "allreduce", "--ranks", "100000"], "--ranks must be an integer in 1..1024, got 100000"),
+    (["simulate", "allreduce", "--ranks", "two"], "--ranks must be an integer in 1..1024, got two"),
     (["simulate", "allreduce", "--link", "wifi"], "--link: a collective takes a preset (tcp-1gbe"),
-    (["train", "--workers", "0"], "--workers must be an integer in 1..4096, got 0"),
+    (["train", "--workers", "0"], "--workers must be an integer in 1..1024, got 0"),
     (["train", "--straggler", "3"], "--straggler must be WORKER:FACTOR, got 3"),
     (["train", "--lr", "-1"], "--lr must be a number > 0, got -1"),
     (["train", "--straggler", "1:0"], "--straggler FACTOR must be a number > 0, got 0"),
@@ -84,15 +85,16 @@ def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
     (["train", "--hidden", "64", "0"], "--hidden must be an integer in 1..4096, got 0"),
     (["train", "--workers", "300", "--backend", "processes"],
      "--workers must be an integer in 1..256 on the processes backend, got 300"),
-    (["train", "--strategy", "ps-asp", "--workers", "4096", "--servers", "1"],
-     "--workers + --servers must be at most 4096 on the threads backend, got 4096 + 1"),
+    (["train", "--strategy", "ps-asp", "--workers", "1024", "--servers", "1"],
+     "--workers + --servers must be at most 1024 on the threads backend, got 1024 + 1"),
+    (["simulate", "allreduce", "--ranks", "4096"], "--ranks must be an integer in 1..1024, got 4096"),
     (["train", "--loader-workers", "-1"], "--loader-workers must be an integer in 0..64, got -1"),
     (["train", "--loader-workers", "20"], "--loader-workers must be an integer in 0..16 with --workers 4"),
     (["train", "--prefetch", "0"], "--prefetch must be an integer in 1..65536, got 0"),
     (["train", "--storage", "floppy"], "argument --storage: invalid choice: 'floppy'"),
     (["train", "--strategy", "ps-bsp", "--storage", "hdd"], "need --strategy allreduce or local-sgd, got ps-bsp"),
     (["train", "--strategy", "allreduce", "--staleness", "3"], "--staleness: need --strategy ps-ssp, got allreduce"),
-    (["bench", "emulate", "--ranks", "1"], "--ranks must be an integer in 2..4096, got 1"),
+    (["bench", "emulate", "--ranks", "1"], "--ranks must be an integer in 2..1024, got 1"),
     (["bench", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..256, got 0"),
     (["bench", "allreduce", "--size", "6"], "--size must be a multiple of 4 bytes in 4 B..1 GiB"),
     (["bench", "latency", "--size", "5000"], "--size must be in 1 B..4 KiB (1..4096 bytes), got 5000"),
@@ -102,12 +104,24 @@ def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
     (["grade", "--timeout-s", "0"], "--timeout-s must be a number > 0 and <= 86400, got 0"),
     (["simulate", "allreduce", "--max-memory", "0"], "--max-memory must be > 0 bytes, got 0"),
     (["simulate", "allreduce", "--ranks", "8", "--size", "1GiB", "--real"], "more than the memory budget 1 GiB"),
-    (["simulate", "allgather", "--ranks", "4096", "--size", "1GiB", "--max-memory", "32MiB"], "even one real element"),
+    (["simulate", "allgather", "--ranks", "1024", "--size", "1GiB", "--max-memory", "2MiB"], "even one real element"),
     (["simulate", "allreduce", "--ranks", "512", "--max-memory", "1MiB"], "even one real element per block"),
     (["simulate", "scatter", "--ranks", "6", "--size", "1GiB"], "use a multiple of 6 elements"),
     (["simulate", "allreduce", "--ranks", "64", "--backend", "processes"], "use fewer ranks or the threads backend"),
     (["bench", "allreduce", "--ranks", "64", "--size", "16MiB"], "the real data path cannot scale its buffers"),
     (["train", "--hidden", "4096", "4096", "4096", "--workers", "64"], "more than the memory budget 1 GiB"),
+    # issue 25: units as the field writes them, limits that hold, ranges with a bad end, outputs checked first
+    (["simulate", "allreduce", "--size", "1Gb"], "a size is in bytes: Gb is bits, GB bytes"),
+    (["schedule", "--link", "10gb/s"], "b is a bit and B a byte: Gb/s or GB/s?"),
+    (["schedule", "--sweep", "1Gbps", "10GBPS"], "Gbps or GBps?"),
+    (["schedule", "--policy", "p3", "--slice-params", "1"], "over the 1 GiB memory budget; slice_params >= 595 fits"),
+    (["schedule", "--policy", "bytescheduler", "--partition-params", "1", "--credit-bytes", "4"],
+     "partition_params >= 595 fits"),
+    (["bench", "emulate", "--ranks", "4096"], "--ranks must be an integer in 2..1024, got 4096"),
+    (["casestudy", "taihulight", "--nodes", "2,4,...,0"], "must end a doubling range on 2 x a power of 2 (4 or more)"),
+    (["casestudy", "taihulight", "--nodes", "2,4,...,100"], "(the nearest are 64 and 128), got 2,4,...,100"),
+    (["lessons", "build", "--only", "99"], "no lesson starts with '99'; the lessons: 01_why_distribute.py"),
+    (["simulate", "allreduce", "--trace", "/nonexistent/t.json"], "--trace must name a file in an existing, writable"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(args, match):
     out = run(*args)
@@ -193,3 +207,13 @@ def test_train_with_a_loader_reports_the_io_wait_and_more_loaders_cut_it(capsys)
         assert record["storage"] == "nvme" and 0 < record["io_wait_fraction"] < 1
         waits.append(record["io_wait_s"])
     assert waits[1] < waits[0] / 2
+
+
+def test_the_smallest_slice_the_memory_check_names_fits_and_one_less_does_not():
+    from dlsys.experiments import schedule as ex
+
+    with pytest.raises(ValueError, match="slice_params >= 595 fits"):
+        ex.make_job("p3", "resnet50", 4, servers=4, options={"slice_params": 1})
+    with pytest.raises(ValueError, match="memory budget"):
+        ex.make_job("p3", "resnet50", 4, servers=4, options={"slice_params": 594})
+    assert ex.make_job("p3", "resnet50", 4, servers=4, options={"slice_params": 595}).policy.slice_params == 595

@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 import dlsys
+from dlsys.comm.backends import reaper
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,26 +84,27 @@ def test_killing_the_launcher_leaves_no_rank_and_no_segment(sig):
     assert_nothing_left(launcher.pid)
 
 
-def test_a_run_sweeps_the_segments_of_launchers_that_died():
+def _name(pid, start, namespace=None) -> str:
+    namespace = reaper._pid_namespace() if namespace is None else namespace
+    return f"/dev/shm/dlsys-{pid}-{start}-{namespace}-0badc0de-board"
+
+
+def test_a_run_sweeps_only_the_segments_of_launchers_that_died():
+    """Dead: no such pid, or the pid now belongs to a process started later. Alive: this
+    process; a launcher in another PID namespace (its pid means nothing here: finding 10)."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    orphan = f"/dev/shm/dlsys-{dead.pid}-0badc0de-board"
-    with open(orphan, "wb") as f:
-        f.write(b"\0" * 64)
+    me, start = os.getpid(), reaper._start_ticks("self")
+    gone = [_name(dead.pid, 12345), _name(me, start + 1)]
+    kept = [_name(me, start), _name(dead.pid, 12345, reaper._pid_namespace() + 1),
+            f"/dev/shm/dlsys-{dead.pid}-0badc0de-board"]  # not a run's name: not ours to judge
+    for path in gone + kept:
+        with open(path, "wb") as f:
+            f.write(b"\0" * 64)
     try:
         assert dlsys.launch(lambda comm: comm.rank, 2, "processes").values == [0, 1]
-        assert not os.path.exists(orphan)
+        assert [os.path.exists(p) for p in gone + kept] == [False] * len(gone) + [True] * len(kept)
     finally:
-        if os.path.exists(orphan):
-            os.unlink(orphan)
-
-
-def test_a_live_launchers_segments_are_left_alone():
-    mine = f"/dev/shm/dlsys-{os.getpid()}-0badc0de-board"
-    with open(mine, "wb") as f:
-        f.write(b"\0" * 64)
-    try:
-        dlsys.launch(lambda comm: comm.rank, 2, "processes")
-        assert os.path.exists(mine)
-    finally:
-        os.unlink(mine)
+        for path in gone + kept:
+            if os.path.exists(path):
+                os.unlink(path)

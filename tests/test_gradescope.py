@@ -2,7 +2,8 @@
 like /autograder (source/, submission/, results/), setup.sh run once into a fresh venv
 (pip finds the dependencies in a local wheelhouse, so the network's speed does not
 matter), then run_autograder per submission: the reference, the released stubs, a
-partly right one and a hostile one. Slow (a venv, four gradings): one test."""
+partly right one, a hostile one and one that keeps rewriting results.json. Slow (a venv,
+five gradings): one test."""
 
 import json
 import os
@@ -12,8 +13,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import zipfile
-from importlib.metadata import requires, version
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -42,15 +44,33 @@ HOSTILE_TOKEN_RING = """\
 """ + RIGHT_TOKEN_RING
 
 
+# A detached daemon that keeps writing full marks into results.json for a minute, and no
+# answer: the grader writes results.json once every process of the submission is dead.
+REWRITER_TOKEN_RING = """\
+    import json, os, time
+    if comm.rank == 0 and os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            forged = json.dumps({"score": 65.0, "output": "forged"})
+            for _ in range(1200):
+                try:
+                    with open(os.environ["DLSYS_AUTOGRADER_ROOT"] + "/results/results.json", "w") as f:
+                        f.write(forged)
+                except OSError:
+                    pass
+                time.sleep(0.05)
+        os._exit(0)
+    raise NotImplementedError("token_ring")
+"""
+
+
 def bundle_requirements() -> list[str]:
     """What setup.sh installs beside the wheel: dlsys's own dependencies and its grade extra
-    (read from the installed metadata, so a new dependency needs no edit here)."""
-    names = []
-    for req in requires("dlsys") or []:
-        name, _, marker = req.partition(";")
-        if not marker or 'extra == "grade"' in marker:
-            names.append(re.split(r"[<>=!~\[ ]", name.strip(), maxsplit=1)[0])
-    return names
+    (read from this checkout's pyproject.toml, which the wheel is built from, so a new
+    dependency needs no edit here, nor a reinstall of dlsys)."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    return [re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0]
+            for req in [*project["dependencies"], *project["optional-dependencies"]["grade"]]]
 
 
 def files_with(bodies: dict) -> dict:
@@ -135,6 +155,8 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
                            cwd=root, env=clean_env(root), capture_output=True, text=True, timeout=60,
                            check=True).stdout
     assert where.startswith(str(root / "source/.venv/")), where  # the pinned wheel, not this checkout
+    for private in ("wheels", "tests", CONFIG):  # the grader's alone: the graded code runs as another uid
+        assert (root / "source" / private).stat().st_mode & 0o077 == 0, private
 
     points = {e.id: e.points for e in EXERCISES if e.id in HOMEWORK}
     reference = run_autograder(root, {f"hw1/{n}": t for n, t in files_with({}).items()})  # in a folder
@@ -167,3 +189,8 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
     assert {k: v for k, v in scores(hostile).items() if k != "token_ring"} == {
         k: v for k, v in points.items() if k != "token_ring"}
     assert (root / "source" / "tests" / "exercises" / "test_token_ring.py").is_file()
+
+    rewritten = run_autograder(root, files_with({"token_ring": REWRITER_TOKEN_RING}))
+    time.sleep(1.0)  # a surviving rewriter would strike now
+    assert json.loads((root / "results" / "results.json").read_text()) == rewritten
+    assert scores(rewritten)["token_ring"] == 0

@@ -10,7 +10,7 @@ ROOT = Path(dlsys.__file__).parent
 
 # Higher layers may import lower ones; equal layers may import each other if no circle forms.
 LAYER = {
-    "checks": 0, "machine": 0,
+    "checks": 0, "machine": 0, "outputs": 0,
     "learn": 1, "compress": 1,
     "comm": 2,
     "collectives": 3,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, parse_size
+from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, parse_bandwidth, parse_size
 
 REQUIRED_LINKS = {"tcp-1gbe", "tcp-10gbe", "tcp-25gbe", "rdma-fdr", "rdma-edr", "rdma-hdr", "nvlink", "pcie3", "sw26010"}
 REQUIRED_NODES = {"sw26010", "k40m", "p100", "v100", "a100", "laptop-cpu"}
@@ -27,16 +27,45 @@ def test_sw26010_node_numbers_match_the_paper():
     assert node.peak_flops == 3.06e12 and node.memory_bandwidth_Bps == 136e9
 
 
-@pytest.mark.parametrize("text,value", [("1024", 1024), ("61MB", 61_000_000), ("64MiB", 64 * 2**20),
-                                        ("1GiB", 2**30), ("0", 0), (" 2 KiB ", 2048), (4096, 4096)])
-def test_parse_size(text, value):
+# Every spelling a user may type, with what it means: b is a bit, B a byte, case-sensitive.
+SIZES = [("1024", 1024), ("0", 0), (4096, 4096), ("1B", 1), ("64kB", 64_000), ("61MB", 61_000_000),
+         ("1GB", 10**9), ("2TB", 2 * 10**12), ("64KiB", 64 * 2**10), ("64MiB", 64 * 2**20), ("1GiB", 2**30),
+         ("1TiB", 2**40), (" 2 KiB ", 2048), ("64 MiB", 64 * 2**20), ("1.5kB", 1500), ("1e3", 1000)]
+SIZES_REFUSED = [("1Gb", "Gb is bits, GB bytes"), ("1Mb", "Mb is bits"), ("3b", "b is bits"),
+                 ("1KB", "KB is ambiguous"), ("1kb", "kb is bits"), ("1gb", "did you mean GB"), ("1gib", "did you mean GiB"),
+                 ("1MIB", "did you mean MiB"), ("1mb", "did you mean MB"), ("1G", "write 1024"),
+                 ("1GB/s", "not per second"), ("10Gbps", "not per second"), ("-5", "write"), ("abc", "write"),
+                 ("1.5B", "not a whole number"), ("10 furlongs", "write"), ("", "write")]
+BANDWIDTHS = [("10Gbps", 1.25e9), ("10Gb/s", 1.25e9), ("10Gbit/s", 1.25e9), ("100Mbps", 12.5e6),
+              ("1kbps", 125), ("1.25GB/s", 1.25e9), ("1.25GBps", 1.25e9), ("14 GB/s", 14e9), ("1GiB/s", 2**30),
+              ("1TB/s", 1e12), ("8bps", 1)]
+BANDWIDTHS_REFUSED = [("10gbps", "Gbps or GBps"), ("10gb/s", "Gb/s or GB/s"), ("10GBPS", "Gbps or GBps"),
+                      ("10Gibps", "write 10Gbps"), ("10GB", "unit per second"), ("10", "unit per second"),
+                      ("0Gbps", "> 0"), ("fast", "write")]
+
+
+@pytest.mark.parametrize("text,value", SIZES)
+def test_parse_size_reads_every_spelling(text, value):
     assert parse_size(text) == value
 
 
-@pytest.mark.parametrize("text", ["-5", "abc", "1.5B", "10 furlongs", ""])
-def test_parse_size_rejects_bad_input(text):
-    with pytest.raises(ValueError, match="size"):
+@pytest.mark.parametrize("text,why", SIZES_REFUSED)
+def test_parse_size_refuses_bits_ambiguity_and_junk_naming_the_spellings(text, why):
+    with pytest.raises(ValueError, match="size") as info:
         parse_size(text)
+    assert why in str(info.value)
+
+
+@pytest.mark.parametrize("text,value", BANDWIDTHS)
+def test_parse_bandwidth_reads_bits_and_bytes(text, value):
+    assert parse_bandwidth(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text,why", BANDWIDTHS_REFUSED)
+def test_parse_bandwidth_refuses_a_case_folded_unit_naming_both_readings(text, why):
+    with pytest.raises(ValueError, match="bandwidth") as info:
+        parse_bandwidth(text)
+    assert why in str(info.value)
 
 
 def test_unknown_presets_are_rejected():

@@ -75,3 +75,43 @@ def test_a_student_notebook_writes_its_files_and_grades_them(tmp_path):
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert [line.split() for line in printed.splitlines() if line.startswith("total")] == [["total", "0/5", "0.00/10.00"]], \
         json.dumps(notebook.cells[-1].outputs)[:2000]
+
+
+def test_a_rebuild_changes_nothing_and_refuses_an_edited_notebook_unless_forced(tmp_path, capsys):
+    from dlsys.cli import main
+
+    out = tmp_path / "notebooks"
+    build = ["lessons", "build", "--exercises", "--only", "03", "--out", str(out)]
+    assert main(build) == 0
+    path = out / "exercises" / "03_ring_allreduce.ipynb"
+    first = path.read_bytes()
+    assert main(build) == 0 and path.read_bytes() == first, "ids or digest changed on a rebuild"
+
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells[2].source += "\n# my answer"
+    nbformat.write(notebook, path)
+    edited = path.read_bytes()
+    capsys.readouterr()
+    assert main(build) == 2 and path.read_bytes() == edited
+    assert "edited since the last build" in capsys.readouterr().err
+    assert main([*build, "--force"]) == 0 and path.read_bytes() == first
+
+
+def test_a_notebook_whose_cells_are_the_scripts_is_rebuilt_even_if_touched(tmp_path):
+    lesson = LESSONS[0]
+    path = notebooks.write(notebooks.lesson_notebook(lesson), tmp_path / f"{lesson.stem}.ipynb")
+    assert not notebooks.edited(path, notebooks.lesson_notebook(lesson))
+    notebook = nbformat.read(path, as_version=4)
+    notebook.metadata["touched"] = "by an editor"  # outputs or metadata only: nothing a rebuild loses
+    nbformat.write(notebook, path)
+    assert not notebooks.edited(path, notebooks.lesson_notebook(lesson))
+    notebook.cells[-1].source += "\nprint('mine')"
+    nbformat.write(notebook, path)
+    assert notebooks.edited(path, notebooks.lesson_notebook(lesson))
+
+
+def test_only_a_prefix_no_lesson_has_is_refused_naming_the_lessons(capsys):
+    from dlsys.cli import main
+
+    assert main(["lessons", "build", "--only", "99"]) == 2
+    assert f"no lesson starts with '99'; the lessons: {LESSONS[0].name}" in capsys.readouterr().err

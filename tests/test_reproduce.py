@@ -1,6 +1,6 @@
 """The reproduction suite (dlsys.experiments.reproduce): every claim is complete and runs at
-quick settings to one of the three verdicts; `dlsys reproduce` (JSON, table, bad names);
-the generated tables in docs/ are what the code gives."""
+quick settings to one of the three verdicts; `dlsys reproduce` (JSON, table, bad names).
+docs/'s generated tables: tests/test_docs.py."""
 
 import contextlib
 import io
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from dlsys.cli import main
-from dlsys.experiments import docs, reproduce
+from dlsys.experiments import reproduce
 from dlsys.viz.reproduce import claim_figure
 
 RECORD_KEYS = {"claim", "paper", "where", "statement", "paper_value", "ours", "verdict", "why", "published", "dlsys",
@@ -85,19 +85,66 @@ def test_cli_prints_the_table_and_refuses_unknown_claims(capsys):
     assert "--write-docs" in capsys.readouterr().err
 
 
-def test_generated_tables_in_docs_are_what_the_code_gives(quick_records):
-    stale = docs.stale_tables(claims=quick_records)
-    assert not stale, f"generated tables differ from the code: {stale}; run `dlsys reproduce --write-docs`"
+def test_feedback_effect_weighs_the_gap_of_the_means_against_the_seeds_spread():
+    # stdev 0.01 on each side: a gap of 0.02 counts, 0.005 does not
+    assert reproduce.feedback_effect([0.90, 0.91, 0.92], [0.88, 0.89, 0.90])[0] == "helps"
+    assert reproduce.feedback_effect([0.88, 0.89, 0.90], [0.90, 0.91, 0.92])[0] == "hurts"
+    effect, gap, noise = reproduce.feedback_effect([0.900, 0.910, 0.920], [0.895, 0.905, 0.915])
+    assert effect == "ties" and gap == pytest.approx(0.005) and noise == pytest.approx(0.01)
+    # the larger spread decides: a noisy side hides a gap the quiet side would show
+    assert reproduce.feedback_effect([0.95, 0.95, 0.95], [0.80, 0.90, 1.00])[0] == "ties"
+    with pytest.raises(ValueError, match="two or more seeds"):
+        reproduce.feedback_effect([0.9], [0.8, 0.9])
 
 
-def test_docs_generator_rewrites_blocks_and_refuses_unknown_names(tmp_path, quick_records):
-    page = tmp_path / "x.md"
-    page.write_text("before\n<!-- generated: reproductions -->\nstale\n<!-- end generated -->\nafter\n")
-    assert docs.stale_tables(tmp_path, quick_records) == [("x.md", "reproductions")]
-    assert docs.write_docs(tmp_path, quick_records) == [page]
-    text = page.read_text()
-    assert text.startswith("before\n") and text.endswith("after\n") and "| `ring-closed-form` |" in text
-    assert docs.stale_tables(tmp_path, quick_records) == []
-    page.write_text("<!-- generated: nope -->\n<!-- end generated -->\n")
-    with pytest.raises(ValueError, match="generated table 'nope' is unknown; valid: large_batch.accuracy"):
-        docs.stale_tables(tmp_path, quick_records)
+def _runs(accuracy: dict) -> list[dict]:
+    """Synthetic feedback runs: {(method, feedback): [accuracy per seed]} at 2 epochs, dense 0.95."""
+    runs = [{"method": "none", "feedback": False, "epochs": 2, "seed": s, "test_accuracy": 0.95} for s in range(3)]
+    return runs + [{"method": m, "feedback": fb, "epochs": 2, "seed": s, "test_accuracy": a}
+                   for (m, fb), values in accuracy.items() for s, a in enumerate(values)]
+
+
+def test_error_feedback_verdict_follows_its_rule():
+    from dlsys.experiments.compression import FEEDBACK_METHODS
+    direction = {m: {"moved": 1.0 if m == "onebit" else 0.01, "cosine": 0.5} for m in FEEDBACK_METHODS}
+    helps = {(m, True): [0.90, 0.91, 0.92] for m in FEEDBACK_METHODS} | {
+        (m, False): [0.80, 0.81, 0.82] for m in FEEDBACK_METHODS}
+    judge = reproduce.judge_error_feedback
+    assert judge({}, {"runs": _runs(helps), "direction": direction})[0] == "holds"
+    onebit_ties = helps | {("onebit", False): [0.90, 0.91, 0.92]}
+    verdict, why = judge({}, {"runs": _runs(onebit_ties), "direction": direction})
+    assert verdict == "shape holds" and "onebit never gains" in why and "100% of the weights" in why
+    topk_hurt = helps | {("topk", False): [0.95, 0.96, 0.97]}
+    verdict, why = judge({}, {"runs": _runs(topk_hurt), "direction": direction})
+    assert verdict == "differs" and "lowers the accuracy of topk at 2 epochs (-5.0 points" in why
+
+
+def test_error_feedback_record_holds_every_seed(quick_records):
+    from dlsys.experiments.compression import FEEDBACK_EPOCHS, FEEDBACK_METHODS, FEEDBACK_SEEDS
+    r = next(r for r in quick_records if r["claim"] == "error-feedback")
+    expected = {f"{m} {side}, {e} epochs, seed {s}" for m in FEEDBACK_METHODS for side in ("with", "without")
+                for e in FEEDBACK_EPOCHS for s in FEEDBACK_SEEDS}
+    expected |= {f"dense, {e} epochs, seed {s}" for e in FEEDBACK_EPOCHS for s in FEEDBACK_SEEDS}
+    assert set(r["dlsys"]) == expected and all(0 < a <= 1 for a in r["dlsys"].values())
+    assert "quick: the full run's accuracies as cached" in r["ours"]
+
+
+def test_the_cached_feedback_runs_are_what_a_fresh_run_gives():
+    from dlsys.experiments import compression as ex
+    fresh = ex.feedback_runs(("topk",), 2, [3, 4])
+    cached = [r for r in ex.cached_feedback() if r["epochs"] == 2 and r["seed"] in (3, 4)
+              and r["method"] in ("none", "topk")]
+    assert fresh == cached  # deterministic: stale only if the code changed (`dlsys compress --feedback --write-cache`)
+
+
+@pytest.mark.parametrize("methods,epochs,seeds,match", [
+    (("nope",), 2, [0, 1], "methods: need one or more of none, "),
+    ((), 2, [0, 1], "methods: need one or more"),
+    (("topk",), 0, [0, 1], "epochs must be an integer >= 1"),
+    (("topk",), 2, [0, 0], "seeds: need two or more distinct seeds"),
+    (("topk",), 2, [-1, 0], "seed must be an integer >= 0"),
+])
+def test_feedback_runs_refuse_bad_input_before_training(methods, epochs, seeds, match):
+    from dlsys.experiments import compression as ex
+    with pytest.raises(ValueError, match=match):
+        ex.feedback_runs(methods, epochs, seeds)

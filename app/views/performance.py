@@ -8,6 +8,7 @@ from charts import chart
 from urlstate import url_key
 from widgets import SIZES
 from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from dlsys.machine.profiles import totals
 from dlsys.viz import datapath as viz
 from dlsys.viz.units import format_bytes, format_seconds
 
@@ -79,7 +80,9 @@ if scale_tab.open:
                            "virtual time": format_seconds(r["virtual_time_s"], 6),
                            "closed form": format_seconds(r["closed_form_s"], 6),
                            "relative error": f"{r['relative_error']:.1e}"} for r in curve], hide_index=True)
-            st.caption("A ring all-reduce of AlexNet's gradient (61.1 M float32, 244 MB) on the threads backend: "
+            params = totals("alexnet")[0]
+            st.caption(f"A ring all-reduce of AlexNet's gradient ({params / 1e6:.1f} M float32, "
+                       f"{format_bytes(4 * params)}) on the threads backend: "
                        "each rank holds a few real floats that stand for the full gradient (LogicalArray), the "
                        "virtual time equals the closed form, and the wall time grows as the 2p(p-1) messages.")
         else:

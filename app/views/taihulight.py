@@ -9,12 +9,14 @@ from urlstate import url_key
 from dlsys.experiments.taihulight import (BATCH, LIBRARY, MODELS, SWEEP_NODES, boundary_links, published_figures,
                                           verdicts)
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
-from dlsys.machine.topology import TOPOLOGY_PRESETS, get_topology
+from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
+from dlsys.machine.net import NODE_PRESETS
+from dlsys.machine.topology import TAIHULIGHT_BISECTION_Bps, TAIHULIGHT_NODES, TOPOLOGY_PRESETS, get_topology
 from dlsys.viz import comm as comm_viz
 from dlsys.viz.links import link_load_figure
 from dlsys.viz import taihulight as viz
 from dlsys.viz.style import rank_name
-from dlsys.viz.units import format_bytes, format_seconds
+from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 TITLES = {"ps": "parameter server: pushes per layer", "ring": "ring: one all-reduce"}
 
@@ -65,12 +67,18 @@ machine, designs, versus, loads, animation, timeline = st.tabs(
     key=url_key("thl_view"), on_change="rerun")
 if machine.open:
     with machine:
-        chart(viz.machine(get_topology("taihulight")), "thl_machine")
-        st.caption("40,960 SW26010 nodes (3.06 TFLOP/s, 32 GB at 136 GB/s each) in supernodes of 256; 14 GB/s per "
-                   "node; 70 TB/s bisection for the whole machine, so the level above the supernodes carries about "
-                   "a quarter of what the nodes could send (Fu et al. 2016; Dongarra 2016). With links shared, a "
-                   "message across supernodes gets what its supernode's 875 GB/s uplink has left; without, every "
-                   "crossing message gets the quarter share, the worst case, when every node sends across.")
+        top, node = get_topology("taihulight"), NODE_PRESETS["sw26010"]
+        chart(viz.machine(top), "thl_machine")
+        supernodes = TAIHULIGHT_NODES // top.supernode_size
+        st.caption(f"{TAIHULIGHT_NODES:,} SW26010 nodes ({node.peak_flops / 1e12:.3g} TFLOP/s, "
+                   f"{format_rate(node.memory_bandwidth_Bps)} memory each) in {supernodes} supernodes of "
+                   f"{top.supernode_size}; {format_rate(top.link.bandwidth_Bps)} per node; "
+                   f"{format_rate(TAIHULIGHT_BISECTION_Bps)} bisection for the whole machine, so the level above the "
+                   f"supernodes carries 1/{TAIHULIGHT_NODES / 2 * top.link.bandwidth_Bps / TAIHULIGHT_BISECTION_Bps:.3g} "
+                   "of what the nodes could send (Fu et al. 2016; Dongarra 2016). With links shared, a message "
+                   f"across supernodes gets what its supernode's {format_rate(TAIHULIGHT_UPLINK_Bps)} uplink has "
+                   "left; without, every crossing message gets that share, the worst case, when every node sends "
+                   "across.")
 traces = {TITLES[d]: iteration[d]["result"].trace for d in ("ps", "ring")}
 
 

@@ -8,6 +8,7 @@ from charts import chart
 from urlstate import url_key
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.learn.optim import scale_lr
+from dlsys.learn.task import TrainConfig, build_model
 from dlsys.train import STRATEGIES
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
@@ -98,7 +99,8 @@ if split.open:
         chart(tviz.cost_bars(runs), "train_costs")
         st.latex(r"\text{data parallel: } 2\tfrac{P-1}{P}\,n \text{ bytes per rank per step}\qquad"
                  r"\text{GPipe bubble: } \tfrac{S-1}{M+S-1}")
-        st.caption("Data parallelism moves gradients (n = 8,970 parameters per all-reduce); model parallelism "
+        n = build_model(TrainConfig()).params.size  # the digits MLP every run above trains
+        st.caption(f"Data parallelism moves gradients (n = {n:,} parameters per all-reduce); model parallelism "
                    "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")

@@ -9,6 +9,7 @@
     reproduce           dlsys.cli.reproduce  (every published claim: paper vs dlsys, a verdict; docs/ tables)
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
+    memory              dlsys.cli.memory     (bytes per rank by kind: DDP, ZeRO, FSDP, TP in closed form)
 
 Every option is checked by ``dlsys.cli.options`` before any rank starts.
 """
@@ -28,7 +29,8 @@ from .options import join_negative_values
 # `dlsys simulate`); `dlsys --help` imports them all.
 COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
             "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
-            "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce"}
+            "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce",
+            "memory": "memory"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     """Run one command; exit code 2 with a one-line message for bad input (an option the
     command does not take included: ``dlsys simulate allreduce: --policy: not an option of
     this command``), 1 if a run failed, 130 (the shell's code for SIGINT) and the one line
-    "interrupted" for Ctrl-C."""
+    "interrupted" for Ctrl-C, 1 and one line for an output it could not write (a full disk)."""
     argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
     try:
         args, unknown = build_parser(argv[0] if argv else None).parse_known_args(argv)
@@ -70,3 +72,6 @@ def main(argv=None) -> int:
     except (ValueError, TypeError) as exc:
         print(f"dlsys: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk at the end: outputs.write_atomic left the old file whole
+        print(f"dlsys {args.command}: could not write {exc.filename or 'an output'}: {exc.strerror or exc}", file=sys.stderr)
+        return 1

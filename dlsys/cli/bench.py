@@ -7,11 +7,11 @@ import json
 
 from .. import collectives
 from ..experiments import wallclock
-from ..comm import MAX_PROCESS_RANKS, MAX_THREAD_RANKS
+from ..comm import MAX_PROCESS_RANKS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES
 from ..machine.net import LINK_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .options import Checked, integer, print_table, real_buffers, size
+from .options import MAX_RANKS, Checked, integer, print_table, real_buffers, size
 
 
 def _report(args, rec: dict, title: str, rows) -> int:
@@ -123,7 +123,7 @@ def add_commands(subparsers) -> None:
     lat.set_defaults(func=cmd_latency)
     em = sub.add_parser("emulate", help="wall time and memory of a large emulated cluster (threads backend)")
     em.add_argument("--scheme", default="ring", choices=["ring", "ps"], help="ring all-reduce or a PS round")
-    em.add_argument("--ranks", action=Checked, check=integer(2, MAX_THREAD_RANKS), default=512,
+    em.add_argument("--ranks", action=Checked, check=integer(2, MAX_RANKS), default=512,
                     help="emulated ranks (default 512)")
     em.add_argument("--params", action=Checked, check=integer(1, 10**12), default=None,
                     help="float32 parameters (default AlexNet's 61,100,840)")

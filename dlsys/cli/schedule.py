@@ -24,7 +24,7 @@ from ..comm import BACKENDS
 from ..experiments import schedule as ex
 from ..machine.net import NODE_PRESETS
 from ..viz.units import format_seconds
-from .options import Checked, integer, number, print_table, refuse_unused, save_trace, size, trace_row
+from .options import Checked, integer, number, output_file, print_table, refuse_unused, save_trace, size, trace_row
 
 # an Option's kind -> the command line's checker of its range
 CHECKERS = {"integer": lambda o: integer(int(o.low), int(o.high)),
@@ -145,6 +145,6 @@ def add_commands(subparsers) -> None:
     p.add_argument("--p3-paper", action="store_true",
                    help="with --sweep: P3 against MXNet's KVStore as P3's paper ran them, and its gain")
     add_schedule_options(p)
-    p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
+    p.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_schedule)

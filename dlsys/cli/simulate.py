@@ -14,7 +14,7 @@ from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import STORAGE_PRESETS
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .options import MAX_RANKS, Checked, integer, network, print_table, real_buffers, refuse_unused, save_trace, size, trace_row
+from .options import MAX_RANKS, Checked, integer, network, output_file, print_table, real_buffers, refuse_unused, save_trace, size, trace_row
 
 
 MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
@@ -160,7 +160,7 @@ def add_commands(subparsers) -> None:
     sim.add_argument("--real", action="store_true",
                      help="real data only: refuse, before any rank starts, a size that does not fit --max-memory")
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
-    sim.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
+    sim.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)
 

@@ -29,7 +29,7 @@ from ..train.strategies import OPTIONS, taking
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, print_table, refuse_unused, save_trace, trace_row
+from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, output_file, output_path, print_table, refuse_unused, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
 from .schedule import add_schedule_options, given_options, policy_options
 from .. import schedule
@@ -84,7 +84,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--fail", action=Checked, metavar="WORKER:STEP",
                    check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
                    help="ps-*: worker WORKER crashes after STEP gradients")
-    p.add_argument("--checkpoint", metavar="PATH", help="allreduce: .npz file (rank 0); ps-*: directory")
+    p.add_argument("--checkpoint", metavar="PATH", action=Checked, check=output_path, help="allreduce: .npz file (rank 0); ps-*: directory")
     p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
     p.add_argument("--compress", metavar="METHOD", choices=list(COMPRESSORS),
                    help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)")
@@ -108,11 +108,11 @@ def add_commands(subparsers) -> None:
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
-    p.add_argument("--trace", metavar="FILE", help="write the Chrome trace-event JSON (Perfetto) here")
+    p.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
     p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
-    p.add_argument("--out", metavar="PATH", help="--sweep: the cache file (default results/large_batch.json; "
+    p.add_argument("--out", metavar="PATH", action=Checked, check=output_file, help="--sweep: the cache file (default results/large_batch.json; "
                                                  "with --quick nothing is written unless given)")
     p.set_defaults(func=cmd_train, parser=p)
 
@@ -146,7 +146,7 @@ def refuse_options(args) -> None:
 def check_ranks(args) -> None:
     """What only the options together decide, named by option before any rank starts: the
     ranks fit the backend, and --straggler and --fail name one of the workers."""
-    limit = BACKENDS[args.backend].max_ranks
+    limit = min(BACKENDS[args.backend].max_ranks, MAX_RANKS)
     servers = STRATEGIES[args.strategy].first_worker(args.servers)  # servers are the ranks before worker 0
     if servers:
         if args.workers + servers > limit:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..machine.ledger import MemoryLedger
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
 from .board import FROM, POSTED, board_row
@@ -105,6 +106,7 @@ class Communicator:
         self.spans = self._clock.spans
         self.messages: list[Message] = []
         self.ops: OpLog | None = OpLog(log_labels) if log_ops else None
+        self._memory: MemoryLedger | None = None
 
     def __repr__(self):
         return f"<Communicator rank {self.rank} of {self.size}, t={self.clock:.6g} s>"
@@ -113,6 +115,15 @@ class Communicator:
     def clock(self) -> float:
         """This rank's virtual time in seconds."""
         return self._clock.t
+
+    @property
+    def memory(self) -> MemoryLedger:
+        """This rank's memory ledger on its virtual clock (made when first asked for, so an
+        emulation of thousands of ranks that never accounts pays nothing): the program
+        records its allocations there and returns it to hand the timeline to the launcher."""
+        if self._memory is None:
+            self._memory = MemoryLedger(self.rank, lambda: self._clock.t)
+        return self._memory
 
     def compute(self, seconds: float | None = None, flops: float | None = None,
                 label: str = "compute", nbytes: float | None = None) -> None:

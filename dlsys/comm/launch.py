@@ -10,12 +10,23 @@ Input is checked before any rank starts. Nothing hangs: a failing or killed rank
 run with its traceback, a deadlock (every live rank waiting, nothing in flight) is detected
 and reported, and the whole run has a wall-clock deadline (dlsys.comm.supervise).
 ``backend`` is a name in the registry ``dlsys.comm.backends.BACKENDS``.
+
+Nothing outlives a run, however it ends. While a run is under way in the main thread,
+SIGTERM (``kill PID``) and SIGHUP (the terminal closed) raise SystemExit(128 + signal)
+there, as Ctrl-C raises KeyboardInterrupt, if they still have their default action: the
+backend's ``finally`` ends the ranks and the process exits with the shell's status for
+that signal (143, 129). An application that handles them itself keeps its handling.
+SIGKILL runs nothing of the launcher: the kernel and the run's reaper end the ranks
+(dlsys.comm.backends.reaper).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -104,7 +115,8 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
                    bool(record))
     start = time.perf_counter()
     try:
-        outcomes = BACKENDS[backend].run(spec)
+        with _exit_on_termination():
+            outcomes = BACKENDS[backend].run(spec)
     except RunTimeout as exc:
         raise RunTimeout(exc.ranks, timeout_s) from None  # the same report, with the timeout_s it passed
     values = [o.value for o in outcomes]
@@ -117,3 +129,29 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
     return LaunchResult(values, Trace(spans, messages, size), [o.clock_s for o in outcomes], wall, backend, network,
                         nodes, ops=[o.ops for o in outcomes] if spec.log_ops else None)
+
+
+TERMINATION = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _exit_on_termination():
+    """SIGTERM and SIGHUP raise SystemExit(128 + signal) while the run is under way (see
+    the module docstring); the previous actions are restored when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    mine = [s for s in TERMINATION if signal.getsignal(s) is signal.SIG_DFL]
+    for s in mine:
+        signal.signal(s, _raise_exit)
+    try:
+        yield
+    finally:
+        for s in mine:
+            signal.signal(s, signal.SIG_DFL)
+
+
+def _raise_exit(signum, frame):
+    for s in TERMINATION:  # a second signal must not cut the teardown short
+        signal.signal(s, signal.SIG_IGN)
+    raise SystemExit(128 + signum)

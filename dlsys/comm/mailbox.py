@@ -106,14 +106,18 @@ class Mailbox:
         try:
             self._stash[src, tag].append((header, payload))
             row = self.row
+            blocked = row[STATE] == BLOCKED
+            # RUNNING before the counters: another process reads STATE first, then the
+            # counters (board.silent); the other order let it see this rank BLOCKED with the
+            # waking message counted as delivered, and call it silent while it was waking
+            if blocked and row[WAIT_SRC] == src and row[WAIT_TAG] == tag:
+                row[STATE] = RUNNING
             # counted in Python, stored to the board: cheaper than numpy +=
             self._pulled = pulled = self._pulled + 1
             row[PULLED] = pulled
             self._from[src] = delivered = self._from[src] + 1
             row[FROM + src] = delivered
-            if row[STATE] == BLOCKED:  # a rank that is not waiting needs no wake-up
-                if row[WAIT_SRC] == src and row[WAIT_TAG] == tag:
-                    row[STATE] = RUNNING
+            if blocked:  # a rank that is not waiting needs no wake-up
                 self._cond.notify()
         finally:
             lock.release()

@@ -4,7 +4,8 @@ One record per event. Spans: (rank, start_s, end_s, kind, label) with kind one o
 ``compute``, ``send`` (sender CPU overhead), ``wait`` (idle until a message arrives),
 ``recv`` (receiver CPU overhead). Messages: (src, dst, nbytes, depart_s, arrive_s, tag,
 label), recorded when received. The Chrome trace-event export opens in Perfetto and
-chrome://tracing (pid = rank, complete "X" events, times in microseconds).
+chrome://tracing (pid = rank, complete "X" events, times in microseconds), with the ranks'
+memory timelines as counter tracks ("C" events) when their ledgers are given.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from typing import NamedTuple
+
+from ..outputs import write_atomic
 
 
 class Span(NamedTuple):
@@ -78,8 +81,9 @@ class Trace:
         """(spans, messages) as lists of dicts, ready for pandas/plotly or CSV."""
         return [s._asdict() for s in self.spans], [m._asdict() for m in self.messages]
 
-    def to_chrome(self) -> dict:
-        """Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing)."""
+    def to_chrome(self, memory=()) -> dict:
+        """Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing);
+        ``memory``: the ranks' ``dlsys.machine.ledger.MemoryLedger``s, drawn as counters."""
         us = 1e6
         events = [{"name": "process_name", "ph": "M", "pid": r, "args": {"name": f"rank {r}"}}
                   for r in range(self.world_size)]
@@ -91,8 +95,10 @@ class Trace:
                            "pid": m.src, "tid": 1, "ts": m.depart_s * us,
                            "dur": (m.arrive_s - m.depart_s) * us,
                            "args": {"dst": m.dst, "nbytes": m.nbytes, "tag": m.tag}})
+        for ledger in memory:
+            events += ledger.chrome_counters()
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
-    def save_chrome(self, path) -> None:
-        with open(path, "w") as f:
-            json.dump(self.to_chrome(), f)
+    def save_chrome(self, path, memory=()) -> None:
+        """The Chrome trace-event JSON, written whole or not at all (``outputs.write_atomic``)."""
+        write_atomic(path, json.dumps(self.to_chrome(memory)))

@@ -6,10 +6,14 @@ over steps, its bytes per model, and what it does to training (accuracy, bytes, 
     ex.model_bytes("resnet50", "dgc")                   # per layer: dense vs encoded bytes
     ex.dgc_ratios()                                     # DGC per model, beside the paper's
     ex.pareto()                                         # every method trained: accuracy vs bytes
+    ex.feedback_runs(["topk"], epochs=2, seeds=[0, 1])  # with and without error feedback, per seed
+    ex.feedback_study()                                 # the biased methods, every seed and setting
     ex.iteration_split("topk", {"ratio": 0.01})         # compute / compression / communication
 
 ``pareto`` trains ten models (about 20 s here); its rows are cached in ``PARETO_CACHE``
 (rebuilt by ``dlsys compress --pareto --write-cache``; a test checks a fresh run against it).
+``feedback_study`` trains 90 (about a minute), cached in ``FEEDBACK_CACHE`` the same way
+(``dlsys compress --feedback --write-cache``).
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from .. import compress
 from ..learn import nn
 from ..machine import profiles
 from ..collectives.compressed import compressed_allreduce
+from ..checks import check_int
 from ..comm import launch
 from ..machine.net import get_node
+from ..outputs import write_atomic
 from ..train import Compression, TrainConfig, build_model, load_task
 from .training import train
 
@@ -37,7 +43,13 @@ PARETO_CACHE = Path(__file__).with_name("compression_pareto.json")
 SETTINGS = {"none": {}, "fp16": {}, "int8": {}, "onebit": {}, "terngrad": {}, "qsgd": {"bits": 4},
             "topk": {"ratio": 0.01}, "randomk": {"ratio": 0.25}, "dropping": {"ratio": 0.01},
             "dgc": {"ratio": 0.001, "warmup_epochs": 0}}
-LINKS = ("tcp-1gbe", "rdma-edr")  # a slow and a fast network for the time split
+LINKS = ("tcp-1gbe", "rdma-edr")
+FEEDBACK_CACHE = Path(__file__).with_name("compression_feedback.json")
+FEEDBACK_METHODS = ("onebit", "topk", "dropping", "dgc")  # the biased methods, whose papers keep a residual
+FEEDBACK_SEEDS = (0, 1, 2, 3, 4)  # pinned: each seed draws the split, the weights, the batches
+# 10 epochs: the Pareto's (dense digits at its plateau); 2: training still under way, where a
+# lost gradient signal shows as a lower accuracy rather than as a slower climb to the plateau.
+FEEDBACK_EPOCHS = (10, 2)  # a slow and a fast network for the time split
 
 
 def compression(method: str, options: dict | None = None, memory: str | None = None) -> Compression:
@@ -157,6 +169,50 @@ def train_row(method: str, options: dict, epochs: int = 10, workers: int = 4, li
             **{k: record[k] for k in keys}}
 
 
+def feedback_runs(methods, epochs: int, seeds, workers: int = 4, link: str = "tcp-10gbe") -> list[dict]:
+    """Error feedback on and off: per seed, dense digits and each of ``methods`` (with its
+    ``SETTINGS``) trained with its paper's memory (``feedback`` true) and with none (false),
+    one row each: {"method", "feedback", "epochs", "seed", "test_accuracy"}. The seed draws
+    the data split, the initial weights, the batches and any compressor's randomness."""
+    unknown = [m for m in methods if m not in SETTINGS]
+    if unknown or not methods:
+        raise ValueError(f"methods: need one or more of {', '.join(SETTINGS)}, got {list(methods)!r}")
+    check_int("epochs", epochs, 1)
+    seeds = [check_int("seed", s, 0) for s in seeds]
+    if len(set(seeds)) < 2:
+        raise ValueError(f"seeds: need two or more distinct seeds (a spread), got {seeds!r}")
+    runs = [("none", False)] + [(m, feedback) for m in methods for feedback in (True, False)]
+    rows = []
+    for seed in seeds:
+        for method, feedback in runs:
+            memory = None if feedback else "none"
+            accuracy = train_row(method, SETTINGS[method], epochs, workers, link, seed, memory)["test_accuracy"]
+            rows.append({"method": method, "feedback": feedback, "epochs": epochs, "seed": seed,
+                         "test_accuracy": accuracy})
+    return rows
+
+
+def feedback_study(progress=None) -> list[dict]:
+    """``feedback_runs`` of ``FEEDBACK_METHODS`` over ``FEEDBACK_SEEDS`` at each of
+    ``FEEDBACK_EPOCHS``: the error-feedback claim's runs (``dlsys reproduce error-feedback``)."""
+    rows = []
+    for epochs in FEEDBACK_EPOCHS:
+        rows += feedback_runs(FEEDBACK_METHODS, epochs, FEEDBACK_SEEDS)
+        if progress:
+            progress(f"{epochs} epochs")
+    return rows
+
+
+def cached_feedback() -> list[dict]:
+    """``feedback_study()``'s rows as last written by ``write_feedback_cache``."""
+    return json.loads(FEEDBACK_CACHE.read_text())
+
+
+def write_feedback_cache(rows: list[dict]) -> Path:
+    FEEDBACK_CACHE.write_text(json.dumps(rows, indent=1) + "\n")
+    return FEEDBACK_CACHE
+
+
 def pareto(epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe", settings: dict | None = None,
            progress=None) -> list[dict]:
     """Every method trained with ``SETTINGS``: accuracy against bytes per step."""
@@ -174,7 +230,7 @@ def cached_pareto() -> list[dict]:
 
 
 def write_pareto_cache(rows: list[dict]) -> Path:
-    PARETO_CACHE.write_text(json.dumps(rows, indent=1) + "\n")
+    write_atomic(PARETO_CACHE, json.dumps(rows, indent=1) + "\n")
     return PARETO_CACHE
 
 

@@ -35,6 +35,7 @@ from ..comm import MAX_THREAD_RANKS
 from ..learn.optim import scale_lr
 from ..train import TrainConfig, build_model, load_task, steps_per_epoch
 from ..learn.task import lr_schedule
+from ..outputs import write_atomic
 from .training import train
 
 CACHE_PATH = Path(__file__).resolve().parents[2] / "results" / "large_batch.json"
@@ -321,5 +322,5 @@ def large_batch_study(study: Study = Study(), path: Path | str | None = CACHE_PA
         quick = record if study == QUICK else run_study(QUICK, backend=backend)
         record["quick_check"] = quick_check(quick)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(record, separators=(",", ":")))
+        write_atomic(path, json.dumps(record, separators=(",", ":")))
     return json.loads(json.dumps(record))

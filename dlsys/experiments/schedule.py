@@ -18,33 +18,32 @@ from .. import schedule
 from ..machine import profiles
 from ..checks import check_int
 from ..comm import SIGNAL, launch
-from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node
+from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node, parse_bandwidth
 from ..train import TrainConfig, build_model
+from ..schedule.policy import slice_count
+from ..viz.units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
 MODELS = ("digits", *profiles.PROFILES)
-BANDWIDTH_UNITS = {"gbps": 1e9 / 8, "mbps": 1e6 / 8, "gb/s": 1e9, "mb/s": 1e6}
+# What a run holds per message it carries (its trace record, spans, the clocks' bookkeeping),
+# measured: ru_maxrss of p3 on alexnet, 2 workers, 3 iterations, threads, went from 61 MB to
+# 195 MB as slices of 40,000 -> 5,000 parameters took it from 18,372 to 146,688 messages.
+MESSAGE_BYTES = 1040
 
 
 def parse_link(text) -> LinkModel:
-    """A preset name, or a bandwidth like "10Gbps" / "1.25GB/s": the 10 GbE preset's latency
-    and overheads at that bandwidth (for bandwidth sweeps)."""
+    """A preset name, or a bandwidth like "10Gbps" / "1.25GB/s" (``net.parse_bandwidth``: b is
+    a bit, B a byte): the 10 GbE preset's latency and overheads at that bandwidth (for
+    bandwidth sweeps)."""
     if isinstance(text, LinkModel) or text in LINK_PRESETS:
         return get_link(text)
-    lowered = str(text).strip().lower()
-    for unit, factor in BANDWIDTH_UNITS.items():
-        if lowered.endswith(unit):
-            try:
-                bandwidth = float(lowered[: -len(unit)]) * factor
-            except ValueError:
-                break
-            if not 0 < bandwidth < math.inf:
-                break
-            base = get_link("tcp-10gbe")
-            return LinkModel(f"{text}", base.latency_s, bandwidth, base.overhead_s, base.kernel_copies, base.copy_bandwidth_Bps,
-                             f"{text}: tcp-10gbe's latency and overheads at this bandwidth")
-    raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth like 10Gbps or 1.25GB/s, "
-                     f"got {text!r}")
+    try:
+        bandwidth_Bps = parse_bandwidth(text)
+    except ValueError as exc:
+        raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth; {exc}") from None
+    base = get_link("tcp-10gbe")
+    return LinkModel(f"{text}", base.latency_s, bandwidth_Bps, base.overhead_s, base.kernel_copies, base.copy_bandwidth_Bps,
+                     f"{text}: tcp-10gbe's latency and overheads at this bandwidth")
 
 
 def layers(model: str, batch: int) -> tuple:
@@ -71,7 +70,7 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
     ``colocated``: server m on worker m's machine (``schedule.Job``); ``server_slice_s``: a
     server's time per item besides the update (``schedule.MXNET_SERVER_SLICE_S``)."""
     job = make_job(policy, model, workers, scheme, servers, batch, iterations, options, colocated=colocated,
-                   server_slice_s=server_slice_s)
+                   server_slice_s=server_slice_s, max_memory_bytes=max_memory_bytes)
     link = parse_link(link)
     result = launch(schedule.program, job.ranks, backend, link=job.network(link), node=node, args=(job,),
                     timeout_s=900)
@@ -80,8 +79,10 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
 
 def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers: int = 1, batch: int = 32,
              iterations: int = 3, options: dict | None = None, config: TrainConfig | None = None,
-             colocated: bool = False, server_slice_s: float = 0.0) -> schedule.Job:
-    """A checked Job (bad inputs fail here, before any rank starts)."""
+             colocated: bool = False, server_slice_s: float = 0.0,
+             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> schedule.Job:
+    """A checked Job (bad inputs fail here, before any rank starts, a run over the memory
+    budget included: ``check_memory``)."""
     check_int("workers", workers, 1, 256)
     check_int("servers", servers, 1, 64)
     check_int("batch", batch, 1, 2**16)
@@ -97,8 +98,39 @@ def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers:
                          f"workers, got scheme {scheme!r}, {servers} servers, {workers} workers")
     if not 0 <= server_slice_s < math.inf:
         raise ValueError(f"server_slice_s: expected seconds >= 0, got {server_slice_s!r}")
-    return schedule.Job(layers(model, batch), schedule.make(policy, **(options or {})), scheme, workers,
-                        servers if scheme == "ps" else 0, iterations, config, colocated, server_slice_s)
+    job_layers, made = layers(model, batch), schedule.make(policy, **(options or {}))
+    check_memory(made, job_layers, scheme, workers, iterations, max_memory_bytes)
+    return schedule.Job(job_layers, made, scheme, workers, servers if scheme == "ps" else 0, iterations, config,
+                        colocated, server_slice_s)
+
+
+def check_memory(policy: schedule.Policy, job_layers, scheme: str, workers: int, iterations: int,
+                 max_memory_bytes: int) -> None:
+    """A ValueError if the run would hold more than ``max_memory_bytes``: items x messages per
+    item (ps: a push and a pull per worker; allreduce: a ring's 2(p-1) per worker) x iterations
+    x ``MESSAGE_BYTES``. It names what fits: the smallest item size (``policy.cut``), the most
+    iterations."""
+    per_item = 2 * workers if scheme == "ps" else 2 * (workers - 1) * workers
+    items = policy.item_count(list(job_layers))
+    if items * per_item * iterations * MESSAGE_BYTES <= max_memory_bytes:
+        return
+    most_messages = max_memory_bytes // MESSAGE_BYTES
+    fits = []
+    if policy.cut:
+        low, high = getattr(policy, policy.cut), max(layer.params for layer in job_layers)
+        if slice_count(job_layers, high) * per_item * iterations <= most_messages:
+            while low < high:  # the item count falls as the item size grows: bisect for the smallest that fits
+                mid = (low + high) // 2
+                low, high = (low, mid) if slice_count(job_layers, mid) * per_item * iterations <= most_messages \
+                    else (mid + 1, high)
+            fits.append(f"{policy.cut} >= {low:,}")
+    if most_messages // (items * per_item) >= 1:
+        fits.append(f"iterations <= {most_messages // (items * per_item):,}")
+    raise ValueError(f"{policy.describe()}: {items:,} items x {per_item:,} messages x {iterations:,} iterations "
+                     f"= {items * per_item * iterations:,} messages, about "
+                     f"{format_bytes(items * per_item * iterations * MESSAGE_BYTES)} at {MESSAGE_BYTES:,} bytes "
+                     f"each, over the {format_bytes(max_memory_bytes)} memory budget; "
+                     f"{' or '.join(fits) or 'fewer workers'} fits")
 
 
 def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:

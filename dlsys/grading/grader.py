@@ -10,7 +10,10 @@ infinite loop, a deadlocked ring, a memory bomb or a forged answer costs that on
 tests are always the reference checkout's, never the submission's copy. Each test is worth
 an equal share of its exercise's points. A test passes only if the trusted pytest says its
 call passed, over a pipe the student's code cannot reach, and its process exits 0 (a skip
-is not a pass).
+is not a pass). ``isolation.py`` keeps what a test starts from outliving it and the reference
+out of the student's reach (a pid and mount namespace showing the course build, a uid of its
+own, as root) and ``isolation.grade_run`` every exit of the grader clean (docs/exercises.md,
+"Threats").
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
+from ..outputs import write_atomic
+from . import isolation
 from .testing import STUDENT_EXERCISES_ENV, TIMEOUT_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
+MAX_PROCESSES = 64  # tasks (processes and threads) one test's uid may have, as root: RLIMIT_NPROC
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
@@ -88,17 +94,20 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
               jobs: int, root: Path = REPO_ROOT, student_exercises: list[str] | None = None
               ) -> list[tuple[bool, str, str, float]]:
     """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each.
-    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all)."""
+    ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all).
+    Call inside ``isolation.grade_run()``: the copies of the tests and of the student's files
+    go into its folder, which no exit leaves behind."""
     env = os.environ | _ENV
     if student_exercises is not None:
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
     env[TIMEOUT_ENV] = f"{timeout_s:g}"  # the student's runs in a test, together (untrusted.Submission)
     kill_after_s = timeout_s + 2 * _KILL_GRACE_S
-    with tempfile.TemporaryDirectory(prefix="dlsys-grade-") as out_dir, \
-            tempfile.TemporaryDirectory(prefix="dlsys-grade-work-") as work_dir:
-        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s,
-                "memory_bytes": memory_bytes, "out_dir": out_dir, "work_dir": work_dir,
-                "files": _graded_files(root, student_dir),
+    with tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir, \
+            tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir:
+        os.chmod(work_dir, 0o711)  # an untrusted child reaches its own folder in it, lists nothing
+        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s, "grader_pid": os.getpid(),
+                "memory_bytes": memory_bytes, "out_dir": out_dir,
+                "work_dir": work_dir, "files": _graded_files(root, student_dir),
                 "student_dir": None if student_dir is None else "submission",
                 "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s + _KILL_GRACE_S:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
@@ -124,9 +133,10 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
 
 
 def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
-    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C), first stop the
-    sandbox with SIGTERM so that it kills its tests (they lead their own sessions, and
-    subprocess.run would SIGKILL it at once, leaving them running), then re-raise."""
+    """The sandbox's exit code, stdout and stderr. Interrupted (Ctrl-C, or SIGTERM and SIGHUP
+    as ``isolation.Stopped``), first stop the sandbox with SIGTERM so that it kills its tests
+    (they lead their own sessions, and subprocess.run would SIGKILL it at once, leaving them
+    running), then re-raise. SIGKILLed, the sandbox dies by its parent-death signal."""
     with subprocess.Popen([sys.executable, "-m", "dlsys.grading.sandbox"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env) as proc:
         try:
@@ -155,12 +165,15 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
             raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
-    tests = collect(exercises, root)
-    present = [(e, node) for e, node in tests
-               if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
-    ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
-                                      jobs or os.cpu_count() or 1, root,
-                                      [e.id for e in exercises] if homework else None)))
+    with isolation.grade_run() as run:
+        if not (run / isolation.COURSE).exists():  # a nested run (Gradescope's) has it already
+            isolation.course_build(run / isolation.COURSE)
+        tests = collect(exercises, root)
+        present = [(e, node) for e, node in tests
+                   if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
+        ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
+                                          jobs or os.cpu_count() or 1, root,
+                                          [e.id for e in exercises] if homework else None)))
     results = []
     for exercise, node in tests:
         if (exercise, node) in ran:
@@ -200,4 +213,4 @@ def gradescope_results(results: list[TestResult]) -> dict:
 
 
 def write_results_json(results: list[TestResult], path) -> None:
-    Path(path).write_text(json.dumps(gradescope_results(results), indent=2))
+    write_atomic(path, json.dumps(gradescope_results(results), indent=2))

@@ -20,6 +20,7 @@ bundle in a temporary tree.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -30,6 +31,8 @@ import zipfile
 from pathlib import Path
 
 from ..exercises import REPO_ROOT, get
+from ..outputs import check_writable, write_atomic
+from . import isolation
 from .grader import MEMORY_BYTES, TIMEOUT_S, TestResult, grade, gradescope_results, score_table
 
 CONFIG = "dlsys-autograder.json"
@@ -58,6 +61,8 @@ fi
 "$python" -m venv "$source_dir/.venv"
 wheel=$(ls "$source_dir"/wheels/dlsys-*.whl)
 "$source_dir/.venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel[grade]"
+# the graded code runs as an unprivileged uid: what only the grader reads is root's alone
+chmod -R go-rwx "$source_dir/wheels" "$source_dir/tests" "$source_dir/dlsys-autograder.json"
 """
 
 RUN_AUTOGRADER = """\
@@ -120,6 +125,8 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
     exercises = [get(i) for i in dict.fromkeys(exercise_ids)]
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    check_writable(out)  # before the wheel's build: a minute, then nowhere to put it
     files = list(dict.fromkeys(n for e in exercises for n in e.student_files))
     with tempfile.TemporaryDirectory(prefix="dlsys-bundle-") as tmp:
         wheel = build_wheel(Path(tmp))
@@ -127,8 +134,8 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
                   "points": sum(e.points for e in exercises), "visibility": visibility,
                   "timeout_s": timeout_s, "memory_mib": memory_mib, "wheel": wheel.name, "commit": _commit()}
         tests = [REPO_ROOT / "tests" / "exercises" / "conftest.py", *(REPO_ROOT / e.tests for e in exercises)]
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        bundle = io.BytesIO()  # a few MiB: built in memory, written whole (outputs.write_atomic)
+        with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as z:
             for arcname, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
                 info = zipfile.ZipInfo(arcname, date_time=(2026, 1, 1, 0, 0, 0))
                 info.external_attr, info.compress_type = _EXECUTABLE, zipfile.ZIP_DEFLATED
@@ -138,6 +145,7 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
             z.write(wheel, f"wheels/{wheel.name}")
             for test in tests:
                 z.write(test, f"tests/exercises/{test.name}")
+        write_atomic(out, bundle.getvalue())
     return config
 
 
@@ -175,27 +183,39 @@ def gradescope_report(results: list[TestResult], config: dict, notes: list[str],
 
 
 def run(root) -> int:
-    """Grade /autograder/submission (``root``/submission) and write results/results.json."""
+    """Grade /autograder/submission (``root``/submission) and write results/results.json.
+
+    Every process of the submission is dead before results.json is written (each test's
+    die with its pid namespace or its uid, ``isolation.contain`` and ``end_untrusted``; then
+    ``kill_descendants``), and results/ is root's and not writable by the tests' uids, so
+    nothing rewrites it after; the file is written whole (temporary file, then rename)."""
     root = Path(root)
     config = json.loads((root / "source" / CONFIG).read_text())
-    results_path = root / "results" / "results.json"
     start = time.monotonic()
-    try:
-        with tempfile.TemporaryDirectory(prefix="dlsys-submission-") as tmp:
-            notes = gather(root / "submission", config["files"], Path(tmp))
-            results = grade(tmp, config["exercises"], config["timeout_s"], config["memory_mib"] << 20,
-                            root=root / "source", homework=True)
-    except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
-        results_path.parent.mkdir(parents=True, exist_ok=True)
-        results_path.write_text(json.dumps({"score": 0.0, "output": f"the autograder failed: {exc}",
-                                            "visibility": config["visibility"]}, indent=2))
-        print(f"the autograder failed: {exc}", file=sys.stderr)
-        return 1
-    report = gradescope_report(results, config, notes, time.monotonic() - start)
-    results_path.parent.mkdir(parents=True, exist_ok=True)  # a submission may have deleted it
-    results_path.write_text(json.dumps(report, indent=2))
+    with isolation.grade_run() as folder:
+        try:
+            (folder / "submission").mkdir()
+            notes = gather(root / "submission", config["files"], folder / "submission")
+            results = grade(folder / "submission", config["exercises"], config["timeout_s"],
+                            config["memory_mib"] << 20, root=root / "source", homework=True)
+        except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
+            isolation.kill_descendants()
+            _write_results(root, {"score": 0.0, "output": f"the autograder failed: {exc}",
+                                  "visibility": config["visibility"]})
+            print(f"the autograder failed: {exc}", file=sys.stderr)
+            return 1
+        isolation.kill_descendants()
+        report = gradescope_report(results, config, notes, time.monotonic() - start)
+        _write_results(root, report)
     print(report["output"])
     return 0
+
+
+def _write_results(root: Path, report: dict) -> None:
+    results = root / "results"
+    results.mkdir(parents=True, exist_ok=True)  # a submission may have deleted it
+    results.chmod(0o755)  # only its owner (the grader) writes in it
+    write_atomic(results / "results.json", json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

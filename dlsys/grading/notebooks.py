@@ -14,13 +14,17 @@ cell, then a cell that grades it with ``dlsys grade``.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import os
+from collections import Counter
 from pathlib import Path
 
 import jupytext
 import nbformat
 
 from ..exercises import EXERCISES, REPO_ROOT
+from ..outputs import write_atomic
 from .release import student_source
 
 LESSONS_DIR = REPO_ROOT / "lessons"
@@ -28,6 +32,7 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 PAIRING = "lessons//py:percent,notebooks//ipynb"
 CELL_TIMEOUT_S = 300  # a lesson runs in about a minute at most (tests/test_lessons.py)
 PLOTLY_RENDERER = "plotly_mimetype"
+WRITTEN = "dlsys_build_sha256"  # notebook metadata: the digest of what ``write`` wrote
 
 
 def lessons() -> list[Path]:
@@ -86,24 +91,63 @@ def exercise_notebook(lesson: Path) -> nbformat.NotebookNode | None:
     return notebook
 
 
+def stable_ids(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Each cell's id from its type, source and how many equal cells came before: a rebuild
+    gives every unchanged cell the id it had, so version control shows only real changes
+    (nbformat 4.5 wants ids unique, 1-64 of [a-zA-Z0-9-_])."""
+    seen: Counter = Counter()
+    for cell in notebook.cells:
+        key = f"{cell.cell_type}\0{cell.source}"
+        cell.id = hashlib.sha256(f"{key}\0{seen[key]}".encode()).hexdigest()[:16]
+        seen[key] += 1
+    return notebook
+
+
+def _digest(notebook: nbformat.NotebookNode) -> str:
+    """sha256 of the notebook as nbformat writes it, without the digest itself."""
+    bare = copy.deepcopy(notebook)
+    bare.metadata.pop(WRITTEN, None)
+    return hashlib.sha256(nbformat.writes(bare).encode()).hexdigest()
+
+
+def edited(path: Path, fresh: nbformat.NotebookNode) -> bool:
+    """Whether rebuilding ``path`` as ``fresh`` would lose someone's work: it differs from what
+    ``write`` last put there (the digest in its metadata) and its cells differ from ``fresh``'s
+    (a notebook whose cells are the script's holds nothing the rebuild does not)."""
+    if not path.exists():
+        return False
+    old = nbformat.read(path, as_version=4)
+    return old.metadata.get(WRITTEN) != _digest(old) and cell_sources(old) != cell_sources(fresh)
+
+
 def write(notebook: nbformat.NotebookNode, path: Path) -> Path:
+    """Write ``notebook`` whole (``outputs.write_atomic``), its ids stable, its digest in its
+    metadata for ``edited`` to recognise it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
+    notebook = stable_ids(notebook)
+    notebook.metadata[WRITTEN] = _digest(notebook)
+    write_atomic(path, nbformat.writes(notebook) + "\n")
     return path
 
 
-def build(out: Path = NOTEBOOKS_DIR, only: list[str] | None = None, lessons_too: bool = True) -> list[Path]:
+def build(out: Path = NOTEBOOKS_DIR, only: list[str] | None = None, lessons_too: bool = True,
+          force: bool = False) -> list[Path]:
     """Write every student exercise notebook under ``out`` and, unless not ``lessons_too``,
-    every lesson's executed notebook; ``only``: lessons whose names start with these (01, 03_ring)."""
-    written = []
-    for lesson in lessons():
-        if only and not any(lesson.name.startswith(o) for o in only):
-            continue
+    every lesson's executed notebook; ``only``: lessons whose names start with these (01, 03_ring).
+    Before any lesson runs, refuses (FileExistsError) to overwrite a notebook someone has
+    edited (``edited``) unless ``force``."""
+    chosen = [lesson for lesson in lessons() if not only or any(lesson.name.startswith(o) for o in only)]
+    plan = []  # (notebook, path, execute it?)
+    for lesson in chosen:
         if (exercises := exercise_notebook(lesson)) is not None:
-            written.append(write(exercises, out / "exercises" / f"{lesson.stem}.ipynb"))
+            plan.append((exercises, out / "exercises" / f"{lesson.stem}.ipynb", False))
         if lessons_too:
-            written.append(write(execute(lesson_notebook(lesson)), out / f"{lesson.stem}.ipynb"))
-    return written
+            plan.append((lesson_notebook(lesson), out / f"{lesson.stem}.ipynb", True))
+    mine = [str(path) for notebook, path, _ in plan if edited(path, notebook)]
+    if mine and not force:
+        raise FileExistsError(f"{', '.join(mine)}: edited since the last build; a rebuild would lose that work "
+                              "(move it away, or pass --force to overwrite)")
+    return [write(execute(notebook) if run else notebook, path) for notebook, path, run in plan]
 
 
 def cell_sources(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from ..exercises import EXERCISES, REPO_ROOT, get
+from ..outputs import write_atomic
 from .testing import MANIFEST
 
 _BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION(?: (\S+))?\s*$")
@@ -110,9 +111,9 @@ def release(dest, force: bool = False) -> list[Path]:
     (dest / "tests").mkdir(parents=True, exist_ok=True)
     for target, source in stubbed.items():
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(student_source(source.read_text(), str(source.relative_to(REPO_ROOT))))
+        write_atomic(target, student_source(source.read_text(), str(source.relative_to(REPO_ROOT))))
     for target, source in copied.items():
         shutil.copyfile(source, target)
-    readme.write_text(_readme())
-    manifest.write_text(json.dumps([asdict(e) for e in EXERCISES], indent=2))
+    write_atomic(readme, _readme())
+    write_atomic(manifest, json.dumps([asdict(e) for e in EXERCISES], indent=2))
     return targets

@@ -3,18 +3,21 @@
     python -m dlsys.grading.sandbox < spec.json
 
 The spec is {"tests": [pytest node ids], "pytest_args": [...], "jobs": int,
-"kill_after_s": float, "memory_bytes": int, "out_dir": str, "work_dir": str, "files":
-{relative path: text}, "student_dir": relative path or null}. This process imports pytest,
+"kill_after_s": float, "grader_pid": int, "memory_bytes": int, "out_dir": str, "work_dir":
+str, "files": {relative path: text}, "student_dir": relative path or null}. This process imports pytest,
 pytest-timeout, numpy and dlsys once, then forks one child per test, at most ``jobs`` at a
 time. A child is trusted: it runs pytest on its one test, and the test runs the student's
-code only in an untrusted grandchild (``untrusted.Submission``). A child starts its own
-session, limits its address space (RLIMIT_AS), keeps no file descriptor of the other tests,
+code only in an untrusted grandchild (``untrusted.Submission``, which ``isolation.contain``s
+it). A child stays root (so the grandchild, another uid, can neither trace it nor reopen its
+pipes), starts its own session, dies with this process (PR_SET_PDEATHSIG), limits its
+address space (RLIMIT_AS), keeps no file descriptor of the other tests,
 writes ``files`` (the graded tests and the student's files, read before any student code
 ran) into its own directory ``work_dir/<i>`` and runs there. Its output goes to
 ``out_dir/<i>.txt`` (for people); its verdict (passed, and the one-line reason of its first
 exception) to a pipe that only this process reads. One still running ``kill_after_s`` after
 it started is killed with its process group, and what its untrusted children left is killed
-here (this process is their subreaper). Forking saves each test the half second of starting
+here (this process is their subreaper, ``isolation.watch_parent``: it also dies with the
+grader). Forking saves each test the half second of starting
 Python and importing pytest. Prints one JSON list: per test, its exit code (negative:
 killed by that signal), whether it was killed for time, its seconds, and the verdict.
 Interrupted (SIGINT, SIGTERM), it kills the children's process groups first: they lead
@@ -36,6 +39,7 @@ import pytest  # noqa: E402
 import pytest_timeout  # noqa: E402
 
 from dlsys.comm import RankFailed  # noqa: E402
+from dlsys.grading import isolation  # noqa: E402
 from dlsys.grading.testing import STUDENT_DIR_ENV  # noqa: E402
 
 untrusted.preload()
@@ -88,6 +92,7 @@ def _child(i: int, node: str, spec: dict, verdict_fd: int) -> None:
     out_path = os.path.join(spec["out_dir"], f"{i}.txt")
     try:  # whatever happens, this process ends here: never back in the parent's loop
         os.setsid()
+        untrusted.prctl(untrusted.PR_SET_PDEATHSIG, signal.SIGKILL)  # the sandbox's finally may never run
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is not the test's
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -117,28 +122,14 @@ def run(spec: dict) -> list[dict]:
     running: dict[int, tuple[int, float, int]] = {}  # pid -> (index, start, read end of its verdict pipe)
     killed: set[int] = set()
     results: list = [None] * len(pending)
-    untrusted.prctl(untrusted.PR_SET_CHILD_SUBREAPER, 1)  # what a killed test leaves comes here, to be killed
     try:
         _loop(spec, pending, running, killed, results)
     finally:
         for pid in running:  # interrupted: the children lead their own sessions, no signal reaches them
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        _kill_strays(set())
+        isolation.kill_descendants()  # the tests, and what they left to this subreaper
     return results
-
-
-def _kill_strays(running) -> None:
-    """Kill and reap this process's children that are no running test: what a killed test's
-    untrusted children left (they came here, the subreaper)."""
-    for pid in untrusted.children(os.getpid()):
-        if pid not in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if os.getpgid(pid) != os.getpgrp():
-                    os.killpg(pid, signal.SIGKILL)
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
 
 
 def _read_verdict(fd: int) -> dict:
@@ -167,7 +158,7 @@ def _loop(spec, pending, running, killed, results) -> None:
             i, start, read_fd = running.pop(pid)
             results[i] = {"code": os.waitstatus_to_exitcode(status), "timed_out": pid in killed,
                           "seconds": time.monotonic() - start, **_read_verdict(read_fd)}
-            _kill_strays(running)
+            isolation.kill_descendants(spare=set(running))  # what a killed test's untrusted child left here
             continue
         if pid:
             continue  # a stray, reaped
@@ -187,6 +178,8 @@ if __name__ == "__main__":
     untrusted.undumpable()  # no process of this user reads our memory or reopens our pipes
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the grader stops us so: run's finally kills the children
     try:
-        print(json.dumps(run(json.load(sys.stdin))))
+        spec = json.load(sys.stdin)
+        isolation.watch_parent(spec["grader_pid"])  # a SIGKILLed grader takes us, and so our tests, down
+        print(json.dumps(run(spec)))
     except KeyboardInterrupt:
         sys.exit(130)  # the children are gone (run's finally); the grader reports the interrupt

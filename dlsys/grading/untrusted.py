@@ -1,21 +1,21 @@
 """Run a student's code where it cannot touch the verdict: ``Submission.run(observe, **kwargs)``.
 
 A graded test never runs student code itself. It hands a module-level *observe* function
-to ``run``, which forks an untrusted child that: leads its own session; dies with its
-parent (PR_SET_PDEATHSIG); keeps no inherited file descriptor but the write end of its
-answer pipe (stdin is /dev/null, stdout and stderr a file in its private directory);
-limits its CPU time, file sizes and processes (RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC; the
-sandbox has set RLIMIT_AS); becomes ``nobody`` when the grader is root (setgroups([]),
-setgid, setuid); works in a private directory holding only the files of the exercise under
-test; forgets every dlsys module that may hold an exercise and imports the exercise's
-modules from the student's files, the other exercises' functions from the reference
-(``testing.use_student_files``: each exercise is graded on its own); calls
-``observe(**kwargs)`` and writes its return value, or the exception it raised, as JSON
-to the pipe.
+to ``run``, which forks an untrusted child that: keeps no inherited file descriptor but the
+write end of its answer pipe (stdin is /dev/null, stdout and stderr a file in its private
+directory); limits its CPU time and file sizes (RLIMIT_CPU, RLIMIT_FSIZE); is contained
+(``isolation.contain``: its own session, parent-death signal and RLIMIT_AS; as root a pid and
+mount namespace whose files are the course build, not the reference, a private /dev/shm, and
+a uid of its own under RLIMIT_NPROC); works in a private directory holding only the files
+of the exercise under test; forgets every dlsys module that may hold an exercise and
+imports the exercise's modules from the student's files, every other exercise's from the
+reference loaded before the fork (``testing.use_student_files``: each exercise is graded on
+its own); calls ``observe(**kwargs)`` and writes its return value, or the exception it
+raised, as JSON to the pipe.
 
 The parent (the trusted test) reads at most ``MAX_ANSWER_BYTES`` until the test's
 deadline, then kills the child's session and every process it left (this process is
-their subreaper: PR_SET_CHILD_SUBREAPER), and decodes the JSON: plain data only (numbers,
+their subreaper: PR_SET_CHILD_SUBREAPER; ``isolation.end_untrusted`` kills its uid), and decodes the JSON: plain data only (numbers,
 strings, lists, dicts, numpy arrays of numbers as {"dtype", "shape", "data"}); nothing of
 the child runs here, and an object whose ``__eq__`` lies cannot cross. A failure raises
 ``SubmissionFailed`` with what the student's code did ("rank 2: NotImplementedError:
@@ -24,7 +24,7 @@ token_ring", "timed out after 30 s", "exited without an answer").
 As in Gradescope's autograder (run_autograder as root; the docs advise a separate user for
 the submission) and otter-grader (the notebook runs in a container), the verdict stays out of
 the submission's reach only when the grader is root: as the same user, a submission could
-still write the grader's files. The threats each measure stops: docs/exercises.md.
+still write the grader's files or trace the trusted test. The threats each measure stops: docs/exercises.md.
 """
 
 from __future__ import annotations
@@ -37,13 +37,11 @@ import gc
 import importlib
 import json
 import os
-import pwd
 import re
 import resource
 import select
 import shutil
 import signal
-import stat
 import sys
 import tempfile
 import time
@@ -55,16 +53,18 @@ import numpy as np
 
 from .. import comm  # noqa: F401 - loaded before any exercise module: see _SHARED
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
+from . import isolation
 from .release import find_regions
 from .testing import locate, use_student_files
 
 MAX_ANSWER_BYTES = 64 << 20   # an answer larger than this is an attack or a bug, not a result
 MAX_OUTPUT_CHARS = 2000       # of what the child printed, shown with a failure
 MAX_FILE_BYTES = 64 << 20     # RLIMIT_FSIZE: a file the child writes
-CHILD_PROCESSES = 256         # RLIMIT_NPROC above the processes (threads) the user has now
-UNPRIVILEGED_USER = "nobody"
+DEFAULT_MEMORY_BYTES = 1 << 30  # RLIMIT_AS (and /dev/shm) of a child whose test has no limit (plain pytest)
+CHILD_PROCESSES = 256         # not root (no uid of its own): RLIMIT_NPROC above the user's tasks now
+MAX_PROCESSES = 64            # as root: tasks (processes and threads) the child's own uid may have
 _ARRAY_KINDS = "biuf"         # numpy dtypes an answer may hold: bool, int, uint, float
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
+PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _libc = ctypes.CDLL(None, use_errno=True)
 # The dlsys modules loaded before any exercise module (this module is imported first: by the
 # sandbox, by the exercises' conftest; it loads the Communicator) hold no exercise code: a
@@ -75,17 +75,12 @@ _SHARED = set() if _LOADED & {m for e in EXERCISES for m in e.modules} else _LOA
 
 
 def preload() -> None:
-    """Import every module the graded code may need while this process can read them all:
-    a child that runs as nobody imports dlsys's own modules again, but may not reach the
-    interpreter's files (they may sit in root's home). The sandbox and the exercises'
-    conftest call it after importing this module."""
+    """Import every exercise module's reference (and what they import) in the trusted
+    process, before any fork: a child gets the other exercises' reference from memory, as
+    its files are the course build's stubs. The sandbox and the exercises' conftest call it
+    after importing this module."""
     for module in ["dlsys.train", "dlsys.experiments", *(m for e in EXERCISES for m in e.modules)]:
         importlib.import_module(module)
-
-
-def _readable_by_all(path: Path) -> bool:
-    """Whether any user may read ``path`` (its folders searchable, it readable)."""
-    return all(p.stat().st_mode & stat.S_IXOTH for p in path.parents) and bool(path.stat().st_mode & stat.S_IROTH)
 
 
 class SubmissionFailed(AssertionError):
@@ -204,25 +199,34 @@ def describe(exc: BaseException, private: str) -> dict:
 
 
 def _limit(cpu_s: float) -> None:
-    own = sum(1 for _ in Path("/proc").glob("[0-9]*/task/[0-9]*"))  # every task counts toward RLIMIT_NPROC
-    for limit, value in ((resource.RLIMIT_CPU, int(cpu_s) + 1), (resource.RLIMIT_FSIZE, MAX_FILE_BYTES),
-                         (resource.RLIMIT_NPROC, own + CHILD_PROCESSES), (resource.RLIMIT_CORE, 0)):
+    """The limits ``isolation.contain`` leaves to us: CPU seconds, file sizes, no core dumps,
+    and not as root (where ``contain`` limits the child's own uid) the user's processes."""
+    limits = [(resource.RLIMIT_CPU, int(cpu_s) + 1), (resource.RLIMIT_FSIZE, MAX_FILE_BYTES), (resource.RLIMIT_CORE, 0)]
+    if os.getuid() != 0:  # every task of the user counts toward RLIMIT_NPROC
+        limits.append((resource.RLIMIT_NPROC, sum(1 for _ in Path("/proc").glob("[0-9]*/task/[0-9]*")) + CHILD_PROCESSES))
+    for limit, value in limits:
         hard = resource.getrlimit(limit)[1]
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (value, hard if os.getuid() == 0 else value))
 
 
-def _forget_exercise_modules() -> None:
+def _forget_exercise_modules() -> dict:
     """Drop every dlsys module that may hold exercise code, so that the next import reads it
-    again (the exercise's from the student's files): from sys.modules, and as an attribute of
-    the package that stays (``from .. import schedule`` would find the old one there)."""
+    again (the exercise's from the student's files, the rest from the course build): from
+    sys.modules, and as an attribute of the package that stays (``from .. import schedule``
+    would find the old one there). Returns the exercise modules dropped (the reference)."""
+    exercise_modules = {m for e in EXERCISES for m in e.modules}
+    dropped = {}
     for name in [m for m in sys.modules if m.startswith("dlsys") and m not in _SHARED
                  and not m.startswith("dlsys.grading") and m != "dlsys.exercises"]:
-        del sys.modules[name]
+        module = sys.modules.pop(name)
+        if name in exercise_modules:
+            dropped[name] = module
         parent, _, child = name.rpartition(".")
         if parent in sys.modules:
             with contextlib.suppress(AttributeError):
                 delattr(sys.modules[parent], child)
+    return dropped
 
 
 def enclosing(source: str, line: int) -> str:
@@ -256,15 +260,11 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
-def _child(answer_fd: int, private: str, exercise: str, student: bool, reference: dict, observe, kwargs: dict,
+def _child(answer_fd: int, private: str, exercise: str, student: bool, foreign: dict, observe, kwargs: dict,
            cpu_s: float):
     """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
     try:
-        os.setsid()
         gc.freeze()  # the inherited heap (pytest's) is not the student's: launch's gc.collect skips it
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:
-            os._exit(1)  # the parent died before PDEATHSIG was set
         null = os.open(os.devnull, os.O_RDONLY)
         output = os.open(os.path.join(private, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(null, 0), os.dup2(output, 1), os.dup2(output, 2)
@@ -280,13 +280,14 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, reference
         signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.environ.pop("DLSYS_BACKEND", None)  # a graded test's backend= is the one it means
         _limit(cpu_s)
-        if os.getuid() == 0:
-            user = pwd.getpwnam(UNPRIVILEGED_USER)
-            os.setgroups([]), os.setgid(user.pw_gid), os.setuid(user.pw_uid)
+        course = Path(os.environ.get(isolation.RUN_ENV, "/nonexistent")) / isolation.COURSE
+        memory_bytes = resource.getrlimit(resource.RLIMIT_AS)[0]  # the sandbox's, for the test
+        isolation.contain(memory_bytes if memory_bytes != resource.RLIM_INFINITY else DEFAULT_MEMORY_BYTES,
+                          MAX_PROCESSES, cover=isolation.course_cover(course) if course.is_dir() else None,
+                          writable=(private,), needed=(private,))
         os.chdir(private)
-        _forget_exercise_modules()
-        if student:
-            use_student_files(private, [exercise], reference)
+        if student:  # the reference is graded on what is in memory: the course build holds stubs
+            use_student_files(private, [exercise], foreign, _forget_exercise_modules())
         answer = {"value": encode(observe(**kwargs))}
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: all are the student's
         answer = {"error": exc}
@@ -303,42 +304,6 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, reference
 
 
 # --- the parent ------------------------------------------------------------------------
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
-    with contextlib.suppress(OSError):
-        return [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
-                for c in (t / "children").read_text().split()]
-    return []
-
-
-def _kill_everything(leader: int) -> None:
-    """Kill the child's session and every process it left behind: all of them are, or
-    become (this process is their subreaper), children of this process."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while (left := children(os.getpid())) and time.monotonic() < deadline:
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if os.getpgid(pid) != os.getpgrp():
-                    os.killpg(os.getpgid(pid), signal.SIGKILL)
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-
-
-def _remove_files_of(uid: int, since: float) -> None:
-    """Remove what ``uid`` (the unprivileged user) left in /dev/shm and the temporary folder
-    since ``since``: a submission's files there outlive its processes, and /dev/shm is memory."""
-    for folder in (Path("/dev/shm"), Path(tempfile.gettempdir())):
-        with contextlib.suppress(OSError):
-            for path in folder.iterdir():
-                with contextlib.suppress(OSError):
-                    info = path.lstat()
-                    if info.st_uid == uid and info.st_mtime >= since - 1:
-                        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-
 
 def _read_answer(fd: int, deadline: float) -> tuple[bytes, str]:
     """The child's answer (8 bytes of length, then the JSON): (data, '') or (b'', why not).
@@ -371,18 +336,15 @@ class Submission:
     def __init__(self, root: Path | None, exercise: str, timeout_s: float):
         self.root, self.exercise, self.timeout_s = root, get(exercise), timeout_s
         self.deadline = time.monotonic() + timeout_s
-        self.reference = reference_functions(self.exercise)
-        if os.getuid() == 0 and not _readable_by_all(Path(comm.__file__)):
-            raise RuntimeError(f"the grader runs as root, so the student's code runs as {UNPRIVILEGED_USER}, who "
-                               f"cannot read {comm.__file__}: install dlsys where every user can read it")
+        self.foreign = reference_functions(self.exercise)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     def run(self, observe, **kwargs):
         """``observe(**kwargs)`` run on the student's code in an untrusted child: its
         return value, decoded. Raises SubmissionFailed saying what went wrong."""
-        # the private directory inside one of ours (mode 0711): the sweep of what the
-        # unprivileged user left in the temporary folder passes over it
-        base = tempfile.mkdtemp(prefix="dlsys-untrusted-")
+        # the private directory inside one of ours (mode 0711): the removal of what the
+        # child's uid left in the temporary folder passes over it
+        base = tempfile.mkdtemp(prefix="dlsys-untrusted-", dir=os.environ.get(isolation.RUN_ENV))
         os.chmod(base, 0o711)
         try:
             os.mkdir(private := os.path.join(base, "work"), 0o700)
@@ -398,26 +360,25 @@ class Submission:
                     raise SubmissionFailed(f"the submission has no {name}")
                 (Path(private) / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(found, Path(private) / name)
-        if os.getuid() == 0:
-            user = pwd.getpwnam(UNPRIVILEGED_USER)
-            for path in [Path(private), *Path(private).rglob("*")]:
-                os.chown(path, user.pw_uid, user.pw_gid)
         read_fd, write_fd = os.pipe()
         sys.stdout.flush(), sys.stderr.flush()
         left_s = max(self.deadline - time.monotonic(), 0.0)
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(write_fd, private, self.exercise.id, self.root is not None, self.reference, observe, kwargs, left_s)
+            _child(write_fd, private, self.exercise.id, self.root is not None, self.foreign, observe, kwargs, left_s)
+        isolation.record_untrusted(pid)
         os.close(write_fd)
-        started = time.time()
         try:
             data, stopped = _read_answer(read_fd, self.deadline)
         finally:
             os.close(read_fd)
-            _kill_everything(pid)
-            if os.getuid() == 0:
-                _remove_files_of(pwd.getpwnam(UNPRIVILEGED_USER).pw_uid, started)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # it leads its own session (``contain``)
+            isolation.kill_descendants()  # and what it left to this subreaper
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            isolation.end_untrusted(pid)
         printed = self._printed(private)
         if stopped == "timeout":
             raise SubmissionFailed(f"timed out after {self.timeout_s:g} s (an infinite loop or a deadlock?){printed}")

@@ -19,11 +19,12 @@ RDMA-like links copy nothing (zero copy, kernel bypass) and pay about a microsec
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 __all__ = [
     "LinkModel", "NodeModel", "LINK_PRESETS", "NODE_PRESETS", "get_link", "get_node",
-    "busbw_factor", "parse_size",
+    "busbw_factor", "parse_size", "parse_bandwidth", "SIZE_UNITS", "BANDWIDTH_UNITS",
 ]
 
 
@@ -177,23 +178,73 @@ def busbw_factor(collective: str, p: int) -> float:
     return 1.0
 
 
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
-          "GIB": 2**30, "K": 2**10, "M": 2**20, "G": 2**30}
+# Units as the field writes them, case-sensitive: B is a byte, b a bit; k M G T are powers of
+# 1000 (SI), Ki Mi Gi Ti powers of 1024 (IEC 80000-13). A rate in bytes may be written B/s or
+# Bps (our own ``bandwidth_Bps`` names), a rate in bits b/s, bps or bit/s.
+_SI = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+SIZE_UNITS: dict[str, int] = {"": 1} | {p + "B": f for p, f in (_SI | _IEC).items()}
+BANDWIDTH_UNITS: dict[str, float] = (
+    {p + u: f / 8 for p, f in _SI.items() for u in ("b/s", "bps", "bit/s")}
+    | {p + u: f for p, f in _SI.items() for u in ("B/s", "Bps")}
+    | {p + "B/s": f for p, f in _IEC.items()})
+SIZE_SPELLINGS = "1024, 64kB, 61MB, 1GB (powers of 1000) or 64KiB, 16MiB, 1GiB (powers of 1024)"
+BANDWIDTH_SPELLINGS = "10Gbps, 10Gb/s, 10Gbit/s (bits per second) or 1.25GB/s, 1.25GBps, 1GiB/s (bytes per second)"
+_QUANTITY = re.compile(r"\s*(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(\S*)\s*")
+
+
+def _quantity(text, units: dict, what: str, spellings: str, hint) -> float:
+    """The number times its unit of ``units``; a ValueError naming ``what``, ``hint``'s words
+    for a near miss (a unit spelt in the wrong case, bits for bytes) and the accepted spellings."""
+    m = _QUANTITY.fullmatch(str(text))
+    if m and m.group(2) in units:
+        return float(m.group(1)) * units[m.group(2)]
+    why = hint(m.group(2)) if m else None
+    raise ValueError(f"{what}: cannot read {text!r}{f' ({why})' if why else ''}; write {spellings}")
+
+
+def _size_hint(unit: str) -> str | None:
+    if unit.endswith("b") and unit[:-1] + "B" in SIZE_UNITS:
+        return f"a size is in bytes: {unit} is bits, {unit[:-1]}B bytes"
+    if unit.upper() == "KB":
+        return "KB is ambiguous: kB is 1000 bytes, KiB 1024"
+    near = [u for u in SIZE_UNITS if u and u.lower() == unit.lower()]
+    if near:
+        return f"units are case-sensitive: did you mean {near[0]} (B is a byte, b a bit)?"
+    return "a size is in bytes, not per second" if unit in BANDWIDTH_UNITS else None
+
+
+def _bandwidth_hint(unit: str) -> str | None:
+    near = [u for u in BANDWIDTH_UNITS if u.lower() == unit.lower()]
+    if len(near) > 1:
+        return f"units are case-sensitive, b is a bit and B a byte: {' or '.join(near)}?"
+    if near:
+        return f"units are case-sensitive: did you mean {near[0]}?"
+    return "a bandwidth needs a unit per second" if unit in SIZE_UNITS else None
 
 
 def parse_size(text) -> int:
-    """'64MiB' -> 67108864, '61MB' -> 61000000, '1024' -> 1024 (bytes)."""
-    import re
+    """A size in bytes: '64MiB' -> 67108864, '61MB' -> 61000000, '1024' -> 1024. Units are
+    case-sensitive (``SIZE_UNITS``); a bit unit (``1Gb``) and an ambiguous one (``KB``,
+    ``gb``) are refused with the accepted spellings: a silent factor of 8 or of 1.024 is the
+    error a networking course must not make."""
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-        if not m or m.group(2).upper() not in _UNITS:
-            raise ValueError(f"size: cannot parse {text!r}; use bytes like 1024, 61MB, 64MiB, 1GiB")
-        scaled = float(m.group(1)) * _UNITS[m.group(2).upper()]
+        scaled = _quantity(text, SIZE_UNITS, "size", SIZE_SPELLINGS, _size_hint)
         if scaled != int(scaled):
             raise ValueError(f"size: {text!r} is not a whole number of bytes")
         value = int(scaled)
     if value < 0:
         raise ValueError(f"size must be >= 0 bytes, got {text!r}")
+    return value
+
+
+def parse_bandwidth(text) -> float:
+    """A bandwidth in bytes per second: '10Gbps' and '10Gb/s' -> 1.25e9 (bits), '1.25GB/s' and
+    '1.25GBps' -> 1.25e9 (bytes). Case-sensitive (``BANDWIDTH_UNITS``): ``10gbps`` is refused
+    with the spellings it may have meant, never guessed."""
+    value = _quantity(text, BANDWIDTH_UNITS, "bandwidth", BANDWIDTH_SPELLINGS, _bandwidth_hint)
+    if not 0 < value < math.inf:
+        raise ValueError(f"bandwidth must be > 0 and finite, got {text!r}")
     return value

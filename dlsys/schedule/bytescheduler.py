@@ -18,6 +18,7 @@ class ByteScheduler(Policy):
                Option("credit_bytes", "size", 1, 2**40, "bytes in flight, e.g. 16MB",
                       "ByteScheduler credit (MB in flight)", axis_factor=1e-6))
     forward = "layer"
+    cut = "partition_params"
 
     def __init__(self, partition_params: int = 1_000_000, credit_bytes: float = 16e6):
         self.partition_params = check_positive_int("partition_params", partition_params)

@@ -15,6 +15,7 @@ class P3(Policy):
                       "P3 slice size (parameters)"),)
     forward = "layer"
     credit_bytes = 0
+    cut = "slice_params"
 
     def __init__(self, slice_params: int = 40_000):
         self.slice_params = check_positive_int("slice_params", slice_params)

@@ -79,6 +79,11 @@ class Policy:
     options: tuple[Option, ...] = ()
     forward = "all"
     credit_bytes = math.inf
+    cut = ""  # the option that sets the items' size, if any: smaller items, more messages
+
+    def item_count(self, layers: list[Layer]) -> int:
+        """len(self.items(layers)), without cutting a model into millions of slices first."""
+        return slice_count(layers, getattr(self, self.cut)) if self.cut else len(self.items(layers))
 
     def items(self, layers: list[Layer]) -> list[Item]:
         """Default: one item per layer with parameters, in backprop order (last layer first)."""
@@ -110,6 +115,11 @@ def slices(layers: list[Layer], slice_params: int) -> list[Item]:
             items.append((i, lo, min(lo + slice_params, layer.offset + layer.params)))
     items.sort(key=lambda it: (-it[0], it[1]))  # backprop order: the order they become ready
     return [Item(k, (i,), lo, hi, (i, lo)) for k, (i, lo, hi) in enumerate(items)]
+
+
+def slice_count(layers: list[Layer], slice_params: int) -> int:
+    """How many items ``slices`` makes: the sum over layers of ceil(params / slice_params)."""
+    return sum(-(-layer.params // slice_params) for layer in layers)
 
 
 def check_positive_int(name: str, value) -> int:

@@ -22,6 +22,7 @@ from ..learn.task import TrainConfig, build_model
 from ..ps import ps_program
 from .data_parallel import allreduce_program, local_sgd_program
 from .model_parallel import pipeline_program, split_stages
+from .zero import zero_program
 
 OPTIONS = MappingProxyType({
     "servers": 1, "staleness": 2, "period": 4, "micro_batches": 4, "fail": None, "checkpoint": None,
@@ -84,6 +85,13 @@ STRATEGIES = MappingProxyType({s.name: s for s in [
       for c, title, extra in (("bsp", "bulk synchronous", frozenset()),
                               ("ssp", "stale synchronous", frozenset({"staleness"})),
                               ("asp", "asynchronous", frozenset()))),
+    *(Strategy(name, zero_program, title, frozenset(), fixed, "sharded") for name, title, fixed in (
+        ("zero1", "ZeRO-1: optimizer state sharded; reduce-scatter, update the shard, all-gather", {"stage": 1}),
+        ("zero2", "ZeRO-2: gradients sharded too, reduce-scattered a layer at a time", {"stage": 2}),
+        ("zero3", "ZeRO-3: parameters sharded too, all-gathered a layer at a time", {"stage": 3}),
+        ("fsdp", "FSDP: ZeRO-3 over units of 2 layers, one flat parameter each", {"stage": 3, "unit_layers": 2}),
+        ("fsdp-prefetch", "FSDP gathering the next unit while one computes",
+         {"stage": 3, "unit_layers": 2, "prefetch": True}))),
 ]})
 
 

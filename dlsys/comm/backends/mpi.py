@@ -29,19 +29,21 @@ The same question, asked by a rank that has waited a while for one source, detec
 deadlock, and the probe's path says who waits for whom.
 
 Faults, as MPI has them: a rank that raises prints (or, under ``launch``, reports) its
-traceback and calls MPI_Abort, which ends every rank; ``launch`` kills the job's process
-group on a deadline or Ctrl-C.
+traceback and calls MPI_Abort, which ends every rank; a rank that dies without a word is
+named from Open MPI's report. ``launch`` ends mpirun at the deadline, however short, and on
+every way out; the run's reaper (dlsys.comm.backends.reaper) then kills the ranks and what
+they forked and removes the run's folders, also when the launcher was SIGKILLed. Open MPI's
+session folder and shared-memory segments go into those folders (``run_files``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import pickle
+import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,7 @@ from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
 from ..mailbox import Header, Mailbox, WaitCondition
 from ..supervise import DeadlockError, Outcome, RankFailed, RunSpec, RunTimeout
+from .reaper import SHM_DIR, Reaper, adopt_orphans, end_descendants, new_run_id, sweep_dead_runs
 from .transport import Backend, MailboxTransport
 
 HEADER, BODY, CONTROL = 1, 2, 3  # MPI tags on the run's own communicator
@@ -318,12 +321,14 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
                          f"(mpirun -n {world.Get_size()}): pass world_size={world.Get_size()}")
     comm = world.Dup()  # the run's own messages: nothing else in the script can match them
     rank = comm.Get_rank()
+    spare = adopt_orphans()
     try:
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
         c = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed, spec.deadline, board,
                          spec.charge_reductions, spec.record, spec.log_ops, spec.log_labels)
         value = spec.program(c, *spec.args, **spec.kwargs)
+        end_descendants(spare)
         outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops)
         board[rank, STATE] = DONE
         transport.finish(spec.deadline + DEADLINE_GRACE_S)
@@ -333,6 +338,7 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
         blobs = comm.gather(blob) if report_dir is not None else comm.allgather(blob)
         outcomes = [cloudpickle.loads(b) for b in blobs] if blobs is not None else None
     except BaseException as exc:  # noqa: BLE001 - MPI_Abort semantics: one rank's failure ends the job
+        end_descendants(spare)
         _abort(rank, exc, traceback.format_exc(), report_dir)
     comm.Free()
     return outcomes
@@ -395,11 +401,29 @@ def mpirun_command(n: int) -> tuple[list[str], dict]:
             *shlex.split(os.environ.get("DLSYS_MPIRUN_ARGS", ""))], env
 
 
+def run_files(run_id: str) -> tuple[str, str, dict]:
+    """A run's folders, named for the reaper and the sweep (dlsys.comm.backends.reaper):
+    its temp folder (the job, the ranks' reports, and, through TMPDIR, Open MPI's session
+    folder and the ranks' temporary files) and its folder in /dev/shm (Open MPI's
+    shared-memory segments, 16 MiB a rank); and the environment variables that put them there."""
+    run_dir = os.path.join(tempfile.gettempdir(), f"dlsys-{run_id}-mpi")
+    shm_dir = os.path.join(SHM_DIR, f"dlsys-{run_id}-mpi")
+    os.mkdir(run_dir, 0o700)
+    os.mkdir(shm_dir, 0o700)
+    return run_dir, shm_dir, {"TMPDIR": run_dir, "OMPI_MCA_btl_sm_backing_directory": shm_dir,
+                              "OMPI_MCA_osc_sm_backing_directory": shm_dir}
+
+
 def _run_mpirun(spec: RunSpec) -> list[Outcome]:
+    sweep_dead_runs()
     cmd, env = mpirun_command(spec.size)
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    with tempfile.TemporaryDirectory(prefix="dlsys-mpi-") as run_dir:
+    run_id = new_run_id()
+    reaper = Reaper(run_id, [os.path.join(d, f"dlsys-{run_id}-*") for d in (tempfile.gettempdir(), SHM_DIR)])
+    proc = None
+    try:
+        run_dir, _, places = run_files(run_id)
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env.update(reaper.env, **places, PYTHONPATH=os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")])))
         with open(os.path.join(run_dir, "job"), "wb") as f:
             pickle.dump({"spec": cloudpickle.dumps(spec), "sys_path": sys.path,
                          "remaining_s": spec.deadline - time.monotonic()}, f)
@@ -408,31 +432,22 @@ def _run_mpirun(spec: RunSpec) -> list[Outcome]:
                 [*cmd, sys.executable, "-P", "-c",
                  "from dlsys.comm.backends.mpi import _child_main; _child_main()", run_dir],
                 stdin=subprocess.DEVNULL, stderr=stderr, env=env, start_new_session=True)
-            try:
-                # the ranks' own deadlines come DEADLINE_GRACE_S later: wait for their reports
-                while proc.poll() is None and time.monotonic() < spec.deadline + DEADLINE_GRACE_S + 2.0:
-                    time.sleep(0.02)
-                timed_out = proc.poll() is None
-            finally:
-                _end_job(proc)
+            # the ranks' own deadlines come DEADLINE_GRACE_S later: a rank that waits in its
+            # mailbox past the deadline reports that; the launcher ends the job at it
+            while proc.poll() is None and time.monotonic() < spec.deadline:
+                time.sleep(0.02)
+            timed_out = proc.poll() is None
+            proc.kill()  # past the deadline; the reaper ends the ranks
+            proc.wait()
             stderr.seek(0)
             text = stderr.read().decode(errors="replace")
-        return _collect(run_dir, spec.size, proc.returncode, text, timed_out)
-
-
-def _end_job(proc: subprocess.Popen) -> None:
-    """mpirun and its ranks share a process group (start_new_session): end them all."""
-    if proc.poll() is None:
-        for sig, grace_s in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(grace_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # ranks that outlived mpirun
+            return _collect(run_dir, spec.size, proc.returncode, text, timed_out)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        reaper.close()  # the ranks and what they forked; the run's folders
+        if proc is not None:
+            proc.wait()
 
 
 def _collect(run_dir: str, size: int, returncode: int, stderr: str, timed_out: bool) -> list[Outcome]:
@@ -451,9 +466,13 @@ def _collect(run_dir: str, size: int, returncode: int, stderr: str, timed_out: b
             if kind == "timeout":
                 raise RunTimeout(summary)
             raise RankFailed(rank, summary, trace)
-    if timed_out:  # no rank was waiting in its mailbox (those report): they were computing
-        raise RunTimeout("the MPI ranks were still computing")
+    if timed_out:
+        raise RunTimeout("the MPI ranks were still running (the mpi backend cannot see what each rank was doing)")
     tail = "\n".join(stderr.strip().splitlines()[-20:])
+    said = " ".join(stderr.split())
+    if (dead := re.search(r"[^.]*process rank (\d+)[^.]*\.", said)) is not None:  # Open MPI's report names it
+        raise RankFailed(int(dead.group(1)), "the rank process ended without reporting a result (killed, "
+                         f"os._exit(), or a crash); Open MPI: {dead.group(0).strip()}", tail)
     raise RuntimeError(f"mpirun exited with status {returncode} and no rank reported a result:\n{tail}")
 
 

@@ -24,34 +24,30 @@ Why it looks like this:
   most PIPE_BUF bytes, so any number of senders can share one pipe without a lock).
   A reader thread drains the pipe into the rank's mailbox, so sends never block, and a
   waiting rank sleeps on a condition variable: nothing spins.
-* Nothing outlives a run, however it ends (the leak policy). A run's segments are named
-  /dev/shm/dlsys-<launcher pid>-<run>-*, and each rank's command line carries
-  ``dlsys-<launcher pid>-<run>-rank<r>``. Ranks run in their own session (Ctrl-C reaches
-  only the launcher) and hold the read end of a lifeline pipe whose only write end the
-  launcher holds. Then:
-  - success, a failing rank, deadlock, deadline, Ctrl-C: the launcher's ``finally`` kills
-    the ranks still running and sweeps /dev/shm/dlsys-<launcher pid>-<run>-*;
-  - SIGTERM to the launcher (``kill PID``): while a run is under way in the main thread,
-    and if SIGTERM still has its default action, it raises SystemExit(128 + 15) there, so
-    the same ``finally`` runs and the process exits with status 143 (the shell's code for
-    "terminated"); the previous action is restored when the run ends. An application that
-    handles SIGTERM itself (or a run in another thread) keeps its own handling;
-  - SIGKILL of the launcher (nothing of it runs): the lifeline breaks, every rank wakes
-    in its watcher thread, sweeps the run's segments and exits;
-  - whatever a rank created after its sweep, in the instant before it exited: every new
-    run first sweeps /dev/shm/dlsys-<pid>-* of launchers that no longer exist.
+* A rank that has finished its program keeps draining its inbox until the run ends (the
+  launcher then ends it), as an mpi rank serves until every rank has finished: a message
+  sent to a finished rank is delivered to a mailbox nobody reads, on every backend.
+* Nothing outlives a run, however it ends (the leak policy, dlsys.comm.backends.reaper). A
+  run's segments are named /dev/shm/dlsys-<run id>-*, and each rank's command line
+  carries ``dlsys-<run id>-rank<r>`` (the run id starts with the launcher's pid). Ranks run
+  in their own session (Ctrl-C reaches only the launcher), carry the run's marker in their
+  environment and get the kernel's parent-death signal. Then:
+  - success, a failing rank, deadlock, deadline, Ctrl-C, SIGTERM, SIGHUP (launch turns
+    the last two into SystemExit): the launcher's ``finally`` kills the ranks and closes
+    the reaper's pipe; the reaper kills what the ranks forked and sweeps the segments;
+  - SIGKILL of the launcher: the kernel kills every rank (parent-death signal, which
+    needs no GIL: a rank inside a long C call stops too), and the reaper sees its pipe
+    close and does the rest;
+  - whatever a killed reaper left: every new run first sweeps the files of dead runs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import glob
 import math
 import mmap
 import os
 import pickle
-import secrets
 import signal
 import struct
 import subprocess
@@ -64,10 +60,11 @@ import cloudpickle
 import numpy as np
 
 from ..board import DONE, STATE, board_width, new_board
-from ..communicator import Communicator
+from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
 from ..mailbox import Aborted, Header, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, supervise
+from .reaper import Reaper, new_run_id, set_parent_death_signal, sweep_dead_runs
 from .transport import Backend, MailboxTransport
 
 SHM_DIR = "/dev/shm"
@@ -85,28 +82,6 @@ MAX_PROCESS_RANKS = 256
 
 def _shm_path(run_id: str, name: str) -> str:
     return os.path.join(SHM_DIR, f"dlsys-{run_id}-{name}")
-
-
-def _sweep(pattern: str) -> None:
-    """Unlink the segments matching pattern (others may be sweeping the same ones)."""
-    for path in glob.glob(pattern):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-
-def _sweep_dead_launchers() -> None:
-    """Unlink the segments of launchers that no longer exist (the pid in their name)."""
-    for path in glob.glob(os.path.join(SHM_DIR, "dlsys-*")):
-        pid = os.path.basename(path).split("-")[1]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            with contextlib.suppress(FileNotFoundError, PermissionError):
-                os.unlink(path)
-        except PermissionError:
-            pass  # alive, another user's
 
 
 def _map(path: str, nbytes: int | None, create: bool) -> mmap.mmap:
@@ -166,6 +141,7 @@ class _ProcessTransport(MailboxTransport):
         self.mapped: dict[str, mmap.mmap] = {}  # other ranks' segments this rank has seen
         self.lendable: list[tuple[int, int, str]] = []  # (first address, end address, name)
         self.loans = 0
+        self.long_headers = 0
 
     def alloc(self, shape, dtype) -> np.ndarray:
         """Zeroed memory in a segment of its own, which post(lend=True) lends (comm.alloc)."""
@@ -216,9 +192,16 @@ class _ProcessTransport(MailboxTransport):
         # A plain tuple with the dtype as a string: pickling the NamedTuple and the dtype
         # object took 12 us a message, a third of a small send.
         frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle, header.meta), protocol=pickle.HIGHEST_PROTOCOL)
-        if len(frame) + _FRAME.size > PIPE_BUF:
-            raise ValueError(f"message header too large ({len(frame)} bytes); shorten the label")
-        os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
+        if len(frame) + _FRAME.size > PIPE_BUF:  # a long label: the header goes by file
+            self.long_headers += 1
+            path = _shm_path(self.run_id, f"h{self.rank}-{self.long_headers}")
+            with open(path, "wb") as f:
+                f.write(frame)
+            frame = pickle.dumps(path)
+        try:
+            os.write(self.writers[dst], _FRAME.pack(len(frame)) + frame)
+        except BrokenPipeError:
+            pass  # dst's process has died (a finished rank serves until the end): the launcher names it
         return loan
 
     def take(self, src, tag, deadline):
@@ -249,8 +232,9 @@ class _ProcessTransport(MailboxTransport):
 
 
 def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
-    """Reader thread: split the inbox pipe into frames: message headers, and the numbers
-    of loans their receivers dropped."""
+    """Reader thread: split the inbox pipe into frames: message headers, the numbers of
+    loans their receivers dropped, and the files of headers too long for one atomic pipe
+    write (PIPE_BUF)."""
     buffer = b""
     while chunk := os.read(fd, 1 << 16):
         buffer += chunk
@@ -262,22 +246,22 @@ def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
             buffer = buffer[_FRAME.size + length:]
             if type(frame) is int:
                 mailbox.released(frame)
-            else:
-                mailbox.deliver(Header(*frame), None)
-
-
-def _watch_lifeline(fd: int, run_id: str) -> None:
-    os.read(fd, 1)  # returns only when the launcher is gone (killed before it could sweep)
-    _sweep(_shm_path(run_id, "*"))
-    os._exit(70)
+                continue
+            if type(frame) is str:  # a long header's file
+                with open(frame, "rb") as f:
+                    blob = f.read()
+                os.unlink(frame)
+                frame = pickle.loads(blob)
+            mailbox.deliver(Header(*frame), None)
 
 
 def _child_main() -> None:
-    """Entry point of a rank process: read its job from stdin, run, write the outcome."""
+    """Entry point of a rank process: read its job from stdin, run, write the outcome,
+    then serve (deliver what others still send it) until the launcher ends it."""
+    set_parent_death_signal(int(sys.argv[2]))
     job = pickle.loads(sys.stdin.buffer.read())
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     rank, run_id = job["rank"], job["run_id"]
-    threading.Thread(target=_watch_lifeline, args=(job["lifeline"], run_id), daemon=True).start()
     board = new_board(job["size"], _map(_shm_path(run_id, "board"), None, create=False))
     mailbox = Mailbox(rank, board)
     threading.Thread(target=_drain_inbox, args=(job["inbox"], mailbox), daemon=True).start()
@@ -301,6 +285,9 @@ def _child_main() -> None:
     board[rank, STATE] = DONE
     sys.stdout.flush()
     sys.stderr.flush()
+    # the launcher ends this process once every rank is done; until then the reader thread
+    # delivers what others send here. A backstop in case it never does:
+    time.sleep(max(0.0, job["deadline"] + DEADLINE_GRACE_S - time.monotonic()))
     os._exit(0)  # the reader thread blocks in read(); do not wait for it
 
 
@@ -309,27 +296,8 @@ class ProcessesBackend(Backend):
     max_ranks = MAX_PROCESS_RANKS
 
     def run(self, spec: RunSpec) -> list[Outcome]:
-        _sweep_dead_launchers()
-        with _sigterm_exits():
-            return _run(spec, f"{os.getpid()}-{secrets.token_hex(4)}")
-
-
-@contextlib.contextmanager
-def _sigterm_exits():
-    """SIGTERM raises SystemExit(143) while the run is under way (see the module docstring)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _exit_on_sigterm(signum, frame):
-    signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
-    raise SystemExit(128 + signum)
+        sweep_dead_runs()
+        return _run(spec, new_run_id())
 
 
 def _run(spec: RunSpec, run_id: str) -> list[Outcome]:
@@ -337,35 +305,36 @@ def _run(spec: RunSpec, run_id: str) -> list[Outcome]:
     procs: list[subprocess.Popen] = []
     fds: list[int] = []
     outcomes: list = [None] * size
+    reaper = Reaper(run_id, [_shm_path(run_id, "*")])
     try:
         board = new_board(size, _map(_shm_path(run_id, "board"), size * board_width(size) * 8, create=True))
         blob = cloudpickle.dumps(spec)  # the deadline is CLOCK_MONOTONIC, the same in every process
         inboxes = [os.pipe() for _ in range(size)]
-        life_r, life_w = os.pipe()
-        fds += [fd for pair in inboxes for fd in pair] + [life_r, life_w]
+        fds += [fd for pair in inboxes for fd in pair]
         writers = [w for _, w in inboxes]
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        env = dict(reaper.env, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         for rank in range(size):
             job = {"rank": rank, "size": size, "run_id": run_id, "spec": blob, "sys_path": sys.path,
-                   "inbox": inboxes[rank][0], "writers": writers, "lifeline": life_r}
+                   "inbox": inboxes[rank][0], "writers": writers, "deadline": spec.deadline}
             proc = subprocess.Popen(
                 # -P: not the working directory's dlsys, the launcher's (PYTHONPATH)
                 [sys.executable, "-P", "-c", "from dlsys.comm.backends.processes import _child_main; _child_main()",
-                 f"dlsys-{run_id}-rank{rank}"],  # names the run in ps: the marker tests and users look for
-                stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], life_r, *writers],
+                 f"dlsys-{run_id}-rank{rank}",  # names the run in ps: the marker tests and users look for
+                 str(os.getpid())],  # the parent whose death must end the rank
+                stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], *writers],
                 start_new_session=True, env=env)
             procs.append(proc)
             proc.stdin.write(pickle.dumps(job))
             proc.stdin.close()
-        for fd in fds[:-1]:  # keep only the lifeline's write end
+        for fd in fds:
             os.close(fd)
-        fds = fds[-1:]
+        fds = []
 
         def finished():
             for rank, proc in enumerate(procs):
-                if outcomes[rank] is None and proc.poll() is not None:
-                    outcomes[rank] = _collect(run_id, rank, proc.returncode)
+                if outcomes[rank] is None and (board[rank, STATE] == DONE or proc.poll() is not None):
+                    outcomes[rank] = _collect(run_id, rank, proc.poll())
             return all(o is not None for o in outcomes)
 
         supervise(board, finished, time.sleep, spec.deadline, poll_s=0.01)
@@ -378,14 +347,15 @@ def _run(spec: RunSpec, run_id: str) -> list[Outcome]:
             proc.wait()
         for fd in fds:
             os.close(fd)
-        _sweep(_shm_path(run_id, "*"))
+        reaper.close()  # what the ranks forked, and the segments
 
 
-def _collect(run_id: str, rank: int, returncode: int) -> Outcome:
+def _collect(run_id: str, rank: int, returncode: int | None) -> Outcome:
     path = _shm_path(run_id, f"result{rank}")
     if not os.path.exists(path):
-        how = f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
-        raise RankFailed(rank, f"the rank process died ({how}) without reporting a result")
+        how = (f"killed by {signal.Signals(-returncode).name}" if returncode and returncode < 0
+               else f"exit code {returncode}: os._exit() or a crash")
+        raise RankFailed(rank, f"the rank process ended ({how}) without reporting a result")
     with open(path, "rb") as f:
         outcome = pickle.loads(f.read())
     if outcome[0] == "error":

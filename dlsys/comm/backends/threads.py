@@ -5,11 +5,24 @@ the receiver's mailbox (the sender may reuse its buffer at once, as on every bac
 nothing is lent. Ranks take turns holding a baton (baton.py: with the GIL only one runs
 anyway, and taking turns makes a big emulation several times faster and its execution
 order deterministic).
+
+Ranks share this process, so ending them is cooperative: a torn-down run aborts every
+waiting rank, and a rank still computing gets ``Aborted`` raised inside it at its next
+Python bytecode (PyThreadState_SetAsyncExc). A rank inside a call that never returns to
+Python (a long C loop) cannot be stopped: the run's error names it, and this process
+refuses further threads runs while it lives, rather than letting it slow them (it holds
+the GIL between its bytecodes). If it holds the GIL without a break, nothing of Python
+runs, not even the deadline or Ctrl-C: use the processes backend for such code.
+``os._exit`` in a rank is an error naming the rank (it would end the launcher's process).
+What a rank forks is this process's child: it is killed when the run ends (a fork that
+detaches twice, a daemon, escapes: only processes and mpi ranks are child subreapers).
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import os
 import threading
 import traceback
 from contextlib import contextmanager
@@ -17,11 +30,13 @@ from contextlib import contextmanager
 from ..board import DONE, STATE, board_row, new_board
 from ..communicator import Communicator
 from ..mailbox import Aborted, Mailbox
-from ..supervise import Outcome, RankFailed, RunSpec, supervise
+from ..supervise import Outcome, RankFailed, RunSpec, RunTimeout, supervise
+from .reaper import end_descendants, now_ticks
 from .transport import Backend, MailboxTransport
 from .baton import Baton, BatonCondition
 
 MAX_THREAD_RANKS = 4096
+JOIN_S = 0.5  # how long a torn-down rank has to end, before and after Aborted is raised in it
 
 
 _gc_lock = threading.Lock()
@@ -57,6 +72,61 @@ def cyclic_gc_paused():
             gc.collect()
 
 
+_abandoned: list[threading.Thread] = []  # ranks of earlier runs that could not be stopped
+_real_exit = os._exit
+_rank_threads: set[int] = set()  # idents of the rank threads of the runs under way
+_exit_lock = threading.Lock()
+
+
+class RankExit(SystemExit):
+    """os._exit called by a rank thread: it would end the launcher's process."""
+
+
+def _exit_from_rank(code: int) -> None:
+    if threading.get_ident() in _rank_threads:
+        raise RankExit(f"os._exit({code}) in a rank: on the threads backend a rank is a thread of the "
+                       "launcher's process, which must not end; return from the program instead")
+    _real_exit(code)
+
+
+@contextmanager
+def _rank_exits_fail():
+    """os._exit in a rank thread raises RankExit while runs are under way (os._exit is
+    restored when the last one ends)."""
+    with _exit_lock:
+        os._exit = _exit_from_rank
+    try:
+        yield
+    finally:
+        with _exit_lock:
+            if not _rank_threads:
+                os._exit = _real_exit
+
+
+def _still_abandoned() -> str | None:
+    _abandoned[:] = [t for t in _abandoned if t.is_alive()]
+    return _names(_abandoned) or None
+
+
+def _names(threads: list[threading.Thread]) -> str:
+    return ", ".join(t.name.replace("dlsys-rank-", "rank ") for t in threads)
+
+
+def _stop(threads: list[threading.Thread]) -> list[threading.Thread]:
+    """Give the ranks of a torn-down run JOIN_S to end, then raise Aborted in those still
+    running (at their next bytecode) and give them JOIN_S more; return those that remain."""
+    for t in threads:
+        t.join(timeout=JOIN_S)
+    running = [t for t in threads if t.is_alive()]
+    for t in running:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(Aborted))
+    for t in running:
+        t.join(timeout=JOIN_S)
+    stuck = [t for t in running if t.is_alive()]
+    _abandoned.extend(stuck)
+    return stuck
+
+
 class ThreadTransport(MailboxTransport):
     def __init__(self, boxes: list[Mailbox], rank: int):
         super().__init__(boxes[rank])
@@ -76,6 +146,11 @@ class ThreadsBackend(Backend):
     max_ranks = MAX_THREAD_RANKS
 
     def run(self, spec: RunSpec) -> list[Outcome]:
+        if (stuck := _still_abandoned()) is not None:
+            raise RuntimeError(f"ranks of an earlier threads run could not be stopped and still run in this "
+                               f"process ({stuck}), inside a call that never returned to Python; they would "
+                               "slow every later run: restart the process, or use backend='processes'")
+        started = now_ticks()
         board = new_board(spec.size)
         baton = Baton(spec.size)
         boxes = [Mailbox(r, board, BatonCondition(baton, r, board_row(board, r))) for r in range(spec.size)]
@@ -84,6 +159,7 @@ class ThreadsBackend(Backend):
         changed = threading.Event()
 
         def body(rank):
+            _rank_threads.add(threading.get_ident())
             baton.enter(rank)
             comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.network,
                                 spec.nodes[rank], spec.seed, spec.deadline, board,
@@ -97,6 +173,7 @@ class ThreadsBackend(Backend):
             except BaseException as exc:  # noqa: BLE001 - any rank failure fails the run
                 failures[rank] = (exc, traceback.format_exc())
             finally:
+                _rank_threads.discard(threading.get_ident())
                 board[rank, STATE] = DONE
                 baton.leave(rank)
                 changed.set()
@@ -114,16 +191,27 @@ class ThreadsBackend(Backend):
 
         threads = [threading.Thread(target=body, args=(r,), name=f"dlsys-rank-{r}", daemon=True)
                    for r in range(spec.size)]
-        with cyclic_gc_paused():
+        with cyclic_gc_paused(), _rank_exits_fail():
             try:
                 for t in threads:
                     t.start()
                 baton.start()
                 supervise(board, finished, wait, spec.deadline)
-            finally:
-                for box in boxes:
-                    box.abort()
-                baton.close()
-                for t in threads:
-                    t.join(timeout=1.0)
+            except BaseException as exc:
+                stuck = _teardown(boxes, baton, threads)
+                end_descendants(since_ticks=started)
+                if stuck and isinstance(exc, RunTimeout):
+                    raise RunTimeout(f"{exc.ranks}; {_names(stuck)} could not be stopped "
+                                     "(inside a call that never returns to Python) and keep running in this "
+                                     "process, which refuses further threads runs") from None
+                raise
+            _teardown(boxes, baton, threads)
+        end_descendants(since_ticks=started)
         return outcomes
+
+
+def _teardown(boxes: list[Mailbox], baton: Baton, threads: list[threading.Thread]) -> list[threading.Thread]:
+    for box in boxes:
+        box.abort()
+    baton.close()
+    return _stop(threads)

@@ -1,0 +1,247 @@
+"""Measured against modelled memory: a data-parallel run that accounts its numpy bytes.
+
+``ddp_memory`` trains the digits MLP or CNN with Horovod-style data parallelism (every
+rank holds the whole model, one all-reduce of the flat gradient buffer per step) and
+each rank records in a ``MemoryLedger`` what it holds: its parameters and gradients
+(``model.params``, ``model.grads``), the optimizer's state arrays (SGD's velocity) and,
+between each forward and its backward, the activations its layers keep
+(``nn.activation_nbytes``). ``compare`` sets the ledger's peaks beside
+``Layout(P, ranks, zero=0, optimizer="sgd", precision="fp32").bytes()``: 4 + 4 + 4 bytes
+per parameter, which the measured ``nbytes`` equal exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..comm import LaunchResult, launch
+from ..learn import nn, optim
+from ..learn.sequence import answer_loss, reversal
+from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches
+from ..machine.ledger import MemoryLedger
+from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, zero_figure1
+from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
+from ..train.strategies import STRATEGIES
+from ..train.zero import units_of
+from .training import train
+
+
+def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
+    """``steps`` steps of synchronous data parallelism, every allocation in the ledger."""
+    ledger = comm.memory
+    model = build_model(config)
+    ledger.alloc("parameters", model.params.nbytes, "model.params")
+    ledger.alloc("gradients", model.grads.nbytes, "model.grads")
+    sgd = optim.SGD(model.params, model.grads, config.lr, config.momentum)
+    for name in sgd.state_names:
+        ledger.alloc("optimizer", getattr(sgd, name).nbytes, f"sgd.{name}")
+    opt = DistributedOptimizer(sgd, comm)
+    broadcast_parameters(comm, model.params)
+    task = task_of(config)
+    batches = training_batches(comm, config, task, steps_per_epoch(len(task.y_train), comm.size, config.batch_size))
+    for (step, X, y), _ in zip(batches, range(steps)):
+        forward_flops = sum(model.flops(len(X)))  # backward: twice the forward (dlsys.learn.task.gradient)
+        _, dlogits = nn.softmax_cross_entropy(model.forward(X), y)
+        comm.compute(flops=forward_flops, label="forward")
+        ledger.alloc("activations", nn.activation_nbytes(model), f"forward {step}")
+        model.backward(dlogits)
+        comm.compute(flops=2 * forward_flops, label="backward")
+        ledger.free(f"forward {step}")
+        opt.step()
+    return ledger
+
+
+def ddp_memory(model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: int = 32,
+               backend: str = "threads") -> LaunchResult:
+    """The run of ``steps`` data-parallel steps on digits: ``values`` are the ranks' ledgers;
+    ``trace.to_chrome(memory=values)`` draws their timelines beside the spans."""
+    config = TrainConfig(model=model, batch_size=batch_size)
+    return launch(ddp_memory_program, ranks, backend, args=(config, steps))
+
+
+def compare(ledger: MemoryLedger, params: int, ranks: int, optimizer: str = "sgd") -> list[dict]:
+    """Kind by kind: the ledger's peak against the closed form (fp32, DDP)."""
+    modelled = Layout(params, ranks, zero=0, optimizer=optimizer, precision="fp32").bytes()
+    return [{"kind": kind, "measured_bytes": ledger.peak_by_kind[kind], "model_bytes": modelled[kind]}
+            for kind in KINDS]
+
+
+def transformer_states(steps: int = 2) -> tuple[int, MemoryLedger]:
+    """The small transformer trained with Adam on one rank, its states in a ledger:
+    (parameters, ledger); Adam's m and v are K' = 8 bytes a parameter."""
+    model = nn.transformer(vocab=11, seq_len=16, d_model=32, heads=4, layers=2)
+    adam = optim.Adam(model.params, model.grads, 1e-3)
+    ledger = MemoryLedger()
+    ledger.alloc("parameters", model.params.nbytes, "model.params")
+    ledger.alloc("gradients", model.grads.nbytes, "model.grads")
+    for name in adam.state_names:
+        ledger.alloc("optimizer", getattr(adam, name).nbytes, f"adam.{name}")
+    for step in range(steps):
+        task = reversal(8, length=8, seed=step)
+        _, dlogits = answer_loss(model.forward(task.inputs), task)
+        ledger.alloc("activations", nn.activation_nbytes(model), f"forward {step}")
+        model.backward(dlogits)
+        ledger.free(f"forward {step}")
+        adam.step()
+    return model.params.size, ledger
+
+
+def transformer_activations(layers: int = 2, hidden: int = 32, heads: int = 4, seq_len: int = 16,
+                            batch: int = 8) -> dict:
+    """The small transformer's kept tensors after one forward against Korthikanti's count
+    for its shapes (4-byte elements, no dropout), and the extras the formula leaves out:
+    the layer norms' 1/std per row (2 s b a layer), the embedding's token indices, the final
+    layer norm and the output layer's input."""
+    model = nn.transformer(vocab=11, seq_len=seq_len, d_model=hidden, heads=heads, layers=layers)
+    model.forward(np.random.default_rng(0).integers(0, 11, (batch, seq_len)))
+    blocks = model.layers[1:1 + 2 * layers]
+    measured = sum(a.nbytes for block in blocks for a in block.saved().values())
+    formula = activation_bytes(Transformer(layers, hidden, heads, seq_len, batch), element_nbytes=4, dropout=False)
+    row_stats = layers * 2 * seq_len * batch * 4
+    return {"measured_blocks_bytes": measured, "formula_bytes": formula, "row_stats_bytes": row_stats,
+            "outside_blocks_bytes": nn.activation_nbytes(model) - measured}
+
+
+def sharded_layout(model: nn.Sequential, ranks: int, stage: int, unit_layers: int | None = None,
+                   prefetch: bool = False, optimizer: str = "sgd") -> dict[str, float]:
+    """The closed form of what rank 0 of ``dlsys.train.zero.Sharded`` holds, by kind (fp32).
+
+    Psi is the model's size for what a rank keeps whole and the padded size (every unit
+    padded to a multiple of the ranks) for what it shards: rank 0's shard is the largest,
+    ceil(unit / ranks) of every unit. The buffers are the largest unit's: its gradient
+    (stage 2's bucket) or, under stage 3, also its gathered weights (``Layout.unit_params``)."""
+    units = units_of(model, ranks, None if stage == 1 else unit_layers or 1)
+    padded, largest = sum(u.shard for u in units) * ranks, max(u.shard for u in units) * ranks
+    whole = Layout(model.params.size, ranks, zero=stage, optimizer=optimizer, precision="fp32").bytes()
+    sharded = Layout(padded, ranks, zero=stage, optimizer=optimizer, precision="fp32",
+                     unit_params=largest if stage == 3 else 0, prefetch=prefetch,
+                     bucket_params=largest if stage == 2 else 0).bytes()
+    return {"parameters": (sharded if stage == 3 else whole)["parameters"],
+            "gradients": (sharded if stage >= 2 else whole)["gradients"],
+            "optimizer": sharded["optimizer"], "buffers": sharded["buffers"]}
+
+
+# Tables for docs/memory.md: (header, rows) that dlsys.experiments.docs writes between their markers.
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.3f}"
+
+
+def table_zero_figure1() -> tuple[list[str], list[list]]:
+    paper = {"stage 0": "120", "stage 1": "31.4", "stage 2": "16.6", "stage 3": "1.9"}
+    formulas = {"stage 0": "(2 + 2 + K) Psi", "stage 1": "4 Psi + K Psi / N_d", "stage 2": "2 Psi + (2 + K) Psi / N_d",
+                "stage 3": "(2 + 2 + K) Psi / N_d"}
+    return (["ZeRO", "bytes per device", "paper (GB)", "dlsys (GB)"],
+            [[stage, formulas[stage], paper[stage], _gb(nbytes)] for stage, nbytes in zero_figure1().items()])
+
+
+KORTHIKANTI_SHAPE = Transformer(layers=1, hidden=12288, heads=96, seq_len=2048, batch=1)  # GPT-3 175B's layer
+
+
+def table_korthikanti() -> tuple[list[str], list[list]]:
+    shape, t = KORTHIKANTI_SHAPE, 8
+    s, b, h, a = shape.seq_len, shape.batch, shape.hidden, shape.heads
+    rows = [("no parallelism", "sbh (34 + 5as/h)", dict(tp=1), s * b * h * (34 + 5 * a * s / h)),
+            (f"tensor parallel t={t}", "sbh (10 + 24/t + 5as/(ht))", dict(tp=t), s * b * h * (10 + 24 / t + 5 * a * s / (h * t))),
+            (f"tensor + sequence parallel t={t}", "sbh (34/t + 5as/(ht))", dict(tp=t, sequence_parallel=True),
+             s * b * h * (34 / t + 5 * a * s / (h * t))),
+            ("tensor parallel + selective recomputation", "sbh (10 + 24/t)", dict(tp=t, recompute="selective"),
+             s * b * h * (10 + 24 / t)),
+            ("tensor + sequence parallel + selective", "sbh 34/t", dict(tp=t, sequence_parallel=True, recompute="selective"),
+             s * b * h * 34 / t),
+            ("full recomputation", "2 sbh", dict(tp=t, recompute="full"), 2 * s * b * h)]
+    return (["layout", "Table 2", "formula evaluated (GB)", "dlsys.machine.memory (GB)"],
+            [[name, formula, _gb(direct), _gb(activation_bytes(shape, **options))]
+             for name, formula, options, direct in rows])
+
+
+def table_measured() -> tuple[list[str], list[list]]:
+    rows = []
+    for model in ("mlp", "cnn"):
+        run = ddp_memory(model, ranks=4, steps=2)
+        params = build_model(TrainConfig(model=model)).params.size
+        for row in compare(run.values[0], params, 4)[:3]:
+            rows.append([f"DDP {model} ({params:,} parameters), 4 ranks", row["kind"], f"{row['measured_bytes']:,}",
+                         f"{row['model_bytes']:,.0f}"])
+    params, ledger = transformer_states()
+    for row in compare(ledger, params, 1, optimizer="adam")[:3]:
+        rows.append([f"transformer 2 x 32 ({params:,} parameters), Adam, 1 rank", row["kind"],
+                     f"{row['measured_bytes']:,}", f"{row['model_bytes']:,.0f}"])
+    act = transformer_activations()
+    rows.append(["transformer 2 x 32, s=16, b=8", "activations in the blocks",
+                 f"{act['measured_blocks_bytes']:,}",
+                 f"{act['formula_bytes']:,} + {act['row_stats_bytes']:,} (layer-norm 1/std)"])
+    return ["run", "kind", "measured numpy bytes (rank 0)", "closed form (bytes)"], rows
+
+
+ZERO_CONFIG = TrainConfig(epochs=1, batch_size=16)  # the digits MLP, 8,970 parameters, SGD with momentum
+SHARDED = [name for name, s in STRATEGIES.items() if s.family == "sharded"]
+
+
+def step_bytes_sent(record: dict, rank: int = 0, step: int = 1) -> int:
+    """Bytes ``rank`` sent from the start of its step ``step`` to the start of the next (the trace's messages)."""
+    starts = [row["time_s"] for row in record["losses"] if row["rank"] == rank]
+    return sum(m.nbytes for m in record["result"].trace.messages
+               if m.src == rank and starts[step] <= m.depart_s < starts[step + 1])
+
+
+def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
+    """Rank 0's measured peak per kind under every sharded strategy against ``sharded_layout``."""
+    model, rows = build_model(ZERO_CONFIG), []
+    for name in SHARDED:
+        fixed = STRATEGIES[name].fixed
+        peak = train(name, ZERO_CONFIG, ranks)["memory_peak_bytes"]
+        modelled = sharded_layout(model, ranks, fixed["stage"], fixed.get("unit_layers"), fixed.get("prefetch", False))
+        rows += [[name, kind, f"{peak[kind]:,}", f"{nbytes:,.0f}"] for kind, nbytes in modelled.items()]
+    return ["strategy", "kind", f"measured peak, rank 0 of {ranks} (bytes)", "Layout(...).bytes() (bytes)"], rows
+
+
+def table_zero_volume(ranks: int = 4) -> tuple[list[str], list[list]]:
+    """One step's bytes sent per rank (from the trace) against the closed forms, Psi padded."""
+    model, rows = build_model(ZERO_CONFIG), []
+    psi_nbytes = model.params.size * model.params.itemsize
+    ddp = step_bytes_sent(train("allreduce", ZERO_CONFIG, ranks))
+    rows.append(["allreduce (DDP)", "2 (P-1)/P Psi", f"{psi_nbytes:,}", f"{ddp:,}",
+                 f"{2 * (ranks - 1) / ranks * psi_nbytes:,.0f}", f"{ddp / psi_nbytes:.3f}"])
+    for name in SHARDED:
+        fixed = STRATEGIES[name].fixed
+        units = units_of(model, ranks, None if fixed["stage"] == 1 else fixed.get("unit_layers", 1))
+        padded = sum(u.shard for u in units) * ranks * model.params.itemsize
+        times = 3 if fixed["stage"] == 3 else 2
+        sent = step_bytes_sent(train(name, ZERO_CONFIG, ranks))
+        rows.append([name, f"{times} (P-1)/P Psi", f"{padded:,}", f"{sent:,}", f"{times * (ranks - 1) / ranks * padded:,.0f}",
+                     f"{sent / psi_nbytes:.3f}"])
+    return (["strategy", "closed form", "Psi (bytes, padded)", f"sent per rank in one step, {ranks} ranks (bytes)",
+             "closed form (bytes)", "x model bytes"], rows)
+
+
+def table_zero_weights() -> tuple[list[str], list[list]]:
+    """Each sharded strategy's weights after one epoch against DDP's: bitwise, or the largest
+    difference relative to the largest weight."""
+    rows = []
+    for ranks in (1, 2, 3, 4):
+        want = train("allreduce", ZERO_CONFIG, ranks)["params"]
+        cells = []
+        for name in SHARDED:
+            diff = np.abs(train(name, ZERO_CONFIG, ranks)["params"] - want).max()
+            cells.append("bitwise" if diff == 0 else f"{diff / np.abs(want).max():.1e}")
+        rows.append([ranks, *cells])
+    return ["ranks", *SHARDED], rows
+
+
+def table_zero_time(ranks: int = 4, hidden: tuple[int, ...] = (256, 256, 256)) -> tuple[list[str], list[list]]:
+    """One epoch of a wider MLP on ``ranks`` ranks (tcp-10gbe, laptop-cpu): virtual time and bytes moved."""
+    config, rows = replace(ZERO_CONFIG, hidden=hidden), []
+    for name in ["allreduce", *SHARDED]:
+        record = train(name, config, ranks)
+        rows.append([name, f"{record['virtual_time_s'] * 1e3:.2f}", f"{record['bytes_moved'] / 1e6:.2f}",
+                     f"{record['test_accuracy']:.1%}"])
+    return ["strategy", "virtual time (ms)", "bytes moved (MB)", "test accuracy"], rows
+
+
+TABLES = {"memory.zero_figure1": table_zero_figure1, "memory.korthikanti": table_korthikanti,
+          "memory.measured": table_measured, "memory.zero_memory": table_zero_memory,
+          "memory.zero_volume": table_zero_volume, "memory.zero_weights": table_zero_weights,
+          "memory.zero_time": table_zero_time}
