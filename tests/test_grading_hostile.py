@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from dlsys.exercises import get
+from dlsys.grading import isolation
 from dlsys.grading.grader import grade, run_tests
 from dlsys.grading.untrusted import SubmissionFailed, decode, encode
 
@@ -97,7 +98,7 @@ def _spawn(detach):
             os.setsid()
             if os.fork():
                 os._exit(0)
-        open(os.path.join(MARKERS, str(os.getpid())), "w").close()
+        open(os.path.join(MARKERS, f"{os.getpid()}-{os.urandom(4).hex()}"), "w").close()  # pids repeat across namespaces
         open("/dev/shm/dlsys-hostile-" + str(os.getpid()), "wb").write(b"x" * (1 << 20))
         time.sleep(600)
         os._exit(0)
@@ -115,28 +116,38 @@ def student_dir(tmp_path, source: str) -> Path:
 
 
 def unprivileged_processes() -> set:
-    """The processes of nobody (the submission's user when the grader is root)."""
-    return {p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == 65534}
+    """The processes of the submissions' uids (``isolation.UID_BASE`` + a pid, when the grader is root)."""
+    return {p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real >= isolation.UID_BASE}
+
+
+def graded(*args, **kwargs):
+    """``run_tests`` in a grading run of its own (its folder holds the course build)."""
+    with isolation.grade_run():
+        return run_tests(*args, **kwargs)
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_an_attack_scores_zero(tmp_path, attack):
     before = unprivileged_processes()
-    results = run_tests(NODES, student_dir(tmp_path, ATTACKS[attack]), timeout_s=5, memory_bytes=1 << 30, jobs=2)
+    results = graded(NODES, student_dir(tmp_path, ATTACKS[attack]), timeout_s=5, memory_bytes=1 << 30, jobs=2)
     assert [passed for passed, *_ in results] == [False, False], [reason for _, _, reason, _ in results]
     assert unprivileged_processes() <= before, "a process of the submission outlived its test"
 
 
 def test_processes_it_starts_die_with_the_test(tmp_path):
     markers = tempfile.mkdtemp(prefix="dlsys-hostile-")
-    os.chmod(markers, 0o777)  # the child runs as nobody when the grader is root
+    os.chmod(markers, 0o777)  # the child runs as a uid of its own when the grader is root
+    before = unprivileged_processes()
     try:
         source = f"MARKERS = {markers!r}\n" + SURVIVORS
         results = grade(student_dir(tmp_path, source), ["token_ring"], timeout_s=5)
         assert sum(r.score for r in results) == 0
-        pids = [int(p.name) for p in Path(markers).iterdir()]
+        pids = [int(p.name.split("-")[0]) for p in Path(markers).iterdir()]
         assert len(pids) == 3 * len(results), "every test's child started its three survivors"
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if os.geteuid() == 0:  # the pids are those of the children's own pid namespaces: look for their uids
+            alive = sorted(unprivileged_processes() - before)
+        else:
+            alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         assert alive == [], f"still running after grade returned: {alive}"
         assert not list(Path("/dev/shm").glob("dlsys-hostile-*")), "files the submission left in /dev/shm"
     finally:
@@ -172,7 +183,7 @@ def test_the_backend_environment_variable_does_not_override_a_graded_tests_backe
     source = (Path(__file__).parents[1] / "dlsys/exercises/token_ring.py").read_text().replace(
         "    # BEGIN SOLUTION token_ring\n", "    assert os.getpid() == IMPORTED_BY, 'not on threads'\n").replace(
         "import numpy as np\n", "import os\nimport numpy as np\nIMPORTED_BY = os.getpid()\n")
-    results = run_tests(NODES[:1], student_dir(tmp_path, source), timeout_s=10, memory_bytes=1 << 30, jobs=1)
+    results = graded(NODES[:1], student_dir(tmp_path, source), timeout_s=10, memory_bytes=1 << 30, jobs=1)
     assert results[0][0], results[0][2]
 
 

@@ -35,7 +35,6 @@ from .testing import STUDENT_EXERCISES_ENV, TIMEOUT_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
-MAX_PROCESSES = 64  # tasks (processes and threads) one test's uid may have, as root: RLIMIT_NPROC
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
@@ -102,6 +101,9 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
     env[TIMEOUT_ENV] = f"{timeout_s:g}"  # the student's runs in a test, together (untrusted.Submission)
     kill_after_s = timeout_s + 2 * _KILL_GRACE_S
+    course = Path(os.environ[isolation.RUN_ENV]) / isolation.COURSE
+    if not course.exists():  # the untrusted children import it (a run grading twice builds it once)
+        isolation.course_build(course)
     with tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir, \
             tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir:
         os.chmod(work_dir, 0o711)  # an untrusted child reaches its own folder in it, lists nothing
@@ -165,9 +167,7 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
             raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
         raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
-    with isolation.grade_run() as run:
-        if not (run / isolation.COURSE).exists():  # a nested run (Gradescope's) has it already
-            isolation.course_build(run / isolation.COURSE)
+    with isolation.grade_run():
         tests = collect(exercises, root)
         present = [(e, node) for e, node in tests
                    if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
