@@ -114,7 +114,7 @@ def scores(report) -> dict:
 @pytest.fixture
 def readable_by_all():
     """A temporary folder every user may read (pytest's tmp_path is root's alone): the
-    grader runs the submission as nobody, who imports dlsys from the bundle's venv there."""
+    grader runs the submission as a uid of its own, which imports dlsys from the bundle's venv there."""
     path = Path(tempfile.mkdtemp(prefix="dlsys-autograder-"))
     path.chmod(0o755)
     yield path

@@ -367,9 +367,10 @@ def _shepherd(init: int) -> None:
 def course_cover(course: Path) -> dict[str, str | None]:
     """``contain``'s ``cover`` for an untrusted child: the imported dlsys package's folder
     shows the course build ``course``/dlsys (so every path and every later import stays
-    valid, stubbed) and the graded tests' folder shows nothing."""
+    valid, stubbed) and the checkout's graded tests' folder, if any, shows nothing."""
     package = Path(sys.modules["dlsys"].__file__).parent
-    return {str(package): str(course / "dlsys"), str(REPO_ROOT / "tests"): None}
+    tests = REPO_ROOT / "tests"  # a checkout's; an installed wheel has none
+    return {str(package): str(course / "dlsys"), **({str(tests): None} if tests.is_dir() else {})}
 
 
 def course_build(dest) -> Path:
