@@ -86,7 +86,8 @@ def assert_nothing_left(mark: str, pid: int = os.getpid()) -> None:
     while survivors(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not survivors(mark)
-    assert not [p for p in Path("/dev/shm").iterdir() if mark in p.name]
+    if ROOT:  # another user's submission runs as that user: its /dev/shm files are not told apart (docs/exercises.md)
+        assert not [p for p in Path("/dev/shm").iterdir() if mark in p.name]
     assert not our_run_folders(pid)
 
 
@@ -316,6 +317,7 @@ def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum, mark):
     assert_nothing_left(mark, grader.pid)
 
 
+@needs_root
 def test_reading_the_reference_scores_zero(tmp_path):
     """The reference's file (the course build's stub over it) run as the student's answer."""
     token_ring = Path(sys.modules["dlsys"].__file__).parent / "exercises" / "token_ring.py"

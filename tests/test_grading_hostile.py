@@ -149,7 +149,8 @@ def test_processes_it_starts_die_with_the_test(tmp_path):
         else:
             alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         assert alive == [], f"still running after grade returned: {alive}"
-        assert not list(Path("/dev/shm").glob("dlsys-hostile-*")), "files the submission left in /dev/shm"
+        if os.geteuid() == 0:  # as another user, the submission's /dev/shm files are not told apart (docs/exercises.md)
+            assert not list(Path("/dev/shm").glob("dlsys-hostile-*")), "files the submission left in /dev/shm"
     finally:
         for left in Path(markers).iterdir():
             left.unlink()

@@ -101,6 +101,7 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
     env[TIMEOUT_ENV] = f"{timeout_s:g}"  # the student's runs in a test, together (untrusted.Submission)
     kill_after_s = timeout_s + 2 * _KILL_GRACE_S
+    isolation.undumpable()  # as the same user, a submission would write into our pipe from the sandbox
     course = Path(os.environ[isolation.RUN_ENV]) / isolation.COURSE
     if not course.exists():  # the untrusted children import it (a run grading twice builds it once)
         isolation.course_build(course)

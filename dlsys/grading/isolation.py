@@ -66,7 +66,7 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _KILL_WAIT_S = 5.0
 
 # <sys/prctl.h>, <sched.h>, <sys/mount.h>
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -185,6 +185,14 @@ def watch_parent(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # it died before the prctl
         os._exit(128 + signal.SIGKILL)
     _call("prctl", _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def undumpable() -> None:
+    """No other process of this user may trace this one, read its memory or reopen its file
+    descriptors through /proc (PR_SET_DUMPABLE 0; a fork inherits it): the grader and the
+    sandbox call it, for the trusted tests, which a submission run as the same user (not
+    root) could otherwise reach."""
+    _call("prctl", _PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def unprivileged_ids(pid: int | None = None) -> tuple[int, int] | None:

@@ -175,7 +175,7 @@ def _exit_on_sigterm(signum, frame):
 
 
 if __name__ == "__main__":
-    untrusted.undumpable()  # no process of this user reads our memory or reopens our pipes
+    isolation.undumpable()  # no process of this user reads our memory or reopens our pipes
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the grader stops us so: run's finally kills the children
     try:
         spec = json.load(sys.stdin)

@@ -64,7 +64,7 @@ DEFAULT_MEMORY_BYTES = 1 << 30  # RLIMIT_AS (and /dev/shm) of a child whose test
 CHILD_PROCESSES = 256         # not root (no uid of its own): RLIMIT_NPROC above the user's tasks now
 MAX_PROCESSES = 64            # as root: tasks (processes and threads) the child's own uid may have
 _ARRAY_KINDS = "biuf"         # numpy dtypes an answer may hold: bool, int, uint, float
-PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 _libc = ctypes.CDLL(None, use_errno=True)
 # The dlsys modules loaded before any exercise module (this module is imported first: by the
 # sandbox, by the exercises' conftest; it loads the Communicator) hold no exercise code: a
@@ -90,12 +90,6 @@ class SubmissionFailed(AssertionError):
 def prctl(option: int, value: int) -> None:
     if _libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
-
-
-def undumpable() -> None:
-    """No other process of this user may read this one's memory or open its file
-    descriptors through /proc (PR_SET_DUMPABLE 0): the trusted processes call it."""
-    prctl(_PR_SET_DUMPABLE, 0)
 
 
 # --- the answer: plain data, as JSON ---------------------------------------------------
