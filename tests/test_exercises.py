@@ -278,7 +278,7 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
     outputs = {r.name.split("::")[1]: r.output for r in results["token_ring"] if not r.passed}
     assert set(outputs) == {"test_one_lap_costs_p_messages_one_after_the_other", "test_keeps_dtype_and_shape",
                             "test_the_token_goes_once_around_neighbour_to_neighbour"}
-    assert "Timeout" in outputs["test_one_lap_costs_p_messages_one_after_the_other"]
+    assert "timed out after 3 s" in outputs["test_one_lap_costs_p_messages_one_after_the_other"]
     assert "MemoryError" in outputs["test_keeps_dtype_and_shape"]
     assert "deadlock" in outputs["test_the_token_goes_once_around_neighbour_to_neighbour"]
     reasons = {r.name.split("::")[1]: r.reason for r in results["token_ring"] if not r.passed}
@@ -287,7 +287,8 @@ def test_a_hung_deadlocked_or_greedy_submission_costs_only_those_tests(tmp_path)
     assert "MemoryError" in reasons["test_keeps_dtype_and_shape"]
     assert reasons["test_the_token_goes_once_around_neighbour_to_neighbour"].startswith(
         "DeadlockError: deadlock: no rank can make progress: rank 0 waits for rank 5")
-    assert all("RuntimeWarning" in r.output for r in results["token_ring"] if r.passed), "passed despite a warning"
+    assert len(results["token_ring"]) - len(outputs) == 2, "the tests it passes despite a warning pass"
+    assert all("RuntimeWarning" in output for output in outputs.values()), "what the student's code printed is shown"
     assert all(not r.passed and "no exercises/ring_cost.py" in r.output for r in results["ring_allreduce_cost"])
 
 
@@ -317,8 +318,8 @@ def test_cli_lists_releases_and_grades(tmp_path, capsys):
     # by default: why each test failed, one line each, then the table; nothing of pytest's reports
     lines = capsys.readouterr().out.splitlines()
     why = [line for line in lines if line.startswith("  test_")]
-    assert len(why) == 5 and all(line.endswith(": rank 0: NotImplementedError: token_ring: see lessons/01_why_distribute.py")
-                             for line in why)
+    assert len(why) == 5 and all(line.endswith(": rank 0: NotImplementedError: token_ring: see lessons/01_why_distribute.py "
+                                               "(at exercises/token_ring.py:22)") for line in why)
     assert [line.split() for line in lines[-3:-1]] == [["token_ring", "0/5", "0.00/10.00"], ["total", "0/5", "0.00/10.00"]]
     assert len(lines) == 2 + 5 + 1 + 3 + 1  # headings, the failures, a blank line, the table, the json line
     # --verbose: pytest's full report of each, and no warning about the sandbox's own plugins

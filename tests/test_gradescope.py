@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import zipfile
@@ -110,9 +111,19 @@ def scores(report) -> dict:
     return {k: round(v, 3) for k, v in out.items()}
 
 
+@pytest.fixture
+def readable_by_all():
+    """A temporary folder every user may read (pytest's tmp_path is root's alone): the
+    grader runs the submission as a uid of its own, which imports dlsys from the bundle's venv there."""
+    path = Path(tempfile.mkdtemp(prefix="dlsys-autograder-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path):
+def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path, readable_by_all):
     bundle = tmp_path / "autograder.zip"
     from dlsys.cli import main
     assert main(["exercises", "gradescope", "hw1", *HOMEWORK, "-o", str(bundle), "--timeout-s", "3",
@@ -123,7 +134,7 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
     assert "tests/exercises/test_ps_aggregation.py" not in names  # only the homework's tests
     assert [n for n in names if n.startswith("wheels/dlsys-") and n.endswith(".whl")]
 
-    root = tmp_path / "autograder"
+    root = readable_by_all / "autograder"
     (root / "source").mkdir(parents=True)
     with zipfile.ZipFile(bundle) as z:  # as unzip does: contents, then each file's mode
         z.extractall(root / "source")

@@ -2,15 +2,18 @@
 one-line reason per failed test (``TestResult.reason``: the exception's line, or the
 timeout) and Gradescope's results.json.
 
-``sandbox.py`` runs each test in a forked child, in its own session, with the student's
-files in place of the reference (``testing.py``), a timeout (pytest-timeout reports every
-thread's stack; the process group is killed if it outlives the grace) and a memory limit
-(RLIMIT_AS): an infinite loop, a deadlocked ring or a memory bomb costs that one test. The tests are
-always the reference checkout's, never the submission's copy. Each test is worth an equal
-share of its exercise's points. A test passes only if its process exits 0 and pytest
-reports it passed (a skip is not a pass). ``isolation.py`` keeps what a test starts from
-outliving it (its own pid namespace, or its own uid, as root) and ``isolation.grade_run``
-every exit of the grader clean (docs/exercises.md, "Threats").
+``sandbox.py`` runs each test in a forked, trusted child, in its own session, with a
+timeout (pytest-timeout reports every thread's stack; the process group is killed if it
+outlives the grace) and a memory limit (RLIMIT_AS). The test runs the student's code only
+through ``untrusted.Submission``: in a child of its own, which answers plain data, so an
+infinite loop, a deadlocked ring, a memory bomb or a forged answer costs that one test. The
+tests are always the reference checkout's, never the submission's copy. Each test is worth
+an equal share of its exercise's points. A test passes only if the trusted pytest says its
+call passed, over a pipe the student's code cannot reach, and its process exits 0 (a skip
+is not a pass). ``isolation.py`` keeps what a test starts from outliving it and the reference
+out of the student's reach (a pid and mount namespace showing the course build, a uid of its
+own, as root) and ``isolation.grade_run`` every exit of the grader clean (docs/exercises.md,
+"Threats").
 """
 
 from __future__ import annotations
@@ -28,17 +31,15 @@ from pathlib import Path
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
 from ..outputs import write_atomic
 from . import isolation
-from .testing import STUDENT_EXERCISES_ENV, locate
+from .testing import STUDENT_EXERCISES_ENV, TIMEOUT_ENV, locate
 
 TIMEOUT_S = 30.0
 MEMORY_BYTES = 1 << 30
-MAX_PROCESSES = 64  # tasks (processes and threads) one test's uid may have, as root: RLIMIT_NPROC
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
 _ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1"}
-_PASSED = re.compile(r"^1 passed(, \d+ warnings?)? in ", re.MULTILINE)  # pytest's summary line
 _PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]  # the sandbox adds pytest-timeout
 _TIMEOUT_BANNER = re.compile(r"^\++ Timeout \++$", re.MULTILINE)  # pytest-timeout's, before it ends the process
 _STOP_GRACE_S = 10.0  # an interrupted sandbox kills its tests, then exits
@@ -98,15 +99,20 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
     env = os.environ | _ENV
     if student_exercises is not None:
         env[STUDENT_EXERCISES_ENV] = ",".join(student_exercises)
-    kill_after_s = timeout_s + _KILL_GRACE_S
+    env[TIMEOUT_ENV] = f"{timeout_s:g}"  # the student's runs in a test, together (untrusted.Submission)
+    kill_after_s = timeout_s + 2 * _KILL_GRACE_S
+    isolation.undumpable()  # as the same user, a submission would write into our pipe from the sandbox
+    course = Path(os.environ[isolation.RUN_ENV]) / isolation.COURSE
+    if not course.exists():  # the untrusted children import it (a run grading twice builds it once)
+        isolation.course_build(course)
     with tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir, \
             tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir:
-        os.chmod(work_dir, 0o711)  # an unprivileged test reaches its own folder in it, lists nothing
+        os.chmod(work_dir, 0o711)  # an untrusted child reaches its own folder in it, lists nothing
         spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s, "grader_pid": os.getpid(),
-                "memory_bytes": memory_bytes, "max_processes": MAX_PROCESSES, "out_dir": out_dir,
+                "memory_bytes": memory_bytes, "out_dir": out_dir,
                 "work_dir": work_dir, "files": _graded_files(root, student_dir),
                 "student_dir": None if student_dir is None else "submission",
-                "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s:g}", "--timeout-method=thread"]}
+                "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s + _KILL_GRACE_S:g}", "--timeout-method=thread"]}
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
         code, stdout, stderr = _run_sandbox(json.dumps(spec), env, budget_s)
         if code != 0:
@@ -114,15 +120,15 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
         results = []
         for i, r in enumerate(json.loads(stdout)):
             output = (Path(out_dir) / f"{i}.txt").read_text(errors="replace")
-            reason_file = Path(out_dir) / f"{i}.reason"
-            reason = reason_file.read_text(errors="replace") if reason_file.exists() else ""
-            if r["timed_out"] or (not reason and _TIMEOUT_BANNER.search(output)):
+            reason = ""
+            if r["timed_out"] or (not r["reason"] and _TIMEOUT_BANNER.search(output)):
                 reason = f"timed out after {timeout_s:g} s (an infinite loop or a deadlock?)"
                 output += f"\n{reason}" + (": killed" if r["timed_out"] else "")
             elif r["code"] < 0:
                 reason = f"killed by signal {-r['code']}"
                 output += f"\n{reason}"
-            passed = r["code"] == 0 and _PASSED.search(output) is not None
+            passed = r["passed"] and r["code"] == 0  # the trusted test process's verdict, over its own pipe
+            reason = reason or r["reason"]
             if not passed and not reason:  # a skip, or a failure outside any test: pytest's last line says
                 reason = next((line.strip("= ") for line in reversed(output.splitlines()) if line.strip()), "no output")
             results.append((passed, _clip(output), "" if passed else reason, r["seconds"]))

@@ -16,7 +16,7 @@ The pieces, by who calls them:
   namespace, ``course_cover``), running as ``unprivileged_ids()`` under RLIMIT_AS and
   RLIMIT_NPROC. The namespaces need root with CAP_SYS_ADMIN; root without it (a Docker
   container) still gets the user, and ``end_untrusted`` kills that uid's processes and
-  removes its /dev/shm files; another user gets its own session, RLIMIT_AS and the
+  removes its files in /dev/shm and the temporary folder; another user gets its own session, RLIMIT_AS and the
   parent-death signal only (docs/exercises.md says what that leaves open).
 - ``course_build(dest)``: the package the untrusted code imports, solution regions stubbed.
 
@@ -32,7 +32,6 @@ Submissions"), which a per-test pid and mount namespace stand in for here.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import ctypes
 import os
@@ -58,16 +57,16 @@ RUN_PREFIX = "dlsys-grade-"
 # /dev/shm segments), pid and start time (centiseconds since boot): a pid alone may be reused
 _RUN_NAME = re.compile(rf"^{RUN_PREFIX}(\d+)-(\d+)-(\d+)$")
 RUN_ENV = "DLSYS_GRADE_RUN"  # the run's folder, for the sandbox and the untrusted children
+COURSE = "course"  # the run folder's course build (``course_build``), which untrusted children import
 # The uid an untrusted child runs as: this base plus the pid (in the grader's namespace) of
 # the child that drops to it, so two tests never share a uid (RLIMIT_NPROC counts per uid).
 # Far above the uids of real users and of nobody (65534); it needs no passwd entry.
 UID_BASE = 0x40000000
-REFERENCE_HELPERS = {"dlsys/grading/testing.py": ("load_reference",)}  # absent from a course build
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _KILL_WAIT_S = 5.0
 
 # <sys/prctl.h>, <sched.h>, <sys/mount.h>
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -130,12 +129,17 @@ def sweep_stale(tmp: str | None = None) -> list[Path]:
     return stale
 
 
-def kill_descendants(pid: int | None = None) -> None:
-    """SIGKILL every descendant of ``pid`` (default: this process) and reap ours."""
+def kill_descendants(pid: int | None = None, spare: set[int] = frozenset()) -> None:
+    """SIGKILL every descendant of ``pid`` (default: this process) but the children in
+    ``spare`` and theirs (the tests still running), and reap ours."""
     try:
-        procs = psutil.Process(pid).children(recursive=True)
+        children = [c for c in psutil.Process(pid).children() if c.pid not in spare]
     except psutil.NoSuchProcess:
         return
+    procs = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            procs += [child, *child.children(recursive=True)]
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.kill()
@@ -183,6 +187,14 @@ def watch_parent(parent_pid: int) -> None:
     _call("prctl", _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def undumpable() -> None:
+    """No other process of this user may trace this one, read its memory or reopen its file
+    descriptors through /proc (PR_SET_DUMPABLE 0; a fork inherits it): the grader and the
+    sandbox call it, for the trusted tests, which a submission run as the same user (not
+    root) could otherwise reach."""
+    _call("prctl", _PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 def unprivileged_ids(pid: int | None = None) -> tuple[int, int] | None:
     """(uid, gid) that the untrusted child ``pid`` (default: this process) runs as:
     ``UID_BASE + pid``; None when not root (then the child keeps the grader's user)."""
@@ -203,9 +215,9 @@ def record_untrusted(pid: int) -> None:
 
 
 def end_untrusted(pid: int) -> None:
-    """After the untrusted child ``pid`` ended: kill every process of its uid and remove its
-    /dev/shm files. Needed where ``contain`` could not make namespaces (a container without
-    CAP_SYS_ADMIN); harmless where it did."""
+    """After the untrusted child ``pid`` ended: kill every process of its uid (needed where
+    ``contain`` could not make namespaces: a container without CAP_SYS_ADMIN) and remove its
+    files in /dev/shm (the same) and the temporary folder (its mount namespace shares it)."""
     ids = unprivileged_ids(pid)
     if ids is None:
         return
@@ -217,7 +229,8 @@ def end_untrusted(pid: int) -> None:
 
 def _kill_uid(uid: int) -> None:
     """SIGKILL every process of ``uid``: kill(-1) from a helper that is that uid reaches all
-    of them at once (a fork bomb cannot outrun it); then its /dev/shm files go."""
+    of them at once (a fork bomb cannot outrun it); then its files in /dev/shm and the
+    temporary folder go."""
     for _ in range(2):  # the second sweeps what was being forked during the first
         helper = os.fork()
         if helper == 0:
@@ -229,7 +242,7 @@ def _kill_uid(uid: int) -> None:
             finally:
                 os._exit(0)
         os.waitpid(helper, 0)
-    for path in Path("/dev/shm").iterdir():
+    for path in [*Path("/dev/shm").iterdir(), *Path(tempfile.gettempdir()).iterdir()]:
         with contextlib.suppress(FileNotFoundError):
             if path.lstat().st_uid == uid:
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
@@ -362,25 +375,15 @@ def _shepherd(init: int) -> None:
 def course_cover(course: Path) -> dict[str, str | None]:
     """``contain``'s ``cover`` for an untrusted child: the imported dlsys package's folder
     shows the course build ``course``/dlsys (so every path and every later import stays
-    valid, stubbed) and the graded tests' folder shows nothing."""
+    valid, stubbed) and the checkout's graded tests' folder, if any, shows nothing."""
     package = Path(sys.modules["dlsys"].__file__).parent
-    return {str(package): str(course / "dlsys"), str(REPO_ROOT / "tests"): None}
-
-
-def _without(source: str, names: tuple[str, ...]) -> str:
-    """``source`` without its top-level functions ``names`` (their decorators too)."""
-    lines = source.splitlines(keepends=True)
-    cut = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name in names]
-    for node in sorted(cut, key=lambda n: n.lineno, reverse=True):
-        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
-        del lines[first:node.end_lineno]
-    return "".join(lines)
+    tests = REPO_ROOT / "tests"  # a checkout's; an installed wheel has none
+    return {str(package): str(course / "dlsys"), **({str(tests): None} if tests.is_dir() else {})}
 
 
 def course_build(dest) -> Path:
     """The package an untrusted child imports, written to ``dest``/dlsys: this checkout's
-    dlsys with every solution region replaced by its stub (``release.student_source``) and
-    the reference-loading helpers (``REFERENCE_HELPERS``) removed, as CMU's needle hands
+    dlsys with every solution region replaced by its stub (``release.student_source``), as CMU's needle hands
     students a skeleton. Returns ``dest``: put it first on the child's sys.path."""
     dest = Path(dest)
     package = dest / "dlsys"
@@ -390,8 +393,6 @@ def course_build(dest) -> Path:
                     copy_function=shutil.copyfile)
     for file in dict.fromkeys(f for e in EXERCISES for f in e.files):
         (dest / file).write_text(student_source((REPO_ROOT / file).read_text(), file))
-    for file, names in REFERENCE_HELPERS.items():
-        (dest / file).write_text(_without((REPO_ROOT / file).read_text(), names))
     for folder, _, files in os.walk(package):  # readable by the unprivileged user, whatever the reference's modes
         os.chmod(folder, 0o755)
         for name in files:

@@ -1,10 +1,14 @@
-"""What runs inside a graded test process: the student's files in place of the reference.
+"""What runs inside the untrusted child of a graded test (``untrusted.Submission``): the
+student's files in place of the reference.
 
-``use_student_files(root)`` makes ``import dlsys.collectives.ring`` (and every other
-exercise module) load ``root/collectives/ring.py`` instead of the reference; the rest of dlsys
-(the Communicator, the link models) stays the reference, so a submission is graded by
-the same emulator it was written against. ``load_reference`` gives a test the reference
-module anyway (to emulate a ring while grading a formula).
+``use_student_files(root, [exercise id], reference)`` makes ``import dlsys.collectives.ring``
+(and the exercise's other modules) load ``root/collectives/ring.py`` instead of the
+reference, with the reference's of the functions that hold other exercises' regions (each
+exercise is graded on its own), and every other exercise's module the reference module
+given in ``reference`` (loaded by the trusted parent before the fork: the child's files are
+the course build, where those regions are stubs); the rest of dlsys (the Communicator, the
+link models) stays as it is, so a submission is graded by the same emulator it was written
+against.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
-from ..exercises import EXERCISES, REPO_ROOT
+from ..exercises import EXERCISES
 
 STUDENT_DIR_ENV = "DLSYS_STUDENT_DIR"
 # A homework grades some exercises; the modules of the others stay the reference, so a
 # student uploads only the homework's files (comma-separated exercise ids; unset: all).
 STUDENT_EXERCISES_ENV = "DLSYS_STUDENT_EXERCISES"
 MANIFEST = "exercises.json"  # written by release: marks a released directory
+TIMEOUT_ENV = "DLSYS_GRADE_TIMEOUT_S"  # what the student's code may take in one test (untrusted.Submission)
 LAUNCH_TIMEOUT_S = 10.0  # a graded run that takes longer is a hung program, not a slow one
 
 
@@ -35,30 +41,74 @@ def locate(root: Path, student_file: str) -> Path | None:
     return None
 
 
-class _StudentFinder(importlib.abc.MetaPathFinder):
-    """Finds each exercise module in the student's directory, never in the reference."""
+class _ReferenceFunctions(importlib.abc.Loader):
+    """Executes the student's module, then puts back the ``reference`` module's functions
+    that ``foreign`` names (qualified: ``KVServer.aggregate``)."""
 
-    def __init__(self, root: Path, exercises):
-        self.root = root
+    def __init__(self, inner, reference: ModuleType | None, foreign: list[str]):
+        self.inner, self.reference, self.foreign = inner, reference, foreign
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        for qualname in self.foreign:
+            *outer, name = qualname.split(".")
+            theirs, ours = module, self.reference
+            for part in outer:
+                theirs, ours = getattr(theirs, part), getattr(ours, part)
+            setattr(theirs, name, getattr(ours, name))
+
+
+class _InMemory(importlib.abc.Loader):
+    """Imports a module that is loaded already (another exercise's reference) as it is."""
+
+    def __init__(self, module: ModuleType):
+        self.module = module
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        pass
+
+
+class _StudentFinder(importlib.abc.MetaPathFinder):
+    """Finds each exercise module in the student's directory, every other exercise's module
+    in ``reference`` (never on disk)."""
+
+    def __init__(self, root: Path, exercises, reference: dict[str, ModuleType], foreign: dict[str, list[str]]):
+        self.root, self.reference, self.foreign = root, reference, foreign
         self.files = {module: name for e in exercises for module, name in zip(e.modules, e.student_files)}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
+            if name in self.reference:
+                module = self.reference[name]
+                return importlib.util.spec_from_loader(name, _InMemory(module), origin=module.__spec__.origin,
+                                                       is_package=hasattr(module, "__path__"))
             return None
         found = locate(self.root, self.files[name])
         if found is None:
             raise ModuleNotFoundError(f"the submission has no {self.root / self.files[name]}", name=name)
-        return importlib.util.spec_from_file_location(name, found)
+        spec = importlib.util.spec_from_file_location(name, found)
+        foreign = self.foreign.get(name, [])
+        spec.loader = _ReferenceFunctions(spec.loader, self.reference.get(name) if foreign else None, foreign)
+        return spec
 
 
-def use_student_files(root, exercise_ids=None) -> None:
+def use_student_files(root, exercise_ids=None, reference_functions: dict[str, list[str]] | None = None,
+                      reference: dict[str, ModuleType] | None = None) -> None:
     """From now on, the modules of ``exercise_ids`` (default: every exercise) are imported
-    from the student directory ``root``."""
+    from the student directory ``root``, with the functions named in ``reference_functions``
+    ({module: ["KVServer.aggregate", ...]}) taken from ``reference`` ({module name: the
+    reference module, loaded before}), which also gives every other module it holds."""
     exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
     imported = sorted({m for e in exercises for m in e.modules if m in sys.modules})
     if imported:
         raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
-    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises))
+    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises, reference or {}, reference_functions or {}))
 
 
 def student_exercises() -> list[str] | None:
@@ -74,20 +124,3 @@ def student_root(tests_dir) -> Path | None:
         return Path(os.environ[STUDENT_DIR_ENV])
     root = Path(tests_dir).resolve().parent
     return root if (root / MANIFEST).is_file() else None
-
-
-def load_reference(module: str):
-    """The reference version of a module of dlsys (an exercise module, or a package that
-    holds some, such as dlsys.collectives), even while grading a student's."""
-    path = REPO_ROOT / module.replace(".", "/")
-    # a sibling name, so its relative imports resolve in the real package; the student
-    # finder does not know the names of a reference package's modules, so they stay reference
-    name = f"{module}__reference"
-    if path.is_dir():
-        spec = importlib.util.spec_from_file_location(name, path / "__init__.py", submodule_search_locations=[str(path)])
-    else:
-        spec = importlib.util.spec_from_file_location(name, path.with_suffix(".py"))
-    reference = importlib.util.module_from_spec(spec)
-    sys.modules[name] = reference  # a package's own relative imports look it up here
-    spec.loader.exec_module(reference)
-    return reference

@@ -1,20 +1,44 @@
 """Graded tests: ``test_<id>.py`` holds exercise <id>'s tests, all marked ``ex_<id>``.
 
-In the reference checkout they test the reference solutions; in a released directory
-(or with $DLSYS_STUDENT_DIR set, as ``dlsys grade DIR`` does) they test the student's files:
-all of them, or those of the exercises in $DLSYS_STUDENT_EXERCISES (a homework's).
+A graded test never runs the student's code itself: it passes a module-level *observe*
+function to the ``student`` fixture, ``student.run(observe, **kwargs)``, which runs it in an
+untrusted child on the student's files and returns plain data (dlsys.grading.untrusted);
+the test judges that data here, against the reference or a numpy oracle. The student's
+files are those of the released directory holding these tests, or of $DLSYS_STUDENT_DIR
+(``dlsys grade DIR`` sets it); without either, the reference's. Only the exercise under
+test comes from them: every other exercise is the reference's.
 """
 
+import os
 from pathlib import Path
 
-from dlsys.exercises import EXERCISES
-from dlsys.grading.testing import student_exercises, student_root, use_student_files
+from dlsys.grading import untrusted  # first: it records which dlsys modules hold no exercise
 
+import pytest  # noqa: E402
+
+from dlsys.exercises import EXERCISES  # noqa: E402
+from dlsys.grading.testing import TIMEOUT_ENV, student_exercises, student_root  # noqa: E402
+
+untrusted.preload()
 _root = student_root(Path(__file__).parent)
-if _root is not None:
-    use_student_files(_root, student_exercises())
+_graded = student_exercises()
 
 
 def pytest_configure(config):
     for exercise in EXERCISES:
         config.addinivalue_line("markers", f"{exercise.marker}: graded tests of exercise {exercise.id}")
+
+
+@pytest.fixture(autouse=True)
+def explicit_backend(monkeypatch):
+    """$DLSYS_BACKEND replaces the backend of every launch (a lesson, unchanged, on mpi); a
+    graded test means the backend it names, here and in the student's child."""
+    monkeypatch.delenv("DLSYS_BACKEND", raising=False)
+
+
+@pytest.fixture
+def student(request) -> untrusted.Submission:
+    """Runs observe functions on the student's code of this test's exercise."""
+    exercise = Path(request.node.fspath).stem.removeprefix("test_")
+    root = _root if _graded is None or exercise in _graded else None
+    return untrusted.Submission(root, exercise, float(os.environ.get(TIMEOUT_ENV, "30")))

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from dlsys import launch
-from dlsys.exercises.contention import flow_finish_s, max_min_rates, step_time_s
 from dlsys.grading.testing import LAUNCH_TIMEOUT_S
 from dlsys.machine.net import LinkModel
 from dlsys.machine.topology import fat_tree, flat, two_level
@@ -15,31 +14,41 @@ pytestmark = pytest.mark.ex_contention_step
 
 MiB = 2**20
 LINK = LinkModel("1 GB/s, 10 us, no overheads", 10e-6, 1e9)  # departures at 0: arrive - depart is the flow's time
+MODULE = "dlsys.exercises.contention"
 
 
-def test_two_flows_on_one_link_by_hand():
+def test_two_flows_on_one_link_by_hand(student):
     # 1 MB and 3 MB on a 1 GB/s link: both at 0.5 GB/s until the first is done (2 ms);
     # then the second alone moves its last 2 MB at 1 GB/s (2 ms more)
-    assert max_min_rates([[0], [0]], [1e9]) == pytest.approx([5e8, 5e8])
-    assert flow_finish_s([[0], [0]], [1e6, 3e6], [1e9], 1e-4) == pytest.approx([1e-4 + 2e-3, 1e-4 + 4e-3], rel=1e-12)
+    rates, finish = student.calls(MODULE, [("max_min_rates", ([[0], [0]], [1e9])),
+                                           ("flow_finish_s", ([[0], [0]], [1e6, 3e6], [1e9], 1e-4))])
+    assert rates == pytest.approx([5e8, 5e8]), f"rates {rates}; two flows on one 1 GB/s link get 0.5 GB/s each"
+    assert finish == pytest.approx([1e-4 + 2e-3, 1e-4 + 4e-3], rel=1e-12), \
+        f"they end at {finish} s; the first at L + 2 ms, the second, alone after it, at L + 4 ms"
 
 
-def test_a_flow_held_back_elsewhere_leaves_its_share_to_the_others():
+def test_a_flow_held_back_elsewhere_leaves_its_share_to_the_others(student):
     # flows 0 and 1 share link 0 (10 GB/s); flow 1 also crosses link 1 (2 GB/s) with flow 2:
     # flow 1 gets 1 GB/s there, so flow 0 takes the 9 GB/s it leaves on link 0 (not 5)
-    assert max_min_rates([[0], [0, 1], [1]], [10e9, 2e9]) == pytest.approx([9e9, 1e9, 1e9], rel=1e-12)
+    rates, = student.calls(MODULE, [("max_min_rates", ([[0], [0, 1], [1]], [10e9, 2e9]))])
+    assert rates == pytest.approx([9e9, 1e9, 1e9], rel=1e-12), \
+        f"rates {rates}; want [9e9, 1e9, 1e9]: what flow 1 cannot use on link 0 goes to flow 0 (max-min fair)"
 
 
-def test_an_incast_ends_at_latency_plus_all_bytes_over_the_ingress():
+def test_an_incast_ends_at_latency_plus_all_bytes_over_the_ingress(student):
     p, n = 8, 2e6
     routes = [[2 * s, 1] for s in range(1, p)]  # egress s, ingress of rank 0 (link 1)
-    capacities = [1e9] * (2 * p)
-    assert step_time_s(routes, [n] * (p - 1), capacities, 5e-6) == pytest.approx(5e-6 + (p - 1) * n / 1e9, rel=1e-12)
+    got, = student.calls(MODULE, [("step_time_s", (routes, [n] * (p - 1), [1e9] * (2 * p), 5e-6))])
+    want = 5e-6 + (p - 1) * n / 1e9
+    assert got == pytest.approx(want, rel=1e-12), f"the incast took {got} s; L + (p-1) n / B = {want} s"
 
 
-def test_empty_and_zero_byte_flows_pay_only_the_latency():
-    assert step_time_s([], [], [1e9], 1e-5) == 0.0
-    assert flow_finish_s([[0], [0]], [0, 1e6], [1e9], 1e-5) == pytest.approx([1e-5, 1e-5 + 1e-3], rel=1e-12)
+def test_empty_and_zero_byte_flows_pay_only_the_latency(student):
+    empty, finish = student.calls(MODULE, [("step_time_s", ([], [], [1e9], 1e-5)),
+                                           ("flow_finish_s", ([[0], [0]], [0, 1e6], [1e9], 1e-5))])
+    assert empty == 0.0, f"a step without flows took {empty} s, want 0"
+    assert finish == pytest.approx([1e-5, 1e-5 + 1e-3], rel=1e-12), \
+        f"flows of 0 and 1e6 bytes end at {finish} s; a zero-byte flow pays only the latency"
 
 
 def emulate(topology, ranks: int, sends):
@@ -59,10 +68,12 @@ def emulate(topology, ranks: int, sends):
     return [times[(src, dst)].pop(0) for src, dst, _ in sends]
 
 
-def predicted(topology, ranks: int, sends):
+def predicted(student, topology, ranks: int, sends):
     fabric = topology.fabric(ranks)
-    return flow_finish_s([list(fabric.route(s, d)) for s, d, _ in sends], [n for _, _, n in sends],
-                         [link.capacity_Bps for link in fabric.links], topology.link.latency_s)
+    return student.calls(MODULE, [("flow_finish_s", ([list(fabric.route(s, d)) for s, d, _ in sends],
+                                                     [n for _, _, n in sends],
+                                                     [link.capacity_Bps for link in fabric.links],
+                                                     topology.link.latency_s))])[0]
 
 
 STEPS = {
@@ -78,17 +89,20 @@ STEPS = {
 
 
 @pytest.mark.parametrize("name", STEPS)
-def test_equals_the_emulator_flow_for_flow(name):
+def test_equals_the_emulator_flow_for_flow(student, name):
     topology, ranks, sends = STEPS[name]
-    mine = predicted(topology, ranks, sends)  # first: a stub fails by raising, before any rank starts
+    mine = predicted(student, topology, ranks, sends)
     want = emulate(topology, ranks, sends)
-    assert mine == pytest.approx(want, rel=1e-9), f"{name}: the emulator's times {want}"
+    assert mine == pytest.approx(want, rel=1e-9), f"{name}: yours {mine}, the emulator's times {want}"
 
 
-def test_valid_input_accepted_bad_input_rejected_by_name():
-    assert step_time_s([[0, 1]], [1e6], [1e9, 1e9], 0.0) == pytest.approx(1e-3, rel=1e-12)
-    for args, name in [(([[0]], [1.0], [0.0], 0.0), "capacities_Bps"), (([[1]], [1.0], [1e9], 0.0), "routes"),
-                       (([[]], [1.0], [1e9], 0.0), "routes"), (([[0]], [-1.0], [1e9], 0.0), "nbytes"),
-                       (([[0]], [1.0, 2.0], [1e9], 0.0), "nbytes"), (([[0]], [1.0], [1e9], -1e-6), "latency_s")]:
-        with pytest.raises(ValueError, match=name):
-            step_time_s(*args)
+def test_valid_input_accepted_bad_input_rejected_by_name(student):
+    bad = [(([[0]], [1.0], [0.0], 0.0), "capacities_Bps"), (([[1]], [1.0], [1e9], 0.0), "routes"),
+           (([[]], [1.0], [1e9], 0.0), "routes"), (([[0]], [-1.0], [1e9], 0.0), "nbytes"),
+           (([[0]], [1.0, 2.0], [1e9], 0.0), "nbytes"), (([[0]], [1.0], [1e9], -1e-6), "latency_s")]
+    ok, *answers = student.calls(MODULE, [("step_time_s", ([[0, 1]], [1e6], [1e9, 1e9], 0.0))]
+                                 + [("step_time_s", args) for args, _ in bad])
+    assert ok == pytest.approx(1e-3, rel=1e-12), f"1 MB over two 1 GB/s links took {ok!r}, want 1 ms"
+    for (args, name), got in zip(bad, answers):
+        assert isinstance(got, dict) and name in got["message"], \
+            f"step_time_s{args!r} returned {got!r}; it must raise a ValueError naming {name}"

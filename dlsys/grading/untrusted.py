@@ -1,0 +1,413 @@
+"""Run a student's code where it cannot touch the verdict: ``Submission.run(observe, **kwargs)``.
+
+A graded test never runs student code itself. It hands a module-level *observe* function
+to ``run``, which forks an untrusted child that: keeps no inherited file descriptor but the
+write end of its answer pipe (stdin is /dev/null, stdout and stderr a file in its private
+directory); limits its CPU time and file sizes (RLIMIT_CPU, RLIMIT_FSIZE); is contained
+(``isolation.contain``: its own session, parent-death signal and RLIMIT_AS; as root a pid and
+mount namespace whose files are the course build, not the reference, a private /dev/shm, and
+a uid of its own under RLIMIT_NPROC); works in a private directory holding only the files
+of the exercise under test; forgets every dlsys module that may hold an exercise and
+imports the exercise's modules from the student's files, every other exercise's from the
+reference loaded before the fork (``testing.use_student_files``: each exercise is graded on
+its own); calls ``observe(**kwargs)`` and writes its return value, or the exception it
+raised, as JSON to the pipe.
+
+The parent (the trusted test) reads at most ``MAX_ANSWER_BYTES`` until the test's
+deadline, then kills the child's session and every process it left (this process is
+their subreaper: PR_SET_CHILD_SUBREAPER; ``isolation.end_untrusted`` kills its uid), and decodes the JSON: plain data only (numbers,
+strings, lists, dicts, numpy arrays of numbers as {"dtype", "shape", "data"}); nothing of
+the child runs here, and an object whose ``__eq__`` lies cannot cross. A failure raises
+``SubmissionFailed`` with what the student's code did ("rank 2: NotImplementedError:
+token_ring", "timed out after 30 s", "exited without an answer").
+
+As in Gradescope's autograder (run_autograder as root; the docs advise a separate user for
+the submission) and otter-grader (the notebook runs in a container), the verdict stays out of
+the submission's reach only when the grader is root: as the same user, a submission could
+still write the grader's files or trace the trusted test. The threats each measure stops: docs/exercises.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .. import comm  # noqa: F401 - loaded before any exercise module: see _SHARED
+from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
+from . import isolation
+from .release import find_regions
+from .testing import locate, use_student_files
+
+MAX_ANSWER_BYTES = 64 << 20   # an answer larger than this is an attack or a bug, not a result
+MAX_OUTPUT_CHARS = 2000       # of what the child printed, shown with a failure
+MAX_FILE_BYTES = 64 << 20     # RLIMIT_FSIZE: a file the child writes
+DEFAULT_MEMORY_BYTES = 1 << 30  # RLIMIT_AS (and /dev/shm) of a child whose test has no limit (plain pytest)
+CHILD_PROCESSES = 256         # not root (no uid of its own): RLIMIT_NPROC above the user's tasks now
+MAX_PROCESSES = 64            # as root: tasks (processes and threads) the child's own uid may have
+_ARRAY_KINDS = "biuf"         # numpy dtypes an answer may hold: bool, int, uint, float
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+_libc = ctypes.CDLL(None, use_errno=True)
+# The dlsys modules loaded before any exercise module (this module is imported first: by the
+# sandbox, by the exercises' conftest; it loads the Communicator) hold no exercise code: a
+# child keeps them and imports every other dlsys module afresh, the exercise's from the
+# student's files.
+_LOADED = {m for m in sys.modules if m.startswith("dlsys")}
+_SHARED = set() if _LOADED & {m for e in EXERCISES for m in e.modules} else _LOADED
+
+
+def preload() -> None:
+    """Import every exercise module's reference (and what they import) in the trusted
+    process, before any fork: a child gets the other exercises' reference from memory, as
+    its files are the course build's stubs. The sandbox and the exercises' conftest call it
+    after importing this module."""
+    for module in ["dlsys.train", "dlsys.experiments", *(m for e in EXERCISES for m in e.modules)]:
+        importlib.import_module(module)
+
+
+class SubmissionFailed(AssertionError):
+    """The student's code raised, hung, or answered nothing; the message says which, in words."""
+
+
+def prctl(option: int, value: int) -> None:
+    if _libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
+
+
+# --- the answer: plain data, as JSON ---------------------------------------------------
+
+def encode(value, depth: int = 0):
+    """``value`` as JSON-ready data; numpy arrays as {"__ndarray__": {dtype, shape, data}}.
+    Exact types only: a subclass of float or dict could lie."""
+    if depth > 50:
+        raise TypeError("the answer nests deeper than 50 levels")
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if np.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, (np.ndarray, np.generic)) and type(value) in (np.ndarray, type(np.asarray(value)[()])):
+        array = np.ascontiguousarray(value)
+        if array.dtype.kind not in _ARRAY_KINDS:
+            raise TypeError(f"an answer's arrays hold numbers, not {array.dtype}")
+        item = {"dtype": array.dtype.str, "shape": list(array.shape),
+                "data": base64.b64encode(array.tobytes()).decode()}
+        return {"__ndarray__" if type(value) is np.ndarray else "__scalar__": item}
+    if type(value) in (list, tuple):
+        return [encode(v, depth + 1) for v in value]
+    if type(value) is dict and all(type(k) is str and not k.startswith("__") for k in value):
+        return {k: encode(v, depth + 1) for k, v in value.items()}
+    raise TypeError(f"an observe function returns plain data (numbers, strings, lists, dicts with "
+                    f"str keys, numpy arrays), not {type(value).__name__}")
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"the answer holds a bare {name}")
+
+
+def _decode_object(item: dict):
+    if set(item) == {"__float__"}:
+        if item["__float__"] not in ("nan", "inf", "-inf"):
+            raise ValueError(f"not a special float: {item['__float__']!r}")
+        return float(item["__float__"])
+    if set(item) in ({"__ndarray__"}, {"__scalar__"}):
+        (kind, spec), = item.items()
+        dtype = np.dtype(spec["dtype"])
+        shape = tuple(int(n) for n in spec["shape"])
+        data = base64.b64decode(spec["data"], validate=True)
+        if dtype.kind not in _ARRAY_KINDS or len(data) != dtype.itemsize * int(np.prod(shape)):
+            raise ValueError(f"a malformed array: {spec['dtype']} {shape}, {len(data)} bytes")
+        array = np.frombuffer(data, dtype).reshape(shape).copy()
+        return array if kind == "__ndarray__" else array[()]
+    if any(k.startswith("__") for k in item):
+        raise ValueError(f"unknown tag in the answer: {sorted(item)}")
+    return item
+
+
+def decode(text: bytes):
+    """The child's answer: {"value": ...} or {"error": {...}}, with arrays rebuilt."""
+    return json.loads(text, object_hook=_decode_object, parse_constant=_reject_constant)
+
+
+def observe_calls(module: str, calls: list) -> list:
+    """An observe function for exercises that are functions: ``module.name(*args)`` for each
+    (name, args) of ``calls``. A ValueError (bad input, which some tests ask for) is an answer,
+    {"raised": "ValueError", "message": ...}; any other exception fails the run."""
+    found = importlib.import_module(module)
+    answers = []
+    for name, args in calls:
+        try:
+            answers.append(getattr(found, name)(*args))
+        except ValueError as exc:
+            answers.append({"raised": "ValueError", "message": str(exc)})
+    return answers
+
+
+def trace_summary(run) -> dict:
+    """What a graded test reads of a LaunchResult: values, messages (src, dst, nbytes) and the
+    virtual time; plain data for the answer."""
+    return {"values": run.values, "time_s": run.virtual_time_s,
+            "messages": [[m.src, m.dst, m.nbytes] for m in run.trace.messages]}
+
+
+# --- the child -------------------------------------------------------------------------
+
+def _where(exc: BaseException | None, private: str) -> str:
+    """'collectives/ring.py:12': the deepest frame (or the syntax error) in the student's files."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.filename.startswith(private):
+        return f"{os.path.relpath(exc.filename, private)}:{exc.lineno}"
+    text = getattr(exc, "rank_traceback", "") or "".join(traceback.format_tb(exc.__traceback__) if exc else [])
+    found = re.findall(rf'File "{re.escape(private)}/([^"]+)", line (\d+)', text)
+    return f"{found[-1][0]}:{found[-1][1]}" if found else ""
+
+
+def describe(exc: BaseException, private: str) -> dict:
+    """An exception as data: its type, first line, the rank that raised it (a RankFailed's),
+    and where in the student's files."""
+    rank = getattr(exc, "rank", None)
+    if type(exc).__name__ == "RankFailed" and type(rank) is int:
+        summary = str(exc.summary)
+    else:
+        rank, summary = None, f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    text = getattr(exc, "rank_traceback", "") or "".join(traceback.format_exception(exc))
+    return {"type": type(exc).__name__, "summary": summary.splitlines()[0] if summary else type(exc).__name__,
+            "rank": rank, "where": _where(exc, private),
+            "traceback": text.replace(private + "/", "")[-MAX_OUTPUT_CHARS:]}
+
+
+def _limit(cpu_s: float) -> None:
+    """The limits ``isolation.contain`` leaves to us: CPU seconds, file sizes, no core dumps,
+    and not as root (where ``contain`` limits the child's own uid) the user's processes."""
+    limits = [(resource.RLIMIT_CPU, int(cpu_s) + 1), (resource.RLIMIT_FSIZE, MAX_FILE_BYTES), (resource.RLIMIT_CORE, 0)]
+    if os.getuid() != 0:  # every task of the user counts toward RLIMIT_NPROC
+        limits.append((resource.RLIMIT_NPROC, sum(1 for _ in Path("/proc").glob("[0-9]*/task/[0-9]*")) + CHILD_PROCESSES))
+    for limit, value in limits:
+        hard = resource.getrlimit(limit)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (value, hard if os.getuid() == 0 else value))
+
+
+def _forget_exercise_modules() -> dict:
+    """Drop every dlsys module that may hold exercise code, so that the next import reads it
+    again (the exercise's from the student's files, the rest from the course build): from
+    sys.modules, and as an attribute of the package that stays (``from .. import schedule``
+    would find the old one there). Returns the exercise modules dropped (the reference)."""
+    exercise_modules = {m for e in EXERCISES for m in e.modules}
+    dropped = {}
+    for name in [m for m in sys.modules if m.startswith("dlsys") and m not in _SHARED
+                 and not m.startswith("dlsys.grading") and m != "dlsys.exercises"]:
+        module = sys.modules.pop(name)
+        if name in exercise_modules:
+            dropped[name] = module
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules:
+            with contextlib.suppress(AttributeError):
+                delattr(sys.modules[parent], child)
+    return dropped
+
+
+def enclosing(source: str, line: int) -> str:
+    """The qualified name (``KVServer.aggregate``) of the innermost function or method
+    around ``line`` (0-based) of ``source``."""
+    best, stack = "", [(node, "") for node in ast.parse(source).body]
+    while stack:
+        node, prefix = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.lineno - 1 <= line <= (node.end_lineno or node.lineno) - 1:
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                best = name
+            stack += [(child, f"{name}.") for child in node.body]
+    return best
+
+
+def reference_functions(exercise: Exercise) -> dict[str, list[str]]:
+    """{module: functions} of ``exercise``'s modules that hold another exercise's region:
+    the child takes the reference's of those, so that each exercise is graded on its own
+    (ring_allreduce on the reference reduce-scatter and all-gather, whatever the student's are)."""
+    functions = {}
+    for module, file in zip(exercise.modules, exercise.files):
+        source = (REPO_ROOT / file).read_text()
+        functions[module] = sorted({enclosing(source, r.begin) for r in find_regions(source, file)
+                                    if r.exercise != exercise.id})
+    return functions
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _child(answer_fd: int, private: str, exercise: str, student: bool, foreign: dict, observe, kwargs: dict,
+           cpu_s: float):
+    """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
+    try:
+        gc.freeze()  # the inherited heap (pytest's) is not the student's: launch's gc.collect skips it
+        null = os.open(os.devnull, os.O_RDONLY)
+        output = os.open(os.path.join(private, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(null, 0), os.dup2(output, 1), os.dup2(output, 2)
+        os.dup2(answer_fd, 3)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the verdict's pipe, the grader's files: gone
+        answer_fd = 3
+        # pytest's capture of the parent's output is gone with its descriptors: print to ours
+        sys.stdin = open(0, closefd=False)
+        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))  # lines, kept if killed
+        warnings.resetwarnings()  # pytest records the test's warnings: the student's are printed, once each
+        warnings.simplefilter("default")
+        warnings.showwarning = _print_warning
+        signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.environ.pop("DLSYS_BACKEND", None)  # a graded test's backend= is the one it means
+        _limit(cpu_s)
+        course = Path(os.environ.get(isolation.RUN_ENV, "/nonexistent")) / isolation.COURSE
+        memory_bytes = resource.getrlimit(resource.RLIMIT_AS)[0]  # the sandbox's, for the test
+        isolation.contain(memory_bytes if memory_bytes != resource.RLIM_INFINITY else DEFAULT_MEMORY_BYTES,
+                          MAX_PROCESSES, cover=isolation.course_cover(course) if course.is_dir() else None,
+                          writable=(private,), needed=(private,))
+        os.chdir(private)
+        if student:  # the reference is graded on what is in memory: the course build holds stubs
+            use_student_files(private, [exercise], foreign, _forget_exercise_modules())
+        answer = {"value": encode(observe(**kwargs))}
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt too: all are the student's
+        answer = {"error": exc}
+    try:  # whatever the student's exception does when described, this process ends here
+        if "error" in answer:
+            answer = {"error": describe(answer["error"], private)}
+        sys.stdout.flush(), sys.stderr.flush()
+        text = json.dumps(answer, allow_nan=False).encode()
+        view = memoryview(len(text).to_bytes(8, "big") + text)
+        while view:
+            view = view[os.write(answer_fd, view):]
+    finally:
+        os._exit(0)
+
+
+# --- the parent ------------------------------------------------------------------------
+
+def _read_answer(fd: int, deadline: float) -> tuple[bytes, str]:
+    """The child's answer (8 bytes of length, then the JSON): (data, '') or (b'', why not).
+    The length, not the end of the pipe, ends it: a process the child started may hold the pipe."""
+    data, want, header = b"", 8, True
+    while len(data) < want:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"", "timeout"
+        if not select.select([fd], [], [], left)[0]:
+            continue
+        chunk = os.read(fd, min(want - len(data), 1 << 20))
+        if not chunk:
+            return b"", ""
+        data += chunk
+        if header and len(data) == 8:
+            data, want, header = b"", int.from_bytes(data, "big"), False
+            if want > MAX_ANSWER_BYTES:
+                return b"", f"answered more than {MAX_ANSWER_BYTES >> 20} MiB"
+            if want == 0:
+                return b"", ""
+    return data, ""
+
+
+class Submission:
+    """What a graded test runs the student's code through. ``root``: the student's files
+    (None: the reference); ``exercise``: the exercise under test (only its files come from
+    ``root``); ``timeout_s``: the time all of this test's runs may take together."""
+
+    def __init__(self, root: Path | None, exercise: str, timeout_s: float):
+        self.root, self.exercise, self.timeout_s = root, get(exercise), timeout_s
+        self.deadline = time.monotonic() + timeout_s
+        self.foreign = reference_functions(self.exercise)
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+    def run(self, observe, **kwargs):
+        """``observe(**kwargs)`` run on the student's code in an untrusted child: its
+        return value, decoded. Raises SubmissionFailed saying what went wrong."""
+        # the private directory inside one of ours (mode 0711): the removal of what the
+        # child's uid left in the temporary folder passes over it
+        base = tempfile.mkdtemp(prefix="dlsys-untrusted-", dir=os.environ.get(isolation.RUN_ENV))
+        os.chmod(base, 0o711)
+        try:
+            os.mkdir(private := os.path.join(base, "work"), 0o700)
+            return self._run(private, observe, kwargs)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def _run(self, private: str, observe, kwargs: dict):
+        if self.root is not None:
+            for name in self.exercise.student_files:
+                found = locate(self.root, name)
+                if found is None:
+                    raise SubmissionFailed(f"the submission has no {name}")
+                (Path(private) / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(found, Path(private) / name)
+        read_fd, write_fd = os.pipe()
+        sys.stdout.flush(), sys.stderr.flush()
+        left_s = max(self.deadline - time.monotonic(), 0.0)
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            _child(write_fd, private, self.exercise.id, self.root is not None, self.foreign, observe, kwargs, left_s)
+        isolation.record_untrusted(pid)
+        os.close(write_fd)
+        try:
+            data, stopped = _read_answer(read_fd, self.deadline)
+        finally:
+            os.close(read_fd)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # it leads its own session (``contain``)
+            isolation.kill_descendants()  # and what it left to this subreaper
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            isolation.end_untrusted(pid)
+        printed = self._printed(private)
+        if stopped == "timeout":
+            raise SubmissionFailed(f"timed out after {self.timeout_s:g} s (an infinite loop or a deadlock?){printed}")
+        if stopped:
+            raise SubmissionFailed(f"the student's code {stopped}{printed}")
+        if not data:
+            raise SubmissionFailed(f"the student's code exited without an answer (os._exit, a signal, "
+                                   f"or out of memory?){printed}")
+        try:
+            answer = decode(data)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise SubmissionFailed(f"the student's code wrote an unreadable answer: {exc}"[:300]) from None
+        if type(answer) is not dict or set(answer) not in ({"value"}, {"error"}):
+            raise SubmissionFailed("the student's code wrote an unreadable answer")
+        if "error" in answer:
+            error = answer["error"]
+            rank = f"rank {error['rank']}: " if error.get("rank") is not None else ""
+            where = f" (at {error['where']})" if error.get("where") else ""
+            shown = f"\n--- the student's code raised ---\n{error['traceback']}" if error.get("traceback") else ""
+            raise SubmissionFailed(f"{rank}{error['summary']}{where}{shown}{printed}")
+        return answer["value"]
+
+    def calls(self, module: str, calls: list) -> list:
+        """``module.name(*args)`` on the student's code, for each (name, args) of ``calls``,
+        in one child (``observe_calls``)."""
+        return self.run(observe_calls, module=module, calls=calls)
+
+    @staticmethod
+    def _printed(private: str) -> str:
+        path = Path(private) / "output.txt"
+        if not path.is_file():
+            return ""
+        with open(path, errors="replace") as f:
+            text = f.read(MAX_OUTPUT_CHARS + 1)
+        if not text.strip():
+            return ""
+        return "\n--- what the student's code printed ---\n" + text[:MAX_OUTPUT_CHARS] + \
+            ("\n[... cut]" if len(text) > MAX_OUTPUT_CHARS else "")
