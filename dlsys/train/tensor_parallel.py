@@ -81,19 +81,35 @@ class Region:
 
     def enter(self, x):
         """Into a column-parallel layer. f: identity; SP's g: all-gather the sequence."""
-        return self.gather(x) if self.sequence_parallel else x
+        if self.sequence_parallel:
+            return self.gather(x)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return x
+        # END SOLUTION
 
     def enter_backward(self, dx):
-        """f backward: all-reduce the partial input gradients; SP: reduce-scatter them."""
-        return self.reduce_scatter(dx) if self.sequence_parallel else allreduce(self.group, dx)
+        """f backward: all-reduce (sum) the partial input gradients over the group; SP: reduce-scatter them."""
+        if self.sequence_parallel:
+            return self.reduce_scatter(dx)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return allreduce(self.group, dx)
+        # END SOLUTION
 
     def leave(self, y):
-        """Out of a row-parallel layer. g: all-reduce the partial sums; SP's g-bar: reduce-scatter."""
-        return self.reduce_scatter(y) if self.sequence_parallel else allreduce(self.group, y)
+        """Out of a row-parallel layer. g: all-reduce (sum) the partial sums over the group; SP's g-bar: reduce-scatter."""
+        if self.sequence_parallel:
+            return self.reduce_scatter(y)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return allreduce(self.group, y)
+        # END SOLUTION
 
     def leave_backward(self, dy):
         """g backward: identity (every rank holds the whole dy); SP: all-gather the sequence."""
-        return self.gather(dy) if self.sequence_parallel else dy
+        if self.sequence_parallel:
+            return self.gather(dy)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return dy
+        # END SOLUTION
 
     def gather(self, x):
         """(N, S/t, D) -> (N, S, D): every rank's shard, in rank order along the sequence."""
@@ -125,15 +141,24 @@ class ColumnParallelLinear(nn.Layer):
         self.region = region  # its W and b: TensorParallelTransformer hands it this rank's part
 
     def forward(self, x):
-        self.x = x  # with sequence parallelism: only the shard is kept (Korthikanti 4.2.2)
+        """Keep x for backward (with sequence parallelism only the shard: Korthikanti 4.2.2);
+        return region.enter(x) A_i + b_i."""
+        # BEGIN SOLUTION tensor_parallel_mlp
+        self.x = x
         return self.region.enter(x) @ self.params["W"] + self.params["b"]
+        # END SOLUTION
 
     def backward(self, dy):
-        x = self.region.enter(self.x)  # sequence parallel: all-gather the input again
+        """X = region.enter(self.x) again (sequence parallel: all-gathers the input); dA_i and
+        db_i into ``self.grads`` (over every row of the flattened leading axes); return
+        region.enter_backward(dY_i A_i^T)."""
+        # BEGIN SOLUTION tensor_parallel_mlp
+        x = self.region.enter(self.x)
         W = self.params["W"]
         self.grads["W"][...] = x.reshape(-1, W.shape[0]).T @ dy.reshape(-1, W.shape[1])
         self.grads["b"][...] = dy.reshape(-1, W.shape[1]).sum(axis=0)
         return self.region.enter_backward(dy @ W.T)
+        # END SOLUTION
 
     def saved(self):
         return {"x": self.x}
@@ -149,15 +174,22 @@ class RowParallelLinear(nn.Layer):
         self.region = region  # its W and b: TensorParallelTransformer hands it this rank's part
 
     def forward(self, y):
+        """Keep Y_i for backward; return region.leave(Y_i B_i) + b."""
+        # BEGIN SOLUTION tensor_parallel_mlp
         self.x = y
         return self.region.leave(y @ self.params["W"]) + self.params["b"]
+        # END SOLUTION
 
     def backward(self, dz):
+        """db from dZ as it comes (sequence parallel: a partial sum, all-reduced later); then
+        dZ = region.leave_backward(dZ), dB_i into ``self.grads``; return dZ B_i^T."""
+        # BEGIN SOLUTION tensor_parallel_mlp
         W = self.params["W"]
-        self.grads["b"][...] = dz.reshape(-1, W.shape[1]).sum(axis=0)  # sequence parallel: a partial sum
+        self.grads["b"][...] = dz.reshape(-1, W.shape[1]).sum(axis=0)
         dz = self.region.leave_backward(dz)
         self.grads["W"][...] = self.x.reshape(-1, W.shape[0]).T @ dz.reshape(-1, W.shape[1])
         return dz @ W.T
+        # END SOLUTION
 
     def saved(self):
         return {"x": self.x}
