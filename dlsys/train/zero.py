@@ -126,7 +126,10 @@ class Sharded:
         """The step's end: every unit's optimizer updates this rank's shard (``self.opts[k]``
         over ``self.w[k]``, ``self.g[k]``); then, under stages 1-2, whose model holds every
         parameter, every unit is all-gathered (``_allgather``) so the next forward sees all
-        ranks' updated shards (stage 3 gathers a unit before its forward instead)."""
+        ranks' updated shards (stage 3 gathers a unit before its forward instead). ZeRO
+        section 5.2 (P_os+g): a rank updates only the parameters of its own gradient shard;
+        DeepSpeed stage_1_and_2.py ``step``: the fp32 partition's optimizer step, then
+        ``all_gather_dp_groups`` of the updated partitions."""
         # BEGIN SOLUTION zero2_step
         for opt in self.opts:
             opt.step()
