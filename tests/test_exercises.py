@@ -451,3 +451,50 @@ CONTENTION_MISTAKES = {
 @pytest.mark.parametrize("mistake", CONTENTION_MISTAKES)
 def test_contention_static_share_or_forgotten_latency_gets_partial_credit(tmp_path, mistake):
     grade_one_edit(tmp_path, "contention_step", *CONTENTION_MISTAKES[mistake])
+
+
+# Plausible wrong ZeRO-2 steps (edits of dlsys/train/zero.py): the updated shards never
+# all-gathered (every rank's next forward runs on the other ranks' old weights), and the
+# gradient divided by P twice (reduce-scatter's mean, then / P again).
+ZERO_MISTAKES = {
+    "stale_params": ("        if self.stage < 3:\n            for k in range(len(self.units)):\n"
+                     "                self._allgather(k)\n", "",
+                     {"test_each_rank_keeps_its_shard_of_the_mean_gradient[2]",
+                      "test_each_rank_keeps_its_shard_of_the_mean_gradient[4]",
+                      "test_the_update_moves_the_own_shard_by_sgd_on_it[2]",
+                      "test_the_update_moves_the_own_shard_by_sgd_on_it[4]"}),
+    "divided_twice": ('op="mean")[:mine.stop - mine.start]', 'op="mean")[:mine.stop - mine.start] / self.comm.size',
+                      {"test_the_update_moves_the_own_shard_by_sgd_on_it[2]",
+                       "test_the_update_moves_the_own_shard_by_sgd_on_it[4]",
+                       "test_after_a_step_every_rank_holds_every_ranks_updated_shard[2]",
+                       "test_after_a_step_every_rank_holds_every_ranks_updated_shard[4]",
+                       "test_each_rank_sends_2_p_minus_1_over_p_of_the_model_per_step[2]",
+                       "test_each_rank_sends_2_p_minus_1_over_p_of_the_model_per_step[4]"}),
+}
+
+
+@pytest.mark.parametrize("mistake", ZERO_MISTAKES)
+def test_a_zero2_step_with_stale_params_or_a_gradient_scaled_twice_gets_partial_credit(tmp_path, mistake):
+    grade_one_edit(tmp_path, "zero2_step", *ZERO_MISTAKES[mistake])
+
+
+# Plausible wrong tensor-parallel MLPs (edits of dlsys/train/tensor_parallel.py): no g
+# all-reduce after the row-parallel layer (each rank keeps its partial product), and an
+# all-reduce in forward where f is the identity (t copies of X summed).
+TP_MISTAKES = {
+    "g_missing": ("        return allreduce(self.group, y)\n", "        return y\n",
+                  {f"{name}[{t}]" for t in (2, 4) for name in (
+                      "test_column_parallel_forward_gives_each_rank_its_columns_without_communication",
+                      "test_column_parallel_backward_sums_the_input_gradient_over_the_ranks",
+                      "test_row_parallel_backward_needs_no_communication")}),
+    "f_allreduce_forward": ("        # BEGIN SOLUTION tensor_parallel_mlp\n        return x\n",
+                            "        # BEGIN SOLUTION tensor_parallel_mlp\n        return allreduce(self.group, x)\n",
+                            {f"{name}[{t}]" for t in (2, 4) for name in (
+                                "test_row_parallel_forward_all_reduces_the_partial_products_and_adds_b_once",
+                                "test_row_parallel_backward_needs_no_communication")}),
+}
+
+
+@pytest.mark.parametrize("mistake", TP_MISTAKES)
+def test_a_tensor_parallel_mlp_without_g_or_with_an_f_all_reduce_gets_partial_credit(tmp_path, mistake):
+    grade_one_edit(tmp_path, "tensor_parallel_mlp", *TP_MISTAKES[mistake])

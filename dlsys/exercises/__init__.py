@@ -105,6 +105,11 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("contention_step", "one step on links that messages share: max-min fair rates, re-solved as flows "
              "finish, held to the emulator", "dlsys/exercises/contention.py", 15,
              "lessons/13_topology_and_contention.py"),
+    Exercise("zero2_step", "a ZeRO-2 step: reduce-scatter the gradient, update the own shard, all-gather the parameters",
+             "dlsys/train/zero.py", 15, "lessons/14_models_that_do_not_fit.py"),
+    Exercise("tensor_parallel_mlp", "Megatron's column-then-row parallel MLP: the split layers and their f and g "
+             "collectives, forward and backward", "dlsys/train/tensor_parallel.py", 15,
+             "lessons/14_models_that_do_not_fit.py"),
 )
 
 

@@ -81,19 +81,35 @@ class Region:
 
     def enter(self, x):
         """Into a column-parallel layer. f: identity; SP's g: all-gather the sequence."""
-        return self.gather(x) if self.sequence_parallel else x
+        if self.sequence_parallel:
+            return self.gather(x)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return x
+        # END SOLUTION
 
     def enter_backward(self, dx):
-        """f backward: all-reduce the partial input gradients; SP: reduce-scatter them."""
-        return self.reduce_scatter(dx) if self.sequence_parallel else allreduce(self.group, dx)
+        """f backward: all-reduce (sum) the partial input gradients over the group; SP: reduce-scatter them."""
+        if self.sequence_parallel:
+            return self.reduce_scatter(dx)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return allreduce(self.group, dx)
+        # END SOLUTION
 
     def leave(self, y):
-        """Out of a row-parallel layer. g: all-reduce the partial sums; SP's g-bar: reduce-scatter."""
-        return self.reduce_scatter(y) if self.sequence_parallel else allreduce(self.group, y)
+        """Out of a row-parallel layer. g: all-reduce (sum) the partial sums over the group; SP's g-bar: reduce-scatter."""
+        if self.sequence_parallel:
+            return self.reduce_scatter(y)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return allreduce(self.group, y)
+        # END SOLUTION
 
     def leave_backward(self, dy):
         """g backward: identity (every rank holds the whole dy); SP: all-gather the sequence."""
-        return self.gather(dy) if self.sequence_parallel else dy
+        if self.sequence_parallel:
+            return self.gather(dy)
+        # BEGIN SOLUTION tensor_parallel_mlp
+        return dy
+        # END SOLUTION
 
     def gather(self, x):
         """(N, S/t, D) -> (N, S, D): every rank's shard, in rank order along the sequence."""
@@ -134,20 +150,34 @@ class ColumnParallelLinear(nn.Layer):
         self.region = region  # its W and b: TensorParallelTransformer hands it this rank's part
 
     def forward(self, x):
-        self.x = x  # with sequence parallelism: only the shard is kept (Korthikanti 4.2.2)
+        """Keep x for backward (with sequence parallelism only the shard: Korthikanti 4.2.2);
+        return region.enter(x) A_i + b_i. (The given lines between the solution regions charge
+        the products' FLOPs: leave the entered input in ``x`` and the output in ``y``; in
+        backward, the weight in ``W`` and dX in ``dx``; in the row-parallel layer, ``partial``
+        = Y_i B_i and ``dy``.)"""
+        # BEGIN SOLUTION tensor_parallel_mlp
+        self.x = x
         x = self.region.enter(x)
         y = x @ self.params["W"] + self.params["b"]
+        # END SOLUTION
         self.region.compute((x, self.params["W"]), label="column-parallel forward")
         return y
 
     def backward(self, dy):
-        x = self.region.enter(self.x)  # sequence parallel: all-gather the input again
+        """X = region.enter(self.x) again (sequence parallel: all-gathers the input); dA_i and
+        db_i into ``self.grads`` (over every row of the flattened leading axes); return
+        region.enter_backward(dY_i A_i^T)."""
+        # BEGIN SOLUTION tensor_parallel_mlp
+        x = self.region.enter(self.x)
         W = self.params["W"]
         self.grads["W"][...] = x.reshape(-1, W.shape[0]).T @ dy.reshape(-1, W.shape[1])
         self.grads["b"][...] = dy.reshape(-1, W.shape[1]).sum(axis=0)
         dx = dy @ W.T
+        # END SOLUTION
         self.region.compute((dy, W.T), (dy, W.T), label="column-parallel backward")  # dX and dW: same FLOPs
+        # BEGIN SOLUTION tensor_parallel_mlp
         return self.region.enter_backward(dx)
+        # END SOLUTION
 
     def saved(self):
         return {"x": self.x}
@@ -163,17 +193,26 @@ class RowParallelLinear(nn.Layer):
         self.region = region  # its W and b: TensorParallelTransformer hands it this rank's part
 
     def forward(self, y):
+        """Keep Y_i for backward; return region.leave(Y_i B_i) + b."""
+        # BEGIN SOLUTION tensor_parallel_mlp
         self.x = y
         partial = y @ self.params["W"]
+        # END SOLUTION
         self.region.compute((y, self.params["W"]), label="row-parallel forward")
+        # BEGIN SOLUTION tensor_parallel_mlp
         return self.region.leave(partial) + self.params["b"]
+        # END SOLUTION
 
     def backward(self, dz):
+        """db from dZ as it comes (sequence parallel: a partial sum, all-reduced later); then
+        dZ = region.leave_backward(dZ), dB_i into ``self.grads``; return dZ B_i^T."""
+        # BEGIN SOLUTION tensor_parallel_mlp
         W = self.params["W"]
-        self.grads["b"][...] = dz.reshape(-1, W.shape[1]).sum(axis=0)  # sequence parallel: a partial sum
+        self.grads["b"][...] = dz.reshape(-1, W.shape[1]).sum(axis=0)
         dz = self.region.leave_backward(dz)
         self.grads["W"][...] = self.x.reshape(-1, W.shape[0]).T @ dz.reshape(-1, W.shape[1])
         dy = dz @ W.T
+        # END SOLUTION
         self.region.compute((dz, W.T), (dz, W.T), label="row-parallel backward")  # dY and dW: same FLOPs
         return dy
 

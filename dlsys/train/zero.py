@@ -119,12 +119,24 @@ class Sharded:
         self.memory.free("activations")
         if self.stage == 1:  # the whole gradient, once the backward is done
             self._reduce_scatter(0)
+        self._update()
+        return value
+
+    def _update(self) -> None:
+        """The step's end: every unit's optimizer updates this rank's shard (``self.opts[k]``
+        over ``self.w[k]``, ``self.g[k]``); then, under stages 1-2, whose model holds every
+        parameter, every unit is all-gathered (``_allgather``) so the next forward sees all
+        ranks' updated shards (stage 3 gathers a unit before its forward instead). ZeRO
+        section 5.2 (P_os+g): a rank updates only the parameters of its own gradient shard;
+        DeepSpeed stage_1_and_2.py ``step``: the fp32 partition's optimizer step, then
+        ``all_gather_dp_groups`` of the updated partitions."""
+        # BEGIN SOLUTION zero2_step
         for opt in self.opts:
             opt.step()
-        if self.stage < 3:  # every rank gets every updated shard back
+        if self.stage < 3:
             for k in range(len(self.units)):
                 self._allgather(k)
-        return value
+        # END SOLUTION
 
     def _forward(self, x: np.ndarray, flops: list[int]) -> np.ndarray:
         for k, unit in enumerate(self.units):
@@ -160,11 +172,16 @@ class Sharded:
         return self.model.params.copy()
 
     def _reduce_scatter(self, k: int) -> None:
-        """Unit k's gradient, padded, reduce-scattered: g <- this rank's shard of (1/P) sum_r g_r."""
+        """Unit k's gradient ``model.grads[unit.start:unit.stop]``, padded with zeros to
+        ``unit.shard * P`` elements and reduce-scattered (``collectives.reduce_scatter``):
+        g[k] <- this rank's real elements (``self.mine[k]``) of (1/P) sum_r g_r, the mean
+        over the P ranks' batches, as DDP's all-reduce averages."""
+        # BEGIN SOLUTION zero2_step
         unit, mine = self.units[k], self.mine[k]
         padded = np.zeros(unit.shard * self.comm.size, self.model.grads.dtype)
         padded[:unit.stop - unit.start] = self.model.grads[unit.start:unit.stop]
         self.g[k][...] = collectives.reduce_scatter(self.comm, padded, op="mean")[:mine.stop - mine.start]
+        # END SOLUTION
 
     def _padded_shard(self, k: int) -> np.ndarray:
         """This rank's shard of unit k as it travels: its real elements, then zeros."""
@@ -173,11 +190,15 @@ class Sharded:
         return shard
 
     def _allgather(self, k: int) -> int:
-        """Every rank's shard of unit k all-gathered into the model; the bytes gathered."""
+        """Every rank's shard of unit k (``_padded_shard``: the shard's real elements, then
+        zeros) all-gathered (``collectives.allgather``) into ``model.params[unit.start:unit.stop]``,
+        padding dropped; returns the bytes gathered (all P padded shards)."""
+        # BEGIN SOLUTION zero2_step
         unit = self.units[k]
         full = collectives.allgather(self.comm, self._padded_shard(k))
         self.model.params[unit.start:unit.stop] = full.ravel()[:unit.stop - unit.start]
         return full.nbytes
+        # END SOLUTION
 
     def _unshard(self, k: int) -> None:
         """Stage 3: gather unit k (if there is one and it is not gathered yet) and hold it;
