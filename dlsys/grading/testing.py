@@ -1,14 +1,14 @@
 """What runs inside the untrusted child of a graded test (``untrusted.Submission``): the
 student's files in place of the reference.
 
-``use_student_files(root, [exercise id], reference)`` makes ``import dlsys.collectives.ring``
-(and the exercise's other modules) load ``root/collectives/ring.py`` instead of the
-reference, with the reference's of the functions that hold other exercises' regions (each
-exercise is graded on its own), and every other exercise's module the reference module
-given in ``reference`` (loaded by the trusted parent before the fork: the child's files are
-the course build, where those regions are stubs); the rest of dlsys (the Communicator, the
-link models) stays as it is, so a submission is graded by the same emulator it was written
-against.
+``use_student_files(root, [exercise id], functions, reference)`` makes ``import
+dlsys.collectives.ring`` (and the exercise's other modules) load ``root/collectives/ring.py``
+instead of the reference, with the reference's of the functions that hold other exercises'
+regions (each exercise is graded on its own), and every other exercise's module from the
+folder ``reference`` (files the trusted parent wrote: the reference with the graded
+exercise's regions stubbed, as the child's own files are the course build); the rest of
+dlsys (the Communicator, the link models) stays as it is, so a submission is graded by the
+same emulator it was written against.
 """
 
 from __future__ import annotations
@@ -61,54 +61,50 @@ class _ReferenceFunctions(importlib.abc.Loader):
             setattr(theirs, name, getattr(ours, name))
 
 
-class _InMemory(importlib.abc.Loader):
-    """Imports a module that is loaded already (another exercise's reference) as it is."""
-
-    def __init__(self, module: ModuleType):
-        self.module = module
-
-    def create_module(self, spec):
-        return self.module
-
-    def exec_module(self, module):
-        pass
-
-
 class _StudentFinder(importlib.abc.MetaPathFinder):
     """Finds each exercise module in the student's directory, every other exercise's module
-    in ``reference`` (never on disk)."""
+    in the folder ``reference`` (None: where it is)."""
 
-    def __init__(self, root: Path, exercises, reference: dict[str, ModuleType], foreign: dict[str, list[str]]):
+    def __init__(self, root: Path, exercises, reference: Path | None, foreign: dict[str, list[str]]):
         self.root, self.reference, self.foreign = root, reference, foreign
         self.files = {module: name for e in exercises for module, name in zip(e.modules, e.student_files)}
+        self.others = {module: name for e in EXERCISES for module, name in zip(e.modules, e.student_files)}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.files:
-            if name in self.reference:
-                module = self.reference[name]
-                return importlib.util.spec_from_loader(name, _InMemory(module), origin=module.__spec__.origin,
-                                                       is_package=hasattr(module, "__path__"))
+            if self.reference is not None and name in self.others:
+                return importlib.util.spec_from_file_location(name, self.reference / self.others[name])
             return None
         found = locate(self.root, self.files[name])
         if found is None:
             raise ModuleNotFoundError(f"the submission has no {self.root / self.files[name]}", name=name)
         spec = importlib.util.spec_from_file_location(name, found)
         foreign = self.foreign.get(name, [])
-        spec.loader = _ReferenceFunctions(spec.loader, self.reference.get(name) if foreign else None, foreign)
+        spec.loader = _ReferenceFunctions(spec.loader, self._reference_module(name) if foreign else None, foreign)
         return spec
+
+    def _reference_module(self, name: str) -> ModuleType:
+        """``name`` executed from the reference folder, kept out of sys.modules: the source of
+        the functions the student's module takes from it."""
+        spec = importlib.util.spec_from_file_location(name, self.reference / self.others[name])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
 
 def use_student_files(root, exercise_ids=None, reference_functions: dict[str, list[str]] | None = None,
-                      reference: dict[str, ModuleType] | None = None) -> None:
+                      reference=None) -> None:
     """From now on, the modules of ``exercise_ids`` (default: every exercise) are imported
     from the student directory ``root``, with the functions named in ``reference_functions``
-    ({module: ["KVServer.aggregate", ...]}) taken from ``reference`` ({module name: the
-    reference module, loaded before}), which also gives every other module it holds."""
-    exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
-    imported = sorted({m for e in exercises for m in e.modules if m in sys.modules})
+    ({module: ["KVServer.aggregate", ...]}) taken from the folder ``reference``, which also
+    holds every other exercise's module (at its path in a released directory)."""
+    imported = sorted({m for e in EXERCISES for m in e.modules if m in sys.modules})
     if imported:
         raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
-    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises, reference or {}, reference_functions or {}))
+    exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
+    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises,
+                                           None if reference is None else Path(reference).resolve(),
+                                           reference_functions or {}))
 
 
 def student_exercises() -> list[str] | None:

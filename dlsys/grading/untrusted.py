@@ -6,12 +6,16 @@ write end of its answer pipe (stdin is /dev/null, stdout and stderr a file in it
 directory); limits its CPU time and file sizes (RLIMIT_CPU, RLIMIT_FSIZE); is contained
 (``isolation.contain``: its own session, parent-death signal and RLIMIT_AS; as root a pid and
 mount namespace whose files are the course build, not the reference, a private /dev/shm, and
-a uid of its own under RLIMIT_NPROC); works in a private directory holding only the files
-of the exercise under test; forgets every dlsys module that may hold an exercise and
-imports the exercise's modules from the student's files, every other exercise's from the
-reference loaded before the fork (``testing.use_student_files``: each exercise is graded on
-its own); calls ``observe(**kwargs)`` and writes its return value, or the exception it
-raised, as JSON to the pipe.
+a uid of its own under RLIMIT_NPROC); then execs a fresh interpreter, ``python -m
+dlsys.grading.child``, so that nothing of the trusted test's heap (which imported every
+exercise's reference, for its oracles) is in its memory. The parent wrote into the child's
+private directory all it needs: the files of the exercise under test (the student's, or
+the reference's when grading the reference), every exercise's reference file with the
+graded exercise's regions stubbed (``testing.use_student_files`` imports the other
+exercises from there: each exercise is graded on its own), a copy of the test module that
+defines ``observe`` and the call, pickled (this way only: the child's answer is JSON). The
+child calls ``observe(**kwargs)`` and writes its return value, or the exception it raised,
+as JSON to the pipe.
 
 The parent (the trusted test) reads at most ``MAX_ANSWER_BYTES`` until the test's
 deadline, then kills the child's session and every process it left (this process is
@@ -33,10 +37,10 @@ import ast
 import base64
 import contextlib
 import ctypes
-import gc
 import importlib
 import json
 import os
+import pickle
 import re
 import resource
 import select
@@ -46,16 +50,14 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from .. import comm  # noqa: F401 - loaded before any exercise module: see _SHARED
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
 from . import isolation
-from .release import find_regions
-from .testing import locate, use_student_files
+from .release import find_regions, replace_regions, stub
+from .testing import locate
 
 MAX_ANSWER_BYTES = 64 << 20   # an answer larger than this is an attack or a bug, not a result
 MAX_OUTPUT_CHARS = 2000       # of what the child printed, shown with a failure
@@ -65,20 +67,15 @@ CHILD_PROCESSES = 256         # not root (no uid of its own): RLIMIT_NPROC above
 MAX_PROCESSES = 64            # as root: tasks (processes and threads) the child's own uid may have
 _ARRAY_KINDS = "biuf"         # numpy dtypes an answer may hold: bool, int, uint, float
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+# the untrusted child's private directory: its call, the files it imports, what it printed
+CALL, STUDENT, REFERENCE, OBSERVE, OUTPUT = "call.pickle", "student", "reference", "observe", "output.txt"
 _libc = ctypes.CDLL(None, use_errno=True)
-# The dlsys modules loaded before any exercise module (this module is imported first: by the
-# sandbox, by the exercises' conftest; it loads the Communicator) hold no exercise code: a
-# child keeps them and imports every other dlsys module afresh, the exercise's from the
-# student's files.
-_LOADED = {m for m in sys.modules if m.startswith("dlsys")}
-_SHARED = set() if _LOADED & {m for e in EXERCISES for m in e.modules} else _LOADED
 
 
 def preload() -> None:
-    """Import every exercise module's reference (and what they import) in the trusted
-    process, before any fork: a child gets the other exercises' reference from memory, as
-    its files are the course build's stubs. The sandbox and the exercises' conftest call it
-    after importing this module."""
+    """Import every exercise module's reference (and what they import) once in the trusted
+    process, before it forks the tests (the sandbox, the exercises' conftest): their oracles
+    use it, and a forked test finds it loaded. An untrusted child never sees it (it execs)."""
     for module in ["dlsys.train", "dlsys.experiments", *(m for e in EXERCISES for m in e.modules)]:
         importlib.import_module(module)
 
@@ -204,25 +201,6 @@ def _limit(cpu_s: float) -> None:
         resource.setrlimit(limit, (value, hard if os.getuid() == 0 else value))
 
 
-def _forget_exercise_modules() -> dict:
-    """Drop every dlsys module that may hold exercise code, so that the next import reads it
-    again (the exercise's from the student's files, the rest from the course build): from
-    sys.modules, and as an attribute of the package that stays (``from .. import schedule``
-    would find the old one there). Returns the exercise modules dropped (the reference)."""
-    exercise_modules = {m for e in EXERCISES for m in e.modules}
-    dropped = {}
-    for name in [m for m in sys.modules if m.startswith("dlsys") and m not in _SHARED
-                 and not m.startswith("dlsys.grading") and m != "dlsys.exercises"]:
-        module = sys.modules.pop(name)
-        if name in exercise_modules:
-            dropped[name] = module
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules:
-            with contextlib.suppress(AttributeError):
-                delattr(sys.modules[parent], child)
-    return dropped
-
-
 def enclosing(source: str, line: int) -> str:
     """The qualified name (``KVServer.aggregate``) of the innermost function or method
     around ``line`` (0-based) of ``source``."""
@@ -250,27 +228,39 @@ def reference_functions(exercise: Exercise) -> dict[str, list[str]]:
     return functions
 
 
-def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+def reference_files(exercise: Exercise) -> dict[str, str]:
+    """{path in a released directory: text} of every exercise's file, the reference with
+    ``exercise``'s regions stubbed: what a child grading ``exercise`` imports the others from."""
+    files = dict.fromkeys(zip((n for e in EXERCISES for n in e.student_files), (f for e in EXERCISES for f in e.files)))
+    return {name: replace_regions((REPO_ROOT / file).read_text(),
+                                  lambda r: stub(r) if r.exercise == exercise.id else r.body, file)
+            for name, file in files}
 
 
-def _child(answer_fd: int, private: str, exercise: str, student: bool, foreign: dict, observe, kwargs: dict,
-           cpu_s: float):
-    """Never returns: runs ``observe`` untrusted and writes the answer, then exits."""
+def write_answer(answer_fd: int, answer: dict, student_dir: str):
+    """Never returns: ``answer`` ({"value": v} or {"error": exc}) as JSON on ``answer_fd``, then exit."""
+    try:  # whatever the student's exception does when described, this process ends here
+        if "error" in answer:
+            answer = {"error": describe(answer["error"], student_dir)}
+        sys.stdout.flush(), sys.stderr.flush()
+        text = json.dumps(answer, allow_nan=False).encode()
+        view = memoryview(len(text).to_bytes(8, "big") + text)
+        while view:
+            view = view[os.write(answer_fd, view):]
+    finally:
+        os._exit(0)
+
+
+def _child(answer_fd: int, private: str, cpu_s: float):
+    """Never returns: contained, execs ``python -m dlsys.grading.child`` on ``private``/call.pickle
+    (the answer pipe is its descriptor 3); answers the error itself if it cannot."""
     try:
-        gc.freeze()  # the inherited heap (pytest's) is not the student's: launch's gc.collect skips it
         null = os.open(os.devnull, os.O_RDONLY)
-        output = os.open(os.path.join(private, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        output = os.open(os.path.join(private, OUTPUT), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(null, 0), os.dup2(output, 1), os.dup2(output, 2)
-        os.dup2(answer_fd, 3)
+        os.dup2(answer_fd, 3)  # inheritable, unlike every other descriptor Python opened
         os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the verdict's pipe, the grader's files: gone
         answer_fd = 3
-        # pytest's capture of the parent's output is gone with its descriptors: print to ours
-        sys.stdin = open(0, closefd=False)
-        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))  # lines, kept if killed
-        warnings.resetwarnings()  # pytest records the test's warnings: the student's are printed, once each
-        warnings.simplefilter("default")
-        warnings.showwarning = _print_warning
         signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.environ.pop("DLSYS_BACKEND", None)  # a graded test's backend= is the one it means
         _limit(cpu_s)
@@ -280,21 +270,10 @@ def _child(answer_fd: int, private: str, exercise: str, student: bool, foreign: 
                           MAX_PROCESSES, cover=isolation.course_cover(course) if course.is_dir() else None,
                           writable=(private,), needed=(private,))
         os.chdir(private)
-        if student:  # the reference is graded on what is in memory: the course build holds stubs
-            use_student_files(private, [exercise], foreign, _forget_exercise_modules())
-        answer = {"value": encode(observe(**kwargs))}
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt too: all are the student's
-        answer = {"error": exc}
-    try:  # whatever the student's exception does when described, this process ends here
-        if "error" in answer:
-            answer = {"error": describe(answer["error"], private)}
-        sys.stdout.flush(), sys.stderr.flush()
-        text = json.dumps(answer, allow_nan=False).encode()
-        view = memoryview(len(text).to_bytes(8, "big") + text)
-        while view:
-            view = view[os.write(answer_fd, view):]
-    finally:
-        os._exit(0)
+        # -P: the private directory (the student's files) is not on sys.path; -B: nothing written to the course build
+        os.execv(sys.executable, [sys.executable, "-B", "-P", "-m", "dlsys.grading.child", CALL])
+    except BaseException as exc:
+        write_answer(answer_fd, {"error": exc}, os.path.join(private, STUDENT))
 
 
 # --- the parent ------------------------------------------------------------------------
@@ -331,6 +310,7 @@ class Submission:
         self.root, self.exercise, self.timeout_s = root, get(exercise), timeout_s
         self.deadline = time.monotonic() + timeout_s
         self.foreign = reference_functions(self.exercise)
+        self.reference = reference_files(self.exercise)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     def run(self, observe, **kwargs):
@@ -347,20 +327,14 @@ class Submission:
             shutil.rmtree(base, ignore_errors=True)
 
     def _run(self, private: str, observe, kwargs: dict):
-        if self.root is not None:
-            for name in self.exercise.student_files:
-                found = locate(self.root, name)
-                if found is None:
-                    raise SubmissionFailed(f"the submission has no {name}")
-                (Path(private) / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(found, Path(private) / name)
+        self._write_call(Path(private), observe, kwargs)
         read_fd, write_fd = os.pipe()
         sys.stdout.flush(), sys.stderr.flush()
         left_s = max(self.deadline - time.monotonic(), 0.0)
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(write_fd, private, self.exercise.id, self.root is not None, self.foreign, observe, kwargs, left_s)
+            _child(write_fd, private, left_s)
         isolation.record_untrusted(pid)
         os.close(write_fd)
         try:
@@ -395,6 +369,29 @@ class Submission:
             raise SubmissionFailed(f"{rank}{error['summary']}{where}{shown}{printed}")
         return answer["value"]
 
+    def _write_call(self, private: Path, observe, kwargs: dict) -> None:
+        """What the child reads (it runs with none of this process's memory): the exercise's
+        files (the student's, else the reference's) in ``STUDENT``, the other exercises' in
+        ``REFERENCE``, the module defining ``observe`` (unless it is dlsys's) in ``OBSERVE``,
+        and the call in ``CALL``."""
+        for name, file in zip(self.exercise.student_files, self.exercise.files):
+            found = REPO_ROOT / file if self.root is None else locate(self.root, name)
+            if found is None:
+                raise SubmissionFailed(f"the submission has no {name}")
+            (private / STUDENT / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found, private / STUDENT / name)
+        for name, text in self.reference.items():
+            (private / REFERENCE / name).parent.mkdir(parents=True, exist_ok=True)
+            (private / REFERENCE / name).write_text(text)
+        module, file = observe.__module__, None
+        if module.partition(".")[0] != "dlsys":  # a test module: the child's files hide the checkout's tests
+            file = f"{OBSERVE}/{Path(sys.modules[module].__file__).name}"
+            (private / OBSERVE).mkdir()
+            shutil.copyfile(sys.modules[module].__file__, private / file)
+        call = {"exercise": self.exercise.id, "foreign": self.foreign, "observe": [module, observe.__qualname__, file],
+                "kwargs": pickle.dumps(kwargs)}  # unpickled after the student's modules are in place
+        (private / CALL).write_bytes(pickle.dumps(call))
+
     def calls(self, module: str, calls: list) -> list:
         """``module.name(*args)`` on the student's code, for each (name, args) of ``calls``,
         in one child (``observe_calls``)."""
@@ -402,7 +399,7 @@ class Submission:
 
     @staticmethod
     def _printed(private: str) -> str:
-        path = Path(private) / "output.txt"
+        path = Path(private) / OUTPUT
         if not path.is_file():
             return ""
         with open(path, errors="replace") as f:
