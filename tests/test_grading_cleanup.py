@@ -328,9 +328,8 @@ def test_reading_the_reference_scores_zero(tmp_path):
     """)
 
 
-@pytest.mark.xfail(strict=True, reason="the untrusted child is a fork of the trusted test, which imported the "
-                                       "reference: docs/exercises.md, Threats, 'the reference in the child's memory'")
 def test_calling_the_reference_in_memory_scores_zero(tmp_path):
+    """The trusted test imported the reference (its oracles); the child, a fresh interpreter, never did."""
     grade_attack(tmp_path, """
         import sys
         seen, todo = set(), [*sys.modules.values(), *sys.meta_path]
@@ -348,5 +347,20 @@ def test_calling_the_reference_in_memory_scores_zero(tmp_path):
                 todo += obj
             elif hasattr(obj, "__dict__") and isinstance(obj.__dict__, dict):
                 todo += obj.__dict__.values()
+        raise NotImplementedError("token_ring")
+    """)
+
+
+def test_calling_the_reference_code_in_the_heap_scores_zero(tmp_path):
+    """Every function in the heap, and the code objects inside them: none comes from the reference's file."""
+    grade_attack(tmp_path, """
+        import gc, types
+        gc.unfreeze()  # a frozen heap (gc.freeze) is not in gc.get_objects()
+        codes = [f.__code__ for f in gc.get_objects() if isinstance(f, types.FunctionType)]
+        codes += [c for code in codes for c in code.co_consts if isinstance(c, types.CodeType)]
+        for code in codes:
+            if code.co_name == "token_ring" and code.co_filename.endswith("dlsys/exercises/token_ring.py") and \\
+                    "NotImplementedError" not in code.co_names:
+                return types.FunctionType(code, globals())(comm, token)
         raise NotImplementedError("token_ring")
     """)
