@@ -32,15 +32,13 @@ import signal
 import sys
 import time
 
-from dlsys.grading import untrusted  # first: it records which dlsys modules hold no exercise
+import numpy  # noqa: F401 - imported once here, inherited by every child
+import pytest
+import pytest_timeout
 
-import numpy  # noqa: F401,E402 - imported once here, inherited by every child
-import pytest  # noqa: E402
-import pytest_timeout  # noqa: E402
-
-from dlsys.comm import RankFailed  # noqa: E402
-from dlsys.grading import isolation  # noqa: E402
-from dlsys.grading.testing import STUDENT_DIR_ENV  # noqa: E402
+from dlsys.comm import RankFailed
+from dlsys.grading import isolation, untrusted
+from dlsys.grading.testing import STUDENT_DIR_ENV
 
 untrusted.preload()
 

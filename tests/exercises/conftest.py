@@ -12,12 +12,11 @@ test comes from them: every other exercise is the reference's.
 import os
 from pathlib import Path
 
-from dlsys.grading import untrusted  # first: it records which dlsys modules hold no exercise
+import pytest
 
-import pytest  # noqa: E402
-
-from dlsys.exercises import EXERCISES  # noqa: E402
-from dlsys.grading.testing import TIMEOUT_ENV, student_exercises, student_root  # noqa: E402
+from dlsys.exercises import EXERCISES
+from dlsys.grading import untrusted
+from dlsys.grading.testing import TIMEOUT_ENV, student_exercises, student_root
 
 untrusted.preload()
 _root = student_root(Path(__file__).parent)
