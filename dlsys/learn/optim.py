@@ -110,13 +110,17 @@ class Adam(Optimizer):
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
 
     def _update(self, lr):
+        self.params -= lr * self._direction()
+
+    def _direction(self) -> np.ndarray:
+        """Update the moments; return m_hat / (sqrt(v_hat) + eps) + wd w (LAMB scales it per layer)."""
         (b1, b2), t = self.betas, self.steps + 1
         self.m *= b1
         self.m += (1 - b1) * self.grads
         self.v *= b2
         self.v += (1 - b2) * self.grads ** 2
         step = (self.m / (1 - b1 ** t)) / (np.sqrt(self.v / (1 - b2 ** t)) + self.eps)
-        self.params -= lr * (step + self.weight_decay * self.params)
+        return step + self.weight_decay * self.params
 
 
 def _segments(slices: Sequence, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,32 +184,20 @@ class LARS(Optimizer):
         self.params -= self.velocity
 
 
-class LAMB(Optimizer):
+class LAMB(Adam):
     """Layer-wise Adaptive Moments for Batch training (You et al. 2019, Algorithm 2).
 
     m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2;  r = m_hat / (sqrt(v_hat) + eps) with
     bias corrections m_hat = m / (1-b1^t), v_hat = v / (1-b2^t);  then per layer l:
     w_l <- w_l - lr * ||w_l|| / ||r_l + lambda w_l|| * (r_l + lambda w_l)   (phi = identity)."""
-    state_names = ("m", "v")
 
     def __init__(self, params, grads, lr, slices: Sequence, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-6, weight_decay: float = 0.01):
-        super().__init__(params, grads, lr)
+        super().__init__(params, grads, lr, betas, eps, weight_decay)
         self.offsets, self.sizes = _segments(slices, params.size)
-        _check_range("betas[0]", betas[0], 0.0, 1.0)
-        _check_range("betas[1]", betas[1], 0.0, 1.0)
-        _check_range("eps", eps, 0.0)
-        _check_range("weight_decay", weight_decay, 0.0)
-        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
 
     def _update(self, lr):
-        (b1, b2), t = self.betas, self.steps + 1
-        self.m *= b1
-        self.m += (1 - b1) * self.grads
-        self.v *= b2
-        self.v += (1 - b2) * self.grads ** 2
-        r = (self.m / (1 - b1 ** t)) / (np.sqrt(self.v / (1 - b2 ** t)) + self.eps)
-        u = r + self.weight_decay * self.params
+        u = self._direction()  # Adam's r + lambda w
         self.trust_ratios = trust_ratio(_layer_norms(self.params, self.offsets), _layer_norms(u, self.offsets))
         self.params -= np.repeat(lr * self.trust_ratios, self.sizes).astype(self.params.dtype) * u
 

@@ -83,8 +83,10 @@ STEPS = {
                                      (7, 6, 2 * MiB), (5, 4, 1 * MiB)]),
     "a ring step across an oversubscribed tree": (two_level(LINK, 2, 4.0), 8,
                                                   [(r, (r + 1) % 8, 2 * MiB) for r in range(8)]),
-    "a shift across pods and an incast on an oversubscribed fat tree": (  # hosts 0-3 in pod 0, 4-7 in pod 1
-        fat_tree(4, 2.0, LINK), 8, [(r, (r + 3) % 8, MiB) for r in range(8)] + [(s, 0, 2 * MiB) for s in (2, 5, 6)]),
+    # hosts 0-3 in pod 0, 4-7 in pod 1; no pair sends twice (the replay queues one pair's
+    # messages on their connection, one after the other: docs/scheduling.md)
+    "a shift across pods and an incast on an oversubscribed fat tree": (
+        fat_tree(4, 2.0, LINK), 8, [(r, (r + 3) % 8, MiB) for r in range(8)] + [(s, 0, 2 * MiB) for s in (2, 6, 7)]),
 }
 
 
