@@ -311,7 +311,6 @@ class Submission:
         self.deadline = time.monotonic() + timeout_s
         self.foreign = reference_functions(self.exercise)
         self.reference = reference_files(self.exercise)
-        prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     def run(self, observe, **kwargs):
         """``observe(**kwargs)`` run on the student's code in an untrusted child: its
@@ -331,6 +330,9 @@ class Submission:
         read_fd, write_fd = os.pipe()
         sys.stdout.flush(), sys.stderr.flush()
         left_s = max(self.deadline - time.monotonic(), 0.0)
+        # adopt what the child orphans only while it runs: a process that stayed a subreaper
+        # (pytest running tests/exercises itself) would collect every later orphan as a zombie
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
@@ -343,9 +345,10 @@ class Submission:
             os.close(read_fd)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)  # it leads its own session (``contain``)
-            isolation.kill_descendants()  # and what it left to this subreaper
+            isolation.kill_descendants()  # and what it left to this subreaper (killed and reaped)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+            prctl(PR_SET_CHILD_SUBREAPER, 0)
             isolation.end_untrusted(pid)
         printed = self._printed(private)
         if stopped == "timeout":
