@@ -61,8 +61,10 @@ fi
 "$python" -m venv "$source_dir/.venv"
 wheel=$(ls "$source_dir"/wheels/dlsys-*.whl)
 "$source_dir/.venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel[grade]"
-# the graded code runs as an unprivileged uid: what only the grader reads is root's alone
-chmod -R go-rwx "$source_dir/wheels" "$source_dir/tests" "$source_dir/dlsys-autograder.json"
+# the graded code runs as an unprivileged uid: what only the grader reads is root's alone, the
+# installed package (the reference) included: the graded code imports the run's course build
+package=$("$source_dir/.venv/bin/python" -c 'import dlsys, os; print(os.path.dirname(dlsys.__file__))')
+chmod -R go-rwx "$source_dir/wheels" "$source_dir/tests" "$source_dir/dlsys-autograder.json" "$package"
 """
 
 RUN_AUTOGRADER = """\

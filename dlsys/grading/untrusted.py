@@ -270,6 +270,8 @@ def _child(answer_fd: int, private: str, cpu_s: float):
                           MAX_PROCESSES, cover=isolation.course_cover(course) if course.is_dir() else None,
                           writable=(private,), needed=(private,))
         os.chdir(private)
+        if course.is_dir():  # without namespaces (Docker) nothing covers the package: the course build comes first
+            os.environ["PYTHONPATH"] = str(course)
         # -P: the private directory (the student's files) is not on sys.path; -B: nothing written to the course build
         os.execv(sys.executable, [sys.executable, "-B", "-P", "-m", "dlsys.grading.child", CALL])
     except BaseException as exc:
