@@ -99,6 +99,8 @@ class Adam(Optimizer):
     Its state, m and v, is the 8 of ZeRO's K = 12 bytes per parameter (the other 4 are the
     fp32 master copy mixed precision keeps; dlsys.machine.memory)."""
     state_names = ("m", "v")
+    m: np.ndarray  # made by Optimizer.__init__ from state_names
+    v: np.ndarray
 
     def __init__(self, params, grads, lr, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0):
