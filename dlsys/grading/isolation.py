@@ -63,7 +63,7 @@ COURSE = "course"  # the run folder's course build (``course_build``), which unt
 # Far above the uids of real users and of nobody (65534); it needs no passwd entry.
 UID_BASE = 0x40000000
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_KILL_WAIT_S = 5.0
+KILL_WAIT_S = 5.0
 
 # <sys/prctl.h>, <sched.h>, <sys/mount.h>
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
@@ -143,7 +143,7 @@ def kill_descendants(pid: int | None = None, spare: set[int] = frozenset()) -> N
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(procs, timeout=_KILL_WAIT_S)
+    psutil.wait_procs(procs, timeout=KILL_WAIT_S)
 
 
 @contextlib.contextmanager

@@ -53,6 +53,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
 from . import isolation
@@ -303,6 +304,16 @@ def _read_answer(fd: int, deadline: float) -> tuple[bytes, str]:
     return data, ""
 
 
+def _reap_adopted(ours: set[int]) -> None:
+    """Reap the children this subreaper adopted from the child's tree (killed by then: a
+    namespace's init orphaned as its parent died), which would stay zombies; never a child it
+    had before (another part of this process waits for those)."""
+    for child in psutil.Process().children():
+        if child.pid not in ours:
+            with contextlib.suppress(ChildProcessError, psutil.Error):
+                child.wait(timeout=isolation.KILL_WAIT_S)
+
+
 class Submission:
     """What a graded test runs the student's code through. ``root``: the student's files
     (None: the reference); ``exercise``: the exercise under test (only its files come from
@@ -334,6 +345,7 @@ class Submission:
         left_s = max(self.deadline - time.monotonic(), 0.0)
         # adopt what the child orphans only while it runs: a process that stayed a subreaper
         # (pytest running tests/exercises itself) would collect every later orphan as a zombie
+        ours = {child.pid for child in psutil.Process().children()}
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         pid = os.fork()
         if pid == 0:
@@ -351,6 +363,7 @@ class Submission:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
             prctl(PR_SET_CHILD_SUBREAPER, 0)
+            _reap_adopted(ours)
             isolation.end_untrusted(pid)
         printed = self._printed(private)
         if stopped == "timeout":
