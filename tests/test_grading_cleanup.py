@@ -364,3 +364,21 @@ def test_calling_the_reference_code_in_the_heap_scores_zero(tmp_path):
                 return types.FunctionType(code, globals())(comm, token)
         raise NotImplementedError("token_ring")
     """)
+
+
+def _observe_rank_count(ranks: int) -> int:
+    from dlsys import launch
+    return len(launch(lambda comm: comm.rank, ranks).values)
+
+
+def test_a_submission_kills_what_its_child_left_but_not_this_process_s_other_children(mark):
+    """The test process may run servers or browsers of its own; the submission's clean-up
+    kills only its child's tree (and the orphans it adopted meanwhile)."""
+    from dlsys.grading.untrusted import Submission
+    own = subprocess.Popen(["sleep", mark])
+    try:
+        assert Submission(None, "token_ring", 30.0).run(_observe_rank_count, ranks=2) == 2
+        assert own.poll() is None, "the submission killed a child it did not start"
+    finally:
+        own.kill()
+        own.wait()

@@ -359,7 +359,9 @@ class Submission:
             os.close(read_fd)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)  # it leads its own session (``contain``)
-            isolation.kill_descendants()  # and what it left to this subreaper (killed and reaped)
+            # and what it left to this subreaper (killed and reaped), sparing the children this
+            # process had before (a test's own servers or browsers)
+            isolation.kill_descendants(spare=ours)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
             prctl(PR_SET_CHILD_SUBREAPER, 0)
