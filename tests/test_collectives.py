@@ -378,3 +378,26 @@ def test_closed_form_errors():
         closed_form("allreduce", "magic", 4, 1, "tcp-1gbe")
     with pytest.raises(ValueError, match="p must be an int >= 1"):
         closed_form("allreduce", "ring", 0, 1, "tcp-1gbe")
+
+
+def test_the_self_check_tolerance_is_the_rounding_bound_of_p_terms():
+    """Float32 sums of 2048 ranks' data in orders the algorithms use (sequential, as a ring
+    accumulates, and pairwise, as a tree does) stay inside ``rounding_bounds``, which stays small
+    enough to catch a wrong block. The old fixed 1e-4 failed such sums at 2048 ranks."""
+    from dlsys.experiments.collectives import rounding_bounds
+    ranks, count = 2048, 64
+    xs = np.stack([np.random.default_rng([0, r]).standard_normal(count).astype(np.float32) for r in range(ranks)])
+    exact = xs.sum(axis=0, dtype=np.float64)
+    bound = rounding_bounds("allreduce", ranks, count, "float32", "sum", 0)[0]
+    sequential = np.zeros(count, np.float32)
+    for x in xs:
+        sequential += x
+    pairwise = xs
+    while len(pairwise) > 1:
+        pairwise = pairwise[0::2] + pairwise[1::2]
+    for computed in (sequential, pairwise[0]):
+        assert np.all(np.abs(computed.astype(np.float64) - exact) <= bound)
+    for r in range(0, ranks, 97):  # a sum that lost any one rank's contribution is caught
+        assert np.any(np.abs(exact - xs[r] - exact) > bound)
+    assert rounding_bounds("allreduce", ranks, count, "float32", "max", 0) == [0.0] * ranks
+    assert rounding_bounds("broadcast", 4, count, "float32", "sum", 0) == [0.0] * 4
