@@ -18,13 +18,15 @@ FREE_LINK = LinkModel("free", 0.0, math.inf, source="no communication cost: isol
 
 
 def pipeline_schedule(schedule: str = "1f1b", stages: int = 4, micro_batches: int = 8, chunks: int = 1,
-                      link: str | LinkModel = FREE_LINK, backend: str = "threads") -> dict:
+                      link: str | LinkModel = FREE_LINK, backend: str = "threads", layers: int | None = None) -> dict:
     """One step of ``schedule``. Rows: ``actions`` (stage, action F/B/W, micro_batch, chunk,
     start_s, end_s), ``bubble`` per stage (step_s, busy_s, idle_s, measured = idle / step,
     formula, and the relative form idle / busy, Narayanan's (p - 1) / (v m) for interleaved),
     ``memory`` per stage (peak activation bytes, the schedule's in-flight count, bytes of one
-    (micro-batch, chunk)). Bad input is refused by name before any rank starts."""
-    config = PipelineConfig(schedule, stages, micro_batches, chunks, layers=stages * chunks)
+    (micro-batch, chunk)). The transformer has ``layers`` layers, by default p max(v, 2), so
+    1F1B on p stages and interleaving with v = 2 cut the same model. Bad input is refused by
+    name before any rank starts."""
+    config = PipelineConfig(schedule, stages, micro_batches, chunks, layers=layers or stages * max(chunks, 2))
     entry = config.check()
     result = run(config, backend, link=link)
     step_s = result.virtual_time_s
@@ -40,7 +42,7 @@ def pipeline_schedule(schedule: str = "1f1b", stages: int = 4, micro_batches: in
         memory.append({"schedule": schedule, "stage": s, "activation_peak_nbytes": value["activation_peak_nbytes"],
                        "in_flight": held, "per_micro_batch_nbytes": value["activation_peak_nbytes"] / held})
     return {"schedule": schedule, "stages": stages, "micro_batches": micro_batches, "chunks": chunks,
-            "link": getattr(link, "name", link), "bubble_latex": entry.bubble_latex, "citation": entry.citation,
+            "layers": config.layers, "link": getattr(link, "name", link), "bubble_latex": entry.bubble_latex, "citation": entry.citation,
             "actions": actions, "bubble": bubble, "memory": memory}
 
 
