@@ -498,3 +498,24 @@ TP_MISTAKES = {
 @pytest.mark.parametrize("mistake", TP_MISTAKES)
 def test_a_tensor_parallel_mlp_without_g_or_with_an_f_all_reduce_gets_partial_credit(tmp_path, mistake):
     grade_one_edit(tmp_path, "tensor_parallel_mlp", *TP_MISTAKES[mistake])
+
+
+# Plausible wrong 1F1B orders (edits of dlsys/train/pipeline.py): GPipe's order (every
+# forward first) and a warm-up one forward too long keep the bubble on a free link but hold
+# more micro-batches; the cooldown's backwards last micro-batch first stall the pipe.
+PIPELINE_ORDER_AND_BUBBLE = {"test_every_micro_batch_runs_its_forward_then_its_backward_once",
+                             "test_the_stages_finish_without_deadlock_with_the_1f1b_bubble"}
+PIPELINE_MISTAKES = {
+    "gpipe_order": ("    warmup = stages - stage - 1\n", "    warmup = micro_batches\n", PIPELINE_ORDER_AND_BUBBLE),
+    "warmup_off_by_one": ("    warmup = stages - stage - 1\n", "    warmup = stages - stage\n", PIPELINE_ORDER_AND_BUBBLE),
+    "cooldown_reversed": ('    actions += [Action("B", i) for i in range(micro_batches - warmup, micro_batches)]\n',
+                          '    actions += [Action("B", i) for i in reversed(range(micro_batches - warmup, micro_batches))]\n',
+                          {"test_every_micro_batch_runs_its_forward_then_its_backward_once",
+                           "test_the_warm_up_runs_p_minus_s_minus_1_forwards",
+                           "test_at_most_p_minus_s_micro_batches_are_in_flight"}),
+}
+
+
+@pytest.mark.parametrize("mistake", PIPELINE_MISTAKES)
+def test_a_1f1b_order_as_gpipe_or_with_a_wrong_warm_up_or_cooldown_gets_partial_credit(tmp_path, mistake):
+    grade_one_edit(tmp_path, "pipeline_1f1b_order", *PIPELINE_MISTAKES[mistake])

@@ -30,7 +30,7 @@ from .options import join_negative_values
 COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
             "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
             "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce",
-            "memory": "memory"}
+            "memory": "memory", "pipeline": "pipeline"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

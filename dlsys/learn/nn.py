@@ -11,6 +11,8 @@ multiply-add as 2 FLOPs and a bias add, activation or pooling comparison as 1 pe
 element. Backward costs about twice the forward FLOPs (gradients for the input and for
 the weights). Layers write their gradients with `grad[...] = ...` so the views keep
 aliasing the flat buffer; gradients are overwritten, not accumulated, by each backward.
+The transformer's layers also split backward in two, as zero-bubble pipelines need:
+`backward_input(dy) -> dx` now, `backward_weights()` (the weight gradients) later.
 """
 from __future__ import annotations
 
@@ -62,6 +64,14 @@ class Layer:
         """The arrays the last forward kept for backward: its activation memory (none here)."""
         return {}
 
+    def backward_input(self, dy: np.ndarray) -> np.ndarray:
+        """Zero bubble's B (Qi et al. 2024, section 2): dx alone, keeping what
+        ``backward_weights`` needs. A layer without parameters has nothing to defer."""
+        return self.backward(dy)
+
+    def backward_weights(self) -> None:
+        """Zero bubble's W: the weight gradients of the last ``backward_input``."""
+
 
 def _he_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
     """He et al. 2015 initialisation: w ~ N(0, 2 / fan_in)."""
@@ -98,10 +108,18 @@ class Linear(Layer):
         return x @ self.params["W"] + self.params["b"]
 
     def backward(self, dy):
-        rows, drows = self.x.reshape(-1, self.in_features), dy.reshape(-1, self.out_features)
+        dx = self.backward_input(dy)
+        self.backward_weights()
+        return dx
+
+    def backward_input(self, dy):
+        self.dy = dy
+        return dy @ self.params["W"].T
+
+    def backward_weights(self):
+        rows, drows = self.x.reshape(-1, self.in_features), self.dy.reshape(-1, self.out_features)
         self.grads["W"][...] = rows.T @ drows
         self.grads["b"][...] = drows.sum(axis=0)
-        return dy @ self.params["W"].T
 
     def flops(self, batch):
         return batch * prod(self.out_shape[:-1]) * (2 * self.in_features + 1) * self.out_features
@@ -427,11 +445,19 @@ class Embedding(Layer):
         return self.params["E"][self.idx] + self.params["P"][:x.shape[1]]
 
     def backward(self, dy):
-        self.grads["E"][...] = 0.0
-        np.add.at(self.grads["E"], self.idx, dy)
-        self.grads["P"][...] = 0.0
-        self.grads["P"][:dy.shape[1]] = dy.sum(axis=0)
+        dx = self.backward_input(dy)
+        self.backward_weights()
+        return dx
+
+    def backward_input(self, dy):
+        self.dy = dy
         return np.zeros(self.idx.shape, dy.dtype)
+
+    def backward_weights(self):
+        self.grads["E"][...] = 0.0
+        np.add.at(self.grads["E"], self.idx, self.dy)
+        self.grads["P"][...] = 0.0
+        self.grads["P"][:self.dy.shape[1]] = self.dy.sum(axis=0)
 
     def saved(self):
         return {"idx": self.idx}
@@ -464,12 +490,20 @@ class LayerNorm(Layer):
         return self.xhat * self.params["g"] + self.params["b"]
 
     def backward(self, dy):
-        axes = tuple(range(dy.ndim - 1))
-        self.grads["g"][...] = (dy * self.xhat).sum(axis=axes)
-        self.grads["b"][...] = dy.sum(axis=axes)
+        dx = self.backward_input(dy)
+        self.backward_weights()
+        return dx
+
+    def backward_input(self, dy):
+        self.dy = dy
         dxhat = dy * self.params["g"]
         return self.rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
                             - self.xhat * (dxhat * self.xhat).mean(axis=-1, keepdims=True))
+
+    def backward_weights(self):
+        axes = tuple(range(self.dy.ndim - 1))
+        self.grads["g"][...] = (self.dy * self.xhat).sum(axis=axes)
+        self.grads["b"][...] = self.dy.sum(axis=axes)
 
     def flops(self, batch):
         """7 per element: mean 1, centre 1, square and sum 2, normalise 1, scale and shift 2."""
@@ -552,18 +586,27 @@ class MultiHeadAttention(Layer):
         return self.ctx @ self.params["Wo"] + self.params["bo"]
 
     def backward(self, dy):
+        dx = self.backward_input(dy)
+        self.backward_weights()
+        return dx
+
+    def backward_input(self, dy):
         n, s, d = dy.shape
-        self.grads["Wo"][...] = self.ctx.reshape(-1, d).T @ dy.reshape(-1, d)
-        self.grads["bo"][...] = dy.reshape(-1, d).sum(axis=0)
+        self.dy = dy
         dctx = self._split(dy @ self.params["Wo"].T)
         dattn = dctx @ self.v.transpose(0, 1, 3, 2)
         dv = self.attn.transpose(0, 1, 3, 2) @ dctx
         dscores = self.attn * (dattn - (dattn * self.attn).sum(axis=-1, keepdims=True)) / sqrt(d // self.heads)
         dq, dk = dscores @ self.k, dscores.transpose(0, 1, 3, 2) @ self.q
-        dqkv = np.concatenate([t.transpose(0, 2, 1, 3).reshape(n, s, d) for t in (dq, dk, dv)], axis=-1)
-        self.grads["Wqkv"][...] = self.x.reshape(-1, d).T @ dqkv.reshape(-1, 3 * d)
-        self.grads["bqkv"][...] = dqkv.reshape(-1, 3 * d).sum(axis=0)
-        return dqkv @ self.params["Wqkv"].T
+        self.dqkv = np.concatenate([t.transpose(0, 2, 1, 3).reshape(n, s, d) for t in (dq, dk, dv)], axis=-1)
+        return self.dqkv @ self.params["Wqkv"].T
+
+    def backward_weights(self):
+        d = self.d_model
+        self.grads["Wo"][...] = self.ctx.reshape(-1, d).T @ self.dy.reshape(-1, d)
+        self.grads["bo"][...] = self.dy.reshape(-1, d).sum(axis=0)
+        self.grads["Wqkv"][...] = self.x.reshape(-1, d).T @ self.dqkv.reshape(-1, 3 * d)
+        self.grads["bqkv"][...] = self.dqkv.reshape(-1, 3 * d).sum(axis=0)
 
     def flops(self, batch):
         """Per sample: QKV and output maps S (2D+1)(3D + D), scores and A V 2 * 2 S^2 D,
@@ -610,10 +653,19 @@ class Residual(Layer):
         return x + y
 
     def backward(self, dy):
+        dx = self.backward_input(dy)
+        self.backward_weights()
+        return dx
+
+    def backward_input(self, dy):
         dx = dy
         for layer in reversed(self.layers):
-            dx = layer.backward(dx)
+            dx = layer.backward_input(dx)
         return dy + dx
+
+    def backward_weights(self):
+        for layer in self.layers:
+            layer.backward_weights()
 
     def flops(self, batch):
         return sum(layer.flops(batch) for layer in self.layers) + batch * prod(self.out_shape)
