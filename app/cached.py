@@ -9,6 +9,7 @@ from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
+from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
@@ -227,3 +228,15 @@ def zero_memory(ranks: int) -> list:
 def memory_step(strategy: str, ranks: int) -> dict:
     """experiments.memory.step_record without the ranks' values and weights."""
     return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}
+
+
+@st.cache_data(max_entries=32, show_spinner="running the pipeline's stages...")
+def pipeline_schedule(schedule: str, stages: int, micro_batches: int, chunks: int) -> dict:
+    """experiments.pipeline.pipeline_schedule on a free link: one step's actions, bubble and memory."""
+    return ex_pipeline.pipeline_schedule(schedule, stages, micro_batches, chunks)
+
+
+@st.cache_data(max_entries=4, show_spinner="running every schedule at several micro-batch counts...")
+def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
+    """experiments.pipeline.bubble_vs_microbatches: measured bubble and formula for each schedule and m."""
+    return ex_pipeline.bubble_vs_microbatches(stages, micro_batches, chunks=chunks)

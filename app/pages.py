@@ -51,6 +51,10 @@ PAGES = [  # the first is Home, the default page
     Page("views/memory.py", "Memory and sharding", "🧩", "Training",
          "What one rank holds under DDP, ZeRO-1/2/3, FSDP and tensor parallelism against a device's memory, ZeRO's "
          "Figure 1, measured ledgers against the closed form, and the bytes each layout sends per step."),
+    Page("views/pipelines.py", "Pipelines and the planner", "🪜", "Training",
+         "GPipe, 1F1B, interleaved 1F1B and zero bubble as Gantt charts with their bubble and activation memory, "
+         "the all-to-all that mixture-of-experts layers live on, and which DP x TP x PP x ZeRO layout of a large "
+         "model fits and is fastest."),
     Page("views/performance.py", "Real bytes and scale", "⏱️", "Under the hood",
          "The wall clock: the memory traffic of a real all-reduce, measured here with copied and zero-copy sends "
          "against memcpy, and how far the emulator scales."),

@@ -58,3 +58,19 @@ def bubble_vs_microbatches(rows: list[dict], title: str = "Pipeline bubble again
     fig.update_xaxes(title="micro-batches m")
     fig.update_yaxes(title="idle time / step time", tickformat=".0%", rangemode="tozero")
     return fig
+
+
+def stage_memory(records: list[dict], title: str = "Peak activations each stage holds") -> go.Figure:
+    """One group of bars per stage, one bar per schedule: the stage's peak activation bytes
+    (the memory ledger's), labelled with how many micro-batches that is."""
+    fig = go.Figure()
+    for colour, record in zip(LABEL_COLORS, records):
+        rows = record["memory"]
+        label = record["schedule"] + (f" (v = {record['chunks']})" if record["chunks"] > 1 else "")
+        fig.add_trace(go.Bar(name=label, x=[f"stage {row['stage']}" for row in rows],
+                             y=[row["activation_peak_nbytes"] / 2**10 for row in rows], marker_color=colour,
+                             text=[f"{row['in_flight']}" for row in rows], textposition="outside",
+                             hovertemplate=f"{label}<br>%{{x}}: %{{y:,.1f}} KiB, %{{text}} in flight<extra></extra>"))
+    fig.update_layout(title=title, barmode="group")
+    fig.update_yaxes(title="peak activation memory (KiB)", rangemode="tozero")
+    return fig
