@@ -1,0 +1,119 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: lessons//py:percent,notebooks//ipynb
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 15: Pipelines, experts and choosing a layout
+#
+# **Goal.** By the end you can (1) write the actions one pipeline stage runs under GPipe,
+# 1F1B, interleaved 1F1B and zero bubble, and predict each bubble; (2) say why 1F1B holds
+# p micro-batches of activations where GPipe holds m; (3) run an all-to-all by pairwise
+# exchange and by Bruck's algorithm and say which wins for small and for large blocks;
+# (4) route tokens to experts with top-k gating and a capacity factor, across ranks by
+# all-to-all, and count the tokens dropped; (5) lay a large model out as DP x TP x PP with
+# ZeRO on a GPU cluster, and rank the layouts that fit by step time.
+#
+# Run this file as `python lessons/15_pipelines_experts_layout.py` (figures go to
+# `out/lessons/`). The same runs are the app's *Pipelines and the planner* page;
+# docs/pipelines.md, docs/experts.md and docs/planner.md hold the tables.
+
+# %%
+from dlsys.experiments import pipeline as ex_pipeline
+from dlsys.train.pipeline import SCHEDULES
+from dlsys.viz import pipeline as viz_pipeline
+from dlsys.viz.lessons import show
+from dlsys.viz.units import format_bytes
+
+P, M = 4, 8  # pipeline stages and micro-batches
+
+# %% [markdown]
+# ## The bubble
+#
+# Lesson 6 cut an MLP into stages, one per rank, and ran GPipe (Huang et al. 2019): all $m$
+# forwards of the micro-batches, then all $m$ backwards. Stage $s$ cannot start before the
+# first micro-batch has crossed stages $0..s-1$, and stage 0 waits at the end while the last
+# backward drains back. With every forward costing $t_f$ and every backward $t_b$ on every
+# stage, each stage is busy $m(t_f + t_b)$ of a step of $(m + p - 1)(t_f + t_b)$: the idle
+# share, the **bubble**, is
+#
+# $$\frac{p-1}{m+p-1}.$$
+#
+# A schedule is data: the ordered list of actions one stage runs. `F i` is the forward of
+# micro-batch $i$, `B i` its backward.
+
+# %%
+for s in range(P):
+    print(f"stage {s}: GPipe", " ".join(f"{a.kind}{a.micro_batch}" for a in SCHEDULES["gpipe"].actions(s, P, M, 1)))
+
+# %% [markdown]
+# The emulator runs these lists over a small transformer cut into $p$ stages (the
+# communication is free here, so the idle time is the schedule's alone). Each bar is an
+# action's virtual time; grey behind it is idle.
+
+# %%
+gpipe = ex_pipeline.pipeline_schedule("gpipe", P, M)
+show(viz_pipeline.gantt(gpipe), "15_gpipe")
+print(f"GPipe: bubble measured {gpipe['bubble'][0]['measured']:.4f}, formula (p-1)/(m+p-1) = "
+      f"{gpipe['bubble'][0]['formula']:.4f}")
+
+# %% [markdown]
+# ## 1F1B: the same bubble, p micro-batches instead of m
+#
+# GPipe's problem is memory: a stage keeps every micro-batch's activations until its
+# backward, so all $m$ of them. **1F1B** (PipeDream-Flush; Narayanan et al. 2021, section
+# 2.2) runs $p - s - 1$ warm-up forwards on stage $s$, then alternates one forward and one
+# backward (the backward of the oldest micro-batch in flight), then drains the remaining
+# backwards. Stage $s$ never holds more than $p - s$ micro-batches. The bubble does not
+# change: the pipe fills and drains exactly as before.
+
+# %%
+for s in range(P):
+    print(f"stage {s}: 1F1B ", " ".join(f"{a.kind}{a.micro_batch}" for a in SCHEDULES["1f1b"].actions(s, P, M, 1)))
+one_f = ex_pipeline.pipeline_schedule("1f1b", P, M)
+show(viz_pipeline.gantt(one_f), "15_1f1b")
+for g, o in zip(gpipe["memory"], one_f["memory"]):
+    print(f"stage {g['stage']}: GPipe holds {g['in_flight']} micro-batches "
+          f"({format_bytes(g['activation_peak_nbytes'])}), 1F1B {o['in_flight']} "
+          f"({format_bytes(o['activation_peak_nbytes'])})")
+
+# %% [markdown]
+# The peaks are the memory ledger's (lesson 14): each stage records the activations it keeps
+# for backward. Since 1F1B's memory no longer grows with $m$, a run can take many
+# micro-batches, and that is what shrinks the bubble.
+#
+# ## Interleaving: v chunks per rank
+#
+# Give each rank $v$ non-contiguous chunks of layers (rank $s$ holds virtual stages $s$,
+# $s + p$, ...; Megatron-LM's interleaved schedule, Narayanan et al. 2021, section 2.2.1).
+# A micro-batch now crosses the ranks $v$ times, each time with $1/v$ of the work, so the pipe
+# fills $v$ times faster: the idle time is divided by $v$. Narayanan writes the bubble as
+# idle over busy time, $(p-1)/(vm)$; over the whole step it is $(p-1)/(vm + p - 1)$. The
+# price: $v$ times more point-to-point messages, and $m$ must be a multiple of $p$.
+#
+# ## Zero bubble: split the backward
+#
+# A backward computes two things: the gradient of the layer's input $dX$, which the previous
+# stage waits for, and the gradient of its weights $dW$, which nobody waits for until the
+# optimizer step. **ZB-H1** (Qi et al. 2024, section 3.1) runs them as two actions, `B`
+# (input) and `W` (weights), keeps 1F1B's order of `F` and `B`, and lets stage $s$ delay its
+# first $s$ `W`s into the idle time of the cool-down. With $T_F = T_B = T_W$ the idle time
+# is a third of 1F1B's, at 1F1B's peak memory.
+
+# %%
+records = {name: ex_pipeline.pipeline_schedule(name, P, M, 2 if s.chunked else 1) for name, s in SCHEDULES.items()}
+show(viz_pipeline.gantt(records["zb-h1"]), "15_zb_h1")
+show(viz_pipeline.stage_memory(list(records.values())), "15_stage_memory")
+for name, r in records.items():
+    b = r["bubble"][0]
+    print(f"{name:>12}: bubble {b['measured']:.4f} (formula {b['formula']:.4f}), stage 0 idle "
+          f"{b['idle_s'] * 1e6:.3f} us, holds {r['memory'][0]['in_flight']} (micro-batch, chunk) activations")
+print(f"ZB-H1's idle time over 1F1B's: {records['zb-h1']['bubble'][0]['idle_s'] / records['1f1b']['bubble'][0]['idle_s']:.4f}")
+
+# %%
+show(viz_pipeline.bubble_vs_microbatches(ex_pipeline.bubble_vs_microbatches(P)), "15_bubble_vs_m")
