@@ -590,3 +590,13 @@ def test_the_course_maps_prepared_links_open_as_written():
         at = open_with_url(f"views/{url.path.strip('/')}.py", params)
         assert not at.warning, (link, [w.value for w in at.warning])
         assert {k: at.query_params[k] for k in params} == params, link
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved", "zb-h1"])
+def test_pipelines_page_shows_each_schedule_with_its_measured_bubble_equal_to_the_formula(schedule):
+    at = open_page("views/pipelines.py")
+    at.selectbox(key="pipe_schedule").set_value(schedule)
+    at.select_slider(key="pipe_microbatches").set_value(12)
+    ok(at.run())
+    measured, formula = at.metric[0].value, at.metric[1].value
+    assert measured == formula and charts(at) >= 3
