@@ -1,0 +1,63 @@
+"""The planner's records for the app page, the lesson and docs/planner.md: every fitting
+layout ranked by step time, and one layout's breakdown, as tidy rows (``dlsys.planner``)."""
+
+from __future__ import annotations
+
+from ..machine.memory import KINDS
+from ..planner import COMPONENTS, DEVICES, Plan, breakdown, model_of, search
+
+DEGREES = ("tp", "pp", "dp", "zero", "micro_batch", "microbatches", "recompute")
+
+
+def ranked(model: str = "70b", gpus: int = 1024, global_batch: int = 1024, device: str = "h100",
+           device_bytes: int | None = None, top: int | None = None, **fixed) -> list[dict]:
+    """One row per fitting layout, fastest first: its rank, degrees, step seconds by
+    component (``<component>_s``), total, bytes per rank by kind (``<kind>_bytes``), MFU."""
+    rows = search(model_of(model), gpus, global_batch, _device(device, device_bytes), **fixed)
+    return [_flat(i, row) for i, row in enumerate(rows[:top] if top else rows, start=1)]
+
+
+def layout_record(model: str = "7b", gpus: int = 64, tp: int = 1, pp: int = 1, zero: int = 0,
+                  micro_batch: int = 1, global_batch: int = 1024, recompute: str = "none",
+                  device: str = "h100", device_bytes: int | None = None) -> dict:
+    """One layout's ``planner.breakdown`` (degrees, seconds and bytes by part, fits, MFU)."""
+    plan = Plan(model_of(model), gpus, tp, pp, zero, micro_batch, global_batch, recompute)
+    return breakdown(plan, _device(device, device_bytes))
+
+
+def components(record: dict) -> list[dict]:
+    """A breakdown's step as tidy rows: component, seconds, share of the step."""
+    return [{"component": c, "seconds": record["seconds"][c], "share": record["seconds"][c] / record["step_s"]}
+            for c in COMPONENTS]
+
+
+def memory_rows(record: dict) -> list[dict]:
+    """A breakdown's bytes per rank as tidy rows: kind, bytes, the device's bytes."""
+    return [{"kind": k, "bytes": record["bytes"][k], "device_bytes": record["device_bytes"]} for k in KINDS]
+
+
+def _device(name: str, device_bytes: int | None):
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
+    base = DEVICES[name]
+    return base if device_bytes is None else type(base)(base.name, base.peak_flops, device_bytes, base.source)
+
+
+def _flat(rank: int, row: dict) -> dict:
+    return {"rank": rank, **{k: row[k] for k in DEGREES}, "step_s": row["step_s"],
+            **{f"{c}_s": row["seconds"][c] for c in COMPONENTS},
+            **{f"{k}_bytes": row["bytes"][k] for k in KINDS}, "memory_bytes": row["memory_bytes"],
+            "device_bytes": row["device_bytes"], "mfu": row["mfu"]}
+
+
+def table_ranked(model: str = "70b", gpus: int = 1024, top: int = 10) -> tuple[list[str], list[list]]:
+    """docs/planner.md: the fastest layouts of ``model`` on ``gpus`` H100s."""
+    header = ["#", "tp", "pp", "dp", "ZeRO", "micro-batch", "micro-batches", "recompute", "step", "compute", "TP",
+              "PP", "DP (exposed)", "bubble", "memory / GPU", "MFU"]
+    rows = [[r["rank"], r["tp"], r["pp"], r["dp"], r["zero"], r["micro_batch"], r["microbatches"], r["recompute"],
+             *(f"{r[k]:.3f} s" for k in ("step_s", *(f"{c}_s" for c in COMPONENTS))),
+             f"{r['memory_bytes'] / 2**30:.1f} GiB", f"{r['mfu']:.1%}"] for r in ranked(model, gpus, top=top)]
+    return header, rows
+
+
+TABLES = {"plan.ranked_70b": table_ranked}
