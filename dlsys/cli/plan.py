@@ -18,8 +18,7 @@ import argparse
 import json
 
 from ..machine.memory import KINDS, RECOMPUTE
-from ..planner import COMPONENTS, DEVICES, MODELS, Plan, breakdown, model_of, search
-from ..experiments.plan import _device
+from ..planner import COMPONENTS, DEVICES, MODELS, Plan, breakdown, device_of, model_of, search
 from .options import Checked, integer, print_table, refuse_unused, size
 
 MAX = 10**6
@@ -72,7 +71,7 @@ def one_layout(args, model, gpus: int) -> Plan:
 def cmd_plan(args) -> int:
     model = model_of(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
                      ffn=args.ffn, vocab=args.vocab, seq_len=args.seq)
-    device = _device(args.device, args.device_memory)
+    device = device_of(args.device, args.device_memory)
     if any(v is not None for v in (args.tp, args.pp, args.dp)):
         record = breakdown(one_layout(args, model, args.gpus), device)
         if args.json:

@@ -4,7 +4,7 @@ layout ranked by step time, and one layout's breakdown, as tidy rows (``dlsys.pl
 from __future__ import annotations
 
 from ..machine.memory import KINDS
-from ..planner import COMPONENTS, DEVICES, Plan, breakdown, model_of, search
+from ..planner import COMPONENTS, Plan, breakdown, device_of, model_of, search
 
 DEGREES = ("tp", "pp", "dp", "zero", "micro_batch", "microbatches", "recompute")
 
@@ -13,7 +13,7 @@ def ranked(model: str = "70b", gpus: int = 1024, global_batch: int = 1024, devic
            device_bytes: int | None = None, top: int | None = None, **fixed) -> list[dict]:
     """One row per fitting layout, fastest first: its rank, degrees, step seconds by
     component (``<component>_s``), total, bytes per rank by kind (``<kind>_bytes``), MFU."""
-    rows = search(model_of(model), gpus, global_batch, _device(device, device_bytes), **fixed)
+    rows = search(model_of(model), gpus, global_batch, device_of(device, device_bytes), **fixed)
     return [_flat(i, row) for i, row in enumerate(rows[:top] if top else rows, start=1)]
 
 
@@ -22,7 +22,7 @@ def layout_record(model: str = "7b", gpus: int = 64, tp: int = 1, pp: int = 1, z
                   device: str = "h100", device_bytes: int | None = None) -> dict:
     """One layout's ``planner.breakdown`` (degrees, seconds and bytes by part, fits, MFU)."""
     plan = Plan(model_of(model), gpus, tp, pp, zero, micro_batch, global_batch, recompute)
-    return breakdown(plan, _device(device, device_bytes))
+    return breakdown(plan, device_of(device, device_bytes))
 
 
 def components(record: dict) -> list[dict]:
@@ -34,13 +34,6 @@ def components(record: dict) -> list[dict]:
 def memory_rows(record: dict) -> list[dict]:
     """A breakdown's bytes per rank as tidy rows: kind, bytes, the device's bytes."""
     return [{"kind": k, "bytes": record["bytes"][k], "device_bytes": record["device_bytes"]} for k in KINDS]
-
-
-def _device(name: str, device_bytes: int | None):
-    if name not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
-    base = DEVICES[name]
-    return base if device_bytes is None else type(base)(base.name, base.peak_flops, device_bytes, base.source)
 
 
 def _flat(rank: int, row: dict) -> dict:

@@ -3,8 +3,8 @@ time and a rank's memory in closed form (``cost``), model and device presets (``
 and the search over every layout that fits (``search``)."""
 
 from .cost import COMPONENTS, Plan, breakdown, memory, step_time
-from .models import DEVICES, MODELS, Device, Model, model_of
+from .models import DEVICES, MODELS, Device, Model, device_of, model_of
 from .search import search
 
-__all__ = ["COMPONENTS", "DEVICES", "MODELS", "Device", "Model", "Plan", "breakdown", "memory", "model_of",
+__all__ = ["COMPONENTS", "DEVICES", "MODELS", "Device", "Model", "Plan", "breakdown", "device_of", "memory", "model_of",
            "search", "step_time"]

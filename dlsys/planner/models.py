@@ -115,3 +115,11 @@ def model_of(preset: str | None = None, **shape) -> Model:
     fields = {f: getattr(base, f) for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len",
                                              "tied")}
     return Model(f"{base.name} (modified)", **{**fields, **changed})
+
+
+def device_of(name: str = "h100", memory_bytes: int | None = None) -> Device:
+    """A device preset, with its memory replaced if ``memory_bytes`` is given."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
+    base = DEVICES[name]
+    return base if memory_bytes is None else Device(base.name, base.peak_flops, memory_bytes, base.source)
