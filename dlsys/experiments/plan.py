@@ -4,7 +4,7 @@ layout ranked by step time, and one layout's breakdown, as tidy rows (``dlsys.pl
 from __future__ import annotations
 
 from ..machine.memory import KINDS
-from ..planner import COMPONENTS, Plan, breakdown, device_of, model_of, search
+from ..planner import COMPONENTS, MODELS, Plan, breakdown, device_of, model_of, search
 
 DEGREES = ("tp", "pp", "dp", "zero", "micro_batch", "microbatches", "recompute")
 
@@ -53,4 +53,27 @@ def table_ranked(model: str = "70b", gpus: int = 1024, top: int = 10) -> tuple[l
     return header, rows
 
 
-TABLES = {"plan.ranked_70b": table_ranked}
+def table_presets() -> tuple[list[str], list[list]]:
+    """docs/planner.md: each preset's shape, our count and the published one."""
+    header = ["preset", "model", "layers", "hidden", "heads", "kv heads", "ffn", "vocab", "seq", "parameters (formula)",
+              "published", "formula / published"]
+    return header, [[key, m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq_len,
+                     f"{m.params():,}", f"{m.published_params:,}", f"{m.params() / m.published_params:.4f}"]
+                    for key, m in MODELS.items()]
+
+
+def table_breakdown(model: str = "7b", gpus: int = 64, tp: int = 2, pp: int = 2, zero: int = 1,
+                    micro_batch: int = 4, recompute: str = "selective") -> tuple[list[str], list[list]]:
+    """docs/planner.md: one layout's step by component and its memory by kind."""
+    record = layout_record(model, gpus, tp, pp, zero, micro_batch, recompute=recompute)
+    rows = [[f"{r['component']} (s)", f"{r['seconds']:.4f}", f"{r['share']:.1%} of the step"] for r in components(record)]
+    rows.append(["step (s)", f"{record['step_s']:.4f}", f"MFU {record['mfu']:.1%}"])
+    rows += [[f"{r['kind']} (GiB)", f"{r['bytes'] / 2**30:.2f}", ""] for r in memory_rows(record)]
+    rows.append(["memory (GiB)", f"{record['memory_bytes'] / 2**30:.2f}",
+                 f"{'fits' if record['fits'] else 'does not fit'} in {record['device_bytes'] / 2**30:g} GiB"])
+    title = (f"{record['model']}, {gpus} GPUs: dp {record['dp']} x tp {tp} x pp {pp}, ZeRO {zero}, "
+             f"{record['microbatches']} micro-batches of {micro_batch}, recompute {recompute}")
+    return [title, "value", ""], rows
+
+
+TABLES = {"plan.presets": table_presets, "plan.breakdown_7b": table_breakdown, "plan.ranked_70b": table_ranked}
