@@ -21,7 +21,8 @@ and "How to Scale Your Model" (Austin et al. 2025, jax-ml/scaling-book, "Transfo
                                                     each of the m + pp - 1 slots of 1F1B waits for
                                                     one activation and one gradient from a
                                                     neighbour stage, each rank sending its 1/tp
-                                                    (Narayanan section 4.1, scatter/gather)
+                                                    (Narayanan section 4.1, scatter/gather), on
+                                                    the pipeline's slowest hop
     bubble     (pp - 1) / m (compute + TP)          1F1B's idle slots (Narayanan eq. 1): a
                                                     fraction (pp - 1)/(m + pp - 1) of compute +
                                                     TP + bubble
@@ -171,7 +172,7 @@ def step_time(plan: Plan, device: Device = DEVICES["h100"], network: Topology | 
     if plan.tp > 1:
         per_layer = (6 if full else 4) * closed_form("allreduce", "ring", plan.tp, activation_nbytes,
                                                      slowest_link(network, grid.tp_members(0)))
-        tp = mb * m.layers // plan.pp * per_layer
+        tp = mb * (m.layers // plan.pp) * per_layer
     pp = 0.0
     if plan.pp > 1:
         link = slowest_link(network, grid.pp_members(0), ring=False)

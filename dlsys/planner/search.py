@@ -12,6 +12,7 @@ each recomputation policy; a degree given is held fixed.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from ..machine.memory import RECOMPUTE
 from ..machine.topology import Topology, gpu_cluster
@@ -24,7 +25,7 @@ MICRO_BATCHES = (1, 2, 4, 8)
 def candidates(model: Model, gpus: int, global_batch: int = 1024, **fixed) -> list[Plan]:
     """Every valid ``Plan`` (``Plan``'s checks pass); ``fixed`` holds any of tp, pp, zero,
     micro_batch, recompute, optimizer, precision at one value."""
-    choices = {"tp": divisors(ISLAND), "pp": divisors(model.layers), "zero": range(4),
+    choices: dict[str, Sequence] = {"tp": divisors(ISLAND), "pp": divisors(model.layers), "zero": range(4),
                "micro_batch": MICRO_BATCHES, "recompute": RECOMPUTE}
     choices.update({k: [v] for k, v in fixed.items() if k in choices and v is not None})
     extra = {k: v for k, v in fixed.items() if k not in choices and v is not None}
