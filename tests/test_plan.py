@@ -169,3 +169,13 @@ def test_cli_searches_and_prints_one_layout(capsys):
 def test_cli_refuses_bad_input_by_name(argv, message, capsys):
     assert main(["plan", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_records_and_figures_for_the_page():
+    from dlsys.experiments import plan as experiment
+    from dlsys.viz import plan as figures
+    rows = experiment.ranked("70b", 1024, top=5)
+    assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5] and all(r["step_s"] > 0 for r in rows)
+    record = experiment.layout_record("7b", 64, tp=2, pp=2, zero=1, micro_batch=4, recompute="selective")
+    assert sum(r["share"] for r in experiment.components(record)) == pytest.approx(1)
+    assert len(figures.step_bars(rows).data) == 5 and len(figures.memory_bar(record).data) == 5
