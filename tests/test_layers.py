@@ -14,7 +14,7 @@ LAYER = {
     "learn": 1, "compress": 1,
     "comm": 2,
     "collectives": 3,
-    "train": 4, "ps": 4, "schedule": 4,
+    "train": 4, "ps": 4, "schedule": 4, "planner": 4,
     "viz": 5, "exercises": 5, "experiments": 5, "grading": 5,
     "cli": 6,
 }

@@ -10,6 +10,7 @@
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
     memory              dlsys.cli.memory     (bytes per rank by kind: DDP, ZeRO, FSDP, TP in closed form)
+    plan                dlsys.cli.plan       (the layout of a large run: DP x TP x PP x ZeRO, step time, memory)
 
 Every option is checked by ``dlsys.cli.options`` before any rank starts.
 """
@@ -30,7 +31,7 @@ from .options import join_negative_values
 COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
             "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
             "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce",
-            "memory": "memory", "pipeline": "pipeline"}
+            "memory": "memory", "pipeline": "pipeline", "plan": "plan"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

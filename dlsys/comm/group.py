@@ -1,6 +1,6 @@
 """A group of ranks seen as a world of its own (MPI_Comm_split): collectives run among
 its members with group ranks 0..k-1, on the members' own clocks and links. ``Grid`` lays a
-world out as DP x TP and gives each rank its group along each axis."""
+world out as DP x TP x PP and gives each rank its group along each axis."""
 
 from __future__ import annotations
 
@@ -26,24 +26,26 @@ class Group:
 
 
 class Grid:
-    """A DP x TP layout of ``dp * tp`` ranks: rank -> (dp index, tp index), TP fastest-varying.
+    """A DP x TP x PP layout of ``dp * tp * pp`` ranks, TP fastest-varying, then DP, then PP:
 
-        rank = d * tp + t,   (d, t) = divmod(rank, tp)
+        rank = (s * dp + d) * tp + t,   s = rank // (dp tp),   (d, t) = divmod(rank % (dp tp), tp)
 
     Ranks of one tensor-parallel group are consecutive (d * tp .. d * tp + tp - 1), so on a
     machine whose islands hold consecutive ranks (gpu_cluster: 8 GPUs on NVLink) a TP group
     of tp <= 8 dividing 8 stays inside one island; a data-parallel group takes one rank of
-    every TP group (t, t + tp, t + 2 tp, ...). This is Megatron-LM's default order "tp-dp"
-    (megatron/core/parallel_state.py, ``RankGenerator`` with order "tp-cp-ep-dp-pp" and
-    ``generate_masked_orthogonal_rank_groups``: the first-named axis varies fastest) and
-    picotron's (picotron/process_group_manager.py: ``torch.arange(world_size).view(dp_size,
-    pp_size, cp_size, tp_size)``, tp last)."""
+    every TP group of its stage (t, t + tp, t + 2 tp, ...); a pipeline stage is dp tp
+    consecutive ranks, and a pipeline group takes one rank of every stage (r, r + dp tp, ...).
+    With pp = 1 this is rank = d * tp + t. This is Megatron-LM's default order
+    "tp-cp-ep-dp-pp" (megatron/core/parallel_state.py, ``RankGenerator`` and
+    ``generate_masked_orthogonal_rank_groups``: the first-named axis varies fastest; cp = ep
+    = 1 here) and picotron's (picotron/process_group_manager.py: ``torch.arange(world_size)
+    .view(dp_size, pp_size, cp_size, tp_size)``, tp last; picotron puts pp inside dp)."""
 
-    def __init__(self, dp: int, tp: int):
-        for name, value in (("dp", dp), ("tp", tp)):
+    def __init__(self, dp: int, tp: int, pp: int = 1):
+        for name, value in (("dp", dp), ("tp", tp), ("pp", pp)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.dp, self.tp = dp, tp
+        self.dp, self.tp, self.pp = dp, tp, pp
 
     @classmethod
     def of(cls, world_size: int, tp: int) -> Grid:
@@ -56,33 +58,49 @@ class Grid:
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp
+        return self.dp * self.tp * self.pp
 
     def coords(self, rank: int) -> tuple[int, int]:
-        """(dp index, tp index) of a global rank."""
+        """(dp index, tp index) of a global rank within its pipeline stage (``stage``)."""
         if not 0 <= rank < self.world_size:
             raise ValueError(f"rank must be in 0..{self.world_size - 1}, got {rank}")
-        return divmod(rank, self.tp)
+        return divmod(rank % (self.dp * self.tp), self.tp)
 
-    def rank_of(self, d: int, t: int) -> int:
-        return d * self.tp + t
+    def stage(self, rank: int) -> int:
+        """The pipeline stage (pp index) of a global rank."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank must be in 0..{self.world_size - 1}, got {rank}")
+        return rank // (self.dp * self.tp)
+
+    def rank_of(self, d: int, t: int, s: int = 0) -> int:
+        return (s * self.dp + d) * self.tp + t
 
     def tp_members(self, rank: int) -> list[int]:
         """The global ranks of ``rank``'s tensor-parallel group, in group-rank order."""
         d, _ = self.coords(rank)
-        return [self.rank_of(d, t) for t in range(self.tp)]
+        return [self.rank_of(d, t, self.stage(rank)) for t in range(self.tp)]
 
     def dp_members(self, rank: int) -> list[int]:
         """The global ranks of ``rank``'s data-parallel group, in group-rank order."""
         _, t = self.coords(rank)
-        return [self.rank_of(d, t) for d in range(self.dp)]
+        return [self.rank_of(d, t, self.stage(rank)) for d in range(self.dp)]
+
+    def pp_members(self, rank: int) -> list[int]:
+        """The global ranks of ``rank``'s pipeline, stage 0 first."""
+        d, t = self.coords(rank)
+        return [self.rank_of(d, t, s) for s in range(self.pp)]
 
     def groups(self, comm) -> tuple[Group, Group]:
         """(data-parallel group, tensor-parallel group) of this rank, as sub-communicators."""
         if comm.size != self.world_size:
-            raise ValueError(f"the world has {comm.size} ranks, the layout dp x tp = {self.dp} x {self.tp} "
+            raise ValueError(f"the world has {comm.size} ranks, the layout {self._product()} "
                              f"needs {self.world_size}")
         return Group(comm, self.dp_members(comm.rank)), Group(comm, self.tp_members(comm.rank))
 
+    def _product(self) -> str:
+        if self.pp == 1:
+            return f"dp x tp = {self.dp} x {self.tp}"
+        return f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp}"
+
     def __repr__(self):
-        return f"Grid(dp={self.dp}, tp={self.tp})"
+        return f"Grid(dp={self.dp}, tp={self.tp}" + (f", pp={self.pp})" if self.pp > 1 else ")")

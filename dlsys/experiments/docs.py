@@ -12,7 +12,8 @@ the reproduction suite at quick settings (``reproduce.run_claims``: seconds), th
 training strategies (``training.train``: docs/training.md), the TaihuLight case study
 (``taihulight``), the memory model against its papers and the measured bytes
 (``memory.TABLES``: seconds) and tensor parallelism against the unsplit model and the closed
-forms (``parallelism.TABLES``: seconds). A block may hold a sentence as well as a table.
+forms (``parallelism.TABLES``: seconds), the planner's presets and
+layouts (``plan.TABLES``: a fraction of a second). A block may hold a sentence as well as a table.
 Adding one is one function and one entry. The names in ``SLOW`` take minutes between them on
 two cores (each emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in
 every run and the slow ones under ``-m slow``.
@@ -43,7 +44,7 @@ from ..machine.netstack import MPI_LIBRARIES
 from ..outputs import write_atomic
 from ..viz.units import format_bytes, format_seconds
 from ..train.strategies import OPTIONS, STRATEGIES
-from . import large_batch, memory, parallelism, reproduce, taihulight, training
+from . import large_batch, memory, parallelism, plan, reproduce, taihulight, training
 from .collectives import simulate_collective
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -332,7 +333,7 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "training.strategies": training_strategies, "training.straggler": training_straggler,
     "training.failure": training_failure,
     **{name: lambda src, table=table: markdown_table(*table())
-       for name, table in {**memory.TABLES, **parallelism.TABLES}.items()},
+       for name, table in {**memory.TABLES, **parallelism.TABLES, **plan.TABLES}.items()},
 }
 # Each emulates hundreds of ranks (two of them with links shared): minutes together on two cores.
 SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing",

@@ -1,0 +1,125 @@
+"""Model and device presets for the planner, with their sources.
+
+A decoder-only transformer in Llama's shape (Touvron et al. 2023, "Llama 2", section 2.2
+and Table 1; Hugging Face ``LlamaForCausalLM``): pre-norm RMSNorm, attention with
+``kv_heads`` key/value heads (grouped-query attention, GQA: kv_heads < heads), a SwiGLU MLP
+of width ``ffn`` (three matrices), an input embedding and an output layer of ``vocab`` rows
+(tied or not). Its parameters, with d = hidden / heads the head dimension:
+
+    per layer   P_layer = 2 h^2 + 2 h (kv_heads d)     Q and O; K and V (GQA)
+                        + 3 h ffn                       SwiGLU: gate, up, down
+                        + 2 h                           two RMSNorm weights
+    whole       P = L P_layer + V h (embedding) + V h (output, unless tied) + h (final norm)
+
+With kv_heads = heads, ffn = 4 h, two matrices in the MLP and no vocabulary this is the
+GPT count 12 L h^2 (Narayanan et al. 2021, section 5.1, without biases and positions).
+``tests/test_plan.py`` holds each preset within 2% of its published count (exactly equal
+for the Hugging Face checkpoints' tensors, in fact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Model:
+    """A transformer's shape (the fields of a Hugging Face Llama config.json) and where it comes from."""
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    seq_len: int
+    tied: bool = False
+    published_params: int = 0
+    source: str = ""
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.hidden % self.heads or self.heads % self.kv_heads:
+            raise ValueError(f"heads must divide hidden ({self.hidden}) and kv_heads must divide heads "
+                             f"({self.heads}); got heads={self.heads}, kv_heads={self.kv_heads}")
+
+    def layer_params(self) -> int:
+        """P_layer: attention (Q, O; K, V of the kv heads), the SwiGLU MLP, two norms."""
+        h, kv = self.hidden, self.kv_heads * (self.hidden // self.heads)
+        return 2 * h * h + 2 * h * kv + 3 * h * self.ffn + 2 * h
+
+    def outside_params(self) -> int:
+        """The embedding, the output layer (unless tied) and the final norm."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
+
+    def params(self) -> int:
+        """P = L P_layer + V h (x 2 untied) + h."""
+        return self.layers * self.layer_params() + self.outside_params()
+
+
+_HF = "Hugging Face config.json of {}; parameter count: the checkpoint's tensors ({} parameters)"
+
+MODELS = {
+    "1b": Model("TinyLlama-1.1B", layers=22, hidden=2048, heads=32, kv_heads=4, ffn=5632, vocab=32000,
+                seq_len=2048, published_params=1_100_048_384,
+                source="Zhang et al. 2024, 'TinyLlama: An Open-Source Small Language Model', section 2.2 "
+                       "(Llama 2's architecture: 22 layers, 2048 hidden, 32 heads, 4 query groups, "
+                       "5632 intermediate, 2048 context); "
+                       + _HF.format("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "1,100,048,384")),
+    "7b": Model("Llama-2-7B", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000,
+                seq_len=4096, published_params=6_738_415_616,
+                source="Touvron et al. 2023, 'Llama 2', Table 1 (7B, 4k context, no GQA); "
+                       + _HF.format("meta-llama/Llama-2-7b-hf", "6,738,415,616")),
+    "70b": Model("Llama-2-70B", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000,
+                 seq_len=4096, published_params=68_976_648_192,
+                 source="Touvron et al. 2023, 'Llama 2', Table 1 (70B, 4k context, GQA with 8 key-value "
+                        "heads); " + _HF.format("meta-llama/Llama-2-70b-hf", "68,976,648,192")),
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    """An accelerator: its dense peak rate in the training precision and its memory."""
+    name: str
+    peak_flops: float
+    memory_bytes: int
+    source: str
+
+
+DEVICES = {
+    "h100": Device("H100 SXM", 989.4e12, 80 * 2**30,
+                   "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5: 1,979 TFLOP/s BF16 with 2:4 "
+                   "sparsity, 989.4 dense; 80 GB of HBM3 (80 GiB of memory on the board)"),
+}
+
+
+def model_of(preset: str | None = None, **shape) -> Model:
+    """A preset ("1b", "7b", "70b") with any field replaced, or a free model from every field."""
+    if preset is None:
+        missing = [f for f in ("layers", "hidden", "heads", "ffn", "vocab", "seq_len") if shape.get(f) is None]
+        if missing:
+            raise ValueError(f"model: give a preset ({', '.join(MODELS)}) or every shape field; missing "
+                             f"{', '.join(missing)}")
+        given = {k: v for k, v in shape.items() if v is not None}
+        given.setdefault("kv_heads", given["heads"])
+        return Model("custom", **given)
+    if preset not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {preset!r}")
+    base = MODELS[preset]
+    changed = {k: v for k, v in shape.items() if v is not None}
+    if not changed:
+        return base
+    fields = {f: getattr(base, f) for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len",
+                                             "tied")}
+    return Model(f"{base.name} (modified)", **{**fields, **changed})
+
+
+def device_of(name: str = "h100", memory_bytes: int | None = None) -> Device:
+    """A device preset, with its memory replaced if ``memory_bytes`` is given."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
+    base = DEVICES[name]
+    return base if memory_bytes is None else Device(base.name, base.peak_flops, memory_bytes, base.source)

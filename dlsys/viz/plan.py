@@ -1,0 +1,52 @@
+"""Figures of the planner (``dlsys.experiments.plan``): the fastest layouts' step time
+stacked by component, and one layout's memory per rank by kind against the device."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..machine.memory import KINDS
+from ..planner import COMPONENTS
+from .memory import KIND_COLOURS, HEIGHT
+from .units import format_bytes, linear_byte_ticks
+
+COMPONENT_COLOURS = {"compute": "#4c78a8", "tp": "#f58518", "pp": "#54a24b", "dp": "#b279a2", "bubble": "#bab0ac"}
+COMPONENT_NAMES = {"compute": "compute", "tp": "TP (exposed)", "pp": "PP send/receive", "dp": "DP (exposed)",
+                   "bubble": "pipeline bubble"}
+
+
+def layout_label(row: dict) -> str:
+    """'#1 tp4 pp16 dp16 Z1 b1': a ranked row's short name."""
+    return f"#{row['rank']} tp{row['tp']} pp{row['pp']} dp{row['dp']} Z{row['zero']} b{row['micro_batch']}"
+
+
+def step_bars(rows: list[dict], title: str = "The fastest layouts: one step by component") -> go.Figure:
+    """Rows of ``experiments.plan.ranked``: a stacked bar per layout, seconds by component."""
+    names = [layout_label(row) for row in rows]
+    fig = go.Figure()
+    for c in COMPONENTS:
+        fig.add_trace(go.Bar(name=COMPONENT_NAMES[c], x=names, y=[row[f"{c}_s"] for row in rows],
+                             marker_color=COMPONENT_COLOURS[c], hoverinfo="text",
+                             hovertext=[f"{layout_label(row)}, recompute {row['recompute']}, m = {row['microbatches']}"
+                                        f"<br>{COMPONENT_NAMES[c]}: {row[f'{c}_s']:.3f} s of {row['step_s']:.3f} s"
+                                        for row in rows]))
+    fig.update_layout(barmode="stack", title=title, height=HEIGHT, xaxis_title="layout (ranked by step time)",
+                      yaxis_title="seconds per step")
+    return fig
+
+
+def memory_bar(record: dict, title: str | None = None) -> go.Figure:
+    """One layout's (``experiments.plan.layout_record``) bytes per rank by kind, stacked,
+    with a dashed line at the device's memory."""
+    name = f"tp{record['tp']} pp{record['pp']} dp{record['dp']} ZeRO {record['zero']}"
+    fig = go.Figure([go.Bar(name=kind, x=[name], y=[record["bytes"][kind]], marker_color=KIND_COLOURS[kind],
+                            hovertext=[f"{kind}: {format_bytes(record['bytes'][kind])}"], hoverinfo="text")
+                     for kind in KINDS])
+    ticks, labels = linear_byte_ticks(max(record["memory_bytes"], record["device_bytes"]))
+    fig.add_hline(y=record["device_bytes"], line_dash="dash", line_color="#333",
+                  annotation_text=f"{record['device']} {format_bytes(record['device_bytes'])}",
+                  annotation_position="top left")
+    fig.update_layout(barmode="stack", height=HEIGHT, yaxis=dict(tickvals=ticks, ticktext=labels,
+                      title="bytes per GPU (pipeline stage 0)"),
+                      title=title or f"{record['model']}: one GPU's memory by kind")
+    return fig

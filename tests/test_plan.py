@@ -1,0 +1,181 @@
+"""The planner (dlsys.planner): presets against their published counts, the DP x TP x PP
+grid, memory against machine.memory's Layout and the TP run's measurement, the compute term
+against 6 N D, the bubble, the search, bad input by name, the CLI."""
+
+import json
+
+import pytest
+
+from dlsys.cli import main
+from dlsys.comm import Grid
+from dlsys.machine.memory import Layout, Transformer, activation_bytes
+from dlsys.planner import DEVICES, MODELS, Model, Plan, breakdown, memory, model_of, search, step_time
+from dlsys.planner.search import candidates
+from dlsys.train import tensor_parallel as tpm
+
+H100 = DEVICES["h100"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_presets_within_two_percent_of_their_published_count(name):
+    model = MODELS[name]
+    assert model.params() == pytest.approx(model.published_params, rel=0.02)
+    assert model.source
+
+
+def test_gpt_shape_gives_12_L_h_squared():
+    """kv_heads = heads and a SwiGLU of 8h/3 (three matrices = two of 4h): 12 h^2 a layer
+    plus the two norms."""
+    h = 768
+    model = Model("gpt", layers=12, hidden=h, heads=12, kv_heads=12, ffn=8 * h // 3, vocab=1, seq_len=1024)
+    assert model.layer_params() == 12 * h * h + 2 * h
+
+
+def test_grid_megatron_order_tp_then_dp_then_pp():
+    grid = Grid(dp=2, tp=2, pp=3)
+    assert grid.world_size == 12
+    assert [grid.coords(r) + (grid.stage(r),) for r in range(4)] == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)]
+    assert grid.stage(4) == 1 and grid.coords(5) == (0, 1)
+    assert grid.tp_members(5) == [4, 5] and grid.dp_members(5) == [5, 7] and grid.pp_members(5) == [1, 5, 9]
+    assert all(grid.rank_of(*grid.coords(r), grid.stage(r)) == r for r in range(12))
+    assert Grid(3, 2).pp == 1 and repr(Grid(3, 2)) == "Grid(dp=3, tp=2)" and repr(grid) == "Grid(dp=2, tp=2, pp=3)"
+
+
+@pytest.mark.parametrize("tp, zero, recompute", [(1, 0, "none"), (2, 1, "selective"), (8, 3, "full")])
+def test_memory_of_a_dp_x_tp_layout_is_the_layout(tp, zero, recompute):
+    model = MODELS["7b"]
+    plan = Plan(model, 64, tp=tp, zero=zero, micro_batch=2, recompute=recompute)
+    expected = Layout(model.params(), 64, zero, tp, model=Transformer(32, 4096, 32, 4096, 2), sequence_parallel=tp > 1,
+                      recompute=recompute, unit_params=model.layer_params() if zero == 3 else 0,
+                      prefetch=zero == 3).bytes()
+    assert memory(plan) == expected
+
+
+def test_pipeline_stage_zero_holds_its_layers_the_embedding_and_pp_micro_batches():
+    """Korthikanti 4.2.3: with 1F1B the first stage keeps pp micro-batches of L/pp layers."""
+    model, pp = MODELS["70b"], 8
+    plan = Plan(model, 1024, tp=8, pp=pp, zero=1, global_batch=1024)
+    layout = Layout(model.layers // pp * model.layer_params() + model.vocab * model.hidden, 128, 1, 8,
+                    model=Transformer(model.layers // pp, 8192, 64, 4096, 1), sequence_parallel=True)
+    nbytes = memory(plan)
+    assert nbytes["parameters"] == layout.bytes()["parameters"]
+    assert nbytes["activations"] == pp * layout.bytes()["activations"]
+
+
+def test_activation_shapes_are_the_tp_runs_measured_ones():
+    """The planner asks Korthikanti's count for the shapes the DP x TP run of the small
+    transformer measures (float64, no dropout, plus the layer norms' 1/std: tests/test_tensor_parallel.py)."""
+    config = tpm.TPConfig(dp=2, tp=2, sequence_parallel=True)
+    model = Model("small", layers=config.layers, hidden=config.d_model, heads=config.heads, kv_heads=config.heads,
+                  ffn=config.d_ff, vocab=config.vocab, seq_len=config.seq_len)
+    plan = Plan(model, 4, tp=2, micro_batch=config.batch // config.dp, global_batch=config.batch)
+    layout = plan.layout()
+    assert layout.model == config.shape() and layout.sequence_parallel and plan.dp == config.dp
+    rstd = config.layers * 2 * config.seq_len * (config.batch // config.dp) * 8 // config.tp
+    modelled = activation_bytes(layout.model, plan.tp, layout.sequence_parallel, element_nbytes=8, dropout=False)
+    for value in tpm.run(config, "threads").values:
+        assert value["block_activation_nbytes"] == modelled + rstd
+
+
+def test_compute_is_6_N_D_over_the_gpus_peak():
+    model = MODELS["7b"]
+    tokens = 512 * model.seq_len
+    for recompute, factor in (("none", 1), ("selective", 1), ("full", 8 / 6)):
+        seconds = step_time(Plan(model, 64, tp=2, global_batch=512, recompute=recompute))
+        assert seconds["compute"] == pytest.approx(6 * model.params() * tokens / (64 * H100.peak_flops) * factor)
+
+
+@pytest.mark.parametrize("pp, micro", [(2, 8), (4, 16), (8, 8)])
+def test_bubble_is_p_minus_1_over_m_plus_p_minus_1(pp, micro):
+    model = MODELS["70b"]
+    plan = Plan(model, 1024, tp=8, pp=pp, global_batch=micro * 1024 // (8 * pp))
+    assert plan.microbatches == micro
+    s = step_time(plan)
+    assert s["bubble"] / (s["compute"] + s["tp"] + s["bubble"]) == pytest.approx((pp - 1) / (micro + pp - 1))
+    assert step_time(Plan(model, 1024, tp=8, pp=1, global_batch=1024))["bubble"] == 0
+
+
+def test_communication_lands_on_nvlink_inside_an_island_and_on_infiniband_across():
+    model = MODELS["7b"]
+    inside = step_time(Plan(model, 8, tp=8, zero=0, global_batch=64))
+    across = step_time(Plan(model, 16, tp=8, zero=0, global_batch=64))
+    assert inside["pp"] == inside["dp"] == 0 and inside["tp"] > 0
+    assert across["dp"] > 0  # two islands: the gradients cross InfiniBand
+
+
+def test_search_returns_only_fitting_layouts_fastest_first():
+    model = MODELS["70b"]
+    rows = search(model, 1024)
+    assert rows and all(r["fits"] and r["memory_bytes"] <= H100.memory_bytes for r in rows)
+    assert [r["step_s"] for r in rows] == sorted(r["step_s"] for r in rows)
+    assert len(rows) < len(candidates(model, 1024))  # some do not fit
+    assert {(r["tp"], r["pp"], r["dp"]) for r in rows} <= {(p.tp, p.pp, p.dp) for p in candidates(model, 1024)}
+    assert all(r["dp"] * r["tp"] * r["pp"] == 1024 and r["microbatches"] >= r["pp"] for r in rows)
+    fixed = search(model, 1024, zero=1, recompute="full")
+    assert fixed and {(r["zero"], r["recompute"]) for r in fixed} == {(1, "full")}
+    small = search(model, 1024, device=type(H100)("small", H100.peak_flops, 8 * 2**30, ""))
+    assert all(r["memory_bytes"] <= 8 * 2**30 for r in small) and len(small) < len(rows)
+
+
+def test_breakdown_adds_up():
+    record = breakdown(Plan(MODELS["7b"], 64, tp=2, pp=2, zero=1, micro_batch=2))
+    assert record["step_s"] == pytest.approx(sum(v for k, v in record["seconds"].items() if k != "total"))
+    assert record["memory_bytes"] == sum(record["bytes"].values())
+    assert 0 < record["mfu"] < 1
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(gpus=64, tp=2, pp=3), r"pp must divide the layer count 32 \(at most 32 stages\)"),
+    (dict(gpus=64, pp=64), r"pp must divide the layer count 32"),
+    (dict(gpus=64, tp=16), r"tp must divide the NVLink island of 8 GPUs and the heads"),
+    (dict(gpus=64, tp=3), r"tp must divide .* one of \[1, 2, 4, 8\], got 3"),
+    (dict(gpus=48, tp=1, pp=32), r"gpus must be dp x tp x pp: tp x pp = 1 x 32 does not divide gpus = 48"),
+    (dict(gpus=64, pp=8, global_batch=32), r"microbatches must be >= pp = 8 for 1F1B"),
+    (dict(gpus=64, zero=4), r"zero must be a ZeRO stage 0, 1, 2 or 3"),
+    (dict(gpus=64, micro_batch=3), r"global_batch must be dp x micro-batches x micro_batch"),
+])
+def test_bad_layouts_refused_by_name(options, message):
+    with pytest.raises(ValueError, match=message):
+        Plan(MODELS["7b"], **options)
+
+
+def test_tp_must_divide_the_key_value_heads():
+    with pytest.raises(ValueError, match=r"\(6, 2 key-value\): one of \[1, 2\], got 4"):
+        Plan(model_of(layers=2, hidden=48, heads=6, kv_heads=2, ffn=96, vocab=10, seq_len=8), 4, tp=4, global_batch=4)
+
+
+def test_cli_searches_and_prints_one_layout(capsys):
+    assert main(["plan", "--model", "70b", "--gpus", "1024", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Llama-2-70B (68.98 B parameters) on 1024 x H100 SXM" in out and "layouts fit, the fastest 3" in out
+    assert main(["plan", "--model", "7b", "--gpus", "64", "--tp", "2", "--pp", "2", "--zero", "1",
+                 "--microbatches", "16", "--recompute", "selective"]) == 0
+    out = capsys.readouterr().out
+    assert "dp 16 x tp 2 x pp 2, ZeRO 1, 16 micro-batches of 4 sequences" in out and "bubble" in out and "GiB" in out
+    assert main(["plan", "--layers", "4", "--hidden", "256", "--heads", "4", "--ffn", "1024", "--vocab", "1000",
+                 "--seq", "128", "--gpus", "8", "--tp", "2", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["dp"] == 4 and record["fits"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "7b", "--gpus", "64", "--tp", "2", "--pp", "4", "--dp", "4"], "--dp x --tp x --pp must equal --gpus 64"),
+    (["--model", "7b", "--gpus", "64", "--pp", "64"], "pp must divide the layer count 32"),
+    (["--model", "7b", "--gpus", "64", "--pp", "4", "--microbatches", "2"], "microbatches must be >= pp = 4"),
+    (["--model", "7b", "--gpus", "64", "--tp", "16"], "tp must divide the NVLink island"),
+    (["--model", "7b", "--gpus", "64", "--microbatches", "4"], "--microbatches: not an option of the search"),
+    (["--gpus", "8", "--layers", "4"], "model: give a preset"),
+])
+def test_cli_refuses_bad_input_by_name(argv, message, capsys):
+    assert main(["plan", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_records_and_figures_for_the_page():
+    from dlsys.experiments import plan as experiment
+    from dlsys.viz import plan as figures
+    rows = experiment.ranked("70b", 1024, top=5)
+    assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5] and all(r["step_s"] > 0 for r in rows)
+    record = experiment.layout_record("7b", 64, tp=2, pp=2, zero=1, micro_batch=4, recompute="selective")
+    assert sum(r["share"] for r in experiment.components(record)) == pytest.approx(1)
+    assert len(figures.step_bars(rows).data) == 5 and len(figures.memory_bar(record).data) == 5
