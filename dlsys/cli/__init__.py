@@ -10,6 +10,7 @@
     exercises, grade    dlsys.cli.exercises  (release the student version, grade it)
     mpirun              dlsys.cli.mpi        (a script on MPI ranks: the mpi backend)
     memory              dlsys.cli.memory     (bytes per rank by kind: DDP, ZeRO, FSDP, TP in closed form)
+    pipeline            dlsys.cli.pipeline   (a pipeline schedule's bubble and activation memory, emulated)
     plan                dlsys.cli.plan       (the layout of a large run: DP x TP x PP x ZeRO, step time, memory)
 
 Every option is checked by ``dlsys.cli.options`` before any rank starts.
