@@ -10,6 +10,7 @@ from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import pipeline as ex_pipeline
+from dlsys.experiments import plan as ex_plan
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
@@ -240,3 +241,9 @@ def pipeline_schedule(schedule: str, stages: int, micro_batches: int, chunks: in
 def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
     """experiments.pipeline.bubble_vs_microbatches: measured bubble and formula for each schedule and m."""
     return ex_pipeline.bubble_vs_microbatches(stages, micro_batches, chunks=chunks)
+
+
+@st.cache_data(max_entries=16, show_spinner="costing every layout...")
+def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> list:
+    """experiments.plan.ranked: every layout that fits, fastest first."""
+    return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)

@@ -600,3 +600,13 @@ def test_pipelines_page_shows_each_schedule_with_its_measured_bubble_equal_to_th
     ok(at.run())
     measured, formula = at.metric[0].value, at.metric[1].value
     assert measured == formula and charts(at) >= 3
+
+
+def test_pipelines_page_planner_ranks_layouts_and_breaks_one_down():
+    at = open_page("views/pipelines.py")
+    at.session_state["pipe_view"] = "The planner"
+    ok(at.run())
+    assert charts(at) == 2 and at.dataframe and len(at.dataframe[0].value) == 10
+    at.selectbox(key="plan_pick").set_value(3)
+    ok(at.run())
+    assert any("Layout #3" in c.value for c in at.caption)

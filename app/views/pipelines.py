@@ -7,12 +7,19 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
+from dlsys.experiments import plan as ex_plan
+from dlsys.planner import MODELS
 from dlsys.train.pipeline import SCHEDULES
+from dlsys.viz import plan as viz_plan
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz.units import format_bytes
 
 STAGES = [2, 3, 4, 6, 8]
 CHUNKS = [2, 3, 4]
+GPUS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+BATCHES = [64, 128, 256, 512, 1024, 2048, 4096]
+DEVICE_GIB = [24, 40, 80, 141]
+TOP = 10
 
 st.title("Pipelines and the planner")
 st.markdown(
@@ -24,7 +31,7 @@ st.markdown(
     "Each bar below is one action of the small transformer on the emulator, with communication free so the "
     "bubble is the schedule's alone (`dlsys.train.pipeline`).")
 
-tabs = st.tabs(["Pipeline schedules"], key=url_key("pipe_view"), on_change="rerun")
+tabs = st.tabs(["Pipeline schedules", "The planner"], key=url_key("pipe_view"), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         cols = st.columns([1.2, 1, 1.6, 1])
@@ -68,3 +75,32 @@ if tabs[0].open:
         worst = max(abs(r["measured"] - r["formula"]) for r in rows)
         st.caption(f"Every marker is a run on the emulator; the dashed lines are the formulas. The largest "
                    f"difference over {len(rows)} runs: {worst:.1e}.")
+if tabs[1].open:
+    with tabs[1]:
+        cols = st.columns(4)
+        model = cols[0].selectbox("model", list(MODELS), index=1, key=url_key("plan_model"),
+                                  format_func=lambda k: MODELS[k].name, help="; ".join(m.source for m in MODELS.values()))
+        gpus = cols[1].select_slider("GPUs", GPUS, value=64, key=url_key("plan_gpus"))
+        global_batch = cols[2].select_slider("global batch (sequences)", BATCHES, value=1024, key=url_key("plan_batch"))
+        device_gib = cols[3].selectbox("device memory (GiB)", DEVICE_GIB, index=2, key=url_key("plan_device"))
+        rows = cached.plan_ranked(model, gpus, global_batch, device_gib)
+        if not rows:
+            st.warning(f"No layout of {MODELS[model].name} fits {gpus} GPUs of {device_gib} GiB: add GPUs or memory.")
+            st.stop()
+        chart(viz_plan.step_bars(rows[:TOP], f"{MODELS[model].name} on {gpus} GPUs: the {min(TOP, len(rows))} "
+                                             "fastest layouts that fit, one step by component"), "plan_bars")
+        st.dataframe([{"#": r["rank"], "tp": r["tp"], "pp": r["pp"], "dp": r["dp"], "ZeRO": r["zero"],
+                       "micro-batch": r["micro_batch"], "micro-batches": r["microbatches"], "recompute": r["recompute"],
+                       "step (s)": round(r["step_s"], 3), "memory / GPU": format_bytes(r["memory_bytes"]),
+                       "MFU": f"{r['mfu']:.1%}"} for r in rows[:TOP]], hide_index=True)
+        pick = st.selectbox("layout to break down", [r["rank"] for r in rows[:TOP]], key=url_key("plan_pick"),
+                            format_func=lambda i: viz_plan.layout_label(rows[i - 1]))
+        row = rows[pick - 1]
+        record = ex_plan.layout_record(model, gpus, row["tp"], row["pp"], row["zero"], row["micro_batch"],
+                                       global_batch, row["recompute"], device_bytes=device_gib * 2**30)
+        chart(viz_plan.memory_bar(record), "plan_memory")
+        parts = ", ".join(f"{c['component']} {c['seconds']:.3f} s ({c['share']:.0%})" for c in ex_plan.components(record))
+        st.caption(f"{len(rows)} layouts fit {device_gib} GiB. Layout #{pick}: a step of {record['step_s']:.3f} s = "
+                   f"{parts}; {format_bytes(record['memory_bytes'])} per GPU. Compute is charged at the device's "
+                   "dense peak (MFU is therefore an upper bound); TP groups stay inside the 8-GPU NVLink islands "
+                   "of `gpu_cluster`, DP and PP cross InfiniBand (`dlsys.planner`, docs/planner.md).")
