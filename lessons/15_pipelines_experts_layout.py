@@ -25,8 +25,11 @@
 
 # %%
 from dlsys.experiments import pipeline as ex_pipeline
+from dlsys.experiments import plan as ex_plan
+from dlsys.planner import MODELS
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.viz import pipeline as viz_pipeline
+from dlsys.viz import plan as viz_plan
 from dlsys.viz.lessons import show
 from dlsys.viz.units import format_bytes
 
@@ -117,3 +120,37 @@ print(f"ZB-H1's idle time over 1F1B's: {records['zb-h1']['bubble'][0]['idle_s'] 
 
 # %%
 show(viz_pipeline.bubble_vs_microbatches(ex_pipeline.bubble_vs_microbatches(P)), "15_bubble_vs_m")
+
+# %% [markdown]
+# ## Choosing a layout
+#
+# A large model on many GPUs combines all of it: tensor parallelism (lesson 14) inside a
+# node, where NVLink is an order of magnitude faster than the network; pipeline stages
+# across nodes, where only one activation per micro-batch crosses; data parallelism over the
+# rest, with ZeRO if the optimizer state does not fit. Which layout is best is arithmetic
+# (Narayanan et al. 2021, section 3; the Ultra-Scale Playbook; the JAX scaling book): for
+# each layout count what one GPU holds, the FLOPs, and the bytes each collective moves on
+# its link. `dlsys.planner` does this in closed form for Llama-shaped models on
+# `gpu_cluster` (8 GPUs to an NVLink island, an InfiniBand rail per GPU). It runs no rank,
+# so it can rank hundreds of layouts in a fraction of a second.
+
+# %%
+model, gpus = "7b", 64
+rows = ex_plan.ranked(model, gpus)
+print(f"{MODELS[model].name} on {gpus} GPUs: {len(rows)} layouts fit 80 GiB; the five fastest:")
+for r in rows[:5]:
+    print(f"  tp {r['tp']} pp {r['pp']:>2} dp {r['dp']:>2} ZeRO {r['zero']}, {r['microbatches']:>3} micro-batches of "
+          f"{r['micro_batch']}, recompute {r['recompute']:>9}: step {r['step_s']:.3f} s, "
+          f"{format_bytes(r['memory_bytes'])} a GPU")
+show(viz_plan.step_bars(rows[:10]), "15_plan_bars")
+
+# %% [markdown]
+# Now hold the model fixed and look at one layout that does not fit: plain data
+# parallelism without ZeRO keeps $(2 + 2 + 12)\Psi$ bytes of model states on every GPU.
+
+# %%
+ddp = ex_plan.layout_record(model, gpus, tp=1, pp=1, zero=0, micro_batch=1)
+print(f"DDP: {format_bytes(ddp['memory_bytes'])} a GPU, fits: {ddp['fits']}")
+for part in ex_plan.components(ddp):
+    print(f"  {part['component']:>8}: {part['seconds']:.3f} s ({part['share']:.0%})")
+show(viz_plan.memory_bar(ddp), "15_plan_ddp_memory")
