@@ -107,3 +107,34 @@ def test_alltoallv_refuses_counts_that_do_not_sum(counts, match):
 def test_unknown_alltoall_algorithm_is_named():
     with pytest.raises(ValueError, match="valid: pairwise, bruck"):
         collectives.check_algorithm("alltoall", "scattered")
+
+
+# --- the experiment and figures the page and lesson 15 draw ----------------------------------
+
+def test_steps_record_says_which_blocks_move_and_ends_where_the_run_ended():
+    from dlsys.experiments import experts
+    for algorithm, steps in (("pairwise", 4), ("bruck", 3)):
+        rows = experts.alltoall_steps(5, algorithm)
+        assert sorted({r["step"] for r in rows}) == list(range(steps))
+        assert all(r["nbytes"] == 8 * len(r["blocks"]) for r in rows)
+    bruck = experts.alltoall_steps(5, "bruck")
+    assert [len([r for r in bruck if r["step"] == k][0]["blocks"]) for k in range(3)] == exchange.bruck_counts(5)
+
+
+def test_cost_record_meets_the_closed_forms_and_mpichs_threshold():
+    from dlsys.experiments import experts
+    rows = experts.alltoall_costs(ranks=8, block_sizes=(64, 256, 512, 4096))
+    assert all(r["time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9) for r in rows)
+    assert [r["mpich"] for r in rows if r["algorithm"] == "bruck"] == ["bruck", "bruck", "pairwise", "pairwise"]
+    assert experts.mpich_alltoall_algorithm(8, 4) == "pairwise"  # MPICH: Bruck only from 8 ranks
+    crossover = experts.bruck_crossover_block_nbytes(16)
+    assert closed_form("alltoall", "bruck", 16, 16 * crossover * 0.9, "rdma-edr") < \
+        closed_form("alltoall", "pairwise", 16, 16 * crossover * 0.9, "rdma-edr")
+
+
+def test_figures_build():
+    from dlsys.experiments import experts
+    from dlsys.viz import experts as figures
+    for algorithm in ("pairwise", "bruck"):
+        assert figures.alltoall_steps_figure(experts.alltoall_steps(4, algorithm), algorithm).data
+    assert figures.alltoall_cost_figure(experts.alltoall_costs(ranks=4, block_sizes=(64, 4096))).data

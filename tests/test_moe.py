@@ -109,3 +109,16 @@ def test_bad_input_is_refused_by_name_before_any_rank_starts(bad, ep, match):
         train_expert_parallel(MoEConfig(**bad), ep, backend="processes")
     with pytest.raises(ValueError, match=match):
         check_moe(MoEConfig(**bad), ep)
+
+
+def test_expert_load_record_and_figures():
+    from dlsys.experiments import experts
+    from dlsys.viz import experts as figures
+    rows = experts.expert_load(capacity_factors=(0.5, 1.0, 4.0), top_ks=(1, 2), ep=2, experts=4, tokens=32)
+    fractions = experts.dropped_fraction(rows)
+    for k in (1, 2):
+        mine = [f["dropped_fraction"] for f in fractions if f["top_k"] == k]
+        assert mine == sorted(mine, reverse=True) and mine[-1] == 0 and mine[0] > 0
+    for r in rows:
+        assert r["kept"] <= min(r["wanted"], r["capacity"])
+    assert figures.expert_load_figure(rows, 1, 1.0).data and figures.dropped_figure(fractions).data
