@@ -110,6 +110,8 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("tensor_parallel_mlp", "Megatron's column-then-row parallel MLP: the split layers and their f and g "
              "collectives, forward and backward", "dlsys/train/tensor_parallel.py", 15,
              "lessons/14_models_that_do_not_fit.py"),
+    Exercise("pairwise_alltoall", "the pairwise all-to-all: p-1 steps, step k sends to rank r+k and receives from r-k",
+             "dlsys/collectives/exchange.py", 15, "lessons/15_pipelines_experts_layout.py"),
 )
 
 
