@@ -10,7 +10,7 @@ import numpy as np
 from .. import collectives
 from ..collectives import exchange
 from ..comm import launch
-from ..train.moe import MoEConfig, train_expert_parallel
+from ..train.moe import MoEConfig, train_expert_parallel, train_single
 from .collectives import simulate_collective
 
 # MPICH's MPIR_Alltoall selection (src/mpi/coll/alltoall/alltoall.c, MPICH 3.x; the ch4 OFI
@@ -121,3 +121,55 @@ def dropped_fraction(rows: list[dict]) -> list[dict]:
     seen = {(r["top_k"], r["capacity_factor"]): r for r in rows}
     return [{"top_k": k, "capacity_factor": cf, "dropped": r["dropped"], "dropped_fraction": r["dropped"] / r["choices"]}
             for (k, cf), r in seen.items()]
+
+
+# --- tables of docs/experts.md (dlsys.experiments.docs) -----------------------------------
+
+TABLE_RANKS, TABLE_LINK = 16, "rdma-edr"
+
+
+def table_alltoall() -> tuple[list[str], list[list]]:
+    """Both algorithms at each block size on 16 ranks: emulated time, closed form, MPICH's choice."""
+    rows = alltoall_costs(TABLE_RANKS, (8, 256, 2048, 2**14, 2**17), TABLE_LINK)
+    by = {(r["algorithm"], r["block_nbytes"]): r for r in rows}
+    out = []
+    for block in dict.fromkeys(r["block_nbytes"] for r in rows):
+        pw, br = by["pairwise", block], by["bruck", block]
+        out.append([f"{block:,}", f"{pw['time_s'] * 1e6:,.2f}", f"{pw['closed_form_s'] * 1e6:,.2f}",
+                    f"{br['time_s'] * 1e6:,.2f}", f"{br['closed_form_s'] * 1e6:,.2f}",
+                    "bruck" if br["time_s"] < pw["time_s"] else "pairwise", pw["mpich"]])
+    crossover = bruck_crossover_block_nbytes(TABLE_RANKS, TABLE_LINK)
+    out.append([f"crossover {crossover:,.0f}", "", "", "", "", "", f"MPICH: {MPICH_ALLTOALL_SHORT_MSG_SIZE}"])
+    return (["block (B), 16 ranks, rdma-edr", "pairwise emulated (µs)", "pairwise form (µs)", "Bruck emulated (µs)",
+             "Bruck form (µs)", "faster", "MPICH runs"], out)
+
+
+def table_dropped() -> tuple[list[str], list[list]]:
+    """Dropped choices against the capacity factor, top-1 and top-2 (8 experts on 4 ranks, 64 tokens each)."""
+    fractions = dropped_fraction(expert_load())
+    factors = sorted({f["capacity_factor"] for f in fractions})
+    by = {(f["top_k"], f["capacity_factor"]): f for f in fractions}
+    return (["capacity factor", "top-1 (Switch) dropped", "top-2 (GShard) dropped"],
+            [[f"{cf:g}", f"{by[1, cf]['dropped_fraction']:.1%}", f"{by[2, cf]['dropped_fraction']:.1%}"]
+             for cf in factors])
+
+
+def table_equality() -> tuple[list[str], list[list]]:
+    """Expert parallel against one rank: the largest difference after 3 SGD steps."""
+    rows = []
+    for k, cf in ((1, 1.0), (2, 1.25)):
+        config = MoEConfig(top_k=k, capacity_factor=cf)
+        for ep in (1, 2, 4):
+            values = train_expert_parallel(config, ep, steps=3).values
+            single = train_single(config, ep, steps=3)
+            diffs = [np.abs(np.concatenate([v["y"] for v in values]) - single["y"]).max()]
+            for name, w in single["params"].items():
+                got = values[0]["params"][name] if name == "router" else \
+                    np.concatenate([v["params"][name] for v in values])
+                diffs.append(np.abs(got - w).max())
+            dropped = sum(v["stats"][0]["dropped"] for v in values)
+            rows.append([f"top-{k}, capacity factor {cf:g}", ep, dropped, f"{max(diffs):.1e}"])
+    return ["gating", "ep ranks", "choices dropped (step 1)", "largest difference (outputs, weights)"], rows
+
+
+TABLES = {"experts.alltoall": table_alltoall, "experts.dropped": table_dropped, "experts.equality": table_equality}
