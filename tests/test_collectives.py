@@ -91,7 +91,7 @@ def test_closed_form_is_exact_for_uneven_blocks_or_bounds_them(collective, algor
     smallest = entry.cost(ranks, 4 * UNEVEN_COUNT, lambda k: UNEVEN_COUNT // k * 4, link.alpha_s,
                           link.beta_s_per_byte, gamma_s, (ranks - 1).bit_length())
     assert smallest * (1 - 1e-9) <= t <= record["closed_form_s"] * (1 + 1e-9)
-    assert smallest < record["closed_form_s"]
+    assert smallest < record["closed_form_s"] or UNEVEN_COUNT % ranks == 0  # p | 1001: the all-to-alls' blocks are even
 
 
 @pytest.mark.parametrize("link", LINKS)

@@ -519,3 +519,34 @@ PIPELINE_MISTAKES = {
 @pytest.mark.parametrize("mistake", PIPELINE_MISTAKES)
 def test_a_1f1b_order_as_gpipe_or_with_a_wrong_warm_up_or_cooldown_gets_partial_credit(tmp_path, mistake):
     grade_one_edit(tmp_path, "pipeline_1f1b_order", *PIPELINE_MISTAKES[mistake])
+
+
+# Plausible wrong pairwise all-to-alls (edits of dlsys/collectives/exchange.py): the received
+# block stored in the slot of the rank it was sent to; every send first, then every receive
+# (buffered sends make it deadlock-free, but the blocks leave back to back: not p-1 steps of
+# alpha + n/p beta); the partners one off (r + k + 1, r - k - 1: rank r + 1 is never reached,
+# the last step sends to itself).
+ALLTOALL_MISTAKES = {
+    "wrong_slot": ("        got[source] = comm.recv(source, TAG)", "        got[dest] = comm.recv(source, TAG)",
+                   {"test_one_block_to_every_other_rank", "test_time_is_p_minus_1_steps_of_one_block",
+                    "test_one_rank_keeps_its_own_block"}),
+    "send_all_first": ("""    for k in range(1, p):
+        dest, source = (r + k) % p, (r - k) % p
+        send(comm, blocks[dest], dest, "alltoall", k - 1, dest)
+        got[source] = comm.recv(source, TAG)
+""", """    for k in range(1, p):
+        send(comm, blocks[(r + k) % p], (r + k) % p, "alltoall", k - 1, (r + k) % p)
+    for k in range(1, p):
+        got[(r - k) % p] = comm.recv((r - k) % p, TAG)
+""", {"test_rank_r_gets_block_r_of_every_rank[4]", "test_rank_r_gets_block_r_of_every_rank[5]",
+      "test_uneven_blocks_land_in_their_slots", "test_one_block_to_every_other_rank",
+      "test_one_rank_keeps_its_own_block"}),
+    "partner_off_by_one": ("        dest, source = (r + k) % p, (r - k) % p",
+                           "        dest, source = (r + k + 1) % p, (r - k - 1) % p",
+                           {"test_one_rank_keeps_its_own_block"}),
+}
+
+
+@pytest.mark.parametrize("mistake", ALLTOALL_MISTAKES)
+def test_pairwise_alltoall_mistakes_get_partial_credit(tmp_path, mistake):
+    grade_one_edit(tmp_path, "pairwise_alltoall", *ALLTOALL_MISTAKES[mistake])

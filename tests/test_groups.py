@@ -45,6 +45,8 @@ def expected(collective: str, xs: list, k: int, i: int):
         return np.stack(xs) if collective == "allgather" or i == 0 else None
     if collective == "reduce_scatter":
         return np.array_split(sum(xs).ravel(), k)[i]
+    if collective == "alltoall":
+        return np.stack([np.array_split(x.ravel(), k)[i] for x in xs])
     return None  # barrier
 
 

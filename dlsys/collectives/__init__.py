@@ -9,6 +9,7 @@ and scatter the non-roots' contents are ignored: it is the receive buffer's shap
                          reduce + broadcast all-reduce
     ring.py              ring reduce-scatter, all-gather, all-reduce; scatter-allgather broadcast
     halving_doubling.py  recursive halving/doubling, Rabenseifner; MPICH's fold to a power of two
+    exchange.py          pairwise exchange and Bruck's all-to-all; the pairwise all-to-all-v
     ring_fast.py         the ring all-reduce zero-copy into ``out=``, or lean (``fast=True``)
     registry.py          (collective, algorithm) -> rank function, closed form, LaTeX, citation, colour
 
@@ -28,13 +29,13 @@ import numpy as np
 from ..comm import Communicator, as_payload
 from ..machine.net import get_node
 from ..machine.topology import get_network
-from . import ring
+from . import exchange, ring
 from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
 OPS = ("sum", "mean", "max")
 
 __all__ = ["barrier", "broadcast", "scatter", "gather", "reduce", "reduce_scatter", "allgather", "allgatherv",
-           "allreduce",
+           "allreduce", "alltoall", "alltoallv",
            "ALGORITHMS", "REGISTRY", "Algorithm", "OPS", "check_algorithm", "check_op", "closed_form",
            "textbook_form"]
 
@@ -118,6 +119,32 @@ def allgatherv(comm: Communicator, x, max_elements: int | None = None) -> list:
         raise ValueError(f"x: rank {sizes.index(max(sizes))} sends {max(sizes)} elements, more than "
                          f"max_elements = {max_elements}")
     return ring.allgatherv_ring(comm, x.copy(), sizes)
+
+
+def alltoall(comm: Communicator, x, algorithm: str = "pairwise") -> np.ndarray:
+    """x cut into p blocks (np.array_split of the flattened x, as reduce_scatter); block d
+    goes to rank d. Rank r gets block r of every rank's x, stacked: shape (p, size of block
+    r), row s from rank s. With x of shape (p, k) that is MPI_Alltoall: row d to rank d."""
+    return _entry("alltoall", algorithm, comm.size).run(comm, as_payload(x).copy())
+
+
+def alltoallv(comm: Communicator, x, send_counts, recv_counts=None) -> list:
+    """Uneven all-to-all (MPI_Alltoallv): the first ``send_counts[0]`` elements of the 1-D x
+    go to rank 0, the next ``send_counts[1]`` to rank 1, ...; returns the p arrays received,
+    from rank 0, 1, .... Unless the caller knows ``recv_counts`` (as MPI_Alltoallv's caller
+    must), the counts travel first (an all-to-all of one int64 per destination, as MPI
+    programs exchange them), then the blocks pairwise: at most (p-1)(alpha + 8 beta)
+    + (p-1)(alpha + largest block beta)."""
+    x = as_payload(x)
+    counts = np.asarray(send_counts)
+    if x.ndim != 1:
+        raise ValueError(f"x: alltoallv takes a 1-D array, got shape {x.shape}")
+    if counts.shape != (comm.size,) or counts.dtype.kind not in "iu" or (counts < 0).any() or counts.sum() != x.size:
+        raise ValueError(f"send_counts: {comm.size} non-negative ints summing to x.size = {x.size}, "
+                         f"got {send_counts!r}")
+    if recv_counts is None:
+        recv_counts = alltoall(comm, counts.astype(np.int64)).ravel()
+    return exchange.alltoallv_pairwise(comm, x.copy(), counts.tolist(), [int(c) for c in recv_counts])
 
 
 def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import halving_doubling, hierarchical, ring, ring_fast, trees
+from . import exchange, halving_doubling, hierarchical, ring, ring_fast, trees
 
 EVERY_P, POWERS_OF_TWO = "every p", "powers of two"
 
@@ -76,6 +76,13 @@ def per_rank_after_fold(p: int, k: int) -> int:
 
 def per_supernode(p: int, k: int) -> int:
     return k
+
+
+def bruck_cost(p: int, n: float, m, a: float, b: float, g: float, L: int) -> float:
+    """Bruck's all-to-all: step k sends c_k blocks (exchange.bruck_counts), sum_k (a + c_k m(p) b);
+    L (a + n/2 b) at powers of two. Exact at every p for even blocks; with uneven ones a
+    message packs blocks of different sizes, so the form with the largest is an upper bound."""
+    return sum(a + c * m(p) * b for c in exchange.bruck_counts(p))
 
 
 THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
@@ -187,6 +194,16 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
               "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
               "operation performance; " + PATARASUK,
               "#E377C2", per_supernode, tiered=hierarchical_cost),
+    Algorithm("alltoall", "pairwise", exchange.alltoall_pairwise,
+              lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
+              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
+              "MPICH src/mpi/coll/alltoall/alltoall_intra_pairwise.c (MPIR_Alltoall_intra_pairwise); " + THAKUR,
+              "#1F77B4", per_rank, exact=EVERY_P, uneven="bound"),
+    Algorithm("alltoall", "bruck", exchange.alltoall_bruck, bruck_cost,
+              r"L\,(\alpha + \tfrac{n}{2}\beta)",
+              "Bruck, Ho, Kipnis, Upfal & Weathersby 1997, Efficient algorithms for all-to-all communications in "
+              "multiport message-passing systems (IEEE TPDS 8(11)); MPICH src/mpi/coll/alltoall/"
+              "alltoall_intra_brucks.c; " + THAKUR, "#FF7F0E", per_rank, exact=EVERY_P, uneven="bound"),
 ]}
 
 # collective -> its algorithms, in registry order (the first is the default)

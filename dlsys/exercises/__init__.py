@@ -110,9 +110,10 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("tensor_parallel_mlp", "Megatron's column-then-row parallel MLP: the split layers and their f and g "
              "collectives, forward and backward", "dlsys/train/tensor_parallel.py", 15,
              "lessons/14_models_that_do_not_fit.py"),
-    # lesson 15 ("Pipelines, experts and choosing a layout") will lead to it: point there once it exists
     Exercise("pipeline_1f1b_order", "the 1F1B (PipeDream-Flush) action list of one pipeline stage",
-             "dlsys/train/pipeline.py", 10, "lessons/14_models_that_do_not_fit.py"),
+             "dlsys/train/pipeline.py", 10, "lessons/15_pipelines_experts_layout.py"),
+    Exercise("pairwise_alltoall", "the pairwise all-to-all: p-1 steps, step k sends to rank r+k and receives from r-k",
+             "dlsys/collectives/exchange.py", 15, "lessons/15_pipelines_experts_layout.py"),
 )
 
 

@@ -32,6 +32,8 @@ def collective_program(comm, collective: str, algorithm: str, count: int, dtype:
         return collectives.reduce_scatter(comm, x, op=op, algorithm=algorithm)
     if collective == "reduce":
         return collectives.reduce(comm, x, op=op, algorithm=algorithm)
+    if collective == "alltoall":
+        return collectives.alltoall(comm, x, algorithm=algorithm)
     if collective in ("broadcast", "scatter", "gather"):
         return getattr(collectives, collective)(comm, x, root=0, algorithm=algorithm)
     return collectives.allgather(comm, x, algorithm=algorithm)
@@ -77,6 +79,7 @@ def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str
         "scatter": lambda r: np.array_split(xs[0], ranks)[r],
         "gather": lambda r: stacked if r == 0 else None,
         "allgather": lambda r: stacked,
+        "alltoall": lambda r: np.stack([np.array_split(x, ranks)[r] for x in xs]),
     }
     return [table[collective](r) for r in range(ranks)]
 

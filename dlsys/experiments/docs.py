@@ -44,7 +44,7 @@ from ..machine.netstack import MPI_LIBRARIES
 from ..outputs import write_atomic
 from ..viz.units import format_bytes, format_seconds
 from ..train.strategies import OPTIONS, STRATEGIES
-from . import large_batch, memory, parallelism, plan, reproduce, taihulight, training
+from . import experts, large_batch, memory, parallelism, plan, reproduce, taihulight, training
 from .collectives import simulate_collective
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -333,7 +333,7 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "training.strategies": training_strategies, "training.straggler": training_straggler,
     "training.failure": training_failure,
     **{name: lambda src, table=table: markdown_table(*table())
-       for name, table in {**memory.TABLES, **parallelism.TABLES, **plan.TABLES}.items()},
+       for name, table in {**memory.TABLES, **parallelism.TABLES, **plan.TABLES, **experts.TABLES}.items()},
 }
 # Each emulates hundreds of ranks (two of them with links shared): minutes together on two cores.
 SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing",

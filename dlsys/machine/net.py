@@ -173,7 +173,7 @@ def busbw_factor(collective: str, p: int) -> float:
     """nccl-tests bus-bandwidth factor: busbw = algbw * factor."""
     if collective == "allreduce":
         return 2 * (p - 1) / p
-    if collective in ("allgather", "reduce_scatter"):
+    if collective in ("allgather", "reduce_scatter", "alltoall"):
         return (p - 1) / p
     return 1.0
 
