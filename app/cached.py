@@ -7,6 +7,7 @@ from dlsys import experiments
 from dlsys.experiments import wallclock
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
+from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import pipeline as ex_pipeline
@@ -247,3 +248,15 @@ def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
 def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> list:
     """experiments.plan.ranked: every layout that fits, fastest first."""
     return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)
+
+
+@st.cache_data(max_entries=8, show_spinner="running the all-to-alls at every block size...")
+def alltoall_costs(ranks: int, link: str) -> list:
+    """experiments.experts.alltoall_costs: each algorithm's emulated time and closed form against the block."""
+    return ex_experts.alltoall_costs(ranks, link=link)
+
+
+@st.cache_data(max_entries=16, show_spinner="routing tokens to the experts...")
+def expert_load(ep: int, experts: int) -> list:
+    """experiments.experts.expert_load: tokens per expert and drops for each top-k and capacity factor."""
+    return ex_experts.expert_load(ep=ep, experts=experts)

@@ -610,3 +610,13 @@ def test_pipelines_page_planner_ranks_layouts_and_breaks_one_down():
     at.selectbox(key="plan_pick").set_value(3)
     ok(at.run())
     assert any("Layout #3" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("algorithm", ["pairwise", "bruck"])
+def test_pipelines_page_all_to_all_tab_animates_and_matches_its_closed_form(algorithm):
+    at = open_page("views/pipelines.py")
+    at.session_state["pipe_view"] = "All-to-all and experts"
+    ok(at.run())
+    at.selectbox(key="a2a_algorithm").set_value(algorithm)
+    ok(at.run())
+    assert at.metric[0].value == at.metric[1].value and charts(at) == 5

@@ -7,12 +7,16 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
+from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import plan as ex_plan
 from dlsys.planner import MODELS
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.viz import plan as viz_plan
+from dlsys.viz import comm as viz_comm
+from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
-from dlsys.viz.units import format_bytes
+from dlsys.viz.units import format_bytes, format_seconds
+from widgets import link_select
 
 STAGES = [2, 3, 4, 6, 8]
 CHUNKS = [2, 3, 4]
@@ -20,6 +24,9 @@ GPUS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 BATCHES = [64, 128, 256, 512, 1024, 2048, 4096]
 DEVICE_GIB = [24, 40, 80, 141]
 TOP = 10
+A2A_RANKS = [2, 3, 4, 5, 6, 8]
+BLOCKS = [8, 64, 256, 2**10, 2**12, 2**14, 2**16]
+EP = [1, 2, 4, 8]
 
 st.title("Pipelines and the planner")
 st.markdown(
@@ -31,7 +38,7 @@ st.markdown(
     "Each bar below is one action of the small transformer on the emulator, with communication free so the "
     "bubble is the schedule's alone (`dlsys.train.pipeline`).")
 
-tabs = st.tabs(["Pipeline schedules", "The planner"], key=url_key("pipe_view"), on_change="rerun")
+tabs = st.tabs(["Pipeline schedules", "All-to-all and experts", "The planner"], key=url_key("pipe_view"), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         cols = st.columns([1.2, 1, 1.6, 1])
@@ -77,6 +84,51 @@ if tabs[0].open:
                    f"difference over {len(rows)} runs: {worst:.1e}.")
 if tabs[1].open:
     with tabs[1]:
+        cols = st.columns(4)
+        algorithm = cols[0].selectbox("all-to-all algorithm", ["pairwise", "bruck"], key=url_key("a2a_algorithm"))
+        ranks = cols[1].selectbox("ranks p", A2A_RANKS, index=3, key=url_key("a2a_ranks"))
+        block = cols[2].select_slider("block (bytes a rank sends each other rank)", BLOCKS, value=2**12,
+                                      format_func=format_bytes, key=url_key("a2a_block"))
+        with cols[3]:
+            link_name = link_select("a2a_link", "rdma-edr")
+        record = cached.collective("alltoall", algorithm, ranks, ranks * block, link_name)
+        m = st.columns(3)
+        m[0].metric("virtual time", format_seconds(record["virtual_time_s"]))
+        m[1].metric("closed form", format_seconds(record["closed_form_s"]))
+        m[2].metric("messages", len(record["result"].trace.messages))
+        chart(viz_comm.message_animation({f"all-to-all / {algorithm}, {ranks} ranks, blocks of {format_bytes(block)}":
+                                          record["result"].trace}), "a2a_animation")
+        chart(viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(ranks, algorithm, link_name), algorithm),
+              "a2a_steps")
+        crossover = ex_experts.bruck_crossover_block_nbytes(ranks, link_name)
+        st.caption(f"Rank r's block d goes to rank d. Pairwise exchange: p - 1 = {ranks - 1} steps, step k sends "
+                   "to r + k and receives from r - k, one block each: (p-1)(α + n/p β). Bruck: ⌈lg p⌉ steps, each "
+                   "forwarding the blocks whose distance has bit k set: fewer messages, more bytes. On "
+                   f"{link_name} with {ranks} ranks Bruck wins below blocks of {format_bytes(crossover)} (closed "
+                   f"forms); MPICH runs Bruck up to {ex_experts.MPICH_ALLTOALL_SHORT_MSG_SIZE} B at p >= "
+                   f"{ex_experts.MPICH_ALLTOALL_MIN_BRUCK_RANKS} and would run {ex_experts.mpich_alltoall_algorithm(block, ranks)} "
+                   "here (docs/experts.md). Each cell of the lower figure is a message; its text the blocks it "
+                   "carries, source→destination.")
+        chart(viz_experts.alltoall_cost_figure(cached.alltoall_costs(16, link_name)), "a2a_costs")
+        st.subheader("Mixture of experts")
+        cols = st.columns(4)
+        ep = cols[0].selectbox("expert-parallel ranks", EP, index=2, key=url_key("moe_ep"))
+        top_k = cols[1].radio("top-k", [1, 2], horizontal=True, key=url_key("moe_top_k"),
+                              help="1: Switch Transformer (Fedus et al. 2021); 2: GShard (Lepikhin et al. 2020).")
+        factors = sorted({r["capacity_factor"] for r in cached.expert_load(ep, 8)})
+        factor = cols[2].select_slider("capacity factor", factors, value=1.0, key=url_key("moe_capacity"))
+        rows = cached.expert_load(ep, 8)
+        chart(viz_experts.expert_load_figure(rows, top_k, factor), "moe_load")
+        dropped = ex_experts.dropped_fraction(rows)
+        chart(viz_experts.dropped_figure(dropped), "moe_dropped")
+        here = next(d for d in dropped if d["top_k"] == top_k and d["capacity_factor"] == factor)
+        st.caption(f"8 experts over {ep} ranks, 64 tokens a rank, an untrained router (`dlsys.train.moe`). Each "
+                   "expert takes at most capacity = ⌈factor x tokens x k / experts⌉ tokens of a rank; the rest are "
+                   f"dropped and pass through the residual unchanged. Top-{top_k} at factor {factor:g}: "
+                   f"{here['dropped_fraction']:.1%} of the choices dropped. Tokens travel to their experts' ranks "
+                   "by all-to-all-v and come back by another; the outputs equal one rank's MoE layer.")
+if tabs[2].open:
+    with tabs[2]:
         cols = st.columns(4)
         model = cols[0].selectbox("model", list(MODELS), index=1, key=url_key("plan_model"),
                                   format_func=lambda k: MODELS[k].name, help="; ".join(m.source for m in MODELS.values()))
