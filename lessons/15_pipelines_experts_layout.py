@@ -24,10 +24,12 @@
 # docs/pipelines.md, docs/experts.md and docs/planner.md hold the tables.
 
 # %%
+from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
 from dlsys.planner import MODELS
 from dlsys.train.pipeline import SCHEDULES
+from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz import plan as viz_plan
 from dlsys.viz.lessons import show
@@ -122,6 +124,62 @@ print(f"ZB-H1's idle time over 1F1B's: {records['zb-h1']['bubble'][0]['idle_s'] 
 show(viz_pipeline.bubble_vs_microbatches(ex_pipeline.bubble_vs_microbatches(P)), "15_bubble_vs_m")
 
 # %% [markdown]
+# ## All-to-all
+#
+# In an all-to-all every rank has one block for every rank: rank $r$'s block $d$ goes to
+# rank $d$. With $n$ bytes a rank (its $p$ blocks), the **pairwise exchange** (MPICH's
+# `MPIR_Alltoall_intra_pairwise`) runs $p - 1$ steps; at step $k$ rank $r$ sends its block
+# for $r + k$ and receives the block of $r - k$:
+#
+# $$T_{\text{pairwise}} = (p-1)\left(\alpha + \frac{n}{p}\beta\right).$$
+#
+# **Bruck's algorithm** (Bruck et al. 1997) needs only $\lceil \lg p \rceil$ steps: at step
+# $k$ every rank forwards, in one message, all the blocks whose remaining distance has bit
+# $k$ set, about half of its buffer, so at a power of two
+#
+# $$T_{\text{Bruck}} = \lg p \left(\alpha + \frac{n}{2}\beta\right).$$
+#
+# Fewer messages, more bytes: Bruck wins when the blocks are small and $\alpha$ dominates.
+
+# %%
+for algorithm in ("pairwise", "bruck"):
+    show(viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(5, algorithm), algorithm), f"15_alltoall_{algorithm}")
+costs = ex_experts.alltoall_costs(16)
+for row in costs:
+    print(f"{row['algorithm']:>8}, blocks of {format_bytes(row['block_nbytes']):>9}: {row['time_s'] * 1e6:9.3f} us "
+          f"(closed form {row['closed_form_s'] * 1e6:9.3f} us); MPICH would run {row['mpich']}")
+print(f"Bruck beats pairwise on 16 ranks below blocks of {format_bytes(ex_experts.bruck_crossover_block_nbytes(16))}; "
+      f"MPICH switches at {ex_experts.MPICH_ALLTOALL_SHORT_MSG_SIZE} B (thresholds measured on its machines, "
+      "with copies our model does not charge)")
+
+# %% [markdown]
+# ## Mixture of experts
+#
+# A mixture-of-experts layer replaces a transformer's MLP by $E$ MLPs, the experts, and a
+# router: a linear layer and a softmax give each token a probability per expert, and the
+# token goes to its top $k$ (Switch Transformer: $k = 1$, Fedus et al. 2021; GShard: $k = 2$,
+# Lepikhin et al. 2020), its output the gate-weighted sum of theirs. An expert takes at most
+#
+# $$\text{capacity} = \left\lceil \text{capacity factor} \cdot \frac{\text{tokens} \cdot k}{E} \right\rceil$$
+#
+# tokens; the rest are **dropped** and pass through the residual unchanged. With experts
+# spread over the ranks (**expert parallelism**), each rank routes its own tokens, sends
+# each expert's tokens to the expert's rank by an all-to-all-v (uneven: the router decides
+# the counts, which travel first in a small all-to-all), the experts run, and a second
+# all-to-all-v brings the outputs home. Backward runs the same steps in reverse.
+
+# %%
+header, table = ex_experts.table_equality()  # the expert-parallel layer against one rank's
+print(" | ".join(header))
+for line in table:
+    print(" | ".join(str(c) for c in line))
+load = ex_experts.expert_load()
+show(viz_experts.expert_load_figure(load, 1, 1.0), "15_expert_load")
+show(viz_experts.dropped_figure(ex_experts.dropped_fraction(load)), "15_dropped")
+for d in ex_experts.dropped_fraction(load):
+    print(f"top-{d['top_k']}, capacity factor {d['capacity_factor']:g}: {d['dropped_fraction']:.1%} of the choices dropped")
+
+# %% [markdown]
 # ## Choosing a layout
 #
 # A large model on many GPUs combines all of it: tensor parallelism (lesson 14) inside a
@@ -154,3 +212,34 @@ print(f"DDP: {format_bytes(ddp['memory_bytes'])} a GPU, fits: {ddp['fits']}")
 for part in ex_plan.components(ddp):
     print(f"  {part['component']:>8}: {part['seconds']:.3f} s ({part['share']:.0%})")
 show(viz_plan.memory_bar(ddp), "15_plan_ddp_memory")
+
+# %% [markdown]
+# ## Try it
+#
+# 1. `dlsys pipeline --schedule interleaved --stages 4 --microbatches 8 --chunks 4`: how does
+#    the bubble compare with $v = 2$? What does each stage hold?
+# 2. Run the same with `--link tcp-10gbe`: why does the bubble grow, and which schedule
+#    suffers most from the extra messages?
+# 3. At which block size does Bruck stop paying off on 64 ranks over `tcp-10gbe`
+#    (`ex_experts.bruck_crossover_block_nbytes(64, "tcp-10gbe")`)?
+# 4. `dlsys plan --model 70b --gpus 1024`: why is TP 4 or 8 and never 16? Force
+#    `--tp 1` and read what breaks.
+#
+# ## Exercises (graded): `pipeline_1f1b_order` (10 points) and `pairwise_alltoall` (15 points)
+#
+# `pipeline_1f1b_order`: write `one_f_one_b` in `dlsys/train/pipeline.py`, the action list
+# of stage $s$: $p - s - 1$ warm-up forwards, then one forward and one backward in turn
+# (each backward for the oldest micro-batch in flight), then the remaining backwards in
+# order. The tests check every micro-batch's forward comes before its backward, the warm-up
+# count, at most $p - s$ micro-batches in flight, and simulate every stage's list together:
+# no deadlock, and a step of $3(m + p - 1)$ time units with $F = 1$, $B = 2$. GPipe's order
+# keeps the bubble but not the memory, and costs the memory tests.
+#
+# `pairwise_alltoall`: write `pairwise_exchange` in `dlsys/collectives/exchange.py`. The tests
+# check the blocks land in their slots (also uneven ones), one message to every other rank,
+# and the virtual time equal to $(p-1)(\alpha + \frac{n}{p}\beta)$. Sending every block first
+# and then receiving is faster here (sends are buffered) but it is another algorithm
+# (MPICH's "scattered"), and it loses the time test.
+#
+# `dlsys exercises release hw`, then
+# `dlsys grade hw --exercise pipeline_1f1b_order --exercise pairwise_alltoall`.
