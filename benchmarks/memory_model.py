@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import sys
 import time
-from pathlib import Path
 
+from dlsys.experiments.docs import add_write_docs, report_benchmark
 from dlsys.machine.memory import Layout, Transformer
 
 TARGET_S = 1.0  # issue 26: a thousand layouts in under a second
@@ -52,16 +50,10 @@ def sentence(record: dict) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--write-docs", metavar="FILE", nargs="?",
-                        const=str(Path(__file__).resolve().parents[1] / "docs" / "performance.md"),
-                        help="write the result into FILE's measured block (default docs/performance.md)")
+    add_write_docs(parser)
     args = parser.parse_args(argv)
     record = measure()
-    print(json.dumps(record) if args.json else sentence(record))
-    if args.write_docs:
-        from dlsys.experiments.docs import write_measured
-        command = " ".join(["python benchmarks/memory_model.py", *(sys.argv[1:] if argv is None else argv)])
-        write_measured({"bench.memory_model": sentence(record) + "\n"}, command, args.write_docs)
+    report_benchmark(record, sentence, "bench.memory_model", "memory_model.py", args, argv)
 
 
 if __name__ == "__main__":

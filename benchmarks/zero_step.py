@@ -16,13 +16,11 @@ backward, and its gradient reduce-scattered. The wall time is the whole ``launch
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from dlsys.experiments.docs import add_write_docs, report_benchmark
 from dlsys.comm import launch
 from dlsys.learn import nn, optim
 from dlsys.learn.sequence import answer_loss, reversal
@@ -67,19 +65,13 @@ def main(argv=None) -> None:
     parser.add_argument("--ranks", type=int, default=RANKS)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--write-docs", metavar="FILE", nargs="?",
-                        const=str(Path(__file__).resolve().parents[1] / "docs" / "performance.md"),
-                        help="write the result into FILE's measured block (default docs/performance.md)")
+    add_write_docs(parser)
     args = parser.parse_args(argv)
     for name in ("ranks", "steps"):
         if not 1 <= getattr(args, name) <= 256:
             parser.error(f"--{name} must be 1..256, got {getattr(args, name)}")
     record = measure(args.ranks, args.steps)
-    print(json.dumps(record) if args.json else sentence(record))
-    if args.write_docs:
-        from dlsys.experiments.docs import write_measured
-        command = " ".join(["python benchmarks/zero_step.py", *(sys.argv[1:] if argv is None else argv)])
-        write_measured({"bench.zero_step": sentence(record) + "\n"}, command, args.write_docs)
+    report_benchmark(record, sentence, "bench.zero_step", "zero_step.py", args, argv)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,11 @@ date and the command: ``--write-docs`` of ``benchmarks/run_all.py``, ``simulate_
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -385,6 +387,22 @@ def machine_stamp(command: str) -> str:
     return (f"Measured {time.strftime('%Y-%m-%d')} by `{command}` on {platform.machine()} {platform.system()}, "
             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} when written, "
             f"Python {platform.python_version()}.\n\n")
+
+
+def add_write_docs(parser) -> None:
+    """A benchmark's ``--write-docs [FILE]`` option (default docs/performance.md)."""
+    parser.add_argument("--write-docs", metavar="FILE", nargs="?", const=str(DOCS_DIR / "performance.md"),
+                        help="write the result into FILE's measured block (default docs/performance.md)")
+
+
+def report_benchmark(record: dict, sentence, block: str, script: str, args, argv=None) -> None:
+    """Print a one-sentence benchmark's ``record`` (JSON with ``--json``) and, with
+    ``--write-docs``, write ``sentence(record)`` into the measured block ``block``, stamped
+    with the command that ran it (``python benchmarks/<script> <its arguments>``)."""
+    print(json.dumps(record) if args.json else sentence(record))
+    if args.write_docs:
+        command = " ".join([f"python benchmarks/{script}", *(sys.argv[1:] if argv is None else argv)])
+        write_measured({block: sentence(record) + "\n"}, command, args.write_docs)
 
 
 def write_measured(tables: dict[str, str], command: str, path: Path | str = DOCS_DIR / "performance.md") -> None:
