@@ -15,9 +15,9 @@ $(APP_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[app]"
 	touch $@
 
-$(ALL_STAMP): pyproject.toml $(APP_STAMP)
+$(ALL_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[app,dev,teach,mpi]"
-	touch $@
+	touch $(APP_STAMP) $@
 
 .PHONY: app test demo install chromium simgrid notebooks
 install: $(ALL_STAMP)
