@@ -32,7 +32,7 @@ RESULT = re.compile(r"(?<![\w.])\d[\d,.]*(?:\s*(?:-|to)\s*\d[\d,.]*)?\s*(?:ms|µ
 TYPED_LEFT = {  # what each file still types, and why it is not (yet) generated
     "docs/app.md": 24,                    # page load times and browser-test timings (measured, no writer yet)
     "docs/course.md": 3,                  # inputs (top-k at 1 %) and reading times
-    "docs/exercises.md": 6,               # the grader's time limits and run times
+    "docs/exercises.md": 5,               # the grader's time limits and run times
     "docs/flows.md": 18,                  # SimGrid's figures (optional) and solver speed (measured, no writer yet)
     "docs/large_batch.md": 4,             # the study's settings and wall time
     "docs/memory.md": 2,                  # inputs (GPT-3's layer shape, t = 8) and a test's 99 % threshold
