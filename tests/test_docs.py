@@ -119,6 +119,14 @@ def test_fast_generated_tables_are_what_the_code_gives(quick_records):
     assert not stale, f"generated tables differ from the code: {stale}; run `dlsys reproduce --write-docs`"
 
 
+def test_a_roundoff_table_holds_its_zeros_exactly_and_its_roundoff_to_the_decade():
+    """Another CPU's BLAS kernel moves a roundoff's digits, not its decade nor its zeros."""
+    assert docs.same_roundoff("| 2e-06 | 0e+00 | bitwise |", "| 5e-06 | 0e+00 | bitwise |")
+    assert not docs.same_roundoff("| 2e-06 |", "| 3e-05 |")        # a decade and more
+    assert not docs.same_roundoff("| 0e+00 |", "| 1e-16 |")        # an order that was exact is no more
+    assert not docs.same_roundoff("| bitwise |", "| 1.4e-07 |")
+
+
 @pytest.mark.slow
 def test_slow_generated_tables_are_what_the_code_gives(quick_records):
     stale = [(f, name) for f, name in docs.stale_tables(claims=quick_records) if name in docs.SLOW]
