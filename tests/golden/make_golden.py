@@ -77,10 +77,11 @@ TRAIN_OPTIONS = {"staleness": 1, "period": 2}  # each given to the strategies th
 # about sqrt(INNER_MAX * UPDATES) * u = 4.4e-6 (the probabilistic bound sqrt(n) u instead of
 # the worst case n u for a sum of n terms: Higham and Mary 2019, "A new approach to
 # probabilistic rounding error analysis", SIAM J. Sci. Comput. 41(5)).
-# Measured: at most 4.2e-7 between the eleven OpenBLAS kernels numpy's wheel carries for x86
-# (OPENBLAS_CORETYPE=Haswell, Zen, Sandybridge, Prescott, ... against SkylakeX, which
-# recorded the golden weights), a tenth of the tolerance; a change of one gradient step moves
-# weights by lr * |g|, orders of magnitude more.
+# Measured: at most 4.2e-7 (float64 difference) against SkylakeX, the kernel that recorded the
+# golden weights, under ten other settings of numpy's OpenBLAS on this x86 machine
+# (OPENBLAS_CORETYPE=Haswell, Zen, Sandybridge, Nehalem, Core2, Prescott, Atom, Opteron,
+# Barcelona, Bulldozer): a tenth of the tolerance. A change of one gradient step moves weights
+# by lr * |g|, orders of magnitude more.
 INNER_MAX = 64
 UPDATES = 86  # the most gradients a strategy applies: SSP and ASP, 3 workers x 28 steps and 2 taken ahead
 TRAIN_ATOL = math.sqrt(INNER_MAX * UPDATES) * 2.0**-24
