@@ -1,22 +1,31 @@
 # Two entry points do all set-up on a fresh machine: `make app` and `make test`.
+# `make app` installs what a teacher needs to show the app (the `app` extra); `make test` adds
+# the test, teaching and MPI extras. One stamp per set, so either order installs each set once.
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+APP_STAMP := $(VENV)/.installed-app
+ALL_STAMP := $(VENV)/.installed-all
 PORT ?= 8501
 
-$(STAMP): pyproject.toml
+$(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(APP_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[app]"
+	touch $@
+
+$(ALL_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[app,dev,teach,mpi]"
-	touch $(STAMP)
+	touch $(APP_STAMP) $@
 
 .PHONY: app test demo install chromium simgrid notebooks
-install: $(STAMP)
+install: $(ALL_STAMP)
 
-app: $(STAMP)
+app: $(APP_STAMP)
 	$(VENV)/bin/streamlit run app/streamlit_app.py --server.address 127.0.0.1 --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
 
-demo: $(STAMP)
+demo: $(APP_STAMP)
 	$(VENV)/bin/dlsys simulate allreduce --algo ring --ranks 8 --size 64MiB --link tcp-10gbe
 
 # The real-browser test drives Debian's chromium (Playwright's own browser download is not available).
@@ -29,8 +38,8 @@ simgrid:
 	@dpkg -s python3-simgrid >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-simgrid >/dev/null) || echo "python3-simgrid not installed: the SimGrid cross-check will skip"
 
 # Executes every lesson into notebooks/ (a few minutes) and writes the student exercise notebooks.
-notebooks: $(STAMP)
+notebooks: $(ALL_STAMP)
 	$(VENV)/bin/dlsys lessons build
 
-test: $(STAMP) chromium simgrid
+test: $(ALL_STAMP) chromium simgrid
 	$(PY) -m pytest -q $(PYTEST_ARGS)

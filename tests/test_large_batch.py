@@ -180,15 +180,22 @@ def test_a_cache_of_another_version_is_refused_with_what_to_run(tmp_path, monkey
 
 
 def test_a_rerun_reproduces_a_cached_point(cached):
-    """The cache is what the code computes: the cheapest run of the study, redone."""
+    """The cache is what the code computes: the cheapest run of the study, redone. Virtual
+    times exactly; accuracies within half the study's own tolerance, since the weights come
+    from matmuls summed in the order of the CPU's BLAS kernel and 8 epochs amplify those last
+    bits until some test samples change class (up to 29 of 8,000, 0.4 %, mid-training between
+    numpy's OpenBLAS kernels for x86; OPENBLAS_CORETYPE=Prescott, Sandybridge, Nehalem)."""
     study = lb.Study()
     largest = max(study.batches)
     row = next(r for r in cached["sweep"] if r["rule"] == "sqrt" and r["batch"] == largest)
     with threadpool_limits(1, user_api="blas"):  # as the study runs: BLAS threads would fight the ranks
         record = train("allreduce", lb.rule_config(study, "sqrt", largest), study.workers, link=study.link,
                        node=study.node, evals_per_epoch=study.evals_per_epoch)
-    assert record["test_accuracy"] == row["test_accuracy"]
-    assert record["accuracy_curve"] == row["curve"]
+    got, want = record["accuracy_curve"], row["curve"]
+    assert [(p["epoch"], p["time_s"]) for p in got] == [(p["epoch"], p["time_s"]) for p in want]
+    np.testing.assert_allclose([p["test_accuracy"] for p in got] + [record["test_accuracy"]],
+                               [p["test_accuracy"] for p in want] + [row["test_accuracy"]],
+                               rtol=0, atol=study.tolerance / 2)
 
 
 def test_figures_draw_every_part(quick):
