@@ -38,8 +38,9 @@ Under ``sharing`` (dlsys.comm.replay) the replay times the program on links the 
 streams share, so the sender's waits are logged as ``comm.wait_sent(k, time_s)``: "until
 my posts 0..k have left the egress", at ``time_s`` in the run, on the replay's own flows
 in the replay. Before each post it also waits for the latest item the run saw leave (a
-no-op in the run), so the items in flight in the replay are among those the run allowed:
-P3's one slice stays one slice (docs/scheduling.md).
+no-op in the run), so the items in flight in the replay are among those the run allowed.
+P3 (``Policy.socket_hwm``) paces per server socket instead, as its ps-lite does, and its
+servers pace their replies per worker socket (``_Sockets``; docs/scheduling.md).
 
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
