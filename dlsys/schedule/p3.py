@@ -1,9 +1,10 @@
 """P3, priority-based parameter propagation (Jayarajan et al. 2019, "Priority-based
 parameter propagation for distributed DNN training", SysML): every layer is cut into
 slices of ``slice_params`` parameters (40,000 in the paper); a slice of a layer nearer the
-input has higher priority, because the next forward needs it first; a slice is posted
-only onto an idle link, so a newly ready high-priority slice preempts the rest at the next
-slice boundary; and forward of layer l starts as soon as layer l's update is back.
+input has higher priority, because the next forward needs it first; a slice is posted only
+when its server's connection has room (below), so a newly ready high-priority slice
+preempts the rest within a slice or two; and forward of layer l starts as soon as layer
+l's update is back.
 
 How P3's artifact paces (github.com/anandj91/p3 at c647954): a worker's pushes go into one
 priority queue per process (ps-lite/include/ps/kv_app.h line 546, ``Van::Push``;
