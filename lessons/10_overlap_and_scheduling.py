@@ -83,14 +83,17 @@ for r in records:
 #
 # **P3** (Jayarajan et al. 2019) fixes the order: it cuts every layer into slices of
 # $s$ parameters (40,000 in the paper), gives a slice of layer $l$ priority $l$ (input
-# first), posts a slice only onto an idle link, so a newly ready high-priority slice
-# overtakes the rest at the next slice boundary, and starts forward $l$ as soon as layer
-# $l$'s weights are back. The next forward overlaps the remaining communication, too.
-# A slice can be delayed by at most one slice already on the wire, $4s/B$; each slice pays
+# first), keeps the slices in a priority queue and posts one onto its server's connection
+# only while that connection holds at most one slice besides the one on its wire (ZMQ's
+# high-water mark of 1 in P3's code), so a newly ready high-priority slice overtakes the
+# rest within a slice or two, and starts forward $l$ as soon as layer $l$'s weights are
+# back. The next forward overlaps the remaining communication, too.
+# A slice waits behind at most what its worker already has in its sockets, two slices
+# per server: $8Ss/B$ with $S$ servers on one egress; each slice pays
 # the per-message cost $\alpha$, so a model of $P$ parameters pays about $(P/s)\,\alpha$ per
 # iteration in latency:
 #
-# $$\text{preemption delay} \le \frac{4s}{B}, \qquad \text{latency paid} \approx \frac{P}{s}\,\alpha .$$
+# $$\text{preemption delay} \le \frac{8Ss}{B}, \qquad \text{latency paid} \approx \frac{P}{s}\,\alpha .$$
 #
 # **ByteScheduler** (Peng et al. 2019) uses larger partitions and a **credit**: it keeps
 # posting the highest-priority partition while the bytes in flight fit the credit, so the

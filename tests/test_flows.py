@@ -187,6 +187,20 @@ def random_network(draw):
 
 
 @settings(max_examples=150, deadline=None)
+@given(random_network(), st.randoms(use_true_random=False))
+def test_remembered_rates_are_the_solvers_own_floats_in_any_order(network, rng):
+    """FlowNetwork._unweighted gives max_min_rates' floats, whatever the routes' order, fresh
+    or remembered: an unweighted rate depends on the route and the multiset beside it."""
+    fabric, flows = network
+    routes = [fabric.route(f.src, f.dst) for f in flows]
+    capacity = [link.capacity_Bps for link in fabric.links]
+    remembering = FlowNetwork(fabric)
+    for _ in range(3):
+        rng.shuffle(routes)
+        assert remembering._unweighted(routes) == max_min_rates(routes, capacity)
+
+
+@settings(max_examples=150, deadline=None)
 @given(random_network())
 def test_max_min_rates_saturate_a_bottleneck_of_every_flow(network):
     fabric, flows = network

@@ -2,6 +2,7 @@
 WFBP, P3 <= WFBP <= FIFO where the network is the bottleneck, priorities in the trace,
 identical traces on threads and processes, bad inputs."""
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -113,11 +114,16 @@ def test_every_policy_is_compute_alone_on_an_ideal_link():
         assert record["compute_s"] - 1e-12 <= record["iteration_s"] <= record["compute_s"] + updates_s, policy
 
 
+class EgressP3(schedule.P3):
+    socket_hwm = None  # credit 0 on the whole egress, as P3 paces in the allreduce scheme
+
+
 def test_a_lower_priority_item_never_departs_while_a_higher_one_waits():
-    """P3 (credit 0): when a slice is posted, every released slice of higher priority has gone."""
+    """Credit 0 on the egress: when a slice is posted, every released slice of higher priority has gone."""
     job = ex.make_job("p3", "alexnet", 2, options={"slice_params": 200_000})
-    record = ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", options={"slice_params": 200_000})
-    result = record["result"]
+    job = replace(job, policy=EgressP3(200_000))
+    network = placed(flat(ex.parse_link("10Gbps")), job.machine_of)
+    result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,))
     items = job.policy.items(list(job.layers))
     sender, compute = job.rank_of("sender", 0), job.rank_of("compute", 0)
     ready = {}  # layer name -> backward end times, one per iteration
@@ -416,23 +422,26 @@ def test_colocated_shared_runs_are_the_same_on_threads_and_processes():
     assert runs[0]["result"].clocks_s == runs[1]["result"].clocks_s
 
 
-def test_the_shared_replay_keeps_p3s_one_slice_on_the_egress():
+def test_the_shared_replay_keeps_p3s_sockets_at_their_high_water_mark():
     """Co-located, the worker's pushes share its machine's egress with its server's replies,
-    so they go slower than the run thought; P3's sender still posts a slice only once the
-    previous one's last byte has left (its flow's completion minus the route's latency:
-    Communicator.wait_sent, resolved on the replay's flows), and the fast replay gives the
-    reading replay's clocks."""
+    so they go slower than the run thought; P3's sender (and server) still posts a slice to
+    a peer only while that peer's socket holds at most the message on its wire and one
+    queued (ZMQ_SNDHWM = 1): slice i + 2 to a peer leaves once slice i's last byte has left
+    (its flow's completion minus the route's latency: Communicator.wait_left, resolved on
+    the replay's flows), and the fast replay gives the reading replay's clocks."""
     job = ex.make_job("p3", "alexnet", 2, servers=2, iterations=2, options={"slice_params": 2_000_000},
                       colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S)
     network = placed(flat(ex.parse_link("10Gbps")), job.machine_of)
     result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True)
     latency_s = network.link.latency_s
-    for w in range(job.workers):
-        sender = job.rank_of("sender", w)
-        pushes = sorted((m for m in result.trace.messages if m.src == sender), key=lambda m: m.depart_s)
-        assert len(pushes) == job.iterations * len(job.items)
-        left = [m.arrive_s - (latency_s if job.machine_of[m.dst] != job.machine_of[sender] else 0.0) for m in pushes]
-        assert all(b.depart_s >= a_left - 1e-12 for a_left, b in zip(left, pushes[1:]))
+    paced = [job.rank_of("sender", w) for w in range(job.workers)] + list(range(job.servers))
+    sent = [m for m in result.trace.messages if m.src in paced and m.phase != SIGNAL]
+    assert len(sent) == 2 * job.iterations * len(job.items) * job.workers
+    for src, dst in {(m.src, m.dst) for m in sent}:
+        on_socket = sorted((m for m in sent if (m.src, m.dst) == (src, dst)), key=lambda m: m.depart_s)
+        remote = job.machine_of[dst] != job.machine_of[src]
+        left = [m.arrive_s - (latency_s if remote else 0.0) for m in on_socket]
+        assert all(b.depart_s >= a_left - 1e-12 for a_left, b in zip(left, on_socket[2:])), (src, dst)
     fast = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True,
                   record=False)
     assert fast.clocks_s == result.clocks_s

@@ -279,6 +279,17 @@ class Communicator:
         if self.ops is not None:
             self.ops.append(("wait_sent", k, time_s, label))
 
+    def wait_left(self, k: int, time_s: float, label: str = "socket full") -> None:
+        """Idle until this rank's post number k has left its egress (and so every earlier
+        post to the same peer: one connection sends in order), which this run's clock says
+        is at ``time_s``. ``wait_sent`` waits for posts 0..k to every peer; this one paces
+        a single connection (a ZMQ socket's high-water mark, dlsys.schedule.engine). A
+        replay with shared links resolves it on its own flows (dlsys.comm.replay)."""
+        if time_s > self._clock.t:
+            self._clock.advance(time_s - self._clock.t, "wait", label)
+        if self.ops is not None:
+            self.ops.append(("wait_left", k, time_s, label))
+
     def wait_until(self, time_s: float, label: str = "wait") -> None:
         """Idle until virtual time ``time_s`` (nothing if it has passed): a "wait" span."""
         if time_s > self._clock.t:

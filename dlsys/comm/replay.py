@@ -20,6 +20,8 @@ simulation, single-threaded, after the ranks have finished:
     ("wait_sent", k, time_s, label)              t = max(t, when this rank's posts 0..k have left
                                                  its egress): time_s, the run's, without sharing;
                                                  with sharing, on the replay's flows (below)
+    ("wait_left", k, time_s, label)              the same for post k alone (and so its
+                                                 connection's earlier posts): one socket's pacing
 
 With ``sharing=False`` a send and a receive are clock.py's own rules, the same
 ``VirtualClock`` methods on the same numbers, so the replay gives the run's trace bit for
@@ -78,6 +80,7 @@ from .replay_fast import replay_clocks
 from .trace import Message, Trace
 
 SIGNAL = "signal"  # Communicator.signal's phase
+CREDIT_WAITS = ("wait_sent", "wait_left")  # the ops whose rank's posts the replay follows
 
 
 class Replayed(NamedTuple):
@@ -124,11 +127,12 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     inject = flows.inject if flows else None
     # credit waits: the ranks that make them, their posts' flows (-1: a signal), how many
     # of their posts are known to have left and when the last of those left
-    waits = [any(op[0] == "wait_sent" for op in (log.table if isinstance(log, OpLog) else log)) for log in ops]
+    waits = [any(op[0] in CREDIT_WAITS for op in (log.table if isinstance(log, OpLog) else log)) for log in ops]
     posts: list[list[int]] = [[] for _ in range(size)]
     checked, left_s = [0] * size, [0.0] * size
     latency_of: dict[int, float] = {}              # a flow of such a rank -> its route's latency
     left_at: dict[int, float] = {}                 # such a flow, finished -> when its last byte left
+    # (wait_sent takes a flow's entry once; wait_left keeps it: a rank makes one kind or the other)
     waiting_left: dict[int, int] = {}              # such a flow -> the rank whose credit waits for it
 
     def run(r: int) -> None:
@@ -199,7 +203,16 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                     i += 1
                     continue
                 break
-            elif kind == "wait_sent":                  # the run's time
+            elif kind == "wait_left" and sharing:      # post k has left: its flow's last byte
+                flow = posts[r][op[1]]
+                if flow >= 0:
+                    left = left_at.get(flow)
+                    if left is None:
+                        waiting_left[flow] = r
+                        break
+                    if left > clock.t:
+                        clock.advance(left - clock.t, "wait", op[3])
+            elif kind == "wait_sent" or kind == "wait_left":   # the run's time
                 if op[2] > clock.t:
                     clock.advance(op[2] - clock.t, "wait", op[3])
             else:                                      # wait

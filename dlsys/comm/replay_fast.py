@@ -28,7 +28,7 @@ from ..machine.net import NodeModel
 from ..machine.topology import Topology
 from .oplog import OpLog
 
-SEND, RECV, SIGNAL, ADVANCE, WAIT, WAIT_SENT = range(6)  # a decoded operation's kind
+SEND, RECV, SIGNAL, ADVANCE, WAIT, WAIT_SENT, WAIT_LEFT = range(7)  # a decoded operation's kind
 
 
 def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel, flows: FlowNetwork) -> tuple:
@@ -40,6 +40,8 @@ def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel, f
                 network.link_between(dst, rank).recv_overhead_s(n), flows.fabric.latency_s(rank, dst))
     if kind == "wait_sent":     # (WAIT_SENT, k)
         return WAIT_SENT, op[1]
+    if kind == "wait_left":     # (WAIT_LEFT, k)
+        return WAIT_LEFT, op[1]
     if kind == "recv" or kind == "wait_signal":     # either takes the channel's next message or signal
         return RECV, channel(op[1], rank, op[2])
     if kind == "signal":
@@ -67,7 +69,7 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
         programs.append(([_decode(op, r, network, nodes[r], channel, flows) for op in table], codes))
     # credit waits (replay.py): the ranks that make them, their posts' flows (-1: a signal),
     # how many of their posts are known to have left and when the last of those left
-    waits = [any(op[0] == WAIT_SENT for op in program) for program, _ in programs]
+    waits = [any(op[0] == WAIT_SENT or op[0] == WAIT_LEFT for op in program) for program, _ in programs]
     posts: list[list[int]] = [[] for _ in range(size)]
     checked, left_s = [0] * size, [0.0] * size
     latency_of: dict[int, float] = {}
@@ -143,6 +145,15 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                     break
                 if left_s[r] > t:
                     t = t + (left_s[r] - t)
+            elif kind == WAIT_LEFT:
+                flow = posts[r][op[1]]
+                if flow >= 0:
+                    left = left_at.get(flow)
+                    if left is None:
+                        waiting_left[flow] = r
+                        break
+                    if left > t:
+                        t = t + (left - t)
             elif op[1] > t:                             # WAIT
                 t = t + (op[1] - t)
             i += 1

@@ -13,7 +13,8 @@ training strategies (``training.train``: docs/training.md), the TaihuLight case 
 (``taihulight``), the memory model against its papers and the measured bytes
 (``memory.TABLES``: seconds) and tensor parallelism against the unsplit model and the closed
 forms (``parallelism.TABLES``: seconds), the planner's presets and
-layouts (``plan.TABLES``: a fraction of a second). A block may hold a sentence as well as a table.
+layouts (``plan.TABLES``: a fraction of a second) and P3's bandwidth sweeps (``p3_sweeps``:
+minutes). A block may hold a sentence as well as a table.
 Adding one is one function and one entry. The names in ``SLOW`` take minutes between them on
 two cores (each emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in
 every run and the slow ones under ``-m slow``.
@@ -46,7 +47,7 @@ from ..machine.netstack import MPI_LIBRARIES
 from ..outputs import write_atomic
 from ..viz.units import format_bytes, format_seconds
 from ..train.strategies import OPTIONS, STRATEGIES
-from . import experts, large_batch, memory, parallelism, plan, reproduce, taihulight, training
+from . import experts, large_batch, memory, parallelism, plan, reproduce, schedule, taihulight, training
 from .collectives import simulate_collective
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -323,6 +324,24 @@ def tl_designs_sharing(src: Sources) -> str:
     return "\n".join(lines) + "\n"
 
 
+def p3_sweeps(src: Sources) -> str:
+    """P3 against MXNet as P3's paper ran them (``schedule.p3_reproduction``: co-located
+    servers, links shared), ResNet-50 and VGG-19 at ``reproduce.P3_BANDWIDTHS``, beside
+    the paper's largest gain."""
+    rows, best = [], {}
+    for model in ("resnet50", "vgg19"):
+        sweep = schedule.p3_reproduction(model, reproduce.P3_BANDWIDTHS)
+        best[model] = max(sweep, key=lambda r: r["gain"])
+        rows += [[model, r["link"], format_seconds(r["mxnet_s"]), format_seconds(r["p3_s"]), f"{r['gain']:+.0%}",
+                  format_seconds(r["bound_s"]), format_seconds(r["compute_s"]), f"{r['paper_max_gain']:+.0%}"]
+                 for r in sweep]
+    verdict = "; ".join(f"{m} {r['gain']:+.0%} at {r['link']} (the paper: up to {r['paper_max_gain']:+.0%})"
+                        for m, r in best.items())
+    return (markdown_table(["model", "link", "MXNet", "P3", "P3's gain", "the link's bound", "compute",
+                            "the paper's largest gain"], rows)
+            + f"\nThe largest gain in this model: {verdict}.\n")
+
+
 TABLES: dict[str, Callable[[Sources], str]] = {
     "large_batch.accuracy": lb_accuracy, "large_batch.largest_good_batch": lb_largest_good_batch,
     "large_batch.optimizers": lb_optimizers, "large_batch.sharpness": lb_sharpness,
@@ -333,13 +352,14 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "taihulight.sweep": tl_sweep, "taihulight.models": tl_models, "taihulight.packing": tl_packing,
     "taihulight.hierarchical": tl_hierarchical,
     "training.strategies": training_strategies, "training.straggler": training_straggler,
-    "training.failure": training_failure,
+    "training.failure": training_failure, "scheduling.p3_sweeps": p3_sweeps,
     **{name: lambda src, table=table: markdown_table(*table())
        for name, table in {**memory.TABLES, **parallelism.TABLES, **plan.TABLES, **experts.TABLES}.items()},
 }
 # Each emulates hundreds of ranks (two of them with links shared): minutes together on two cores.
+# P3's sweeps replay every slice on shared links: minutes a model.
 SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing",
-                  "taihulight.hierarchical"})
+                  "taihulight.hierarchical", "scheduling.p3_sweeps"})
 
 
 # Tables of rounding differences (tensor parallelism against the unsplit model, ZeRO and FSDP

@@ -52,6 +52,7 @@ __all__ = ["Flow", "max_min_rates", "simulate_flows", "FlowTimes", "FlowNetwork"
 # A flow whose remaining bytes fall below this fraction of its size when another event
 # happens has finished within rounding of that event (a few ulps of its byte count).
 _RESIDUE = 2.0 ** -40
+_SOLVED_KEPT = 1 << 14  # multisets of routes whose rates FlowNetwork remembers (then it forgets them all)
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,7 @@ class FlowNetwork:
         self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
         self.last: dict[tuple[int, int], int] | None = {} if connections else None  # a connection's latest flow
         self.behind: dict[int, tuple[float, tuple]] = {}  # a flow -> (start, item) of the next on its connection
+        self.solved: dict[tuple, dict] = {}               # a multiset of routes -> each route's rate (_unweighted)
 
     def route(self, flow: int) -> tuple[int, ...]:
         return self.routes[flow]
@@ -339,9 +341,10 @@ class FlowNetwork:
                 continue
             if len(members) == 1:
                 solved = [min(capacities[link] for link in routes[members[0]])]
+            elif self.weighted:
+                solved = max_min_rates([routes[i] for i in members], capacities, [state[i][5] for i in members])
             else:
-                solved = max_min_rates([routes[i] for i in members], capacities,
-                                       [state[i][5] for i in members] if self.weighted else None)
+                solved = self._unweighted([routes[i] for i in members])
             for i, new in zip(members, solved):
                 s = state[i]
                 if new != s[3]:
@@ -351,6 +354,22 @@ class FlowNetwork:
                     s[2], s[3] = t, new
                     s[4] += 1
                     self.due.add(t + s[1] / new, (i, s[4]))
+
+
+    def _unweighted(self, member_routes: list[tuple[int, ...]]) -> list[float]:
+        """``max_min_rates(member_routes, capacities)``, remembered per multiset of routes.
+        Unweighted, a flow's max-min rate depends only on its route and the multiset of
+        routes beside it (equal routes fill together, a link's level is an fsum and a count:
+        no order enters), and a few machines' connections come back to the same few
+        multisets again and again (P3's slices: one slice ends, the next on its connection
+        starts), so most events find their rates here, the same floats the solver gives."""
+        key = tuple(sorted(member_routes))
+        rate_of = self.solved.get(key)
+        if rate_of is None:
+            if len(self.solved) >= _SOLVED_KEPT:
+                self.solved.clear()
+            rate_of = self.solved[key] = dict(zip(member_routes, max_min_rates(member_routes, self.capacities)))
+        return [rate_of[route] for route in member_routes]
 
 
 def simulate_flows(fabric: Fabric, flows: Sequence[Flow], weights: Sequence[float] | None = None) -> FlowTimes:

@@ -38,8 +38,9 @@ Under ``sharing`` (dlsys.comm.replay) the replay times the program on links the 
 streams share, so the sender's waits are logged as ``comm.wait_sent(k, time_s)``: "until
 my posts 0..k have left the egress", at ``time_s`` in the run, on the replay's own flows
 in the replay. Before each post it also waits for the latest item the run saw leave (a
-no-op in the run), so the items in flight in the replay are among those the run allowed:
-P3's one slice stays one slice (docs/scheduling.md).
+no-op in the run), so the items in flight in the replay are among those the run allowed.
+P3 (``Policy.socket_hwm``) paces per server socket instead, as its ps-lite does, and its
+servers pace their replies per worker socket (``_Sockets``; docs/scheduling.md).
 
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's
@@ -233,8 +234,42 @@ def _payload(job: Job, item: Item, grads: dict, dtype) -> np.ndarray:
     return np.concatenate([np.array([item.index], dtype), values]).astype(dtype)
 
 
-def _schedule(comm, job: Job, w: int, post) -> None:
-    """One iteration of the sender's rule (module docstring); ``post(item, grads)`` sends."""
+class _Sockets:
+    """One rank's sockets, one per peer, as ps-lite's ZMQ sockets with ``ZMQ_SNDHWM = hwm``
+    (``Policy.socket_hwm``; P3's src/zmq_van.h lines 104-105): ``send(peer, post)`` blocks
+    until the peer's socket holds at most the message on its wire and ``hwm`` queued behind
+    it (posts not yet left the egress, on this run's clock), then posts. A wait is logged
+    as ``comm.wait_left(k, time_s)`` ("until my post k has left"), which a replay with
+    shared links resolves on its own flows; before each post it also waits for the latest
+    post to that peer the run saw leave (a no-op here), so a connection in the replay
+    never holds more than the run allowed."""
+
+    def __init__(self, comm, hwm: int):
+        self.comm, self.hwm = comm, hwm
+        self.flight: dict[int, list] = {}   # peer -> [(post number, egress end)] not yet left
+        self.waited: dict[int, int] = {}    # peer -> the latest post a wait was logged for
+
+    def send(self, peer: int, post) -> None:
+        comm, flight, gone = self.comm, self.flight.setdefault(peer, []), None
+        while True:
+            while flight and flight[0][1] <= comm.clock:
+                gone = flight.pop(0)
+            if len(flight) <= self.hwm:
+                break
+            comm.wait_left(*flight[0], "socket full: waiting for the link")
+            self.waited[peer] = flight[0][0]
+        if gone is not None and gone[0] > self.waited.get(peer, -1):
+            comm.wait_left(*gone, "socket full: waiting for the link")  # a no-op here
+            self.waited[peer] = gone[0]
+        post()
+        flight.append((comm.posted - 1, comm.egress_free_s))
+
+
+def _schedule(comm, job: Job, w: int, post, sockets: _Sockets | None = None) -> None:
+    """One iteration of the sender's rule (module docstring); ``post(item, grads)`` sends.
+    With ``sockets`` (P3's ps-lite), one thread pops the released item of smallest priority
+    and blocks on its server's socket (``_Sockets.send``: P3's src/van.cc lines 153-163,
+    ``Van::Sending``); the credit paces nothing."""
     layers, policy = job.layers, job.policy
     compute = job.rank_of("compute", w)
     ready_s = comm.wait_signal(compute, TAG_READY)
@@ -257,6 +292,13 @@ def _schedule(comm, job: Job, w: int, post) -> None:
             gone = left[-1][:2]
             flight = [entry for entry in flight if entry[1] > t]
         item = released[0][1]
+        if sockets is not None:
+            heapq.heappop(released)
+            for i in item.layers:
+                if i not in grads:
+                    grads[i] = comm.wait_signal(compute, TAG_GRAD + i)
+            sockets.send(job.server_of[item.index], functools.partial(post, item, grads))
+            continue
         nbytes = 4 * item.size
         if flight and sum(n for _, _, n in flight) + nbytes > policy.credit_bytes:
             comm.wait_sent(*flight[0][:2], "credit: waiting for the link")
@@ -297,9 +339,10 @@ def _labels(job: Job) -> dict:
 
 def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
+    sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     for it in range(job.iterations):
         _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index],
-                                                             TAG_PUSH, f"push {_label(job, item)}"))
+                                                             TAG_PUSH, f"push {_label(job, item)}"), sockets)
     return {}
 
 
@@ -376,6 +419,7 @@ def _server(comm, job: Job, s: int):
         grad = np.zeros_like(weights)
         sgd = {item.index: optim.SGD(weights[item.lo:item.hi], grad[item.lo:item.hi], job.config.lr,
                                      job.config.momentum) for item in mine}
+    sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     owed = {sender: 0 for sender in senders}  # pushes each worker still owes this round
     arrived: dict[int, dict[int, np.ndarray]] = {}  # item -> worker -> values
     for _ in range(len(mine) * job.iterations):
@@ -402,7 +446,12 @@ def _server(comm, job: Job, s: int):
         else:
             reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
         for w in range(job.workers):
-            comm.send(reply, job.rank_of("receiver", w), TAG_REPLY, f"pull {_label(job, item)}")
+            receiver = job.rank_of("receiver", w)
+            send = functools.partial(comm.send, reply, receiver, TAG_REPLY, f"pull {_label(job, item)}")
+            if sockets is None:
+                send()
+            else:  # P3's KVServer::Response: Van::Send on the worker's socket, blocking this thread
+                sockets.send(receiver, send)
     return {}
 
 

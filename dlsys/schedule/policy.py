@@ -14,6 +14,10 @@ backward. A policy decides
 * ``credit_bytes``: bytes that may be posted and still unsent on the link; a new item is
   posted only if it fits, so a smaller credit preempts more often (at item boundaries) and
   idles more between posts. ``inf``: post at release; 0: only onto an idle link;
+* ``socket_hwm``: None, or pace per connection instead (P3's ps-lite): one sending
+  thread pops the released item of smallest priority and blocks until that item's
+  connection (its server) holds at most the message on its wire and ``socket_hwm``
+  queued behind it (ZMQ_SNDHWM); the credit then paces nothing;
 * ``forward``: "all" (the next forward waits for every layer's update), "layer"
   (forward l starts once layer l's update is back: P3, ByteScheduler) or "stale" (the
   next forward runs on locally updated weights, the global update one step behind: OD-SGD).
@@ -79,6 +83,7 @@ class Policy:
     options: tuple[Option, ...] = ()
     forward = "all"
     credit_bytes = math.inf
+    socket_hwm: int | None = None
     cut = ""  # the option that sets the items' size, if any: smaller items, more messages
 
     def item_count(self, layers: list[Layer]) -> int:
