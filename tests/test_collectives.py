@@ -378,3 +378,17 @@ def test_closed_form_errors():
         closed_form("allreduce", "magic", 4, 1, "tcp-1gbe")
     with pytest.raises(ValueError, match="p must be an int >= 1"):
         closed_form("allreduce", "ring", 0, 1, "tcp-1gbe")
+
+
+REDUCING = [(c, a) for (c, a) in CASES if c in ("allreduce", "reduce", "reduce_scatter")]
+
+
+@pytest.mark.parametrize("op", ["min", "prod"])
+@pytest.mark.parametrize("collective,algorithm", REDUCING)
+def test_min_and_prod_are_exact_for_every_reducing_algorithm(collective, algorithm, op):
+    for ranks in (3, 8):
+        result = dlsys.launch(collective_program, ranks, "threads", args=(collective, algorithm, 13, "float32", op, 5))
+        for got, want in zip(result.values, expected_values(collective, ranks, 13, "float32", op, 5)):
+            assert (got is None and want is None) or np.array_equal(got, want)
+    record = simulate_collective(collective, algorithm, 8, "1KiB", op=op)  # its self-check is exact for them
+    assert record["op"] == op

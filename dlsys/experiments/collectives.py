@@ -23,7 +23,7 @@ def collective_program(comm, collective: str, algorithm: str, count: int, dtype:
     With ``plan``, the ``count`` real elements stand for ``plan.logical_count``."""
     if collective == "barrier":
         return collectives.barrier(comm)
-    x = np.random.default_rng([seed, comm.rank]).standard_normal(count).astype(DTYPES[dtype])
+    x = rank_data(seed, comm.rank, count, dtype, op)
     if plan is not None:
         x = plan.wrap(x)
     if collective == "allreduce":  # its lean path where it has one: same messages and trace
@@ -62,12 +62,21 @@ def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dty
                         overhead_bytes=ranks * PROCESS_RANK_BYTES if backend != "threads" else 0)
 
 
+def rank_data(seed: int, rank: int, count: int, dtype: str, op: str) -> np.ndarray:
+    """Rank ``rank``'s seeded input: standard normal values, or for "prod" their signs
+    (+-1): a product of thousands of normal values under- or overflows, while a product
+    of +-1 is exact in any order, so the self-check of "prod" is exact at every rank count."""
+    x = np.random.default_rng([seed, rank]).standard_normal(count).astype(DTYPES[dtype])
+    return np.where(x < 0, -1, 1).astype(x.dtype) if op == "prod" else x
+
+
 def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str, seed: int) -> list:
     """What every rank must return, computed directly with numpy (the oracle)."""
-    xs = [np.random.default_rng([seed, r]).standard_normal(count).astype(DTYPES[dtype]) for r in range(ranks)]
+    xs = [rank_data(seed, r, count, dtype, op) for r in range(ranks)]
     stacked = np.stack(xs) if collective in ("gather", "allgather") else None  # one copy, not one per rank
     reduced = {"sum": lambda: np.sum(xs, axis=0, dtype=np.float64), "mean": lambda: np.mean(xs, axis=0, dtype=np.float64),
-               "max": lambda: np.max(xs, axis=0)}[op]() if xs else None
+               "max": lambda: np.max(xs, axis=0), "min": lambda: np.min(xs, axis=0),
+               "prod": lambda: np.prod(xs, axis=0)}[op]() if xs else None
     table = {
         "barrier": lambda r: None,
         "allreduce": lambda r: reduced,
@@ -130,7 +139,10 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if check:
         for rank, (got, want) in enumerate(zip(result.values, expected_values(collective, ranks, count, dtype, op, seed))):
             # np.asarray: plain values (a LogicalArray's numpy hooks made this check 0.5 s at 512 ranks)
-            wrong = want is not None and not np.allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+            # max, min and prod (of +-1, rank_data) are exact in any order; sums round
+            exact = op in ("max", "min", "prod")
+            wrong = want is not None and not (np.array_equal(np.asarray(got), want) if exact else
+                                              np.allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4))
             if (got is None) != (want is None) or wrong:
                 raise AssertionError(f"{collective}/{algorithm}: rank {rank} returned a wrong result")
     model_bytes = nbytes * ranks if collective in ("gather", "allgather") else nbytes
