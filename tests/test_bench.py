@@ -17,6 +17,7 @@ from dlsys import collectives
 from dlsys.experiments import wallclock
 from dlsys.cli import main
 from dlsys.collectives import closed_form
+from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.comm.logical import LogicalArray, as_logical, per_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,9 +99,33 @@ def test_run_all_smoke_writes_its_measured_blocks(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "dlsys all-reduce" in out.stdout and "emulated ring" in out.stdout
+    mpi_line = next(line for line in out.stdout.splitlines() if "MPI_Allreduce" in line)
+    assert ("skipped" in mpi_line) == (mpi_unavailable() is not None), mpi_line  # issue 28: found next to the venv's Python
     text = page.read_text()
     for name in ("bench.real_data_path", "bench.emulation", "bench.emulation_curve"):
         assert f"<!-- measured: {name} -->\nMeasured " in text and "run_all.py --smoke --write-docs" in text
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(not os.path.exists(SYSTEM_PYTHON), reason="no system Python")
+@pytest.mark.parametrize("with_venv", [True, False])
+def test_run_all_with_another_python_uses_the_venv_or_says_how(tmp_path, with_venv):
+    """README's ``python benchmarks/run_all.py`` with a Python that lacks dlsys (-I: isolated)."""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "run_all.py").write_text((ROOT / "benchmarks" / "run_all.py").read_text())
+    if with_venv:
+        (tmp_path / ".venv" / "bin").mkdir(parents=True)
+        venv_python = tmp_path / ".venv" / "bin" / "python"  # stands for the venv's (a symlink would lose its site)
+        venv_python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        venv_python.chmod(0o755)
+    out = subprocess.run([SYSTEM_PYTHON, "-I", "benchmarks/run_all.py", "--help"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if with_venv:
+        assert out.returncode == 0 and "--smoke" in out.stdout, out.stderr
+    else:
+        assert out.returncode == 1 and "cannot import dlsys" in out.stderr and "make install" in out.stderr
 
 
 # --- LogicalArray ---------------------------------------------------------------------------
