@@ -259,3 +259,19 @@ def test_no_shared_memory_is_left_after_a_failed_run():
     with pytest.raises(dlsys.RankFailed):
         dlsys.launch(failing, 2, "processes", timeout_s=60)
     assert not our_segments()
+
+
+def test_the_emulation_budget_counts_what_grows_with_the_ranks_squared():
+    """Issue 28: 4096 emulated ranks peaked at 5.8 GiB while the estimate said 192 MiB of 1 GiB.
+    Now the estimate counts the per-pair memory, and a rank count beyond the budget is refused
+    with the accepted range before any rank starts."""
+    with pytest.raises(ValueError, match=r"ranks must be in 2\.\.1638 for the ring emulation within the memory "
+                                         r"budget 1 GiB: 4096 ranks need about 6.25 GiB"):
+        wallclock.emulate("ring", 4096)
+    # through a shell that does not exec it: Linux carries a process's peak RSS across exec,
+    # so a child forked from this (large) pytest process would report pytest's peak
+    out = subprocess.run(["sh", "-c", '"$@" || exit 1', "sh", sys.executable, "-m", "dlsys.cli", "bench", "emulate",
+                          "--ranks", "512", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    interpreter = 96 * 2**20  # Python, numpy and dlsys imported: the estimate is the run's, not the process's
+    assert rec["peak_rss_bytes"] <= rec["memory_bytes"] + interpreter, rec
