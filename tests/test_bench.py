@@ -17,6 +17,7 @@ from dlsys import collectives
 from dlsys.experiments import wallclock
 from dlsys.cli import main
 from dlsys.collectives import closed_form
+from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.comm.logical import LogicalArray, as_logical, per_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,9 +99,33 @@ def test_run_all_smoke_writes_its_measured_blocks(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "dlsys all-reduce" in out.stdout and "emulated ring" in out.stdout
+    mpi_line = next(line for line in out.stdout.splitlines() if "MPI_Allreduce" in line)
+    assert ("skipped" in mpi_line) == (mpi_unavailable() is not None), mpi_line  # issue 28: found next to the venv's Python
     text = page.read_text()
     for name in ("bench.real_data_path", "bench.emulation", "bench.emulation_curve"):
         assert f"<!-- measured: {name} -->\nMeasured " in text and "run_all.py --smoke --write-docs" in text
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(not os.path.exists(SYSTEM_PYTHON), reason="no system Python")
+@pytest.mark.parametrize("with_venv", [True, False])
+def test_run_all_with_another_python_uses_the_venv_or_says_how(tmp_path, with_venv):
+    """README's ``python benchmarks/run_all.py`` with a Python that lacks dlsys (-I: isolated)."""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "run_all.py").write_text((ROOT / "benchmarks" / "run_all.py").read_text())
+    if with_venv:
+        (tmp_path / ".venv" / "bin").mkdir(parents=True)
+        venv_python = tmp_path / ".venv" / "bin" / "python"  # stands for the venv's (a symlink would lose its site)
+        venv_python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        venv_python.chmod(0o755)
+    out = subprocess.run([SYSTEM_PYTHON, "-I", "benchmarks/run_all.py", "--help"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if with_venv:
+        assert out.returncode == 0 and "--smoke" in out.stdout, out.stderr
+    else:
+        assert out.returncode == 1 and "cannot import dlsys" in out.stderr and "make install" in out.stderr
 
 
 # --- LogicalArray ---------------------------------------------------------------------------
@@ -234,3 +259,19 @@ def test_no_shared_memory_is_left_after_a_failed_run():
     with pytest.raises(dlsys.RankFailed):
         dlsys.launch(failing, 2, "processes", timeout_s=60)
     assert not our_segments()
+
+
+def test_the_emulation_budget_counts_what_grows_with_the_ranks_squared():
+    """Issue 28: 4096 emulated ranks peaked at 5.8 GiB while the estimate said 192 MiB of 1 GiB.
+    Now the estimate counts the per-pair memory, and a rank count beyond the budget is refused
+    with the accepted range before any rank starts."""
+    with pytest.raises(ValueError, match=r"ranks must be in 2\.\.1638 for the ring emulation within the memory "
+                                         r"budget 1 GiB: 4096 ranks need about 6.25 GiB"):
+        wallclock.emulate("ring", 4096)
+    # through a shell that does not exec it: Linux carries a process's peak RSS across exec,
+    # so a child forked from this (large) pytest process would report pytest's peak
+    out = subprocess.run(["sh", "-c", '"$@" || exit 1', "sh", sys.executable, "-m", "dlsys.cli", "bench", "emulate",
+                          "--ranks", "512", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    interpreter = 96 * 2**20  # Python, numpy and dlsys imported: the estimate is the run's, not the process's
+    assert rec["peak_rss_bytes"] <= rec["memory_bytes"] + interpreter, rec

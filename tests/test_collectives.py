@@ -401,3 +401,17 @@ def test_the_self_check_tolerance_is_the_rounding_bound_of_p_terms():
         assert np.any(np.abs(exact - xs[r] - exact) > bound)
     assert rounding_bounds("allreduce", ranks, count, "float32", "max", 0) == [0.0] * ranks
     assert rounding_bounds("broadcast", 4, count, "float32", "sum", 0) == [0.0] * 4
+
+
+REDUCING = [(c, a) for (c, a) in CASES if c in ("allreduce", "reduce", "reduce_scatter")]
+
+
+@pytest.mark.parametrize("op", ["min", "prod"])
+@pytest.mark.parametrize("collective,algorithm", REDUCING)
+def test_min_and_prod_are_exact_for_every_reducing_algorithm(collective, algorithm, op):
+    for ranks in (3, 8):
+        result = dlsys.launch(collective_program, ranks, "threads", args=(collective, algorithm, 13, "float32", op, 5))
+        for got, want in zip(result.values, expected_values(collective, ranks, 13, "float32", op, 5)):
+            assert (got is None and want is None) or np.array_equal(got, want)
+    record = simulate_collective(collective, algorithm, 8, "1KiB", op=op)  # its self-check is exact for them
+    assert record["op"] == op

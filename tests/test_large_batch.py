@@ -164,12 +164,12 @@ def test_a_cold_quick_study_gives_what_the_cache_was_made_with(cached, quick):
     to rerun); if the code now gives others, its results changed under the same version."""
     assert lb.quick_check(quick) == cached["quick_check"], (
         "the training code no longer gives the results results/large_batch.json was made with: bump CACHE_VERSION "
-        "in dlsys/experiments/large_batch.py and rerun `dlsys train --sweep batch`")
+        "in dlsys/experiments/large_batch.py and rerun `dlsys train --sweep batch --out results/large_batch.json`")
 
 
 def test_a_cache_of_another_version_is_refused_with_what_to_run(tmp_path, monkeypatch):
     path = tmp_path / "large_batch.json"
-    with pytest.raises(ValueError, match="large_batch.json is missing: run `dlsys train --sweep batch`"):
+    with pytest.raises(ValueError, match="large_batch.json is missing: run `dlsys train --sweep batch --out results/large_batch.json`"):
         lb.require_study(lb.QUICK, path)
     path.write_text(json.dumps({"study": lb._jsonable(lb.asdict(lb.QUICK)), "version": lb.CACHE_VERSION}))
     assert lb.cache_problem(lb.QUICK, path) is None
@@ -264,3 +264,20 @@ def test_cli_trains_with_lars_and_warmup(capsys):
                  "--workers", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["optimizer"] == "lars" and out["warmup_epochs"] == 1 and out["test_accuracy"] > 0.5
+
+
+def test_the_full_sweep_writes_the_tracked_cache_only_when_told(monkeypatch):
+    """Issue 28: ``train --sweep batch`` overwrote results/large_batch.json; now its record
+    goes to out/ (untracked) unless --out names a file."""
+    import dlsys.cli.train as cli_train
+    paths = []
+
+    def fake_study(study, path, **kwargs):
+        paths.append(path)
+        return lb.load_study(lb.Study(), lb.CACHE_PATH) or pytest.skip("no cache here")
+
+    monkeypatch.setattr(cli_train.large_batch, "large_batch_study", fake_study)
+    main(["train", "--sweep", "batch"])
+    main(["train", "--sweep", "batch", "--out", str(lb.CACHE_PATH)])
+    assert paths[0] == cli_train.DEFAULT_SWEEP_OUT and not str(lb.CACHE_PATH).endswith(paths[0])
+    assert paths[1] == str(lb.CACHE_PATH)

@@ -4,13 +4,14 @@
                 --straggler 3:4 --epochs 10 [--json]
     dlsys train --compress topk --ratio 0.01    (allreduce and ps-*: compressed gradients)
     dlsys train --strategy ps-bsp --schedule p3 --slice-params 1000   (overlap and scheduling)
-    dlsys train --sweep batch [--quick] [--out results/large_batch.json]
+    dlsys train --sweep batch [--quick] [--out results/large_batch.json]   (default out/large_batch.json)
     dlsys train --storage hdd --loader-workers 4 --prefetch 8   (a real loader; IO waits in virtual time)
 
 ``--sweep batch`` runs the large-batch study (dlsys.experiments.large_batch: batch 32 ..
 8,192 under four learning-rate rules, LARS and LAMB, sharp vs flat minima, time to
-accuracy) with a progress bar, writes its cache for the app and the lessons, and prints
-the accuracy table. Its settings are the study's own; the other options do not apply.
+accuracy) with a progress bar, writes its record to ``--out`` (default out/large_batch.json,
+untracked: the tracked cache the app and the lessons read, results/large_batch.json, is
+rewritten only when named), and prints the accuracy table. Its settings are the study's own; the other options do not apply.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ DECODE_S_PER_SAMPLE = 10e-6  # decoding an 8x8 or 16x16 image is microseconds (t
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
 MAX_EPOCHS = 10_000
+DEFAULT_SWEEP_OUT = "out/large_batch.json"  # untracked (.gitignore): never the tracked cache unless named
 SWEEP_DESTS = ("sweep", "quick", "out", "backend")  # what --sweep batch reads; the study fixes the rest
 FLAGS = {"servers": "--servers", "staleness": "--staleness", "period": "--period", "micro_batches": "--micro-batches",
          "fail": "--fail", "checkpoint": "--checkpoint", "resume": "--resume", "compression": "--compress",
@@ -112,8 +114,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
     p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
-    p.add_argument("--out", metavar="PATH", action=Checked, check=output_file, help="--sweep: the cache file (default results/large_batch.json; "
-                                                 "with --quick nothing is written unless given)")
+    p.add_argument("--out", metavar="PATH", action=Checked, check=output_file, help="--sweep: where to write the record (default out/large_batch.json; with --quick nothing "
+                                                 "is written unless given; the app's cache: results/large_batch.json)")
     p.set_defaults(func=cmd_train, parser=p)
 
 
@@ -167,7 +169,7 @@ def check_ranks(args) -> None:
 def cmd_sweep(args) -> int:
     """The large-batch study, run cold, cached, and summarized as accuracy per batch and rule."""
     study = large_batch.QUICK if args.quick else large_batch.Study()
-    out = args.out or (None if args.quick else large_batch.CACHE_PATH)
+    out = args.out or (None if args.quick else DEFAULT_SWEEP_OUT)
     record = large_batch.large_batch_study(study, out, progress=True, refresh=True, backend=args.backend)
     sweep = record["sweep"]
     batches = sorted({r["batch"] for r in sweep})

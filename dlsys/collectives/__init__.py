@@ -32,7 +32,7 @@ from ..machine.topology import get_network
 from . import exchange, ring
 from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
-OPS = ("sum", "mean", "max")
+OPS = ("sum", "mean", "max", "min", "prod")  # MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD; mean = sum / p
 
 __all__ = ["barrier", "broadcast", "scatter", "gather", "reduce", "reduce_scatter", "allgather", "allgatherv",
            "allreduce", "alltoall", "alltoallv",
@@ -60,8 +60,13 @@ def _entry(collective: str, algorithm: str, p: int) -> Algorithm:
     return REGISTRY[(collective, entry.fallback)] if entry.fallback and p & (p - 1) else entry
 
 
+def _base(op: str) -> str:
+    """The op the algorithms run (blocks.UFUNCS): every op but "mean", which is a sum."""
+    return "sum" if op == "mean" else op
+
+
 def _mean(result, op: str, p: int):
-    """The algorithms reduce with "sum" or "max"; the mean is the sum over p."""
+    """The mean is the sum over p."""
     return result / p if op == "mean" and result is not None else result
 
 
@@ -92,14 +97,14 @@ def reduce(comm: Communicator, x, op: str = "sum", root: int = 0, algorithm: str
     """Root gets op over every rank's x; the others None."""
     check_op(op)
     run = _entry("reduce", algorithm, comm.size).run
-    return _mean(run(comm, as_payload(x).copy(), "max" if op == "max" else "sum", root), op, comm.size)
+    return _mean(run(comm, as_payload(x).copy(), _base(op), root), op, comm.size)
 
 
 def reduce_scatter(comm: Communicator, x, op: str = "sum", algorithm: str = "ring") -> np.ndarray:
     """Rank r gets block r (np.array_split of the flattened x into p) of op over all ranks."""
     check_op(op)
     run = _entry("reduce_scatter", algorithm, comm.size).run
-    return _mean(run(comm, as_payload(x).copy(), "max" if op == "max" else "sum"), op, comm.size)
+    return _mean(run(comm, as_payload(x).copy(), _base(op)), op, comm.size)
 
 
 def allgather(comm: Communicator, x, algorithm: str = "ring") -> np.ndarray:
@@ -161,7 +166,7 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", o
     check_op(op)
     entry, x, p = _entry("allreduce", algorithm, comm.size), as_payload(x), comm.size
     _check_out(out, x, op)
-    base_op = "max" if op == "max" else "sum"
+    base_op = _base(op)
     if p == 1:
         result = x.copy()
     elif out is not None and entry.fast is not None:

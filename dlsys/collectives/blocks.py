@@ -39,10 +39,15 @@ def check_like(comm: Communicator, source: int, got: np.ndarray, like: np.ndarra
     return got if got.shape == like.shape else got.reshape(like.shape)
 
 
+UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+"""The element-wise operation of each reduction the algorithms run (MPI_SUM, MPI_MAX,
+MPI_MIN, MPI_PROD); "mean" is a sum divided by p (dlsys.collectives.allreduce)."""
+
+
 def combine(comm: Communicator, mine: np.ndarray, other: np.ndarray, op: str) -> np.ndarray:
-    """op(mine, other) as a new array ("sum" or "max"); charges n gamma if the run does."""
+    """op(mine, other) as a new array (an op of ``UFUNCS``); charges n gamma if the run does."""
     comm.charge_reduction(payload_nbytes(other))
-    return np.maximum(mine, other) if op == "max" else mine + other
+    return UFUNCS[op](mine, other)
 
 
 def cat(blocks: list, dtype) -> np.ndarray:

@@ -23,7 +23,7 @@ from .trees import scatter_binomial
 
 def reduce_scatter_blocks(comm, blocks: list, op: str) -> np.ndarray:
     """Reduce p blocks around the ring; rank r returns the reduction of block r over all
-    ranks (op "sum" or "max"). (p-1)(alpha + n/p (beta + gamma)).
+    ranks (an op of blocks.UFUNCS). (p-1)(alpha + n/p (beta + gamma)).
 
         for step = 0 .. p-2:
             send block (r - step - 1) mod p to the right   (phase "reduce-scatter", step, block)
@@ -62,7 +62,7 @@ def allgather_blocks(comm, blocks: list) -> list:
 
 
 def allreduce_ring(comm, x: np.ndarray, op: str) -> np.ndarray:
-    """Every rank gets op ("sum" or "max") over every rank's x, as a new array of x's shape:
+    """Every rank gets op (one of blocks.UFUNCS) over every rank's x, as a new array of x's shape:
     ``reduce_scatter_blocks`` then ``allgather_blocks`` on the p blocks of x
     (np.array_split). 2(p-1)(alpha + n/p beta) + (p-1) n/p gamma."""
     # BEGIN SOLUTION ring_allreduce

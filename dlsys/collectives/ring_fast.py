@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..comm import fast, payload_nbytes
-from .blocks import TAG, check_like, combine, recv_like
+from .blocks import TAG, UFUNCS, check_like, combine, recv_like
 
 
 def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.ndarray:
@@ -41,7 +41,7 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
                           phase="reduce-scatter", step=step, block=send_i)
         incoming = recv_like(comm, left, blocks[recv_i])
         comm.charge_reduction(payload_nbytes(incoming))
-        blocks[recv_i] = (np.maximum if op == "max" else np.add)(blocks[recv_i], incoming, out=into[recv_i])
+        blocks[recv_i] = UFUNCS[op](blocks[recv_i], incoming, out=into[recv_i])
         del incoming  # the left neighbour's memory, lent: let it go before we wait on ours
         sent.wait()
     for step in range(p - 1):  # all-gather: received blocks are copied into out's blocks
@@ -62,7 +62,7 @@ def allreduce_ring_lean(comm, x: np.ndarray, op: str) -> np.ndarray:
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     blocks = np.array_split(x.ravel(), p)
-    add, plain = (np.maximum if op == "max" else np.add), np.ndarray
+    add, plain = UFUNCS[op], np.ndarray
     # handover: no array is written after it is sent or received (every sum is a new array,
     # and x's own block, the first one sent, goes as a copy: the caller may write x after)
     shift, charged = fast.shift(comm, right, left, TAG, handover=True), comm.charge_reductions

@@ -4,7 +4,8 @@ One row of float64 per rank (shared memory on the processes backend):
 
     STATE     RUNNING, BLOCKED (waiting in its mailbox) or DONE
     WAIT_SRC  whom a BLOCKED rank waits for (ANY_SOURCE for recv_any)
-    WAIT_TAG  the tag it waits for (RELEASE: a receiver must drop an array it was lent)
+    WAIT_TAG  the tag it waits for (RELEASE: a receiver must drop an array it was lent;
+              SYNC_ACK: a receiver must match a synchronous send)
     POSTED    messages this rank has sent; PULLED: messages delivered to its mailbox
     FROM + s  messages delivered to this rank from rank s
     SENT + d  messages this rank sent to rank d   (SENT = FROM + size)
@@ -29,6 +30,7 @@ STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED = range(5)
 FROM = 5
 ANY_SOURCE = -1
 RELEASE = -2
+SYNC_ACK = -3  # the tag of a synchronous send's acknowledgement (program tags are >= 0)
 RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
 
 
@@ -114,8 +116,14 @@ def status_report(board: np.ndarray) -> str:
 
 
 def _waiting(rank: int, row: np.ndarray) -> str:
-    src, tag = int(row[WAIT_SRC]), int(row[WAIT_TAG])
+    return waits_text(rank, int(row[WAIT_SRC]), int(row[WAIT_TAG]))
+
+
+def waits_text(rank: int, src: int, tag: int) -> str:
+    """'rank 1 waits for rank 0 (tag 3)', or what a RELEASE or SYNC_ACK wait means."""
     if tag == RELEASE:
         return (f"rank {rank} waits for rank {src} to drop the array rank {rank} lent it "
                 f"(isend of comm.alloc memory completes only then)")
+    if tag == SYNC_ACK:
+        return f"rank {rank} waits for rank {src} to receive its synchronous send"
     return f"rank {rank} waits for " + (f"rank {src}" if src >= 0 else "any rank") + f" (tag {tag})"

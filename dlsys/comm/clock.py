@@ -14,6 +14,11 @@ per kernel copy on TCP-like links), alpha its latency and B its bandwidth:
     arrival(d, n)     a  = max(d + alpha + n / B, ingress_free + n / B)
     receive(d, n)     ingress_free = a = arrival(d, n)
                       t  = max(t, a) + o_r(n)      idle ("wait") until a, then the overhead
+    matched(d, r)     m  = max(r, d + alpha)       a synchronous send (ssend) is matched once the
+                                                   receive is posted (at r, the receiver's clock)
+                                                   and the envelope has arrived (d + alpha)
+                      t  = max(t, m + alpha)       the sender idles ("wait") until the receiver's
+                                                   acknowledgement is back (MPICH's eager sync ack)
 
 The network (a dlsys.machine.topology.Topology) gives alpha, B and the overheads of the link
 between each pair: a send is charged by its destination, an arrival by its source. Flat
@@ -79,6 +84,14 @@ class VirtualClock:
         arrive = self.ingress_free = self.arrival(depart_s, nbytes, src)
         self.take_in(arrive, nbytes, label, src)
         return arrive
+
+    def matched(self, depart_s: float, posted_s: float, label: str = "", dst: int | None = None) -> None:
+        """A synchronous send to ``dst`` that departed at depart_s, matched by a receive
+        posted at posted_s: wait for the acknowledgement (no overhead: it is a few bytes)."""
+        latency_s = self.link_to(dst).latency_s
+        back_s = max(posted_s, depart_s + latency_s) + latency_s
+        if back_s > self.t:
+            self.advance(back_s - self.t, "wait", label)
 
     def take_in(self, arrive_s: float, nbytes: int, label: str = "", src: int | None = None) -> None:
         """Wait for a message from ``src`` that arrives at arrive_s, then charge the receive

@@ -19,7 +19,7 @@ import numpy as np
 from ..machine.ledger import MemoryLedger
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
-from .board import FROM, POSTED, board_row
+from .board import FROM, POSTED, SYNC_ACK, board_row
 from .clock import VirtualClock
 from .mailbox import Header
 from .oplog import OpLog
@@ -28,6 +28,7 @@ from .trace import Message
 MAX_LABEL = 200
 SIGNAL = "signal"  # the phase of a same-node hand-off (Communicator.signal)
 DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
+NOTHING = np.empty(0, np.uint8)  # the payload of a synchronous send's acknowledgement
 
 
 def as_payload(x, name: str = "x") -> np.ndarray:
@@ -59,19 +60,25 @@ class Request:
     """A non-blocking operation; ``wait()`` completes it and returns the received array
     (None for a send). A send request of lent memory completes when the receiver has
     dropped the array; wait() then charges no virtual time (the link model's sender never
-    waits for its receiver): it is real-time synchronization only."""
+    waits for its receiver): it is real-time synchronization only. A synchronous send's
+    (``matched``: its Header) completes when the receiver has matched it (VirtualClock.matched).
+    A receive is posted at the clock of ``irecv`` (``posted_s``), charged at ``wait()``."""
 
     def __init__(self, comm: Communicator, src: int | None = None, tag: int = 0, label=None,
-                 loan: int | None = None, dst: int | None = None):
+                 loan: int | None = None, dst: int | None = None, matched: Header | None = None,
+                 posted_s: float = 0.0):
         self._comm, self._src, self._tag, self._label, self._loan, self._dst = comm, src, tag, label, loan, dst
-        self._done, self._value = src is None and loan is None, None
+        self._matched, self._posted_s = matched, posted_s
+        self._done, self._value = src is None and loan is None and matched is None, None
 
     def wait(self):
         if not self._done:
             if self._loan is not None:
                 self._comm._transport.wait_released(self._loan, self._dst, self._comm._deadline)
-            else:
-                self._value = self._comm.recv(self._src, self._tag, self._label)
+            if self._matched is not None:
+                self._comm._wait_matched(self._dst, self._matched)
+            elif self._src is not None:
+                self._value = self._comm._receive(self._src, self._tag, self._label, self._posted_s)
             self._done = True
         return self._value
 
@@ -85,6 +92,7 @@ class Communicator:
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
     ``network``: the link between every pair of ranks (dlsys.machine.topology.get_network).
+    ``eager_limit_bytes``: sends of more bytes are synchronous (launch's option; None: none).
     ``log_ops``: keep ``ops``, this rank's operations in program order, for a replay of the
     run with links that messages share (dlsys.comm.replay, which lists the records;
     dlsys.comm.oplog keeps them compact); ``log_labels``: with the labels of sends (a
@@ -93,8 +101,10 @@ class Communicator:
 
     def __init__(self, rank: int, size: int, transport, network: Topology, node: NodeModel,
                  seed: int, deadline: float, board: np.ndarray, charge_reductions: bool = False,
-                 record: bool = True, log_ops: bool = False, log_labels: bool = True):
+                 record: bool = True, log_ops: bool = False, log_labels: bool = True,
+                 eager_limit_bytes: int | None = None):
         self.rank, self.size, self.network, self.node = rank, size, network, node
+        self.eager_limit_bytes = eager_limit_bytes
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
         self._transport, self._board, self._row = transport, board, board_row(board, rank)
@@ -188,17 +198,37 @@ class Communicator:
 
     def send(self, buf, dest: int, tag: int = 0, label: str = "", *, phase: str = "", step: int = -1,
              block: int = -1) -> None:
-        """Buffered send of array ``buf`` to rank ``dest`` (returns without waiting for the
-        receiver). mpi4py's order and names. ``phase``, ``step`` and ``block`` describe a
-        collective's message for figures (trace.Message); the label defaults to them."""
-        self._post(buf, dest, tag, label, False, phase, step, block)
+        """Send array ``buf`` to rank ``dest``. mpi4py's order and names. Buffered (returns
+        without waiting for the receiver), unless it is larger than the run's
+        ``eager_limit_bytes`` (launch): then synchronous, as ``ssend``. ``phase``, ``step``
+        and ``block`` describe a collective's message for figures (trace.Message); the label
+        defaults to them."""
+        _, header = self._post(buf, dest, tag, label, False, phase, step, block)
+        if header.sync:
+            self._wait_matched(int(dest), header)
 
-    def _post(self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int) -> int | None:
-        """send and isend: charge the send overhead and take the egress (VirtualClock.send),
-        count the message on the board, hand it to the transport; returns the transport's
-        loan number (a lent payload) or None."""
+    def ssend(self, buf, dest: int, tag: int = 0, label: str = "") -> None:
+        """Synchronous send (MPI_Ssend, mpi4py's ``comm.ssend``): returns only once ``dest``
+        has posted the matching receive, so two ranks that ssend to each other first wait
+        for ever (the launcher reports the deadlock). As MPICH's eager synchronous send
+        (src/mpid/ch3/src/ch3u_eager.c, MPIDI_CH3_EagerSyncAck): the data goes at once with
+        a flag, the receiver's match sends an acknowledgement back; the time of that is
+        VirtualClock.matched."""
+        _, header = self._post(buf, dest, tag, label, False, "", -1, -1, sync=True)
+        self._wait_matched(int(dest), header)
+
+    def _post(self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int,
+              sync: bool = False) -> tuple[int | None, Header]:
+        """send, ssend and isend: charge the send overhead and take the egress
+        (VirtualClock.send), count the message on the board, hand it to the transport;
+        returns the transport's loan number (a lent payload) or None, and the Header (its
+        ``sync``: ``sync`` or larger than the eager limit)."""
         dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
         nbytes = payload_nbytes(arr)
+        sync = sync or (self.eager_limit_bytes is not None and nbytes > self.eager_limit_bytes)
+        if sync and self.ops is not None:
+            raise ValueError("a synchronous send (ssend, or a send above eager_limit_bytes) cannot run with "
+                             "sharing=True: the replay with shared links does not model it")
         label = message_label(label, phase, step, block)
         depart = self._clock.send(nbytes, label, dst)
         self.bytes_sent += nbytes
@@ -207,8 +237,21 @@ class Communicator:
         if self.ops is not None:
             op = ("send", dst, tag, nbytes, label, meta) if self.ops.labels else ("send", dst, tag, nbytes, "", None)
             self.ops.append_shared(op)
-        header = Header(self.rank, tag, depart, nbytes, label, arr.dtype, arr.shape, None, meta)
-        return self._transport.post(dst, header, arr, lend)
+        header = Header(self.rank, tag, depart, nbytes, label, arr.dtype, arr.shape, None, meta, sync)
+        return self._transport.post(dst, header, arr, lend), header
+
+    def _wait_matched(self, dst: int, header: Header) -> None:
+        """Wait for ``dst``'s acknowledgement of a synchronous send (it carries the time
+        the matching receive was posted) and advance the clock to the match (VirtualClock.matched)."""
+        ack, _ = self._transport.take(dst, SYNC_ACK, self._deadline)
+        self._clock.matched(header.depart_s, ack.depart_s, header.label, dst)
+
+    def _acknowledge(self, src: int, posted_s: float) -> None:
+        """Tell ``src`` that this rank matched its synchronous send with a receive posted at
+        ``posted_s`` (a control message: no clock charge, no trace record)."""
+        self._count_sent(src)
+        self._transport.post(src, Header(self.rank, SYNC_ACK, posted_s, 0, "", NOTHING.dtype, NOTHING.shape),
+                             NOTHING, False)
 
     def _count_sent(self, dst: int) -> None:
         """The board's counters of this rank's messages (deadlock detection reads them)."""
@@ -220,7 +263,13 @@ class Communicator:
         VirtualClock.receive). The message keeps its sender's label; ``label`` names this
         rank's wait/recv spans (default: the sender's label)."""
         src, tag = self._check_peer(source, "source"), self._check_tag(tag)
+        return self._receive(src, tag, label, self._clock.t)
+
+    def _receive(self, src: int, tag: int, label: str | None, posted_s: float) -> np.ndarray:
+        """recv of a receive posted at ``posted_s`` (irecv's clock, or recv's)."""
         header, arr = self._transport.take(src, tag, self._deadline)
+        if header.sync:
+            self._acknowledge(src, posted_s)
         arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
         if self.ops is not None:
             self.ops.append_shared(("recv", src, tag, label))
@@ -334,13 +383,16 @@ class Communicator:
         """Non-blocking send. Complete at once (the payload is copied), unless buf is memory
         from ``alloc`` on a backend that lends it: then ``wait()`` returns once the receiver
         has dropped the array, and buf must not be written before that (MPI's rule)."""
-        loan = self._post(buf, dest, tag, label, True, phase, step, block)
-        return _SENT if loan is None else Request(self, loan=loan, dst=dest)
+        loan, header = self._post(buf, dest, tag, label, True, phase, step, block)
+        if loan is None and not header.sync:
+            return _SENT
+        return Request(self, loan=loan, dst=int(dest), matched=header if header.sync else None)
 
     def irecv(self, source: int, tag: int = 0, label: str | None = None) -> Request:
-        """Non-blocking receive; the message is charged when the request is waited on."""
-        self._check_peer(source, "source"), self._check_tag(tag)
-        return Request(self, source, tag, label)
+        """Non-blocking receive, posted now (what a synchronous sender waits for); the
+        message is charged when the request is waited on."""
+        src, tag = self._check_peer(source, "source"), self._check_tag(tag)
+        return Request(self, src, tag, label, posted_s=self._clock.t)
 
     @staticmethod
     def wait(request: Request):
@@ -352,7 +404,12 @@ class Communicator:
 
     def sendrecv(self, sendbuf, dest: int, source: int, sendtag: int = 0, recvtag: int | None = None,
                  label: str = "", *, phase: str = "", step: int = -1, block: int = -1) -> np.ndarray:
-        """Send ``sendbuf`` to ``dest`` and receive from ``source`` (no deadlock: sends are
-        buffered). ``phase``, ``step`` and ``block`` describe the sent message, as in ``send``."""
-        self.send(sendbuf, dest, sendtag, label, phase=phase, step=step, block=block)
-        return self.recv(source, sendtag if recvtag is None else recvtag)
+        """Send ``sendbuf`` to ``dest`` and receive from ``source``: no deadlock, also when the
+        send is synchronous (MPI_Sendrecv completes both; the receive is posted before this
+        rank waits for the match). ``phase``, ``step`` and ``block`` describe the sent
+        message, as in ``send``."""
+        _, header = self._post(sendbuf, dest, sendtag, label, False, phase, step, block)
+        got = self.recv(source, sendtag if recvtag is None else recvtag)
+        if header.sync:
+            self._wait_matched(int(dest), header)
+        return got

@@ -71,7 +71,8 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
            link: str | LinkModel | Topology = DEFAULT_LINK, node: str | NodeModel | Sequence = "laptop-cpu",
            seed: int = 0, args: tuple = (), kwargs: dict | None = None,
            charge_reductions: bool = False, record: bool = True,
-           timeout_s: float = 600.0, topology: str | Topology | None = None, sharing: bool = False) -> LaunchResult:
+           timeout_s: float = 600.0, topology: str | Topology | None = None, sharing: bool = False,
+           eager_limit_bytes: int | None = None) -> LaunchResult:
     """Run ``program(comm, *args, **kwargs)`` on ``world_size`` ranks and collect the results.
 
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
@@ -82,7 +83,11 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     Topology); rank r is node r of it. ``sharing``: the times (trace, clocks) come from a
     replay of the run's operations in which concurrent messages share the links of
     ``network.fabric(world_size)`` max-min fairly (dlsys.comm.replay; values are the
-    run's). The environment variable ``DLSYS_BACKEND``, if set,
+    run's). ``eager_limit_bytes``: every send of more bytes is synchronous (as
+    ``comm.ssend``: it returns once the receiver has posted the matching receive), as MPI
+    switches from its eager to its rendezvous protocol above a threshold (MPICH ch3:
+    MPIDI_CH3_EAGER_MAX_MSG_SIZE, 256 KiB, src/mpid/ch3/include/mpidi_ch3_post.h); 0 makes
+    every send synchronous, None (the default) none. The environment variable ``DLSYS_BACKEND``, if set,
     replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
     lesson's ranks on MPI).
     """
@@ -111,10 +116,15 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     network.check_nodes(size, "world_size")
     if not isinstance(sharing, bool):
         raise ValueError(f"sharing must be True or False, got {sharing!r}")
+    if eager_limit_bytes is not None:
+        eager_limit_bytes = check_int("eager_limit_bytes", eager_limit_bytes, 0)
+        if sharing:
+            raise ValueError("eager_limit_bytes: synchronous sends cannot run with sharing=True (the replay with "
+                             "shared links does not model them); pass eager_limit_bytes=None")
     fabric = network.fabric(size) if sharing else None
     spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network, nodes, seed,
                    bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing,
-                   bool(record))
+                   bool(record), eager_limit_bytes)
     start = time.perf_counter()
     try:
         with _exit_on_termination():

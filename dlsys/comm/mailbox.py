@@ -47,6 +47,7 @@ class Header(NamedTuple):
     shape: tuple
     handle: object = None  # transport-specific (the shared-memory name on processes)
     meta: tuple | None = None  # (phase, step, block) of a collective's message, for figures
+    sync: bool = False  # a synchronous send's: the receiver acknowledges the match (Communicator.ssend)
 
 
 class WaitCondition:

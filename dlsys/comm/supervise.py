@@ -60,6 +60,7 @@ class RunSpec(NamedTuple):
     deadline: float  # time.monotonic() after which the run is abandoned
     log_ops: bool = False  # keep each rank's operations for a replay (dlsys.comm.replay)
     log_labels: bool = True  # with the labels of sends: the replay records a trace
+    eager_limit_bytes: int | None = None  # sends above it are synchronous (launch's eager_limit_bytes)
 
 
 class Outcome(NamedTuple):

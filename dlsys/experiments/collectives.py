@@ -23,7 +23,7 @@ def collective_program(comm, collective: str, algorithm: str, count: int, dtype:
     With ``plan``, the ``count`` real elements stand for ``plan.logical_count``."""
     if collective == "barrier":
         return collectives.barrier(comm)
-    x = np.random.default_rng([seed, comm.rank]).standard_normal(count).astype(DTYPES[dtype])
+    x = rank_data(seed, comm.rank, count, dtype, op)
     if plan is not None:
         x = plan.wrap(x)
     if collective == "allreduce":  # its lean path where it has one: same messages and trace
@@ -64,12 +64,21 @@ def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dty
                         overhead_bytes=ranks * PROCESS_RANK_BYTES if backend != "threads" else 0)
 
 
+def rank_data(seed: int, rank: int, count: int, dtype: str, op: str) -> np.ndarray:
+    """Rank ``rank``'s seeded input: standard normal values, or for "prod" their signs
+    (+-1): a product of thousands of normal values under- or overflows, while a product
+    of +-1 is exact in any order, so the self-check of "prod" is exact at every rank count."""
+    x = np.random.default_rng([seed, rank]).standard_normal(count).astype(DTYPES[dtype])
+    return np.where(x < 0, -1, 1).astype(x.dtype) if op == "prod" else x
+
+
 def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str, seed: int) -> list:
     """What every rank must return, computed directly with numpy (the oracle)."""
-    xs = [np.random.default_rng([seed, r]).standard_normal(count).astype(DTYPES[dtype]) for r in range(ranks)]
+    xs = [rank_data(seed, r, count, dtype, op) for r in range(ranks)]
     stacked = np.stack(xs) if collective in ("gather", "allgather") else None  # one copy, not one per rank
     reduced = {"sum": lambda: np.sum(xs, axis=0, dtype=np.float64), "mean": lambda: np.mean(xs, axis=0, dtype=np.float64),
-               "max": lambda: np.max(xs, axis=0)}[op]() if xs else None
+               "max": lambda: np.max(xs, axis=0), "min": lambda: np.min(xs, axis=0),
+               "prod": lambda: np.prod(xs, axis=0)}[op]() if xs else None
     table = {
         "barrier": lambda r: None,
         "allreduce": lambda r: reduced,
@@ -90,13 +99,13 @@ def rounding_bounds(collective: str, ranks: int, count: int, dtype: str, op: str
     partial sum, so |computed - exact| <= gamma_p sum |x_i| elementwise, with
     gamma_p = p u / (1 - p u) and u the unit roundoff of ``dtype`` (Higham, *Accuracy and
     Stability of Numerical Algorithms*, 2nd ed., section 4.2, eq. 4.4; the mean's division
-    is one more rounding). Moving data (broadcast, scatter, gather) and max are exact: 0."""
-    if op == "max" or collective not in ("allreduce", "reduce", "reduce_scatter"):
+    is one more rounding). Moving data (broadcast, scatter, gather), max, min and prod (of
+    +-1, ``expected_values``' data for it) are exact: 0."""
+    if op in ("max", "min", "prod") or collective not in ("allreduce", "reduce", "reduce_scatter"):
         return [0.0] * ranks
     u = np.finfo(DTYPES[dtype]).eps / 2
     gamma = ranks * u / (1 - ranks * u)
-    abs_sum = sum(np.abs(np.random.default_rng([seed, r]).standard_normal(count).astype(DTYPES[dtype]), dtype=np.float64)
-                  for r in range(ranks))
+    abs_sum = sum(np.abs(rank_data(seed, r, count, dtype, op), dtype=np.float64) for r in range(ranks))
     bound = gamma * abs_sum / (ranks if op == "mean" else 1)
     return {"allreduce": [bound] * ranks, "reduce": [bound] + [0.0] * (ranks - 1),
             "reduce_scatter": np.array_split(bound, ranks)}[collective]

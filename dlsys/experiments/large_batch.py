@@ -4,7 +4,7 @@ what the large-batch literature does about the gap.
     from dlsys.experiments import large_batch_study
     study = large_batch_study()          # the cached results (results/large_batch.json)
     study["sweep"]                       # test accuracy per batch and learning-rate rule
-    dlsys train --sweep batch            # the cold run behind it, with a progress bar
+    dlsys train --sweep batch --out results/large_batch.json   # the cold run behind it, with a progress bar
 
 Five experiments share one ``Study`` (its settings are the cache key):
 - ``sweep``: global batch 32 .. 8,192 (the sum of the workers' batches) with a fixed
@@ -45,7 +45,7 @@ OPTIMIZERS = ("sgd + warm-up", "lars", "lamb")
 # refused (``require_study``), and tests/test_large_batch.py fails when a cold quick study
 # no longer gives what the cache recorded for it (``quick_check``) under the same version.
 CACHE_VERSION = 1
-SWEEP_COMMAND = "dlsys train --sweep batch"
+SWEEP_COMMAND = "dlsys train --sweep batch --out results/large_batch.json"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ Two different questions, two different clocks:
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import statistics
@@ -58,6 +59,10 @@ def bench_data(count: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray
 
 
 BUFFERS = ("alloc", "plain")
+BOARD_PAIR_BYTES = 24  # per pair of ranks: the status board's two float64 counters and a mailbox's list slot
+RING_PAIR_BYTES = 400  # per pair of ranks in the ring emulation, measured (issue 28): each rank also holds p
+# block views (np.array_split) and their sums; peak RSS 69 MiB at 256 ranks, 431 MiB at 1024, i.e. about
+# 380 B per added pair (bench emulate --ranks N --json, peak_rss_bytes)
 BENCH_BACKENDS = ("processes", "mpi")  # the real data paths (threads share one process: nothing moves)
 
 
@@ -369,12 +374,19 @@ def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, l
     ranks = check_int("ranks", ranks, 2, MAX_THREAD_RANKS)
     params = totals("alexnet")[0] if params is None else check_int("params", params, 1, 10**12)
     link = get_link(link)
+    pair_bytes = RING_PAIR_BYTES if scheme == "ring" else BOARD_PAIR_BYTES
+    overhead = ranks * ranks * pair_bytes  # what grows with the ranks squared, besides the buffers
+    if overhead >= max_memory_bytes:
+        raise ValueError(f"ranks must be in 2..{math.isqrt(max_memory_bytes // pair_bytes - 1)} for the {scheme} "
+                         f"emulation within the memory budget {format_bytes(max_memory_bytes)}: {ranks} ranks need "
+                         f"about {format_bytes(overhead)} besides their buffers ({pair_bytes} B per pair of ranks)")
     if scheme == "ring":
-        plan = plan_buffers(params, ranks, unit=ranks, split_per_block=True, max_memory_bytes=max_memory_bytes)
+        plan = plan_buffers(params, ranks, unit=ranks, split_per_block=True, max_memory_bytes=max_memory_bytes,
+                            overhead_bytes=overhead)
         program, messages = _ring_program, 2 * ranks * (ranks - 1)
         closed = closed_form("allreduce", "ring", ranks, ranks * -(-params // ranks) * 4, link)
     else:
-        plan = plan_buffers(params, ranks, max_memory_bytes=max_memory_bytes)
+        plan = plan_buffers(params, ranks, max_memory_bytes=max_memory_bytes, overhead_bytes=overhead)
         program, messages = _ps_program, 2 * (ranks - 1)
         closed = ps_closed_form_s(ranks - 1, params * 4, link)
     result = launch(program, ranks, "threads", link=link, args=(plan,), record=False, timeout_s=timeout_s)

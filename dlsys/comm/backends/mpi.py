@@ -55,7 +55,8 @@ from dataclasses import dataclass
 import cloudpickle
 import numpy as np
 
-from ..board import BLOCKED, DONE, FROM, POSTED, PULLED, RELEASE, STATE, WAIT_SRC, WAIT_TAG, board_row, new_board
+from ..board import (BLOCKED, DONE, FROM, POSTED, PULLED, RELEASE, STATE, WAIT_SRC, WAIT_TAG, board_row, new_board,
+                     waits_text)
 from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
 from ..mailbox import Header, Mailbox, WaitCondition
@@ -129,7 +130,7 @@ class MPITransport(MailboxTransport):
     # --- messages ---
 
     def post(self, dst, header, array, lend=False):
-        frame = (*header[:5], header.dtype.str, header.shape, None, header.meta)
+        frame = (*header[:5], header.dtype.str, header.shape, None, header.meta, header.sync)
         self.sends.append((self.comm.isend(frame, dst, HEADER), None))
         if array.nbytes:
             body = np.array(array, order="C", subok=False)  # a copy: the sender may reuse its array
@@ -277,8 +278,8 @@ class MPITransport(MailboxTransport):
             return
         src, tag = int(row[WAIT_SRC]), int(row[WAIT_TAG])
         if self.silent(None, src, self.rank):
-            raise DeadlockError(f"deadlock: no rank can make progress: rank {self.rank} waits for rank {src} "
-                                f"(tag {tag}); {_chain_text(self.questions[src].path)}")
+            raise DeadlockError(f"deadlock: no rank can make progress: {waits_text(self.rank, src, tag)}; "
+                                f"{_chain_text(self.questions[src].path)}")
 
 
 def _max_sleep_s(size: int) -> float:
@@ -291,7 +292,7 @@ def _max_sleep_s(size: int) -> float:
 
 def _chain_text(path: tuple) -> str:
     return "; ".join(f"rank {rank} has finished" if waits_for == FINISHED else
-                     f"rank {rank} waits for rank {waits_for} (tag {tag})" for rank, waits_for, tag in path)
+                     waits_text(rank, waits_for, tag) for rank, waits_for, tag in path)
 
 
 class _Progress(WaitCondition):
@@ -326,7 +327,8 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
         c = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed, spec.deadline, board,
-                         spec.charge_reductions, spec.record, spec.log_ops, spec.log_labels)
+                         spec.charge_reductions, spec.record, spec.log_ops, spec.log_labels,
+                         spec.eager_limit_bytes)
         value = spec.program(c, *spec.args, **spec.kwargs)
         end_descendants(spare)
         outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops, c.used_memory)

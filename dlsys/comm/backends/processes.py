@@ -191,7 +191,7 @@ class _ProcessTransport(MailboxTransport):
             handle = segment.name
         # A plain tuple with the dtype as a string: pickling the NamedTuple and the dtype
         # object took 12 us a message, a third of a small send.
-        frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle, header.meta), protocol=pickle.HIGHEST_PROTOCOL)
+        frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle, header.meta, header.sync), protocol=pickle.HIGHEST_PROTOCOL)
         if len(frame) + _FRAME.size > PIPE_BUF:  # a long label: the header goes by file
             self.long_headers += 1
             path = _shm_path(self.run_id, f"h{self.rank}-{self.long_headers}")
@@ -270,7 +270,7 @@ def _child_main() -> None:
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
         comm = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed,
                             spec.deadline, board, spec.charge_reductions, spec.record, spec.log_ops,
-                            spec.log_labels)
+                            spec.log_labels, spec.eager_limit_bytes)
         value = spec.program(comm, *spec.args, **spec.kwargs)
         outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory))
     except Aborted:

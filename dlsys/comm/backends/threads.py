@@ -164,7 +164,7 @@ class ThreadsBackend(Backend):
             comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.network,
                                 spec.nodes[rank], spec.seed, spec.deadline, board,
                                 spec.charge_reductions, spec.record, spec.log_ops,
-                                spec.log_labels)
+                                spec.log_labels, spec.eager_limit_bytes)
             try:
                 value = spec.program(comm, *spec.args, **spec.kwargs)
                 outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)

@@ -9,7 +9,7 @@ A backend's ``run(spec)`` must:
 
 * start ``spec.size`` ranks; rank r builds ``Communicator(r, spec.size, transport,
   spec.network, spec.nodes[r], spec.seed, spec.deadline, board, spec.charge_reductions,
-  spec.record, spec.log_ops)``, runs ``spec.program(comm, *spec.args, **spec.kwargs)`` and hands back
+  spec.record, spec.log_ops, spec.log_labels, spec.eager_limit_bytes)``, runs ``spec.program(comm, *spec.args, **spec.kwargs)`` and hands back
   ``Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)``;
 * give every rank and the launcher the same status board (dlsys.comm.board; shared memory
   across processes), set a rank's STATE to DONE when it ends, and wait with
