@@ -38,7 +38,11 @@ nbytes = cols[4].select_slider("n, bytes per rank", SIZES, value=2**10, format_f
 source_text, formula_text = pg.STARTERS[starter]
 source = st.text_area("your program (Ctrl+Enter runs it)", source_text, height=300, key=f"pg_code_{starter}")
 formula = st.text_input("your closed form, in p, n, alpha, beta (log2, ceil, floor allowed)", formula_text,
-                        key=f"pg_formula_{starter}", placeholder="e.g. (p - 1) * (alpha + n * beta)")
+                        key=f"pg_formula_{starter}", placeholder="e.g. (p - 1) * (alpha + n * beta)",
+                        help="Numbers, + - * / // % **, p, n (bytes), alpha (s), beta (s per byte), log2, ceil, "
+                             "floor; nothing else is evaluated. The ring's textbook form is exact when p divides "
+                             "the n/8 float64 elements (equal blocks); the naive all-reduce's sends share each "
+                             "sender's link, so no simple form is exact.")
 
 link = get_network(topology, link_name, "topology").link
 with st.spinner("running your program in the sandbox..."):

@@ -215,7 +215,8 @@ def describe_error(error: dict) -> str:
     if kind in ("exception", "syntax"):
         rank = f"rank {error['rank']} raised " if error.get("rank") is not None else ""
         line = f" at line {error['line']} of your program" if error.get("line") else ""
-        return f"{rank}{error['message']}{line}."
+        memory = f" (the sandbox allows {MEMORY_BYTES >> 20} MiB)" if error["message"].startswith("MemoryError") else ""
+        return f"{rank}{error['message'].rstrip(': ')}{line}{memory}."
     return error["message"]
 
 
