@@ -63,7 +63,7 @@ if formula.strip():
         m[1].metric("your closed form", format_seconds(predicted_s))
         m[2].metric("relative difference", f"{(result.time_s - predicted_s) / result.time_s:+.1e}",
                     help="(virtual time - closed form) / virtual time")
-st.caption(f"alpha = {format_seconds(link.alpha_s)} (latency + 2 x per-message overhead), "
+st.caption(f"alpha = {format_seconds(link.alpha_s)} (the latency plus twice the per-message overhead), "
            f"beta = {link.beta_s_per_byte * 1e9:.3g} ns per byte, of {link.name}"
            + ("" if topology == "flat" else f" (the link inside a {topology} supernode)") + f"; p = {ranks}, "
            f"n = {format_bytes(nbytes)}.")
