@@ -68,5 +68,8 @@ PAGES = [  # the first is Home, the default page
     Page("views/papers.py", "Papers", "📜", "Case studies",
          "Every published claim the course teaches run again: the paper's figure beside dlsys's, a verdict (holds, "
          "shape holds, differs) and why, a plot per claim."),
+    Page("views/playground.py", "Playground", "🛝", "Playground",
+         "Your own rank program (mpi4py style), run in the grader's sandbox: each rank's value, its messages "
+         "animated, the timeline, the virtual time against your closed form, deadlocks and errors named."),
 ]
 BY_NAME = {page.name: page for page in PAGES}

@@ -14,6 +14,7 @@ CONCEPTS = [
     ("Why distribute", "data parallelism", "training"), ("Why distribute", "model parallelism", "training"),
     ("Why distribute", "speedup and scaling efficiency", "lesson"),
     ("Primitives and cost", "send / recv", "collectives"),
+    ("Primitives and cost", "your own rank program", "playground"),
     ("Primitives and cost", "broadcast, scatter, gather", "collectives"),
     ("Primitives and cost", "reduce, all-gather, reduce-scatter", "collectives"),
     ("Primitives and cost", "all-reduce algorithms", "cost_model"),

@@ -1,0 +1,115 @@
+"""The playground (dlsys.grading.playground and app/views/playground.py): a student's own rank
+program run in the grader's sandbox; its starters, its errors in words, its time limit."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dlsys.grading import playground as pg
+from dlsys.machine.net import get_link
+
+APP_DIR = Path(__file__).resolve().parents[1] / "app"
+sys.path.insert(0, str(APP_DIR))
+
+
+def closed_form(name: str, p: int, nbytes: int, link: str = "tcp-10gbe") -> float:
+    model = get_link(link)
+    return pg.closed_form_s(pg.STARTERS[name][1], p, nbytes, model.alpha_s, model.beta_s_per_byte)
+
+
+@pytest.mark.parametrize("p", [2, 5, 8])
+def test_the_starters_give_their_values_and_the_closed_form(p):
+    nbytes = 4096
+    ring = pg.run_program(pg.STARTERS["token ring"][0], p, nbytes=nbytes)
+    assert ring.error is None
+    assert ring.values == [repr(float(p))] + [repr(float(r)) for r in range(1, p)]  # rank r holds token + r
+    assert ring.time_s == pytest.approx(closed_form("token ring", p, nbytes), rel=1e-12)
+    assert len(ring.trace.messages) == p
+    total = repr(p * (p + 1) / 2)  # ranks hold 1, 2, ..., p
+    naive = pg.run_program(pg.STARTERS["naive all-reduce"][0], p, nbytes=nbytes)
+    assert naive.error is None and naive.values == [total] * p and len(naive.trace.messages) == p * (p - 1)
+    allreduce = pg.run_program(pg.STARTERS["ring all-reduce"][0], p, nbytes=nbytes)
+    assert allreduce.error is None and allreduce.values == [total] * p
+    if (nbytes // 8) % p == 0:  # the textbook form is exact for equal blocks
+        assert allreduce.time_s == pytest.approx(closed_form("ring all-reduce", p, nbytes), rel=1e-12)
+
+
+def test_a_deadlock_names_every_rank_and_what_it_waits_for():
+    run = pg.run_program("def program(comm):\n    return comm.recv(source=1 - comm.rank)\n", 2)
+    assert run.error["kind"] == "deadlock"
+    assert run.error["waits"] == [{"rank": 0, "source": 1, "tag": 0}, {"rank": 1, "source": 0, "tag": 0}]
+    text = pg.describe_error(run.error)
+    assert "rank 0 waits for rank 1 (tag 0)" in text and "rank 1 waits for rank 0 (tag 0)" in text
+
+
+def test_an_exception_names_the_rank_and_the_line():
+    source = "def program(comm):\n    x = comm.rank\n    if x == 2:\n        return 1 / 0\n    return x\n"
+    run = pg.run_program(source, 3)
+    assert run.error == {"kind": "exception", "rank": 2, "message": "ZeroDivisionError: division by zero", "line": 4}
+    assert pg.describe_error(run.error) == "rank 2 raised ZeroDivisionError: division by zero at line 4 of your program."
+    syntax = pg.run_program("def program(comm):\n    return (\n", 2)
+    assert syntax.error["kind"] == "syntax" and syntax.error["line"] == 2
+
+
+def _leftovers() -> tuple[set, set]:
+    return {c.pid for c in psutil.Process().children(recursive=True)}, set(os.listdir("/dev/shm"))
+
+
+@pytest.mark.parametrize("source, kind", [
+    ("def program(comm):\n    while True:\n        pass\n", "timeout"),          # the ranks' deadline says who
+    ("while True:\n    pass\n", "timeout"),                                       # the sandbox is killed
+    ("import os\ndef program(comm):\n    while True:\n        os.fork()\n", None),  # a fork bomb
+])
+def test_a_loop_or_a_bomb_ends_at_the_time_limit_and_leaves_nothing(source, kind):
+    before = _leftovers()
+    start = time.monotonic()
+    run = pg.run_program(source, 2, time_limit_s=8)
+    assert time.monotonic() - start < 8 + 6
+    assert run.error is not None and run.values == []
+    if kind is not None:
+        assert run.error["kind"] == kind and "did not" in run.error["message"], run.error
+    assert _leftovers()[0] <= before[0] and _leftovers()[1] <= before[1]
+
+
+@pytest.mark.parametrize("formula", ["__import__('os').system('true')", "p.__class__", "open('x')", "lambda: 1",
+                                     "[p]", "alpha if p else beta", "10 ** 10 ** 10", "log2(p, 2)", "n ** -p / 0"])
+def test_a_closed_form_is_arithmetic_only(formula):
+    with pytest.raises(ValueError, match="closed form"):
+        pg.closed_form_s(formula, 4, 1024, 1e-5, 1e-9)
+
+
+def test_a_closed_form_evaluates_its_names_and_functions():
+    assert pg.closed_form_s("2 * (p - 1) * alpha + ceil(log2(p)) * n * beta - floor(0.5)", 4, 8, 1.0, 0.5) == 14.0
+
+
+def test_bad_settings_are_refused_before_any_run():
+    with pytest.raises(ValueError, match="ranks"):
+        pg.run_program("", 17)
+    with pytest.raises(ValueError, match="topology"):
+        pg.run_program("", 4, topology="torus")
+
+
+def test_the_page_runs_a_starter_and_reports_a_deadlock():
+    at = AppTest.from_file(str(APP_DIR / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/playground.py").run()
+    assert not at.exception and not at.error
+    at.selectbox(key="pg_starter").set_value("ring all-reduce")
+    at.slider(key="pg_ranks").set_value(8)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.metric[0].value == at.metric[1].value  # the ring's closed form is exact
+    assert at.dataframe[0].value["returned"].tolist() == [repr(36.0)] * 8
+    at.text_area(key="pg_code_ring all-reduce").set_value("def program(comm):\n    comm.recv(source=1 - comm.rank)\n")
+    at.slider(key="pg_ranks").set_value(2)
+    at.run()
+    assert not at.exception and "rank 0 waits for rank 1" in at.error[0].value
+    at.text_area(key="pg_code_ring all-reduce").set_value(pg.STARTERS["ring all-reduce"][0])
+    at.text_input(key="pg_formula_ring all-reduce").set_value("__import__('os')")
+    at.run()
+    assert not at.exception and "not" in at.error[0].value and "__import__" in at.error[0].value
