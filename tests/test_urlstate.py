@@ -201,3 +201,28 @@ def test_a_link_to_an_unknown_page_says_so():
     assert "There is no page /nonexistent" in at.warning[0].value
     assert not open_with_url("views/home.py", {}, "http://localhost:8501/").warning
     assert not open_with_url("views/home.py", {}, "http://localhost:8501").warning
+
+
+def unchecked_page():
+    """A page binding keys without options or range (as a page written before the checks)."""
+    import streamlit as st
+    import urlstate
+    notice = urlstate.start_url_run()
+    try:
+        st.slider("ranks", 2, 16, 8, key=urlstate.url_key("ranks"))
+        st.selectbox("link", ["tcp", "rdma"], key=urlstate.url_key("link"))
+    except Exception as exc:  # noqa: BLE001 - as streamlit_app.py does
+        urlstate.reject_url_values(exc)
+    finally:
+        urlstate.save_url(notice)
+
+
+@pytest.mark.parametrize("params, named", [({"ranks": "many"}, "ranks=many: its widget refused it"),
+                                           ({"link": "pigeon"}, "link=pigeon: its widget does not offer it")])
+def test_an_unchecked_key_still_falls_back_and_is_named(params, named):
+    at = AppTest.from_function(unchecked_page)
+    for k, v in params.items():
+        at.query_params[k] = v
+    ok(at.run())
+    assert named in at.warning[0].value
+    assert at.slider(key="ranks").value == 8 and at.selectbox(key="link").value == "tcp"
