@@ -14,9 +14,9 @@ PRESENTER_CSS = f"<style>html {{ font-size: {round(16 * style.PRESENTER_SCALE)}p
 def sidebar() -> None:
     """The sidebar every page shares: presenter mode and the figures' download format, both in the URL."""
     with st.sidebar:
-        presenter = st.toggle("presenter", key=url_key(PRESENTER),
+        presenter = st.toggle("presenter", key=url_key(PRESENTER, [False, True]),
                               help="For a projector: larger text everywhere, larger figures.")
-        st.radio("figure downloads", FIGURE_FORMATS, horizontal=True, key=url_key(FIGURE_FORMAT),
+        st.radio("figure downloads", FIGURE_FORMATS, horizontal=True, key=url_key(FIGURE_FORMAT, FIGURE_FORMATS),
                  help="The camera button above each figure (hover over it) downloads it as PNG or SVG.")
         st.caption("The address bar holds this page's settings: copy it to share this exact view.")
     if presenter:

@@ -26,11 +26,11 @@ for page in PAGES:
     NAVIGATION.setdefault(page.section, []).append(
         st.Page(page.path, title=page.title, icon=page.icon, default=page is PAGES[0]))
 
-urlstate.start_url_run()
+notice = urlstate.start_url_run()
 sidebar()
 try:
     st.navigation(NAVIGATION).run()
 except Exception as exc:  # noqa: BLE001 - st.stop and st.rerun are BaseExceptions and pass through
     urlstate.reject_url_values(exc)
 finally:  # also after st.stop(): the URL says what the page shows
-    urlstate.save_url()
+    urlstate.save_url(notice)

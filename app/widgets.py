@@ -14,7 +14,7 @@ SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64
 
 def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
     """A size in bytes, 4 B to 4 GiB (costs are virtual, so huge sizes are cheap); in the URL."""
-    return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=url_key(key),
+    return st.select_slider(label, SIZES, value=default, format_func=format_bytes, key=url_key(key, SIZES),
                             help=f"Bytes per rank. Real arrays stay small (at most {format_bytes(MAX_MEMORY_BYTES)} "
                                  "for all ranks); the virtual time is computed for the size chosen here.")
 
@@ -22,7 +22,7 @@ def size_slider(label: str, key: str, default: int = 64 * 2**20) -> int:
 def link_select(key: str, default: str = "tcp-10gbe") -> str:
     """A link preset name, in the URL; the help text cites the preset's source."""
     names = list(LINK_PRESETS)
-    return st.selectbox("link", names, index=names.index(default), key=url_key(key),
+    return st.selectbox("link", names, index=names.index(default), key=url_key(key, names),
                         help="; ".join(f"{n}: {l.source}" for n, l in LINK_PRESETS.items()))
 
 
@@ -41,7 +41,7 @@ def real_data_note(record: dict) -> str:
 def backend_select(key: str) -> str:
     """The backends that can run here (mpi where mpi4py and mpirun are installed), in the URL."""
     names = [name for name, backend in BACKENDS.items() if backend.unavailable() is None]
-    return st.selectbox("backend", names, key=url_key(key),
+    return st.selectbox("backend", names, key=url_key(key, names),
                         help="Where the ranks run: threads of this server, OS processes (shared memory), or MPI "
                              "processes started by mpirun (docs/mpi.md). Values and virtual times are the same on "
                              "each; only the wall time differs.")

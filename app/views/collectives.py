@@ -13,14 +13,16 @@ from dlsys.viz.links import link_load_figure
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
+OVERSUBSCRIPTIONS = [1, 2, 4, 8]
+
 st.title("Collectives")
 st.caption("Pick a collective and an algorithm: the ranks really run it (threads, processes or MPI ranks, real "
            "numpy arrays), and every message advances virtual clocks through the link model.")
 
 cols = st.columns([1.2, 1.4, 1, 1.6, 1.2, 1])
-name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key=url_key("coll_collective"))
-algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=url_key(f"coll_algorithm_{name}"))
-ranks = cols[2].slider("ranks p", 2, 16, 8, key=url_key("coll_ranks"))
+name = cols[0].selectbox("collective", list(ALGORITHMS), index=list(ALGORITHMS).index("allreduce"), key=url_key("coll_collective", list(ALGORITHMS)))
+algorithm = cols[1].selectbox("algorithm", ALGORITHMS[name], key=url_key(f"coll_algorithm_{name}", ALGORITHMS[name]))
+ranks = cols[2].slider("ranks p", 2, 16, 8, key=url_key("coll_ranks", between=(2, 16)))
 with cols[3]:
     nbytes = size_slider("size per rank", "coll_size")
 with cols[4]:
@@ -51,8 +53,8 @@ right.caption(
     "powers of two; elsewhere they are the textbook estimate (recursive doubling all-gather and halving "
     "reduce-scatter then fall back to the ring). " + real_data_note(record))
 
-messages, steps, gantt, links, load, files = st.tabs(
-    ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Link load", "Downloads"], key=url_key("coll_view"), on_change="rerun")
+views = ["Messages", "Ring step by step", "Timeline", "Bytes per link", "Link load", "Downloads"]
+messages, steps, gantt, links, load, files = st.tabs(views, key=url_key("coll_view", views), on_change="rerun")
 if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
@@ -80,14 +82,14 @@ if load.open:
     with load:
         c = st.columns([1.4, 1.2, 1.4, 1])
         pattern = c[0].selectbox("pattern", PATTERNS, index=PATTERNS.index(algorithm if algorithm in ALLREDUCES else "ring"),
-                                 key=url_key("coll_load_pattern"), help="incast: ranks 1..p-1 push to rank 0; "
+                                 key=url_key("coll_load_pattern", PATTERNS), help="incast: ranks 1..p-1 push to rank 0; "
                                  "alltoall: block j of every rank to rank j; the others: all-reduce algorithms.")
-        fabric = c[1].selectbox("fabric", FABRICS, index=FABRICS.index("two-level"), key=url_key("coll_load_fabric"),
+        fabric = c[1].selectbox("fabric", FABRICS, index=FABRICS.index("two-level"), key=url_key("coll_load_fabric", FABRICS),
                                 help="two-level: supernodes of 4 ranks; fat-tree: the smallest k-ary fat tree "
                                      "that holds the ranks (k = 4 up to 16 ranks).")
-        over = c[2].select_slider("oversubscription", [1, 2, 4, 8], 4, key=url_key("coll_load_over"),
+        over = c[2].select_slider("oversubscription", OVERSUBSCRIPTIONS, 4, key=url_key("coll_load_over", OVERSUBSCRIPTIONS),
                                   help="How many times thinner the switch level is than the nodes under it.")
-        sharing = c[3].toggle("sharing", value=True, key=url_key("coll_load_sharing"),
+        sharing = c[3].toggle("sharing", value=True, key=url_key("coll_load_sharing", [False, True]),
                               help="On: messages crossing one link at once share it (max-min fair). Off: every "
                                    "message has its pair's link to itself (DESIGN.md's rules).")
         try:

@@ -11,6 +11,9 @@ from dlsys.viz import comm as viz_comm
 from dlsys.viz import compression as viz
 from dlsys.viz.units import format_bytes, format_seconds
 
+RATIOS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
+BITS = [2, 4, 8]
+
 st.title("Gradient compression")
 st.markdown(
     "Send fewer bytes per gradient: **quantize** each entry to fewer bits (fp16, 8-bit, 1-bit SGD, TernGrad, QSGD) "
@@ -20,14 +23,14 @@ st.markdown(
     "node's roofline, so a fast network can make compression a loss.")
 
 cols = st.columns(3)
-method = cols[0].selectbox("method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key=url_key("cmp_method"))
+method = cols[0].selectbox("method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key=url_key("cmp_method", list(COMPRESSORS)))
 options = {}
 if "ratio" in options_of(method):
-    options["ratio"] = cols[1].select_slider("ratio kept", [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0],
-                                             value=0.01 if method != "randomk" else 0.25, key=url_key("cmp_ratio"))
+    options["ratio"] = cols[1].select_slider("ratio kept", RATIOS, value=0.01 if method != "randomk" else 0.25,
+                                             key=url_key("cmp_ratio", RATIOS))
 if method == "qsgd":
-    options["bits"] = cols[1].selectbox("bits per entry", [2, 4, 8], index=1, key=url_key("cmp_bits"))
-if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key=url_key("cmp_clip")):
+    options["bits"] = cols[1].selectbox("bits per entry", BITS, index=1, key=url_key("cmp_bits", BITS))
+if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key=url_key("cmp_clip", [False, True])):
     options["clip"] = 2.5
 if method == "dgc":
     options["warmup_epochs"] = 0  # the figures below show one step, where warm-up does not apply
@@ -39,8 +42,8 @@ m[0].metric("dense fp32 gradient", format_bytes(once["dense_nbytes"]))
 m[1].metric("encoded payload", format_bytes(once["encoded_nbytes"]))
 m[2].metric("ratio", f"{once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x")
 
-tabs = st.tabs(["Before and after", "Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"],
-               key=url_key("cmp_view"), on_change="rerun")
+views = ["Before and after", "Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"]
+tabs = st.tabs(views, key=url_key("cmp_view", views), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         chart(viz.histogram(once), "cmp_histogram")
@@ -80,7 +83,7 @@ if tabs[4].open:
                    "so per-message latency adds up (fusion, the next topic, fixes that).")
 if tabs[5].open:
     with tabs[5]:
-        model = st.selectbox("model", PROFILES, index=list(PROFILES).index("resnet50"), key=url_key("cmp_model"))
+        model = st.selectbox("model", PROFILES, index=list(PROFILES).index("resnet50"), key=url_key("cmp_model", PROFILES))
         table = cached.compression_model(model, method, key)
         chart(viz.layer_bytes(table), "cmp_layers")
         st.caption(f"One iteration of {model}: {format_bytes(table['dense_nbytes'])} dense, "

@@ -25,18 +25,18 @@ st.markdown(
 cols = st.columns([1, 1, 1.5, 1, 1])
 with cols[0]:
     link = link_select("cost_link")
-ranks = cols[1].select_slider("ranks p", RANK_GRID, value=8, key=url_key("cost_ranks"))
+ranks = cols[1].select_slider("ranks p", RANK_GRID, value=8, key=url_key("cost_ranks", RANK_GRID))
 with cols[2]:
     nbytes = size_slider("size for the ranks plot", "cost_size")
-library = cols[4].selectbox("MPI library", MPI_LIBRARIES, key=url_key("cost_library"),
+library = cols[4].selectbox("MPI library", MPI_LIBRARIES, key=url_key("cost_library", MPI_LIBRARIES),
                             help="The grey band follows the algorithm this library's MPI_Allreduce picks "
                                  "(its source's selection rule, dlsys presets).")
-check = cols[3].toggle("check against emulation", value=True, key=url_key("cost_check"), disabled=ranks > 16,
+check = cols[3].toggle("check against emulation", value=True, key=url_key("cost_check", [False, True]), disabled=ranks > 16,
                        help="Run every algorithm on real ranks at 1 KiB, 1 MiB and 1 GiB (p <= 16).")
 
 by_size = experiments.allreduce_costs([link], [ranks], SIZE_GRID)
-size_tab, ranks_tab, links_tab, split_tab = st.tabs(
-    ["Against size", "Against ranks", "TCP vs RDMA", "Alpha and beta"], key=url_key("cost_view"), on_change="rerun")
+views = ["Against size", "Against ranks", "TCP vs RDMA", "Alpha and beta"]
+size_tab, ranks_tab, links_tab, split_tab = st.tabs(views, key=url_key("cost_view", views), on_change="rerun")
 if size_tab.open:  # only the open tab is built and drawn
     with size_tab:
         size_cross = experiments.crossovers(by_size, "nbytes")

@@ -7,6 +7,7 @@ import streamlit as st
 from charts import chart
 from dlsys.viz.catalogue import concept_map
 from pages import BY_NAME, PAGES
+from urlstate import unknown_page
 
 # (section, concept, where to see it: the page (its name in pages.PAGES), "lesson" or
 # "planned"), after the concept catalogue; the map colours a page's concepts "app".
@@ -55,6 +56,8 @@ def lesson_title(path: Path) -> str:
     return path.stem
 
 
+if asked := unknown_page(["", *(page.name for page in PAGES[1:])]):  # Streamlit ran Home instead
+    st.warning(f"There is no page {asked} in this app: this is Home. Every page is listed under Pages below.")
 st.title("dlsys: watch distributed deep learning")
 st.markdown(
     "dlsys is a teaching toolkit for distributed deep learning. **Real data, virtual time**: every algorithm "

@@ -5,6 +5,7 @@ import streamlit as st
 
 import cached
 from charts import chart
+from urlstate import url_key
 from dlsys.experiments import RULES, largest_good_batch
 from dlsys.experiments.large_batch import cache_problem
 from dlsys.viz import large_batch as lbviz
@@ -23,9 +24,8 @@ st.caption(f"A real MLP ({'-'.join(str(w) for w in [256, *s['hidden'], 10])}) tr
            f"of the workers' batches. Every point is a real training run; time is virtual ({s['link']}, "
            f"{s['node']}).")
 
-rules, optimizers, landscape, scaling = st.tabs(
-    ["Scaling rules and warm-up", "LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"],
-    key="lb_view", on_change="rerun")
+views = ["Scaling rules and warm-up", "LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]
+rules, optimizers, landscape, scaling = st.tabs(views, key=url_key("lb_view", views), on_change="rerun")
 
 if rules.open:
     with rules:
@@ -39,7 +39,8 @@ if rules.open:
                    "takes too few steps at large batches; the linear rule (Goyal et al. 2017) keeps the progress per "
                    f"epoch until the rate is too large to start with; warm-up over {s['warmup_epochs']} epochs lets "
                    "the network reach a flatter region before the full rate.")
-        batch = st.select_slider("schedules at global batch", s["batches"], value=largest, key="lb_sched_batch")
+        batch = st.select_slider("schedules at global batch", s["batches"], value=largest,
+                                 key=url_key("lb_sched_batch", s["batches"]))
         chart(lbviz.lr_schedules(cached.lr_schedules(batch), batch), "lb_schedules")
 
 if optimizers.open:
@@ -52,7 +53,7 @@ if optimizers.open:
         best = {r["optimizer"]: r["test_accuracy"] for r in study["optimizers"] if r["batch"] == largest}
         for col, (name, acc) in zip(st.columns(len(best)), best.items()):
             col.metric(f"{name}, batch {largest:,}", f"{acc:.1%}")
-        name = st.radio("per-layer view of", list(best), index=1, horizontal=True, key="lb_layers_opt")
+        name = st.radio("per-layer view of", list(best), index=1, horizontal=True, key=url_key("lb_layers_opt", list(best)))
         left, right = st.columns(2)
         with left:
             chart(lbviz.layer_ratio_heatmap(study["layers"], name, "ratio"), "lb_ratio")

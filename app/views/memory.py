@@ -29,24 +29,25 @@ st.markdown(
     "`Layout(...).bytes()` of `dlsys.machine.memory`; activations follow Korthikanti et al. 2022 for one sequence.")
 
 cols = st.columns([1.6, 1, 1, 1])
-preset = cols[0].selectbox("model", [*ex.MODEL_PRESETS, FREE], index=1, key=url_key("mem_model"))
+models = [*ex.MODEL_PRESETS, FREE]
+preset = cols[0].selectbox("model", models, index=1, key=url_key("mem_model", models))
 if preset == FREE:
-    params = int(cols[1].number_input("parameters (billions)", 0.001, 2000.0, 10.0, key=url_key("mem_params_b")) * 1e9)
+    params = int(cols[1].number_input("parameters (billions)", 0.001, 2000.0, 10.0, key=url_key("mem_params_b", between=(0.001, 2000.0))) * 1e9)
     shape = None
 else:
     params, shape = ex.MODEL_PRESETS[preset]
-ranks = cols[2].select_slider("ranks", RANKS, value=64, key=url_key("mem_ranks"))
-device_gib = cols[3].selectbox("device memory (GiB)", ex.DEVICE_GIB, index=2, key=url_key("mem_device"))
+ranks = cols[2].select_slider("ranks", RANKS, value=64, key=url_key("mem_ranks", RANKS))
+device_gib = cols[3].selectbox("device memory (GiB)", ex.DEVICE_GIB, index=2, key=url_key("mem_device", ex.DEVICE_GIB))
 cols = st.columns(4)
-optimizer = cols[0].selectbox("optimizer", OPTIMIZERS, key=url_key("mem_optimizer"),
+optimizer = cols[0].selectbox("optimizer", OPTIMIZERS, key=url_key("mem_optimizer", OPTIMIZERS),
                               help="sgd = with momentum; sgd-plain keeps no state.")
-precision = cols[1].selectbox("precision", PRECISIONS, key=url_key("mem_precision"))
+precision = cols[1].selectbox("precision", PRECISIONS, key=url_key("mem_precision", PRECISIONS))
 degrees = [t for t in RANKS if t <= ranks and ranks % t == 0 and (shape is None or shape.heads % t == 0)]
-if st.session_state.get(url_key("mem_tp")) not in degrees:  # a rank count or model change left it invalid
+if st.session_state.get(url_key("mem_tp", degrees)) not in degrees:  # none yet, or a rank or model change
     st.session_state["mem_tp"] = degrees[min(3, len(degrees) - 1)]
 tp = cols[2].selectbox("TP degree", degrees, key="mem_tp",
                        help="Divides the ranks and the heads. TP runs with sequence parallelism and DDP over the rest.")
-recompute = cols[3].selectbox("activation recomputation", RECOMPUTE, key=url_key("mem_recompute"),
+recompute = cols[3].selectbox("activation recomputation", RECOMPUTE, key=url_key("mem_recompute", RECOMPUTE),
                               disabled=shape is None)
 
 rows = ex.page_layouts(params, ranks, shape, optimizer, precision, tp, recompute)
@@ -54,8 +55,8 @@ device_bytes = device_gib * 2**30
 fits = ex.fitting(rows, device_bytes)
 w_b, g_b, k_b = bytes_per_param(optimizer, precision)
 
-tabs = st.tabs(["Memory per rank", "ZeRO Figure 1", "Measured against the model", "Communication per step"],
-               key=url_key("mem_view"), on_change="rerun")
+views = ["Memory per rank", "ZeRO Figure 1", "Measured against the model", "Communication per step"]
+tabs = st.tabs(views, key=url_key("mem_view", views), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         m = st.columns(len(rows))
@@ -104,7 +105,7 @@ if tabs[3].open:
                    f"{format_bytes(rows[3]['sent_bytes'])}, {rows[3]['sent_bytes'] / rows[0]['sent_bytes']:g} times DDP's. TP sends its DP group's gradients "
                    "(1/t of the model) and four all-reduces of the activations per layer.")
         layout = st.radio("one step of a small run", list(STEP_STRATEGIES), index=3, horizontal=True,
-                          key=url_key("mem_step_layout"))
+                          key=url_key("mem_step_layout", list(STEP_STRATEGIES)))
         record = cached.memory_step(STEP_STRATEGIES[layout], SMALL_RANKS)
         step = viz.step_window(record["result"].trace, *record["step_s"])
         chart(viz_comm.message_animation({f"{layout}, digits MLP, {SMALL_RANKS} ranks, one step": step}),

@@ -26,7 +26,8 @@ st.markdown(
     "decoded before the accelerator can use it, and a slow loader **starves** the trainer unless enough loader "
     "workers run ahead of it, as far as the prefetch queue lets them.")
 
-tabs = st.tabs(["One message", "Libraries", "Training and IO"], key=url_key("net_view"), on_change="rerun")
+views = ["One message", "Libraries", "Training and IO"]
+tabs = st.tabs(views, key=url_key("net_view", views), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         nbytes = size_slider("message size", "net_size", default=16 * 2**10)
@@ -62,11 +63,11 @@ if tabs[2].open:
     with tabs[2]:
         cols = st.columns(3)
         storage = cols[0].selectbox("storage", list(STORAGE_PRESETS), index=list(STORAGE_PRESETS).index("hdd"),
-                                    key=url_key("net_storage"),
+                                    key=url_key("net_storage", list(STORAGE_PRESETS)),
                                     help="; ".join(f"{s.name}: {s.source}" for s in STORAGE_PRESETS.values()))
-        workers = cols[1].slider("loader workers K", 0, MAX_LOADERS, 1, key=url_key("net_loaders"),
+        workers = cols[1].slider("loader workers K", 0, MAX_LOADERS, 1, key=url_key("net_loaders", between=(0, MAX_LOADERS)),
                                  help="0: the trainer loads each batch itself, nothing overlaps.")
-        prefetch = cols[2].slider("prefetch depth D (batches)", 1, MAX_PREFETCH, 2, key=url_key("net_prefetch"),
+        prefetch = cols[2].slider("prefetch depth D (batches)", 1, MAX_PREFETCH, 2, key=url_key("net_prefetch", between=(1, MAX_PREFETCH)),
                                   help="How many batches the queue may hold ahead of the trainer.")
         record = cached.loader_timeline(storage, workers, prefetch)
         metrics = st.columns(3)

@@ -31,7 +31,7 @@ st.dataframe([{"claim": r["claim"], "paper": r["paper"], "where": r["where"], "p
 
 names = [r["claim"] for r in records]
 first = next((i for i, r in enumerate(records) if r["verdict"] == "differs"), 0)  # open on what to discuss
-record = records[names.index(st.selectbox("claim", names, index=first, key=url_key("papers_claim")))]
+record = records[names.index(st.selectbox("claim", names, index=first, key=url_key("papers_claim", names)))]
 st.markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
 chart(claim_figure(record), f"papers_{record['claim']}")
 st.caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, "

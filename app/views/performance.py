@@ -13,6 +13,7 @@ from dlsys.viz import datapath as viz
 from dlsys.viz.units import format_bytes, format_seconds
 
 BENCH_SIZES = [2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20]
+BENCH_RANKS = [2, 4]
 EMULATION_RANKS = [8, 16, 32, 64, 128, 256, 512]
 
 st.title("Real bytes and emulation scale")
@@ -22,16 +23,16 @@ st.markdown(
     "network and the limit is **memory bandwidth**: every byte an all-reduce touches is read or written "
     "by some core. And the wall time the emulator itself needs for big clusters.")
 
-traffic_tab, measure_tab, scale_tab = st.tabs(
-    ["Memory traffic", "Measure it here", "Emulation scale"], key=url_key("perf_view"), on_change="rerun")
+views = ["Memory traffic", "Measure it here", "Emulation scale"]
+traffic_tab, measure_tab, scale_tab = st.tabs(views, key=url_key("perf_view", views), on_change="rerun")
 if traffic_tab.open:  # only the open tab is built and drawn
     with traffic_tab:
         cols = st.columns(3)
-        ranks = cols[0].slider("ranks p", 2, 16, 2, key=url_key("perf_ranks"))
+        ranks = cols[0].slider("ranks p", 2, 16, 2, key=url_key("perf_ranks", between=(2, 16)))
         nbytes = cols[1].select_slider("buffer per rank", SIZES[5:], value=64 * 2**20,
-                                       format_func=format_bytes, key=url_key("perf_size"))
+                                       format_func=format_bytes, key=url_key("perf_size", SIZES[5:]))
         speedup = cols[2].slider("memory bandwidth of all cores / one core", 1.0, 4.0, 1.35, 0.05,
-                                 key=url_key("perf_speedup"), help="1.35 measured on the 2-core machine of "
+                                 key=url_key("perf_speedup", between=(1.0, 4.0)), help="1.35 measured on the 2-core machine of "
                                                           "docs/performance.md (two copies at once vs one).")
         chart(viz.traffic_bars(ranks, nbytes), "perf_traffic")
         m = st.columns(3)
@@ -52,8 +53,8 @@ if measure_tab.open:
     with measure_tab:
         cols = st.columns([2, 1, 1])
         sizes = cols[0].multiselect("sizes", BENCH_SIZES, default=[4 * 2**20, 16 * 2**20],
-                                    format_func=format_bytes, key=url_key("perf_bench_sizes"))
-        bench_ranks = cols[1].radio("ranks", [2, 4], horizontal=True, key=url_key("perf_bench_ranks"),
+                                    format_func=format_bytes, key=url_key("perf_bench_sizes", BENCH_SIZES, many=True))
+        bench_ranks = cols[1].radio("ranks", BENCH_RANKS, horizontal=True, key=url_key("perf_bench_ranks", BENCH_RANKS),
                                     help="Real processes; 4 ranks share this machine's cores (oversubscribed).")
         run = cols[2].button("Run on this machine", key="perf_run", type="primary", disabled=not sizes)
         if run:
@@ -71,7 +72,7 @@ if measure_tab.open:
             st.info("Press the button to start real rank processes on this machine (a few seconds).")
 if scale_tab.open:
     with scale_tab:
-        top = st.select_slider("up to ranks", EMULATION_RANKS, value=128, key=url_key("perf_emulate_ranks"),
+        top = st.select_slider("up to ranks", EMULATION_RANKS, value=128, key=url_key("perf_emulate_ranks", EMULATION_RANKS),
                                help="512 ranks take a few seconds; each size is cached once run.")
         if st.button("Emulate", key="perf_emulate", type="primary"):
             curve = [cached.emulation(r) for r in EMULATION_RANKS if r <= top]

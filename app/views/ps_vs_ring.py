@@ -19,7 +19,7 @@ st.markdown(
     "around a ring, every link carries $2(W-1)/W \\cdot n$ and no link is special.")
 
 cols = st.columns(3)
-workers = cols[0].slider("workers W", 2, 16, 8, key=url_key("ps_workers"))
+workers = cols[0].slider("workers W", 2, 16, 8, key=url_key("ps_workers", between=(2, 16)))
 with cols[1]:
     nbytes = size_slider("gradient size", "ps_size")
 with cols[2]:
@@ -43,8 +43,8 @@ st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)
 st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
            "if larger). " + real_data_note(ring) + " Both runs average the same gradients; the means agree.")
 
-animation, traffic, scaling, files = st.tabs(
-    ["Side by side", "Bytes per rank", "Against workers", "Downloads"], key=url_key("ps_view"), on_change="rerun")
+views = ["Side by side", "Bytes per rank", "Against workers", "Downloads"]
+animation, traffic, scaling, files = st.tabs(views, key=url_key("ps_view", views), on_change="rerun")
 if animation.open:  # only the open tab is built and drawn
     with animation:
         chart(viz.message_animation(traces, {"parameter server": "star"},

@@ -6,6 +6,7 @@ import streamlit as st
 
 import cached
 from charts import chart
+from urlstate import url_key
 from dlsys.experiments.schedule import KNOBS, widest_gap
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.profiles import PROFILES
@@ -32,28 +33,29 @@ st.markdown(
     "travels. Compute follows each layer's FLOPs on a V100; the parameter server has one shard per worker.")
 
 cols = st.columns(4)
-model = cols[0].selectbox("model", PROFILES, index=PROFILES.index("resnet50"), key="sched_model")
-workers = cols[1].slider("workers", 1, 8, 2, key="sched_workers")
+model = cols[0].selectbox("model", PROFILES, index=PROFILES.index("resnet50"), key=url_key("sched_model", PROFILES))
+workers = cols[1].slider("workers", 1, 8, 2, key=url_key("sched_workers", between=(1, 8)))
 links = [*cached.SCHEDULE_BANDWIDTHS, *LINK_PRESETS]
-link = cols[2].selectbox("link", links, index=links.index("10Gbps"), key="sched_link",
+link = cols[2].selectbox("link", links, index=links.index("10Gbps"), key=url_key("sched_link", links),
                          help="A bandwidth (tcp-10gbe's latency and overheads) or a link preset.")
 policies = cols[3].multiselect("policies", list(POLICIES), ["fifo", "wfbp", "p3", "bytescheduler", "fusion"],
-                               key="sched_policies")
+                               key=url_key("sched_policies", list(POLICIES), many=True))
 cols = st.columns(3)
 slice_params = cols[0].select_slider(AXES["slice_params"].axis_title, SLICES, value=default_of("slice_params"),
-                                     key="sched_slice", format_func=lambda v: f"{v:,}", help="P3's paper: 40,000.")
+                                     key=url_key("sched_slice", SLICES), format_func=lambda v: f"{v:,}", help="P3's paper: 40,000.")
 credit_mb = cols[1].select_slider(AXES["credit_bytes"].axis_title, CREDITS_MB,
                                   value=round(default_of("credit_bytes") * AXES["credit_bytes"].axis_factor),
-                                  key="sched_credit", help="At least one partition of 1,000,000 float32 (4 MB).")
+                                  key=url_key("sched_credit", CREDITS_MB), help="At least one partition of 1,000,000 float32 (4 MB).")
 bucket_mb = cols[2].select_slider(AXES["bucket_mb"].axis_title, BUCKETS_MB, value=round(default_of("bucket_mb")),
-                                  key="sched_bucket", help="PyTorch DDP's bucket_cap_mb: 25.")
+                                  key=url_key("sched_bucket", BUCKETS_MB), help="PyTorch DDP's bucket_cap_mb: 25.")
 if not policies:
     st.info("Pick at least one policy.")
     st.stop()
 options = (("p3", (("slice_params", slice_params),)), ("bytescheduler", (("credit_bytes", credit_mb * 1e6),)),
            ("fusion", (("bucket_mb", float(bucket_mb)),)))
 
-tabs = st.tabs(["Timeline", "Against bandwidth", "Slice, credit and bucket size"], key="sched_view", on_change="rerun")
+views = ["Timeline", "Against bandwidth", "Slice, credit and bucket size"]
+tabs = st.tabs(views, key=url_key("sched_view", views), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         records = cached.schedule_policies(tuple(policies), model, workers, link, options)
@@ -85,7 +87,7 @@ if tabs[1].open:
 if tabs[2].open:
     with tabs[2]:
         option = st.radio("sweep", list(SWEEPS), format_func=lambda name: AXES[name].axis_title.split(" (")[0],
-                          horizontal=True, key="sched_sweep")
+                          horizontal=True, key=url_key("sched_sweep", list(SWEEPS)))
         chosen = {"slice_params": slice_params, "credit_bytes": credit_mb * 1e6, "bucket_mb": float(bucket_mb)}[option]
         rows = cached.schedule_option(option, SWEEPS[option], model, workers, link, options)
         chart(viz.option_tradeoff(rows, chosen), "sched_tradeoff")

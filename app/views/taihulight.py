@@ -18,6 +18,8 @@ from dlsys.viz import taihulight as viz
 from dlsys.viz.style import rank_name
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
+PS_DESIGNS = ("ps", "ps-gather", "ps-reduce")
+LAYOUTS = ["contiguous", "scattered"]
 TITLES = {"ps": "parameter server: pushes per layer", "ring": "ring: one all-reduce"}
 
 st.title("Case study: Caffe on the Sunway TaihuLight")
@@ -31,19 +33,19 @@ st.markdown(
     "paper made the buffer contiguous. Compute follows each layer's FLOPs on an SW26010 (30 % of its peak).")
 
 cols = st.columns(7)
-model = cols[0].selectbox("model", MODELS, key=url_key("thl_model"))
-ps_design = cols[5].selectbox("PS built on", ("ps", "ps-gather", "ps-reduce"), key=url_key("thl_ps"),
+model = cols[0].selectbox("model", MODELS, key=url_key("thl_model", MODELS))
+ps_design = cols[5].selectbox("PS built on", PS_DESIGNS, key=url_key("thl_ps", PS_DESIGNS),
                               format_func=viz.DESIGN_NAMES.get,
                               help="Direct sends (as the paper describes), or the MPI library's MPI_Bcast and a "
                                    "per-layer MPI_Gather or MPI_Reduce (the PS vs ring tab).")
 library = cols[4].selectbox("MPI library", MPI_LIBRARIES, index=MPI_LIBRARIES.index(LIBRARY),
-                            key=url_key("thl_library"), help="Whose MPI_Allreduce the ring is compared with.")
-largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes"),
+                            key=url_key("thl_library", MPI_LIBRARIES), help="Whose MPI_Allreduce the ring is compared with.")
+largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes", SWEEP_NODES),
                                 help="The sweeps run 2, 4, ... up to this; 512 takes about a minute the first time.")
-layout = cols[2].radio("gradients", ["contiguous", "scattered"], horizontal=True, key=url_key("thl_layout"))
+layout = cols[2].radio("gradients", LAYOUTS, horizontal=True, key=url_key("thl_layout", LAYOUTS))
 topology = cols[3].selectbox("network", TOPOLOGY_PRESETS, index=TOPOLOGY_PRESETS.index("taihulight"),
-                             key=url_key("thl_topology"))
-sharing = cols[6].toggle("links shared", value=True, key=url_key("thl_sharing"),
+                             key=url_key("thl_topology", TOPOLOGY_PRESETS))
+sharing = cols[6].toggle("links shared", value=True, key=url_key("thl_sharing", [False, True]),
                          help="On: messages that cross a link at once share it max-min fairly (a replay of the run, "
                               "docs/flows.md), so a lone message across supernodes gets the whole link. Off: every "
                               "pair has a link of its own and a crossing message always gets the static quarter share.")
@@ -62,9 +64,8 @@ m[2].metric("packing copies", format_seconds(iteration["ring"]["pack_s"]),
                  "0 with contiguous gradients.")
 m[3].metric("gradient", format_bytes(iteration["ring"]["gradient_nbytes"]))
 
-machine, designs, versus, loads, animation, timeline = st.tabs(
-    ["The machine", "PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One iteration", "Timeline"],
-    key=url_key("thl_view"), on_change="rerun")
+views = ["The machine", "PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One iteration", "Timeline"]
+machine, designs, versus, loads, animation, timeline = st.tabs(views, key=url_key("thl_view", views), on_change="rerun")
 if machine.open:
     with machine:
         top, node = get_topology("taihulight"), NODE_PRESETS["sw26010"]

@@ -15,6 +15,7 @@ from dlsys.viz import training as tviz
 from dlsys.viz.style import role_names
 from dlsys.viz.units import format_bytes, format_seconds
 
+BIG_BATCHES = [32, 64, 128, 256]
 PARAMETER_SERVERS = [s.name for s in STRATEGIES.values() if s.family == "parameter-server"]
 
 st.title("Distributed training")
@@ -22,20 +23,20 @@ st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {cached.TRAIN_WOR
            "computed and really sent; time is virtual (FLOPs on the node model, messages on the link model).")
 cols = st.columns(2)
 links = list(LINK_PRESETS)
-link = cols[0].selectbox("link", links, index=links.index("rdma-edr"), key=url_key("train_link"),
+link = cols[0].selectbox("link", links, index=links.index("rdma-edr"), key=url_key("train_link", links),
                          help="On RDMA the compute matters, so stragglers show; on TCP the messages dominate.")
-epochs = cols[1].slider("epochs", 1, 10, 3, key=url_key("train_epochs"))
+epochs = cols[1].slider("epochs", 1, 10, 3, key=url_key("train_epochs", between=(1, 10)))
 
-sync, pushpull, split = st.tabs(["Who waits: BSP, SSP, ASP", "Push and pull", "Data vs model parallel"],
-                                key=url_key("train_view"), on_change="rerun")
+views = ["Who waits: BSP, SSP, ASP", "Push and pull", "Data vs model parallel"]
+sync, pushpull, split = st.tabs(views, key=url_key("train_view", views), on_change="rerun")
 
 if sync.open:
     with sync:
         c = st.columns(2)
         slow = cached.TRAIN_WORKERS - 1  # cached.training slows the last worker; the server is rank 0
         factor = c[0].slider(f"straggler: worker {slow} (rank {slow + 1}) is k times slower", 1.0, 8.0, 4.0, 0.5,
-                             key=url_key("train_straggler"))
-        s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key=url_key("train_staleness"))
+                             key=url_key("train_straggler", between=(1.0, 8.0)))
+        s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key=url_key("train_staleness", between=(0, 10)))
         runs = {"BSP": cached.training("ps-bsp", epochs, link, factor),
                 f"SSP s={s}": cached.training("ps-ssp", epochs, link, factor, staleness=s),
                 "ASP": cached.training("ps-asp", epochs, link, factor)}
@@ -55,7 +56,7 @@ if sync.open:
             chart(tviz.staleness_histogram(runs), "train_staleness_hist")
         with right:
             chart(tviz.loss_curves(runs), "train_loss")
-        shown = st.selectbox("timeline of", list(runs), key=url_key("train_timeline_run"))
+        shown = st.selectbox("timeline of", list(runs), key=url_key("train_timeline_run", list(runs)))
         trace = runs[shown]["result"].trace
         chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
                                   f"{shown}: the first tenth of the run (rank 0 is the server)"),
@@ -65,8 +66,9 @@ if sync.open:
 if pushpull.open:
     with pushpull:
         c = st.columns(2)
-        consistency = c[0].selectbox("consistency", PARAMETER_SERVERS, key=url_key("train_pp_consistency"))
-        servers = c[1].slider("servers (key ranges)", 1, 3, 1, key=url_key("train_pp_servers"))
+        consistency = c[0].selectbox("consistency", PARAMETER_SERVERS,
+                                     key=url_key("train_pp_consistency", PARAMETER_SERVERS))
+        servers = c[1].slider("servers (key ranges)", 1, 3, 1, key=url_key("train_pp_servers", between=(1, 3)))
         record = cached.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {cached.TRAIN_WORKERS} workers, the first steps"
@@ -87,9 +89,9 @@ if pushpull.open:
 if split.open:
     with split:
         c = st.columns(3)
-        micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key=url_key("train_micro"))
-        period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key=url_key("train_period"))
-        big = c[2].select_slider("larger batch per worker", [32, 64, 128, 256], 128, key=url_key("train_big_batch"),
+        micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key=url_key("train_micro", between=(1, 16)))
+        period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key=url_key("train_period", between=(1, 16)))
+        big = c[2].select_slider("larger batch per worker", BIG_BATCHES, 128, key=url_key("train_big_batch", BIG_BATCHES),
                                  help="With the linear scaling rule (Goyal et al. 2017): lr = 0.1 x batch / 32.")
         big_lr = scale_lr(0.1, big, 32, "linear")
         runs = {"all-reduce": cached.training("allreduce", epochs, link),
@@ -104,7 +106,7 @@ if split.open:
                    "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")
-        shown = st.selectbox("timeline of", list(runs), index=1, key=url_key("train_split_timeline_run"))
+        shown = st.selectbox("timeline of", list(runs), index=1, key=url_key("train_split_timeline_run", list(runs)))
         trace = runs[shown]["result"].trace
         chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
                      "train_split_timeline")
