@@ -56,6 +56,16 @@ STATES = {
          "mem_precision": "fp32", "mem_recompute": "full", "mem_view": "ZeRO Figure 1"},
         {"mem_model": "free size", "mem_params_b": 1.5, "mem_view": "Communication per step", "mem_step_layout": "DDP"},
     ],
+    "views/pipelines.py": [
+        {"pipe_schedule": "interleaved", "pipe_stages": 2, "pipe_microbatches": 6, "pipe_chunks": 3},
+        {"pipe_view": "All-to-all and experts", "a2a_algorithm": "bruck", "a2a_ranks": 4, "a2a_block": 256,
+         "a2a_link": "tcp-10gbe", "moe_ep": 2, "moe_top_k": 2, "moe_capacity": 1.5},
+        {"pipe_view": "The planner", "plan_model": "1b", "plan_gpus": 32, "plan_batch": 512, "plan_device": 40,
+         "plan_pick": 2},
+    ],
+    "views/playground.py": [
+        {"pg_starter": ANOTHER, "pg_ranks": 3, "pg_link": "rdma-edr", "pg_topology": ANOTHER, "pg_n": 16384},
+    ],
     "views/performance.py": [
         {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
         {"perf_view": "Measure it here", "perf_bench_sizes": [2**20], "perf_bench_ranks": 4},

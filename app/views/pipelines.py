@@ -38,18 +38,20 @@ st.markdown(
     "Each bar below is one action of the small transformer on the emulator, with communication free so the "
     "bubble is the schedule's alone (`dlsys.train.pipeline`).")
 
-tabs = st.tabs(["Pipeline schedules", "All-to-all and experts", "The planner"], key=url_key("pipe_view"), on_change="rerun")
+VIEWS = ["Pipeline schedules", "All-to-all and experts", "The planner"]
+tabs = st.tabs(VIEWS, key=url_key("pipe_view", VIEWS), on_change="rerun")
 if tabs[0].open:
     with tabs[0]:
         cols = st.columns([1.2, 1, 1.6, 1])
-        schedule = cols[0].selectbox("schedule", list(SCHEDULES), index=1, key=url_key("pipe_schedule"),
+        schedule = cols[0].selectbox("schedule", list(SCHEDULES), index=1, key=url_key("pipe_schedule", list(SCHEDULES)),
                                      help="; ".join(f"{s.name}: {s.citation}" for s in SCHEDULES.values()))
-        stages = cols[1].selectbox("stages p", STAGES, index=2, key=url_key("pipe_stages"))
-        micro_batches = cols[2].select_slider("micro-batches m", [stages * k for k in range(1, 7)], value=2 * stages,
-                                              key=url_key("pipe_microbatches"),
+        stages = cols[1].selectbox("stages p", STAGES, index=2, key=url_key("pipe_stages", STAGES))
+        counts = [stages * k for k in range(1, 7)]
+        micro_batches = cols[2].select_slider("micro-batches m", counts, value=2 * stages,
+                                              key=url_key("pipe_microbatches", counts),
                                               help="Multiples of p: 1F1B and ZB-H1 need m >= p, interleaving m "
                                                    "divisible by p (Megatron-LM).")
-        chunks = cols[3].selectbox("chunks v", CHUNKS, key=url_key("pipe_chunks"),
+        chunks = cols[3].selectbox("chunks v", CHUNKS, key=url_key("pipe_chunks", CHUNKS),
                                    disabled=not SCHEDULES[schedule].chunked, help="Interleaved 1F1B only.")
         v = chunks if SCHEDULES[schedule].chunked else 1
         record = cached.pipeline_schedule(schedule, stages, micro_batches, v)
@@ -85,10 +87,10 @@ if tabs[0].open:
 if tabs[1].open:
     with tabs[1]:
         cols = st.columns(4)
-        algorithm = cols[0].selectbox("all-to-all algorithm", ["pairwise", "bruck"], key=url_key("a2a_algorithm"))
-        ranks = cols[1].selectbox("ranks p", A2A_RANKS, index=3, key=url_key("a2a_ranks"))
+        algorithm = cols[0].selectbox("all-to-all algorithm", ["pairwise", "bruck"], key=url_key("a2a_algorithm", ["pairwise", "bruck"]))
+        ranks = cols[1].selectbox("ranks p", A2A_RANKS, index=3, key=url_key("a2a_ranks", A2A_RANKS))
         block = cols[2].select_slider("block (bytes a rank sends each other rank)", BLOCKS, value=2**12,
-                                      format_func=format_bytes, key=url_key("a2a_block"))
+                                      format_func=format_bytes, key=url_key("a2a_block", BLOCKS))
         with cols[3]:
             link_name = link_select("a2a_link", "rdma-edr")
         record = cached.collective("alltoall", algorithm, ranks, ranks * block, link_name)
@@ -112,11 +114,11 @@ if tabs[1].open:
         chart(viz_experts.alltoall_cost_figure(cached.alltoall_costs(16, link_name)), "a2a_costs")
         st.subheader("Mixture of experts")
         cols = st.columns(4)
-        ep = cols[0].selectbox("expert-parallel ranks", EP, index=2, key=url_key("moe_ep"))
-        top_k = cols[1].radio("top-k", [1, 2], horizontal=True, key=url_key("moe_top_k"),
+        ep = cols[0].selectbox("expert-parallel ranks", EP, index=2, key=url_key("moe_ep", EP))
+        top_k = cols[1].radio("top-k", [1, 2], horizontal=True, key=url_key("moe_top_k", [1, 2]),
                               help="1: Switch Transformer (Fedus et al. 2021); 2: GShard (Lepikhin et al. 2020).")
         factors = sorted({r["capacity_factor"] for r in cached.expert_load(ep, 8)})
-        factor = cols[2].select_slider("capacity factor", factors, value=1.0, key=url_key("moe_capacity"))
+        factor = cols[2].select_slider("capacity factor", factors, value=1.0, key=url_key("moe_capacity", factors))
         rows = cached.expert_load(ep, 8)
         chart(viz_experts.expert_load_figure(rows, top_k, factor), "moe_load")
         dropped = ex_experts.dropped_fraction(rows)
@@ -130,11 +132,11 @@ if tabs[1].open:
 if tabs[2].open:
     with tabs[2]:
         cols = st.columns(4)
-        model = cols[0].selectbox("model", list(MODELS), index=1, key=url_key("plan_model"),
+        model = cols[0].selectbox("model", list(MODELS), index=1, key=url_key("plan_model", list(MODELS)),
                                   format_func=lambda k: MODELS[k].name, help="; ".join(m.source for m in MODELS.values()))
-        gpus = cols[1].select_slider("GPUs", GPUS, value=64, key=url_key("plan_gpus"))
-        global_batch = cols[2].select_slider("global batch (sequences)", BATCHES, value=1024, key=url_key("plan_batch"))
-        device_gib = cols[3].selectbox("device memory (GiB)", DEVICE_GIB, index=2, key=url_key("plan_device"))
+        gpus = cols[1].select_slider("GPUs", GPUS, value=64, key=url_key("plan_gpus", GPUS))
+        global_batch = cols[2].select_slider("global batch (sequences)", BATCHES, value=1024, key=url_key("plan_batch", BATCHES))
+        device_gib = cols[3].selectbox("device memory (GiB)", DEVICE_GIB, index=2, key=url_key("plan_device", DEVICE_GIB))
         rows = cached.plan_ranked(model, gpus, global_batch, device_gib)
         if not rows:
             st.warning(f"No layout of {MODELS[model].name} fits {gpus} GPUs of {device_gib} GiB: add GPUs or memory.")
@@ -145,7 +147,8 @@ if tabs[2].open:
                        "micro-batch": r["micro_batch"], "micro-batches": r["microbatches"], "recompute": r["recompute"],
                        "step (s)": round(r["step_s"], 3), "memory / GPU": format_bytes(r["memory_bytes"]),
                        "MFU": f"{r['mfu']:.1%}"} for r in rows[:TOP]], hide_index=True)
-        pick = st.selectbox("layout to break down", [r["rank"] for r in rows[:TOP]], key=url_key("plan_pick"),
+        ranked = [r["rank"] for r in rows[:TOP]]
+        pick = st.selectbox("layout to break down", ranked, key=url_key("plan_pick", ranked),
                             format_func=lambda i: viz_plan.layout_label(rows[i - 1]))
         row = rows[pick - 1]
         record = ex_plan.layout_record(model, gpus, row["tp"], row["pp"], row["zero"], row["micro_batch"],

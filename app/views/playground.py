@@ -26,14 +26,14 @@ st.caption("Write a rank program, mpi4py style: `def program(comm): ...` with `c
            f"{pg.TIME_LIMIT_S:g} s, {format_bytes(pg.MEMORY_BYTES)} of memory), never in this server.")
 
 cols = st.columns([1.6, 1, 1.2, 1.2, 1.4])
-starter = cols[0].selectbox("starter program", list(pg.STARTERS), key=url_key("pg_starter"))
-ranks = cols[1].slider("ranks p", 2, pg.MAX_RANKS, 4, key=url_key("pg_ranks"))
+starter = cols[0].selectbox("starter program", list(pg.STARTERS), key=url_key("pg_starter", list(pg.STARTERS)))
+ranks = cols[1].slider("ranks p", 2, pg.MAX_RANKS, 4, key=url_key("pg_ranks", between=(2, pg.MAX_RANKS)))
 with cols[2]:
     link_name = link_select("pg_link")
-topology = cols[3].selectbox("topology", TOPOLOGY_PRESETS, key=url_key("pg_topology"),
+topology = cols[3].selectbox("topology", TOPOLOGY_PRESETS, key=url_key("pg_topology", list(TOPOLOGY_PRESETS)),
                              help="flat: every pair on the link; the others: dlsys.machine.topology.get_topology.")
 nbytes = cols[4].select_slider("n, bytes per rank", SIZES, value=2**10, format_func=format_bytes,
-                               key=url_key("pg_n"))
+                               key=url_key("pg_n", SIZES))
 
 source_text, formula_text = pg.STARTERS[starter]
 source = st.text_area("your program (Ctrl+Enter runs it)", source_text, height=300, key=f"pg_code_{starter}")
