@@ -147,8 +147,9 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
                     "-d", str(wheelhouse), *pins], check=True, timeout=SETUP_TIMEOUT_S, capture_output=True)
     start = time.perf_counter()
     env = clean_env(root) | {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "DLSYS_PYTHON": sys.executable}
+    # run from this checkout, whose dlsys a bare ``python -c "import dlsys"`` would find first
     done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
-                          timeout=SETUP_TIMEOUT_S)
+                          timeout=SETUP_TIMEOUT_S, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     print(f"\nsetup.sh: {time.perf_counter() - start:.1f} s")
     where = subprocess.run([str(root / "source/.venv/bin/python"), "-c", "import dlsys; print(dlsys.__file__)"],
@@ -157,6 +158,8 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
     assert where.startswith(str(root / "source/.venv/")), where  # the pinned wheel, not this checkout
     for private in ("wheels", "tests", CONFIG):  # the grader's alone: the graded code runs as another uid
         assert (root / "source" / private).stat().st_mode & 0o077 == 0, private
+    # setup.sh ran in this checkout: it locked the venv's package, not this checkout's
+    assert (REPO_ROOT / "dlsys" / "__init__.py").stat().st_mode & 0o004
 
     points = {e.id: e.points for e in EXERCISES if e.id in HOMEWORK}
     reference = run_autograder(root, {f"hw1/{n}": t for n, t in files_with({}).items()})  # in a folder

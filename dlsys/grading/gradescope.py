@@ -63,7 +63,13 @@ wheel=$(ls "$source_dir"/wheels/dlsys-*.whl)
 "$source_dir/.venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel[grade]"
 # the graded code runs as an unprivileged uid: what only the grader reads is root's alone, the
 # installed package (the reference) included: the graded code imports the run's course build
-package=$("$source_dir/.venv/bin/python" -c 'import dlsys, os; print(os.path.dirname(dlsys.__file__))')
+# (-I: the venv's own site-packages, never a dlsys in the working directory or on PYTHONPATH,
+# which chmod would lock away from everyone else)
+package=$("$source_dir/.venv/bin/python" -I -c 'import dlsys, os; print(os.path.dirname(dlsys.__file__))')
+case "$package" in
+    "$source_dir/.venv/"*) ;;
+    *) echo "setup.sh: dlsys imported from $package, not from the venv $source_dir/.venv" >&2; exit 1 ;;
+esac
 chmod -R go-rwx "$source_dir/wheels" "$source_dir/tests" "$source_dir/dlsys-autograder.json" "$package"
 """
 
