@@ -44,7 +44,7 @@ and "How to Scale Your Model" (Austin et al. 2025, jax-ml/scaling-book, "Transfo
 Memory is stage 0's (it holds the embedding, and 1F1B keeps min(pp, m) micro-batches of
 activations in flight there, Korthikanti section 4.2.3: L layers' worth of one micro-batch):
 ``machine.memory.Layout`` of N_stage parameters over dp x tp ranks with Korthikanti's
-activations of L/pp layers (sequence parallelism whenever tp > 1), ZeRO-3 gathering one
+activations of L/pp layers (sequence parallelism whenever tp > 1 unless the plan turns it off), ZeRO-3 gathering one
 layer at a time with prefetch (FSDP's wrapping). Korthikanti counts a GPT layer (an MLP of
 4h, every head with its own K and V): for SwiGLU and GQA the count is approximate.
 """
@@ -70,7 +70,10 @@ def divisors(n: int) -> list[int]:
 @dataclass(frozen=True)
 class Plan:
     """A layout of ``model`` on ``gpus`` GPUs: degrees, ZeRO stage, micro-batches of
-    ``micro_batch`` sequences, ``global_batch`` sequences a step, a recomputation policy."""
+    ``micro_batch`` sequences, ``global_batch`` sequences a step, a recomputation policy.
+    ``sequence_parallel`` defaults to tp > 1 (Megatron's practice); ``dropout`` False counts
+    no dropout masks (a model trained without dropout, as the small transformer the rank
+    programs run)."""
     model: Model
     gpus: int
     tp: int = 1
@@ -81,6 +84,8 @@ class Plan:
     recompute: str = "none"
     optimizer: str = "adam"
     precision: str = "mixed"
+    sequence_parallel: bool | None = None
+    dropout: bool = True
 
     def __post_init__(self):
         """Bad input by name, before anything runs (the CLI and the search check here)."""
@@ -139,7 +144,8 @@ class Plan:
         unit = m.layer_params() if self.zero == 3 else 0
         return Layout(self.stage_params(), self.dp * self.tp, self.zero, self.tp, self.optimizer, self.precision,
                       unit_params=unit, prefetch=self.zero == 3, model=shape,
-                      sequence_parallel=self.tp > 1, recompute=self.recompute)
+                      sequence_parallel=self.tp > 1 if self.sequence_parallel is None else self.sequence_parallel,
+                      recompute=self.recompute, dropout=self.dropout)
 
 
 def memory(plan: Plan) -> dict[str, float]:

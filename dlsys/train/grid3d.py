@@ -81,7 +81,7 @@ class GridConfig:
                              f"layers compute weight and input gradients together), got {self.schedule!r}")
         self.reference().check()  # dtype, sizes
         entry = check_schedule(self.schedule, self.pp, self.micro_batches, self.chunks, self.layers)
-        check_layout(self.tp, self.tp, self.heads, self.d_model, 4 * self.d_model, self.seq_len)
+        check_layout(self.dp * self.tp * self.pp, self.tp, self.heads, self.d_model, 4 * self.d_model, self.seq_len)
         return Grid(self.dp, self.tp, self.pp), entry
 
 
