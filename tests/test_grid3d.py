@@ -127,3 +127,19 @@ def test_world_size_not_the_product_refused(monkeypatch):
     monkeypatch.setattr(grid3d, "grid_program", None)
     with pytest.raises(ValueError, match=r"world_size must be dp x tp x pp = 2 x 2 x 2 = 8, got 6"):
         grid3d.run(GridConfig(), world_size=6)
+
+
+def test_the_benchmark_checks_its_weights_and_refuses_bad_input(capsys):
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "grid_step.py")
+    spec = importlib.util.spec_from_file_location("grid_step", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    record = bench.measure(dp=2, tp=2, pp=2, micro_batches=2, repeats=1)
+    assert record["ranks"] == 8 and record["max_weight_error"] <= 1e-12 and record["messages"] > 0
+    assert "8 ranks (dp 2 x tp 2 x pp 2, 1f1b" in bench.sentence(record)
+    for argv, words in ((["--pp", "8", "--microbatches", "2"], "micro_batches must be >= 8"),
+                        (["--dp", "64"], "--dp x --tp x --pp must be 1..256 ranks, got 1024")):
+        with pytest.raises(SystemExit):
+            bench.main(argv)
+        assert words in capsys.readouterr().err
