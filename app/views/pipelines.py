@@ -143,7 +143,7 @@ if tabs[2].open:
             st.stop()
         chart(viz_plan.step_bars(rows[:TOP], f"{MODELS[model].name} on {gpus} GPUs: the {min(TOP, len(rows))} "
                                              "fastest layouts that fit, one step by component"), "plan_bars")
-        st.dataframe([{"#": r["rank"], "tp": r["tp"], "pp": r["pp"], "dp": r["dp"], "ZeRO": r["zero"],
+        st.dataframe([{"#": r["rank"], "tp": r["tp"], "pp": r["pp"], "dp": r["dp"], "ep": r["ep"], "ZeRO": r["zero"],
                        "micro-batch": r["micro_batch"], "micro-batches": r["microbatches"], "recompute": r["recompute"],
                        "step (s)": round(r["step_s"], 3), "memory / GPU": format_bytes(r["memory_bytes"]),
                        "MFU": f"{r['mfu']:.1%}"} for r in rows[:TOP]], hide_index=True)
