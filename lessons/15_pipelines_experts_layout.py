@@ -24,11 +24,14 @@
 # docs/pipelines.md, docs/experts.md and docs/planner.md hold the tables.
 
 # %%
+import numpy as np
+
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
 from dlsys.planner import MODELS
-from dlsys.train.pipeline import SCHEDULES
+from dlsys.train import grid3d
+from dlsys.train.pipeline import SCHEDULES, single_rank_run
 from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz import plan as viz_plan
@@ -214,6 +217,42 @@ for part in ex_plan.components(ddp):
 show(viz_plan.memory_bar(ddp), "15_plan_ddp_memory")
 
 # %% [markdown]
+# The planner's numbers are arithmetic; the small transformer can run the same layout on
+# ranks. `dlsys.train.grid3d` puts it on a `Grid(dp, tp, pp)`: each rank holds its Megatron
+# split of its stage's layers, runs 1F1B over its data-parallel copy's micro-batches, and
+# all-reduces its gradients over its copy group. Its weights after the step are one rank's,
+# and stage 0's memory ledger holds what the planner counts for that layout (the
+# activations of the micro-batches 1F1B keeps in flight; `tests/test_grid3d.py` holds the
+# two byte for byte).
+
+# %%
+config = grid3d.GridConfig(dp=2, tp=2, pp=2, micro_batches=4)
+run = grid3d.run(config)
+error = np.abs(grid3d.gather_params(run.values, config) - single_rank_run(config.reference())["params"]).max()
+print(f"{config.dp * config.tp * config.pp} ranks (dp {config.dp}, tp {config.tp}, pp {config.pp}): "
+      f"{len(run.trace.messages)} messages, {run.virtual_time_s * 1e3:.3f} ms virtual; "
+      f"largest weight difference from one rank {error:.1e}")
+for value in run.values[:config.dp * config.tp]:  # stage 0's ranks
+    print(f"  rank {run.values.index(value)} (stage 0, copy {value['coords'][0]}, TP {value['coords'][1]}): "
+          f"activations peak {format_bytes(value['peak_by_kind']['activations'])}")
+
+# %% [markdown]
+# A mixture of experts adds a fourth axis. Mixtral-8x7B (Jiang et al. 2024) has eight
+# experts a layer and sends each token to two, so it computes with far fewer parameters a
+# token than it holds (printed below). Expert parallelism spreads the experts over ep data-parallel copies
+# (`Grid(dp, tp, pp, ep)`), which then exchange the tokens by all-to-all four times a layer
+# (dispatch and combine, forward and backward): the **ep** column below.
+
+# %%
+mixtral = MODELS["8x7b"]
+print(f"{mixtral.name}: {mixtral.params() / 1e9:.1f} B parameters, {mixtral.active_params() / 1e9:.1f} B active a token")
+moe = ex_plan.ranked("8x7b", 64, global_batch=256)
+print(f"on 64 GPUs, 256 sequences a step: {len(moe)} layouts fit; the fastest:")
+for r in moe[:5]:
+    print(f"  tp {r['tp']} pp {r['pp']:>2} dp {r['dp']:>2} ep {r['ep']} ZeRO {r['zero']}: step {r['step_s']:.3f} s, "
+          f"EP all-to-all {r['ep_s']:.3f} s, {format_bytes(r['memory_bytes'])} a GPU")
+
+# %% [markdown]
 # ## Try it
 #
 # 1. `dlsys pipeline --schedule interleaved --stages 4 --microbatches 8 --chunks 4`: how does
@@ -224,6 +263,8 @@ show(viz_plan.memory_bar(ddp), "15_plan_ddp_memory")
 #    (`ex_experts.bruck_crossover_block_nbytes(64, "tcp-10gbe")`)?
 # 4. `dlsys plan --model 70b --gpus 1024`: why is TP 4 or 8 and never 16? Force
 #    `--tp 1` and read what breaks.
+# 5. `dlsys plan --model 8x7b --gpus 256 --global-batch 256 --tp 8 --ep 8`: where does the
+#    EP group's all-to-all run now, and what does it cost against `--tp 2 --ep 4`?
 #
 # ## Exercises (graded): `pipeline_1f1b_order` (10 points) and `pairwise_alltoall` (15 points)
 #

@@ -138,3 +138,34 @@ def test_figures_build():
     for algorithm in ("pairwise", "bruck"):
         assert figures.alltoall_steps_figure(experts.alltoall_steps(4, algorithm), algorithm).data
     assert figures.alltoall_cost_figure(experts.alltoall_costs(ranks=4, block_sizes=(64, 4096))).data
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes", "mpi"])
+@pytest.mark.parametrize("algorithm", collectives.ALGORITHMS["alltoall"])
+def test_values_and_closed_form_on_every_backend(backend, algorithm):
+    """The issue's "all-to-all values and closed forms on every backend": each backend's
+    run delivers row d to rank d and ends at the closed form (even blocks)."""
+    from dlsys.comm.backends.mpi import mpi_unavailable
+    if backend == "mpi" and mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
+    p = 4
+    result = dlsys.launch(_alltoall, p, backend, args=(algorithm,), link=LINK)
+    for r, got in enumerate(result.values):
+        assert np.array_equal(got, np.stack([100.0 * s + np.full(3, r) for s in range(p)]))
+    assert result.virtual_time_s == pytest.approx(closed_form("alltoall", algorithm, p, p * 3 * 8, LINK), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["processes", "mpi"])
+def test_alltoallv_on_other_backends(backend):
+    from dlsys.comm.backends.mpi import mpi_unavailable
+    if backend == "mpi" and mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
+    p = 3
+    result = dlsys.launch(_alltoallv, p, backend, args=(uneven,), link=LINK)
+    for r, got in enumerate(result.values):
+        for s, block in enumerate(got):
+            assert np.array_equal(block, np.full(uneven(s, p)[r], 10.0 * s + r))
+    assert result.trace == dlsys.launch(_alltoallv, p, "threads", args=(uneven,), link=LINK).trace
+    even_run = dlsys.launch(_alltoallv, p, backend, args=(even,), link=LINK)
+    want = closed_form("alltoall", "pairwise", p, 8 * p, LINK) + closed_form("alltoall", "pairwise", p, 8 * 6 * p, LINK)
+    assert even_run.virtual_time_s == pytest.approx(want, rel=1e-9)

@@ -612,6 +612,14 @@ def test_pipelines_page_planner_ranks_layouts_and_breaks_one_down():
     assert any("Layout #3" in c.value for c in at.caption)
 
 
+def test_pipelines_page_planner_spreads_a_mixtures_experts():
+    at = open_page("views/pipelines.py")
+    at.session_state["pipe_view"] = "The planner"
+    at.session_state["plan_model"] = "8x7b"
+    ok(at.run())
+    assert charts(at) == 2 and any(row > 1 for row in at.dataframe[0].value["ep"])
+
+
 @pytest.mark.parametrize("algorithm", ["pairwise", "bruck"])
 def test_pipelines_page_all_to_all_tab_animates_and_matches_its_closed_form(algorithm):
     at = open_page("views/pipelines.py")

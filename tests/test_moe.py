@@ -19,11 +19,15 @@ def gathered(values, name):
 
 
 GATINGS = [(1, 1.0), (2, 1.25), (1, 0.5), (2, 8.0)]  # (top_k, capacity factor): drops in the first three
-CASES = [("threads", ep, *g) for ep in (1, 2, 4) for g in GATINGS] + [("processes", ep, 2, 1.25) for ep in (2, 4)]
+CASES = ([("threads", ep, *g) for ep in (1, 2, 4) for g in GATINGS] + [("processes", ep, 2, 1.25) for ep in (2, 4)]
+         + [("mpi", 2, 2, 1.25)])
 
 
 @pytest.mark.parametrize("backend,ep,top_k,capacity_factor", CASES)
 def test_expert_parallel_equals_one_rank(backend, ep, top_k, capacity_factor):
+    from dlsys.comm.backends.mpi import mpi_unavailable
+    if backend == "mpi" and mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
     config = MoEConfig(top_k=top_k, capacity_factor=capacity_factor)
     result = train_expert_parallel(config, ep, steps=3, backend=backend)
     single = train_single(config, groups=ep, steps=3)

@@ -99,3 +99,12 @@ def test_bad_input_is_refused_by_name_before_any_rank_starts(args, words):
     name, p, m, v, layers = args
     with pytest.raises(ValueError):
         run(PipelineConfig(name, p, m, v, layers=layers), timeout_s=0.001)
+
+
+@pytest.mark.parametrize("name, p, m, v", [("1f1b", 4, 8, 1), ("interleaved", 4, 8, 2), ("interleaved", 2, 4, 3)])
+def test_idle_over_busy_is_narayanans_p_minus_1_over_v_m(name, p, m, v):
+    """Narayanan et al. 2021, section 2.2: the bubble time fraction, idle over ideal (busy)
+    time, is (p - 1)/m for 1F1B and (p - 1)/(v m) interleaved; measured on a free link."""
+    from dlsys.experiments.pipeline import pipeline_schedule
+    for row in pipeline_schedule(name, p, m, v, layers=p * v)["bubble"]:
+        assert row["relative"] == pytest.approx((p - 1) / (v * m), rel=1e-12)

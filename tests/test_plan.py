@@ -9,7 +9,7 @@ import pytest
 from dlsys.cli import main
 from dlsys.comm import Grid
 from dlsys.machine.memory import Layout, Transformer, activation_bytes
-from dlsys.planner import DEVICES, MODELS, Model, Plan, breakdown, memory, model_of, search, step_time
+from dlsys.planner import COMPONENTS, DEVICES, MODELS, Model, Plan, breakdown, memory, model_of, search, step_time
 from dlsys.planner.search import candidates
 from dlsys.train import tensor_parallel as tpm
 
@@ -178,4 +178,74 @@ def test_records_and_figures_for_the_page():
     assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5] and all(r["step_s"] > 0 for r in rows)
     record = experiment.layout_record("7b", 64, tp=2, pp=2, zero=1, micro_batch=4, recompute="selective")
     assert sum(r["share"] for r in experiment.components(record)) == pytest.approx(1)
-    assert len(figures.step_bars(rows).data) == 5 and len(figures.memory_bar(record).data) == 5
+    assert len(figures.step_bars(rows).data) == len(COMPONENTS) and len(figures.memory_bar(record).data) == 5
+
+
+# --- expert parallelism in the layout ---------------------------------------------------
+
+def test_mixtral_preset_counts_all_and_active_parameters():
+    """Jiang et al. 2024, section 2: 46.7 B parameters, 12.9 B active a token (top 2 of 8)."""
+    model = MODELS["8x7b"]
+    assert model.params() == pytest.approx(46.7e9, rel=0.01) and model.active_params() == pytest.approx(12.9e9, rel=0.01)
+    assert MODELS["70b"].active_params() == MODELS["70b"].params() and MODELS["70b"].expert_layer_params() == 0
+
+
+def test_grid_expert_groups_are_consecutive_copies_and_their_stride():
+    grid = Grid(dp=4, tp=2, pp=2, ep=2)
+    assert grid.ep_members(0) == [0, 2] and grid.ep_members(6) == [4, 6] and grid.ep_members(9) == [9, 11]
+    assert grid.expert_dp_members(0) == [0, 4] and grid.expert_dp_members(3) == [3, 7]
+    assert repr(grid) == "Grid(dp=4, tp=2, pp=2, ep=2)" and Grid(4, 2).ep_members(2) == [2]
+    with pytest.raises(ValueError, match=r"ep must divide dp = 6 .* one of \[1, 2, 3, 6\], got 4"):
+        Grid(6, 1, ep=4)
+
+
+def test_expert_parallelism_costs_four_pairwise_alltoalls_a_layer_and_spreads_the_experts():
+    from dlsys.collectives import closed_form
+    from dlsys.planner.cost import slowest_link
+    from dlsys.machine.topology import gpu_cluster
+    model = MODELS["8x7b"]
+    plan = Plan(model, 256, tp=2, pp=4, ep=8, zero=1, global_batch=256)
+    tokens_nbytes = plan.micro_batch * model.seq_len * model.hidden * 2 * model.top_k / plan.tp
+    link = slowest_link(gpu_cluster(), plan.grid.ep_members(0))
+    a2a = closed_form("alltoall", "pairwise", 8, tokens_nbytes, link)
+    assert step_time(plan)["ep"] == pytest.approx(plan.microbatches * model.layers // 4 * 4 * a2a)
+    assert step_time(Plan(model, 256, tp=2, pp=4, ep=1, zero=1, global_batch=256))["ep"] == 0
+    compute = step_time(plan)["compute"]
+    assert compute == pytest.approx(6 * model.active_params() * 256 * model.seq_len / (256 * H100.peak_flops))
+    stage, experts = plan.stage_params(), plan.stage_expert_params()
+    for ep in (1, 2, 8):
+        nbytes = memory(Plan(model, 256, tp=2, pp=4, ep=ep, zero=0, global_batch=256))
+        assert nbytes["parameters"] == pytest.approx(2 * ((stage - experts) / 2 + experts / (2 * ep)))
+    # ZeRO-1 shards the experts' optimizer state over the dp / ep copies holding them
+    nbytes = memory(Plan(model, 256, tp=2, pp=4, ep=8, zero=1, global_batch=256))
+    assert nbytes["optimizer"] == pytest.approx(12 * ((stage - experts) / 2 / 32 + experts / 16 / 4))
+
+
+def test_search_spreads_experts_only_where_they_divide():
+    rows = search(MODELS["8x7b"], 64, global_batch=256, zero=1, recompute="full")
+    assert rows and {r["ep"] for r in rows} == {1, 2, 4, 8}
+    assert all(8 % r["ep"] == 0 and r["dp"] % r["ep"] == 0 for r in rows)
+    assert {r["ep"] for r in search(MODELS["8x7b"], 64, global_batch=256, zero=1, recompute="full", ep=4)} == {4}
+    assert {r["ep"] for r in search(MODELS["7b"], 64, zero=1, recompute="full")} == {1}
+
+
+@pytest.mark.parametrize("preset, options, message", [
+    ("8x7b", dict(gpus=256, tp=8, pp=4, ep=3), r"ep must divide the experts \(8\) and dp \(8\): one of \[1, 2, 4, 8\], got 3"),
+    ("8x7b", dict(gpus=64, tp=8, pp=4, ep=4, global_batch=64), r"ep must divide the experts \(8\) and dp \(2\): one of \[1, 2\], got 4"),
+    ("7b", dict(gpus=64, ep=2), r"ep must be 1 for a dense model \(experts = 0\), got 2"),
+])
+def test_expert_layouts_refused_by_name(preset, options, message):
+    with pytest.raises(ValueError, match=message):
+        Plan(MODELS[preset], **options)
+
+
+def test_cli_plans_a_mixture_of_experts(capsys):
+    assert main(["plan", "--model", "8x7b", "--gpus", "256", "--tp", "2", "--pp", "4", "--ep", "8", "--zero", "1",
+                 "--global-batch", "256", "--recompute", "selective"]) == 0
+    out = capsys.readouterr().out
+    assert "dp 32 x tp 2 x pp 4 (ep 8), ZeRO 1" in out and "ep" in out
+    assert main(["plan", "--model", "8x7b", "--gpus", "256", "--tp", "8", "--pp", "4", "--ep", "3"]) == 2
+    assert "ep must divide the experts (8) and dp (8)" in capsys.readouterr().err
+    assert main(["plan", "--layers", "4", "--hidden", "256", "--heads", "4", "--ffn", "512", "--vocab", "1000",
+                 "--seq", "128", "--experts", "4", "--top-k", "5", "--gpus", "8"]) == 2
+    assert "top_k must be in 1..experts = 4, got 5" in capsys.readouterr().err

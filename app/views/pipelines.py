@@ -143,7 +143,7 @@ if tabs[2].open:
             st.stop()
         chart(viz_plan.step_bars(rows[:TOP], f"{MODELS[model].name} on {gpus} GPUs: the {min(TOP, len(rows))} "
                                              "fastest layouts that fit, one step by component"), "plan_bars")
-        st.dataframe([{"#": r["rank"], "tp": r["tp"], "pp": r["pp"], "dp": r["dp"], "ZeRO": r["zero"],
+        st.dataframe([{"#": r["rank"], "tp": r["tp"], "pp": r["pp"], "dp": r["dp"], "ep": r["ep"], "ZeRO": r["zero"],
                        "micro-batch": r["micro_batch"], "micro-batches": r["microbatches"], "recompute": r["recompute"],
                        "step (s)": round(r["step_s"], 3), "memory / GPU": format_bytes(r["memory_bytes"]),
                        "MFU": f"{r['mfu']:.1%}"} for r in rows[:TOP]], hide_index=True)
@@ -152,10 +152,11 @@ if tabs[2].open:
                             format_func=lambda i: viz_plan.layout_label(rows[i - 1]))
         row = rows[pick - 1]
         record = ex_plan.layout_record(model, gpus, row["tp"], row["pp"], row["zero"], row["micro_batch"],
-                                       global_batch, row["recompute"], device_bytes=device_gib * 2**30)
+                                       global_batch, row["recompute"], device_bytes=device_gib * 2**30, ep=row["ep"])
         chart(viz_plan.memory_bar(record), "plan_memory")
         parts = ", ".join(f"{c['component']} {c['seconds']:.3f} s ({c['share']:.0%})" for c in ex_plan.components(record))
         st.caption(f"{len(rows)} layouts fit {device_gib} GiB. Layout #{pick}: a step of {record['step_s']:.3f} s = "
                    f"{parts}; {format_bytes(record['memory_bytes'])} per GPU. Compute is charged at the device's "
                    "dense peak (MFU is therefore an upper bound); TP groups stay inside the 8-GPU NVLink islands "
-                   "of `gpu_cluster`, DP and PP cross InfiniBand (`dlsys.planner`, docs/planner.md).")
+                   "of `gpu_cluster`, DP and PP cross InfiniBand; a mixture of experts spreads its experts over ep "
+                   "data-parallel copies and moves tokens by all-to-all (`dlsys.planner`, docs/planner.md).")

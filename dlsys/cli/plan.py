@@ -1,13 +1,14 @@
-"""``dlsys plan``: the layout of a large run, DP x TP x PP with ZeRO on a GPU cluster.
+"""``dlsys plan``: the layout of a large run, DP x TP x PP (x EP) with ZeRO on a GPU cluster.
 
     dlsys plan --model 7b --gpus 64 --tp 2 --pp 2 [--zero 1] [--microbatches 16 | --micro-batch-size 2]
+    dlsys plan --model 8x7b --gpus 256 --tp 2 --pp 4 --ep 8          # a mixture of experts
     dlsys plan --model 70b --gpus 1024 [--zero Z] [--micro-batch-size B] [--recompute R] [--top 10]
     dlsys plan --layers 24 --hidden 2048 --heads 16 --ffn 8192 --vocab 50304 --seq 2048 --gpus 32
 
 With any of --tp, --pp, --dp: that layout's step (compute, exposed communication per
 dimension, the pipeline bubble) and one rank's memory by kind against the device. Without
 them: every layout that fits (tp dividing the NVLink island of 8, pp dividing the layers,
-ZeRO 0..3, micro-batches of 1, 2, 4, 8 sequences, each recomputation; an option given holds
+ep dividing dp and a mixture's experts, ZeRO 0..3, micro-batches of 1, 2, 4, 8 sequences, each recomputation; an option given holds
 it fixed), fastest first. The model is ``dlsys.planner`` (docs/planner.md); seconds at the
 device's dense peak, times in s, memory in GiB (2^30 bytes).
 """
@@ -32,10 +33,14 @@ def add_commands(subparsers) -> None:
                        ("--kv-heads", "key-value heads (GQA; default: --heads)"), ("--ffn", "MLP width (SwiGLU)"),
                        ("--vocab", "vocabulary"), ("--seq", "sequence length s")):
         p.add_argument(flag, action=Checked, check=integer(1, MAX * 1000), help=what)
+    p.add_argument("--experts", action=Checked, check=integer(0, 4096), help="experts a layer (0: dense MLP)")
+    p.add_argument("--top-k", action=Checked, check=integer(1, 4096), help="experts a token runs through")
     p.add_argument("--gpus", required=True, action=Checked, check=integer(1, MAX), help="GPUs = dp x tp x pp")
     p.add_argument("--tp", action=Checked, check=integer(1, MAX), help="tensor-parallel degree (inside an island)")
     p.add_argument("--pp", action=Checked, check=integer(1, MAX), help="pipeline stages (1F1B)")
     p.add_argument("--dp", action=Checked, check=integer(1, MAX), help="data-parallel copies")
+    p.add_argument("--ep", action=Checked, check=integer(1, MAX),
+                   help="expert-parallel degree (divides dp and the experts; default 1 for one layout)")
     p.add_argument("--zero", action=Checked, check=integer(0, 3), help="ZeRO stage 0..3 (default 0 for one layout)")
     p.add_argument("--microbatches", action=Checked, check=integer(1, MAX), help="m micro-batches a step (one layout)")
     p.add_argument("--micro-batch-size", action=Checked, check=integer(1, MAX), help="sequences a micro-batch (default 1)")
@@ -65,12 +70,13 @@ def one_layout(args, model, gpus: int) -> Plan:
             raise ValueError(f"--micro-batch-size {args.micro_batch_size} and --microbatches {args.microbatches} "
                              f"disagree: global batch {args.global_batch} / (dp {dp} x {args.microbatches}) = "
                              f"{micro_batch}")
-    return Plan(model, gpus, tp, pp, args.zero or 0, micro_batch, args.global_batch, args.recompute or "none")
+    return Plan(model, gpus, tp, pp, args.zero or 0, micro_batch, args.global_batch, args.recompute or "none",
+                ep=args.ep or 1)
 
 
 def cmd_plan(args) -> int:
     model = model_of(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
-                     ffn=args.ffn, vocab=args.vocab, seq_len=args.seq)
+                     ffn=args.ffn, vocab=args.vocab, seq_len=args.seq, experts=args.experts, top_k=args.top_k)
     device = device_of(args.device, args.device_memory)
     if any(v is not None for v in (args.tp, args.pp, args.dp)):
         record = breakdown(one_layout(args, model, args.gpus), device)
@@ -82,7 +88,7 @@ def cmd_plan(args) -> int:
     refuse_unused({"--microbatches": args.microbatches}, "the search (give --tp, --pp or --dp for one layout; "
                                                          "--micro-batch-size holds the search's)")
     rows = search(model, args.gpus, args.global_batch, device, zero=args.zero, micro_batch=args.micro_batch_size,
-                  recompute=args.recompute)
+                  recompute=args.recompute, ep=args.ep)
     if args.json:
         print(json.dumps(rows[:args.top]))
         return 0
@@ -92,9 +98,9 @@ def cmd_plan(args) -> int:
         print(title + "no layout fits; give more GPUs, --device-memory, or allow recomputation")
         return 1
     print(title + f"{len(rows)} layouts fit, the fastest {min(args.top, len(rows))}:")
-    header = ("#", "tp", "pp", "dp", "ZeRO", "b", "m", "recompute", "step s", *(f"{c} s" for c in COMPONENTS),
+    header = ("#", "tp", "pp", "dp", "ep", "ZeRO", "b", "m", "recompute", "step s", *(f"{c} s" for c in COMPONENTS),
               "GiB/GPU", "MFU")
-    lines = [header] + [(str(i), *(str(r[k]) for k in ("tp", "pp", "dp", "zero", "micro_batch", "microbatches",
+    lines = [header] + [(str(i), *(str(r[k]) for k in ("tp", "pp", "dp", "ep", "zero", "micro_batch", "microbatches",
                                                          "recompute")),
                          f"{r['step_s']:.3f}", *(f"{r['seconds'][c]:.3f}" for c in COMPONENTS),
                          f"{r['memory_bytes'] / 2**30:.1f}", f"{r['mfu']:.1%}")
@@ -102,7 +108,7 @@ def cmd_plan(args) -> int:
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
-    print("b: sequences a micro-batch, m: micro-batches a step; tp, pp, dp: exposed communication; "
+    print("b: sequences a micro-batch, m: micro-batches a step; tp, pp, dp, ep: exposed communication; "
           "bubble: 1F1B's idle slots; MFU: 6 N tokens / (GPUs x peak x step)")
     return 0
 
@@ -112,7 +118,8 @@ def print_layout(record: dict, model) -> None:
     rows = [(c, f"{record['seconds'][c]:10.4f} s  {record['seconds'][c] / step:6.1%}") for c in COMPONENTS]
     rows.append(("step", f"{step:10.4f} s  MFU {record['mfu']:.1%}"))
     print_table(rows, f"{model.name} ({model.params() / 1e9:.2f} B parameters) on {record['gpus']} GPUs: dp {record['dp']} "
-                      f"x tp {record['tp']} x pp {record['pp']}, ZeRO {record['zero']}, {record['microbatches']} "
+                      f"x tp {record['tp']} x pp {record['pp']}"
+                      + (f" (ep {record['ep']})" if record["ep"] > 1 else "") + f", ZeRO {record['zero']}, {record['microbatches']} "
                       f"micro-batches of {record['micro_batch']} sequences, recompute {record['recompute']}")
     rows = [(k, f"{record['bytes'][k] / 2**30:10.2f} GiB") for k in KINDS]
     rows.append(("total", f"{record['memory_bytes'] / 2**30:10.2f} GiB of {record['device_bytes'] / 2**30:g} GiB "

@@ -39,13 +39,22 @@ class Grid:
     "tp-cp-ep-dp-pp" (megatron/core/parallel_state.py, ``RankGenerator`` and
     ``generate_masked_orthogonal_rank_groups``: the first-named axis varies fastest; cp = ep
     = 1 here) and picotron's (picotron/process_group_manager.py: ``torch.arange(world_size)
-    .view(dp_size, pp_size, cp_size, tp_size)``, tp last; picotron puts pp inside dp)."""
+    .view(dp_size, pp_size, cp_size, tp_size)``, tp last; picotron puts pp inside dp).
 
-    def __init__(self, dp: int, tp: int, pp: int = 1):
-        for name, value in (("dp", dp), ("tp", tp), ("pp", pp)):
+    Expert parallelism of degree ``ep`` (dividing dp) splits each stage's data-parallel
+    copies into groups of ep consecutive ones, as Megatron's expert layout
+    "tp-ep-dp-pp" does: an expert-parallel group is d = e ep .. e ep + ep - 1 (the experts
+    spread over it), an expert-data-parallel group the copies holding the same experts
+    (d = j, j + ep, j + 2 ep, ...), which all-reduce those experts' gradients."""
+
+    def __init__(self, dp: int, tp: int, pp: int = 1, ep: int = 1):
+        for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.dp, self.tp, self.pp = dp, tp, pp
+        if dp % ep:
+            raise ValueError(f"ep must divide dp = {dp} (experts spread over data-parallel copies): one of "
+                             f"{[k for k in range(1, dp + 1) if dp % k == 0]}, got {ep}")
+        self.dp, self.tp, self.pp, self.ep = dp, tp, pp, ep
 
     @classmethod
     def of(cls, world_size: int, tp: int) -> Grid:
@@ -90,6 +99,16 @@ class Grid:
         d, t = self.coords(rank)
         return [self.rank_of(d, t, s) for s in range(self.pp)]
 
+    def ep_members(self, rank: int) -> list[int]:
+        """The global ranks of ``rank``'s expert-parallel group (ep consecutive copies)."""
+        d, t = self.coords(rank)
+        return [self.rank_of(d - d % self.ep + j, t, self.stage(rank)) for j in range(self.ep)]
+
+    def expert_dp_members(self, rank: int) -> list[int]:
+        """The global ranks holding the same experts as ``rank``: every ep-th copy."""
+        d, t = self.coords(rank)
+        return [self.rank_of(e, t, self.stage(rank)) for e in range(d % self.ep, self.dp, self.ep)]
+
     def groups(self, comm) -> tuple[Group, Group]:
         """(data-parallel group, tensor-parallel group) of this rank, as sub-communicators."""
         if comm.size != self.world_size:
@@ -103,4 +122,5 @@ class Grid:
         return f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp}"
 
     def __repr__(self):
-        return f"Grid(dp={self.dp}, tp={self.tp}" + (f", pp={self.pp})" if self.pp > 1 else ")")
+        return (f"Grid(dp={self.dp}, tp={self.tp}" + (f", pp={self.pp}" if self.pp > 1 else "")
+                + (f", ep={self.ep}" if self.ep > 1 else "") + ")")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..machine.memory import KINDS
 from ..planner import COMPONENTS, MODELS, Plan, breakdown, device_of, model_of, search
 
-DEGREES = ("tp", "pp", "dp", "zero", "micro_batch", "microbatches", "recompute")
+DEGREES = ("tp", "pp", "dp", "ep", "zero", "micro_batch", "microbatches", "recompute")
 
 
 def ranked(model: str = "70b", gpus: int = 1024, global_batch: int = 1024, device: str = "h100",
@@ -19,9 +19,9 @@ def ranked(model: str = "70b", gpus: int = 1024, global_batch: int = 1024, devic
 
 def layout_record(model: str = "7b", gpus: int = 64, tp: int = 1, pp: int = 1, zero: int = 0,
                   micro_batch: int = 1, global_batch: int = 1024, recompute: str = "none",
-                  device: str = "h100", device_bytes: int | None = None) -> dict:
+                  device: str = "h100", device_bytes: int | None = None, ep: int = 1) -> dict:
     """One layout's ``planner.breakdown`` (degrees, seconds and bytes by part, fits, MFU)."""
-    plan = Plan(model_of(model), gpus, tp, pp, zero, micro_batch, global_batch, recompute)
+    plan = Plan(model_of(model), gpus, tp, pp, zero, micro_batch, global_batch, recompute, ep=ep)
     return breakdown(plan, device_of(device, device_bytes))
 
 
@@ -43,22 +43,24 @@ def _flat(rank: int, row: dict) -> dict:
             "device_bytes": row["device_bytes"], "mfu": row["mfu"]}
 
 
-def table_ranked(model: str = "70b", gpus: int = 1024, top: int = 10) -> tuple[list[str], list[list]]:
+def table_ranked(model: str = "70b", gpus: int = 1024, top: int = 10, global_batch: int = 1024
+                 ) -> tuple[list[str], list[list]]:
     """docs/planner.md: the fastest layouts of ``model`` on ``gpus`` H100s."""
-    header = ["#", "tp", "pp", "dp", "ZeRO", "micro-batch", "micro-batches", "recompute", "step", "compute", "TP",
-              "PP", "DP (exposed)", "bubble", "memory / GPU", "MFU"]
-    rows = [[r["rank"], r["tp"], r["pp"], r["dp"], r["zero"], r["micro_batch"], r["microbatches"], r["recompute"],
+    header = ["#", "tp", "pp", "dp", "ep", "ZeRO", "micro-batch", "micro-batches", "recompute", "step", "compute", "TP",
+              "PP", "DP (exposed)", "EP", "bubble", "memory / GPU", "MFU"]
+    rows = [[r["rank"], r["tp"], r["pp"], r["dp"], r["ep"], r["zero"], r["micro_batch"], r["microbatches"], r["recompute"],
              *(f"{r[k]:.3f} s" for k in ("step_s", *(f"{c}_s" for c in COMPONENTS))),
-             f"{r['memory_bytes'] / 2**30:.1f} GiB", f"{r['mfu']:.1%}"] for r in ranked(model, gpus, top=top)]
+             f"{r['memory_bytes'] / 2**30:.1f} GiB", f"{r['mfu']:.1%}"] for r in ranked(model, gpus, global_batch, top=top)]
     return header, rows
 
 
 def table_presets() -> tuple[list[str], list[list]]:
     """docs/planner.md: each preset's shape, our count and the published one."""
-    header = ["preset", "model", "layers", "hidden", "heads", "kv heads", "ffn", "vocab", "seq", "parameters (formula)",
-              "published", "formula / published"]
-    return header, [[key, m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq_len,
-                     f"{m.params():,}", f"{m.published_params:,}", f"{m.params() / m.published_params:.4f}"]
+    header = ["preset", "model", "layers", "hidden", "heads", "kv heads", "ffn", "experts (top k)", "vocab", "seq",
+              "parameters (formula)", "active", "published", "formula / published"]
+    return header, [[key, m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn,
+                     f"{m.experts} ({m.top_k})" if m.experts else "dense", m.vocab, m.seq_len,
+                     f"{m.params():,}", f"{m.active_params():,}", f"{m.published_params:,}", f"{m.params() / m.published_params:.4f}"]
                     for key, m in MODELS.items()]
 
 
@@ -76,4 +78,10 @@ def table_breakdown(model: str = "7b", gpus: int = 64, tp: int = 2, pp: int = 2,
     return [title, "value", ""], rows
 
 
-TABLES = {"plan.presets": table_presets, "plan.breakdown_7b": table_breakdown, "plan.ranked_70b": table_ranked}
+def table_ranked_moe() -> tuple[list[str], list[list]]:
+    """docs/planner.md: the fastest layouts of Mixtral-8x7B on 256 H100s, 256 sequences a step."""
+    return table_ranked("8x7b", 256, top=8, global_batch=256)
+
+
+TABLES = {"plan.presets": table_presets, "plan.breakdown_7b": table_breakdown, "plan.ranked_70b": table_ranked,
+          "plan.ranked_8x7b": table_ranked_moe}

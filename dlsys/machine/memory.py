@@ -116,7 +116,8 @@ class Layout:
     is the gradient bucket a stage 0..2 all-reduce or reduce-scatter packs (0 = in place on
     the flat gradient buffer, as dlsys's ``Sequential.grads``). ``model`` gives the
     transformer's shapes for the activations (``activation_bytes``: elements of the
-    weights' precision, 2 or 4 bytes, 1-byte dropout masks); None counts none."""
+    weights' precision, 2 or 4 bytes, 1-byte dropout masks unless ``dropout`` is False);
+    None counts none."""
     params: int
     ranks: int = 1
     zero: int = 0
@@ -129,6 +130,7 @@ class Layout:
     model: Transformer | None = None
     sequence_parallel: bool = False
     recompute: str = "none"
+    dropout: bool = True
 
     def __post_init__(self):
         for name in ("params", "ranks", "tp"):
@@ -161,7 +163,7 @@ class Layout:
         buffers = (unit * (w_b * (2 if self.prefetch else 1) + g_b) if self.zero == 3
                    else self.bucket_params / self.tp * g_b)
         activations = 0 if self.model is None else activation_bytes(
-            self.model, self.tp, self.sequence_parallel, self.recompute, element_nbytes=w_b, dropout=True)
+            self.model, self.tp, self.sequence_parallel, self.recompute, element_nbytes=w_b, dropout=self.dropout)
         return {"parameters": w_b * psi / (n if self.zero >= 3 else 1),
                 "gradients": g_b * psi / (n if self.zero >= 2 else 1),
                 "optimizer": k_b * psi / (n if self.zero >= 1 else 1),

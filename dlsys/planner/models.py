@@ -13,6 +13,11 @@ of width ``ffn`` (three matrices), an input embedding and an output layer of ``v
 
 With kv_heads = heads, ffn = 4 h, two matrices in the MLP and no vocabulary this is the
 GPT count 12 L h^2 (Narayanan et al. 2021, section 5.1, without biases and positions).
+
+A mixture of experts (Mixtral's shape: Jiang et al. 2024, "Mixtral of Experts", section 2)
+replaces each layer's MLP by ``experts`` SwiGLU experts and a router (h x E); a token runs
+through ``top_k`` of them, so a step's FLOPs count the active parameters, N minus the
+(E - k) experts a token skips in every layer.
 ``tests/test_plan.py`` holds each preset within 2% of its published count (exactly equal
 for the Hugging Face checkpoints' tensors, in fact).
 """
@@ -36,6 +41,8 @@ class Model:
     tied: bool = False
     published_params: int = 0
     source: str = ""
+    experts: int = 0  # 0: a dense MLP; E: E SwiGLU experts a layer and a router
+    top_k: int = 0    # experts a token runs through (1..E when experts > 0)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
@@ -45,11 +52,29 @@ class Model:
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise ValueError(f"heads must divide hidden ({self.hidden}) and kv_heads must divide heads "
                              f"({self.heads}); got heads={self.heads}, kv_heads={self.kv_heads}")
+        if isinstance(self.experts, bool) or not isinstance(self.experts, int) or self.experts < 0:
+            raise ValueError(f"experts must be an integer >= 0 (0: a dense MLP), got {self.experts!r}")
+        if self.experts and not (isinstance(self.top_k, int) and 1 <= self.top_k <= self.experts):
+            raise ValueError(f"top_k must be in 1..experts = {self.experts}, got {self.top_k!r}")
+        if not self.experts and self.top_k:
+            raise ValueError(f"top_k needs experts > 0 (a mixture of experts), got top_k={self.top_k}")
 
     def layer_params(self) -> int:
-        """P_layer: attention (Q, O; K, V of the kv heads), the SwiGLU MLP, two norms."""
+        """P_layer: attention (Q, O; K, V of the kv heads), the SwiGLU MLP (or E experts and
+        their router), two norms."""
         h, kv = self.hidden, self.kv_heads * (self.hidden // self.heads)
-        return 2 * h * h + 2 * h * kv + 3 * h * self.ffn + 2 * h
+        mlp = self.expert_layer_params() + h * self.experts if self.experts else 3 * h * self.ffn
+        return 2 * h * h + 2 * h * kv + mlp + 2 * h
+
+    def expert_layer_params(self) -> int:
+        """The experts' parameters in one layer, E 3 h ffn (0 for a dense model): what
+        expert parallelism spreads over its ranks."""
+        return self.experts * 3 * self.hidden * self.ffn
+
+    def active_params(self) -> int:
+        """Parameters a token's forward touches: N less the E - k experts it skips a layer."""
+        skipped = (self.experts - self.top_k) * 3 * self.hidden * self.ffn if self.experts else 0
+        return self.params() - self.layers * skipped
 
     def outside_params(self) -> int:
         """The embedding, the output layer (unless tied) and the final norm."""
@@ -77,6 +102,11 @@ MODELS = {
                  seq_len=4096, published_params=68_976_648_192,
                  source="Touvron et al. 2023, 'Llama 2', Table 1 (70B, 4k context, GQA with 8 key-value "
                         "heads); " + _HF.format("meta-llama/Llama-2-70b-hf", "68,976,648,192")),
+    "8x7b": Model("Mixtral-8x7B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
+                  seq_len=32768, experts=8, top_k=2, published_params=46_700_000_000,
+                  source="Jiang et al. 2024, 'Mixtral of Experts', Table 1 (dim 4096, 32 layers, 32 heads, 8 "
+                         "key-value heads, hidden_dim 14336, context 32768, vocab 32000, 8 experts, top 2) and "
+                         "section 2 (46.7 B parameters, 12.9 B active a token)"),
 }
 
 
@@ -113,7 +143,7 @@ def model_of(preset: str | None = None, **shape) -> Model:
     if not changed:
         return base
     fields = {f: getattr(base, f) for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len",
-                                             "tied")}
+                                             "tied", "experts", "top_k")}
     return Model(f"{base.name} (modified)", **{**fields, **changed})
 
 

@@ -10,14 +10,16 @@ from ..planner import COMPONENTS
 from .memory import KIND_COLOURS, HEIGHT
 from .units import format_bytes, linear_byte_ticks
 
-COMPONENT_COLOURS = {"compute": "#4c78a8", "tp": "#f58518", "pp": "#54a24b", "dp": "#b279a2", "bubble": "#bab0ac"}
+COMPONENT_COLOURS = {"compute": "#4c78a8", "tp": "#f58518", "pp": "#54a24b", "dp": "#b279a2", "ep": "#e45756",
+                     "bubble": "#bab0ac"}
 COMPONENT_NAMES = {"compute": "compute", "tp": "TP (exposed)", "pp": "PP send/receive", "dp": "DP (exposed)",
-                   "bubble": "pipeline bubble"}
+                   "ep": "EP all-to-all", "bubble": "pipeline bubble"}
 
 
 def layout_label(row: dict) -> str:
     """'#1 tp4 pp16 dp16 Z1 b1': a ranked row's short name."""
-    return f"#{row['rank']} tp{row['tp']} pp{row['pp']} dp{row['dp']} Z{row['zero']} b{row['micro_batch']}"
+    ep = f" ep{row['ep']}" if row.get("ep", 1) > 1 else ""
+    return f"#{row['rank']} tp{row['tp']} pp{row['pp']} dp{row['dp']}{ep} Z{row['zero']} b{row['micro_batch']}"
 
 
 def step_bars(rows: list[dict], title: str = "The fastest layouts: one step by component") -> go.Figure:
