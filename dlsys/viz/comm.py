@@ -5,6 +5,7 @@ states of ``dlsys.experiments.ring_allreduce_steps``."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -382,8 +383,22 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
                       currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
                       steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause])
                              for k, t in enumerate(times)])])
-    fig.update_layout(meta=dict(stops=_stops([tuple(d["text"][0] for d in data[4::5]) for data in frame_data])))
+    captions = [tuple(d["text"][0] for d in data[4::5]) for data in frame_data]
+    fig.update_layout(meta=dict(stops=_stops(captions), captions=_toolbar_captions(captions, list(panels))))
     return _Animation(fig, [dict(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)])
+
+
+def _toolbar_captions(captions: list[tuple], titles: list[str]) -> list[str]:
+    """Each frame's caption in one line of plain text (layout.meta.captions: the app's player
+    shows it beside its Play button): the panels' captions, each after its title when there
+    are several; between two steps, the last step's."""
+    out, last = [], ""
+    for now in captions:
+        texts = [re.sub(r"<[^>]+>", "", c) for c in now]
+        if any(texts):
+            last = " · ".join(t if len(texts) == 1 else f"{title}: {t}" for title, t in zip(titles, texts) if t)
+        out.append(last)
+    return out
 
 
 def _stops(captions: list[tuple]) -> list[int]:
@@ -548,6 +563,7 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
                 f"each rank {verb} the block from its left neighbour (outlined)")
 
     fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0]))])
+    fig.update_layout(meta=dict(captions=[re.sub(r"<[^>]+>", "", caption(s)) for s in states]))
     fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s)], traces=[0, 1], layout=dict(title_text=caption(s)))
                   for k, s in enumerate(states)]
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))

@@ -36,7 +36,7 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
     times = np.linspace(0.0, end_s, frames + 1)
     fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.3,
                         subplot_titles=[f"{link}: {format_seconds(totals[link])} in all" for link in links])
-    moving, frame_data = [], [[] for _ in times]
+    moving, frame_data, where = [], [[] for _ in times], [[] for _ in times]
     for col, link in enumerate(links, 1):
         mine = [r for r in rows if r["link"] == link]
         div, unit = time_unit(totals[link])
@@ -62,9 +62,14 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         fig.add_trace(dot(0.0), row=1, col=col)
         for k, t in enumerate(times):
             frame_data[k].append(dot(t))
+            stage = next((n for n, r in zip(names, mine) if t < r["end_s"]), None)
+            where[k].append(f"{link}: {stage}" if stage else f"{link}: delivered")
         fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names, row=1, col=col)
         fig.update_xaxes(title=f"time since the send ({unit})", range=[0, totals[link] / div * 1.25], row=1, col=col)
     fig.frames = [go.Frame(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
+    # the app's player: its step keys stop where a message enters a stage, its toolbar says which
+    fig.update_layout(meta=dict(stops=[k for k in range(len(times)) if k == 0 or where[k] != where[k - 1]],
+                                captions=[" · ".join(w) for w in where]))
     div, unit = time_unit(end_s)
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     play = dict(frame=dict(duration=80, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
