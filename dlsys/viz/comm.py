@@ -14,13 +14,15 @@ from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
 from .units import format_bytes, format_seconds, time_unit
-from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
+from .style import CONCEPT_COLOURS  # importing style registers the "dlsys" template as plotly's default
 
-KIND_COLORS = {"compute": "#4c78a8", "send": "#f58518", "wait": "#d9d9d9", "recv": "#54a24b"}
+KIND_COLORS = {kind: CONCEPT_COLOURS[concept] for kind, concept in
+               (("compute", "compute"), ("send", "send"), ("wait", "idle"), ("recv", "recv"))}
 # a phase's steps shade one sequential scale light -> dark; messages outside a collective
-# (a parameter server's push and pull) take one solid colour per label
-PHASE_SCALES = ["Blues", "Oranges", "Greens", "Purples", "Reds"]
-LABEL_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+# (a parameter server's push and pull) take one solid colour per label. Neither uses the
+# blue, orange or green that outline a computing, sending or receiving node (style.CONCEPT_COLOURS).
+PHASE_SCALES = ["Purples", "Reds", "RdPu", "YlOrBr", "Greys"]
+LABEL_COLORS = ["#7570b3", "#e7298a", "#a6761d", "#e6ab02", "#666666", "#1b9e77", "#d95f02", "#66a61e"]
 ARC_BOW = 0.12  # how far a message's path bows to its right (fraction of the chord)
 AT_NODE = 0.17  # where a message waits beside its sender or receiver (data units from the node)
 BAR = 0.18  # length of a CPU-overhead progress bar (data units)
@@ -486,8 +488,8 @@ def traffic_per_rank(panels: dict, names: dict | None = None, title: str = "Byte
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), shared_yaxes=True)
     for col, (panel, trace) in enumerate(panels.items(), 1):
         x = names.get(panel, [f"rank {r}" for r in range(trace.world_size)])
-        for label, values, color in (("sent", trace.bytes_sent_per_rank(), "#f58518"),
-                                     ("received", trace.bytes_received_per_rank(), "#4c78a8")):
+        for label, values, color in (("sent", trace.bytes_sent_per_rank(), CONCEPT_COLOURS["send"]),
+                                     ("received", trace.bytes_received_per_rank(), CONCEPT_COLOURS["recv"])):
             fig.add_trace(go.Bar(x=x, y=[v / 2**20 for v in values], name=label, marker_color=color,
                                  showlegend=col == 1, hovertext=[format_bytes(v) for v in values],
                                  hoverinfo="x+text"), row=1, col=col)
