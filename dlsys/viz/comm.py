@@ -70,7 +70,7 @@ def rank_positions(ranks: int, layout: str = "circle", groups: list | None = Non
         xy = np.zeros((ranks, 2))
         for g, members in enumerate(groups):
             tree = _tree(members)  # the supernode's own binomial tree, within [0, 1] x [-depth, 0]
-            tree[:, 0] = (tree[:, 0] - tree[:, 0].mean()) / max(len(groups), 2) + (g + 0.5) / len(groups)
+            tree[:, 0] = ((tree[:, 0] - 0.5) * 0.8 + g + 0.5) / len(groups)  # its own band, a gap between
             lift = 1.2 + 0.5 * math.sin(math.pi * (g + 0.5) / len(groups))  # the leaders' arc
             xy[members] = tree + [0.0, lift]
         return _fit(xy, ranks)
