@@ -21,7 +21,7 @@ KIND_COLORS = {kind: CONCEPT_COLOURS[concept] for kind, concept in
 # a phase's steps shade one sequential scale light -> dark; messages outside a collective
 # (a parameter server's push and pull) take one solid colour per label. Neither uses the
 # blue, orange or green that outline a computing, sending or receiving node (style.CONCEPT_COLOURS).
-PHASE_SCALES = ["Purples", "Reds", "RdPu", "YlOrBr", "Greys"]
+PHASE_SCALES = ["Purp", "RdPu", "Burg", "Magenta", "Reds"]  # saturated even at their light ends: a projector washes pale ones out
 LABEL_COLORS = ["#7570b3", "#e7298a", "#a6761d", "#e6ab02", "#666666", "#1b9e77", "#d95f02", "#66a61e"]
 ARC_BOW = 0.12  # how far a message's path bows to its right (fraction of the chord)
 AT_NODE = 0.17  # where a message waits beside its sender or receiver (data units from the node)
