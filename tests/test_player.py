@@ -109,3 +109,26 @@ def test_the_step_caption_and_play_are_on_screen_together(app, browser):  # noqa
     frame.locator("#forward").click()
     _poll(lambda: frame.locator("#where").inner_text(), lambda t: t.startswith("reduce-scatter step 1 of 15"))
     page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium at /usr/bin/chromium")
+def test_playing_one_message_keeps_every_stage_bar(app, browser):  # noqa: F811
+    """Network stack, One message: while it plays, every stage's bar stays drawn (the issue's
+    tour saw Play hide them all) and the toolbar names the stage the message is in."""
+    page = browser.new_page(viewport=PROJECTOR)
+    page.goto(f"{app[0]}/network_stack")
+    page.wait_for_selector(PLAYER, timeout=60_000)
+    wait_for_script(page)
+    frame = page.frame_locator(PLAYER).first
+    plot = frame.locator(".js-plotly-plot")
+    plot.locator(".main-svg").first.wait_for(timeout=60_000)
+    bars = "el => el.querySelectorAll('.barlayer .point path').length"
+    before = plot.evaluate(bars)
+    assert before > 10
+    frame.locator("#plot").hover()
+    page.keyboard.press(" ")
+    _poll(lambda: int(frame.locator("#player").get_attribute("data-frame")), lambda k: k > 5)
+    assert plot.evaluate(bars) == before
+    assert frame.locator("#where").inner_text().startswith("tcp-10gbe: ")
+    page.close()
