@@ -280,7 +280,7 @@ def test_ring_steps_figure(ranks):
     states = E.ring_allreduce_steps(ranks)
     fig = comm.ring_steps(states)
     assert len(fig.frames) == len(states) == 1 + 2 * (ranks - 1)
-    assert all(list(f.traces) == [0, 1] for f in fig.frames)
+    assert all(list(f.traces) == [0, 1, 2] for f in fig.frames)
     last = fig.frames[-1].data[0]
     assert all(text == "all" for row in last.text for text in row)
     assert f"reduce-scatter step 1 of {ranks - 1}" in fig.frames[1].layout.title.text
@@ -289,6 +289,10 @@ def test_ring_steps_figure(ranks):
         xs, ys = frame.data[1].x, frame.data[1].y
         boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
         assert boxes == [(c - 0.47, c + 0.47, d - 0.47, d + 0.47) for _, d, c in state["moves"]]
+        xs, ys = frame.data[2].x, frame.data[2].y  # dotted: the sender's cell of the block that moved
+        boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
+        assert boxes == [(c - 0.47, c + 0.47, s - 0.47, s + 0.47) for s, _, c in state["moves"]]
+        assert all(d == (s + 1) % ranks for s, d, _ in state["moves"])  # from the left neighbour
     widest = max(len(line) for row in fig.frames[ranks - 1].data[0].text for t in row for line in t.split("<br>"))
     assert widest <= {2: 40, 4: 40, 16: 6}[ranks]  # wrapped to fit a cell at 16 ranks
 

@@ -526,8 +526,8 @@ def _wrap(label: str, width: int) -> str:
 def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     """The ring all-reduce step by step: rows are ranks, columns are blocks (the numbers the
     messages of ``message_animation`` carry); a cell lists
-    the ranks whose input it already sums (colour: how many), outlined where it changed in
-    that step. Play, pause, and a slider walk through reduce-scatter then all-gather; the
+    the ranks whose input it already sums (colour: how many), outlined where a message of
+    that step arrived (solid) and in the sender's cell of the same block (dotted). Play, pause, and a slider walk through reduce-scatter then all-gather; the
     title says which step ("reduce-scatter step 3 of 7", steps 1-based)."""
     ranks = len(states[0]["chunks"])
     chunk_axis, rank_axis = list(range(ranks)), list(range(ranks))
@@ -543,17 +543,22 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
                     colorscale="YlGnBu", colorbar=dict(title="inputs<br>summed"), xgap=2, ygap=2,
                     hovertemplate="rank %{y}, block %{x}: sum of ranks %{customdata}<extra></extra>")
 
-    def moved(state):
-        """Outlines exactly the size of the changed cells (data units, not marker pixels,
-        so they grow and shrink with the cells), drawn on the cell's edge: the label inside
-        stays visible."""
+    def moved(state, end: int = 1, dash: str = "solid", width: int = 4):
+        """Outlines exactly the size of the cells the step's messages touch (data units, not
+        marker pixels, so they grow and shrink with the cells), drawn on the cell's edge: the
+        label inside stays visible. ``end=1``: the receiving cell, which changed; ``end=0``:
+        the sending rank's cell of the same block, where the message's data came from."""
         xs, ys = [], []
-        for _, dst, chunk in state["moves"]:
-            x0, x1, y0, y1 = chunk - 0.47, chunk + 0.47, dst - 0.47, dst + 0.47
+        for move in state["moves"]:
+            rank, chunk = move[end], move[2]
+            x0, x1, y0, y1 = chunk - 0.47, chunk + 0.47, rank - 0.47, rank + 0.47
             xs += [x0, x1, x1, x0, x0, None]
             ys += [y0, y0, y1, y1, y0, None]
         return dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                    line=dict(color="#d62728", width=4))
+                    line=dict(color="#d62728", width=width, dash=dash))
+
+    def sent(state):
+        return moved(state, 0, "dot", 2)
 
     steps_in = {phase: sum(s["phase"] == phase for s in states) for phase in ("reduce-scatter", "allgather")}
 
@@ -562,11 +567,11 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
             return "start: rank r holds its own input x_r in every block (a cell lists the ranks summed in it)"
         verb = "adds" if state["phase"] == "reduce-scatter" else "copies"
         return (f"<b>{state['phase']} step {state['step'] + 1} of {steps_in[state['phase']]}</b>: "
-                f"each rank {verb} the block from its left neighbour (outlined)")
+                f"each rank {verb} the block from its left neighbour (dotted: sent, solid: received)")
 
-    fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0]))])
+    fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0])), go.Scatter(sent(states[0]))])
     fig.update_layout(meta=dict(captions=[re.sub(r"<[^>]+>", "", caption(s)) for s in states]))
-    fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s)], traces=[0, 1], layout=dict(title_text=caption(s)))
+    fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s), sent(s)], traces=[0, 1, 2], layout=dict(title_text=caption(s)))
                   for k, s in enumerate(states)]
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     play = dict(frame=dict(duration=1200, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
