@@ -9,6 +9,7 @@ import streamlit as st
 from dlsys import experiments
 from dlsys.viz import style
 from layout import FIGURE_FORMAT, FIGURE_FORMATS, PRESENTER
+from player import is_animation, player
 
 DEFAULT_HEIGHT_PX = 450  # plotly's, for a figure that sets none
 
@@ -26,13 +27,18 @@ def chart(fig: go.Figure, key: str) -> None:
     default was when it was built (Streamlit sets its own default when it is imported), and
     with theme=None, because Streamlit's theme would replace the template's projector-sized
     fonts with its own. In presenter mode, every text and the height grow by
-    style.PRESENTER_SCALE."""
-    if st.session_state.get(PRESENTER):
+    style.PRESENTER_SCALE. An animation (a figure with frames) goes to the player (app/player.py),
+    whose buttons and keys step it back and forth."""
+    presenter = bool(st.session_state.get(PRESENTER))
+    if presenter:
         fig.update_layout(template=style.PRESENTER_TEMPLATE,
                           height=round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE))
     else:
         fig.update_layout(template=style.TEMPLATE)
-    st.plotly_chart(fig, key=key, theme=None, config=figure_config(key))
+    if is_animation(fig):
+        player(fig, key, figure_config(key), style.PRESENTER_SCALE if presenter else 1.0)
+    else:
+        st.plotly_chart(fig, key=key, theme=None, config=figure_config(key))
 
 
 def summary_row(record: dict) -> dict:

@@ -45,8 +45,26 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
+def figures(at: AppTest) -> list[dict]:
+    """Every figure the page drew, in page order, as plotly JSON: charts, and animations,
+    which the player draws (app/player.py: a component given the figure's JSON)."""
+    found = []
+
+    def walk(node):
+        kind = getattr(node, "type", None)
+        if kind == "plotly_chart":
+            found.append(json.loads(node.proto.spec))
+        elif kind == "component_instance" and node.proto.component_name.endswith("dlsys_player"):
+            found.append(json.loads(json.loads(node.proto.json_args)["spec"]))
+        for _, child in sorted(getattr(node, "children", {}).items()):
+            walk(child)
+
+    walk(at.main)
+    return found
+
+
 def charts(at: AppTest) -> int:
-    return len(at.get("plotly_chart"))
+    return len(figures(at))
 
 
 # --- pages --------------------------------------------------------------------------------
@@ -128,13 +146,13 @@ def test_collectives_animation_and_ring_steps_at_edge_ranks(ranks):
     at = open_page("views/collectives.py")
     at.slider(key="coll_ranks").set_value(ranks)
     ok(at.run())
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    spec = figures(at)[0]
     nodes = spec["frames"][0]["data"][0]
     assert len(nodes["x"]) == ranks and len(spec["frames"]) >= 60
     assert any(f["data"][4]["text"] == [f"<b>allgather step {ranks - 1} of {ranks - 1}</b>"] for f in spec["frames"])
     at.session_state["coll_view"] = "Ring step by step"
     ok(at.run())
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    spec = figures(at)[0]
     assert len(spec["frames"]) == 1 + 2 * (ranks - 1) and len(spec["data"][0]["z"]) == ranks
 
 
@@ -184,7 +202,7 @@ def test_collectives_link_load_every_pattern_on_every_fabric(ranks, size):
     at.selectbox(key="coll_load_pattern").set_value("ring")
     at.toggle(key="coll_load_sharing").set_value(False)
     ok(at.run())
-    assert "sharing off" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert "sharing off" in figures(at)[0]["layout"]["title"]["text"]
 
 
 @pytest.mark.parametrize("page, key, tabs", [
@@ -218,7 +236,7 @@ def test_memory_page_bars_fits_and_one_step():
     """Defaults: six stacked bars of five kinds, the metrics say what fits; the
     communication tab draws the closed form, a small run's step animated and its timeline."""
     at = open_page("views/memory.py")
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    spec = figures(at)[0]
     assert [t["name"] for t in spec["data"]] == ["parameters", "gradients", "optimizer", "activations", "buffers"]
     assert spec["data"][0]["x"] == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP"]
     assert [m.label for m in at.metric] == spec["data"][0]["x"]
@@ -287,7 +305,7 @@ def test_pages_name_workers_and_servers_by_rank():
     at.slider(key="ps_workers").set_value(2)
     at.session_state["ps_view"] = "Bytes per rank"
     ok(at.run())
-    bars = [list(trace["x"]) for trace in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    bars = [list(trace["x"]) for trace in figures(at)[0]["data"]]
     assert bars[0] == ["server 0 (rank 0)", "worker 0 (rank 1)", "worker 1 (rank 2)"]
     assert bars[-1] == ["worker 0 (rank 0)", "worker 1 (rank 1)"]
 
@@ -546,7 +564,7 @@ def test_a_prepared_link_ring_16_ranks_64_mib_tcp_vs_rdma():
                                                "cost_view": "TCP vs RDMA"})
     assert at.select_slider(key="cost_ranks").value == 16
     assert at.select_slider(key="cost_size").value == 64 * 2**20
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    spec = figures(at)[0]
     assert spec["layout"]["title"]["text"] == "Ring all-reduce, p = 16, every link"
 
 
@@ -559,11 +577,11 @@ def test_unknown_url_values_fall_back_to_the_defaults():
 
 def test_presenter_mode_enlarges_text_and_figures():
     at = open_page("views/ps_vs_ring.py")
-    normal = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    normal = figures(at)[0]["layout"]
     assert not any("font-size" in h.proto.body for h in at.get("html"))
     at.toggle(key="presenter").set_value(True)
     ok(at.run())
-    large = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    large = figures(at)[0]["layout"]
     assert large["template"]["layout"]["font"]["size"] == round(normal["template"]["layout"]["font"]["size"] * 1.4)
     assert large["height"] == round((normal.get("height") or 450) * 1.4)
     assert any("font-size: 22px" in h.proto.body for h in at.get("html"))

@@ -33,6 +33,9 @@ ANIMATED = {"collectives", "ps_vs_ring"}
 OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost_model": ("TCP vs RDMA", "cost_links"),
              "ps_vs_ring": ("Against workers", "ps_scaling"), "large_batches": ("LARS and LAMB", "lb_ratio"),
              "network_stack": ("Training and IO", "net_loader")}
+# a drawn figure: a plotly chart, or an animation's player (app/player.py), an iframe whose plot is drawn
+FIGURE = '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stCustomComponentV1"]'
+PLAYER = '[data-testid="stCustomComponentV1"]'
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -121,25 +124,27 @@ def test_page_renders_in_chromium(app, browser, name, tmp_path_factory):
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     start = time.perf_counter()
     page.goto(f"{app_url}/{PAGES[name]}")
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    page.wait_for_selector(FIGURE, timeout=60_000)
     rendered_s = time.perf_counter() - start
     wait_for_script(page)
     no_exception(page)
     page.screenshot(path=str(shots / f"{name.replace(' ', '_')}.png"))
     if name in ANIMATED:
-        chart = page.locator(".js-plotly-plot").first
+        chart = page.frame_locator(PLAYER).first.locator(".js-plotly-plot").first
+        chart.locator(".main-svg").first.wait_for(timeout=60_000)
         # nodes' labels and the links' lines: a message or bar trace with nothing in flight has no
         # element at all, so counting every trace would not tell whether the static ones stayed
         static = "el => [el.querySelectorAll('.scatterlayer .textpoint').length, el.querySelectorAll('.js-line').length > 0]"
         drawn = chart.evaluate(static)
-        page.locator(".updatemenu-button", has_text="Play").first.click()
+        player = page.frame_locator(PLAYER).first
+        player.locator("#play").click()
         page.wait_for_timeout(1500)
         shot = shots / f"{name.replace(' ', '_')}_mid_play.png"
         page.screenshot(path=str(shot), clip=chart.locator(".nsewdrag").first.bounding_box())
         drawn_share, coloured_share = ink(shot)
         # the ring's nodes and links alone cover about 2 %; the moving messages are the coloured pixels
         assert drawn_share > 0.03 and coloured_share > 0.005, (drawn_share, coloured_share)
-        page.locator(".updatemenu-button", has_text="Pause").first.click()
+        player.locator("#play").click()  # pause
         page.wait_for_timeout(500)
         assert chart.evaluate("el => el._fullLayout.sliders[0].active") > 0, "play did not advance the animation"
         labels, lines = chart.evaluate(static)
@@ -148,7 +153,7 @@ def test_page_renders_in_chromium(app, browser, name, tmp_path_factory):
     if name in OTHER_TAB:
         tab, key = OTHER_TAB[name]
         page.get_by_role("tab", name=tab).click()
-        page.wait_for_selector(f".st-key-{key} .main-svg", timeout=60_000)
+        page.wait_for_selector(f".st-key-{key} .main-svg, .st-key-{key} {PLAYER}", timeout=60_000)
         wait_for_script(page)
         no_exception(page)
         page.screenshot(path=str(shots / f"{name.replace(' ', '_')}_{key}.png"))
@@ -166,13 +171,13 @@ def test_no_request_leaves_the_machine(app, browser):
     page = context.new_page()
     for name, path in PAGES.items():
         page.goto(f"{app[0]}/{path}")
-        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        page.wait_for_selector(FIGURE, timeout=60_000)
         wait_for_script(page)
         no_exception(page)
         if name in OTHER_TAB:
             tab, key = OTHER_TAB[name]
             page.get_by_role("tab", name=tab).click()
-            page.wait_for_selector(f".st-key-{key} .main-svg", timeout=60_000)
+            page.wait_for_selector(f".st-key-{key} .main-svg, .st-key-{key} {PLAYER}", timeout=60_000)
             wait_for_script(page)
         assert page.locator('[data-testid="stAppDeployButton"]').count() == 0, "the Deploy button shows"
     page.wait_for_timeout(1000)  # late requests (fonts are fetched when first drawn)
@@ -199,7 +204,7 @@ def first_render_s(browser, url: str) -> list[float]:
         page = context.new_page()
         start = time.perf_counter()
         page.goto(url)
-        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        page.wait_for_selector(FIGURE, timeout=60_000)
         times.append(time.perf_counter() - start)
         page.close()
     context.close()
@@ -238,7 +243,7 @@ def test_measure_30_concurrent_sessions(app, browser):
             page.goto(f"{url}/{list(PAGES.values())[i % len(PAGES)]}", wait_until="commit")
         errors = 0
         for page in pages:
-            page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=300_000)
+            page.wait_for_selector(FIGURE, timeout=300_000)
             wait_for_script(page, 300_000)
             errors += page.locator('[data-testid="stException"]').count()
         print(f"wave {wave}: 30 concurrent sessions rendered in {time.perf_counter() - start:.1f} s, "

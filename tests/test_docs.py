@@ -48,7 +48,7 @@ TYPED_LEFT = {  # what each file still types, and why it is not (yet) generated
     "lessons/07_real_bytes.py": 1,        # an input (the receiver holds the array 0.2 s)
     "lessons/08_gradient_compression.py": 4,     # inputs (top-k at 1%) and a link's cost per byte
     "lessons/12_taihulight_case_study.py": 3,    # the paper's 2.3-4.1x, the 30 % roofline, an exercise's 5 %
-    "app/views/collectives.py": 2,        # a formula's factor 2 and the player's 2x speed
+    "app/views/collectives.py": 1,        # a formula's factor 2
     "app/views/performance.py": 1,        # a formula's constants (k = 9, 5)
     "app/views/taihulight.py": 1,         # the paper's 512 nodes and the 30 % roofline
 }

@@ -213,4 +213,4 @@ def test_training_page_runs_every_tab():
             at.session_state[key] = value
         at.run()
         assert not at.exception and not at.error, tab
-        assert len(at.get("plotly_chart")) >= 2, tab
+        assert len(at.get("plotly_chart")) + len(at.get("component_instance")) >= 2, tab  # animations: the player

@@ -280,7 +280,7 @@ def test_ring_steps_figure(ranks):
     states = E.ring_allreduce_steps(ranks)
     fig = comm.ring_steps(states)
     assert len(fig.frames) == len(states) == 1 + 2 * (ranks - 1)
-    assert all(list(f.traces) == [0, 1] for f in fig.frames)
+    assert all(list(f.traces) == [0, 1, 2] for f in fig.frames)
     last = fig.frames[-1].data[0]
     assert all(text == "all" for row in last.text for text in row)
     assert f"reduce-scatter step 1 of {ranks - 1}" in fig.frames[1].layout.title.text
@@ -289,6 +289,10 @@ def test_ring_steps_figure(ranks):
         xs, ys = frame.data[1].x, frame.data[1].y
         boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
         assert boxes == [(c - 0.47, c + 0.47, d - 0.47, d + 0.47) for _, d, c in state["moves"]]
+        xs, ys = frame.data[2].x, frame.data[2].y  # dotted: the sender's cell of the block that moved
+        boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
+        assert boxes == [(c - 0.47, c + 0.47, s - 0.47, s + 0.47) for s, _, c in state["moves"]]
+        assert all(d == (s + 1) % ranks for s, d, _ in state["moves"])  # from the left neighbour
     widest = max(len(line) for row in fig.frames[ranks - 1].data[0].text for t in row for line in t.split("<br>"))
     assert widest <= {2: 40, 4: 40, 16: 6}[ranks]  # wrapped to fit a cell at 16 ranks
 
@@ -398,3 +402,138 @@ def test_scheduling_curves_state_their_units():
         ex_schedule.option_sweep("credit_bytes", (4e6, 64e6), "alexnet", 2), 16e6)
     assert tradeoff.layout.xaxis.title.text == "ByteScheduler credit (MB in flight)"
     assert not any("e+" in t for t in tradeoff.layout.xaxis.ticktext)
+
+
+# --- animations a teacher can drive (issue 28) ---------------------------------------------
+
+def _phase_steps_seen(fig) -> dict:
+    """phase -> its step numbers in the order the captions show them."""
+    import re
+    seen: dict = {}
+    for frame in fig.frames:
+        for caption in frame.data[4::MOVING]:
+            found = re.fullmatch(r"<b>(.+) step (\d+) of (\d+)</b>", caption.text[0])
+            if found and int(found[2]) not in seen.setdefault(found[1], []):
+                seen[found[1]].append(int(found[2]))
+    return seen
+
+
+@pytest.mark.parametrize("collective, algorithm", list(REGISTRY))
+def test_step_captions_count_up_in_every_collective(collective, algorithm):
+    """Every phase's caption starts at step 1 and counts up (a binomial broadcast numbers its
+    steps by subtree bit, largest first: its first step must still read 'step 1')."""
+    if collective == "barrier":
+        pytest.skip("a barrier moves no data: its tokens are not drawn per step")
+    trace = E.simulate_collective(collective, algorithm, 8, "64KiB", "tcp-10gbe")["result"].trace
+    seen = _phase_steps_seen(comm.message_animation({"a": trace}, frames=240))
+    assert seen, "no step caption"
+    for phase, steps in seen.items():
+        assert steps == sorted(steps) and steps[0] == 1, (phase, steps)
+
+
+def test_binomial_broadcast_and_scatter_start_at_step_1():
+    for collective in ("broadcast", "scatter"):
+        trace = E.simulate_collective(collective, "binomial", 8, "64KiB", "tcp-10gbe")["result"].trace
+        fig = comm.message_animation({"a": trace}, frames=60)
+        assert fig.frames[0].data[4].text[0] == f"<b>{collective} step 1 of 3</b>"
+        first = min(trace.messages, key=lambda m: m.depart_s)
+        assert (first.src, first.dst) == (0, 4)  # the biggest subtree goes first: that is step 1
+
+
+def test_each_message_shows_the_block_it_carries(ring_trace):
+    fig = comm.message_animation({"a": ring_trace}, frames=30)
+    for frame in fig.frames:
+        messages = frame.data[1]
+        assert list(messages.text) == [str(ring_trace.messages[i].block) for i in messages.customdata]
+    assert any(len(f.data[1].text) for f in fig.frames) and all(m.block >= 0 for m in ring_trace.messages)
+    assert fig.layout.xaxis.visible is False and "block" in comm.ring_steps(E.ring_allreduce_steps(4)).layout.xaxis.title.text
+
+
+def test_trees_are_drawn_as_binomial_trees():
+    trace = E.simulate_collective("broadcast", "binomial", 8, "64KiB", "tcp-10gbe")["result"].trace
+    pos = comm.algorithm_positions("broadcast", "binomial", 8)
+    assert np.allclose(pos[0], [pos[0][0], 1])  # the root on top
+    depth = {r: bin(r).count("1") for r in range(8)}
+    for m in trace.messages:  # every message goes one level down its tree edge
+        assert depth[m.dst] == depth[m.src] + 1 and pos[m.dst][1] < pos[m.src][1]
+
+
+def test_recursive_doubling_is_drawn_on_a_hypercube():
+    trace = E.simulate_collective("allreduce", "recursive_doubling", 8, "64KiB", "tcp-10gbe")["result"].trace
+    pos = comm.algorithm_positions("allreduce", "recursive_doubling", 8)
+    assert len({tuple(np.round(p, 6)) for p in pos}) == 8
+    directions: dict = {}
+    for m in trace.messages:
+        bit = m.src ^ m.dst
+        assert bit & (bit - 1) == 0  # partners differ in one bit: an edge of the cube
+        along = (pos[m.dst] - pos[m.src]) * (1 if m.dst > m.src else -1)
+        directions.setdefault(bit, set()).add(tuple(np.round(along, 6)))
+    assert all(len(d) == 1 for d in directions.values()) and len(directions) == 3  # one direction per step
+    assert comm.algorithm_positions("allgather", "recursive_doubling", 6).tolist() == comm.rank_positions(6).tolist()  # falls back to the ring
+
+
+def test_hierarchical_is_drawn_on_two_levels_and_the_ring_on_a_circle():
+    from dlsys.machine.topology import two_level
+    groups = two_level("tcp-10gbe", 4, 4.0).supernodes(8)
+    pos = comm.algorithm_positions("allreduce", "hierarchical", 8, groups)
+    leaders = [g[0] for g in groups]
+    for g in groups:
+        assert all(pos[g[0]][1] > pos[r][1] for r in g[1:])  # each leader above its supernode
+        assert max(pos[r][0] for r in g) < min(pos[r][0] for r in groups[1]) or g is groups[1]  # side by side
+    assert min(pos[r][1] for r in leaders) > max(pos[r][1] for g in groups for r in g[1:])
+    assert np.allclose(np.hypot(*comm.algorithm_positions("allreduce", "ring", 8).T), 1)
+    with pytest.raises(ValueError, match="groups"):
+        comm.rank_positions(4, "two-level", [[0, 1], [1, 2]])
+    assert {a.shape for a in REGISTRY.values()} <= set(comm.LAYOUTS)
+
+
+def test_the_player_steps_to_each_new_caption_and_shows_it(ring_trace):
+    fig = comm.message_animation({"a": ring_trace}, frames=120)
+    stops, captions = fig.layout.meta["stops"], fig.layout.meta["captions"]
+    assert len(captions) == len(fig.frames) and stops[0] == 0 and stops == sorted(set(stops))
+    shown = [fig.frames[k].data[4].text[0] for k in stops]
+    assert shown == [f"<b>{p} step {s} of 3</b>" for p in ("reduce-scatter", "allgather") for s in (1, 2, 3)] + \
+        [fig.frames[-1].data[4].text[0]] * (len(stops) - 6)
+    assert captions[stops[1]] == "reduce-scatter step 2 of 3"
+    two = comm.message_animation({"a": ring_trace, "b": ring_trace}, frames=30).layout.meta["captions"]
+    assert two[0] == "a: reduce-scatter step 1 of 3 · b: reduce-scatter step 1 of 3"
+    states = E.ring_allreduce_steps(4)
+    assert comm.ring_steps(states).layout.meta["captions"][1].startswith("reduce-scatter step 1 of 3")
+
+
+def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
+    from dlsys.train import TrainConfig, bubble_fraction
+    trace = E.train("model-parallel", TrainConfig(epochs=1), 4, link="rdma-edr", micro_batches=4)["result"].trace
+    fig = training.pipeline_step(trace, 4)
+    idle, forward, backward = fig.data
+    assert [forward.name, backward.name] == ["forward", "backward"]
+    assert sorted(forward.text) == sorted(backward.text) and sorted(set(forward.text)) == ["0", "1", "2", "3"]
+    assert len(idle.y) == 4 and set(forward.y) <= set(idle.y)
+    step = idle.x[0]
+    stage0 = [(b, b + x) for y, b, x in zip(forward.y, forward.base, forward.x) if y == idle.y[0]]
+    stage0 += [(b, b + x) for y, b, x in zip(backward.y, backward.base, backward.x) if y == idle.y[0]]
+    measured = 1 - sum(e - s for s, e in stage0) / step
+    assert f"{measured:.0%}" in fig.layout.title.text and f"formula {bubble_fraction(4, 4):.0%}" in fig.layout.title.text
+    assert measured > 0.2  # the pipe fills and drains: stage 0 idles for a visible share of its step
+    with pytest.raises(ValueError, match="micro-batches"):
+        training.pipeline_step(trace, 400)
+
+
+def test_one_colour_per_concept():
+    from dlsys.viz import network_stack, pipeline, plan, taihulight
+    concept = style.CONCEPT_COLOURS
+    assert comm.KIND_COLORS == {"compute": concept["compute"], "send": concept["send"], "wait": concept["idle"],
+                                "recv": concept["recv"]}
+    assert pipeline.ACTION_COLOURS["F"] == concept["compute"] and pipeline.ACTION_COLOURS["idle"] == concept["idle"]
+    assert network_stack.SIDE_COLOURS == {"sender": concept["send"], "wire": concept["wire"], "receiver": concept["recv"]}
+    assert plan.COMPONENT_COLOURS["compute"] == concept["compute"] and plan.COMPONENT_COLOURS["bubble"] == concept["idle"]
+    assert taihulight.COMMUNICATION[1] == concept["wire"]
+    # what moves in an animation never takes the colour of a node's send or receive outline, or of compute
+    outline = {concept["send"], concept["recv"], concept["compute"]}
+    assert not outline & set(comm.LABEL_COLORS[:4])
+    assert not {"Blues", "Oranges", "Greens"} & set(comm.PHASE_SCALES)
+    # a colour names one concept, except forward, which is compute
+    names = {}
+    for name, colour in concept.items():
+        names.setdefault(colour, set()).add(name)
+    assert all(len(n) == 1 or n == {"compute", "forward"} for n in names.values())

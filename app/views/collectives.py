@@ -58,18 +58,28 @@ messages, steps, gantt, links, load, files = st.tabs(views, key=url_key("coll_vi
 if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
-        chart(viz.message_animation({title: trace}), "coll_animation")
-        st.caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
-                   "phase and step (light to dark). A bar fills under it while its sender's CPU copies it (the "
-                   "node outlined orange) and again while its receiver's does (green); between, it travels in "
-                   "virtual time. Hover for its size and step; drag the slider to step through time.")
+        shape = viz.algorithm_positions(name, algorithm, ranks, record["result"].network.supernodes(ranks))
+        chart(viz.message_animation({title: trace}, {title: shape}), "coll_animation")
+        st.caption("Press ▶ Play or space; step back and forth with the buttons or the ← → keys (the pointer over "
+                   "the animation). Each dot is a message, its area its bytes, its colour its phase and step "
+                   "(light to dark), its number the block it carries. A bar fills under it while its sender's CPU "
+                   "copies it (the node outlined orange) and again while its receiver's does (green); between, it "
+                   "travels in virtual time. The ranks stand in the algorithm's shape: a binomial tree, a "
+                   "hypercube (recursive doubling and halving), supernodes under their leaders (hierarchical) or "
+                   "a ring. Hover for a message's size and step; drag the slider through time.")
 if steps.open:
     with steps:
-        chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
-        st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
-                   "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
-                   "one chunk; all-gather then passes the finished chunks around. The replay's final state is "
-                   "checked against the values the ranks returned.")
+        if (name, algorithm) != ("allreduce", "ring"):
+            st.info(f"This tab replays the ring all-reduce, block by block; {name} / {algorithm} is not a ring "
+                    "all-reduce. Pick collective allreduce and algorithm ring to see it; the Messages tab draws "
+                    f"{algorithm} in its own shape.")
+        else:
+            chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
+            st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each "
+                       "rank adds the block arriving from its left neighbour (the message carrying that block's "
+                       "number in the Messages tab), so after p-1 steps rank r holds the full sum of one block; "
+                       "all-gather then passes the finished blocks around. The replay's final state is checked "
+                       "against the values the ranks returned.")
 if gantt.open:
     with gantt:
         chart(viz.timeline(trace), "coll_timeline")

@@ -106,6 +106,13 @@ if split.open:
                    "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")
+        chart(tviz.pipeline_step(runs[f"model parallel M={micro}"]["result"].trace, micro,
+                                 f"model parallel M={micro}, its first step"), "train_pipeline_step")
+        st.caption("GPipe's bubble: each stage runs the forwards of all M micro-batches (numbered), then their "
+                   "backwards in reverse; while the pipe fills and drains a stage idles (grey). The formula "
+                   "assumes stages of equal work; the digits MLP has fewer weight layers than stages (split "
+                   "by FLOPs, `split_stages`), so a stage holding only a ReLU or the small last layer idles far "
+                   "more. The Pipelines page runs a transformer cut into equal stages.")
         shown = st.selectbox("timeline of", list(runs), index=1, key=url_key("train_split_timeline_run", list(runs)))
         trace = runs[shown]["result"].trace
         chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),

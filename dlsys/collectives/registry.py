@@ -106,6 +106,9 @@ class Algorithm:
     the cost model shows only the original). ``blocks(p, k)``:
     the blocks it cuts a buffer into (above ``whole``); ``block_scales``: it only ever sends
     whole blocks, so each real block may stand for its own number of elements (a ring).
+    ``shape``: how its ranks are drawn so its messages run along the lines of the idea
+    (dlsys.viz.comm.rank_positions): "circle" (a ring), "tree" (a binomial tree under rank
+    0), "hypercube" (partners differ in one bit) or "two-level" (supernodes, leaders above).
     """
 
     collective: str
@@ -124,6 +127,7 @@ class Algorithm:
     tiered: Callable | None = None
     block_scales: bool = False
     variant_of: str | None = None
+    shape: str = "circle"
 
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
@@ -133,7 +137,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
               "#8C564B", whole, exact=EVERY_P),
     Algorithm("broadcast", "binomial", trees.broadcast_binomial,
               lambda p, n, m, a, b, g, L: L * (a + n * b),
-              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole, shape="tree"),
     Algorithm("broadcast", "scatter_allgather", ring.broadcast_scatter_allgather,
               lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
               r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
@@ -141,10 +145,10 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
               "#17BECF", per_rank, uneven="bound"),
     Algorithm("scatter", "binomial", trees.scatter_binomial,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", per_rank, uneven="bound"),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", per_rank, uneven="bound", shape="tree"),
     Algorithm("gather", "binomial", trees.gather_binomial,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD", whole),
+              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD", whole, shape="tree"),
     Algorithm("allgather", "ring", ring.allgather_ring,
               lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
               r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})", PATARASUK, "#1F77B4", whole,
@@ -152,10 +156,10 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
     Algorithm("allgather", "recursive_doubling", halving_doubling.allgather_recursive_doubling,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
               r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#FF7F0E", whole,
-              fallback="ring"),
+              fallback="ring", shape="hypercube"),
     Algorithm("reduce", "binomial", trees.reduce_binomial,
               lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
-              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole),
+              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole, shape="tree"),
     Algorithm("reduce_scatter", "ring", ring.reduce_scatter_ring,
               lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * (b + g)),
               r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK, "#1F77B4", per_rank, exact=EVERY_P,
@@ -163,7 +167,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
     Algorithm("reduce_scatter", "recursive_halving", halving_doubling.reduce_scatter_recursive_halving,
               lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * (b + g),
               r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#2CA02C", per_rank, uneven="bound",
-              fallback="ring"),
+              fallback="ring", shape="hypercube"),
     Algorithm("allreduce", "ring", ring.allreduce_ring,
               lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
               r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK + "; Baidu 2017, ring all-reduce", "#1F77B4",
@@ -171,29 +175,29 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in
               block_scales=True),
     Algorithm("allreduce", "recursive_doubling", halving_doubling.allreduce_recursive_doubling,
               lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
-              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E", whole),  # other p: an upper bound (see fold)
+              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E", whole, shape="hypercube"),  # other p: an upper bound (see fold)
     Algorithm("allreduce", "rabenseifner", halving_doubling.allreduce_rabenseifner,
               lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
                                            + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
               r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
               "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
-              per_rank_after_fold, exact=EVERY_P, uneven="bound"),
+              per_rank_after_fold, exact=EVERY_P, uneven="bound", shape="hypercube"),
     Algorithm("allreduce", "rabenseifner_distance_doubling", halving_doubling.allreduce_rabenseifner_distance_doubling,
               lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
                                            + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
               r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
               "Rabenseifner in MPICH's step order, distance 1 first (MPICH v3.2 src/mpi/coll/allreduce.c lines "
               "462-573; Open MPI coll_base_allreduce.c, redscat_allgather); " + THAKUR, "#98DF8A",
-              per_rank_after_fold, exact=EVERY_P, uneven="bound", variant_of="rabenseifner"),
+              per_rank_after_fold, exact=EVERY_P, uneven="bound", variant_of="rabenseifner", shape="hypercube"),
     Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
               lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
-              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728", whole),
+              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728", whole, shape="tree"),
     Algorithm("allreduce", "hierarchical", hierarchical.allreduce_hierarchical,
               lambda p, n, m, a, b, g, L: hierarchical_cost(p, n, m, p, a, b, a, b, g),
               r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
               "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
               "operation performance; " + PATARASUK,
-              "#E377C2", per_supernode, tiered=hierarchical_cost),
+              "#E377C2", per_supernode, tiered=hierarchical_cost, shape="two-level"),
     Algorithm("alltoall", "pairwise", exchange.alltoall_pairwise,
               lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
               r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",

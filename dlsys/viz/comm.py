@@ -5,20 +5,24 @@ states of ``dlsys.experiments.ring_allreduce_steps``."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from ..collectives import REGISTRY
 from .units import format_bytes, format_seconds, time_unit
-from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
+from .style import CONCEPT_COLOURS  # importing style registers the "dlsys" template as plotly's default
 
-KIND_COLORS = {"compute": "#4c78a8", "send": "#f58518", "wait": "#d9d9d9", "recv": "#54a24b"}
+KIND_COLORS = {kind: CONCEPT_COLOURS[concept] for kind, concept in
+               (("compute", "compute"), ("send", "send"), ("wait", "idle"), ("recv", "recv"))}
 # a phase's steps shade one sequential scale light -> dark; messages outside a collective
-# (a parameter server's push and pull) take one solid colour per label
-PHASE_SCALES = ["Blues", "Oranges", "Greens", "Purples", "Reds"]
-LABEL_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+# (a parameter server's push and pull) take one solid colour per label. Neither uses the
+# blue, orange or green that outline a computing, sending or receiving node (style.CONCEPT_COLOURS).
+PHASE_SCALES = ["Purp", "RdPu", "Burg", "Magenta", "Reds"]  # saturated even at their light ends: a projector washes pale ones out
+LABEL_COLORS = ["#7570b3", "#e7298a", "#a6761d", "#e6ab02", "#666666", "#1b9e77", "#d95f02", "#66a61e"]
 ARC_BOW = 0.12  # how far a message's path bows to its right (fraction of the chord)
 AT_NODE = 0.17  # where a message waits beside its sender or receiver (data units from the node)
 BAR = 0.18  # length of a CPU-overhead progress bar (data units)
@@ -27,18 +31,92 @@ SPEEDS = {"▶ Play": 1.0, "▶ ½ speed": 0.5, "▶ 2x speed": 2.0}
 LEGEND_MAX = 6  # more groups (a training run's labels) would push the legend over the controls
 BOTTOM = 150  # px under the nodes: buttons, slider, legend
 CAPTION_Y = 1.42  # the step caption, above the ring (data units)
-LEGIBLE = dict(size=15, color="#222")  # node labels and captions: read from the back of a lecture room
+LEGIBLE = dict(size=15, color="#222")
+BLOCK_FONT = dict(size=12, color="#111")  # a block's number on its message (the smallest dot is 12 px)  # node labels and captions: read from the back of a lecture room
 
 
-def rank_positions(ranks: int, layout: str = "circle") -> np.ndarray:
-    """(ranks, 2) coordinates: rank 0 at the top, the others clockwise on the unit circle;
-    ``layout="star"`` puts rank 0 (a server) in the centre instead."""
-    if layout not in ("circle", "star"):
-        raise ValueError(f"layout must be 'circle' or 'star', got {layout!r}")
+LAYOUTS = ("circle", "star", "tree", "hypercube", "two-level")
+# hypercube: dimension d moves a rank along HYPERCUBE_AXES[d] (a square, then a cube drawn in
+# perspective, then two cubes side by side...): partners of a step lie on parallel lines
+HYPERCUBE_AXES = [(1.0, 0.0), (0.0, 1.0), (0.45, 0.3), (2.0, 0.0), (0.0, 2.0), (4.2, 0.0)]
+
+
+def rank_positions(ranks: int, layout: str = "circle", groups: list | None = None) -> np.ndarray:
+    """(ranks, 2) coordinates within [-1, 1] of the ranks, drawn in the shape of an algorithm
+    (each registry algorithm's ``shape``):
+    - "circle": rank 0 at the top, the others clockwise (a ring);
+    - "star": rank 0 (a server) in the centre, the others on the circle;
+    - "tree": MPICH's binomial tree under rank 0 (v's parent is v minus its lowest set bit),
+      rank 0 at the top, a level per hop;
+    - "hypercube": rank v at the sum of HYPERCUBE_AXES[d] over its set bits d, so recursive
+      doubling's partners (v and v XOR 2^d) are joined by parallel lines per step;
+    - "two-level": ``groups`` (the supernodes, lists of ranks, leaders first) side by side,
+      each a binomial tree under its leader, the leaders on an arc above them.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if layout == "tree":
+        return _fit(_tree(list(range(ranks))), ranks)
+    if layout == "hypercube":
+        dims = max((ranks - 1).bit_length(), 1)
+        if dims > len(HYPERCUBE_AXES):  # past 64 ranks no drawing of a hypercube is legible: a ring
+            return rank_positions(ranks)
+        axes = np.array(HYPERCUBE_AXES[:dims])
+        return _fit(np.array([[(v >> d) & 1 for d in range(dims)] for v in range(ranks)], dtype=float) @ axes, ranks)
+    if layout == "two-level":
+        groups = groups or [list(range(ranks))]
+        if sorted(r for g in groups for r in g) != list(range(ranks)):
+            raise ValueError(f"groups must hold every rank 0..{ranks - 1} once, got {groups}")
+        xy = np.zeros((ranks, 2))
+        for g, members in enumerate(groups):
+            tree = _tree(members)  # the supernode's own binomial tree, within [0, 1] x [-depth, 0]
+            tree[:, 0] = ((tree[:, 0] - 0.5) * 0.8 + g + 0.5) / len(groups)  # its own band, a gap between
+            lift = 1.2 + 0.5 * math.sin(math.pi * (g + 0.5) / len(groups))  # the leaders' arc
+            xy[members] = tree + [0.0, lift]
+        return _fit(xy, ranks)
     on_circle = ranks - 1 if layout == "star" else ranks
     angles = math.pi / 2 - 2 * math.pi * np.arange(on_circle) / max(on_circle, 1)
     ring = np.column_stack([np.cos(angles), np.sin(angles)])
     return np.vstack([[0.0, 0.0], ring]) if layout == "star" else ring
+
+
+def _tree(members: list[int]) -> np.ndarray:
+    """(len(members), 2) coordinates of MPICH's binomial tree over ``members`` (relative
+    rank v = its index; parent v - lowest bit of v): y = -depth (the number of set bits),
+    x in [0, 1] with each subtree over its own span, so no two edges cross."""
+    p = len(members)
+    # children of v: v + k for the powers of two k below v's lowest bit (the root: below p)
+    kids = [[v + k for k in (1 << b for b in range(p.bit_length())) if v + k < p and (v == 0 or k < v & -v)]
+            for v in range(p)]
+    leaves = sum(not k for k in kids)
+    slots = iter(np.linspace(0.0, 1.0, leaves) if leaves > 1 else [0.5])
+    xy = np.zeros((p, 2))
+
+    def place(v: int) -> float:  # leaves left to right, smallest subtree first; a parent over its children
+        xy[v] = (float(np.mean([place(c) for c in kids[v]])) if kids[v] else next(slots), -bin(v).count("1"))
+        return xy[v, 0]
+
+    place(0)
+    return xy
+
+
+def _fit(xy: np.ndarray, ranks: int) -> np.ndarray:
+    """``xy`` scaled into [-1, 1] on both axes (y up: the first rank at the top)."""
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi - lo > 0, hi - lo, 1.0)
+    out = 2 * (xy - lo) / span - 1
+    out[:, hi - lo == 0] = 0.0
+    return out.reshape(ranks, 2)
+
+
+def algorithm_positions(collective: str, algorithm: str, ranks: int, groups: list | None = None) -> np.ndarray:
+    """The ranks drawn in the shape of the algorithm that runs (its registry ``shape``; where
+    p is not a power of two and it has a ``fallback``, the fallback's): a binomial tree,
+    a hypercube, supernodes (``groups``, as the run's network cut them) or a ring."""
+    entry = REGISTRY[collective, algorithm]
+    if entry.fallback and ranks & (ranks - 1):
+        entry = REGISTRY[collective, entry.fallback]
+    return rank_positions(ranks, entry.shape, groups)
 
 
 def _arc_point(a: np.ndarray, b: np.ndarray, f: np.ndarray) -> np.ndarray:
@@ -79,13 +157,19 @@ def message_lives(trace) -> np.ndarray:
 
 
 def _groups(messages) -> tuple[list, dict]:
-    """Each message's colour group and, per group, its steps: a collective's phase (its
-    steps in ``Message.step``), else the message's label; groups in order of first departure."""
+    """Each message's colour group and, per group, its steps in the order they start: a
+    collective's phase (its steps in ``Message.step``), else the message's label; groups in
+    order of first departure. Steps are counted in time, not by their number: a binomial
+    broadcast numbers its steps by the subtree's bit, largest (first) down, yet its first
+    step is step 1 to the class."""
     keys = [m.phase or m.label or "message" for m in messages]
     steps: dict = {}
     for key, m in sorted(zip(keys, messages), key=lambda km: km[1].depart_s):
-        steps.setdefault(key, set()).add(m.step if m.phase else -1)
-    return keys, {key: sorted(s) for key, s in steps.items()}
+        order = steps.setdefault(key, [])
+        step = m.step if m.phase else -1
+        if step not in order:
+            order.append(step)
+    return keys, steps
 
 
 def _colours(messages) -> tuple[list[str], dict]:
@@ -112,13 +196,14 @@ def _step_key(m):
     return (m.phase, m.step) if m.phase else m.label
 
 
-def _describe(m, n_steps: dict) -> str:
+def _describe(m, steps: dict) -> str:
     """A message's step in words, from its structured fields: 'reduce-scatter step 3 of 7'
-    (steps 1-based, as said in class), else its label."""
+    (counted 1, 2, ... in the order the phase's steps start, as said in class; ``steps``
+    from ``_groups``), else its label."""
     if not m.phase:
         return m.label or "message"
     block = f", block {m.block}" if m.block >= 0 else ""
-    return f"{m.phase} step {m.step + 1} of {n_steps[m.phase]}{block}"
+    return f"{m.phase} step {steps[m.phase].index(m.step) + 1} of {len(steps[m.phase])}{block}"
 
 
 class _Panel:
@@ -131,14 +216,16 @@ class _Panel:
         self.trace, self.pos, self.names = trace, pos, names
         self.lives = message_lives(trace)
         self.colours, self.legend = _colours(trace.messages)
-        _, steps = _groups(trace.messages)
-        self.n_steps = {k: len(s) for k, s in steps.items()}
+        _, self.steps = _groups(trace.messages)
+        self.n_steps = {k: len(s) for k, s in self.steps.items()}
         biggest = max((m.nbytes for m in trace.messages), default=0) or 1
         # area grows with bytes; the smallest message stays visible
         self.sizes = [12 + 18 * math.sqrt(m.nbytes / biggest) for m in trace.messages]
         self.busy = {kind: [[(s.start_s, s.end_s) for s in trace.spans if s.rank == r and s.kind == kind]
                             for r in range(trace.world_size)] for kind in ("send", "recv")}
-        self.hover = [f"{names[m.src]} → {names[m.dst]}<br>{_describe(m, self.n_steps)}<br>{format_bytes(m.nbytes)}"
+        # the block a message carries, written on it: the same number as Ring step by step's columns
+        self.blocks = [str(m.block) if m.block >= 0 else "" for m in trace.messages]
+        self.hover = [f"{names[m.src]} → {names[m.dst]}<br>{_describe(m, self.steps)}<br>{format_bytes(m.nbytes)}"
                       for m in trace.messages]
         self.ends = []  # where it waits beside its sender (arc fraction; beside the receiver: 1 minus it)
         for m in trace.messages:
@@ -176,7 +263,7 @@ class _Panel:
                 fill[0].extend([x0, x0 + BAR * progress, None]), fill[1].extend([y, y, None])
         xy = np.array(xy).reshape(-1, 2)
         messages = dict(type="scatter", x=xy[:, 0].tolist(), y=xy[:, 1].tolist(), customdata=live,
-                        hovertext=[self.hover[i] for i in live],
+                        hovertext=[self.hover[i] for i in live], text=[self.blocks[i] for i in live],
                         marker=dict(size=[self.sizes[i] for i in live], color=[self.colours[i] for i in live]))
         return [self.nodes(t), messages, dict(type="scatter", x=back[0], y=back[1]),
                 dict(type="scatter", x=fill[0], y=fill[1]),
@@ -195,7 +282,7 @@ class _Panel:
         for i in live:
             counts[_step_key(messages[i])] = counts.get(_step_key(messages[i]), 0) + 1
         shown = min((messages[i] for i in live), key=lambda m: (-counts[_step_key(m)], m.depart_s))
-        return _describe(shown._replace(block=-1), self.n_steps)
+        return _describe(shown._replace(block=-1), self.steps)
 
 
 def _node_label(name: str) -> str:
@@ -223,7 +310,8 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
     a time slider.
 
     ``panels`` maps a title to a Trace; several panels share one clock (side by side).
-    ``layouts`` maps a title to "circle" (default) or "star" (rank 0 in the centre);
+    ``layouts`` maps a title to a layout of ``rank_positions`` ("circle", the default; "star":
+    rank 0 in the centre) or to the ranks' positions (``algorithm_positions``);
     ``names`` maps a title to node names (default "rank r"; ``style.role_names`` for servers and workers).
     The nodes do not keep a circle's aspect: the ring stretches to the page's width.
     Static traces (links, legend) are drawn once; each frame holds the moving traces.
@@ -232,7 +320,8 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
     layouts, names = layouts or {}, names or {}
     built = {}
     for title, trace in panels.items():
-        pos = rank_positions(trace.world_size, layouts.get(title, "circle"))
+        shape = layouts.get(title, "circle")
+        pos = rank_positions(trace.world_size, shape) if isinstance(shape, str) else np.asarray(shape, dtype=float)
         built[title] = _Panel(trace, pos, names.get(title, [f"rank {r}" for r in range(trace.world_size)]))
     if frames is None:
         steps = max(sum(panel.n_steps.values()) for panel in built.values())
@@ -260,7 +349,8 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
                                  textposition=[_text_position(x, y) for x, y in pos], textfont=LEGIBLE,
                                  hovertext=panel.names, hoverinfo="text", showlegend=False, cliponaxis=False,
                                  marker=dict(size=30, color="white", **nodes["marker"])), row=1, col=col)
-        fig.add_trace(go.Scatter(messages, mode="markers", hoverinfo="text", showlegend=False, cliponaxis=False,
+        fig.add_trace(go.Scatter(messages, mode="markers+text", hoverinfo="text", showlegend=False, cliponaxis=False,
+                                 textposition="middle center", textfont=BLOCK_FONT,
                                  marker=dict(line=dict(width=1, color="#222"), opacity=0.95, **messages["marker"])),
                       row=1, col=col)
         for bar, colour in ((back, "#cfcfcf"), (fill, "#222")):
@@ -295,7 +385,34 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
                       currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
                       steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause])
                              for k, t in enumerate(times)])])
+    captions = [tuple(d["text"][0] for d in data[4::5]) for data in frame_data]
+    fig.update_layout(meta=dict(stops=_stops(captions), captions=_toolbar_captions(captions, list(panels))))
     return _Animation(fig, [dict(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)])
+
+
+def _toolbar_captions(captions: list[tuple], titles: list[str]) -> list[str]:
+    """Each frame's caption in one line of plain text (layout.meta.captions: the app's player
+    shows it beside its Play button): the panels' captions, each after its title when there
+    are several; between two steps, the last step's."""
+    out, last = [], ""
+    for now in captions:
+        texts = [re.sub(r"<[^>]+>", "", c) for c in now]
+        if any(texts):
+            last = " · ".join(t if len(texts) == 1 else f"{title}: {t}" for title, t in zip(titles, texts) if t)
+        out.append(last)
+    return out
+
+
+def _stops(captions: list[tuple]) -> list[int]:
+    """The frames a teacher steps to (layout.meta.stops, read by the app's player): the first,
+    and each where a panel's caption turns to a new step; not a pause between steps, where
+    no message is in flight and the caption is blank."""
+    stops, last = [0], captions[0] if captions else ()
+    for k, now in enumerate(captions):
+        if now != last and any(c != "<b></b>" for c in now):
+            stops.append(k)
+            last = now
+    return stops
 
 
 class _Animation(go.Figure):
@@ -371,8 +488,8 @@ def traffic_per_rank(panels: dict, names: dict | None = None, title: str = "Byte
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), shared_yaxes=True)
     for col, (panel, trace) in enumerate(panels.items(), 1):
         x = names.get(panel, [f"rank {r}" for r in range(trace.world_size)])
-        for label, values, color in (("sent", trace.bytes_sent_per_rank(), "#f58518"),
-                                     ("received", trace.bytes_received_per_rank(), "#4c78a8")):
+        for label, values, color in (("sent", trace.bytes_sent_per_rank(), CONCEPT_COLOURS["send"]),
+                                     ("received", trace.bytes_received_per_rank(), CONCEPT_COLOURS["recv"])):
             fig.add_trace(go.Bar(x=x, y=[v / 2**20 for v in values], name=label, marker_color=color,
                                  showlegend=col == 1, hovertext=[format_bytes(v) for v in values],
                                  hoverinfo="x+text"), row=1, col=col)
@@ -407,9 +524,10 @@ def _wrap(label: str, width: int) -> str:
 
 
 def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
-    """The ring all-reduce step by step: rows are ranks, columns are chunks; a cell lists
-    the ranks whose input it already sums (colour: how many), outlined where it changed in
-    that step. Play, pause, and a slider walk through reduce-scatter then all-gather; the
+    """The ring all-reduce step by step: rows are ranks, columns are blocks (the numbers the
+    messages of ``message_animation`` carry); a cell lists
+    the ranks whose input it already sums (colour: how many), outlined where a message of
+    that step arrived (solid) and in the sender's cell of the same block (dotted). Play, pause, and a slider walk through reduce-scatter then all-gather; the
     title says which step ("reduce-scatter step 3 of 7", steps 1-based)."""
     ranks = len(states[0]["chunks"])
     chunk_axis, rank_axis = list(range(ranks)), list(range(ranks))
@@ -423,31 +541,37 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
         return dict(type="heatmap", z=z, x=chunk_axis, y=rank_axis, text=[[_wrap(n, width) for n in row] for row in names],
                     customdata=names, zmin=1, zmax=ranks, texttemplate="%{text}", textfont=dict(size=font),
                     colorscale="YlGnBu", colorbar=dict(title="inputs<br>summed"), xgap=2, ygap=2,
-                    hovertemplate="rank %{y}, chunk %{x}: sum of ranks %{customdata}<extra></extra>")
+                    hovertemplate="rank %{y}, block %{x}: sum of ranks %{customdata}<extra></extra>")
 
-    def moved(state):
-        """Outlines exactly the size of the changed cells (data units, not marker pixels,
-        so they grow and shrink with the cells), drawn on the cell's edge: the label inside
-        stays visible."""
+    def moved(state, end: int = 1, dash: str = "solid", width: int = 4):
+        """Outlines exactly the size of the cells the step's messages touch (data units, not
+        marker pixels, so they grow and shrink with the cells), drawn on the cell's edge: the
+        label inside stays visible. ``end=1``: the receiving cell, which changed; ``end=0``:
+        the sending rank's cell of the same block, where the message's data came from."""
         xs, ys = [], []
-        for _, dst, chunk in state["moves"]:
-            x0, x1, y0, y1 = chunk - 0.47, chunk + 0.47, dst - 0.47, dst + 0.47
+        for move in state["moves"]:
+            rank, chunk = move[end], move[2]
+            x0, x1, y0, y1 = chunk - 0.47, chunk + 0.47, rank - 0.47, rank + 0.47
             xs += [x0, x1, x1, x0, x0, None]
             ys += [y0, y0, y1, y1, y0, None]
         return dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                    line=dict(color="#d62728", width=4))
+                    line=dict(color="#d62728", width=width, dash=dash))
+
+    def sent(state):
+        return moved(state, 0, "dot", 2)
 
     steps_in = {phase: sum(s["phase"] == phase for s in states) for phase in ("reduce-scatter", "allgather")}
 
     def caption(state):
         if state["phase"] == "start":
-            return "start: rank r holds its own input x_r in every chunk (a cell lists the ranks summed in it)"
+            return "start: rank r holds its own input x_r in every block (a cell lists the ranks summed in it)"
         verb = "adds" if state["phase"] == "reduce-scatter" else "copies"
         return (f"<b>{state['phase']} step {state['step'] + 1} of {steps_in[state['phase']]}</b>: "
-                f"each rank {verb} the chunk from its left neighbour (outlined)")
+                f"each rank {verb} the block from its left neighbour (dotted: sent, solid: received)")
 
-    fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0]))])
-    fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s)], traces=[0, 1], layout=dict(title_text=caption(s)))
+    fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0])), go.Scatter(sent(states[0]))])
+    fig.update_layout(meta=dict(captions=[re.sub(r"<[^>]+>", "", caption(s)) for s in states]))
+    fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s), sent(s)], traces=[0, 1, 2], layout=dict(title_text=caption(s)))
                   for k, s in enumerate(states)]
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     play = dict(frame=dict(duration=1200, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
@@ -462,6 +586,6 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
                           showactive=False, font=dict(size=14),
                           buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
                                    dict(label="❚❚ Pause", method="animate", args=[[None], still])])])
-    fig.update_xaxes(title="chunk", dtick=1, side="top", range=[-0.5, ranks - 0.5], showgrid=False, zeroline=False)
+    fig.update_xaxes(title="block", dtick=1, side="top", range=[-0.5, ranks - 0.5], showgrid=False, zeroline=False)
     fig.update_yaxes(title="rank", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
     return fig

@@ -10,14 +10,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
-from .style import log_axis
+from .style import CONCEPT_COLOURS, log_axis
 from .units import format_seconds, time_unit
 
-SIDE_COLOURS = {"sender": "#4c78a8", "wire": "#f58518", "receiver": "#54a24b"}
+SIDE_COLOURS = {"sender": CONCEPT_COLOURS["send"], "wire": CONCEPT_COLOURS["wire"], "receiver": CONCEPT_COLOURS["recv"]}
 LIBRARY_COLOURS = {"mpich": "#4c78a8", "openmpi": "#9ecae9", "taihulight-mpi": "#b279a2", "nccl-ring": "#54a24b", "nccl-tree": "#88d27a", "gloo": "#f58518",
                    "baidu": "#e45756", "grpc-ps": "#b279a2", "zeromq-ps": "#9d755d"}
 MEASURED_SYMBOLS = {"pipe": "circle", "tcp-nodelay": "diamond", "tcp": "square", "shared-memory": "triangle-up"}
-LANE_COLOURS = {"compute": "#4c78a8", "io wait": "#e45756", "load": "#9ecae9"}
+LANE_COLOURS = {"compute": CONCEPT_COLOURS["compute"], "io wait": "#e45756", "load": "#9d755d"}
 ROW_PX = 34
 
 
@@ -36,7 +36,7 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
     times = np.linspace(0.0, end_s, frames + 1)
     fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.3,
                         subplot_titles=[f"{link}: {format_seconds(totals[link])} in all" for link in links])
-    moving, frame_data = [], [[] for _ in times]
+    moving, frame_data, where = [], [[] for _ in times], [[] for _ in times]
     for col, link in enumerate(links, 1):
         mine = [r for r in rows if r["link"] == link]
         div, unit = time_unit(totals[link])
@@ -62,9 +62,14 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         fig.add_trace(dot(0.0), row=1, col=col)
         for k, t in enumerate(times):
             frame_data[k].append(dot(t))
+            stage = next((n for n, r in zip(names, mine) if t < r["end_s"]), None)
+            where[k].append(f"{link}: {stage}" if stage else f"{link}: delivered")
         fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names, row=1, col=col)
         fig.update_xaxes(title=f"time since the send ({unit})", range=[0, totals[link] / div * 1.25], row=1, col=col)
     fig.frames = [go.Frame(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
+    # the app's player: its step keys stop where a message enters a stage, its toolbar says which
+    fig.update_layout(meta=dict(stops=[k for k in range(len(times)) if k == 0 or where[k] != where[k - 1]],
+                                captions=[" · ".join(w) for w in where]))
     div, unit = time_unit(end_s)
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     play = dict(frame=dict(duration=80, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))

@@ -7,10 +7,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from . import style  # noqa: F401  (registers the dlsys template)
-from .comm import KIND_COLORS, LABEL_COLORS
+from .comm import LABEL_COLORS
+from .style import CONCEPT_COLOURS
 
-ACTION_COLOURS = {"F": KIND_COLORS["compute"], "B": KIND_COLORS["send"], "W": KIND_COLORS["recv"],
-                  "idle": KIND_COLORS["wait"]}
+ACTION_COLOURS = {"F": CONCEPT_COLOURS["forward"], "B": CONCEPT_COLOURS["backward"],
+                  "W": CONCEPT_COLOURS["weight gradient"], "idle": CONCEPT_COLOURS["idle"]}
 ACTION_NAMES = {"F": "forward", "B": "backward (input gradient when W is split off)", "W": "weight gradient",
                 "idle": "idle (bubble)"}
 

@@ -8,10 +8,12 @@ import plotly.graph_objects as go
 from ..machine.memory import KINDS
 from ..planner import COMPONENTS
 from .memory import KIND_COLOURS, HEIGHT
+from .style import CONCEPT_COLOURS
 from .units import format_bytes, linear_byte_ticks
 
-COMPONENT_COLOURS = {"compute": "#4c78a8", "tp": "#f58518", "pp": "#54a24b", "dp": "#b279a2", "ep": "#e45756",
-                     "bubble": "#bab0ac"}
+# compute and the bubble as everywhere (style.CONCEPT_COLOURS); the communications in shades of the wire's
+COMPONENT_COLOURS = {"compute": CONCEPT_COLOURS["compute"], "tp": "#7b4173", "pp": CONCEPT_COLOURS["wire"],
+                     "dp": "#dbb6d2", "ep": "#a55194", "bubble": CONCEPT_COLOURS["idle"]}
 COMPONENT_NAMES = {"compute": "compute", "tp": "TP (exposed)", "pp": "PP send/receive", "dp": "DP (exposed)",
                    "ep": "EP all-to-all", "bubble": "pipeline bubble"}
 

@@ -56,6 +56,18 @@ pio.templates[TEMPLATE] = _template()
 pio.templates[PRESENTER_TEMPLATE] = _template(PRESENTER_SCALE)
 pio.templates.default = TEMPLATE
 
+# One colour per concept on every page and in every tab: a colour that means compute in one
+# figure never means a message, a phase or a send in another (docs/app.md). Series that are
+# just categories (libraries, schedules, methods) take their own palettes.
+CONCEPT_COLOURS = {
+    "compute": "#4c78a8", "forward": "#4c78a8",   # a rank's own work; a forward pass is compute
+    "backward": "#1d3f6e", "weight gradient": "#9ecae9",  # the other passes: darker, lighter compute
+    "send": "#f58518",      # the sender's CPU: per-message overhead, copies into the kernel
+    "recv": "#54a24b",      # the receiver's CPU
+    "wire": "#b279a2",      # bytes on a link: a message travelling, a communication time
+    "idle": "#d9d9d9",      # waiting: a blocked receive, a pipeline's bubble
+}
+
 _TICKS = {"bytes": byte_ticks, "seconds": time_ticks, "count": count_ticks, None: decade_ticks}
 
 

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from ..machine.topology import Topology
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
-from .style import log_axis
+from .style import CONCEPT_COLOURS, log_axis
 from .units import format_bytes, format_rate, format_seconds, time_unit
 
 DESIGN_COLORS = {"ps": "#D62728", "ps-gather": "#FF9896", "ps-reduce": "#9467BD", "ring": "#1F77B4"}
@@ -17,9 +17,9 @@ DESIGN_NAMES = {"ps": "parameter server", "ps-gather": "PS on MPI_Gather", "ps-r
 LIBRARY_COLORS = {"ring": "#1F77B4", "MPI_Allreduce": "#2CA02C"}
 MODEL_DASHES = {"alexnet": "solid", "googlenet": "dot", "resnet50": "dash"}
 # what a span of one iteration is, by its label's first word (dlsys.train.caffe labels them)
-SPAN_PARTS = {"forward": ("forward", "#9ecae1"), "backward": ("backward", "#4c78a8"), "pack": ("packing copy", "#e45756"),
+SPAN_PARTS = {"forward": ("forward", CONCEPT_COLOURS["forward"]), "backward": ("backward", CONCEPT_COLOURS["backward"]), "pack": ("packing copy", "#e45756"),
               "unpack": ("packing copy", "#e45756"), "update": ("update", "#72b7b2")}
-COMMUNICATION = ("communication", "#d9d9d9")
+COMMUNICATION = ("communication", CONCEPT_COLOURS["wire"])
 SUPERNODES_DRAWN = 6
 
 

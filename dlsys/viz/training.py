@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..comm import Trace
-from .style import log_axis, role_names
+from .style import CONCEPT_COLOURS, log_axis, role_names
 from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 
 HEIGHT = 440
@@ -104,4 +104,42 @@ def cost_bars(records: dict, title: str = "What each strategy costs") -> go.Figu
     low = min(0.8, min(records[n]["test_accuracy"] for n in names) - 0.05)
     fig.update_yaxes(tickformat=".0%", range=[max(low, 0.0), 1.0], row=1, col=3)
     fig.update_layout(title=title, height=HEIGHT)
+    return fig
+
+
+def pipeline_step(trace: Trace, micro_batches: int, title: str = "One step of the GPipe pipeline") -> go.Figure:
+    """The first step of a model-parallel run (dlsys.train.model_parallel) as GPipe draws it:
+    a row per stage, its forward and backward of each micro-batch (numbered) on the step's
+    idle time (grey: the bubble). The step ends where stage 0 finishes its last backward.
+    Each stage's measured idle share is named beside GPipe's (S - 1) / (M + S - 1), which
+    assumes stages of equal work: the run's own stages say how far they are from it."""
+    stages = trace.world_size
+    computes = sorted((s for s in trace.spans if s.kind == "compute"), key=lambda s: s.start_s)
+    backward_0 = [s for s in computes if s.rank == 0 and s.label.startswith("backward")]
+    if len(backward_0) < micro_batches:
+        raise ValueError(f"trace: needs one whole step of {micro_batches} micro-batches, got {len(backward_0)} "
+                         "backwards on stage 0")
+    step_s = backward_0[micro_batches - 1].end_s
+    mine = [s for s in computes if s.end_s <= step_s]
+    div, unit = time_unit(step_s)
+    names = [f"stage {s} (rank {s})" for s in range(stages)]
+    busy = [sum(s.end_s - s.start_s for s in mine if s.rank == r) for r in range(stages)]
+    idle = [1 - b / step_s for b in busy]
+    formula = (stages - 1) / (micro_batches + stages - 1)
+    fig = go.Figure(go.Bar(name="idle (bubble)", y=names, x=[step_s / div] * stages, base=[0] * stages,
+                           orientation="h", marker_color=CONCEPT_COLOURS["idle"],
+                           hovertext=[f"{n}: idle {i:.0%} of the step" for n, i in zip(names, idle)], hoverinfo="text"))
+    for kind in ("forward", "backward"):
+        spans = [s for s in mine if s.label.startswith(kind)]
+        fig.add_trace(go.Bar(name=kind, y=[names[s.rank] for s in spans], orientation="h",
+                             x=[(s.end_s - s.start_s) / div for s in spans], base=[s.start_s / div for s in spans],
+                             marker=dict(color=CONCEPT_COLOURS[kind], line=dict(color="white", width=1)),
+                             text=[s.label.split()[-1] for s in spans], textposition="inside", insidetextanchor="middle",
+                             hovertext=[f"{names[s.rank]}: {s.label}, {format_seconds(s.end_s - s.start_s)}" for s in spans],
+                             hoverinfo="text"))
+    fig.update_layout(barmode="overlay", bargap=0.25, height=150 + 40 * stages,
+                      title=f"{title}: S = {stages}, M = {micro_batches}; idle {', '.join(f'{i:.0%}' for i in idle)} "
+                            f"per stage (formula {formula:.0%})")
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names)
+    fig.update_xaxes(title=f"virtual time ({unit})", range=[0, step_s / div])
     return fig
