@@ -29,7 +29,8 @@ def histogram(once: dict, bins: int = 80) -> go.Figure:
                             f"{format_bytes(once['encoded_nbytes'])} "
                             f"({once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x)")
     fig.update_xaxes(title="entry value")
-    fig.update_yaxes(title="entries", type="log")
+    counts = [c for t in fig.data for c in t.y if c > 0]
+    fig.update_yaxes(**log_axis(counts, title="entries"))
     return fig
 
 

@@ -21,6 +21,11 @@ X_UNITS = {"nbytes": "bytes", "ranks": "count"}
 CLOSED_FORM_LATEX = {key: algorithm.latex for key, algorithm in REGISTRY.items()}
 
 
+def _name(algorithm: str) -> str:
+    """A registry key in words, for a legend: "recursive_doubling" -> "recursive doubling"."""
+    return algorithm.replace("_", " ")
+
+
 def _x_label(x: str, value) -> str:
     return format_bytes(value) if x == "nbytes" else f"p = {value}"
 
@@ -40,31 +45,36 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
                                  customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
                                  hovertemplate="%{customdata}<extra>library's choice</extra>"))
     collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
+    times = [r["time_s"] for r in [*rows, *emulated]]
     for algorithm in (name for c, name in REGISTRY if c == collective):
         color = REGISTRY[(collective, algorithm)].color
         mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
         if mine:
             fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
-                                     name=algorithm, line=dict(color=color, width=2),
+                                     name=_name(algorithm), line=dict(color=color, width=2),
                                      customdata=[_x_label(x, r[x]) for r in mine],
-                                     hovertemplate=f"{algorithm}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>"))
+                                     hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>"))
         runs = [r for r in emulated if r["algorithm"] == algorithm]
         if runs:
             fig.add_trace(go.Scatter(x=[r[x] for r in runs], y=[r["time_s"] for r in runs], mode="markers",
-                                     name=f"{algorithm} (emulated)", legendgroup=algorithm, showlegend=False,
+                                     name=f"{_name(algorithm)} (emulated)", legendgroup=algorithm, showlegend=False,
                                      marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
                                      customdata=[_x_label(x, r[x]) for r in runs],
-                                     hovertemplate=f"{algorithm}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>"))
+                                     hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>"))
     for c in crossovers:
         fig.add_vline(x=c[x], line=dict(dash="dot", color="gray"))
         fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", showlegend=False,
                                  marker=dict(symbol="star", size=15, color="black"),
-                                 hovertext=f"{c['from']} → {c['to']} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
+                                 hovertext=f"{_name(c['from'])} → {_name(c['to'])} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
                                  hoverinfo="text"))
         # at the foot of the line, where the rising curves leave room: at the top it ran into the title
-        fig.add_annotation(x=math.log10(c[x]), y=0, yref="paper",  # annotations on log axes take log10
-                           xanchor="left", yanchor="bottom", showarrow=False, textangle=-90,
-                           text=f"→ {c['to']} at {_x_label(x, c[x])}", bgcolor="rgba(255,255,255,0.8)")
+        # at the end of the line away from the crossing: every curve passes at or above the
+        # crossing point, so a note from the foot ran over them when the crossing was low
+        # (and one above the plot ran into the title)
+        low = math.log(c["time_s"] / min(times)) < 0.5 * math.log(max(times) / min(times))
+        fig.add_annotation(x=math.log10(c[x]), y=1 if low else 0, yref="paper",  # annotations on log axes take log10
+                           xanchor="left", yanchor="top" if low else "bottom", showarrow=False, textangle=-90,
+                           text=f"→ {_name(c['to'])} at {_x_label(x, c[x])}", bgcolor="rgba(255,255,255,0.8)")
     if emulated:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="emulated run",
                                  marker=dict(symbol="circle-open", size=10, color="gray", line=dict(width=2))))

@@ -30,10 +30,12 @@ side, so a label it passes fits.
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -49,7 +51,8 @@ _UNIT = re.compile(r"\((?:[^()]*[a-zA-Zµ%×/][^()]*)\)|\b(?:s|ms|µs|us|ns|B|Ki
 _COUNT = re.compile(r"\b(?:ranks?|workers?|servers?|nodes?|GPUs?|count|number|entries|messages|items|steps?|epochs?"
                     r"|iterations?|layers?|stages?|micro-batch(?:es)?|batch(?:es)?|tokens?|experts?|ratio|speedup|loss"
                     r"|accuracy|norm|fraction|share|p|W|M|k|value|factor|tensors?|parameters|elements|chunks?|blocks?"
-                    r"|times|capacity factor|probability|density|frequency|distance|alpha|position|index)\b", re.I)
+                    r"|times|capacity factor|probability|density|frequency|distance|alpha|position|index|gradients|reads|pushes"
+                    r"|pulls)\b|\S / \S", re.I)
 _DECIMAL_BYTES = re.compile(r"\d\s*(?:kB|KB|MB|GB|TB)\b(?!/s)|\((?:kB|KB|MB|GB|TB)\)")
 _BYTE_AXIS = re.compile(r"\bbytes?\b|\b(?:B|KiB|MiB|GiB|TiB)\b")
 _NAMED_NUMBERS = {"rank", "worker", "server", "step", "layer", "stage", "group", "node", "block", "chunk", "iteration",
@@ -67,6 +70,7 @@ class _Box:
     x1: float
     y1: float
     subplot: str | None  # "xy", "x2y2" for data-placed labels; None for paper-placed ones
+    grows: str = ""  # the letters of the autoranged axes that grow to hold it
 
     def overlap(self, other: _Box) -> bool:
         return (min(self.x1, other.x1) - max(self.x0, other.x0) > OVERLAP_PX
@@ -91,7 +95,7 @@ class _Figure:
     """A figure's layout resolved against its template, its axes' data and pixel extents."""
 
     def __init__(self, fig: go.Figure | dict, width_px: float):
-        self.fig = fig if isinstance(fig, go.Figure) else go.Figure(fig)
+        self.fig = fig if isinstance(fig, go.Figure) else go.Figure(_decoded(fig))
         self.layout = self.fig.layout.to_plotly_json()
         template = self.fig.layout.template
         self.template = (template.layout.to_plotly_json() if template and template.layout
@@ -157,7 +161,22 @@ class _Figure:
                 bases = list(base) if isinstance(base, (list, tuple)) else [base or 0] * len(own)
                 own = [b + v if _number(v) and _number(b) else v for v, b in zip(own, bases)] + [b for b in bases if _number(b)]
             out += [v for v in own if v is not None]
+        if self.get("barmode") in ("stack", "relative") and self._has_bars(axis):
+            out += self._stack_tops(axis)
+        for shape in self.layout.get("shapes", []):  # plotly's autorange takes in lines drawn on the data
+            if shape.get(f"{letter}ref", letter) == axis[0] + axis[5:]:
+                out += [v for v in (shape.get(f"{letter}0"), shape.get(f"{letter}1")) if _number(v)]
         return out
+
+    def _stack_tops(self, axis: str) -> list[float]:
+        letter, other = axis[0], "y" if axis[0] == "x" else "x"
+        tops: dict = {}
+        for t in self.traces_on(axis):
+            if t.get("type") == "bar" and t.get(letter) is not None:
+                for where, v in zip(t.get(other) or range(len(t[letter])), t[letter]):
+                    if _number(v):
+                        tops[str(where)] = tops.get(str(where), 0.0) + float(v)
+        return list(tops.values())
 
     def axis_type(self, axis: str) -> str:
         kind = self.axes[axis].get("type")
@@ -280,6 +299,21 @@ class _Figure:
         return orientation == "v" and x >= 1
 
 
+def _decoded(node):
+    """A figure's JSON with plotly's typed arrays ({"dtype", "bdata", "shape"}) as lists."""
+    if isinstance(node, dict):
+        if "bdata" in node and "dtype" in node:
+            array = np.frombuffer(base64.b64decode(node["bdata"]), dtype=node["dtype"])
+            shape = node.get("shape")
+            if shape:
+                array = array.reshape([int(n) for n in str(shape).split(",")])
+            return array.tolist()
+        return {k: _decoded(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_decoded(v) for v in node]
+    return node
+
+
 def _axis_key(ref: str) -> str:
     """"x2" -> "xaxis2", "y" -> "yaxis"."""
     return f"{ref[0]}axis{ref[1:]}"
@@ -400,7 +434,7 @@ def internal_label(name: str) -> bool:
     """A legend entry that reads like a record rather than words: snake_case, key=value, or
     words each followed by a bare number that no reader counts by ("clock 0 slowest 0")."""
     text = _TAG.sub(" ", name)
-    if re.search(r"\b[a-z]+_[a-z_]+\b", text) or re.search(r"\w=\w", text) or re.search(r"[{}\[\]]", text):
+    if re.search(r"\b[a-z]+_[a-z_]+\b", text) or re.search(r"[A-Za-z]{2,}=", text) or re.search(r"[{}\[\]]", text):
         return True
     odd = [w for w, _ in re.findall(r"\b([A-Za-z()]+) (\d+)\b", text) if w.lower() not in _NAMED_NUMBERS]
     return len(odd) >= 2
@@ -423,6 +457,7 @@ def _labels(f: _Figure) -> list[_Box]:
         x, y = _ref_px(f, xref, a.get("x", 0.5), "x"), _ref_px(f, yref, a.get("y", 0.5), "y")
         if x is None or y is None:
             continue
+        x, y = x + (a.get("xshift") or 0), y - (a.get("yshift") or 0)
         if a.get("showarrow", True):
             x, y = x + (a.get("ax") if a.get("ax") is not None else -10), y + (a.get("ay") if a.get("ay") is not None else -30)
         xanchor = a.get("xanchor", "auto")
@@ -434,7 +469,10 @@ def _labels(f: _Figure) -> list[_Box]:
         y0 = y - {"top": 0, "middle": h / 2, "bottom": h, "auto": h / 2}[yanchor]
         data = not xref.startswith("paper") and not yref.startswith("paper")
         subplot = f"{xref.split()[0]}{yref.split()[0]}" if data else None
-        boxes.append(_Box(f"annotation {i} '{_short(a['text'])}'", x0, y0, x0 + w, y0 + h, subplot))
+        # plotly's autorange grows a data axis until the annotations placed on it fit
+        grows = "".join(r[0] for r in (xref, yref) if not r.startswith("paper") and not r.endswith("domain")
+                        and not f.axes.get(_axis_key(r.split()[0]), {}).get("range"))
+        boxes.append(_Box(f"annotation {i} '{_short(a['text'])}'", x0, y0, x0 + w, y0 + h, subplot, grows))
     for t in f.traces:
         if t.get("type", "scatter") not in ("scatter", "scattergl") or "text" not in t.get("mode", "") \
                 or t.get("visible") is False:
@@ -482,7 +520,9 @@ def _check_labels(f: _Figure) -> list[str]:
     boxes = _labels(f)
     for b in boxes:
         rect = f.subplot_rect(b.subplot) if b.subplot else (0, 0, f.width, f.height)
-        if b.x0 < rect[0] - 2 or b.y0 < rect[1] - 2 or b.x1 > rect[2] + 2 or b.y1 > rect[3] + 2:
+        out_x = "x" not in b.grows and (b.x0 < rect[0] - 2 or b.x1 > rect[2] + 2)
+        out_y = "y" not in b.grows and (b.y0 < rect[1] - 2 or b.y1 > rect[3] + 2)
+        if out_x or out_y:
             where = f"its plot {b.subplot}" if b.subplot else "the figure"
             problems.append(f"{b.name}: outside {where} at {f.width:.0f} px "
                             f"(box {b.x0:.0f}..{b.x1:.0f} x {b.y0:.0f}..{b.y1:.0f}, area {rect[0]:.0f}..{rect[2]:.0f} x "
@@ -546,7 +586,7 @@ def _check_lines(f: _Figure) -> list[str]:
     """Lines of one plot that coincide on screen must differ in dash or marker symbol."""
     problems = []
     lines = [t for t in f.traces if t.get("type", "scatter") == "scatter" and "lines" in t.get("mode", "lines")
-             and t.get("visible") is not False and t.get("x") is not None and len(t.get("x")) > 1]
+             and t.get("visible") is not False and t.get("x") is not None and len(t.get("x")) > 1 and f._in_legend(t)]
     for i, a in enumerate(lines):
         for b in lines[i + 1:]:
             if (a.get("xaxis", "x"), a.get("yaxis", "y")) != (b.get("xaxis", "x"), b.get("yaxis", "y")):
@@ -555,6 +595,9 @@ def _check_lines(f: _Figure) -> list[str]:
                     ("markers" in a.get("mode", "")) != ("markers" in b.get("mode", "")) or \
                     (a.get("marker") or {}).get("symbol") != (b.get("marker") or {}).get("symbol"):
                 continue
+            widths = sorted(((a.get("line") or {}).get("width") or 2, (b.get("line") or {}).get("width") or 2))
+            if widths[1] >= 3 * widths[0]:
+                continue  # a wide band under a line: both show
             if _coincide(f, a, b):
                 problems.append(f"traces '{_short(a.get('name', ''))}' and '{_short(b.get('name', ''))}' coincide "
                                 "on screen: give them different dashes or markers")

@@ -5,6 +5,8 @@ data loader."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -16,6 +18,7 @@ from .units import format_seconds, time_unit
 SIDE_COLOURS = {"sender": "#4c78a8", "wire": "#f58518", "receiver": "#54a24b"}
 LIBRARY_COLOURS = {"mpich": "#4c78a8", "openmpi": "#9ecae9", "taihulight-mpi": "#b279a2", "nccl-ring": "#54a24b", "nccl-tree": "#88d27a", "gloo": "#f58518",
                    "baidu": "#e45756", "grpc-ps": "#b279a2", "zeromq-ps": "#9d755d"}
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MEASURED_SYMBOLS = {"pipe": "circle", "tcp-nodelay": "diamond", "tcp": "square", "shared-memory": "triangle-up"}
 LANE_COLOURS = {"compute": "#4c78a8", "io wait": "#e45756", "load": "#9ecae9"}
 ROW_PX = 34
@@ -86,10 +89,12 @@ def library_times(rows: list[dict], measured: list[dict] | None = None) -> go.Fi
     """One message's time against its size per library (lines), and the one-way times
     measured on this machine through local transports (markers, ``bench.stack_bench``)."""
     fig = go.Figure()
-    for lib in dict.fromkeys(r["library"] for r in rows):
+    # libraries on one link draw one line (their alpha and beta agree): a dash each keeps every one in sight
+    for lib, dash in zip(dict.fromkeys(r["library"] for r in rows), itertools.cycle(DASHES)):
         mine = [r for r in rows if r["library"] == lib]
         fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
-                                 name=f"{lib} ({mine[0]['link']})", line=dict(color=LIBRARY_COLOURS.get(lib), width=3)))
+                                 name=f"{lib} ({mine[0]['link']})",
+                                 line=dict(color=LIBRARY_COLOURS.get(lib), width=3, dash=dash)))
     for transport in dict.fromkeys(r["transport"] for r in measured or []):
         mine = [r for r in measured or [] if r["transport"] == transport]
         fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["one_way_s"] for r in mine], mode="markers",
