@@ -356,7 +356,8 @@ def link_bytes(trace, title: str = "Bytes per link") -> go.Figure:
                                text=text, texttemplate="%{text}" if p <= 16 else None,
                                hovertemplate="rank %{y} → rank %{x}: %{text}<extra></extra>",
                                colorbar=dict(title="MiB")))
-    fig.update_layout(title=title, height=200 + 22 * p, margin=dict(l=10, r=10, t=50, b=40))
+    # cells of about 40 px hold a label like "112 MiB" at a readable size (plotly shrinks the text to fit)
+    fig.update_layout(title=title, height=200 + (40 if p <= 16 else 22) * p, margin=dict(l=10, r=10, t=50, b=40))
     # Square cells without widening the axes past the ranks (a wide page stretched them to -7..22):
     # the plot area shrinks instead of the range growing.
     fig.update_xaxes(title="receiver rank", dtick=1, range=[-0.5, p - 0.5], constrain="domain")

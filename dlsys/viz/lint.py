@@ -95,7 +95,9 @@ class _Figure:
     """A figure's layout resolved against its template, its axes' data and pixel extents."""
 
     def __init__(self, fig: go.Figure | dict, width_px: float):
-        self.fig = fig if isinstance(fig, go.Figure) else go.Figure(_decoded(fig))
+        # an animation's frames are not drawn until played: the first frame is the figure itself
+        self.fig = fig if isinstance(fig, go.Figure) else go.Figure(
+            _decoded({k: v for k, v in fig.items() if k in ("data", "layout")}))
         self.layout = self.fig.layout.to_plotly_json()
         template = self.fig.layout.template
         self.template = (template.layout.to_plotly_json() if template and template.layout
@@ -201,7 +203,7 @@ class _Figure:
         if ax.get("range") and None not in ax["range"]:
             lo, hi = ax["range"]
             return (min(lo, hi), max(lo, hi))
-        if ax.get("matches"):
+        if ax.get("matches") and _axis_key(ax["matches"]) != axis:
             return self.data_range(_axis_key(ax["matches"]))
         values = self.values(axis)
         if kind in ("category", "multicategory"):
