@@ -3,7 +3,6 @@ with crossovers, links compared, alpha and beta apart, parameter server against 
 
 from __future__ import annotations
 
-import math
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -35,7 +34,7 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
     """Log-log time of every algorithm in ``rows`` (all-reduce unless the rows name their
     "collective") against ``x`` ("nbytes" or "ranks"), in the registry's colours: closed forms as
     lines, emulated runs as markers, crossovers (where the fastest algorithm changes) as
-    dotted lines with a star; ``choice`` (rows of ``experiments.library_choice``) as a wide
+    dotted lines with a star, named in the legend; ``choice`` (rows of ``experiments.library_choice``) as a wide
     grey band under the algorithm an MPI library picks at each point."""
     fig = go.Figure()
     if choice:
@@ -45,7 +44,6 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
                                  customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
                                  hovertemplate="%{customdata}<extra>library's choice</extra>"))
     collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
-    times = [r["time_s"] for r in [*rows, *emulated]]
     for algorithm in (name for c, name in REGISTRY if c == collective):
         color = REGISTRY[(collective, algorithm)].color
         mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
@@ -63,18 +61,13 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
                                      hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>"))
     for c in crossovers:
         fig.add_vline(x=c[x], line=dict(dash="dot", color="gray"))
-        fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", showlegend=False,
+        # named in the legend: a note in the plot ran over the curves (at the foot of the
+        # line) or into the title (above it), wherever the curves crowd
+        fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", legendgroup="crossovers",
+                                 name=f"★ → {_name(c['to'])} at {_x_label(x, c[x])}",
                                  marker=dict(symbol="star", size=15, color="black"),
                                  hovertext=f"{_name(c['from'])} → {_name(c['to'])} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
                                  hoverinfo="text"))
-        # at the foot of the line, where the rising curves leave room: at the top it ran into the title
-        # at the end of the line away from the crossing: every curve passes at or above the
-        # crossing point, so a note from the foot ran over them when the crossing was low
-        # (and one above the plot ran into the title)
-        low = math.log(c["time_s"] / min(times)) < 0.5 * math.log(max(times) / min(times))
-        fig.add_annotation(x=math.log10(c[x]), y=1 if low else 0, yref="paper",  # annotations on log axes take log10
-                           xanchor="left", yanchor="top" if low else "bottom", showarrow=False, textangle=-90,
-                           text=f"→ {_name(c['to'])} at {_x_label(x, c[x])}", bgcolor="rgba(255,255,255,0.8)")
     if emulated:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="emulated run",
                                  marker=dict(symbol="circle-open", size=10, color="gray", line=dict(width=2))))

@@ -12,13 +12,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
-from .style import log_axis
+from .style import DASHES, log_axis
 from .units import format_seconds, time_unit
 
 SIDE_COLOURS = {"sender": "#4c78a8", "wire": "#f58518", "receiver": "#54a24b"}
 LIBRARY_COLOURS = {"mpich": "#4c78a8", "openmpi": "#9ecae9", "taihulight-mpi": "#b279a2", "nccl-ring": "#54a24b", "nccl-tree": "#88d27a", "gloo": "#f58518",
                    "baidu": "#e45756", "grpc-ps": "#b279a2", "zeromq-ps": "#9d755d"}
-DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MEASURED_SYMBOLS = {"pipe": "circle", "tcp-nodelay": "diamond", "tcp": "square", "shared-memory": "triangle-up"}
 LANE_COLOURS = {"compute": "#4c78a8", "io wait": "#e45756", "load": "#9ecae9"}
 ROW_PX = 34

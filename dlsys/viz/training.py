@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..comm import Trace
-from .style import log_axis, role_names
+from .style import DASHES, log_axis, role_names
 from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 
 HEIGHT = 440
@@ -31,6 +31,7 @@ def worker_progress(records: dict, title: str = "Gradients computed by each work
     workers climb away from a straggler; SSP lets them run at most s steps ahead. Workers
     are named "worker w (rank r)": the ranks before the first worker are servers."""
     div, unit = time_unit(_end_s(records))
+    # under BSP the workers' stairs lie on each other: a dash each shows that all are there
     # one time axis for every run: BSP waiting shows as a run that takes longer
     fig = make_subplots(rows=1, cols=len(records), subplot_titles=list(records), shared_yaxes=True, shared_xaxes="all")
     for col, record in enumerate(records.values(), 1):
@@ -40,7 +41,8 @@ def worker_progress(records: dict, title: str = "Gradients computed by each work
             times = sorted(row["time_s"] for row in record["losses"] if row["rank"] == rank)
             fig.add_trace(go.Scatter(x=[0.0] + [t / div for t in times], y=list(range(len(times) + 1)),
                                      mode="lines", line_shape="hv", name=names[i], legendgroup=str(i),
-                                     showlegend=col == 1, line=dict(color=f"hsl({i * 360 // len(ranks)},60%,45%)")),
+                                     showlegend=col == 1, line=dict(color=f"hsl({i * 360 // len(ranks)},60%,45%)",
+                                                                    dash=DASHES[i % len(DASHES)])),
                           row=1, col=col)
         fig.update_xaxes(title_text=f"virtual time ({unit})", row=1, col=col)
     fig.update_yaxes(title_text="gradients computed", row=1, col=1)
