@@ -354,9 +354,11 @@ def test_figures_of_a_hand_made_trace():
 
 def test_traffic_bars_stack_to_the_model_and_to_hand_counts():
     fig = datapath.traffic_bars(2, 64 * 2**20)
-    stacks = [sum(trace.y[i] for trace in fig.data) for i in range(3)]  # MiB: copied, lent, memcpy
+    stacks = [sum(trace.y[i] for trace in fig.data) / 2**20 for i in range(3)]  # MiB: copied, lent, memcpy
     assert stacks == [288, 160, 128]  # by hand: 4.5 n, 2.5 n, 2 n for n = 64 MiB at p = 2
     assert stacks[:2] == [ring_allreduce_traffic_bytes(2, 64 * 2**20, lent) / 2**20 for lent in (False, True)]
+    huge = datapath.traffic_bars(2, 4 * 2**30)  # one binary unit on the axis, as on the totals: no "35k" MiB
+    assert huge.layout.yaxis.ticktext[-1].endswith("GiB") and assert_lint_clean(huge, "traffic_bars 4 GiB") is None
 
 
 def test_ratio_bars_show_measurements_and_their_bounds():

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from .units import format_bytes, format_seconds, time_unit
+from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 
 KIND_COLORS = {"compute": "#4c78a8", "send": "#f58518", "wait": "#d9d9d9", "recv": "#54a24b"}
@@ -374,11 +374,15 @@ def traffic_per_rank(panels: dict, names: dict | None = None, title: str = "Byte
         x = names.get(panel, [f"rank {r}" for r in range(trace.world_size)])
         for label, values, color in (("sent", trace.bytes_sent_per_rank(), "#f58518"),
                                      ("received", trace.bytes_received_per_rank(), "#4c78a8")):
-            fig.add_trace(go.Bar(x=x, y=[v / 2**20 for v in values], name=label, marker_color=color,
+            fig.add_trace(go.Bar(x=x, y=list(values), name=label, marker_color=color,
                                  showlegend=col == 1, hovertext=[format_bytes(v) for v in values],
                                  hoverinfo="x+text"), row=1, col=col)
     fig.update_layout(barmode="stack", title=title, height=380, margin=dict(l=10, r=10, t=70, b=40))
-    fig.update_yaxes(title_text="MiB", row=1, col=1)
+    # ticks in one binary unit at any size (MiB numbers read "35k" past 10 GiB)
+    top = max(max(np.add(t.bytes_sent_per_rank(), t.bytes_received_per_rank())) for t in panels.values())
+    tickvals, ticktext = linear_byte_ticks(top)
+    fig.update_yaxes(title_text="bytes sent + received", tickmode="array", tickvals=tickvals, ticktext=ticktext,
+                     row=1, col=1)
     return fig
 
 
