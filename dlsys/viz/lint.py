@@ -191,10 +191,7 @@ class _Figure:
 
     def domain(self, axis: str) -> tuple[float, float]:
         own = self.axes[axis].get("domain")
-        if own:
-            return tuple(own)
-        anchor = self.axes[axis].get("anchor")
-        return (0.0, 1.0) if not anchor or anchor == "free" else (0.0, 1.0)
+        return (own[0], own[1]) if own else (0.0, 1.0)
 
     def data_range(self, axis: str) -> tuple[float, float] | None:
         """The axis' range in its own coordinates (log10 for log axes), explicit or as
@@ -276,7 +273,7 @@ class _Figure:
             if name[0] == "y" and self.domain(_x_of(self, name))[0] <= 0.01 and ax.get("side") != "right":
                 label_w = max(text_size_px(str(t), tick)[0] for t in labels) if ax.get("showticklabels", True) else 0
                 left = max(left, margin["l"] + label_w + title_px + 8)
-            elif name[0] == "x" and self.domain(name)[0] <= 0.01 or name[0] == "x":
+            elif name[0] == "x":  # every x axis' labels, the bottom row's or not, take a line under it
                 bottom = max(bottom, margin["b"] + LINE_EM * tick + title_px + 8)
         if self._legend_right():
             font = self.font(self.layout.get("legend", {}).get("font"), "legend")
