@@ -4,6 +4,7 @@ default settings, linted in tests/test_app.py; the lessons' and the small record
 linted in tests/test_viz.py)."""
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def unexcused(fig, where: str = "") -> list[str]:
 def assert_lint_clean(fig, where: str = "") -> None:
     problems = unexcused(fig, where)
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
+
+
+def figure_in_html(path: Path) -> dict:
+    """The figure a lesson wrote with ``fig.write_html`` (dlsys.viz.lessons.show): the data
+    and layout of its ``Plotly.newPlot("id", data, layout, config)`` call."""
+    text = path.read_text()
+    at = text.index("Plotly.newPlot(") + len("Plotly.newPlot(")
+    decoder = json.JSONDecoder()
+    parts = []
+    for _ in range(3):  # the id, the data, the layout
+        at = re.compile(r"[\s,]*").match(text, at).end()
+        value, at = decoder.raw_decode(text, at)
+        parts.append(value)
+    return {"data": parts[1], "layout": parts[2]}
 
 
 def _line(**layout) -> go.Figure:
