@@ -4,12 +4,14 @@ with crossovers, links compared, alpha and beta apart, parameter server against 
 from __future__ import annotations
 
 
+import itertools
+
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
-from .style import log_axis
+from .style import DASHES, log_axis
 from .units import format_bytes, format_seconds, linear_byte_ticks
 
 X_TITLES = {"nbytes": "message size per rank", "ranks": "ranks p"}
@@ -44,12 +46,14 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
                                  customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
                                  hovertemplate="%{customdata}<extra>library's choice</extra>"))
     collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
-    for algorithm in (name for c, name in REGISTRY if c == collective):
+    # a dash each: two closed forms can agree over a whole range (Rabenseifner and reduce +
+    # broadcast at small sizes), and one colour hid the other
+    for algorithm, dash in zip((name for c, name in REGISTRY if c == collective), itertools.cycle(DASHES)):
         color = REGISTRY[(collective, algorithm)].color
         mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
         if mine:
             fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
-                                     name=_name(algorithm), line=dict(color=color, width=2),
+                                     name=_name(algorithm), line=dict(color=color, width=2, dash=dash),
                                      customdata=[_x_label(x, r[x]) for r in mine],
                                      hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>"))
         runs = [r for r in emulated if r["algorithm"] == algorithm]
