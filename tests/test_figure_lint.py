@@ -1,7 +1,7 @@
 """dlsys.viz.lint: each rule finds the fault it names and passes the figure drawn right; every
-figure function of dlsys.viz is drawn somewhere the lint sees it (the app's pages at their
-default settings, linted in tests/test_app.py; the lessons' and the small records' figures,
-linted in tests/test_viz.py)."""
+figure function of dlsys.viz is drawn somewhere the lint sees it: the app's pages at their
+default settings (tests/test_app.py), the lessons as students run them (tests/test_lessons.py,
+from the HTML each writes) and the small records of tests/test_viz.py."""
 
 import ast
 import json
@@ -175,8 +175,9 @@ def _figure_functions() -> set[str]:
 
 
 def test_every_figure_function_is_drawn_where_the_lint_sees_it():
-    """The app's pages (linted at their defaults in test_app.py), the lessons and test_viz's
-    small records (linted in test_viz.py) call every figure function of dlsys.viz."""
+    """The app's pages (linted at their defaults in test_app.py), the lessons (linted in
+    test_lessons.py) and test_viz's small records (linted in test_viz.py) call every figure
+    function of dlsys.viz."""
     callers = "\n".join(p.read_text() for p in [*(ROOT / "app").rglob("*.py"), *(ROOT / "lessons").glob("*.py"),
                                                 ROOT / "tests" / "test_viz.py"])
     missing = {name for name in _figure_functions()
