@@ -51,7 +51,7 @@ _UNIT = re.compile(r"\((?:[^()]*[a-zA-Zµ%×/][^()]*)\)|\b(?:s|ms|µs|us|ns|B|Ki
 _COUNT = re.compile(r"\b(?:ranks?|workers?|servers?|nodes?|GPUs?|count|number|entries|messages|items|steps?|epochs?"
                     r"|iterations?|layers?|stages?|micro-batch(?:es)?|batch(?:es)?|tokens?|experts?|ratio|speedup|loss"
                     r"|accuracy|norm|fraction|share|p|W|M|k|value|factor|tensors?|parameters|elements|chunks?|blocks?"
-                    r"|times|capacity factor|probability|density|frequency|distance|alpha|position|index|gradients|reads|pushes|draws"
+                    r"|times|capacity factor|probability|density|frequency|distance|alpha|position|index|gradients|reads|pushes|draws|clocks?"
                     r"|pulls)\b|\S / \S", re.I)
 _DECIMAL_BYTES = re.compile(r"\d\s*(?:kB|KB|MB|GB|TB)\b(?!/s)|\((?:kB|KB|MB|GB|TB)\)")
 _BYTE_AXIS = re.compile(r"\bbytes?\b|\b(?:B|KiB|MiB|GiB|TiB)\b")
