@@ -32,6 +32,7 @@ from dlsys.experiments import train
 from dlsys.train import Compression, TrainConfig, build_model, load_task
 from dlsys.learn.task import gradient
 from dlsys.viz.lessons import show
+from dlsys.viz.style import log_axis
 from dlsys.viz.units import format_bytes, format_seconds
 
 CONFIG = TrainConfig(epochs=3)
@@ -122,7 +123,8 @@ for name in ("terngrad", "qsgd", "randomk"):
 
 fig = go.Figure([go.Scatter(x=DRAWS, y=errors, name=name, mode="lines+markers") for name, errors in curves.items()])
 fig.update_layout(title="Relative error of the mean of T decompressions of one real gradient",
-                  xaxis=dict(title="draws T", type="log"), yaxis=dict(title="||mean - g|| / ||g||", type="log"))
+                  xaxis=log_axis(DRAWS, "count", title="draws T"),
+                  yaxis=log_axis([e for errors in curves.values() for e in errors], title="||mean - g|| / ||g||"))
 show(fig, "08_bias")
 
 # %% [markdown]

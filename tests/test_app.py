@@ -20,6 +20,7 @@ from dlsys.experiments.contention import FABRICS, PATTERNS
 from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.machine.net import get_link
+from test_figure_lint import assert_lint_clean
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 APP = str(APP_DIR / "streamlit_app.py")
@@ -65,6 +66,13 @@ def figures(at: AppTest) -> list[dict]:
 
 def charts(at: AppTest) -> int:
     return len(figures(at))
+
+
+def lint_charts(at: AppTest, where: str) -> None:
+    """Every chart on the page passes the figure lint at 1280 px (dlsys/viz/lint.py), but
+    for the documented exceptions of tests/test_figure_lint.py."""
+    for i, element in enumerate(at.get("plotly_chart")):
+        assert_lint_clean(json.loads(element.proto.spec), f"{where}, chart {i}")
 
 
 # --- pages --------------------------------------------------------------------------------
@@ -114,6 +122,7 @@ def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
 def test_every_page_runs_with_defaults(page):
     at = open_page(page)
     assert charts(at) >= 1
+    lint_charts(at, page)
 
 
 @pytest.mark.parametrize("ranks", [2, 16])
@@ -223,6 +232,7 @@ def test_every_tab_runs(page, key, tabs):
     for tab in tabs:
         at.session_state[key] = tab
         ok(at.run())
+        lint_charts(at, f"{page}, {tab}")
         if tab == "Downloads":
             assert len(at.get("download_button")) >= 4
         elif page not in ("views/training.py", "views/large_batches.py") or tab in (
@@ -244,6 +254,7 @@ def test_memory_page_bars_fits_and_one_step():
     at.session_state["mem_view"] = "Communication per step"
     ok(at.run())
     assert charts(at) == 3
+    lint_charts(at, "views/memory.py, Communication per step")
     at.radio(key="mem_step_layout").set_value("DDP")
     ok(at.run())
     assert any("DDP on 4 ranks" in c.value for c in at.caption)
@@ -625,6 +636,7 @@ def test_pipelines_page_planner_ranks_layouts_and_breaks_one_down():
     at.session_state["pipe_view"] = "The planner"
     ok(at.run())
     assert charts(at) == 2 and at.dataframe and len(at.dataframe[0].value) == 10
+    lint_charts(at, "views/pipelines.py, The planner")
     at.selectbox(key="plan_pick").set_value(3)
     ok(at.run())
     assert any("Layout #3" in c.value for c in at.caption)
@@ -643,6 +655,7 @@ def test_pipelines_page_all_to_all_tab_animates_and_matches_its_closed_form(algo
     at = open_page("views/pipelines.py")
     at.session_state["pipe_view"] = "All-to-all and experts"
     ok(at.run())
+    lint_charts(at, "views/pipelines.py, All-to-all and experts")
     at.selectbox(key="a2a_algorithm").set_value(algorithm)
     ok(at.run())
     assert at.metric[0].value == at.metric[1].value and charts(at) == 5

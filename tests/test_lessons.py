@@ -12,6 +12,7 @@ import pytest
 
 from dlsys.exercises import EXERCISES, REPO_ROOT
 from dlsys.viz.lessons import OUT_DIR_ENV
+from test_figure_lint import assert_lint_clean, figure_in_html
 
 LESSONS = sorted((REPO_ROOT / "lessons").glob("[0-9][0-9]_*.py"))
 
@@ -85,6 +86,8 @@ def test_runs_headless_within_budget_and_writes_its_figures(lesson, tmp_path, un
     assert seconds <= budget_s(lesson, unit_s), f"{seconds:.1f} CPU s = {seconds / unit_s:.1f} units"
     figures = [Path(line.split(maxsplit=1)[1]) for line in done.stdout.splitlines() if line.startswith("[figure] ")]
     assert figures and all(f.is_file() and f.stat().st_size > 1000 for f in figures)
+    for figure in figures:  # what the lesson draws passes the figure lint (dlsys/viz/lint.py) at 1280 px
+        assert_lint_clean(figure_in_html(figure), figure.name)
 
 
 @pytest.mark.timeout(DEADLINE_S + 60)

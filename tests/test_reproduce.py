@@ -11,6 +11,7 @@ import pytest
 from dlsys.cli import main
 from dlsys.experiments import reproduce
 from dlsys.viz.reproduce import claim_figure
+from test_figure_lint import assert_lint_clean
 
 RECORD_KEYS = {"claim", "paper", "where", "statement", "paper_value", "ours", "verdict", "why", "published", "dlsys",
                "rows", "plot", "quick", "wall_time_s"}
@@ -48,6 +49,7 @@ def test_quick_run_gives_every_claim_a_verdict_a_reason_and_a_figure(quick_recor
         assert set(r) == RECORD_KEYS and r["quick"] is True
         assert r["verdict"] in reproduce.VERDICTS and r["why"] and r["ours"], r["claim"]
         assert r["rows"] and len(claim_figure(r).data) >= 1, r["claim"]
+        assert_lint_clean(claim_figure(r), r["claim"])  # the Papers page draws each one
     assert sum(r["wall_time_s"] for r in quick_records) < 120  # --quick runs in CI
 
 

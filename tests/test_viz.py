@@ -15,6 +15,7 @@ import plotly.io as pio
 
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.viz import catalogue, comm, costs, datapath, lessons, schedule, style, training
+from test_figure_lint import assert_lint_clean
 from dlsys.viz.units import (byte_ticks, count_ticks, format_bytes, format_rate, format_seconds, linear_byte_ticks,
                              time_ticks, time_unit)
 
@@ -111,11 +112,20 @@ def test_every_figure_has_the_projector_style(dlsys_default_template):
             assert note.yref != "paper" or note.y <= 1, (name, note.text)
 
 
-def test_crossover_notes_stand_at_the_foot_of_their_line():
+def test_every_figure_passes_the_figure_lint(dlsys_default_template):
+    """The small records' figures (the lessons' among them) pass dlsys.viz.lint at 1280 px;
+    the app's pages hold theirs to it at their defaults (test_app.py)."""
+    for name, fig in _my_figures().items():
+        assert_lint_clean(fig, name)
+
+
+def test_crossovers_are_named_in_the_legend_not_over_the_curves():
     rows = E.allreduce_costs(["tcp-10gbe"], [2**k for k in range(1, 11)], [2**26])
-    fig = costs.cost_curves(rows, "ranks", (), E.crossovers(rows, "ranks"), "Against ranks")
-    notes = [a for a in fig.layout.annotations if a.text.startswith("→")]
-    assert notes and all(a.y == 0 and a.yanchor == "bottom" for a in notes)
+    crossings = E.crossovers(rows, "ranks")
+    fig = costs.cost_curves(rows, "ranks", (), crossings, "Against ranks")
+    stars = [t.name for t in fig.data if t.legendgroup == "crossovers"]
+    assert stars and stars == [f"★ → {c['to'].replace('_', ' ')} at p = {c['ranks']}" for c in crossings]
+    assert not fig.layout.annotations
 
 
 def test_importing_a_figure_module_makes_its_template_the_default():
@@ -348,9 +358,11 @@ def test_figures_of_a_hand_made_trace():
 
 def test_traffic_bars_stack_to_the_model_and_to_hand_counts():
     fig = datapath.traffic_bars(2, 64 * 2**20)
-    stacks = [sum(trace.y[i] for trace in fig.data) for i in range(3)]  # MiB: copied, lent, memcpy
+    stacks = [sum(trace.y[i] for trace in fig.data) / 2**20 for i in range(3)]  # MiB: copied, lent, memcpy
     assert stacks == [288, 160, 128]  # by hand: 4.5 n, 2.5 n, 2 n for n = 64 MiB at p = 2
     assert stacks[:2] == [ring_allreduce_traffic_bytes(2, 64 * 2**20, lent) / 2**20 for lent in (False, True)]
+    huge = datapath.traffic_bars(2, 4 * 2**30)  # one binary unit on the axis, as on the totals: no "35k" MiB
+    assert huge.layout.yaxis.ticktext[-1].endswith("GiB") and assert_lint_clean(huge, "traffic_bars 4 GiB") is None
 
 
 def test_ratio_bars_show_measurements_and_their_bounds():

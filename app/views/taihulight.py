@@ -6,7 +6,8 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
-from dlsys.experiments.taihulight import (BATCH, LIBRARY, MODELS, SWEEP_NODES, boundary_links, published_figures,
+from dlsys.experiments.taihulight import (BATCH, LIBRARY, MODELS, PAPER_MESSAGE_BYTES, SWEEP_NODES, boundary_links,
+                                          published_figures,
                                           verdicts)
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
 from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
@@ -140,7 +141,8 @@ for tab, figure, key, caption in (
         if sharing else "")),
     (versus, lambda: viz.ring_vs_mpi(versus_rows()), "thl_versus_mpi", lambda: versus_caption(versus_rows())),
     (loads, lambda: link_load_figure(cached.taihulight_link_load(LINK_NODES, sharing),
-                                     f"All-reduce of 60.97 MB on {LINK_NODES} TaihuLight nodes, "
+                                     f"All-reduce of {format_bytes(PAPER_MESSAGE_BYTES)} (the paper's message) on "
+                                     f"{LINK_NODES} TaihuLight nodes, "
                                      f"{'links shared' if sharing else 'a link per pair'}",
                                      links=boundary_links(LINK_NODES)),
      "thl_link_load", lambda: load_caption(cached.taihulight_link_load(LINK_NODES, sharing))),

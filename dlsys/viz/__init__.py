@@ -5,7 +5,9 @@ every figure module on import, log axes with unit ticks, rank names), ``units`` 
 rates, axis ticks), ``comm`` (figures of one run's trace: message animation, timeline,
 bytes per link, the ring step by step), ``costs`` (cost-model curves and scaling plots from
 experiment records), ``datapath`` (memory traffic of the real data path, measured bandwidth,
-emulation scale), ``catalogue`` (the concept map).
+emulation scale), ``catalogue`` (the concept map), ``lint`` (what a class would find wrong with
+a figure 1280 px wide: units, ticks, log axes, binary bytes, labels that overlap or clip,
+subplots of one quantity on one scale).
 """
 
 # Nothing is imported here: the command line formats numbers with ``units`` and must not

@@ -13,7 +13,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
-from .units import format_bytes, format_seconds, time_unit
+from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from .style import CONCEPT_COLOURS  # importing style registers the "dlsys" template as plotly's default
 
 KIND_COLORS = {kind: CONCEPT_COLOURS[concept] for kind, concept in
@@ -473,7 +473,8 @@ def link_bytes(trace, title: str = "Bytes per link") -> go.Figure:
                                text=text, texttemplate="%{text}" if p <= 16 else None,
                                hovertemplate="rank %{y} → rank %{x}: %{text}<extra></extra>",
                                colorbar=dict(title="MiB")))
-    fig.update_layout(title=title, height=200 + 22 * p, margin=dict(l=10, r=10, t=50, b=40))
+    # cells of about 40 px hold a label like "112 MiB" at a readable size (plotly shrinks the text to fit)
+    fig.update_layout(title=title, height=200 + (40 if p <= 16 else 22) * p, margin=dict(l=10, r=10, t=50, b=40))
     # Square cells without widening the axes past the ranks (a wide page stretched them to -7..22):
     # the plot area shrinks instead of the range growing.
     fig.update_xaxes(title="receiver rank", dtick=1, range=[-0.5, p - 0.5], constrain="domain")
@@ -490,11 +491,15 @@ def traffic_per_rank(panels: dict, names: dict | None = None, title: str = "Byte
         x = names.get(panel, [f"rank {r}" for r in range(trace.world_size)])
         for label, values, color in (("sent", trace.bytes_sent_per_rank(), CONCEPT_COLOURS["send"]),
                                      ("received", trace.bytes_received_per_rank(), CONCEPT_COLOURS["recv"])):
-            fig.add_trace(go.Bar(x=x, y=[v / 2**20 for v in values], name=label, marker_color=color,
+            fig.add_trace(go.Bar(x=x, y=list(values), name=label, marker_color=color,
                                  showlegend=col == 1, hovertext=[format_bytes(v) for v in values],
                                  hoverinfo="x+text"), row=1, col=col)
     fig.update_layout(barmode="stack", title=title, height=380, margin=dict(l=10, r=10, t=70, b=40))
-    fig.update_yaxes(title_text="MiB", row=1, col=1)
+    # ticks in one binary unit at any size (MiB numbers read "35k" past 10 GiB)
+    top = max(max(np.add(t.bytes_sent_per_rank(), t.bytes_received_per_rank())) for t in panels.values())
+    tickvals, ticktext = linear_byte_ticks(top)
+    fig.update_yaxes(title_text="bytes sent + received", tickmode="array", tickvals=tickvals, ticktext=ticktext,
+                     row=1, col=1)
     return fig
 
 

@@ -4,6 +4,8 @@ Inputs are the rows of ``dlsys.experiments.compression``."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -29,7 +31,8 @@ def histogram(once: dict, bins: int = 80) -> go.Figure:
                             f"{format_bytes(once['encoded_nbytes'])} "
                             f"({once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x)")
     fig.update_xaxes(title="entry value")
-    fig.update_yaxes(title="entries", type="log")
+    counts = [c for t in fig.data for c in t.y if c > 0]
+    fig.update_yaxes(**log_axis(counts, title="entries"))
     return fig
 
 
@@ -60,14 +63,27 @@ def pareto(rows: list[dict]) -> go.Figure:
             best = r["test_accuracy"]
     fig = go.Figure(go.Scatter(x=[r["bytes_per_step"] for r in front], y=[r["test_accuracy"] for r in front],
                                mode="lines", line=dict(color="#bab0ac", dash="dot"), name="Pareto front"))
+    # methods at one point share one label (fp16 and int8 send as many bytes, reach the same
+    # accuracy); neighbours' labels alternate above and below, so they do not run into each other
+    labels = {}
+    for r in rows:
+        labels.setdefault((round(math.log2(r["bytes_per_step"]), 1), r["test_accuracy"]), []).append(r["method"])
+    text = [" / ".join(labels[round(math.log2(r["bytes_per_step"]), 1), r["test_accuracy"]]) for r in rows]
+    text = [t if i == 0 or t != text[i - 1] else "" for i, t in enumerate(text)]
     fig.add_trace(go.Scatter(
         x=[r["bytes_per_step"] for r in rows], y=[r["test_accuracy"] for r in rows], mode="markers+text",
-        text=[r["method"] for r in rows], textposition="top center", marker=dict(size=12, color="#4c78a8"),
+        text=text, textposition=["top center" if i % 2 else "bottom center" for i in range(len(rows))],
+        marker=dict(size=12, color="#4c78a8"),
         name="method", customdata=[[format_bytes(r["bytes_per_step"]), r["compression_ratio"]] for r in rows],
-        hovertemplate="%{text}: %{y:.1%} accuracy, %{customdata[0]} per step, %{customdata[1]:.1f}x<extra></extra>"))
+        hovertext=[r["method"] for r in rows],
+        hovertemplate="%{hovertext}: %{y:.1%} accuracy, %{customdata[0]} per step, %{customdata[1]:.1f}x<extra></extra>"))
     fig.update_layout(title="Accuracy against bytes on the wire (every rank, per step)", height=HEIGHT)
     fig.update_xaxes(title="bytes per step", **log_axis([r["bytes_per_step"] for r in rows], "bytes"))
-    fig.update_yaxes(title="test accuracy", tickformat=".0%")
+    # the methods differ by a few points of accuracy: the axis shows that band (and says so),
+    # with room above and below the points for their labels
+    low, high = min(r["test_accuracy"] for r in rows), max(r["test_accuracy"] for r in rows)
+    pad = max(high - low, 0.01) * 0.3
+    fig.update_yaxes(title="test accuracy (zoomed)", tickformat=".1%", range=[low - pad, high + pad])
     return fig
 
 

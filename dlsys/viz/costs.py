@@ -3,14 +3,15 @@ with crossovers, links compared, alpha and beta apart, parameter server against 
 
 from __future__ import annotations
 
-import math
+
+import itertools
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
-from .style import log_axis
+from .style import DASHES, log_axis
 from .units import format_bytes, format_seconds, linear_byte_ticks
 
 X_TITLES = {"nbytes": "message size per rank", "ranks": "ranks p"}
@@ -19,6 +20,11 @@ X_UNITS = {"nbytes": "bytes", "ranks": "count"}
 # Every closed form of the registry as LaTeX (the textbook form, gamma left out: the app
 # does not charge reductions). p ranks, n bytes, L = ceil(lg p).
 CLOSED_FORM_LATEX = {key: algorithm.latex for key, algorithm in REGISTRY.items()}
+
+
+def _name(algorithm: str) -> str:
+    """A registry key in words, for a legend: "recursive_doubling" -> "recursive doubling"."""
+    return algorithm.replace("_", " ")
 
 
 def _x_label(x: str, value) -> str:
@@ -30,7 +36,7 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
     """Log-log time of every algorithm in ``rows`` (all-reduce unless the rows name their
     "collective") against ``x`` ("nbytes" or "ranks"), in the registry's colours: closed forms as
     lines, emulated runs as markers, crossovers (where the fastest algorithm changes) as
-    dotted lines with a star; ``choice`` (rows of ``experiments.library_choice``) as a wide
+    dotted lines with a star, named in the legend; ``choice`` (rows of ``experiments.library_choice``) as a wide
     grey band under the algorithm an MPI library picks at each point."""
     fig = go.Figure()
     if choice:
@@ -40,31 +46,32 @@ def cost_curves(rows: list[dict], x: str = "nbytes", emulated: list[dict] = (), 
                                  customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
                                  hovertemplate="%{customdata}<extra>library's choice</extra>"))
     collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
-    for algorithm in (name for c, name in REGISTRY if c == collective):
+    # a dash each: two closed forms can agree over a whole range (Rabenseifner and reduce +
+    # broadcast at small sizes), and one colour hid the other
+    for algorithm, dash in zip((name for c, name in REGISTRY if c == collective), itertools.cycle(DASHES)):
         color = REGISTRY[(collective, algorithm)].color
         mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
         if mine:
             fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
-                                     name=algorithm, line=dict(color=color, width=2),
+                                     name=_name(algorithm), line=dict(color=color, width=2, dash=dash),
                                      customdata=[_x_label(x, r[x]) for r in mine],
-                                     hovertemplate=f"{algorithm}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>"))
+                                     hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>"))
         runs = [r for r in emulated if r["algorithm"] == algorithm]
         if runs:
             fig.add_trace(go.Scatter(x=[r[x] for r in runs], y=[r["time_s"] for r in runs], mode="markers",
-                                     name=f"{algorithm} (emulated)", legendgroup=algorithm, showlegend=False,
+                                     name=f"{_name(algorithm)} (emulated)", legendgroup=algorithm, showlegend=False,
                                      marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
                                      customdata=[_x_label(x, r[x]) for r in runs],
-                                     hovertemplate=f"{algorithm}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>"))
+                                     hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>"))
     for c in crossovers:
         fig.add_vline(x=c[x], line=dict(dash="dot", color="gray"))
-        fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", showlegend=False,
+        # named in the legend: a note in the plot ran over the curves (at the foot of the
+        # line) or into the title (above it), wherever the curves crowd
+        fig.add_trace(go.Scatter(x=[c[x]], y=[c["time_s"]], mode="markers", legendgroup="crossovers",
+                                 name=f"★ → {_name(c['to'])} at {_x_label(x, c[x])}",
                                  marker=dict(symbol="star", size=15, color="black"),
-                                 hovertext=f"{c['from']} → {c['to']} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
+                                 hovertext=f"{_name(c['from'])} → {_name(c['to'])} at {_x_label(x, c[x])} ({format_seconds(c['time_s'])})",
                                  hoverinfo="text"))
-        # at the foot of the line, where the rising curves leave room: at the top it ran into the title
-        fig.add_annotation(x=math.log10(c[x]), y=0, yref="paper",  # annotations on log axes take log10
-                           xanchor="left", yanchor="bottom", showarrow=False, textangle=-90,
-                           text=f"→ {c['to']} at {_x_label(x, c[x])}", bgcolor="rgba(255,255,255,0.8)")
     if emulated:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="emulated run",
                                  marker=dict(symbol="circle-open", size=10, color="gray", line=dict(width=2))))

@@ -10,7 +10,7 @@ from plotly.colors import qualitative
 
 from ..machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from .style import log_axis
-from .units import format_bytes, format_seconds
+from .units import format_bytes, format_seconds, linear_byte_ticks
 
 BUFFER_NAMES = {"plain": "copied sends (plain memory)", "alloc": "lent sends (comm.alloc)"}
 BUFFER_COLORS = {"plain": qualitative.D3[1], "alloc": qualitative.D3[0]}
@@ -29,12 +29,16 @@ def traffic_bars(p: int, nbytes: int) -> go.Figure:
     columns = [BUFFER_NAMES["plain"], BUFFER_NAMES["alloc"], "one memcpy of the buffer"]
     fig = go.Figure()
     for (name, values), color in zip(parts.items(), qualitative.Pastel):
-        fig.add_trace(go.Bar(x=columns, y=[v / 2**20 for v in values], name=name, marker_color=color,
-                             hovertemplate="%{x}<br>" + name + ": %{y:.4g} MiB<extra></extra>"))
+        fig.add_trace(go.Bar(x=columns, y=list(values), name=name, marker_color=color,
+                             hovertext=[format_bytes(v) for v in values],
+                             hovertemplate="%{x}<br>" + name + ": %{hovertext}<extra></extra>"))
     for column, lent in ((columns[0], False), (columns[1], True)):
         total = ring_allreduce_traffic_bytes(p, nbytes, lent)
-        fig.add_annotation(x=column, y=total / 2**20, text=format_bytes(total), showarrow=False, yshift=10)
-    fig.update_layout(barmode="stack", yaxis_title="MiB read + written per rank", height=460,
+        fig.add_annotation(x=column, y=total, text=format_bytes(total), showarrow=False, yshift=10)
+    # ticks in one binary unit at any size, like the totals above the bars (MiB numbers read "35k" at 4 GiB)
+    tickvals, ticktext = linear_byte_ticks(max(ring_allreduce_traffic_bytes(p, nbytes, False), 2 * nbytes))
+    fig.update_yaxes(tickmode="array", tickvals=tickvals, ticktext=ticktext)
+    fig.update_layout(barmode="stack", yaxis_title="read + written per rank", height=460,
                       title=f"Memory traffic of a ring all-reduce of {format_bytes(nbytes)} on {p} ranks")
     return fig
 

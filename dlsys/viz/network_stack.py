@@ -5,12 +5,14 @@ data loader."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
-from .style import CONCEPT_COLOURS, log_axis
+from .style import CONCEPT_COLOURS, DASHES, log_axis
 from .units import format_seconds, time_unit
 
 SIDE_COLOURS = {"sender": CONCEPT_COLOURS["send"], "wire": CONCEPT_COLOURS["wire"], "receiver": CONCEPT_COLOURS["recv"]}
@@ -91,10 +93,12 @@ def library_times(rows: list[dict], measured: list[dict] | None = None) -> go.Fi
     """One message's time against its size per library (lines), and the one-way times
     measured on this machine through local transports (markers, ``bench.stack_bench``)."""
     fig = go.Figure()
-    for lib in dict.fromkeys(r["library"] for r in rows):
+    # libraries on one link draw one line (their alpha and beta agree): a dash each keeps every one in sight
+    for lib, dash in zip(dict.fromkeys(r["library"] for r in rows), itertools.cycle(DASHES)):
         mine = [r for r in rows if r["library"] == lib]
         fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
-                                 name=f"{lib} ({mine[0]['link']})", line=dict(color=LIBRARY_COLOURS.get(lib), width=3)))
+                                 name=f"{lib} ({mine[0]['link']})",
+                                 line=dict(color=LIBRARY_COLOURS.get(lib), width=3, dash=dash)))
     for transport in dict.fromkeys(r["transport"] for r in measured or []):
         mine = [r for r in measured or [] if r["transport"] == transport]
         fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["one_way_s"] for r in mine], mode="markers",

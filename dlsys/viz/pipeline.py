@@ -47,12 +47,14 @@ def gantt(record: dict, title: str | None = None) -> go.Figure:
 def bubble_vs_microbatches(rows: list[dict], title: str = "Pipeline bubble against the number of micro-batches") -> go.Figure:
     """Measured bubble (markers) on the closed form (lines), one colour per schedule."""
     fig = go.Figure()
-    for colour, name in zip(LABEL_COLORS, dict.fromkeys(row["schedule"] for row in rows)):
+    # GPipe's and 1F1B's formulas are one formula: different dashes keep both lines in sight
+    for colour, dash, name in zip(LABEL_COLORS, ("dash", "dot", "dashdot", "longdash") * 3,
+                                  dict.fromkeys(row["schedule"] for row in rows)):
         mine = [row for row in rows if row["schedule"] == name]
         label = name + (f" (v = {mine[0]['chunks']})" if mine[0]["chunks"] > 1 else "")
         m = [row["micro_batches"] for row in mine]
         fig.add_trace(go.Scatter(x=m, y=[row["formula"] for row in mine], mode="lines", name=f"{label}, formula",
-                                 line=dict(color=colour, dash="dash")))
+                                 line=dict(color=colour, dash=dash, width=3)))
         fig.add_trace(go.Scatter(x=m, y=[row["measured"] for row in mine], mode="markers", name=f"{label}, measured",
                                  marker=dict(color=colour, size=10)))
     fig.update_layout(title=title)

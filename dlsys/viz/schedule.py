@@ -158,7 +158,7 @@ def iteration_vs_bandwidth(rows: list[dict], title: str | None = None) -> go.Fig
     times = [r["iteration_s"] / div for r in rows] + [compute_s / div]
     fig.update_xaxes(**log_axis(gbps, title="link bandwidth (Gbit/s)"))
     fig.update_yaxes(**log_axis(times, title=f"iteration time ({unit})"), row=1, col=1)
-    fig.update_yaxes(title="iteration time / FIFO's", tickformat=".0%", row=1, col=2)
+    fig.update_yaxes(title="iteration time / FIFO's", tickformat=".0%", rangemode="tozero", row=1, col=2)
     fig.update_layout(title=title or "Iteration time against link bandwidth", height=460)
     return fig
 

@@ -29,6 +29,8 @@ FONT_SIZE, TICK_SIZE, TITLE_SIZE = 16, 14, 20
 TEMPLATE = "dlsys"
 PRESENTER_TEMPLATE = "dlsys-presenter"  # the app's presenter mode: every text PRESENTER_SCALE times larger
 PRESENTER_SCALE = 1.4
+# lines that may lie on each other (one formula, workers in lockstep) take a dash each
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def _template(scale: float = 1.0) -> go.layout.Template:

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..comm import Trace
-from .style import CONCEPT_COLOURS, log_axis, role_names
+from .style import CONCEPT_COLOURS, DASHES, log_axis, role_names
 from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 
 HEIGHT = 440
@@ -31,7 +31,9 @@ def worker_progress(records: dict, title: str = "Gradients computed by each work
     workers climb away from a straggler; SSP lets them run at most s steps ahead. Workers
     are named "worker w (rank r)": the ranks before the first worker are servers."""
     div, unit = time_unit(_end_s(records))
-    fig = make_subplots(rows=1, cols=len(records), subplot_titles=list(records), shared_yaxes=True)
+    # under BSP the workers' stairs lie on each other: a dash each shows that all are there
+    # one time axis for every run: BSP waiting shows as a run that takes longer
+    fig = make_subplots(rows=1, cols=len(records), subplot_titles=list(records), shared_yaxes=True, shared_xaxes="all")
     for col, record in enumerate(records.values(), 1):
         ranks = sorted({row["rank"] for row in record["losses"]})
         names = role_names(len(ranks), ranks[0])[ranks[0]:]
@@ -39,7 +41,8 @@ def worker_progress(records: dict, title: str = "Gradients computed by each work
             times = sorted(row["time_s"] for row in record["losses"] if row["rank"] == rank)
             fig.add_trace(go.Scatter(x=[0.0] + [t / div for t in times], y=list(range(len(times) + 1)),
                                      mode="lines", line_shape="hv", name=names[i], legendgroup=str(i),
-                                     showlegend=col == 1, line=dict(color=f"hsl({i * 360 // len(ranks)},60%,45%)")),
+                                     showlegend=col == 1, line=dict(color=f"hsl({i * 360 // len(ranks)},60%,45%)",
+                                                                    dash=DASHES[i % len(DASHES)])),
                           row=1, col=col)
         fig.update_xaxes(title_text=f"virtual time ({unit})", row=1, col=col)
     fig.update_yaxes(title_text="gradients computed", row=1, col=1)
@@ -92,7 +95,7 @@ def cost_bars(records: dict, title: str = "What each strategy costs") -> go.Figu
     """Virtual time, bytes moved (binary units) and test accuracy side by side, one bar per run."""
     names = list(records)
     div, unit = time_unit(max(records[n]["virtual_time_s"] for n in names))
-    fig = make_subplots(rows=1, cols=3, subplot_titles=(f"virtual time ({unit})", "bytes moved", "test accuracy"))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("virtual time", "bytes moved", "test accuracy"))
     panels = (("virtual_time_s", 1 / div, lambda v: format_seconds(v * div)), ("bytes_moved", 1, format_bytes),
               ("test_accuracy", 1, lambda v: f"{v:.1%}"))
     for col, (key, scale, label) in enumerate(panels, 1):
@@ -100,9 +103,11 @@ def cost_bars(records: dict, title: str = "What each strategy costs") -> go.Figu
         fig.add_trace(go.Bar(x=names, y=values, showlegend=False, marker_color="#4c78a8",
                              text=[label(v) for v in values], textposition="auto"), row=1, col=col)
     tickvals, ticktext = linear_byte_ticks(max(records[n]["bytes_moved"] for n in names))
-    fig.update_yaxes(tickmode="array", tickvals=tickvals, ticktext=ticktext, row=1, col=2)
+    fig.update_yaxes(title_text=f"virtual time ({unit})", row=1, col=1)
+    fig.update_yaxes(title_text="bytes moved", tickmode="array", tickvals=tickvals, ticktext=ticktext, row=1, col=2)
     low = min(0.8, min(records[n]["test_accuracy"] for n in names) - 0.05)
-    fig.update_yaxes(tickformat=".0%", range=[max(low, 0.0), 1.0], row=1, col=3)
+    fig.update_yaxes(title_text="test accuracy (zoomed)" if low > 0 else "test accuracy", tickformat=".0%",
+                     range=[max(low, 0.0), 1.0], row=1, col=3)
     fig.update_layout(title=title, height=HEIGHT)
     return fig
 

@@ -61,11 +61,20 @@ def byte_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], l
     return [float(2**k) for k in exps], [format_bytes(2**k) for k in exps]
 
 
-def time_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], list[str]]:
-    """Log-axis ticks at decades of seconds: (2e-6, 0.3) -> 1 µs, 10 µs, ..., 1 s."""
+def _decades(lo: float, hi: float, max_ticks: int) -> list[float]:
+    """Powers of ten from lo to hi; over two decades or less, 1, 2 and 5 times them (one
+    decade alone gave a single labelled tick)."""
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    exps = _spaced(first, last, (1, 2, 3, 6), max_ticks)
-    return [10.0**k for k in exps], [format_seconds(10.0**k) for k in exps]
+    if last - first <= 2:
+        return [m * 10.0**k for k in range(first, last + 1) for m in (1, 2, 5) if m == 1 or k < last]
+    return [10.0**k for k in _spaced(first, last, (1, 2, 3, 6), max_ticks)]
+
+
+def time_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], list[str]]:
+    """Log-axis ticks at decades of seconds: (2e-6, 0.3) -> 1 µs, 10 µs, ..., 1 s; over two
+    decades or less 1-2-5: (0.02, 0.3) -> 10 ms, 20 ms, 50 ms, 100 ms, ..., 1 s."""
+    ticks = _decades(lo, hi, max_ticks)
+    return ticks, [format_seconds(t) for t in ticks]
 
 
 def count_ticks(lo: float, hi: float, max_ticks: int = 11) -> tuple[list[float], list[str]]:
@@ -76,10 +85,10 @@ def count_ticks(lo: float, hi: float, max_ticks: int = 11) -> tuple[list[float],
 
 
 def decade_ticks(lo: float, hi: float, max_ticks: int = 9) -> tuple[list[float], list[str]]:
-    """Log-axis ticks at decades of a unitless quantity: 0.01, 0.1, 1, 10."""
-    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    exps = _spaced(first, last, (1, 2, 3, 6), max_ticks)
-    return [10.0**k for k in exps], [f"{10.0**k:g}" for k in exps]
+    """Log-axis ticks at decades of a unitless quantity: 0.01, 0.1, 1, 10 (1-2-5 over two
+    decades or less, as ``time_ticks``)."""
+    ticks = _decades(lo, hi, max_ticks)
+    return ticks, [f"{t:g}" for t in ticks]
 
 
 def linear_byte_ticks(hi: float, max_ticks: int = 6) -> tuple[list[float], list[str]]:
