@@ -252,6 +252,50 @@ def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", ite
     return rows
 
 
+def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iterations: int = 3,
+               sharing: bool = True) -> list[dict]:
+    """Where an iteration of MXNet and of P3 (as ``p3_reproduction`` runs them) goes, from
+    a recorded run or shared replay: one row per policy with worker 0's ``iteration_s``
+    (from the end of one backward to the end of the next), ``compute_s``, ``first_wait_s``
+    (from that end to its next forward, which waits for the first layer's weights),
+    ``pushes_in_s`` (when the last of the first layer's pushes has reached its server),
+    ``reply_s`` (when that server's first reply of it leaves), ``held_s`` (the two's
+    difference: the server's queue before that item; in the shared replay also the run's
+    recv_any order it keeps, docs/scheduling.md) and ``egress_busy`` (the share of the
+    iteration machine 0's egress carries bytes; with ``sharing`` only)."""
+    link = parse_link(link)
+    rows = []
+    for policy in ("mxnet", "p3"):
+        job = make_job(policy, model, workers, "ps", workers, 32, iterations, colocated=True,
+                       server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+        network = placed(flat(link), job.machine_of)
+        result = launch(schedule.program, job.ranks, "threads", topology=network, node=node, args=(job,),
+                        timeout_s=900, sharing=sharing)
+        compute = job.rank_of("compute", 0)
+        spans = [s for s in result.trace.spans if s.rank == compute]
+        ends = [s.end_s for s, after in zip(spans, spans[1:] + [None]) if s.kind == "compute"
+                and s.label.startswith("backward") and (after is None or not after.label.startswith("backward"))]
+        since, until = ends[-2], ends[-1]
+        first_forward = min(s.start_s for s in spans if s.kind == "compute" and s.start_s >= since)
+        first = min(item.index for item in job.items if item.layers == (min(i for i, l in enumerate(job.layers)
+                                                                            if l.params),))
+        server, tag = job.server_of[first], f"[item {first}]"
+        mine = [m for m in result.trace.messages if since <= m.depart_s < until and tag in m.label]
+        pushes_in = max(m.arrive_s for m in mine if m.dst == server)
+        reply = min(m.depart_s for m in mine if m.src == server)
+        busy = None
+        if result.segments is not None:
+            egress = network.fabric(job.ranks).route(job.rank_of("sender", 0), 1)[0]  # to server 1's machine
+            busy = sum(rate * max(0.0, min(b, until) - max(a, since)) for route, a, b, rate in result.segments
+                       if egress in route) / (link.bandwidth_Bps * (until - since))
+        rows.append({"model": model, "link": link.name, "policy": policy, "sharing": sharing,
+                     "iteration_s": until - since,
+                     "compute_s": sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers),
+                     "first_wait_s": first_forward - since, "pushes_in_s": pushes_in - since,
+                     "reply_s": reply - since, "held_s": reply - pushes_in, "egress_busy": busy})
+    return rows
+
+
 def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), workers: int = 2,
                    scheme: str = "ps", link="tcp-10gbe", node: str = "laptop-cpu", backend: str = "threads",
                    options: dict | None = None) -> dict:

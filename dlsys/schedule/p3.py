@@ -28,6 +28,7 @@ class P3(Policy):
     forward = "layer"
     credit_bytes = 0  # the allreduce scheme (no sockets): one slice on the egress
     socket_hwm = 1
+    server_priority = True
     cut = "slice_params"
 
     def __init__(self, slice_params: int = 40_000):
