@@ -243,11 +243,13 @@ def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", ite
                                            sharing=sharing)
                  for policy in ("mxnet", "p3")}
         bandwidth_Bps = parse_link(link).bandwidth_Bps
+        bound_s = 2 * (workers - 1) / workers * 4 * params / bandwidth_Bps
         rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps, "sharing": sharing,
                      "mxnet_s": times["mxnet"]["iteration_s"], "p3_s": times["p3"]["iteration_s"],
                      "compute_s": times["p3"]["compute_s"],
                      "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
-                     "bound_s": 2 * (workers - 1) / workers * 4 * params / bandwidth_Bps,
+                     "bound_s": bound_s,
+                     "ceiling_gain": times["mxnet"]["iteration_s"] / max(times["p3"]["compute_s"], bound_s) - 1,
                      "paper_max_gain": P3_PAPER_MAX_GAIN.get(model)})
     return rows
 
@@ -260,9 +262,11 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
     (from that end to its next forward, which waits for the first layer's weights),
     ``pushes_in_s`` (when the last of the first layer's pushes has reached its server),
     ``reply_s`` (when that server's first reply of it leaves), ``held_s`` (the two's
-    difference: the server's queue before that item; in the shared replay also the run's
-    recv_any order it keeps, docs/scheduling.md) and ``egress_busy`` (the share of the
-    iteration machine 0's egress carries bytes; with ``sharing`` only)."""
+    difference: the server's queue before that item), ``kept_wait_s`` (the part of it the
+    server waits for another push it must take first: in the shared replay, one the run
+    saw arrive first, whose order the replay keeps, docs/scheduling.md) and
+    ``egress_busy`` (the share of the iteration machine 0's egress carries bytes; with
+    ``sharing`` only)."""
     link = parse_link(link)
     rows = []
     for policy in ("mxnet", "p3"):
@@ -280,9 +284,18 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
         first = min(item.index for item in job.items if item.layers == (min(i for i, l in enumerate(job.layers)
                                                                             if l.params),))
         server, tag = job.server_of[first], f"[item {first}]"
-        mine = [m for m in result.trace.messages if since <= m.depart_s < until and tag in m.label]
-        pushes_in = max(m.arrive_s for m in mine if m.dst == server)
-        reply = min(m.depart_s for m in mine if m.src == server)
+        sent: dict[tuple[int, int], list] = {}  # (src, dst) -> that item's messages, one an iteration
+        for m in sorted(result.trace.messages, key=lambda m: m.depart_s):
+            if tag in m.label and m.phase != SIGNAL:
+                sent.setdefault((m.src, m.dst), []).append(m)
+        it = len(ends) - 2  # the iteration whose replies the forward after ``since`` waits for
+        pushes_in = max(m[it].arrive_s for (src, dst), m in sent.items() if dst == server)
+        reply = min(m[it].depart_s for (src, dst), m in sent.items() if src == server)
+        # the server's waits, while that item's pushes are in, for a push it takes first:
+        # in the shared replay, one the run saw arrive first (its recv_any order, kept)
+        kept = sum(min(span.end_s, reply) - max(span.start_s, pushes_in) for span in result.trace.spans
+                   if span.rank == server and span.kind == "wait" and span.label.startswith("push")
+                   and span.end_s > pushes_in and span.start_s < reply)
         busy = None
         if result.segments is not None:
             egress = network.fabric(job.ranks).route(job.rank_of("sender", 0), 1)[0]  # to server 1's machine
@@ -292,7 +305,7 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
                      "iteration_s": until - since,
                      "compute_s": sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers),
                      "first_wait_s": first_forward - since, "pushes_in_s": pushes_in - since,
-                     "reply_s": reply - since, "held_s": reply - pushes_in, "egress_busy": busy})
+                     "reply_s": reply - since, "held_s": reply - pushes_in, "kept_wait_s": kept, "egress_busy": busy})
     return rows
 
 

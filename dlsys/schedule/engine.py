@@ -409,7 +409,8 @@ def _server(comm, job: Job, s: int):
     differently). ``recv_any`` takes the earliest arrival among the workers that still owe
     this server a push of its current round (an iteration: every worker pushes every item
     of an iteration before it needs the replies), so it never waits on a worker that waits
-    for it."""
+    for it. With ``Policy.server_priority`` (P3) it takes in every push that has arrived
+    and handles the one of highest priority first (``_next_by_priority``)."""
     items = job.items
     mine = [item for item in items if job.server_of[item.index] == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
