@@ -358,15 +358,18 @@ def p3_anatomy(src: Sources) -> str:
                 of[r["policy"], sharing] = r
                 rows.append([r["link"], "shared" if sharing else "not shared", r["policy"],
                              format_seconds(r["iteration_s"]), format_seconds(r["first_wait_s"]),
-                             format_seconds(r["pushes_in_s"]), format_seconds(r["reply_s"]),
+                             format_seconds(r["posted_s"]), format_seconds(r["pushes_in_s"]), format_seconds(r["reply_s"]),
                              format_seconds(r["held_s"]), format_seconds(r["kept_wait_s"]),
                              "-" if r["egress_busy"] is None else f"{r['egress_busy']:.0%}"])
         shared, apart = of["p3", True], of["p3", False]
-        said.append(f"at {link}, P3's server holds conv1's update {format_seconds(shared['held_s'])} with links "
-                    f"shared ({format_seconds(shared['kept_wait_s'])} of it waiting for pushes the run took first) "
-                    f"and {format_seconds(apart['held_s'])} with links not shared, where MXNet's holds it "
-                    f"{format_seconds(of['mxnet', False]['held_s'])}")
-    return (markdown_table(["link", "links", "policy", "iteration", "next forward waits", "conv1's pushes in",
+        said.append(f"at {link}, P3's last push of conv1 leaves {format_seconds(shared['posted_s'])} after the "
+                    f"backward's end with links shared ({format_seconds(apart['posted_s'])} not shared) and its "
+                    f"server holds its update {format_seconds(shared['held_s'])} "
+                    f"({format_seconds(shared['kept_wait_s'])} of it waiting for pushes the run took first; not "
+                    f"shared {format_seconds(apart['held_s'])}, where MXNet's holds it "
+                    f"{format_seconds(of['mxnet', False]['held_s'])})")
+    return (markdown_table(["link", "links", "policy", "iteration", "next forward waits", "conv1's last push leaves",
+                            "conv1's pushes in",
                             "its reply leaves", "held at the server", "of which waiting for another push",
                             "egress busy"], rows)
             + "\nSo " + "; ".join(said) + ".\n")

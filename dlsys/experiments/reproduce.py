@@ -507,9 +507,11 @@ def judge_p3(paper: dict, measured: dict) -> tuple[str, str]:
         "the compute and the link's bound (2 (W - 1) / W of the model each way): "
         + "; ".join(f"{m} at most {measured['ceiling'][m]:+.0%}, P3 {g:+.0%} with links shared, "
                     f"{measured['apart'][m]:+.0%} with each rank's links its own" for m, g in measured["dlsys"].items())
-        + ". The gap between the two is the shared replay's kept choices: it times the run's program, so a "
-        "server takes the pushes in the order the run saw them arrive and handles the first layer's slice "
-        "after pushes the run had before it, whatever the replay's arrivals (docs/scheduling.md, the anatomy).")
+        + ". The gap between the two is the shared replay's kept choices: it times the run's program, made on "
+        "the run's times, so a sender slowed by the shared link posts the first layer's slice behind the slices "
+        "the run had posted before it, and a server handles it after the pushes the run had in before it, "
+        "waiting for them if they have not arrived, where P3's priority queues would put it first "
+        "(docs/scheduling.md, the anatomy, measures both).")
     return within(0.2, because)(paper, measured)
 
 

@@ -260,7 +260,8 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
     a recorded run or shared replay: one row per policy with worker 0's ``iteration_s``
     (from the end of one backward to the end of the next), ``compute_s``, ``first_wait_s``
     (from that end to its next forward, which waits for the first layer's weights),
-    ``pushes_in_s`` (when the last of the first layer's pushes has reached its server),
+    ``posted_s`` (when the last worker posts its push of the first layer: a sender posts
+    in the run's order, in the shared replay too), ``pushes_in_s`` (when the last of the first layer's pushes has reached its server),
     ``reply_s`` (when that server's first reply of it leaves), ``held_s`` (the two's
     difference: the server's queue before that item), ``kept_wait_s`` (the part of it the
     server waits for another push it must take first: in the shared replay, one the run
@@ -289,6 +290,7 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
             if tag in m.label and m.phase != SIGNAL:
                 sent.setdefault((m.src, m.dst), []).append(m)
         it = len(ends) - 2  # the iteration whose replies the forward after ``since`` waits for
+        posted = max(m[it].depart_s for (src, dst), m in sent.items() if dst == server)
         pushes_in = max(m[it].arrive_s for (src, dst), m in sent.items() if dst == server)
         reply = min(m[it].depart_s for (src, dst), m in sent.items() if src == server)
         # the server's waits, while that item's pushes are in, for a push it takes first:
@@ -304,7 +306,7 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
         rows.append({"model": model, "link": link.name, "policy": policy, "sharing": sharing,
                      "iteration_s": until - since,
                      "compute_s": sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers),
-                     "first_wait_s": first_forward - since, "pushes_in_s": pushes_in - since,
+                     "first_wait_s": first_forward - since, "posted_s": posted - since, "pushes_in_s": pushes_in - since,
                      "reply_s": reply - since, "held_s": reply - pushes_in, "kept_wait_s": kept, "egress_busy": busy})
     return rows
 
