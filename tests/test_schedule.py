@@ -403,7 +403,10 @@ def test_p3_reproduction_rows_and_cli(capsys):
     rows = ex.p3_reproduction("digits", ["10Gbps"], workers=2)  # the shared-link replay: a small model
     assert rows[0]["gain"] == pytest.approx(rows[0]["mxnet_s"] / rows[0]["p3_s"] - 1)
     assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None and rows[0]["sharing"]
+    assert rows[0]["ceiling_gain"] == pytest.approx(rows[0]["mxnet_s"] / max(rows[0]["compute_s"], rows[0]["bound_s"]) - 1)
     assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
+    assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps"]) == 0
+    assert f"(at most {rows[0]['ceiling_gain']:+.0%} by the bound)" in capsys.readouterr().out
     assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["mxnet_s"] == pytest.approx(rows[0]["mxnet_s"])
     assert main(["schedule", "--p3-paper"]) == 2
