@@ -123,8 +123,8 @@ def p3_paper(args) -> int:
         return 0
     paper = rows[0]["paper_max_gain"]
     print_table([(r["link"], f"mxnet {format_seconds(r['mxnet_s'])}, p3 {format_seconds(r['p3_s'])}: P3 "
-                             f"{r['gain']:+.0%}; the link's bound {format_seconds(r['bound_s'])}, compute "
-                             f"{format_seconds(r['compute_s'])}") for r in rows],
+                             f"{r['gain']:+.0%} (at most {r['ceiling_gain']:+.0%} by the bound); the link's bound "
+                             f"{format_seconds(r['bound_s'])}, compute {format_seconds(r['compute_s'])}") for r in rows],
                 title=f"P3 against MXNet on {args.model}, {args.workers} machines (a worker and a server each)")
     print(f"ours: the largest gain {max(r['gain'] for r in rows):+.0%}; the paper's abstract: "
           + (f"up to {paper:+.0%}" if paper is not None else "no figure for this model"))

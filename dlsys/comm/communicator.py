@@ -286,10 +286,18 @@ class Communicator:
         has finished, or is blocked on this rank (``Transport.silent``: the status board's
         ``board.silent`` where ranks share memory); ties go to the lowest rank.
         """
+        src, _ = self.peek_any(sources, tag)
+        return src, self.recv(src, tag, label)
+
+    def peek_any(self, sources=None, tag: int = 0) -> tuple[int, float]:
+        """The source ``recv_any`` would take and when its message arrives here, taking
+        nothing (a program that queues what has arrived by now, as a receiving thread
+        does, asks whether the next message is already in)."""
         sources = [self._check_peer(s, "sources") for s in (sources if sources is not None else
                                                              [r for r in range(self.size) if r != self.rank])]
         tag = self._check_tag(tag)
         board, clock, transport = self._board, self._clock, self._transport
+        chosen: dict[int, float] = {}
 
         def earliest(head):
             heads = {s: head(s, tag) for s in sources}
@@ -297,13 +305,15 @@ class Communicator:
                 return None
             ready = [(clock.arrival(h.depart_s, h.nbytes, s), s) for s, h in heads.items() if h is not None]
             if ready:
-                return min(ready)[1]
+                arrive_s, src = min(ready)
+                chosen[src] = arrive_s
+                return src
             if all(transport.finished(board, s) for s in sources):
                 raise RuntimeError(f"recv_any: every source in {sources} has finished; nothing can arrive")
             return None
 
         src = self._transport.wait_any(tag, earliest, self._deadline)
-        return src, self.recv(src, tag, label)
+        return src, chosen[src]
 
     # --- one node's threads: a framework's compute thread and its communication threads ---
 

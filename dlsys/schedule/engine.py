@@ -409,7 +409,8 @@ def _server(comm, job: Job, s: int):
     differently). ``recv_any`` takes the earliest arrival among the workers that still owe
     this server a push of its current round (an iteration: every worker pushes every item
     of an iteration before it needs the replies), so it never waits on a worker that waits
-    for it."""
+    for it. With ``Policy.server_priority`` (P3) it takes in every push that has arrived
+    and handles the one of highest priority first (``_next_by_priority``)."""
     items = job.items
     mine = [item for item in items if job.server_of[item.index] == s]
     senders = [job.rank_of("sender", w) for w in range(job.workers)]
@@ -422,12 +423,16 @@ def _server(comm, job: Job, s: int):
     sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     owed = {sender: 0 for sender in senders}  # pushes each worker still owes this round
     arrived: dict[int, dict[int, np.ndarray]] = {}  # item -> worker -> values
+    queued: list = []  # server_priority: the pushes in, not yet handled: (priority, src, array)
     for _ in range(len(mine) * job.iterations):
         while True:
-            if not any(owed.values()):
+            if not any(owed.values()) and not queued:
                 owed = {sender: len(mine) for sender in senders}
-            src, arr = comm.recv_any([sender for sender in senders if owed[sender]], TAG_PUSH)
-            owed[src] -= 1
+            if job.policy.server_priority:
+                src, arr = _next_by_priority(comm, job, owed, queued)
+            else:
+                src, arr = comm.recv_any([sender for sender in senders if owed[sender]], TAG_PUSH)
+                owed[src] -= 1
             k = int(arr[0])
             arrived.setdefault(k, {})[senders.index(src)] = arr[1:]
             if len(arrived[k]) == job.workers:
@@ -453,6 +458,29 @@ def _server(comm, job: Job, s: int):
             else:  # P3's KVServer::Response: Van::Send on the worker's socket, blocking this thread
                 sockets.send(receiver, send)
     return {}
+
+
+def _next_by_priority(comm, job: Job, owed: dict, queued: list) -> tuple[int, np.ndarray]:
+    """The next push P3's server handles: its receiving thread queues every message as it
+    arrives and its handler thread pops the one of highest priority (P3's ps-lite:
+    src/van.cc line 354, ``Customer::Accept``, pushes into ``recv_queue_``, a
+    ``ThreadsafeQueue`` ordered on ``meta.priority``, include/ps/internal/threadsafe_queue.h
+    lines 45-52, which the worker set from the slice's priority, kv_app.h line 537, and the
+    wire carries, src/van.cc lines 369 and 409; customer.cc, ``Customer::Receiving``, pops
+    it and runs the handler, whose reply blocks it). So every push in by now is taken in
+    first (one recv each, in arrival order), and a newly arrived slice near the input
+    overtakes the queued ones. Stock ps-lite's queue is first in first out (MXNet: the
+    caller's ``recv_any``)."""
+    while any(owed.values()):
+        candidates = [sender for sender, n in owed.items() if n]
+        src, arrive_s = comm.peek_any(candidates, TAG_PUSH)
+        if queued and arrive_s > comm.clock:
+            break
+        arr = comm.recv(src, TAG_PUSH)
+        owed[src] -= 1
+        heapq.heappush(queued, (job.items[int(arr[0])].priority, src, arr))  # (priority, src): unique in a round
+    _, src, arr = heapq.heappop(queued)
+    return src, arr
 
 
 def _allreduce_comm(comm, job: Job, w: int):

@@ -15,7 +15,13 @@ blocks while that socket holds a message besides the one on its wire. So the pac
 connection (``socket_hwm = 1``), not one slice on the machine's egress. A server's reply
 (kv_app.h lines 435-451, ``KVServer::Response``) is sent by ``Van::Send`` from the thread
 that handled the request, in the order requests were handled, on the same kind of socket:
-it blocks that thread likewise (dlsys.schedule.engine ``_server``)."""
+it blocks that thread likewise (dlsys.schedule.engine ``_server``). And the thread that
+handles the requests takes them from a priority queue too: the receiving thread puts each
+message it receives into the customer's ``recv_queue_`` (src/van.cc line 354,
+``Customer::Accept``), the same ``ThreadsafeQueue`` ordered on ``meta.priority``, which the
+wire carries (src/van.cc lines 369 and 409), so a slice near the input that arrives while
+the handler is blocked on a reply goes before the pushes queued ahead of it
+(``server_priority``; stock ps-lite's queue, MXNet's, is first in first out)."""
 from .policy import Option, Policy, check_positive_int, slices
 
 
@@ -28,6 +34,7 @@ class P3(Policy):
     forward = "layer"
     credit_bytes = 0  # the allreduce scheme (no sockets): one slice on the egress
     socket_hwm = 1
+    server_priority = True
     cut = "slice_params"
 
     def __init__(self, slice_params: int = 40_000):

@@ -18,6 +18,8 @@ backward. A policy decides
   thread pops the released item of smallest priority and blocks until that item's
   connection (its server) holds at most the message on its wire and ``socket_hwm``
   queued behind it (ZMQ_SNDHWM); the credit then paces nothing;
+* ``server_priority``: a server handles the pushes it has in by priority (P3's ps-lite
+  queues received messages by priority), not first come first served;
 * ``forward``: "all" (the next forward waits for every layer's update), "layer"
   (forward l starts once layer l's update is back: P3, ByteScheduler) or "stale" (the
   next forward runs on locally updated weights, the global update one step behind: OD-SGD).
@@ -84,6 +86,7 @@ class Policy:
     forward = "all"
     credit_bytes = math.inf
     socket_hwm: int | None = None
+    server_priority = False
     cut = ""  # the option that sets the items' size, if any: smaller items, more messages
 
     def item_count(self, layers: list[Layer]) -> int:
