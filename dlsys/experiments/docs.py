@@ -17,7 +17,8 @@ layouts (``plan.TABLES``: a fraction of a second) and P3's bandwidth sweeps (``p
 minutes). A block may hold a sentence as well as a table.
 Adding one is one function and one entry. The names in ``SLOW`` take minutes between them on
 two cores (each emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in
-every run and the slow ones under ``-m slow``.
+every run and the slow ones under ``-m slow``,
+those in ``SAMPLED`` by one row each (``SAMPLES``).
 
     python -m dlsys.experiments.docs          # rewrite every generated table in docs/
     dlsys reproduce --write-docs              # the same
@@ -324,6 +325,18 @@ def tl_designs_sharing(src: Sources) -> str:
     return "\n".join(lines) + "\n"
 
 
+def p3_sweep_rows(model: str, bandwidths) -> tuple[list[list[str]], list[dict], list[dict]]:
+    """The rows of ``p3_sweeps`` for one model at ``bandwidths``, with the records behind them
+    (links shared, then not shared)."""
+    sweep = schedule.p3_reproduction(model, bandwidths)
+    apart = schedule.p3_reproduction(model, bandwidths, sharing=False)
+    rows = [[model, r["link"], format_seconds(r["mxnet_s"]), format_seconds(r["p3_s"]), f"{r['gain']:+.0%}",
+             f"{a['gain']:+.0%}", f"{r['ceiling_gain']:+.0%}", format_seconds(r["bound_s"]),
+             format_seconds(r["compute_s"]), f"{r['paper_max_gain']:+.0%}"]
+            for r, a in zip(sweep, apart)]
+    return rows, sweep, apart
+
+
 def p3_sweeps(src: Sources) -> str:
     """P3 against MXNet as P3's paper ran them (``schedule.p3_reproduction``: co-located
     servers, links shared), ResNet-50 and VGG-19 at ``reproduce.P3_BANDWIDTHS``, beside
@@ -331,20 +344,32 @@ def p3_sweeps(src: Sources) -> str:
     link's bound leaves over MXNet's time (``ceiling_gain``) and the paper's largest gain."""
     rows, best, best_apart = [], {}, {}
     for model in ("resnet50", "vgg19"):
-        sweep = schedule.p3_reproduction(model, reproduce.P3_BANDWIDTHS)
-        apart = schedule.p3_reproduction(model, reproduce.P3_BANDWIDTHS, sharing=False)
+        model_rows, sweep, apart = p3_sweep_rows(model, reproduce.P3_BANDWIDTHS)
         best[model] = max(sweep, key=lambda r: r["gain"])
         best_apart[model] = max(apart, key=lambda r: r["gain"])
-        rows += [[model, r["link"], format_seconds(r["mxnet_s"]), format_seconds(r["p3_s"]), f"{r['gain']:+.0%}",
-                  f"{a['gain']:+.0%}", f"{r['ceiling_gain']:+.0%}", format_seconds(r["bound_s"]),
-                  format_seconds(r["compute_s"]), f"{r['paper_max_gain']:+.0%}"]
-                 for r, a in zip(sweep, apart)]
+        rows += model_rows
     verdict = "; ".join(f"{m} {r['gain']:+.0%} at {r['link']} ({best_apart[m]['gain']:+.0%} at "
                         f"{best_apart[m]['link']} with links not shared; the paper: up to {r['paper_max_gain']:+.0%})"
                         for m, r in best.items())
-    return (markdown_table(["model", "link", "MXNet", "P3", "P3's gain", "P3's gain, links not shared",
-                            "the bound's ceiling", "the link's bound", "compute", "the paper's largest gain"], rows)
-            + f"\nThe largest gain in this model: {verdict}.\n")
+    return (markdown_table(P3_SWEEP_COLUMNS, rows) + f"\nThe largest gain in this model: {verdict}.\n")
+
+
+P3_SWEEP_COLUMNS = ["model", "link", "MXNet", "P3", "P3's gain", "P3's gain, links not shared",
+                    "the bound's ceiling", "the link's bound", "compute", "the paper's largest gain"]
+
+
+def p3_anatomy_rows(link: str) -> tuple[list[list[str]], dict]:
+    """The rows of ``p3_anatomy`` at one link, with the records behind them by (policy, sharing)."""
+    rows, of = [], {}
+    for sharing in (True, False):
+        for r in schedule.p3_anatomy("resnet50", link, sharing=sharing):
+            of[r["policy"], sharing] = r
+            rows.append([r["link"], "shared" if sharing else "not shared", r["policy"],
+                         format_seconds(r["iteration_s"]), format_seconds(r["first_wait_s"]),
+                         format_seconds(r["posted_s"]), format_seconds(r["pushes_in_s"]), format_seconds(r["reply_s"]),
+                         format_seconds(r["held_s"]), format_seconds(r["kept_wait_s"]),
+                         "-" if r["egress_busy"] is None else f"{r['egress_busy']:.0%}"])
+    return rows, of
 
 
 def p3_anatomy(src: Sources) -> str:
@@ -352,15 +377,8 @@ def p3_anatomy(src: Sources) -> str:
     ``reproduce.P3_ANATOMY_BANDWIDTHS``, links shared and not."""
     rows, said = [], []
     for link in reproduce.P3_ANATOMY_BANDWIDTHS:
-        of = {}
-        for sharing in (True, False):
-            for r in schedule.p3_anatomy("resnet50", link, sharing=sharing):
-                of[r["policy"], sharing] = r
-                rows.append([r["link"], "shared" if sharing else "not shared", r["policy"],
-                             format_seconds(r["iteration_s"]), format_seconds(r["first_wait_s"]),
-                             format_seconds(r["posted_s"]), format_seconds(r["pushes_in_s"]), format_seconds(r["reply_s"]),
-                             format_seconds(r["held_s"]), format_seconds(r["kept_wait_s"]),
-                             "-" if r["egress_busy"] is None else f"{r['egress_busy']:.0%}"])
+        link_rows, of = p3_anatomy_rows(link)
+        rows += link_rows
         shared, apart = of["p3", True], of["p3", False]
         said.append(f"at {link}, P3's last push of conv1 leaves {format_seconds(shared['posted_s'])} after the "
                     f"backward's end with links shared ({format_seconds(apart['posted_s'])} not shared) and its "
@@ -368,11 +386,12 @@ def p3_anatomy(src: Sources) -> str:
                     f"({format_seconds(shared['kept_wait_s'])} of it waiting for pushes the run took first; not "
                     f"shared {format_seconds(apart['held_s'])}, where MXNet's holds it "
                     f"{format_seconds(of['mxnet', False]['held_s'])})")
-    return (markdown_table(["link", "links", "policy", "iteration", "next forward waits", "conv1's last push leaves",
-                            "conv1's pushes in",
-                            "its reply leaves", "held at the server", "of which waiting for another push",
-                            "egress busy"], rows)
-            + "\nSo " + "; ".join(said) + ".\n")
+    return (markdown_table(P3_ANATOMY_COLUMNS, rows) + "\nSo " + "; ".join(said) + ".\n")
+
+
+P3_ANATOMY_COLUMNS = ["link", "links", "policy", "iteration", "next forward waits", "conv1's last push leaves",
+                      "conv1's pushes in", "its reply leaves", "held at the server", "of which waiting for another push",
+                      "egress busy"]
 
 
 TABLES: dict[str, Callable[[Sources], str]] = {
@@ -393,6 +412,15 @@ TABLES: dict[str, Callable[[Sources], str]] = {
 # P3's sweeps replay every slice on shared links: minutes a model.
 SLOW = frozenset({"taihulight.ring_vs_libraries", "taihulight.ring_vs_mpi_sharing", "taihulight.designs_sharing",
                   "taihulight.hierarchical", "scheduling.p3_sweeps", "scheduling.p3_anatomy"})
+# Of those, the ones the test suite cannot afford whole (P3's two blocks: tens of minutes on
+# two cores, twenty shared replays of thousands of slices): it re-runs one row of each
+# (``SAMPLES``: its function's rows at one setting) and finds them in the document; the
+# generator still writes them whole.
+SAMPLED = frozenset({"scheduling.p3_sweeps", "scheduling.p3_anatomy"})
+SAMPLES: dict[str, Callable[[], list[list[str]]]] = {
+    "scheduling.p3_sweeps": lambda: p3_sweep_rows("resnet50", ("10Gbps",))[0],
+    "scheduling.p3_anatomy": lambda: p3_anatomy_rows("20Gbps")[0],
+}
 
 
 # Tables of rounding differences (tensor parallelism against the unsplit model, ZeRO and FSDP
@@ -413,15 +441,29 @@ def same_roundoff(old: str, new: str) -> bool:
     return all(a == b == 0 or (a != 0 and b != 0 and 0.1 <= a / b <= 10) for a, b in pairs)
 
 
-def render(text: str, src: Sources, slow: bool = True) -> str:
-    """``text`` with every generated block rewritten (those in ``SLOW`` only if ``slow``);
-    an unknown name is a ValueError."""
+def render(text: str, src: Sources, slow: bool = True, skip: frozenset = frozenset()) -> str:
+    """``text`` with every generated block rewritten (those in ``SLOW`` only if ``slow``,
+    none named in ``skip``); an unknown name is a ValueError."""
     def block(match: re.Match) -> str:
         name = match["name"]
         if name not in TABLES:
             raise ValueError(f"generated table {name!r} is unknown; valid: {', '.join(TABLES)}")
-        return match[0] if name in SLOW and not slow else match[1] + TABLES[name](src) + match[4]
+        return match[0] if (name in SLOW and not slow) or name in skip else match[1] + TABLES[name](src) + match[4]
     return BLOCK.sub(block, text)
+
+
+def sampled_rows_missing(docs_dir: Path | str = DOCS_DIR) -> list[tuple[str, str, str]]:
+    """(file, table name, row) of every row ``SAMPLES`` gives now that its block in
+    ``docs_dir`` does not hold: the suite's check of the ``SAMPLED`` blocks."""
+    missing = []
+    for path in _documents(Path(docs_dir)):
+        for match in BLOCK.finditer(path.read_text()):
+            if match["name"] not in SAMPLES:
+                continue
+            rows = SAMPLES[match["name"]]()
+            lines = markdown_table(["-"] * len(rows[0]), rows).splitlines()[2:]  # the rows, without the header
+            missing += [(path.name, match["name"], line) for line in lines if line not in match[0]]
+    return missing
 
 
 def _documents(docs_dir: Path) -> list[Path]:
@@ -429,14 +471,14 @@ def _documents(docs_dir: Path) -> list[Path]:
 
 
 def stale_tables(docs_dir: Path | str = DOCS_DIR, claims: list[dict] | None = None,
-                 slow: bool = True) -> list[tuple[str, str]]:
+                 slow: bool = True, skip: frozenset = frozenset()) -> list[tuple[str, str]]:
     """(file, table name) of every generated table in ``docs_dir`` that differs from what
     the code gives now (those in ``ROUNDOFF`` beyond ``same_roundoff``); ``slow=False``
-    leaves out the tables named in ``SLOW``."""
+    leaves out the tables named in ``SLOW``, ``skip`` those it names."""
     src, stale = Sources(claims), []
     for path in _documents(Path(docs_dir)):
         for match in BLOCK.finditer(path.read_text()):
-            now = render(match[0], src, slow)
+            now = render(match[0], src, slow, skip)
             if now != match[0] and not (match["name"] in ROUNDOFF and same_roundoff(match[0], now)):
                 stale.append((path.name, match["name"]))
     return stale
