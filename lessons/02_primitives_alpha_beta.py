@@ -60,9 +60,9 @@ def ping_pong(comm, plan):
     buf = plan.full(0)
     if comm.rank == 0:
         comm.send(buf, 1, label="ping")
-        comm.recv(1)
+        comm.recv(source=1)
     else:
-        comm.recv(0)
+        comm.recv(source=0)
         comm.send(buf, 0, label="pong")
 
 
@@ -150,7 +150,7 @@ def loop_broadcast(comm, plan):
         for dst in range(1, comm.size):
             comm.send(x, dst, label=f"to rank {dst}")
         return x
-    return comm.recv(0)
+    return comm.recv(source=0)
 
 
 def tree_broadcast(comm, plan):

@@ -102,7 +102,7 @@ def lend(comm, count, hold_s):
         start = time.perf_counter()
         comm.isend(buf, 1).wait()  # only now may rank 0 write buf again (MPI's rule)
         return time.perf_counter() - start
-    got = comm.recv(0)
+    got = comm.recv(source=0)
     writeable, total = got.flags.writeable, float(got.sum())
     time.sleep(hold_s)
     del got                        # this is what completes rank 0's request when lent

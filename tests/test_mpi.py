@@ -75,7 +75,7 @@ def test_launch_starts_mpirun_itself_and_matches_threads():
 def failing(comm):
     if comm.rank == 2:
         raise ZeroDivisionError("rank two divides by zero")
-    comm.recv((comm.rank + 1) % comm.size)
+    comm.recv(source=(comm.rank + 1) % comm.size)
 
 
 def test_a_rank_that_raises_ends_the_job_with_its_traceback():
@@ -89,19 +89,19 @@ def test_a_rank_that_raises_ends_the_job_with_its_traceback():
 
 
 def waits_on_each_other(comm):
-    comm.recv(1 - comm.rank, tag=5)
+    comm.recv(source=1 - comm.rank, tag=5)
 
 
 def waits_on_a_finished_rank(comm):
     if comm.rank == 0:
-        comm.recv(1, tag=9)
+        comm.recv(source=1, tag=9)
 
 
 def recv_any_of_silent_ranks(comm):
     if comm.rank == 0:
         comm.recv_any(tag=2)
     else:
-        comm.recv(0, tag=3)
+        comm.recv(source=0, tag=3)
 
 
 @pytest.mark.parametrize("program,match", [

@@ -341,8 +341,7 @@ def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
     sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     for it in range(job.iterations):
-        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index],
-                                                             TAG_PUSH, f"push {_label(job, item)}"), sockets)
+        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index], TAG_PUSH, label=f"push {_label(job, item)}"), sockets)
     return {}
 
 
@@ -362,7 +361,7 @@ def _receiver(comm, job: Job, w: int):
         if not any(owed):
             owed = list(per_server)
         if job.servers == 1:
-            arr = comm.recv(0, TAG_REPLY)
+            arr = comm.recv(source=0, tag=TAG_REPLY)
         else:
             arr = comm.recv_any([s for s in range(job.servers) if owed[s]], TAG_REPLY)[1]
         owed[job.server_of[int(arr[0])]] -= 1
