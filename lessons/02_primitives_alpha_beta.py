@@ -36,8 +36,10 @@ from dlsys.viz.units import format_bytes, format_rate, format_seconds
 # ## Point to point: send and recv
 #
 # `comm.send(x, dest)` hands an array to rank `dest` and returns at once (the message is
-# buffered); `comm.recv(source)` blocks until rank `source`'s next message is there. Everything
-# else is built from these two.
+# buffered); `comm.recv(source=s)` blocks until rank `s`'s next message is there. Everything
+# else is built from these two. The calls take mpi4py's arguments in mpi4py's order, so
+# `comm.recv`'s first argument is a buffer, not the source: name the source, as mpi4py's
+# own examples do (`comm.recv(3)` is refused, not read as rank 3).
 #
 # ## The alpha-beta model
 #

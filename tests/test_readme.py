@@ -1,9 +1,11 @@
 """The README's example runs as printed and says what its comments say."""
 
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -16,3 +18,120 @@ def test_readme_example_runs(tmp_path, monkeypatch):
     result = namespace["result"]
     assert np.array_equal(result.values[0][:3], np.full(3, 28.0, np.float32))
     assert result.virtual_time_s > 0 and (tmp_path / "ring.json").is_file()
+
+
+# --- every command the README prints is run by a test ------------------------------------
+
+ROOT = README.parent
+
+
+def readme_commands() -> list[str]:
+    """The README's commands: every line of its bash blocks (its comment cut off) and every
+    command quoted in its prose (`dlsys ...`, `make ...`, `.venv/bin/...`, `DLSYS_...`)."""
+    text = README.read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        commands += [line for line in (re.split(r"\s#\s", raw)[0].strip() for raw in block.splitlines()) if line]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    commands += re.findall(r"`((?:dlsys |make |\.venv/bin/|DLSYS_)[^`]*)`", prose)
+    return list(dict.fromkeys(commands))
+
+
+# README command -> the test file that runs it: the same line, or a cheap variant with the
+# same command and flags and smaller values (the test file must name each of its words and flags)
+RUN_ELSEWHERE = {
+    "make app": "tests/test_browser.py",  # `make -s app PORT=...`, as a student starts it
+    ".venv/bin/dlsys simulate allreduce --algo ring --ranks 8 --size 64MiB --link tcp-10gbe": "tests/test_cli.py",
+    ".venv/bin/dlsys presets": "tests/test_cli.py",
+    ".venv/bin/dlsys presets --stack tcp-10gbe --size 64KiB": "tests/test_netstack.py",
+    ".venv/bin/dlsys train --compress topk --ratio 0.01": "tests/test_compress_comm.py",
+    ".venv/bin/dlsys train --strategy allreduce --staleness 3": "tests/test_train.py",
+    ".venv/bin/dlsys compress --model resnet50 --method dgc": "tests/test_compress_comm.py",
+    ".venv/bin/dlsys train --sweep batch --out results/large_batch.json": "tests/test_large_batch.py",
+    ".venv/bin/dlsys schedule --model resnet50 --policy p3 --workers 4 --link 10Gbps": "tests/test_schedule.py",
+    ".venv/bin/dlsys schedule --model alexnet --sweep 1Gbps 10Gbps 100Gbps": "tests/test_schedule.py",
+    ".venv/bin/dlsys schedule --model vgg19 --p3-paper --sweep 1Gbps 10Gbps 40Gbps": "tests/test_schedule.py",
+    ".venv/bin/dlsys train --schedule p3 --strategy ps-bsp": "tests/test_schedule.py",
+    ".venv/bin/dlsys bench allreduce --ranks 2 --size 64MiB": "tests/test_bench.py",
+    ".venv/bin/dlsys train --storage hdd --loader-workers 4 --prefetch 8": "tests/test_cli.py",
+    ".venv/bin/dlsys bench emulate --ranks 512": "tests/test_bench.py",
+    ".venv/bin/dlsys mpirun -n 8 -- .venv/bin/python my_ring.py": "tests/test_mpi.py",
+    ".venv/bin/dlsys casestudy taihulight --model alexnet --design ps --nodes 64": "tests/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --model resnet50 --design ring --nodes 2,4,...,512 --scattered":
+        "tests/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512": "tests/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --sharing": "tests/test_taihulight.py",
+    ".venv/bin/dlsys plan --model 70b --gpus 1024": "tests/test_plan.py",
+    "dlsys plan": "tests/test_plan.py",
+    ".venv/bin/dlsys reproduce --quick": "tests/test_reproduce.py",
+    "python benchmarks/run_all.py": "tests/test_bench.py",  # --smoke
+    ".venv/bin/python lessons/03_ring_allreduce.py": "tests/test_lessons.py",  # every lesson, as a script
+    "make notebooks": "tests/test_notebooks.py",  # its `dlsys lessons build`
+    "dlsys lessons build": "tests/test_notebooks.py",
+    "dlsys exercises release hw": "tests/test_exercises.py",
+    "dlsys grade hw": "tests/test_exercises.py",
+    "dlsys exercises gradescope hw2 ring_reduce_scatter ring_allgather ring_allreduce -o hw2.zip":
+        "tests/test_gradescope.py",
+}
+
+# README command -> {word: cheaper word}: run here, as main(argv) runs it
+RUN_HERE = {
+    ".venv/bin/dlsys simulate broadcast --algo binomial --ranks 16 --size 1MiB --link rdma-hdr --json": {},
+    ".venv/bin/dlsys simulate allreduce --algo ring --ranks 512 --size 60.97MB --link sw26010": {"512": "16"},
+    ".venv/bin/dlsys simulate allreduce --ranks 8 --size 16MiB --real": {"16MiB": "1MiB"},
+    ".venv/bin/dlsys simulate allreduce --algo hierarchical --ranks 512 --size 60.97MB --topology taihulight":
+        {"512": "16", "60.97MB": "1MB"},
+    ".venv/bin/dlsys train --model mlp --dataset digits --workers 4 --strategy ps-ssp --staleness 2 --straggler 3:4": {},
+    ".venv/bin/dlsys compress --pareto": {},
+    ".venv/bin/dlsys bench latency": {},
+    ".venv/bin/dlsys bench stack": {},
+    ".venv/bin/dlsys pipeline --schedule zb-h1 --stages 4 --microbatches 8": {},
+    ".venv/bin/dlsys simulate alltoall --algo bruck --ranks 16 --size 4KiB --link rdma-edr": {},
+    ".venv/bin/dlsys reproduce ring-closed-form lars --json": {},
+}
+
+# README command -> why no test runs it here (what runs instead)
+NOT_RUN = {
+    "make test": "the suite itself",
+    "make demo": "the Makefile's demo is README's first simulate line (test_make_demo_is_the_readmes_simulate_line)",
+    ".venv/bin/dlsys reproduce --write-docs": "rewrites tracked docs; tests/test_docs.py holds every generated "
+                                              "block equal to what it would write",
+}
+MPI_COMMANDS = {  # run here when mpirun is there, else skipped by name
+    ".venv/bin/dlsys simulate allreduce --ranks 8 --size 64MiB --backend mpi": {"8": "2", "64MiB": "64KiB"},
+    ".venv/bin/dlsys bench allreduce --backend mpi": {},
+    'DLSYS_BACKEND=mpi DLSYS_MPIRUN_ARGS="--hostfile hosts" python lessons/03_ring_allreduce.py': {},
+}
+
+
+def test_every_readme_command_is_run_by_a_test():
+    listed = [*RUN_ELSEWHERE, *RUN_HERE, *NOT_RUN, *MPI_COMMANDS]
+    assert len(listed) == len(set(listed))
+    assert set(readme_commands()) == set(listed), "a README command without its test (or a stale entry here)"
+    for command, test_file in RUN_ELSEWHERE.items():
+        source = (ROOT / test_file).read_text()
+        words = [w for w in shlex.split(command) if not w.startswith((".venv/", "python", "dlsys", "make"))]
+        for word in words:
+            if word.startswith("-") or word.isalpha():
+                assert f'"{word}"' in source or f"'{word}'" in source or f" {word}" in source, (command, word)
+
+
+def test_make_demo_is_the_readmes_simulate_line():
+    recipe = re.search(r"^demo:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert recipe.replace("$(VENV)", ".venv") in readme_commands()
+
+
+def _argv(command: str, cheaper: dict) -> list[str]:
+    words = shlex.split(command)
+    assert words[0] == ".venv/bin/dlsys" and all(word in words for word in cheaper), command
+    return [cheaper.get(word, word) for word in words[1:]]
+
+
+@pytest.mark.parametrize("command", list(RUN_HERE))
+def test_a_readme_command_runs(command, tmp_path, monkeypatch, capsys):
+    from dlsys.cli import main
+
+    monkeypatch.chdir(tmp_path)  # a command writes only where told: nothing lands here either
+    assert main(_argv(command, RUN_HERE[command])) == 0
+    assert capsys.readouterr().out.strip()
+    assert not any(tmp_path.iterdir())
