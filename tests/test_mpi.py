@@ -72,6 +72,12 @@ def test_launch_starts_mpirun_itself_and_matches_threads():
     assert on_mpi.backend == "mpi" and leftover_ranks() == []
 
 
+# A failure or a deadlock ends the job at once, not at the launcher's deadline (600 s by
+# default): the bound says that much and no more, as mpirun's start is wall clock that a
+# loaded machine stretches (a 3 s run took 12 s at a load average of 15 on 2 cores).
+ENDS_BEFORE_THE_DEADLINE_S = 60.0
+
+
 def failing(comm):
     if comm.rank == 2:
         raise ZeroDivisionError("rank two divides by zero")
@@ -82,7 +88,7 @@ def test_a_rank_that_raises_ends_the_job_with_its_traceback():
     start = time.monotonic()
     with pytest.raises(RankFailed) as info:
         dlsys.launch(failing, 4, "mpi")
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < ENDS_BEFORE_THE_DEADLINE_S
     assert info.value.rank == 2 and "ZeroDivisionError: rank two divides by zero" in str(info.value)
     assert "in failing" in info.value.rank_traceback
     assert leftover_ranks() == []
@@ -113,7 +119,7 @@ def test_a_deadlock_names_who_waits_for_whom(program, match):
     start = time.monotonic()
     with pytest.raises(DeadlockError, match=match):
         dlsys.launch(program, 2 if program is not recv_any_of_silent_ranks else 3, "mpi")
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < ENDS_BEFORE_THE_DEADLINE_S
     assert leftover_ranks() == []
 
 

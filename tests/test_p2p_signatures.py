@@ -60,9 +60,23 @@ def test_sendrecvs_third_positional_is_the_send_tag_as_in_mpi4py():
         got = comm.sendrecv(np.full(2, comm.rank), right, left, status=status)
         return int(got[0]), status.Get_source(), status.Get_tag()
 
-    run = dlsys.launch(program, 3, "threads")
-    assert run.values == [(2, 2, 1), (0, 0, 2), (1, 1, 0)]  # rank r got rank r-1's, sent with tag r-2
-    assert sorted((m.src, m.tag) for m in run.trace.messages) == [(0, 2), (1, 0), (2, 1)]
+    run = dlsys.launch(program, 2, "threads")
+    assert run.values == [(1, 1, 0), (0, 0, 1)]  # rank r got rank 1-r's, sent with tag r
+    assert sorted((m.src, m.tag) for m in run.trace.messages) == [(0, 1), (1, 0)]
+
+
+def test_every_rank_on_any_source_at_once_is_a_reported_deadlock_and_naming_the_source_ends_it():
+    """ANY_SOURCE decides conservatively (recv_any): once every other rank has a message
+    here, has finished or waits on this one. Three ranks that all wait on ANY_SOURCE wait
+    for each other: reported, not hung; mpi4py would take whatever came first in real time."""
+    def program(comm, named):
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        got = comm.sendrecv(np.full(2, comm.rank), right, source=left if named else ANY_SOURCE)
+        return int(got[0])
+
+    with pytest.raises(dlsys.DeadlockError, match=r"rank 0 waits for any rank \(any tag\)"):
+        dlsys.launch(program, 3, "threads", args=(False,))
+    assert dlsys.launch(program, 3, "threads", args=(True,)).values == [2, 0, 1]
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])
@@ -101,14 +115,14 @@ def test_any_source_is_the_earliest_in_virtual_time(backend):
 
 def test_a_groups_any_source_is_among_its_members_with_group_ranks():
     def program(comm):
+        if comm.rank == 1:  # not a member: its earlier message must not be taken
+            comm.send(np.array([99]), dest=0, tag=7)
+            return None
         group = Group(comm, [0, 2, 3])
         if comm.rank == 0:
             status = Status()
             got = [int(group.recv(status=status)[0]) for _ in range(2)]
             return got, status.source
-        if comm.rank == 1:  # not a member: its earlier message must not be taken
-            comm.send(np.array([99]), dest=0, tag=7)
-            return None
         comm.compute(seconds=1e-3 * comm.rank)
         group.send(np.array([comm.rank]), dest=0, tag=7)
         return None

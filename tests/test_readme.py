@@ -1,7 +1,10 @@
 """The README's example runs as printed and says what its comments say."""
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +138,32 @@ def test_a_readme_command_runs(command, tmp_path, monkeypatch, capsys):
     assert main(_argv(command, RUN_HERE[command])) == 0
     assert capsys.readouterr().out.strip()
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", [c for c in MPI_COMMANDS if c.startswith(".venv/")])
+def test_a_readme_mpi_command_runs(command, tmp_path, monkeypatch, capsys):
+    from dlsys.cli import main
+    from dlsys.comm.backends.mpi import mpi_unavailable
+
+    if mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
+    monkeypatch.chdir(tmp_path)
+    assert main(_argv(command, MPI_COMMANDS[command])) == 0
+    assert "mpi" in capsys.readouterr().out
+
+
+def test_the_readmes_lesson_on_the_hosts_of_a_hostfile(tmp_path):
+    """DLSYS_BACKEND=mpi DLSYS_MPIRUN_ARGS="--hostfile hosts" python lessons/03_ring_allreduce.py,
+    with a hostfile of this machine: the variables reach mpirun and the lesson runs there."""
+    from dlsys.comm.backends.mpi import mpi_unavailable
+
+    if mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
+    (command,) = [c for c in MPI_COMMANDS if c.startswith("DLSYS_")]
+    (tmp_path / "hosts").write_text("localhost slots=64\n")
+    words = shlex.split(command)
+    env = dict(os.environ, **dict(w.split("=", 1) for w in words[:2]), DLSYS_LESSON_OUT=str(tmp_path / "out"))
+    run = subprocess.run([sys.executable, str(ROOT / words[3])], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert any((tmp_path / "out").iterdir())

@@ -15,7 +15,11 @@ choices differ in how, not in what:
 
 * ``source=ANY_SOURCE`` takes the message ``recv_any`` would: the earliest in *virtual*
   time, ties to the lowest rank (MPI takes whichever arrives first in real time), so a run
-  is reproducible; ``status`` (a ``Status``) then tells the source and the tag;
+  is reproducible; ``status`` (a ``Status``) then tells the source and the tag. The rule
+  is conservative: it decides once every other rank has a message here, has finished or
+  waits on this rank, so a server's ANY_SOURCE among workers that wait on it decides, but
+  ranks that *all* wait on ANY_SOURCE at once (a ring of ``comm.recv()``) wait for each
+  other, and the launcher reports the deadlock where mpi4py would have run: name the source;
 * ``buf`` and ``recvbuf`` are accepted and ignored, as the value is always returned: in
   mpi4py they are scratch memory for the pickled message, not where the value goes. An int
   there is refused (``comm.recv(3)`` is mpi4py's buf=3, not source 3).
