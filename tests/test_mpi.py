@@ -27,13 +27,24 @@ sys.path.insert(0, os.path.join(HERE, "golden"))
 import make_golden  # noqa: E402
 
 
+# Every process these tests start inherits this mark, so that another session's MPI run on
+# the same machine (a CI job's prterun) is not taken for one of ours left behind.
+OWNER = "DLSYS_TEST_MPI_OWNER"
+os.environ[OWNER] = str(os.getpid())
+
+
 def leftover_ranks() -> list:
-    """Processes of an mpi run still alive: mpirun's, and ranks started by launch."""
+    """Processes of an mpi run these tests started still alive: mpirun's, and ranks started by launch."""
     alive = []
     for proc in psutil.process_iter(["cmdline"]):
         line = " ".join(proc.info["cmdline"] or [])
         if "dlsys.comm.backends.mpi" in line or "golden_job.py" in line or "prterun" in line:
-            alive.append(line)
+            try:
+                ours = proc.environ().get(OWNER) == os.environ[OWNER]
+            except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                ours = False  # another user's, or gone
+            if ours:
+                alive.append(line)
     return alive
 
 

@@ -337,7 +337,8 @@ class Communicator:
         resolved as recv_any resolves it (among ``sources``, default every other rank), then
         taken, charged and recorded."""
         if src == ANY_SOURCE:
-            src = self._earliest_source(sources or [r for r in range(self.size) if r != self.rank], tag)
+            src = self._earliest_source([r for r in range(self.size) if r != self.rank] if sources is None
+                                        else sources, tag)
         header, arr = self._receive(src, tag, label, posted_s)
         if status is not None:
             status.source, status.tag, status.nbytes = src, header.tag, header.nbytes
