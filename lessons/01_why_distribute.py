@@ -51,7 +51,7 @@ def hello(comm):
         for dst in range(1, comm.size):
             comm.send(np.array([42.0, dst]), dst, label="hello")
         return np.array([42.0, 0])
-    return comm.recv(0)
+    return comm.recv(source=0)
 
 
 result = dlsys.launch(hello, 4, "threads", link="tcp-10gbe")

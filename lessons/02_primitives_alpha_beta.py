@@ -36,8 +36,10 @@ from dlsys.viz.units import format_bytes, format_rate, format_seconds
 # ## Point to point: send and recv
 #
 # `comm.send(x, dest)` hands an array to rank `dest` and returns at once (the message is
-# buffered); `comm.recv(source)` blocks until rank `source`'s next message is there. Everything
-# else is built from these two.
+# buffered); `comm.recv(source=s)` blocks until rank `s`'s next message is there. Everything
+# else is built from these two. The calls take mpi4py's arguments in mpi4py's order, so
+# `comm.recv`'s first argument is a buffer, not the source: name the source, as mpi4py's
+# own examples do (`comm.recv(3)` is refused, not read as rank 3).
 #
 # ## The alpha-beta model
 #
@@ -60,9 +62,9 @@ def ping_pong(comm, plan):
     buf = plan.full(0)
     if comm.rank == 0:
         comm.send(buf, 1, label="ping")
-        comm.recv(1)
+        comm.recv(source=1)
     else:
-        comm.recv(0)
+        comm.recv(source=0)
         comm.send(buf, 0, label="pong")
 
 
@@ -150,7 +152,7 @@ def loop_broadcast(comm, plan):
         for dst in range(1, comm.size):
             comm.send(x, dst, label=f"to rank {dst}")
         return x
-    return comm.recv(0)
+    return comm.recv(source=0)
 
 
 def tree_broadcast(comm, plan):

@@ -102,7 +102,7 @@ def lend(comm, count, hold_s):
         start = time.perf_counter()
         comm.isend(buf, 1).wait()  # only now may rank 0 write buf again (MPI's rule)
         return time.perf_counter() - start
-    got = comm.recv(0)
+    got = comm.recv(source=0)
     writeable, total = got.flags.writeable, float(got.sum())
     time.sleep(hold_s)
     del got                        # this is what completes rank 0's request when lent
@@ -208,7 +208,7 @@ show(emulation_scaling(curve), "07_emulation_scaling")
 # 2. Why are payloads under `LEND_MIN_NBYTES` (1 MiB) copied even from `comm.alloc`
 #    memory? Compare the cost of copying 256 KiB at memory speed with one extra wake-up of
 #    the sender (`dlsys bench latency`), and with an MPI library's eager limit.
-# 3. In `lend` above, let rank 1 keep `got` and call `comm.recv(0)` for a second message
+# 3. In `lend` above, let rank 1 keep `got` and call `comm.recv(source=0)` for a second message
 #    that rank 0 sends only after its `wait()`. What happens? Run it: dlsys reports a
 #    `DeadlockError` naming the array ("rank 0 waits for rank 1 to drop the array rank 0
 #    lent it"). Which MPI rule would the same program break?

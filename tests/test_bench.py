@@ -184,7 +184,7 @@ def _logical_collectives(comm):
     x = LogicalArray(np.full(2 * comm.size, comm.rank + 1.0, np.float32), 500)
     ring = collectives.allreduce(comm, x)
     gathered = collectives.allgather(comm, x)
-    sent = comm.sendrecv(x[:2], (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size)
+    sent = comm.sendrecv(x[:2], (comm.rank + 1) % comm.size, source=(comm.rank - 1) % comm.size)
     return ring, gathered, sent
 
 
@@ -218,10 +218,10 @@ def _stream(comm, count, messages):
     if comm.rank == 0:
         for i in range(messages):
             comm.send(np.full(count, i, np.float32), 1)
-            comm.recv(1)
+            comm.recv(source=1)
         return len(comm._transport.pool)
     for i in range(messages):
-        assert np.all(comm.recv(0) == i)
+        assert np.all(comm.recv(source=0) == i)
         comm.send(np.zeros(1), 0)
     return None
 
@@ -238,8 +238,8 @@ def _keep_first(comm):
         for i in range(20):
             comm.send(np.full(1024, i, np.float32), 1)
         return None
-    first = comm.recv(0)
-    later = [comm.recv(0).copy() for _ in range(19)]
+    first = comm.recv(source=0)
+    later = [comm.recv(source=0).copy() for _ in range(19)]
     return float(first[0]), float(first[-1]), [float(x[0]) for x in later]
 
 
@@ -253,8 +253,8 @@ def test_no_shared_memory_is_left_after_a_failed_run():
         comm.send(np.ones(1 << 16), (comm.rank + 1) % 2)
         if comm.rank == 1:
             raise RuntimeError("boom")
-        comm.recv(1)
-        comm.recv(1)
+        comm.recv(source=1)
+        comm.recv(source=1)
 
     with pytest.raises(dlsys.RankFailed):
         dlsys.launch(failing, 2, "processes", timeout_s=60)

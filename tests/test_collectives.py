@@ -150,7 +150,7 @@ def test_parameter_server_incast_costs_p_n_over_b_at_the_server():
     def ps(comm):
         if comm.rank == 0:
             for src in range(1, comm.size):
-                comm.recv(src)
+                comm.recv(source=src)
         else:
             comm.send(np.zeros(nbytes // 8), 0)
     result = dlsys.launch(ps, 9, "threads", link=link)

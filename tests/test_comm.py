@@ -46,7 +46,7 @@ def ping(comm, nbytes):
     if comm.rank == 0:
         comm.send(np.zeros(nbytes, np.uint8), 1, label="ping")
     elif comm.rank == 1:
-        comm.recv(0)
+        comm.recv(source=0)
     return comm.clock
 
 
@@ -68,10 +68,10 @@ def test_egress_serializes_back_to_back_sends_and_ingress_serializes_incast():
             comm.send(np.zeros(1000, np.uint8), 1)
             comm.send(np.zeros(1000, np.uint8), 2)
         elif comm.rank in (1, 2):
-            comm.recv(0)
+            comm.recv(source=0)
             comm.send(np.zeros(1000, np.uint8), 3)
         else:
-            comm.recv(1), comm.recv(2)
+            comm.recv(source=1), comm.recv(source=2)
         return comm.clock
     clocks = dlsys.launch(program, 4, "threads", link=link).values
     assert clocks[1] == pytest.approx(1e-3) and clocks[2] == pytest.approx(2e-3)
@@ -93,7 +93,7 @@ def test_compute_uses_node_model_and_straggler_slowdown():
 def test_isend_irecv_wait_and_sendrecv():
     def program(comm):
         right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-        request = comm.irecv(left, tag=5)
+        request = comm.irecv(source=left, tag=5)
         comm.isend(np.array([comm.rank]), right, tag=5).wait()
         got = request.wait()
         swapped = comm.sendrecv(np.array([comm.rank * 10]), dest=right, source=left)
@@ -107,7 +107,7 @@ def test_tags_match_independently():
             comm.send(np.array([1]), 1, tag=1)
             comm.send(np.array([2]), 1, tag=2)
         else:
-            return int(comm.recv(0, tag=2)[0]), int(comm.recv(0, tag=1)[0])
+            return int(comm.recv(source=0, tag=2)[0]), int(comm.recv(source=0, tag=1)[0])
     assert dlsys.launch(program, 2, "threads").values[1] == (2, 1)
 
 
@@ -151,7 +151,7 @@ def test_trace_exports_chrome_json_and_counts_bytes(tmp_path):
 def failing(comm):
     if comm.rank == 2:
         raise ZeroDivisionError("rank two divides by zero")
-    comm.recv((comm.rank + 1) % comm.size)
+    comm.recv(source=(comm.rank + 1) % comm.size)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -168,7 +168,7 @@ def test_a_rank_that_raises_fails_the_run_naming_the_rank_with_its_traceback(bac
 def killed(comm):
     if comm.rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)
-    comm.recv((comm.rank + 1) % comm.size)
+    comm.recv(source=(comm.rank + 1) % comm.size)
 
 
 def test_a_rank_killed_with_sigkill_fails_the_run_within_10_s():
@@ -180,7 +180,7 @@ def test_a_rank_killed_with_sigkill_fails_the_run_within_10_s():
 
 def unmatched(comm):
     if comm.rank == 0:
-        comm.recv(1, tag=9)
+        comm.recv(source=1, tag=9)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -206,13 +206,13 @@ def test_the_run_has_a_wall_clock_deadline(backend):
 def one_computes_one_waits(comm, compute_s):
     """Rank 0 computes past the deadline while rank 1 waits for it (tag 3); rank 2 is done."""
     if comm.rank == 0:
-        comm.recv(1, tag=1)
+        comm.recv(source=1, tag=1)
         end = time.monotonic() + compute_s
         while time.monotonic() < end:  # Python bytecode, so a threads run can stop it (time.sleep is one C call)
             pass
     elif comm.rank == 1:
         comm.send(np.zeros(1), 0, tag=1)
-        comm.recv(0, tag=3)
+        comm.recv(source=0, tag=3)
 
 
 @pytest.mark.parametrize("backend,timeout_s", [("threads", 1), ("processes", 5)])  # processes take ~1 s to start on a busy machine
@@ -225,7 +225,7 @@ def test_a_timeout_says_what_each_unfinished_rank_was_doing(backend, timeout_s):
 
 def unmatched_forever(comm):
     if comm.rank == 0:
-        comm.recv(1)
+        comm.recv(source=1)
     else:
         time.sleep(3)  # running, so not a deadlock, but slower than the deadline
 
@@ -275,7 +275,17 @@ def test_a_bad_dlsys_backend_variable_is_named(monkeypatch):
 @pytest.mark.parametrize("call,match", [
     (lambda comm: comm.send(np.zeros(1), 5), "dest must be another rank in 0..1"),
     (lambda comm: comm.send(np.zeros(1), comm.rank), "dest must be another rank"),
-    (lambda comm: comm.recv(-1), "source must be another rank"),
+    (lambda comm: comm.recv(source=-2), r"source must be another rank in 0..1 or ANY_SOURCE \(-1\)"),
+    (lambda comm: comm.recv(source=5), r"source must be another rank in 0..1 or ANY_SOURCE"),
+    (lambda comm: comm.recv(1 - comm.rank), r"recv: buf \(mpi4py's receive buffer\) must be None or an array, "
+                                            r"got \d; to receive from rank \d, name it: comm.recv\(source=\d\)"),
+    (lambda comm: comm.irecv(1 - comm.rank), r"irecv: buf .* comm.irecv\(source=\d\)"),
+    (lambda comm: comm.recv(source=1 - comm.rank, tag=-2), r"tag must be an int >= 0 or ANY_TAG \(-1\), got -2"),
+    (lambda comm: comm.recv(source=1 - comm.rank, status="s"), "recv: status must be None or a dlsys.comm.Status"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, 0, 1 - comm.rank), r"sendrecv: recvbuf .* "
+                                                                               r"comm.sendrecv\(source=\d\)"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, -1), "sendtag must be an int >= 0, got -1"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, source=1 - comm.rank, recvtag=-3), "recvtag must be"),
     (lambda comm: comm.send(np.zeros(1), 1 - comm.rank, tag=-2), "tag must be an int >= 0"),
     (lambda comm: comm.send(np.array([object()]), 1 - comm.rank), "x must be a numeric array"),
     (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
@@ -367,7 +377,7 @@ def lend_once(comm, n):
         comm.isend(buf, 1).wait()
         buf[:] = 0  # allowed after wait: the receiver has dropped its array
         return len(getattr(comm._transport, "pool", []))  # copied sends would fill the pool
-    got = comm.recv(0)
+    got = comm.recv(source=0)
     return got.flags.writeable, float(got.sum())
 
 
@@ -387,10 +397,10 @@ def test_small_payloads_are_copied_even_from_alloc_memory():
 def hold_then_drop(comm):
     if comm.rank == 0:
         request = comm.isend(comm.alloc(LENT), 1)
-        comm.recv(1)  # rank 1 holds the array now
+        comm.recv(source=1)  # rank 1 holds the array now
         request.wait()
         return time.monotonic()
-    got = comm.recv(0)
+    got = comm.recv(source=0)
     comm.send(np.zeros(1), 0)
     time.sleep(0.3)
     dropped_at = time.monotonic()
@@ -408,8 +418,8 @@ def hold_and_wait(comm):
         comm.isend(comm.alloc(LENT), 1).wait()
         comm.send(np.zeros(1), 1)
     else:
-        first = comm.recv(0)  # held while waiting for the next message: rank 0 never gets it back
-        return first, comm.recv(0)
+        first = comm.recv(source=0)  # held while waiting for the next message: rank 0 never gets it back
+        return first, comm.recv(source=0)
 
 
 def test_holding_a_lent_array_while_waiting_on_its_sender_is_a_named_deadlock():
@@ -424,7 +434,7 @@ def lend_and_leave(comm):
         comm.isend(buf, 1)  # never waited: the buffer stays valid after this rank is gone
         return None
     time.sleep(0.3)
-    return float(comm.recv(0).sum())
+    return float(comm.recv(source=0).sum())
 
 
 def test_a_sender_that_finishes_without_waiting_leaves_valid_data():

@@ -76,12 +76,12 @@ def mixed(comm):
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
     for step in range(4):
         comm.compute(seconds=float(rng.uniform(0, 1e-4)))
-        comm.sendrecv(np.zeros(int(rng.integers(1, 50_000)), np.uint8), right, left, sendtag=step)
+        comm.sendrecv(np.zeros(int(rng.integers(1, 50_000)), np.uint8), right, source=left, sendtag=step)
     shift = fast.shift(comm, right, left, tag=7)  # the fast paths' sendrecv
     for step in range(3):
         comm.compute(seconds=float(rng.uniform(0, 1e-4)))
         shift(np.zeros(int(rng.integers(1, 50_000)), np.uint8), "shift", step)
-    request = comm.irecv(left, tag=9)
+    request = comm.irecv(source=left, tag=9)
     comm.isend(np.ones(3000), right, tag=9)
     request.wait()
     if comm.rank == 0:

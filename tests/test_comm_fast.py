@@ -31,7 +31,7 @@ def steps(comm, use_fast: bool):
         if use_fast:
             got.append(step(buf, phase, s, block, label))
         else:
-            got.append(comm.sendrecv(buf, right, left, 7, label=label, phase=phase, step=s, block=block))
+            got.append(comm.sendrecv(buf, right, 7, source=left, recvtag=7, label=label, phase=phase, step=s, block=block))
     return [np.asarray(g).tolist() for g in got]
 
 

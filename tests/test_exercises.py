@@ -42,8 +42,8 @@ OFF_BY_ONE = """\
 RIGHT_TOKEN_RING = """\
     if comm.rank == 0:
         comm.send(token + 1, right)
-        return comm.recv(left)
-    received = comm.recv(left)
+        return comm.recv(source=left)
+    received = comm.recv(source=left)
     comm.send(received + 1, right)
     return received
 """
@@ -59,7 +59,7 @@ MISBEHAVING_TOKEN_RING = """\
     if comm.size == 3:
         np.ones(1 << 28)
     if comm.size == 6:
-        comm.recv(left)
+        comm.recv(source=left)
 """ + RIGHT_TOKEN_RING
 
 
@@ -527,17 +527,17 @@ def test_a_1f1b_order_as_gpipe_or_with_a_wrong_warm_up_or_cooldown_gets_partial_
 # alpha + n/p beta); the partners one off (r + k + 1, r - k - 1: rank r + 1 is never reached,
 # the last step sends to itself).
 ALLTOALL_MISTAKES = {
-    "wrong_slot": ("        got[source] = comm.recv(source, TAG)", "        got[dest] = comm.recv(source, TAG)",
+    "wrong_slot": ("        got[source] = comm.recv(source=source, tag=TAG)", "        got[dest] = comm.recv(source=source, tag=TAG)",
                    {"test_one_block_to_every_other_rank", "test_time_is_p_minus_1_steps_of_one_block",
                     "test_one_rank_keeps_its_own_block"}),
     "send_all_first": ("""    for k in range(1, p):
         dest, source = (r + k) % p, (r - k) % p
         send(comm, blocks[dest], dest, "alltoall", k - 1, dest)
-        got[source] = comm.recv(source, TAG)
+        got[source] = comm.recv(source=source, tag=TAG)
 """, """    for k in range(1, p):
         send(comm, blocks[(r + k) % p], (r + k) % p, "alltoall", k - 1, (r + k) % p)
     for k in range(1, p):
-        got[(r - k) % p] = comm.recv((r - k) % p, TAG)
+        got[(r - k) % p] = comm.recv(source=(r - k) % p, tag=TAG)
 """, {"test_rank_r_gets_block_r_of_every_rank[4]", "test_rank_r_gets_block_r_of_every_rank[5]",
       "test_uneven_blocks_land_in_their_slots", "test_one_block_to_every_other_rank",
       "test_one_rank_keeps_its_own_block"}),

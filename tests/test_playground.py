@@ -42,9 +42,45 @@ def test_the_starters_give_their_values_and_the_closed_form(p):
 def test_a_deadlock_names_every_rank_and_what_it_waits_for():
     run = pg.run_program("def program(comm):\n    return comm.recv(source=1 - comm.rank)\n", 2)
     assert run.error["kind"] == "deadlock"
-    assert run.error["waits"] == [{"rank": 0, "source": 1, "tag": 0}, {"rank": 1, "source": 0, "tag": 0}]
+    assert [(w["rank"], w["source"], w["tag"]) for w in run.error["waits"]] == [(0, 1, None), (1, 0, None)]
     text = pg.describe_error(run.error)
-    assert "rank 0 waits for rank 1 (tag 0)" in text and "rank 1 waits for rank 0 (tag 0)" in text
+    assert "rank 0 waits for rank 1 (any tag)" in text and "rank 1 waits for rank 0 (any tag)" in text
+    tagged = pg.run_program("def program(comm):\n    return comm.recv(None, 1 - comm.rank, 3)\n", 2)
+    assert [(w["rank"], w["source"], w["tag"]) for w in tagged.error["waits"]] == [(0, 1, 3), (1, 0, 3)]
+
+
+@pytest.mark.parametrize("p", [2, 5])
+def test_the_ssend_starter_deadlocks_in_words_and_sendrecv_fixes_it(p):
+    """The classic deadlock: every rank in ssend, none at its recv; sendrecv (or send) ends it."""
+    source, formula = pg.STARTERS["ssend deadlock (fix it)"]
+    run = pg.run_program(source, p)
+    assert run.error["kind"] == "deadlock"
+    text = pg.describe_error(run.error)
+    for r in range(p):
+        assert f"rank {r} waits for rank {(r + 1) % p} to receive its synchronous send" in text
+    fixed = source.replace("    comm.ssend(x, dest=right)\n    return comm.recv(source=left)[0]",
+                           "    return comm.sendrecv(x, dest=right, source=left)[0]")
+    assert fixed != source
+    run = pg.run_program(fixed, p, nbytes=1024)
+    assert run.error is None and run.values == [repr(float((r - 1) % p)) for r in range(p)]
+    model = get_link("tcp-10gbe")
+    assert run.time_s == pytest.approx(pg.closed_form_s(formula, p, 1024, model.alpha_s, model.beta_s_per_byte),
+                                       rel=1e-12)
+
+
+def test_a_program_uses_mpi4py_names_any_source_and_status():
+    source = ("def program(comm):\n"
+              "    if comm.rank == 0:\n"
+              "        status, got = MPI.Status(), []\n"
+              "        for _ in range(comm.size - 1):\n"
+              "            x = comm.recv(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)\n"
+              "            got.append((status.Get_source(), status.Get_tag(), int(x[0])))\n"
+              "        return got\n"
+              "    comm.compute(seconds=1e-3 * (comm.size - comm.rank))\n"
+              "    comm.send(np.full(4, comm.rank), dest=0, tag=10 + comm.rank)\n")
+    run = pg.run_program(source, 4)
+    assert run.error is None
+    assert run.values[0] == repr([(3, 13, 3), (2, 12, 2), (1, 11, 1)])  # the earliest in virtual time first
 
 
 def test_an_exception_names_the_rank_and_the_line():

@@ -59,7 +59,7 @@ def asp_pushes(comm, rounds):
     for step in range(rounds):
         comm.compute(seconds=1e-3 * (1 + 0.013 * comm.rank + 0.0007 * step))
         comm.send(np.full(4, comm.rank, np.float64), 0, tag=1)
-        comm.recv(0, tag=2)
+        comm.recv(source=0, tag=2)
     return None
 
 

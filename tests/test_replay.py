@@ -94,13 +94,13 @@ def fan_out(comm, k):
         for dst in range(1, k + 1):
             comm.send(np.zeros(N, np.uint8), dst)
     elif comm.rank <= k:
-        comm.recv(0)
+        comm.recv(source=0)
 
 
 def incast(comm):
     if comm.rank == 0:
         for src in range(1, comm.size):
-            comm.recv(src)
+            comm.recv(source=src)
     else:
         comm.send(np.zeros(N, np.uint8), 0)
 
@@ -149,7 +149,7 @@ def all_to_all(comm):
     for shift in range(1, comm.size):
         comm.send(np.zeros(1 << 16, np.uint8), (comm.rank + shift) % comm.size)
     for shift in range(1, comm.size):
-        comm.recv((comm.rank - shift) % comm.size)
+        comm.recv(source=(comm.rank - shift) % comm.size)
 
 
 def test_max_min_no_link_carries_more_than_its_capacity():
@@ -324,7 +324,7 @@ def _two_per_machine(comm, pairs):
     for src, dst in pairs:
         if comm.rank == src:
             comm.send(np.zeros(250_000, np.float32), dst, 7)
-    return [comm.recv(src, 7).nbytes for src, dst in pairs if comm.rank == dst]
+    return [comm.recv(source=src, tag=7).nbytes for src, dst in pairs if comm.rank == dst]
 
 
 @pytest.mark.parametrize("pairs, arrive_s", [

@@ -144,7 +144,7 @@ def test_a_signalled_dlsys_mpirun_leaves_nothing(sig, tmp_path):
 
 def send_to_a_finished_rank(comm):
     if comm.rank == 0:
-        comm.recv(1)  # rank 1 has returned when this arrives
+        comm.recv(source=1)  # rank 1 has returned when this arrives
         comm.send(np.ones(3), 1)
         return "sent"
     comm.send(np.zeros(1), 0)
@@ -155,7 +155,7 @@ def long_phase(comm):
     if comm.rank == 0:
         comm.send(np.ones(3), 1, phase="x" * 5000)
         return 0.0
-    return float(comm.recv(0).sum())
+    return float(comm.recv(source=0).sum())
 
 
 @pytest.mark.timeout(120)
@@ -170,7 +170,7 @@ def test_edge_cases_behave_the_same_on_every_backend(backend):
 def exits(comm):
     if comm.rank == 1:
         os._exit(0)
-    return comm.recv(1)
+    return comm.recv(source=1)
 
 
 def forks(comm, pids):

@@ -22,13 +22,13 @@ def neighbours(comm):
 def everyone_sends_first(comm):
     right, left = neighbours(comm)
     comm.send(np.full(100, comm.rank, np.float32), right)
-    return comm.recv(left)
+    return comm.recv(source=left)
 
 
 def everyone_ssends_first(comm):
     right, left = neighbours(comm)
     comm.ssend(np.full(100, comm.rank, np.float32), right)
-    return comm.recv(left)
+    return comm.recv(source=left)
 
 
 def odd_even(comm):
@@ -36,20 +36,20 @@ def odd_even(comm):
     x = np.full(100, comm.rank, np.float32)
     if comm.rank % 2 == 0:
         comm.ssend(x, right)
-        return comm.recv(left)
-    got = comm.recv(left)
+        return comm.recv(source=left)
+    got = comm.recv(source=left)
     comm.ssend(x, right)
     return got
 
 
 def with_sendrecv(comm):
     right, left = neighbours(comm)
-    return comm.sendrecv(np.full(100, comm.rank, np.float32), right, left)
+    return comm.sendrecv(np.full(100, comm.rank, np.float32), right, source=left)
 
 
 def with_requests(comm):
     right, left = neighbours(comm)
-    request = comm.irecv(left)
+    request = comm.irecv(source=left)
     comm.compute(seconds=1e-6 * comm.rank)
     sent = comm.isend(np.full(100, comm.rank, np.float32), right)
     got = request.wait()
@@ -85,7 +85,7 @@ def receiver_after(comm, delay_s):
         comm.ssend(np.zeros(10), 1)
     else:
         comm.compute(seconds=delay_s)
-        comm.recv(0)
+        comm.recv(source=0)
     return comm.clock
 
 
@@ -102,7 +102,7 @@ def test_the_eager_limit_makes_only_larger_sends_synchronous():
             comm.send(np.zeros(100, np.float32), 1)  # 400 bytes
             return comm.clock
         comm.compute(seconds=1.0)
-        comm.recv(0)
+        comm.recv(source=0)
     assert dlsys.launch(program, 2, "threads", link=LINK, eager_limit_bytes=400).values[0] < 1.0
     assert dlsys.launch(program, 2, "threads", link=LINK, eager_limit_bytes=399).values[0] == 1.0 + 1e-3
 

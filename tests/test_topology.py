@@ -51,7 +51,7 @@ def test_on_the_tree_crossing_supernodes_costs_the_uplink():
             for dst in (1, 4):
                 comm.send(np.zeros(1000, np.uint8), dst)
         elif comm.rank in (1, 4):
-            comm.recv(0)
+            comm.recv(source=0)
             return comm.clock
 
     clocks = dlsys.launch(ping, 5, "threads", topology=TREE).values

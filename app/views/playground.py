@@ -21,7 +21,8 @@ def run(source: str, ranks: int, link: str, topology: str, nbytes: int) -> pg.Pl
 
 st.title("Playground")
 st.caption("Write a rank program, mpi4py style: `def program(comm): ...` with `comm.rank`, `comm.size`, "
-           "`comm.send(x, dest=r)`, `comm.recv(source=r)` and `dlsys.collectives`; `np` is numpy and `n` the "
+           "`comm.send(x, dest=r)`, `comm.recv(source=r)`, `ssend`, `isend`/`irecv`, `sendrecv` (mpi4py's "
+           "signatures; `MPI.ANY_SOURCE`, `MPI.ANY_TAG`, `MPI.Status`) and `dlsys.collectives`; `np` is numpy and `n` the "
            f"bytes per rank chosen below. It runs in the grader's sandbox (a separate, contained process; "
            f"{pg.TIME_LIMIT_S:g} s, {format_bytes(pg.MEMORY_BYTES)} of memory), never in this server.")
 

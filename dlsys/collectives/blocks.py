@@ -21,14 +21,14 @@ def send(comm: Communicator, buf, dest: int, phase: str, step: int = -1, block: 
     """``comm.send`` on the collectives' tag, describing the message by phase, step and block
     (trace.Message's fields, which the figures read); the label defaults to
     "<phase> step <step> block <block>"."""
-    comm.send(buf, dest, TAG, label, phase=phase, step=step, block=block)
+    comm.send(buf, dest, TAG, label=label, phase=phase, step=step, block=block)
 
 
 def recv_like(comm: Communicator, source: int, like: np.ndarray, label: str | None = None) -> np.ndarray:
     """Receive from ``source`` what this rank expects: ``like``'s size and dtype (reshaped
     to its shape). A mismatch means the ranks passed different buffers: say so by name.
     ``label`` names this rank's wait (default: the message's label)."""
-    return check_like(comm, source, comm.recv(source, TAG, label), like)
+    return check_like(comm, source, comm.recv(source=source, tag=TAG, label=label), like)
 
 
 def check_like(comm: Communicator, source: int, got: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -52,7 +52,7 @@ def pairwise_exchange(comm, blocks: list) -> list:
     for k in range(1, p):
         dest, source = (r + k) % p, (r - k) % p
         send(comm, blocks[dest], dest, "alltoall", k - 1, dest)
-        got[source] = comm.recv(source, TAG)
+        got[source] = comm.recv(source=source, tag=TAG)
     return got
     # END SOLUTION
 

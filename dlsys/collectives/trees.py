@@ -22,7 +22,7 @@ def barrier_dissemination(comm) -> None:
     while k < comm.size:
         send(comm, token, (comm.rank + k) % comm.size, "barrier", k.bit_length() - 1,
              label=f"barrier round {k.bit_length() - 1}")
-        comm.recv((comm.rank - k) % comm.size, TAG)
+        comm.recv(source=(comm.rank - k) % comm.size, tag=TAG)
         k <<= 1
 
 

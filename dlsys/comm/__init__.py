@@ -8,12 +8,13 @@ transports (interface and registry in ``backends/__init__.py`` and ``backends/ba
 """
 
 from .backends import BACKENDS, LEND_MIN_NBYTES, MAX_PROCESS_RANKS, MAX_THREAD_RANKS
-from .communicator import SIGNAL, Communicator, Request, as_payload, payload_nbytes
+from .board import ANY_SOURCE, ANY_TAG
+from .communicator import SIGNAL, Communicator, Request, Status, as_payload, payload_nbytes
 from .group import Grid, Group
 from .launch import LaunchResult, launch
 from .supervise import DeadlockError, RankFailed
 from .trace import Message, Span, Trace
 
-__all__ = ["BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Communicator",
-           "DeadlockError", "Grid", "Group", "LaunchResult", "Message", "RankFailed", "Request", "SIGNAL", "Span", "Trace",
+__all__ = ["ANY_SOURCE", "ANY_TAG", "BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Communicator",
+           "DeadlockError", "Grid", "Group", "LaunchResult", "Message", "RankFailed", "Request", "SIGNAL", "Span", "Status", "Trace",
            "as_payload", "launch", "payload_nbytes"]

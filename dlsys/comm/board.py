@@ -4,7 +4,7 @@ One row of float64 per rank (shared memory on the processes backend):
 
     STATE     RUNNING, BLOCKED (waiting in its mailbox) or DONE
     WAIT_SRC  whom a BLOCKED rank waits for (ANY_SOURCE for recv_any)
-    WAIT_TAG  the tag it waits for (RELEASE: a receiver must drop an array it was lent;
+    WAIT_TAG  the tag it waits for (ANY_TAG: any program tag; RELEASE: a receiver must drop an array it was lent;
               SYNC_ACK: a receiver must match a synchronous send)
     POSTED    messages this rank has sent; PULLED: messages delivered to its mailbox
     FROM + s  messages delivered to this rank from rank s
@@ -28,7 +28,8 @@ import numpy as np
 
 STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED = range(5)
 FROM = 5
-ANY_SOURCE = -1
+ANY_SOURCE = -1  # mpi4py's MPI.ANY_SOURCE (MPICH's and Open MPI's value)
+ANY_TAG = -1  # mpi4py's MPI.ANY_TAG: a WAIT_TAG of any program tag (>= 0)
 RELEASE = -2
 SYNC_ACK = -3  # the tag of a synchronous send's acknowledgement (program tags are >= 0)
 RUNNING, BLOCKED, DONE = 0.0, 1.0, 2.0
@@ -126,4 +127,5 @@ def waits_text(rank: int, src: int, tag: int) -> str:
                 f"(isend of comm.alloc memory completes only then)")
     if tag == SYNC_ACK:
         return f"rank {rank} waits for rank {src} to receive its synchronous send"
-    return f"rank {rank} waits for " + (f"rank {src}" if src >= 0 else "any rank") + f" (tag {tag})"
+    return (f"rank {rank} waits for " + (f"rank {src}" if src >= 0 else "any rank")
+            + (" (any tag)" if tag == ANY_TAG else f" (tag {tag})"))

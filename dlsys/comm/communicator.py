@@ -6,6 +6,26 @@ the trace and hands (header, array) pairs to its transport (``dlsys.comm.backend
 only part that differs between backends. So the same program gives the same values and the
 same trace on every backend.
 
+The point-to-point calls take mpi4py's lowercase signatures, names and defaults
+(mpi4py/MPI/Comm.pyx): ``send(obj, dest, tag=0)``, ``ssend``, ``isend``, ``recv(buf=None,
+source=ANY_SOURCE, tag=ANY_TAG, status=None)``, ``irecv(buf=None, source=ANY_SOURCE,
+tag=ANY_TAG)`` and ``sendrecv(sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+recvtag=ANY_TAG, status=None)``, so a student's mpi4py program means the same here. Two
+choices differ in how, not in what:
+
+* ``source=ANY_SOURCE`` takes the message ``recv_any`` would: the earliest in *virtual*
+  time, ties to the lowest rank (MPI takes whichever arrives first in real time), so a run
+  is reproducible; ``status`` (a ``Status``) then tells the source and the tag. The rule
+  is conservative: it decides once every other rank has a message here, has finished or
+  waits on this rank, so a server's ANY_SOURCE among workers that wait on it decides, but
+  ranks that *all* wait on ANY_SOURCE at once (a ring of ``comm.recv()``) wait for each
+  other, and the launcher reports the deadlock where mpi4py would have run: name the source;
+* ``buf`` and ``recvbuf`` are accepted and ignored, as the value is always returned: in
+  mpi4py they are scratch memory for the pickled message, not where the value goes. An int
+  there is refused (``comm.recv(3)`` is mpi4py's buf=3, not source 3).
+
+Our own arguments (``label``, ``phase``, ``step``, ``block``) are keyword-only.
+
 This is the reading path: ``send`` is a check, the clock's send rule, the board's counters
 and the transport. The collectives' per-message fast path (``shift``: the same rules
 inlined, for 1024-rank emulations) lives beside it in ``dlsys.comm.fast``, held to the
@@ -19,7 +39,7 @@ import numpy as np
 from ..machine.ledger import MemoryLedger
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
-from .board import FROM, POSTED, SYNC_ACK, board_row
+from .board import ANY_SOURCE, ANY_TAG, FROM, POSTED, SYNC_ACK, board_row
 from .clock import VirtualClock
 from .mailbox import Header
 from .oplog import OpLog
@@ -48,6 +68,33 @@ def payload_nbytes(arr: np.ndarray) -> int:
     return arr.nbytes * getattr(arr, "scale", 1)
 
 
+class Status:
+    """mpi4py's ``MPI.Status`` for a receive: pass one as ``status=`` and read who sent the
+    message and with which tag (what ANY_SOURCE and ANY_TAG leave open)."""
+
+    def __init__(self):
+        self.source, self.tag, self.nbytes = ANY_SOURCE, ANY_TAG, 0
+
+    def Get_source(self) -> int:
+        return self.source
+
+    def Get_tag(self) -> int:
+        return self.tag
+
+    def __repr__(self):
+        return f"<Status source={self.source} tag={self.tag} nbytes={self.nbytes}>"
+
+
+def check_buffer(buf, name: str, call: str) -> None:
+    """mpi4py's ``buf``/``recvbuf`` of a receive: None or memory (ignored here); anything
+    else, an int above all, is a source or tag in the wrong place."""
+    if buf is None or isinstance(buf, (np.ndarray, bytearray, memoryview)):
+        return
+    hint = (f"; to receive from rank {buf}, name it: comm.{call}(source={buf})"
+            if isinstance(buf, (int, np.integer)) and not isinstance(buf, bool) else "")
+    raise TypeError(f"{call}: {name} (mpi4py's receive buffer) must be None or an array, got {buf!r}{hint}")
+
+
 def message_label(label, phase: str = "", step: int = -1, block: int = -1) -> str:
     """A message's label: ``label``, or "<phase> step <s> block <i>" from its fields; at
     most MAX_LABEL characters."""
@@ -62,7 +109,8 @@ class Request:
     dropped the array; wait() then charges no virtual time (the link model's sender never
     waits for its receiver): it is real-time synchronization only. A synchronous send's
     (``matched``: its Header) completes when the receiver has matched it (VirtualClock.matched).
-    A receive is posted at the clock of ``irecv`` (``posted_s``), charged at ``wait()``."""
+    A receive is posted at the clock of ``irecv`` (``posted_s``), charged at ``wait()``
+    (``src`` may be ANY_SOURCE, ``tag`` ANY_TAG: decided then, as ``recv`` decides them)."""
 
     def __init__(self, comm: Communicator, src: int | None = None, tag: int = 0, label=None,
                  loan: int | None = None, dst: int | None = None, matched: Header | None = None,
@@ -71,14 +119,15 @@ class Request:
         self._matched, self._posted_s = matched, posted_s
         self._done, self._value = src is None and loan is None and matched is None, None
 
-    def wait(self):
+    def wait(self, status: Status | None = None):
+        """Complete the operation; for a receive, return the array (and fill ``status``)."""
         if not self._done:
             if self._loan is not None:
                 self._comm._transport.wait_released(self._loan, self._dst, self._comm._deadline)
             if self._matched is not None:
                 self._comm._wait_matched(self._dst, self._matched)
             elif self._src is not None:
-                self._value = self._comm._receive(self._src, self._tag, self._label, self._posted_s)
+                self._value = self._comm._match(self._src, self._tag, self._label, self._posted_s, status)
             self._done = True
         return self._value
 
@@ -87,7 +136,7 @@ _SENT = Request(None)  # what isend returns when the payload was copied: already
 
 
 class Communicator:
-    """Rank-side API in mpi4py's style and argument order, on a virtual clock.
+    """Rank-side API with mpi4py's signatures (the module's docstring), on a virtual clock.
 
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
     ``board`` the run's status board (dlsys.comm.board), where this rank counts its sends.
@@ -117,6 +166,8 @@ class Communicator:
         self.messages: list[Message] = []
         self.ops: OpLog | None = OpLog(log_labels) if log_ops else None
         self._memory: MemoryLedger | None = None
+
+    ANY_SOURCE, ANY_TAG = ANY_SOURCE, ANY_TAG  # mpi4py's MPI.ANY_SOURCE, MPI.ANY_TAG, at hand in a program
 
     def __repr__(self):
         return f"<Communicator rank {self.rank} of {self.size}, t={self.clock:.6g} s>"
@@ -160,15 +211,20 @@ class Communicator:
             if self.ops is not None:
                 self.ops.append(("reduce", nbytes, label))
 
-    def _check_peer(self, peer, name: str) -> int:
+    def _check_peer(self, peer, name: str, any_source: bool = False) -> int:
+        if any_source and isinstance(peer, (int, np.integer)) and peer == ANY_SOURCE:
+            return ANY_SOURCE
         if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool) or not 0 <= peer < self.size or peer == self.rank:
-            raise ValueError(f"{name} must be another rank in 0..{self.size - 1} (this is rank {self.rank}), got {peer!r}")
+            either = " or ANY_SOURCE (-1)" if any_source else ""
+            raise ValueError(f"{name} must be another rank in 0..{self.size - 1}{either} "
+                             f"(this is rank {self.rank}), got {peer!r}")
         return int(peer)
 
     @staticmethod
-    def _check_tag(tag) -> int:
-        if not isinstance(tag, (int, np.integer)) or tag < 0:
-            raise ValueError(f"tag must be an int >= 0, got {tag!r}")
+    def _check_tag(tag, name: str = "tag", any_tag: bool = False) -> int:
+        if not isinstance(tag, (int, np.integer)) or isinstance(tag, bool) or tag < (ANY_TAG if any_tag else 0):
+            either = " or ANY_TAG (-1)" if any_tag else ""
+            raise ValueError(f"{name} must be an int >= 0{either}, got {tag!r}")
         return int(tag)
 
     def alloc(self, shape, dtype="float32") -> np.ndarray:
@@ -196,25 +252,25 @@ class Communicator:
     def Get_size(self) -> int:
         return self.size
 
-    def send(self, buf, dest: int, tag: int = 0, label: str = "", *, phase: str = "", step: int = -1,
+    def send(self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1,
              block: int = -1) -> None:
-        """Send array ``buf`` to rank ``dest``. mpi4py's order and names. Buffered (returns
+        """Send array ``obj`` to rank ``dest`` (mpi4py's ``comm.send``). Buffered (returns
         without waiting for the receiver), unless it is larger than the run's
         ``eager_limit_bytes`` (launch): then synchronous, as ``ssend``. ``phase``, ``step``
         and ``block`` describe a collective's message for figures (trace.Message); the label
         defaults to them."""
-        _, header = self._post(buf, dest, tag, label, False, phase, step, block)
+        _, header = self._post(obj, dest, tag, label, False, phase, step, block)
         if header.sync:
             self._wait_matched(int(dest), header)
 
-    def ssend(self, buf, dest: int, tag: int = 0, label: str = "") -> None:
+    def ssend(self, obj, dest: int, tag: int = 0, *, label: str = "") -> None:
         """Synchronous send (MPI_Ssend, mpi4py's ``comm.ssend``): returns only once ``dest``
         has posted the matching receive, so two ranks that ssend to each other first wait
         for ever (the launcher reports the deadlock). As MPICH's eager synchronous send
         (src/mpid/ch3/src/ch3u_eager.c, MPIDI_CH3_EagerSyncAck): the data goes at once with
         a flag, the receiver's match sends an acknowledgement back; the time of that is
         VirtualClock.matched."""
-        _, header = self._post(buf, dest, tag, label, False, "", -1, -1, sync=True)
+        _, header = self._post(obj, dest, tag, label, False, "", -1, -1, sync=True)
         self._wait_matched(int(dest), header)
 
     def _post(self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int,
@@ -258,25 +314,49 @@ class Communicator:
         self._row[POSTED] += 1
         self._row[self._sent + dst] += 1
 
-    def recv(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
-        """Receive the next array rank ``source`` sent with this tag (blocks; deadlock-checked;
-        VirtualClock.receive). The message keeps its sender's label; ``label`` names this
-        rank's wait/recv spans (default: the sender's label)."""
-        src, tag = self._check_peer(source, "source"), self._check_tag(tag)
-        return self._receive(src, tag, label, self._clock.t)
+    def recv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None, *,
+             label: str | None = None) -> np.ndarray:
+        """Receive the next array rank ``source`` sent with this tag (mpi4py's ``comm.recv``;
+        blocks; deadlock-checked; VirtualClock.receive). ANY_SOURCE: the earliest in virtual
+        time (``recv_any``); ANY_TAG: the source's oldest message. ``buf`` is ignored (the
+        module's docstring); ``status``, a Status, gets the source and tag. The message
+        keeps its sender's label; ``label`` names this rank's wait/recv spans (default: the
+        sender's label)."""
+        src, tag = self._check_receive(buf, source, tag, status, "recv")
+        return self._match(src, tag, label, self._clock.t, status)
 
-    def _receive(self, src: int, tag: int, label: str | None, posted_s: float) -> np.ndarray:
-        """recv of a receive posted at ``posted_s`` (irecv's clock, or recv's)."""
+    def _check_receive(self, buf, source, tag, status, call: str, names=("buf", "source", "tag")) -> tuple[int, int]:
+        check_buffer(buf, names[0], call)
+        if status is not None and not isinstance(status, Status):
+            raise TypeError(f"{call}: status must be None or a dlsys.comm.Status, got {status!r}")
+        return self._check_peer(source, names[1], any_source=True), self._check_tag(tag, names[2], any_tag=True)
+
+    def _match(self, src: int, tag: int, label: str | None, posted_s: float, status: Status | None,
+               sources: list[int] | None = None) -> np.ndarray:
+        """A checked receive posted at ``posted_s`` (irecv's clock, or recv's): ANY_SOURCE
+        resolved as recv_any resolves it (among ``sources``, default every other rank), then
+        taken, charged and recorded."""
+        if src == ANY_SOURCE:
+            src, _ = self._earliest_source([r for r in range(self.size) if r != self.rank] if sources is None
+                                           else sources, tag)
+        header, arr = self._receive(src, tag, label, posted_s)
+        if status is not None:
+            status.source, status.tag, status.nbytes = src, header.tag, header.nbytes
+        return arr
+
+    def _receive(self, src: int, tag: int, label: str | None, posted_s: float):
+        """Take the next message from ``src`` with ``tag`` (or ANY_TAG) posted at
+        ``posted_s``; returns (header, array)."""
         header, arr = self._transport.take(src, tag, self._deadline)
         if header.sync:
             self._acknowledge(src, posted_s)
         arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
         if self.ops is not None:
-            self.ops.append_shared(("recv", src, tag, label))
+            self.ops.append_shared(("recv", src, header.tag, label))
         if self._record:
-            self.messages.append(Message(src, self.rank, header.nbytes, header.depart_s, arrive, tag,
+            self.messages.append(Message(src, self.rank, header.nbytes, header.depart_s, arrive, header.tag,
                                          header.label, *(header.meta or ("", -1, -1))))
-        return arr
+        return header, arr
 
     def recv_any(self, sources=None, tag: int = 0, label: str | None = None) -> tuple[int, np.ndarray]:
         """Receive the message with the earliest virtual arrival from any of ``sources``.
@@ -284,10 +364,11 @@ class Communicator:
         Returns (src, array). Deterministic in virtual time (conservative, as in parallel
         discrete-event simulation): it decides only once every source has a message here,
         has finished, or is blocked on this rank (``Transport.silent``: the status board's
-        ``board.silent`` where ranks share memory); ties go to the lowest rank.
+        ``board.silent`` where ranks share memory); ties go to the lowest rank. ``tag`` may
+        be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this over every other rank.
         """
         src, _ = self.peek_any(sources, tag)
-        return src, self.recv(src, tag, label)
+        return src, self._receive(src, self._check_tag(tag, any_tag=True), label, self._clock.t)[1]
 
     def peek_any(self, sources=None, tag: int = 0) -> tuple[int, float]:
         """The source ``recv_any`` would take and when its message arrives here, taking
@@ -295,7 +376,11 @@ class Communicator:
         does, asks whether the next message is already in)."""
         sources = [self._check_peer(s, "sources") for s in (sources if sources is not None else
                                                              [r for r in range(self.size) if r != self.rank])]
-        tag = self._check_tag(tag)
+        return self._earliest_source(sources, self._check_tag(tag, any_tag=True))
+
+    def _earliest_source(self, sources: list[int], tag: int) -> tuple[int, float]:
+        """Which of ``sources`` recv_any takes its next message with ``tag`` from, and when
+        that message arrives here (waits)."""
         board, clock, transport = self._board, self._clock, self._transport
         chosen: dict[int, float] = {}
 
@@ -388,20 +473,22 @@ class Communicator:
                                          SIGNAL))
         return arr
 
-    def isend(self, buf, dest: int, tag: int = 0, label: str = "", *, phase: str = "", step: int = -1,
+    def isend(self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1,
               block: int = -1) -> Request:
-        """Non-blocking send. Complete at once (the payload is copied), unless buf is memory
-        from ``alloc`` on a backend that lends it: then ``wait()`` returns once the receiver
-        has dropped the array, and buf must not be written before that (MPI's rule)."""
-        loan, header = self._post(buf, dest, tag, label, True, phase, step, block)
+        """Non-blocking send (mpi4py's ``comm.isend``). Complete at once (the payload is
+        copied), unless obj is memory from ``alloc`` on a backend that lends it: then
+        ``wait()`` returns once the receiver has dropped the array, and obj must not be
+        written before that (MPI's rule)."""
+        loan, header = self._post(obj, dest, tag, label, True, phase, step, block)
         if loan is None and not header.sync:
             return _SENT
         return Request(self, loan=loan, dst=int(dest), matched=header if header.sync else None)
 
-    def irecv(self, source: int, tag: int = 0, label: str | None = None) -> Request:
-        """Non-blocking receive, posted now (what a synchronous sender waits for); the
-        message is charged when the request is waited on."""
-        src, tag = self._check_peer(source, "source"), self._check_tag(tag)
+    def irecv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, *, label: str | None = None) -> Request:
+        """Non-blocking receive (mpi4py's ``comm.irecv``), posted now (what a synchronous
+        sender waits for); the message is matched and charged when the request is waited
+        on (``wait(status)``), as ``recv`` matches it."""
+        src, tag = self._check_receive(buf, source, tag, None, "irecv")
         return Request(self, src, tag, label, posted_s=self._clock.t)
 
     @staticmethod
@@ -412,14 +499,21 @@ class Communicator:
     def waitall(requests) -> list:
         return [r.wait() for r in requests]
 
-    def sendrecv(self, sendbuf, dest: int, source: int, sendtag: int = 0, recvtag: int | None = None,
-                 label: str = "", *, phase: str = "", step: int = -1, block: int = -1) -> np.ndarray:
-        """Send ``sendbuf`` to ``dest`` and receive from ``source``: no deadlock, also when the
-        send is synchronous (MPI_Sendrecv completes both; the receive is posted before this
-        rank waits for the match). ``phase``, ``step`` and ``block`` describe the sent
-        message, as in ``send``."""
-        _, header = self._post(sendbuf, dest, sendtag, label, False, phase, step, block)
-        got = self.recv(source, sendtag if recvtag is None else recvtag)
+    def sendrecv(self, sendobj, dest: int, sendtag: int = 0, recvbuf=None, source: int = ANY_SOURCE,
+                 recvtag: int = ANY_TAG, status: Status | None = None, *, label: str = "", phase: str = "",
+                 step: int = -1, block: int = -1) -> np.ndarray:
+        """Send ``sendobj`` to ``dest`` and receive from ``source`` (mpi4py's
+        ``comm.sendrecv``: ``comm.sendrecv(x, dest=right, source=left)``; note that
+        ``comm.sendrecv(x, right, left)`` means sendtag=left, as in mpi4py). No deadlock,
+        also when the send is synchronous (MPI_Sendrecv completes both; the receive is
+        posted before this rank waits for the match). The receive is ``recv``'s (its
+        ANY_SOURCE, ANY_TAG, ignored ``recvbuf`` and ``status``); ``phase``, ``step`` and
+        ``block`` describe the sent message, as in ``send``."""
+        self._check_tag(sendtag, "sendtag")
+        src, recvtag = self._check_receive(recvbuf, source, recvtag, status, "sendrecv",
+                                           ("recvbuf", "source", "recvtag"))
+        _, header = self._post(sendobj, dest, sendtag, label, False, phase, step, block)
+        got = self._match(src, recvtag, None, self._clock.t, status)
         if header.sync:
             self._wait_matched(int(dest), header)
         return got

@@ -2,7 +2,7 @@
 ``fast_ops`` beside ``tensor_ops``).
 
 ``shift(comm, right, left, TAG)`` returns ``step``, and ``step(buf, phase, s, block)`` is
-``comm.sendrecv(buf, right, left, TAG, phase=phase, step=s, block=block)``: the same checks,
+``comm.sendrecv(buf, right, TAG, source=left, recvtag=TAG, phase=phase, step=s, block=block)``: the same checks,
 clock rules, board counters and trace. A 1024-rank ring makes 2.1 M of them, and every
 Python call costs about 0.1 us, so here
 
@@ -50,7 +50,7 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
     dest, source, tag = comm._check_peer(dest, "dest"), comm._check_peer(source, "source"), comm._check_tag(tag)
     if comm.eager_limit_bytes is not None:  # sends may be synchronous: the reading path's sendrecv
         return lambda buf, phase="", step=-1, block=-1, label="": comm.sendrecv(
-            buf, dest, source, tag, label=label, phase=phase, step=step, block=block)
+            buf, dest, tag, source=source, recvtag=tag, label=label, phase=phase, step=step, block=block)
     rank, clock, record, row = comm.rank, comm._clock, comm._record, comm._row
     transport, deadline = comm._transport, comm._deadline
     post, take = transport.hand_over if handover else transport.post, transport.take

@@ -4,6 +4,8 @@ world out as DP x TP x PP and gives each rank its group along each axis."""
 
 from __future__ import annotations
 
+from .board import ANY_SOURCE, ANY_TAG
+
 
 class Group:
     """``comm`` restricted to ``members`` (global ranks, in group-rank order); everything
@@ -15,11 +17,21 @@ class Group:
             raise ValueError(f"members must list distinct ranks including this one ({comm.rank}), got {members}")
         self.rank, self.size = self.members.index(comm.rank), len(self.members)
 
-    def send(self, buf, dest: int, tag: int = 0, label: str = "", **fields) -> None:
-        self._comm.send(buf, self.members[dest], tag, label, **fields)
+    def send(self, obj, dest: int, tag: int = 0, **fields) -> None:
+        self._comm.send(obj, self.members[dest], tag, **fields)
 
-    def recv(self, source: int, tag: int = 0, label: str | None = None):
-        return self._comm.recv(self.members[source], tag, label)
+    def recv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None, *, label: str | None = None):
+        """The communicator's recv (mpi4py's signature) from group rank ``source``
+        (ANY_SOURCE: any other member; ``status.source`` is a group rank)."""
+        comm = self._comm
+        if not (isinstance(source, int) and (source == ANY_SOURCE or 0 <= source < self.size)):
+            raise ValueError(f"source must be a group rank in 0..{self.size - 1} or ANY_SOURCE (-1), got {source!r}")
+        world, tag = comm._check_receive(buf, source if source == ANY_SOURCE else self.members[source], tag, status, "recv")
+        others = [m for m in self.members if m != comm.rank]
+        got = comm._match(world, tag, label, comm.clock, status, others)
+        if status is not None:
+            status.source = self.members.index(status.source)
+        return got
 
     def __getattr__(self, name):
         return getattr(self._comm, name)

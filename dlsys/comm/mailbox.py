@@ -1,5 +1,8 @@
 """A rank's mailbox: messages wait here, by (src, tag), until the rank takes them.
 
+Each waits with its number among the messages delivered from its source, so a receive of
+any tag (ANY_TAG) takes the source's oldest, as MPI's non-overtaking rule says.
+
 Every wait marks the rank BLOCKED on the status board (dlsys.comm.board) with whom it
 waits for, and every delivery marks it RUNNING again when it matches, so the launcher
 can tell a deadlock from a slow rank. Every wait has a deadline and ends at an abort
@@ -18,6 +21,7 @@ import numpy as np
 
 from .board import (
     ANY_SOURCE,
+    ANY_TAG,
     BLOCKED,
     FROM,
     PULLED,
@@ -105,18 +109,18 @@ class Mailbox:
         lock = self._lock
         lock.acquire()
         try:
-            self._stash[src, tag].append((header, payload))
+            # counted in Python, stored to the board below: cheaper than numpy +=
+            self._from[src] = delivered = self._from[src] + 1
+            self._stash[src, tag].append((header, payload, delivered))
             row = self.row
             blocked = row[STATE] == BLOCKED
             # RUNNING before the counters: another process reads STATE first, then the
             # counters (board.silent); the other order let it see this rank BLOCKED with the
             # waking message counted as delivered, and call it silent while it was waking
-            if blocked and row[WAIT_SRC] == src and row[WAIT_TAG] == tag:
+            if blocked and row[WAIT_SRC] == src and (row[WAIT_TAG] == tag or (row[WAIT_TAG] == ANY_TAG and tag >= 0)):
                 row[STATE] = RUNNING
-            # counted in Python, stored to the board: cheaper than numpy +=
             self._pulled = pulled = self._pulled + 1
             row[PULLED] = pulled
-            self._from[src] = delivered = self._from[src] + 1
             row[FROM + src] = delivered
             if blocked:  # a rank that is not waiting needs no wake-up
                 self._cond.notify()
@@ -124,23 +128,34 @@ class Mailbox:
             lock.release()
 
     def take(self, src: int, tag: int, deadline: float):
-        """The next (header, payload) from src with this tag; waits for it."""
+        """The next (header, payload) from src with this tag (ANY_TAG: of any program tag,
+        the oldest); waits for it."""
         queue = self._stash.get((src, tag))
         if queue:  # the usual case, without the lock: only this rank takes, deliveries only append
-            return queue.popleft()
+            header, payload, _ = queue.popleft()
+            return header, payload
         lock = self._lock
         lock.acquire()
         try:
-            queue = self._stash[src, tag]
             row = self.row
-            while not queue:
+            while not (queue := self._queue(src, tag)):
                 row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
                 self._cond.wait(POLL_S)
-                self._check(deadline, f"no message from rank {src} (tag {tag})")
+                what = "any tag" if tag == ANY_TAG else f"tag {tag}"
+                self._check(deadline, f"no message from rank {src} ({what})")
             row[STATE] = RUNNING
-            return queue.popleft()
+            header, payload, _ = queue.popleft()
+            return header, payload
         finally:
             lock.release()
+
+    def _queue(self, src: int, tag: int) -> deque:
+        """The queue ``take(src, tag)`` takes from (under the lock): for ANY_TAG, the
+        non-empty queue of a program tag (>= 0) whose head src sent first, or an empty one."""
+        if tag != ANY_TAG:
+            return self._stash[src, tag]
+        heads = [(queue[0][2], queue) for (s, t), queue in self._stash.items() if s == src and t >= 0 and queue]
+        return min(heads, key=lambda head: head[0])[1] if heads else deque()
 
     def wait_any(self, tag: int, choose: Callable, deadline: float):
         """Wait until ``choose(head)`` returns a source, and return it.
@@ -159,7 +174,8 @@ class Mailbox:
             return chosen
 
     def head(self, src: int, tag: int) -> Header | None:
-        queue = self._stash.get((src, tag))
+        """The header ``take(src, tag)`` would return now, or None (under the lock)."""
+        queue = self._stash.get((src, tag)) if tag != ANY_TAG else self._queue(src, tag)
         return queue[0][0] if queue else None
 
     def released(self, loan: int) -> None:

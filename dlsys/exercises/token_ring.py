@@ -23,8 +23,8 @@ def token_ring(comm, token: np.ndarray) -> np.ndarray:
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
     if comm.rank == 0:
         comm.send(token + 1, right, label="token")
-        return comm.recv(left)
-    received = comm.recv(left)
+        return comm.recv(source=left)
+    received = comm.recv(source=left)
     comm.send(received + 1, right, label="token")
     return received
     # END SOLUTION

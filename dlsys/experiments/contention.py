@@ -69,13 +69,13 @@ def pattern_program(comm, pattern: str, block, seed: int):
     p, r = comm.size, comm.rank
     if pattern == "incast":
         if r == 0:
-            return sum(np.asarray(comm.recv(src, label="push")).sum(dtype=np.float64) for src in range(1, p))
+            return sum(np.asarray(comm.recv(source=src, label="push")).sum(dtype=np.float64) for src in range(1, p))
         comm.send(x, 0, label="push")
         return None
     if pattern == "alltoall":
         for i in range(1, p):
             comm.send(x, (r + i) % p, label="alltoall")
-        return [comm.recv((r - i) % p, label="alltoall") for i in range(1, p)]
+        return [comm.recv(source=(r - i) % p, label="alltoall") for i in range(1, p)]
     return collective_program(comm, "allreduce", pattern, block.real_count, "float32", "sum", seed, block)
 
 

@@ -191,9 +191,9 @@ def _pingpong_program(comm, nbytes: int, warmup: int, repeats: int) -> list[floa
         start = time.perf_counter()
         if comm.rank == 0:
             comm.send(x, 1)
-            got = comm.recv(1)
+            got = comm.recv(source=1)
         else:
-            got = comm.recv(0)
+            got = comm.recv(source=0)
             comm.send(x, 0)
         if i >= warmup:
             times.append(time.perf_counter() - start)

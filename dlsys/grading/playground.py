@@ -1,8 +1,9 @@
 """The playground: a student's own rank program, run in the grader's sandbox.
 
 ``run_program(source, ranks, link, topology, nbytes)`` runs ``def program(comm): ...``
-(mpi4py style: ``comm.rank``, ``comm.size``, ``comm.send``/``comm.recv``,
-``dlsys.collectives``) on ``ranks`` thread ranks, never in the calling process: the
+(mpi4py style: ``comm.rank``, ``comm.size``, ``comm.send``/``comm.recv`` and the other
+point-to-point calls with mpi4py's signatures, ``MPI.ANY_SOURCE``, ``MPI.ANY_TAG`` and
+``MPI.Status``, ``dlsys.collectives``) on ``ranks`` thread ranks, never in the calling process: the
 untrusted child of ``untrusted.Submission`` (a fresh interpreter, ``isolation.contain``:
 its own session, parent-death signal, RLIMIT_AS, RLIMIT_CPU; as root its own pid and mount
 namespace, /dev/shm and uid) runs ``observe_program`` and answers plain JSON data. The
@@ -29,16 +30,18 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-from ..comm import launch
+from ..comm import ANY_SOURCE, ANY_TAG, Status, launch
 from ..comm.supervise import DeadlockError, RankFailed, RunTimeout
 from ..comm.trace import Message, Span, Trace
 from ..checks import check_int
 from ..machine.topology import get_network
 from .untrusted import CALL, DEFAULT_MEMORY_BYTES, Submission, SubmissionFailed
 
+MPI = SimpleNamespace(ANY_SOURCE=ANY_SOURCE, ANY_TAG=ANY_TAG, Status=Status)  # mpi4py's names a program uses
 PROGRAM_FILE = "<your program>"  # the student's code's file name in tracebacks
 TIME_LIMIT_S = 20.0               # wall clock for one run, the child's start included
 MEMORY_BYTES = DEFAULT_MEMORY_BYTES  # RLIMIT_AS of the child (and its /dev/shm under a namespace)
@@ -84,11 +87,24 @@ def program(comm):
     return collectives.allreduce(comm, x, algorithm="ring")[0]
 '''
 
+SSEND_SHIFT = '''\
+def program(comm):
+    """Shift an array one rank to the right with a synchronous send: the classic deadlock.
+    ssend returns only once the receiver has posted its receive, and every rank is in
+    ssend, so none reaches its recv. The fix, one line: return comm.sendrecv(x, dest=right,
+    source=left)[0] (or comm.send: buffered, so it returns at once)."""
+    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    x = np.full(n // 8, float(comm.rank))
+    comm.ssend(x, dest=right)
+    return comm.recv(source=left)[0]
+'''
+
 # name: (source, closed form in p, n, alpha, beta or "" where none is exact)
 STARTERS = {
     "token ring": (TOKEN_RING, "p * (alpha + n * beta)"),
     "naive all-reduce": (NAIVE_ALLREDUCE, ""),
     "ring all-reduce": (RING_ALLREDUCE, "2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta"),
+    "ssend deadlock (fix it)": (SSEND_SHIFT, "alpha + n * beta"),  # the form of the fixed shift
 }
 
 
@@ -100,10 +116,15 @@ def _line(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+WAIT = re.compile(r"rank (\d+) waits for (rank \d+|any rank)(?: \((?:tag (\d+)|any tag)\)|( to receive its synchronous send))")
+
+
 def _waits(report: str) -> list[dict]:
-    """[{"rank", "source" (None: any), "tag"}] from the board's 'rank 1 waits for rank 0 (tag 3)'."""
-    return [{"rank": int(rank), "source": None if source == "any rank" else int(source.split()[1]), "tag": int(tag)}
-            for rank, source, tag in re.findall(r"rank (\d+) waits for (rank \d+|any rank) \(tag (-?\d+)\)", report)]
+    """[{"rank", "source" (None: any), "tag" (None: any, or a synchronous send's match),
+    "text"}] from the board's 'rank 1 waits for rank 0 (tag 3)', '... (any tag)' and 'rank 0
+    waits for rank 1 to receive its synchronous send' (dlsys.comm.board.waits_text)."""
+    return [{"rank": int(m[1]), "source": None if m[2] == "any rank" else int(m[2].split()[1]),
+             "tag": None if m[3] is None else int(m[3]), "text": m[0]} for m in WAIT.finditer(report)]
 
 
 def _short(value) -> str:
@@ -122,7 +143,7 @@ def observe_program(source: str, ranks: int, link: str, topology: str, nbytes: i
         code = compile(source, PROGRAM_FILE, "exec")
     except SyntaxError as exc:
         return {"error": {"kind": "syntax", "message": f"SyntaxError: {exc.msg}", "line": exc.lineno}}
-    namespace = {"__name__": "playground", "np": np, "n": nbytes}
+    namespace = {"__name__": "playground", "np": np, "n": nbytes, "MPI": MPI}
     try:
         exec(code, namespace)  # the sandboxed child: the student's code is meant to run here
     except Exception as exc:
@@ -209,8 +230,7 @@ def describe_error(error: dict) -> str:
     """An error in a sentence for the page."""
     kind = error["kind"]
     if kind == "deadlock":
-        waits = "; ".join(f"rank {w['rank']} waits for " + ("any rank" if w["source"] is None else f"rank {w['source']}")
-                          + f" (tag {w['tag']})" for w in error["waits"])
+        waits = "; ".join(w["text"] for w in error["waits"])
         return f"Deadlock: every rank that has not finished waits for a message no rank will send. {waits}."
     if kind in ("exception", "syntax"):
         rank = f"rank {error['rank']} raised " if error.get("rank") is not None else ""

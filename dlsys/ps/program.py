@@ -42,7 +42,7 @@ def ps_program(comm, config: TrainConfig, servers: int = 1, consistency: str = "
         return {}
     for s in range(servers):
         lo, hi = layout.bounds[s], layout.bounds[s + 1]
-        model.params[lo:hi] = server.weights if s == 0 else comm.recv(s, GATHER)
+        model.params[lo:hi] = server.weights if s == 0 else comm.recv(source=s, tag=GATHER)
     return {"params": model.params.copy(), "test_accuracy": accuracy(model, task.X_test, task.y_test),
             "reads": log.reads, "failed": log.failed, "gradients_applied": server.pushes,
             "gradients_discarded": server.discarded}

@@ -64,7 +64,7 @@ class KVServer:
             if kind == PULL:
                 self.held.append((src, keys))
             elif kind == PUSH:
-                values = self.codec.decode(self.comm, self.comm.recv(src, DATA), self.weights)
+                values = self.codec.decode(self.comm, self.comm.recv(source=src, tag=DATA), self.weights)
                 self.hooks.pushed(self, self.push(src, keys, values))
             else:
                 self.leave(src)
@@ -80,10 +80,10 @@ class KVServer:
                 self._turn += 1
                 src = self.workers[self._turn % len(self.workers)]
             self._turn += 1
-            return src, self.comm.recv(src, REQUEST)
+            return src, self.comm.recv(source=src, tag=REQUEST)
         if self.comm.rank > 0:
-            src = int(self.comm.recv(0, ORDER)[0])
-            return src, self.comm.recv(src, REQUEST)
+            src = int(self.comm.recv(source=0, tag=ORDER)[0])
+            return src, self.comm.recv(source=src, tag=REQUEST)
         src, meta = self.comm.recv_any(sorted(self.active), REQUEST)
         for s in range(1, self.layout.servers):
             self.comm.send(np.array([src], np.int64), s, ORDER, label="request order")

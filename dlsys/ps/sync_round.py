@@ -12,10 +12,10 @@ def ps_round(comm, grad=None):
     """
     workers = comm.size - 1
     if comm.rank == 0:
-        total = sum(comm.recv(w, label="push gradient") for w in range(1, workers + 1))
+        total = sum(comm.recv(source=w, label="push gradient") for w in range(1, workers + 1))
         mean = total / workers
         for w in range(1, workers + 1):
             comm.send(mean, w, label="pull mean")
         return mean
     comm.send(grad, 0, label="push gradient")
-    return comm.recv(0, label="pull mean")
+    return comm.recv(source=0, label="pull mean")

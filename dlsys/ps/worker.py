@@ -43,7 +43,7 @@ class KVWorker:
         if ts not in self._pulls:
             return None
         keys = self._pulls.pop(ts)
-        replies = [self.comm.recv(s, REPLY) for s in range(self.servers)]  # server 0 first: it gates
+        replies = [self.comm.recv(source=s, tag=REPLY) for s in range(self.servers)]  # server 0 first: it gates
         if replies[0][0] == STOP:
             return None
         values = np.empty(sum(p.size for p, _ in self.layout.parts(keys)), replies[0].dtype)

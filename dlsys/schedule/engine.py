@@ -341,8 +341,7 @@ def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
     sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     for it in range(job.iterations):
-        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index],
-                                                             TAG_PUSH, f"push {_label(job, item)}"), sockets)
+        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index], TAG_PUSH, label=f"push {_label(job, item)}"), sockets)
     return {}
 
 
@@ -362,7 +361,7 @@ def _receiver(comm, job: Job, w: int):
         if not any(owed):
             owed = list(per_server)
         if job.servers == 1:
-            arr = comm.recv(0, TAG_REPLY)
+            arr = comm.recv(source=0, tag=TAG_REPLY)
         else:
             arr = comm.recv_any([s for s in range(job.servers) if owed[s]], TAG_REPLY)[1]
         owed[job.server_of[int(arr[0])]] -= 1
@@ -452,7 +451,7 @@ def _server(comm, job: Job, s: int):
             reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
         for w in range(job.workers):
             receiver = job.rank_of("receiver", w)
-            send = functools.partial(comm.send, reply, receiver, TAG_REPLY, f"pull {_label(job, item)}")
+            send = functools.partial(comm.send, reply, receiver, TAG_REPLY, label=f"pull {_label(job, item)}")
             if sockets is None:
                 send()
             else:  # P3's KVServer::Response: Van::Send on the worker's socket, blocking this thread
@@ -476,7 +475,7 @@ def _next_by_priority(comm, job: Job, owed: dict, queued: list) -> tuple[int, np
         src, arrive_s = comm.peek_any(candidates, TAG_PUSH)
         if queued and arrive_s > comm.clock:
             break
-        arr = comm.recv(src, TAG_PUSH)
+        arr = comm.recv(source=src, tag=TAG_PUSH)
         owed[src] -= 1
         heapq.heappush(queued, (job.items[int(arr[0])].priority, src, arr))  # (priority, src): unique in a round
     _, src, arr = heapq.heappop(queued)

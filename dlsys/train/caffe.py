@@ -171,19 +171,19 @@ def ps_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
         _copy(comm, net, account, "pack W")
         weights = net.logical(net.flat("data"))
         for worker in range(1, p):
-            comm.send(weights, worker, WEIGHTS_TAG, "W")
+            comm.send(weights, worker, WEIGHTS_TAG, label="W")
     else:
-        net.load("data", comm.recv(0, WEIGHTS_TAG))
+        net.load("data", comm.recv(source=0, tag=WEIGHTS_TAG))
         _copy(comm, net, account, "unpack W")
     _forward(comm, net, batch, account)
     for layer in _backward(comm, net, batch, seed, account):
         if comm.rank == 0:
             total = layer.blob.diff.copy()
             for worker in range(1, p):
-                total += comm.recv(worker, GRADIENT_TAG)
+                total += comm.recv(source=worker, tag=GRADIENT_TAG)
             layer.blob.diff[...] = total / p
         else:
-            comm.send(net.logical(layer.blob.diff), 0, GRADIENT_TAG, f"gradient {layer.name}")
+            comm.send(net.logical(layer.blob.diff), 0, GRADIENT_TAG, label=f"gradient {layer.name}")
     if comm.rank == 0:
         _update(comm, solver, account)
     return account | {"weights": net.flat("data").copy() if comm.rank == 0 else None}

@@ -129,7 +129,7 @@ def grid_program(comm, config: GridConfig) -> dict:
             begin = comm.clock
             if kind == "F":
                 tokens, targets = reference.batch(step, d * m + i)
-                x = tokens if k == 0 else comm.recv(pipe[(k - 1) % p], tag(i, k - 1, p * v, False))
+                x = tokens if k == 0 else comm.recv(source=pipe[(k - 1) % p], tag=tag(i, k - 1, p * v, False))
                 for layer in layers:
                     x = layer.forward(x)
                 ledger.alloc("activations", sum(a.nbytes for layer in layers for a in layer.saved().values()),
@@ -140,7 +140,7 @@ def grid_program(comm, config: GridConfig) -> dict:
                 else:
                     comm.send(x, pipe[(k + 1) % p], tag(i, k, p * v, False), label=f"activations {name}")
             else:
-                dy = dlogits.pop(i) if k == last else comm.recv(pipe[(k + 1) % p], tag(i, k + 1, p * v, True))
+                dy = dlogits.pop(i) if k == last else comm.recv(source=pipe[(k + 1) % p], tag=tag(i, k + 1, p * v, True))
                 for layer in reversed(layers):
                     dy = layer.backward(dy)
                 kept[c, i] = {key: grads[key].copy() for key in keys[c]}

@@ -66,7 +66,7 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
         replicas = [[copy.copy(layer) for layer in model.layers[start:stop]] for _ in micro]
         douts, loss = [], 0.0
         for m, part in enumerate(micro):
-            x = task.X_train[part].astype(model.params.dtype) if s == 0 else comm.recv(s - 1, FORWARD)
+            x = task.X_train[part].astype(model.params.dtype) if s == 0 else comm.recv(source=s - 1, tag=FORWARD)
             for layer in replicas[m]:
                 x = layer.forward(x)
             comm.compute(flops=flops(len(part)), label=f"forward micro-batch {m}")
@@ -78,7 +78,7 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
                 comm.send(x, s + 1, FORWARD, label=f"activations micro-batch {m}")
         summed[...] = 0
         for m in reversed(range(len(micro))):
-            dy = douts[m] if s == last else comm.recv(s + 1, BACKWARD)
+            dy = douts[m] if s == last else comm.recv(source=s + 1, tag=BACKWARD)
             for layer in reversed(replicas[m]):
                 dy = layer.backward(dy)
             comm.compute(flops=2 * flops(len(micro[m])), label=f"backward micro-batch {m}")
@@ -94,7 +94,7 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
         comm.send(model.params[lo:hi], 0, GATHER, label="gather weights for evaluation")
         return {"losses": losses, "layers": (start, stop)}
     for r in range(1, comm.size):
-        params = comm.recv(r, GATHER)
+        params = comm.recv(source=r, tag=GATHER)
         model.params[hi:hi + params.size] = params
         hi += params.size
     return {"losses": losses, "layers": (start, stop), "params": model.params.copy(),

@@ -257,7 +257,7 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
             layers, name = replicas[c, i], f"{kind}{i}" + (f" chunk {c}" if v > 1 else "")
             if kind == "F":
                 tokens, targets = config.batch(step, i)
-                x = tokens if k == 0 else comm.recv((k - 1) % p, tag(i, k - 1, p * v, False))
+                x = tokens if k == 0 else comm.recv(source=(k - 1) % p, tag=tag(i, k - 1, p * v, False))
                 begin = comm.clock
                 for layer in layers:
                     x = layer.forward(x)
@@ -270,7 +270,7 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
                 else:
                     comm.send(x, (k + 1) % p, tag(i, k, p * v, False), label=f"activations {name}")
             elif kind == "B":
-                dy = dlogits.pop(i) if k == last else comm.recv((k + 1) % p, tag(i, k + 1, p * v, True))
+                dy = dlogits.pop(i) if k == last else comm.recv(source=(k + 1) % p, tag=tag(i, k + 1, p * v, True))
                 begin = comm.clock
                 for layer in reversed(layers):
                     dy = layer.backward_input(dy) if entry.split_backward else layer.backward(dy)

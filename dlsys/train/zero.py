@@ -208,7 +208,7 @@ class Sharded:
         if k in self.posted:
             unit, r = self.units[k], self.comm.rank
             full = np.concatenate([self._padded_shard(k) if src == r else
-                                   self.comm.recv(src, PREFETCH_TAG, f"prefetch unit {k}") for src in range(self.comm.size)])
+                                   self.comm.recv(source=src, tag=PREFETCH_TAG, label=f"prefetch unit {k}") for src in range(self.comm.size)])
             self.model.params[unit.start:unit.stop] = full[:unit.stop - unit.start]
             self.posted.discard(k)
         else:
@@ -225,7 +225,7 @@ class Sharded:
         shard = self._padded_shard(k)
         for dst in range(self.comm.size):
             if dst != self.comm.rank:
-                self.comm.send(shard, dst, PREFETCH_TAG, f"prefetch unit {k}")
+                self.comm.send(shard, dst, PREFETCH_TAG, label=f"prefetch unit {k}")
         self.memory.alloc("buffers", shard.nbytes * self.comm.size, f"params unit {k}")
         self.posted.add(k)
 

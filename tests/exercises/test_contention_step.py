@@ -60,7 +60,7 @@ def emulate(topology, ranks: int, sends):
                 comm.send(np.zeros(nbytes // 4, np.float32), dst, tag=dst)
         for src, dst, nbytes in sends:
             if dst == comm.rank:
-                comm.recv(src, tag=dst)
+                comm.recv(source=src, tag=dst)
     result = launch(program, ranks, "threads", topology=topology, sharing=True, timeout_s=LAUNCH_TIMEOUT_S)
     times = {}
     for m in result.trace.messages:
