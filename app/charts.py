@@ -11,6 +11,8 @@ from dlsys.viz import style
 from layout import FIGURE_FORMAT, FIGURE_FORMATS, PRESENTER
 
 DEFAULT_HEIGHT_PX = 450  # plotly's, for a figure that sets none
+# a 720p projector, less presenter mode's header (layout.PRESENTER_CSS) and a margin
+PRESENTER_ANIMATION_MAX_HEIGHT_PX = 620
 
 
 def figure_config(key: str) -> dict:
@@ -26,10 +28,14 @@ def chart(fig: go.Figure, key: str) -> None:
     default was when it was built (Streamlit sets its own default when it is imported), and
     with theme=None, because Streamlit's theme would replace the template's projector-sized
     fonts with its own. In presenter mode, every text and the height grow by
-    style.PRESENTER_SCALE."""
+    style.PRESENTER_SCALE, including the sizes the figure sets itself, and an
+    animation is at most PRESENTER_ANIMATION_MAX_HEIGHT_PX high."""
     if st.session_state.get(PRESENTER):
-        fig.update_layout(template=style.PRESENTER_TEMPLATE,
-                          height=round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE))
+        height = round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE)
+        if fig.frames:  # an animation and its controls fit one screen: no scrolling between Play and the picture
+            height = min(height, PRESENTER_ANIMATION_MAX_HEIGHT_PX)
+        fig = style.scale_fonts(fig, style.PRESENTER_SCALE)
+        fig.update_layout(template=style.PRESENTER_TEMPLATE, height=height)
     else:
         fig.update_layout(template=style.TEMPLATE)
     st.plotly_chart(fig, key=key, theme=None, config=figure_config(key))

@@ -8,7 +8,18 @@ from urlstate import url_key
 PRESENTER, FIGURE_FORMAT = "presenter", "figure_format"  # the sidebar's keys
 FIGURE_FORMATS = ["png", "svg"]
 # Streamlit sizes its text in rem: a larger root font enlarges every text, widget and margin.
-PRESENTER_CSS = f"<style>html {{ font-size: {round(16 * style.PRESENTER_SCALE)}px; }}</style>"
+# What a larger font would cut ("142 ..." in a metric, "allre" in a select box) wraps instead,
+# and the page gives the margins Streamlit's wide layout keeps (5rem a side) to the content.
+PRESENTER_CSS = f"""<style>
+html {{ font-size: {round(16 * style.PRESENTER_SCALE)}px; }}
+[data-testid="stMainBlockContainer"] {{ padding: 3rem 1.5rem 4rem; max-width: none; }}
+[data-testid="stHeader"] {{ height: 2.5rem; min-height: 2.5rem; }}
+[data-testid="stMetricValue"] {{ font-size: 1.75rem; }}
+[data-testid="stMetric"] *, [data-baseweb="select"] *, [data-testid="stSidebarNav"] *,
+[data-testid="stWidgetLabel"] *, [data-testid="stTab"] * {{
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  overflow-wrap: anywhere; }}
+</style>"""
 
 
 def sidebar() -> None:
@@ -21,3 +32,5 @@ def sidebar() -> None:
         st.caption("The address bar holds this page's settings: copy it to share this exact view.")
     if presenter:
         st.html(PRESENTER_CSS)
+    # presenter mode opens with the sidebar collapsed: the page gets the projector's width
+    st.set_page_config(initial_sidebar_state="collapsed" if presenter else "auto")
