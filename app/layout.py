@@ -7,18 +7,27 @@ from urlstate import url_key
 
 PRESENTER, FIGURE_FORMAT = "presenter", "figure_format"  # the sidebar's keys
 FIGURE_FORMATS = ["png", "svg"]
+# Every page, every width: what Streamlit would cut with an ellipsis or scroll sideways (a
+# metric's "142 ...", a select box's "allre", a toggle's label, the policies' chips, the
+# navigation's titles) wraps onto another line instead, and code in a caption keeps the minimum
+# font size (tests/test_browser.py's MIN_FONT_PX). tests/test_browser.py measures both.
+PAGE_CSS = """<style>
+[data-testid="stMetric"] *, [data-baseweb="select"] *, [data-testid="stSidebarNav"] *,
+[data-testid="stWidgetLabel"] *, [data-testid="stTab"] *, [data-testid="stPageLink"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  overflow-wrap: anywhere; }
+[data-testid="stMultiSelectTagsContainer"] { flex-wrap: wrap !important; }
+:not(pre) > code { font-size: 0.95em !important; }
+</style>"""
 # Streamlit sizes its text in rem: a larger root font enlarges every text, widget and margin.
-# What a larger font would cut ("142 ..." in a metric, "allre" in a select box) wraps instead,
-# and the page gives the margins Streamlit's wide layout keeps (5rem a side) to the content.
+# The page gives the content the margins Streamlit's wide layout keeps (5rem a side), a metric's
+# number shrinks to fit five in a row at 1280 px, and a code block's text keeps the minimum size.
 PRESENTER_CSS = f"""<style>
 html {{ font-size: {round(16 * style.PRESENTER_SCALE)}px; }}
 [data-testid="stMainBlockContainer"] {{ padding: 3rem 1.5rem 4rem; max-width: none; }}
 [data-testid="stHeader"] {{ height: 2.5rem; min-height: 2.5rem; }}
 [data-testid="stMetricValue"] {{ font-size: 1.75rem; }}
-[data-testid="stMetric"] *, [data-baseweb="select"] *, [data-testid="stSidebarNav"] *,
-[data-testid="stWidgetLabel"] *, [data-testid="stTab"] * {{
-  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
-  overflow-wrap: anywhere; }}
+pre, pre code {{ font-size: 0.85rem !important; }}
 </style>"""
 
 
@@ -30,7 +39,6 @@ def sidebar() -> None:
         st.radio("figure downloads", FIGURE_FORMATS, horizontal=True, key=url_key(FIGURE_FORMAT, FIGURE_FORMATS),
                  help="The camera button above each figure (hover over it) downloads it as PNG or SVG.")
         st.caption("The address bar holds this page's settings: copy it to share this exact view.")
-    if presenter:
-        st.html(PRESENTER_CSS)
+    st.html(PAGE_CSS + (PRESENTER_CSS if presenter else ""))
     # presenter mode opens with the sidebar collapsed: the page gets the projector's width
     st.set_page_config(initial_sidebar_state="collapsed" if presenter else "auto")
