@@ -1,4 +1,8 @@
-"""The sidebar every page shares: presenter mode and the figures' download format, both in the URL."""
+"""The sidebar every page shares (presenter mode and the figures' download format, both in the
+URL), what presenter mode changes on the page (PRESENTER_CSS), and the pages' paragraphs,
+which presenter mode shortens (caption, markdown)."""
+
+import re
 
 import streamlit as st
 
@@ -42,3 +46,34 @@ def sidebar() -> None:
     st.html(PAGE_CSS + (PRESENTER_CSS if presenter else ""))
     # presenter mode opens with the sidebar collapsed: the page gets the projector's width
     st.set_page_config(initial_sidebar_state="collapsed" if presenter else "auto")
+
+
+# In presenter mode a paragraph longer than this shows its first sentence; the rest waits in an
+# expander, for the teacher to open: the class reads the figure, not a column of text.
+PRESENTER_PARAGRAPH_CHARS = 200
+_SENTENCE_END = re.compile(r"(?<=[.:;!?])\s+(?=[A-Z*(])")
+
+
+def _paragraph(show, text: str, **kwargs) -> None:
+    """``show(text)``, or in presenter mode a long one-paragraph text as its first sentence
+    and an expander ("more") with the rest."""
+    if not st.session_state.get(PRESENTER) or len(text) <= PRESENTER_PARAGRAPH_CHARS or "\n" in text:
+        show(text, **kwargs)
+        return
+    parts = _SENTENCE_END.split(text, maxsplit=1)
+    if len(parts) == 1:  # one long sentence: nothing shorter says it
+        show(text, **kwargs)
+        return
+    show(parts[0], **kwargs)
+    with st.expander("more"):
+        show(parts[1])
+
+
+def caption(text: str, **kwargs) -> None:
+    """st.caption, with presenter mode's expander for a long one (PRESENTER_PARAGRAPH_CHARS)."""
+    _paragraph(st.caption, text, **kwargs)
+
+
+def markdown(text: str, **kwargs) -> None:
+    """st.markdown, with presenter mode's expander for a long paragraph (PRESENTER_PARAGRAPH_CHARS)."""
+    _paragraph(st.markdown, text, **kwargs)

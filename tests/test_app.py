@@ -561,7 +561,8 @@ def test_unknown_url_values_fall_back_to_the_defaults():
 def test_presenter_mode_enlarges_text_and_figures():
     at = open_page("views/ps_vs_ring.py")
     normal = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
-    assert not any("font-size" in h.proto.body for h in at.get("html"))
+    assert not any("font-size: 22px" in h.proto.body for h in at.get("html"))
+    assert not at.expander
     at.toggle(key="presenter").set_value(True)
     ok(at.run())
     large = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
@@ -571,6 +572,8 @@ def test_presenter_mode_enlarges_text_and_figures():
     # the sizes the figure sets itself (legend, labels, buttons) grow too, not only the template's
     assert large["legend"]["font"]["size"] == round(normal["legend"]["font"]["size"] * 1.4, 1)
     assert any("font-size: 22px" in h.proto.body for h in at.get("html"))
+    # each long paragraph: its first sentence, the rest in an expander
+    assert at.expander and all(more.label == "more" and (more.markdown or more.caption) for more in at.expander)
     assert at.query_params["presenter"] == "true"
 
 

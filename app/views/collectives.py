@@ -12,11 +12,12 @@ from dlsys.viz import comm as viz
 from dlsys.viz.links import link_load_figure
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from layout import caption
 
 OVERSUBSCRIPTIONS = [1, 2, 4, 8]
 
 st.title("Collectives")
-st.caption("Pick a collective and an algorithm: the ranks really run it (threads, processes or MPI ranks, real "
+caption("Pick a collective and an algorithm: the ranks really run it (threads, processes or MPI ranks, real "
            "numpy arrays), and every message advances virtual clocks through the link model.")
 
 cols = st.columns([1.2, 1.4, 1, 1.6, 1.2, 1])
@@ -59,21 +60,21 @@ if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
         chart(viz.message_animation({title: trace}), "coll_animation")
-        st.caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
+        caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
                    "phase and step (light to dark). A bar fills under it while its sender's CPU copies it (the "
                    "node outlined orange) and again while its receiver's does (green); between, it travels in "
                    "virtual time. Hover for its size and step; drag the slider to step through time.")
 if steps.open:
     with steps:
         chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
-        st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
+        caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each rank "
                    "adds the chunk arriving from its left neighbour, so after p-1 steps rank r holds the full sum of "
                    "one chunk; all-gather then passes the finished chunks around. The replay's final state is "
                    "checked against the values the ranks returned.")
 if gantt.open:
     with gantt:
         chart(viz.timeline(trace), "coll_timeline")
-        st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
+        caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
                    "arrives; recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
 if links.open:
     with links:
@@ -100,7 +101,7 @@ if load.open:
             shown = on if sharing else off
             chart(link_load_figure(shown["rows"], f"{pattern} on {shown['topology']}, {ranks} ranks, sharing "
                                    f"{'on' if sharing else 'off'}", shown["capacities_Bps"]), "coll_link_load")
-            st.caption(
+            caption(
                 f"{pattern}, {format_bytes(nbytes)} per rank on {link_name}: {format_seconds(on['virtual_time_s'])} "
                 f"with sharing, {format_seconds(off['virtual_time_s'])} without. The busiest link, "
                 f"{on['hottest_link']}, carries {format_bytes(on['hottest_nbytes'])}: no schedule of these messages "
