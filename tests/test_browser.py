@@ -197,7 +197,7 @@ def test_every_page_fits_a_projector_and_a_screen(app, browser, name, presenter,
     problems = set()
     for screen, (width, height) in SCREENS.items():
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(700)  # plotly redraws its figures at the new width
+        page.wait_for_timeout(500)  # plotly redraws its figures at the new width
         shot = tmp_path / f"{name}_{screen}_{'presenter' if presenter else 'normal'}.png"
         page.screenshot(path=str(shot))
         assert ink(shot)[0] > 0.02, f"{shot.name} is blank"
