@@ -21,7 +21,7 @@ PAGE_CSS = """<style>
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
   overflow-wrap: anywhere; }
 [data-testid="stMultiSelectTagsContainer"] { flex-wrap: wrap !important; }
-:not(pre) > code { font-size: 0.95em !important; }
+code:not(pre *) { font-size: 0.95em !important; }
 </style>"""
 # Streamlit sizes its text in rem: a larger root font enlarges every text, widget and margin.
 # The page gives the content the margins Streamlit's wide layout keeps (5rem a side), a metric's

@@ -10,6 +10,8 @@
 (minFontPx) => {
   const out = {truncated: [], small: [], overlaps: [], clipped: []};
   const visible = (el) => {
+    const closed = el.closest('details:not([open])');  // a closed expander shows its summary only
+    if (closed && !el.closest('summary')) return false;
     for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
       const s = getComputedStyle(e);
       if (s.display === 'none' || s.visibility === 'hidden' || parseFloat(s.opacity) === 0) return false;

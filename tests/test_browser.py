@@ -165,8 +165,106 @@ LAYOUT_JS = "\n".join(line for line in (ROOT / "tests" / "browser_layout.js").re
                       if not line.startswith("//"))
 # Defects inside a figure's own layout that tests/browser_layout.js finds and that are not fixed
 # yet: (page, presenter) -> the problems' text. A listed defect that is gone fails the test, so
-# the list only shrinks.
-KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {}
+# the list only shrinks (after merging a branch that changes figures, run the test and drop
+# what it names as fixed). What they are: the concept map's treemap labels (plotly shows a
+# label at uniformtext's minimum size even where it overflows its tile), the animations' step
+# caption and Play/Pause buttons over node labels and titles (the animation player replaces
+# those controls), plotly's small minor labels on log axes ("2", "5") and crowded ticks, legend
+# entries or annotations over one another (the figure lint's rules), and one formula wider
+# than its column at 1280 px (large batches' schedules).
+KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
+    ('home', False): {
+        'clipped: figure text outside its chart: Communicate lessoften',
+        'clipped: figure text outside its chart: choosing aDP x TP x PPlayout',
+        'overlaps: "1F1B,interleaving,zero bubble" x "all-to-all,mixture ofexperts"',
+        'overlaps: "P3,ByteScheduler" x "gradientfusion"',
+        'overlaps: "dataparallelism" x "modelparallelism"',
+        'overlaps: "modelparallelism" x "speedup andscalingefficiency"',
+        'overlaps: "sharp vsflat minima" x "parameterserver"',
+        'overlaps: "speedup andscalingefficiency" x "LARS, LAMB"',
+        'overlaps: "topology:supernodes,oversubscr" x "ring vsMPI_Allreduce"',
+    },
+    ('home', True): {
+        'overlaps: "Communicate lessoften" x "largebatches"',
+        'overlaps: "Communicate lessoften" x "local SGD"',
+        'overlaps: "Models that do notfit" x "memory perrank, 2 + 2+ K bytes"',
+        'overlaps: "Pipelines andexperts" x "1F1B,interleaving,zero bubble"',
+        'overlaps: "Primitives andcost" x "send / recv"',
+        'overlaps: "TaihuLight casestudy" x "PS vs ringon Caffe"',
+    },
+    ('collectives', True): {
+        'overlaps: "reduce-scatter step 1 of 7" x "allreduce / ring, 8 ranks, 64 "',
+    },
+    ('ps_vs_ring', False): {
+        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
+        'overlaps: "worker 0(rank 1)" x "push gradient"',
+    },
+    ('ps_vs_ring', True): {
+        'overlaps: "push gradient" x "parameter server"',
+        'overlaps: "reduce-scatter step 1 of 7" x "ring all-reduce"',
+        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
+        'overlaps: "worker 0(rank 1)" x "push gradient"',
+        'overlaps: "worker 4(rank 5)" x "▶ 2x speed"',
+        'overlaps: "worker 4(rank 5)" x "❚❚ Pause"',
+    },
+    ('compression', False): {
+        'small: 10.5px (figure): 2',
+        'small: 10.5px (figure): 5',
+    },
+    ('compression', True): {
+        'small: 15px (figure): 2',
+        'small: 15px (figure): 5',
+    },
+    ('large_batches', False): {
+        'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
+    },
+    ('schedule', False): {
+        'overlaps: "bytescheduler" x "25"',
+        'overlaps: "p3" x "DDP bucket size (MB)"',
+    },
+    ('schedule', True): {
+        'overlaps: "bytescheduler" x "25"',
+        'overlaps: "p3" x "DDP bucket size (MB)"',
+    },
+    ('performance', False): {
+        'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
+    },
+    ('network_stack', False): {
+        'overlaps: "1 µs" x "4. serialization at the link\'s"',
+        'overlaps: "25 µs" x "3. latency: NICs, switches, pr"',
+    },
+    ('papers', False): {
+        'overlaps: "0.035" x "0.04"',
+        'overlaps: "0.04" x "0.045"',
+        'overlaps: "0.045" x "0.05"',
+        'overlaps: "0.05" x "0.055"',
+        'overlaps: "0.055" x "0.06"',
+        'small: 10.5px (figure): 2',
+        'small: 10.5px (figure): 3',
+        'small: 10.5px (figure): 4',
+        'small: 10.5px (figure): 5',
+        'small: 10.5px (figure): 6',
+        'small: 10.5px (figure): 7',
+        'small: 10.5px (figure): 8',
+        'small: 10.5px (figure): 9',
+    },
+    ('papers', True): {
+        'overlaps: "0.04" x "0.045"',
+        'overlaps: "0.045" x "0.05"',
+        'overlaps: "0.05" x "0.055"',
+        'small: 15px (figure): 2',
+        'small: 15px (figure): 3',
+        'small: 15px (figure): 4',
+        'small: 15px (figure): 5',
+        'small: 15px (figure): 6',
+        'small: 15px (figure): 7',
+        'small: 15px (figure): 8',
+        'small: 15px (figure): 9',
+    },
+    ('playground', True): {
+        'overlaps: "message" x "token ring, 4 ranks"',
+    },
+}
 
 
 def animations_fit(page) -> list[str]:
