@@ -12,6 +12,8 @@ from layout import FIGURE_FORMAT, FIGURE_FORMATS, PRESENTER
 from player import is_animation, player
 
 DEFAULT_HEIGHT_PX = 450  # plotly's, for a figure that sets none
+# a 720p projector, less presenter mode's header (layout.PRESENTER_CSS) and a margin
+PRESENTER_ANIMATION_MAX_HEIGHT_PX = 620
 
 
 def figure_config(key: str) -> dict:
@@ -27,12 +29,16 @@ def chart(fig: go.Figure, key: str) -> None:
     default was when it was built (Streamlit sets its own default when it is imported), and
     with theme=None, because Streamlit's theme would replace the template's projector-sized
     fonts with its own. In presenter mode, every text and the height grow by
-    style.PRESENTER_SCALE. An animation (a figure with frames) goes to the player (app/player.py),
-    whose buttons and keys step it back and forth."""
+    style.PRESENTER_SCALE, including the sizes the figure sets itself, and an animation is at
+    most PRESENTER_ANIMATION_MAX_HEIGHT_PX high. An animation (a figure with frames) goes to the
+    player (app/player.py), whose buttons and keys step it back and forth."""
     presenter = bool(st.session_state.get(PRESENTER))
     if presenter:
-        fig.update_layout(template=style.PRESENTER_TEMPLATE,
-                          height=round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE))
+        height = round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE)
+        if fig.frames:  # an animation and its controls fit one screen: no scrolling between Play and the picture
+            height = min(height, PRESENTER_ANIMATION_MAX_HEIGHT_PX)
+        fig = style.scale_fonts(fig, style.PRESENTER_SCALE)
+        fig.update_layout(template=style.PRESENTER_TEMPLATE, height=height)
     else:
         fig.update_layout(template=style.TEMPLATE)
     if is_animation(fig):

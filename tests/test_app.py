@@ -26,6 +26,7 @@ APP_DIR = Path(__file__).resolve().parents[1] / "app"
 APP = str(APP_DIR / "streamlit_app.py")
 sys.path.insert(0, str(APP_DIR))  # the app's own modules, as streamlit_app.py imports them
 import pages  # noqa: E402
+import charts as charts_module  # noqa: E402
 
 PAGES = [page.path for page in pages.PAGES]
 TINY, HUGE = 4, 4 * 2**30
@@ -589,13 +590,19 @@ def test_unknown_url_values_fall_back_to_the_defaults():
 def test_presenter_mode_enlarges_text_and_figures():
     at = open_page("views/ps_vs_ring.py")
     normal = figures(at)[0]["layout"]
-    assert not any("font-size" in h.proto.body for h in at.get("html"))
+    assert not any("font-size: 22px" in h.proto.body for h in at.get("html"))
+    assert not at.expander
     at.toggle(key="presenter").set_value(True)
     ok(at.run())
     large = figures(at)[0]["layout"]
     assert large["template"]["layout"]["font"]["size"] == round(normal["template"]["layout"]["font"]["size"] * 1.4)
-    assert large["height"] == round((normal.get("height") or 450) * 1.4)
+    # an animation (this one) grows only to what fits a 720p screen with its controls
+    assert large["height"] == min(round((normal.get("height") or 450) * 1.4), charts_module.PRESENTER_ANIMATION_MAX_HEIGHT_PX)
+    # the sizes the figure sets itself (legend, labels, buttons) grow too, not only the template's
+    assert large["legend"]["font"]["size"] == round(normal["legend"]["font"]["size"] * 1.4, 1)
     assert any("font-size: 22px" in h.proto.body for h in at.get("html"))
+    # each long paragraph: its first sentence, the rest in an expander
+    assert at.expander and all(more.label == "more" and (more.markdown or more.caption) for more in at.expander)
     assert at.query_params["presenter"] == "true"
 
 
@@ -608,11 +615,17 @@ def test_every_figure_downloads_in_the_chosen_format(fmt):
 
 
 def test_the_course_maps_prepared_links_open_as_written():
-    """docs/course.md's links for the slides: each opens its page with exactly those values."""
+    """docs/course.md's links for the slides are the app's prepared demos (app/demos.py,
+    listed on Home), row for row; each opens its page with exactly those values."""
     from urllib.parse import parse_qsl, urlsplit
+    from demos import DEMOS
     course = (Path(APP).parents[1] / "docs" / "course.md").read_text()
-    links = re.findall(r"`(/[a-z_]+\?[^`]+)`", course)
-    assert len(links) >= 5
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \| `(/[a-z_]+\?[^`]+)` \|$", course, re.MULTILINE)
+    assert [(int(week), what.strip(), link) for week, what, link in rows] == [tuple(d) for d in DEMOS]
+    home = open_page(PAGES[0])
+    listed = "\n".join(m.value for m in home.markdown)
+    assert all(f"[{d.what}]({d.link})" in listed for d in DEMOS)
+    links = [d.link for d in DEMOS]
     for link in links:
         url = urlsplit(link)
         params = dict(parse_qsl(url.query))

@@ -8,6 +8,7 @@ render time (see docs/app.md).
 """
 
 import contextlib
+import fnmatch
 import os
 import signal
 import socket
@@ -159,6 +160,161 @@ def test_page_renders_in_chromium(app, browser, name, tmp_path_factory):
         page.screenshot(path=str(shots / f"{name.replace(' ', '_')}_{key}.png"))
     print(f"\n{name}: first render {rendered_s:.2f} s, screenshots in {shots}")
     page.close()
+
+
+# Held on every page, at a 720p projector and a 1080p screen, presenter mode off and on.
+SCREENS = {"1280x720": (1280, 720), "1920x1080": (1920, 1080)}
+# The smallest text: plotly's slider step labels (12 px) and Streamlit's smallest captions; in
+# presenter mode, what the back of a room reads (the teacher's tour measured 14-15 px labels).
+MIN_FONT_PX = {False: 12, True: 18}
+LAYOUT_JS = "\n".join(line for line in (ROOT / "tests" / "browser_layout.js").read_text().splitlines()
+                      if not line.startswith("//"))
+# Defects inside a figure's own layout that tests/browser_layout.js finds and that are not fixed
+# yet: (page, presenter) -> the problems' text. A listed defect that is gone fails the test, so
+# the list only shrinks (after merging a branch that changes figures, run the test and drop
+# what it names as fixed). What they are: the concept map's treemap labels (plotly shows a
+# label at uniformtext's minimum size even where it overflows its tile), the animations' step
+# caption and Play/Pause buttons over node labels and titles (the animation player replaces
+# those controls), plotly's small minor labels on log axes ("2", "5") and crowded ticks, legend
+# entries or annotations over one another (the figure lint's rules), and one formula wider
+# than its column at 1280 px (large batches' schedules).
+VARIES = {"network_stack"}  # pages whose known defects may or may not show (fnmatch patterns)
+KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
+    ('home', False): {
+        'clipped: figure text outside its chart: Communicate lessoften',
+        'clipped: figure text outside its chart: choosing aDP x TP x PPlayout',
+        'overlaps: "1F1B,interleaving,zero bubble" x "all-to-all,mixture ofexperts"',
+        'overlaps: "P3,ByteScheduler" x "gradientfusion"',
+        'overlaps: "dataparallelism" x "modelparallelism"',
+        'overlaps: "modelparallelism" x "speedup andscalingefficiency"',
+        'overlaps: "sharp vsflat minima" x "parameterserver"',
+        'overlaps: "speedup andscalingefficiency" x "LARS, LAMB"',
+        'overlaps: "topology:supernodes,oversubscr" x "ring vsMPI_Allreduce"',
+    },
+    ('home', True): {
+        'overlaps: "Communicate lessoften" x "largebatches"',
+        'overlaps: "Communicate lessoften" x "local SGD"',
+        'overlaps: "Models that do notfit" x "memory perrank, 2 + 2+ K bytes"',
+        'overlaps: "Pipelines andexperts" x "1F1B,interleaving,zero bubble"',
+        'overlaps: "Primitives andcost" x "send / recv"',
+        'overlaps: "TaihuLight casestudy" x "PS vs ringon Caffe"',
+    },
+    ('collectives', True): {
+        'overlaps: "reduce-scatter step 1 of 7" x "allreduce / ring, 8 ranks, 64 "',
+    },
+    ('ps_vs_ring', False): {
+        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
+        'overlaps: "worker 0(rank 1)" x "push gradient"',
+    },
+    ('ps_vs_ring', True): {
+        'overlaps: "push gradient" x "parameter server"',
+        'overlaps: "reduce-scatter step 1 of 7" x "ring all-reduce"',
+        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
+        'overlaps: "worker 0(rank 1)" x "push gradient"',
+        'overlaps: "worker 4(rank 5)" x "▶ 2x speed"',
+        'overlaps: "worker 4(rank 5)" x "❚❚ Pause"',
+    },
+    ('compression', False): {
+        'small: 10.5px (figure): 2',
+        'small: 10.5px (figure): 5',
+    },
+    ('compression', True): {
+        'small: 15px (figure): 2',
+        'small: 15px (figure): 5',
+    },
+    ('large_batches', False): {
+        'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
+    },
+    ('schedule', False): {
+        'overlaps: "bytescheduler" x "25"',
+        'overlaps: "p3" x "DDP bucket size (MB)"',
+    },
+    ('schedule', True): {
+        'overlaps: "bytescheduler" x "25"',
+        'overlaps: "p3" x "DDP bucket size (MB)"',
+    },
+    ('performance', False): {
+        'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
+    },
+    # the stages' times are measured on this machine: which labels meet varies from run to run
+    ('network_stack', False): {'overlaps: "* µs" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* µs"'},
+    ('network_stack', True): {'overlaps: "* µs" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* µs"'},
+    ('papers', False): {
+        'overlaps: "0.035" x "0.04"',
+        'overlaps: "0.04" x "0.045"',
+        'overlaps: "0.045" x "0.05"',
+        'overlaps: "0.05" x "0.055"',
+        'overlaps: "0.055" x "0.06"',
+        'small: 10.5px (figure): 2',
+        'small: 10.5px (figure): 3',
+        'small: 10.5px (figure): 4',
+        'small: 10.5px (figure): 5',
+        'small: 10.5px (figure): 6',
+        'small: 10.5px (figure): 7',
+        'small: 10.5px (figure): 8',
+        'small: 10.5px (figure): 9',
+    },
+    ('papers', True): {
+        'overlaps: "0.04" x "0.045"',
+        'overlaps: "0.045" x "0.05"',
+        'overlaps: "0.05" x "0.055"',
+        'small: 15px (figure): 2',
+        'small: 15px (figure): 3',
+        'small: 15px (figure): 4',
+        'small: 15px (figure): 5',
+        'small: 15px (figure): 6',
+        'small: 15px (figure): 7',
+        'small: 15px (figure): 8',
+        'small: 15px (figure): 9',
+    },
+    ('playground', True): {
+        'overlaps: "message" x "token ring, 4 ranks"',
+    },
+}
+
+
+def animations_fit(page) -> list[str]:
+    """Each animation (a plotly figure with frames, or a component's frame that holds one) and
+    its controls in one screen below the app's header: the caption over the picture stays on
+    screen while Play is pressed."""
+    return page.evaluate("""() => {
+        const room = innerHeight - document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().height;
+        const animations = [...document.querySelectorAll('.js-plotly-plot')]
+            .filter(el => el._transitionData && el._transitionData._frames.length > 0);
+        return [...animations, ...document.querySelectorAll('[data-testid="stApp"] iframe')]
+            .map(el => el.getBoundingClientRect().height).filter(h => h > room)
+            .map(h => `an animation ${Math.round(h)} px high in ${Math.round(room)} px`);
+    }""")
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_fits_a_projector_and_a_screen(app, browser, name, presenter, tmp_path):
+    """The page as a class sees it, at 1280x720 and 1920x1080: a screenshot that is not blank
+    (in tmp_path), no text cut or overlapping another (tests/browser_layout.js: DOM and plotly
+    text boxes), no font under MIN_FONT_PX, every animation within one screen."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{app[0]}/{PAGES[name]}?presenter={'true' if presenter else 'false'}")
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    wait_for_script(page)
+    no_exception(page)
+    problems = set()
+    for screen, (width, height) in SCREENS.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(500)  # plotly redraws its figures at the new width
+        shot = tmp_path / f"{name}_{screen}_{'presenter' if presenter else 'normal'}.png"
+        page.screenshot(path=str(shot))
+        assert ink(shot)[0] > 0.02, f"{shot.name} is blank"
+        for frame in page.frames:  # the page, and each component's frame on its own
+            found = frame.evaluate(LAYOUT_JS, MIN_FONT_PX[presenter])
+            problems |= {f"{kind}: {what}" for kind, whats in found.items() for what in whats}
+        problems |= {f"too high: {what}" for what in animations_fit(page)}
+    page.close()
+    known = KNOWN_DEFECTS.get((name, presenter), set())
+    new = sorted(p for p in problems if not any(fnmatch.fnmatchcase(p, k) for k in known))
+    assert not new, f"{new} (screenshots in {tmp_path})"
+    fixed = sorted(k for k in known if not any(fnmatch.fnmatchcase(p, k) for p in problems))
+    assert name in VARIES or not fixed, f"fixed, remove from KNOWN_DEFECTS: {fixed}"
 
 
 def test_no_request_leaves_the_machine(app, browser):

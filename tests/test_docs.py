@@ -80,7 +80,7 @@ def caption_texts():
     for path in sorted((ROOT / "app" / "views").glob("*.py")):
         parts = []
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in CALLS:
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in CALLS:  # st.caption, col.caption, layout.caption
                 specs = {id(c) for arg in node.args for f in ast.walk(arg) if isinstance(f, ast.FormattedValue)
                          and f.format_spec for c in ast.walk(f.format_spec)}
                 parts += [c.value for arg in node.args for c in ast.walk(arg)

@@ -12,11 +12,12 @@ from dlsys.viz import comm as viz
 from dlsys.viz.links import link_load_figure
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from layout import caption
 
 OVERSUBSCRIPTIONS = [1, 2, 4, 8]
 
 st.title("Collectives")
-st.caption("Pick a collective and an algorithm: the ranks really run it (threads, processes or MPI ranks, real "
+caption("Pick a collective and an algorithm: the ranks really run it (threads, processes or MPI ranks, real "
            "numpy arrays), and every message advances virtual clocks through the link model.")
 
 cols = st.columns([1.2, 1.4, 1, 1.6, 1.2, 1])
@@ -60,7 +61,7 @@ if messages.open:  # only the open tab is built and drawn
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
         shape = viz.algorithm_positions(name, algorithm, ranks, record["result"].network.supernodes(ranks))
         chart(viz.message_animation({title: trace}, {title: shape}), "coll_animation")
-        st.caption("Press ▶ Play or space; step back and forth with the buttons or the ← → keys (the pointer over "
+        caption("Press ▶ Play or space; step back and forth with the buttons or the ← → keys (the pointer over "
                    "the animation). Each dot is a message, its area its bytes, its colour its phase and step "
                    "(light to dark), its number the block it carries. A bar fills under it while its sender's CPU "
                    "copies it (the node outlined orange) and again while its receiver's does (green); between, it "
@@ -75,7 +76,7 @@ if steps.open:
                     f"{algorithm} in its own shape.")
         else:
             chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
-            st.caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each "
+            caption(f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each "
                        "rank adds the block arriving from its left neighbour (the message carrying that block's "
                        "number in the Messages tab), so after p-1 steps rank r holds the full sum of one block; "
                        "all-gather then passes the finished blocks around. The replay's final state is checked "
@@ -83,7 +84,7 @@ if steps.open:
 if gantt.open:
     with gantt:
         chart(viz.timeline(trace), "coll_timeline")
-        st.caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
+        caption("send = the sender's CPU overhead (and kernel copies on TCP); wait = idle until a message "
                    "arrives; recv = the receiver's overhead. Grey lines join each message's departure and arrival.")
 if links.open:
     with links:
@@ -110,7 +111,7 @@ if load.open:
             shown = on if sharing else off
             chart(link_load_figure(shown["rows"], f"{pattern} on {shown['topology']}, {ranks} ranks, sharing "
                                    f"{'on' if sharing else 'off'}", shown["capacities_Bps"]), "coll_link_load")
-            st.caption(
+            caption(
                 f"{pattern}, {format_bytes(nbytes)} per rank on {link_name}: {format_seconds(on['virtual_time_s'])} "
                 f"with sharing, {format_seconds(off['virtual_time_s'])} without. The busiest link, "
                 f"{on['hottest_link']}, carries {format_bytes(on['hottest_nbytes'])}: no schedule of these messages "

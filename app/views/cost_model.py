@@ -11,12 +11,13 @@ from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.netstack import MPI_LIBRARIES
 from dlsys.viz import costs as viz
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from layout import caption, markdown
 
 SIZE_GRID = [2**k for k in range(0, 33)]  # 1 B .. 4 GiB
 RANK_GRID = [2**k for k in range(1, 11)]  # 2 .. 1024, powers of two: the tree forms are exact there
 
 st.title("Cost model explorer")
-st.markdown(
+markdown(
     "A message of $n$ bytes costs $\\alpha + n\\beta$: **alpha** is the fixed cost of any message (wire "
     "latency plus the CPU overhead at both ends), **beta** the cost per byte (1 / bandwidth, plus kernel "
     "copies on TCP). Small messages are latency-bound, large ones bandwidth-bound; algorithms trade "
@@ -44,7 +45,7 @@ if size_tab.open:  # only the open tab is built and drawn
         choice = experiments.library_choice(library, link, [ranks], SIZE_GRID)
         chart(viz.cost_curves(by_size, "nbytes", emulated, size_cross,
                               f"All-reduce time against size, p = {ranks}, {link}", choice), "cost_by_size")
-        st.caption("Lines: closed forms. Circles: the same algorithms really run (virtual time). Stars: where the "
+        caption("Lines: closed forms. Circles: the same algorithms really run (virtual time). Stars: where the "
                    "fastest algorithm changes. " + " ".join(f"Above {format_bytes(c['nbytes'])}: {c['to']} beats "
                                                             f"{c['from']}." for c in size_cross)
                    + f" Grey band: {library} runs {choice[0]['algorithm']}"
@@ -57,7 +58,7 @@ if ranks_tab.open:
         chart(viz.cost_curves(by_ranks, "ranks", (), experiments.crossovers(by_ranks, "ranks"),
                               f"All-reduce time against ranks, n = {format_bytes(nbytes)}, {link}", choice),
               "cost_by_ranks")
-        st.caption("Ring all-reduce costs 2(p-1)(α + n/(pB)): its bandwidth term tends to 2n/B, so for large "
+        caption("Ring all-reduce costs 2(p-1)(α + n/(pB)): its bandwidth term tends to 2n/B, so for large "
                    "messages its time hardly grows with p, while its latency term grows linearly. In this model "
                    "Rabenseifner moves the same bytes with only 2 lg p alphas; the ring wins in practice because "
                    "each step uses only neighbour links (no contention on real topologies) and it works at any p. "
@@ -66,7 +67,7 @@ if ranks_tab.open:
                    + ".")
 if links_tab.open:
     with links_tab:
-        st.markdown(
+        markdown(
             "TCP copies every byte into the kernel at the sender and out again at the receiver, and pays tens of "
             "microseconds per message; RDMA (InfiniBand verbs) reads and writes remote memory directly: zero "
             "copy, kernel bypass, about a microsecond. Below: ring all-reduce on every link preset (TCP dashed).")
@@ -77,7 +78,7 @@ if links_tab.open:
                        "beta (ns/byte)": round(r["beta_s_per_byte"] * 1e9, 4),
                        "wire bandwidth": format_rate(r["bandwidth_Bps"]), "n½ = α/β": format_bytes(r["n_half_bytes"])}
                       for r in experiments.link_table()], hide_index=True)
-        st.caption("n½ is the message size at which latency and bandwidth cost the same: below it, send fewer "
+        caption("n½ is the message size at which latency and bandwidth cost the same: below it, send fewer "
                    "messages; above it, send fewer bytes.")
 if split_tab.open:
     with split_tab:

@@ -5,7 +5,9 @@ from pathlib import Path
 import streamlit as st
 
 from charts import chart
+from demos import DEMOS, presenting
 from dlsys.viz.catalogue import concept_map
+from layout import PRESENTER
 from pages import BY_NAME, PAGES
 from urlstate import unknown_page
 
@@ -66,9 +68,16 @@ st.markdown(
     "comparable with the textbook alpha-beta costs.")
 
 st.subheader("Pages")
-for col, page in zip(st.columns(len(PAGES) - 1), PAGES[1:]):
-    col.page_link(page.path, label=page.title, icon=page.icon)
-    col.caption(page.blurb)
+PAGES_PER_ROW = 4  # one row of every page squeezed each title into a tenth of the width
+for first in range(1, len(PAGES), PAGES_PER_ROW):
+    for col, page in zip(st.columns(PAGES_PER_ROW), PAGES[first:first + PAGES_PER_ROW]):
+        col.page_link(page.path, label=page.title, icon=page.icon)
+        col.caption(page.blurb)
+
+st.subheader("Prepared demos")
+st.markdown("\n".join(f"- week {demo.week}: [{demo.what}]({presenting(demo.link) if st.session_state.get(PRESENTER) else demo.link})"
+                       for demo in DEMOS))
+st.caption("The course's links for the slides (docs/course.md): each opens its page set up for one point of a lecture.")
 
 st.subheader("The map of concepts")
 chart(concept_map([(section, concept, "app" if where in BY_NAME else where) for section, concept, where in CONCEPTS]),

@@ -10,6 +10,7 @@ from dlsys.experiments import RULES, largest_good_batch
 from dlsys.experiments.large_batch import cache_problem
 from dlsys.viz import large_batch as lbviz
 from dlsys.viz.units import format_seconds
+from layout import caption
 
 study = cached.large_batch_study()
 if study is None:
@@ -19,7 +20,7 @@ s, n = study["study"], study["train_samples"]
 largest, base = max(s["batches"]), s["base_batch"]
 
 st.title("Large batches")
-st.caption(f"A real MLP ({'-'.join(str(w) for w in [256, *s['hidden'], 10])}) trained on {n:,} generated digit "
+caption(f"A real MLP ({'-'.join(str(w) for w in [256, *s['hidden'], 10])}) trained on {n:,} generated digit "
            f"images for {s['epochs']} epochs, data parallel on {s['workers']} workers: the global batch is the sum "
            f"of the workers' batches. Every point is a real training run; time is virtual ({s['link']}, "
            f"{s['node']}).")
@@ -35,7 +36,7 @@ if rules.open:
         kept = {rule: largest_good_batch(study["sweep"], rule, s["tolerance"]) for rule in RULES}
         for col, (rule, batch) in zip(st.columns(len(kept)), kept.items()):
             col.metric(rule, f"batch {batch:,}", delta=f"largest within {s['tolerance']:.0%}", delta_color="off")
-        st.caption(f"Base: batch {base}, learning rate {s['base_lr']:g}, momentum {s['momentum']:g}. A fixed rate "
+        caption(f"Base: batch {base}, learning rate {s['base_lr']:g}, momentum {s['momentum']:g}. A fixed rate "
                    "takes too few steps at large batches; the linear rule (Goyal et al. 2017) keeps the progress per "
                    f"epoch until the rate is too large to start with; warm-up over {s['warmup_epochs']} epochs lets "
                    "the network reach a flatter region before the full rate.")
@@ -59,7 +60,7 @@ if optimizers.open:
             chart(lbviz.layer_ratio_heatmap(study["layers"], name, "ratio"), "lb_ratio")
         with right:
             chart(lbviz.layer_ratio_heatmap(study["layers"], name, "trust"), "lb_trust")
-        st.caption(f"||w||/||g|| differs by orders of magnitude between tensors (You et al. 2017), so one global rate "
+        caption(f"||w||/||g|| differs by orders of magnitude between tensors (You et al. 2017), so one global rate "
                    f"is too large for some layers and too small for others. LARS (trust coefficient "
                    f"{s['trust_coefficient']:g}) and LAMB rescale each tensor's step; SGD applies no trust ratio "
                    "(blank). Biases start at zero: their ratio is undefined, and the trust ratio falls back to 1.")
@@ -71,7 +72,7 @@ if landscape.open:
         cols = st.columns(2)
         for col, which in zip(cols, ("small", "large")):
             col.metric(f"sharpness of {shape[which]}", f"{shape['sharpness'][which]:.3g}")
-        st.caption(f"Keskar et al. 2017: sharpness = 100 max (L(w + d) - L(w)) / (1 + L(w)) over perturbations "
+        caption(f"Keskar et al. 2017: sharpness = 100 max (L(w + d) - L(w)) / (1 + L(w)) over perturbations "
                    f"|d_i| <= {s['sharpness_epsilon']:g} (|w_i| + 1), here the max of {s['sharpness_samples']} random "
                    f"draws on {s['landscape_samples']:,} training samples. A sharper minimum's training loss says "
                    "less about its test loss.")
@@ -81,7 +82,7 @@ if scaling.open:
         rows = study["time_to_accuracy"]
         chart(lbviz.time_to_accuracy(rows, s["target_accuracy"]), "lb_time")
         fastest = min((r for r in rows if r["time_to_target_s"] is not None), key=lambda r: r["time_to_target_s"])
-        st.caption(f"Linear scaling with warm-up from batch {base}. More workers shorten every epoch, but the global "
+        caption(f"Linear scaling with warm-up from batch {base}. More workers shorten every epoch, but the global "
                    f"batch grows with them: past some size each epoch is worth less, and the rate the linear rule asks "
                    f"for no longer trains. Fastest here: {fastest['workers']} workers x batch "
                    f"{fastest['batch_per_worker']} ({format_seconds(fastest['time_to_target_s'])}).")

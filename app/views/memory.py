@@ -12,6 +12,7 @@ from dlsys.machine.memory import OPTIMIZERS, PRECISIONS, RECOMPUTE, bytes_per_pa
 from dlsys.viz import comm as viz_comm
 from dlsys.viz import memory as viz
 from dlsys.viz.units import format_bytes
+from layout import caption, markdown
 
 FREE = "free size"
 RANKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -20,7 +21,7 @@ STEP_STRATEGIES = {"DDP": "allreduce", "ZeRO-1": "zero1", "ZeRO-2": "zero2", "Ze
 SMALL_RANKS = 4
 
 st.title("Memory and sharding")
-st.markdown(
+markdown(
     f"Under mixed precision with Adam every parameter costs **2 + 2 + K = {sum(bytes_per_param())} bytes** (fp16 weights, fp16 gradients, "
     f"K = {bytes_per_param()[2]} of fp32 master weights, momentum and variance), and every rank of plain data parallelism (**DDP**) holds "
     "all of it. **ZeRO** shards over the data-parallel ranks the optimizer state (stage 1), then the gradients "
@@ -69,7 +70,7 @@ if tabs[0].open:
         activations = (f"activations of one {shape.seq_len}-token sequence through {shape.layers} layers "
                        f"(h = {shape.hidden}, {shape.heads} heads, recomputation: {recompute})" if shape else
                        "no activations (a size without a shape)")
-        st.caption(f"{params:,} parameters at {w_b} + {g_b} + {k_b} bytes each ({precision}, {optimizer}); "
+        caption(f"{params:,} parameters at {w_b} + {g_b} + {k_b} bytes each ({precision}, {optimizer}); "
                    f"{activations}. DDP holds {format_bytes(rows[0]['total_bytes'])} per rank, ZeRO-3 "
                    f"{format_bytes(rows[3]['total_bytes'])}, TP {tp} "
                    f"{format_bytes(rows[5]['total_bytes'])}. Fits a {device_gib} GiB device: "
@@ -79,7 +80,7 @@ if tabs[1].open:
     with tabs[1]:
         figure = ex.zero_figure1_rows()
         chart(viz.zero_figure1(figure), "mem_zero_figure1")
-        st.caption("Rajbhandari et al. 2020, Figure 1: Psi = 7.5B parameters, N_d = 64, Adam with mixed precision "
+        caption("Rajbhandari et al. 2020, Figure 1: Psi = 7.5B parameters, N_d = 64, Adam with mixed precision "
                    f"(K = {bytes_per_param()[2]}), model states only. The closed form gives "
                    + ", ".join(f"{r['stage']} {r['model_bytes'] / 1e9:.1f} GB" for r in figure)
                    + "; the paper prints " + ", ".join(f"{r['paper_GB']:g}" for r in figure)
@@ -90,7 +91,7 @@ if tabs[2].open:
         chart(viz.measured_vs_model(measured, f"The digits MLP on {SMALL_RANKS} ranks: rank 0's ledger against "
                                               "the closed form"), "mem_measured")
         differ = [f"{r['label']} {r['kind']}" for r in measured if r["measured_bytes"] != round(r["model_bytes"])]
-        st.caption(f"Every sharded strategy really trained (threads, fp32, SGD with momentum); each rank's "
+        caption(f"Every sharded strategy really trained (threads, fp32, SGD with momentum); each rank's "
                    f"`comm.memory` ledger counted the numpy arrays it held. {len(measured) - len(differ)} of "
                    f"{len(measured)} kinds equal `Layout(...).bytes()` to the byte (shards padded to a multiple of "
                    f"the ranks, the buffers the largest unit's). Below the model: {', '.join(differ) or 'none'}; "
@@ -99,7 +100,7 @@ if tabs[2].open:
 if tabs[3].open:
     with tabs[3]:
         chart(viz.sent_bars(rows, f"{ranks} ranks: bytes one rank sends per step (ring collectives)"), "mem_sent")
-        st.caption(f"DDP all-reduces {format_bytes(g_b * params)} of gradients: 2 (N-1)/N of it, "
+        caption(f"DDP all-reduces {format_bytes(g_b * params)} of gradients: 2 (N-1)/N of it, "
                    f"{format_bytes(rows[0]['sent_bytes'])}. ZeRO-1 and 2 replace it by a reduce-scatter and an "
                    f"all-gather, the same bytes; ZeRO-3 and FSDP gather the weights again in backward: "
                    f"{format_bytes(rows[3]['sent_bytes'])}, {rows[3]['sent_bytes'] / rows[0]['sent_bytes']:g} times DDP's. TP sends its DP group's gradients "
@@ -111,6 +112,6 @@ if tabs[3].open:
         chart(viz_comm.message_animation({f"{layout}, digits MLP, {SMALL_RANKS} ranks, one step": step}),
               "mem_step_animation")
         chart(viz_comm.timeline(step, f"{layout}: one step's timeline"), "mem_step_timeline")
-        st.caption(f"The digits MLP trained under {layout} on {SMALL_RANKS} ranks (tcp-10gbe): rank 0 sent "
+        caption(f"The digits MLP trained under {layout} on {SMALL_RANKS} ranks (tcp-10gbe): rank 0 sent "
                    f"{record['step_sent_bytes']:,} bytes in this step. Press ▶ Play: each dot is a message on the "
                    "ring, its area its bytes.")

@@ -13,12 +13,13 @@ from dlsys.machine.netstack import LIBRARIES, protocol_for
 from dlsys.machine.storage import STORAGE_PRESETS
 from dlsys.viz import network_stack as viz
 from dlsys.viz.units import format_bytes, format_seconds
+from layout import caption, markdown
 
 LIBRARY_SIZES = [2**k for k in range(0, 31)]
 MAX_LOADERS, MAX_PREFETCH = 16, 16
 
 st.title("Network stack and IO")
-st.markdown(
+markdown(
     "A link's alpha and beta are the sum of what happens to a message on its way. With **TCP/IP** each side makes "
     "a system call, runs the protocol stack, takes an interrupt, wakes a thread, and *copies every byte* between "
     "the user's buffer and the kernel's. With **RDMA** the NIC reads the sender's registered memory and writes the "
@@ -37,7 +38,7 @@ if tabs[0].open:
         copies = sum(r["time_s"] for r in rows if r["link"] == "tcp-10gbe" and r["stage"].startswith("copy"))
         cpu = {link: sum(r["time_s"] for r in rows if r["link"] == link and r["side"] != "wire") for link in total}
         tcp, rdma = ex.MESSAGE_LINKS
-        st.caption(f"One message of {format_bytes(nbytes)}: {format_seconds(total[tcp])} on {tcp} against "
+        caption(f"One message of {format_bytes(nbytes)}: {format_seconds(total[tcp])} on {tcp} against "
                    f"{format_seconds(total[rdma])} on {rdma}, {total[tcp] / total[rdma]:.1f} times longer. The CPUs "
                    f"of the two ends spend {format_seconds(cpu[tcp])} on TCP (of which {format_seconds(copies)} "
                    f"copying through the kernel) and {format_seconds(cpu[rdma])} on RDMA. Hover over a stage for its "
@@ -53,7 +54,7 @@ if tabs[1].open:
         fits = "; ".join(f"{t}: alpha {format_seconds(f['alpha_s'])}, "
                          + (f"{f['bandwidth_Bps'] / 1e9:.2g} GB/s" if f["bandwidth_Bps"] else "no bandwidth term")
                          for t, f in measured["fits"].items())
-        st.caption(f"Each library is an algorithm choice on a transport; the lines are one message through its "
+        caption(f"Each library is an algorithm choice on a transport; the lines are one message through its "
                    f"transport with the library's own per-message and per-byte costs. At 1 KiB {fastest} takes "
                    f"{format_seconds(at_1k[fastest])} and {slowest} {format_seconds(at_1k[slowest])}. The markers "
                    f"were measured on this machine just now (half the median round trip), with alpha and beta "
@@ -76,7 +77,7 @@ if tabs[2].open:
         metrics[2].metric("waiting for data", f"{record['io_wait_s'] / record['run_s']:.0%} of the run")
         chart(viz.loader_gantt(record), "net_loader")
         t_w, busy, needed = record["worker_batch_s"], min(workers, prefetch), record["workers_to_keep_up"]
-        st.caption(f"Batches of {record['batch_size']} samples of {format_bytes(record['sample_nbytes'])} (an "
+        caption(f"Batches of {record['batch_size']} samples of {format_bytes(record['sample_nbytes'])} (an "
                    f"ImageNet JPEG), {format_seconds(record['decode_s'])} to decode each, for {record['model']} on a "
                    f"{record['node']}, which computes for {format_seconds(record['compute_s'])} per step. A loader "
                    f"worker needs t_w = {format_seconds(t_w)} per batch and the {storage} device "

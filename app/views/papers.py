@@ -8,9 +8,10 @@ from charts import chart
 from urlstate import url_key
 from dlsys.experiments.reproduce import VERDICTS
 from dlsys.viz.reproduce import claim_figure
+from layout import caption, markdown
 
 st.title("Papers: reproduced or explained")
-st.markdown(
+markdown(
     "Each row is one statement of a paper this course teaches, run again in dlsys. **holds**: our number is the "
     "paper's within a stated tolerance; **shape holds**: the trend holds on our smaller problem, not the number; "
     "**differs**: and why. A figure is reproduced by modelling what the paper's system did, never by tuning a "
@@ -32,7 +33,7 @@ st.dataframe([{"claim": r["claim"], "paper": r["paper"], "where": r["where"], "p
 names = [r["claim"] for r in records]
 first = next((i for i, r in enumerate(records) if r["verdict"] == "differs"), 0)  # open on what to discuss
 record = records[names.index(st.selectbox("claim", names, index=first, key=url_key("papers_claim", names)))]
-st.markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
+markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
 chart(claim_figure(record), f"papers_{record['claim']}")
-st.caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, "
+caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, "
            f"{record['why']}.")

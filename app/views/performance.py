@@ -11,13 +11,14 @@ from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_by
 from dlsys.machine.profiles import totals
 from dlsys.viz import datapath as viz
 from dlsys.viz.units import format_bytes, format_seconds
+from layout import caption, markdown
 
 BENCH_SIZES = [2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20]
 BENCH_RANKS = [2, 4]
 EMULATION_RANKS = [8, 16, 32, 64, 128, 256, 512]
 
 st.title("Real bytes and emulation scale")
-st.markdown(
+markdown(
     "Two clocks. The **virtual** clock of every other page charges a modelled network. Here the **wall** "
     "clock counts: real float32 bytes moved between real processes on this machine, where there is no "
     "network and the limit is **memory bandwidth**: every byte an all-reduce touches is read or written "
@@ -45,7 +46,7 @@ if traffic_tab.open:  # only the open tab is built and drawn
         m[2].metric("one memcpy", format_bytes(2 * nbytes))
         st.latex(r"\text{traffic per rank} = k\,(p-1)\,\tfrac{n}{p},\quad k = 9\ \text{(copied)},\ 5\ \text{(lent)}"
                  r"\qquad \frac{\text{busbw}}{\text{memcpy}} \le \frac{4s}{k\,p}")
-        st.caption("A copied send first copies its block into shared memory (read + write); a lent send "
+        caption("A copied send first copies its block into shared memory (read + write); a lent send "
                    "(isend of comm.alloc memory, MPI's rendezvous) lets the receiver read the sender's own "
                    "buffer, and the request completes when the receiver drops it. Lending changes no virtual "
                    "time. Model: dlsys/machine/datapath.py; lesson 07.")
@@ -64,7 +65,7 @@ if measure_tab.open:
             st.dataframe([{"size": format_bytes(r["nbytes"]), "sends": viz.BUFFER_NAMES[r["buffers"]],
                            "time": format_seconds(r["wall_time_s"]), "busbw/memcpy": round(r["ratio_to_memcpy"], 2)}
                           for r in records], hide_index=True)
-            st.caption("Ring all-reduce of real float32 data between processes (median of 5 after a warm-up, "
+            caption("Ring all-reduce of real float32 data between processes (median of 5 after a warm-up, "
                        "checked every time), against numpy's memcpy of the same size in the same run. Other "
                        "work on this machine (another student pressing this button) moves the numbers; "
                        "`dlsys bench allreduce` in a terminal gives the careful figures.")
@@ -82,7 +83,7 @@ if scale_tab.open:
                            "closed form": format_seconds(r["closed_form_s"], 6),
                            "relative error": f"{r['relative_error']:.1e}"} for r in curve], hide_index=True)
             params = totals("alexnet")[0]
-            st.caption(f"A ring all-reduce of AlexNet's gradient ({params / 1e6:.1f} M float32, "
+            caption(f"A ring all-reduce of AlexNet's gradient ({params / 1e6:.1f} M float32, "
                        f"{format_bytes(4 * params)}) on the threads backend: "
                        "each rank holds a few real floats that stand for the full gradient (LogicalArray), the "
                        "virtual time equals the closed form, and the wall time grows as the 2p(p-1) messages.")

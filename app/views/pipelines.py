@@ -17,6 +17,7 @@ from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz.units import format_bytes, format_seconds
 from widgets import link_select
+from layout import caption, markdown
 
 STAGES = [2, 3, 4, 6, 8]
 CHUNKS = [2, 3, 4]
@@ -29,7 +30,7 @@ BLOCKS = [8, 64, 256, 2**10, 2**12, 2**14, 2**16]
 EP = [1, 2, 4, 8]
 
 st.title("Pipelines and the planner")
-st.markdown(
+markdown(
     "A pipeline cuts the model's layers into **p stages** and each batch into **m micro-batches**. "
     "**GPipe** runs every forward, then every backward; **1F1B** starts a micro-batch's backward as soon as it "
     "can, so a stage holds at most p of them; **interleaving** gives each rank v smaller chunks, so the pipe "
@@ -63,7 +64,7 @@ if tabs[0].open:
                     help="The memory ledger's peak: the micro-batches (and chunks) stage 0 holds at once.")
         m[3].metric("micro-batches in flight, stage 0", memory[0]["in_flight"])
         chart(viz_pipeline.gantt(record), "pipe_gantt")
-        st.caption(
+        caption(
             f"{schedule} on p = {stages} stages, m = {micro_batches} micro-batches"
             + (f", v = {v} chunks a rank" if v > 1 else "")
             + f", the transformer's {record['layers']} layers; forward, input gradient and weight gradient cost "
@@ -75,14 +76,14 @@ if tabs[0].open:
         chart(viz_pipeline.stage_memory(everyone, f"Peak activations per stage at p = {stages}, m = {micro_batches} "
                                                   "(the number above a bar: micro-batches held)"), "pipe_memory")
         held = {r["schedule"]: r["memory"][0]["in_flight"] for r in everyone}
-        st.caption(f"Stage 0 holds {held['gpipe']} micro-batches under GPipe (all m), {held['1f1b']} under 1F1B "
+        caption(f"Stage 0 holds {held['gpipe']} micro-batches under GPipe (all m), {held['1f1b']} under 1F1B "
                    f"(p), {held['zb-h1']} under ZB-H1 (p: a micro-batch stays until its W), and {held['interleaved']} "
                    f"chunk activations under interleaving (each 1/v of a stage's). Same bubble for GPipe and 1F1B: "
                    "1F1B's gain is memory, which buys more micro-batches and so a smaller bubble.")
         rows = cached.pipeline_bubbles(stages, tuple(stages * k for k in (1, 2, 3, 4)), chunks)
         chart(viz_pipeline.bubble_vs_microbatches(rows), "pipe_bubbles")
         worst = max(abs(r["measured"] - r["formula"]) for r in rows)
-        st.caption(f"Every marker is a run on the emulator; the dashed lines are the formulas. The largest "
+        caption(f"Every marker is a run on the emulator; the dashed lines are the formulas. The largest "
                    f"difference over {len(rows)} runs: {worst:.1e}.")
 if tabs[1].open:
     with tabs[1]:
@@ -103,7 +104,7 @@ if tabs[1].open:
         chart(viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(ranks, algorithm, link_name), algorithm),
               "a2a_steps")
         crossover = ex_experts.bruck_crossover_block_nbytes(ranks, link_name)
-        st.caption(f"Rank r's block d goes to rank d. Pairwise exchange: p - 1 = {ranks - 1} steps, step k sends "
+        caption(f"Rank r's block d goes to rank d. Pairwise exchange: p - 1 = {ranks - 1} steps, step k sends "
                    "to r + k and receives from r - k, one block each: (p-1)(α + n/p β). Bruck: ⌈lg p⌉ steps, each "
                    "forwarding the blocks whose distance has bit k set: fewer messages, more bytes. On "
                    f"{link_name} with {ranks} ranks Bruck wins below blocks of {format_bytes(crossover)} (closed "
@@ -124,7 +125,7 @@ if tabs[1].open:
         dropped = ex_experts.dropped_fraction(rows)
         chart(viz_experts.dropped_figure(dropped), "moe_dropped")
         here = next(d for d in dropped if d["top_k"] == top_k and d["capacity_factor"] == factor)
-        st.caption(f"8 experts over {ep} ranks, 64 tokens a rank, an untrained router (`dlsys.train.moe`). Each "
+        caption(f"8 experts over {ep} ranks, 64 tokens a rank, an untrained router (`dlsys.train.moe`). Each "
                    "expert takes at most capacity = ⌈factor x tokens x k / experts⌉ tokens of a rank; the rest are "
                    f"dropped and pass through the residual unchanged. Top-{top_k} at factor {factor:g}: "
                    f"{here['dropped_fraction']:.1%} of the choices dropped. Tokens travel to their experts' ranks "
@@ -155,7 +156,7 @@ if tabs[2].open:
                                        global_batch, row["recompute"], device_bytes=device_gib * 2**30, ep=row["ep"])
         chart(viz_plan.memory_bar(record), "plan_memory")
         parts = ", ".join(f"{c['component']} {c['seconds']:.3f} s ({c['share']:.0%})" for c in ex_plan.components(record))
-        st.caption(f"{len(rows)} layouts fit {device_gib} GiB. Layout #{pick}: a step of {record['step_s']:.3f} s = "
+        caption(f"{len(rows)} layouts fit {device_gib} GiB. Layout #{pick}: a step of {record['step_s']:.3f} s = "
                    f"{parts}; {format_bytes(record['memory_bytes'])} per GPU. Compute is charged at the device's "
                    "dense peak (MFU is therefore an upper bound); TP groups stay inside the 8-GPU NVLink islands "
                    "of `gpu_cluster`, DP and PP cross InfiniBand; a mixture of experts spreads its experts over ep "

@@ -9,6 +9,7 @@ from dlsys.grading import playground as pg
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_network
 from dlsys.viz import comm as viz
 from dlsys.viz.units import format_bytes, format_seconds
+from layout import caption
 
 SIZES = [8, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20]
 
@@ -20,7 +21,7 @@ def run(source: str, ranks: int, link: str, topology: str, nbytes: int) -> pg.Pl
 
 
 st.title("Playground")
-st.caption("Write a rank program, mpi4py style: `def program(comm): ...` with `comm.rank`, `comm.size`, "
+caption("Write a rank program, mpi4py style: `def program(comm): ...` with `comm.rank`, `comm.size`, "
            "`comm.send(x, dest=r)`, `comm.recv(source=r)`, `ssend`, `isend`/`irecv`, `sendrecv` (mpi4py's "
            "signatures; `MPI.ANY_SOURCE`, `MPI.ANY_TAG`, `MPI.Status`) and `dlsys.collectives`; `np` is numpy and `n` the "
            f"bytes per rank chosen below. It runs in the grader's sandbox (a separate, contained process; "
@@ -64,7 +65,7 @@ if formula.strip():
         m[1].metric("your closed form", format_seconds(predicted_s))
         m[2].metric("relative difference", f"{(result.time_s - predicted_s) / result.time_s:+.1e}",
                     help="(virtual time - closed form) / virtual time")
-st.caption(f"alpha = {format_seconds(link.alpha_s)} (the latency plus twice the per-message overhead), "
+caption(f"alpha = {format_seconds(link.alpha_s)} (the latency plus twice the per-message overhead), "
            f"beta = {link.beta_s_per_byte * 1e9:.3g} ns per byte, of {link.name}"
            + ("" if topology == "flat" else f" (the link inside a {topology} supernode)") + f"; p = {ranks}, "
            f"n = {format_bytes(nbytes)}.")

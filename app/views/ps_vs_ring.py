@@ -10,9 +10,10 @@ from dlsys.viz import comm as viz
 from dlsys.viz.costs import ps_vs_ring_scaling
 from dlsys.viz.style import role_names
 from dlsys.viz.units import format_bytes, format_seconds
+from layout import caption, markdown
 
 st.title("Parameter server vs ring all-reduce")
-st.markdown(
+markdown(
     "Every worker holds a gradient of $n$ bytes and needs the mean. **Parameter server**: each worker pushes "
     "its gradient to the server (rank 0), which sums them and sends the mean back to every worker; the "
     "server's link carries $W n$ bytes in and $W n$ out. **Ring all-reduce**: workers pass chunks of $n/W$ "
@@ -40,7 +41,7 @@ m[3].metric("server link traffic", format_bytes(server.bytes_sent_per_rank()[0] 
             help="Bytes server 0 (rank 0) sent plus received.")
 st.latex(r"T_{PS} = 2(\alpha + n\beta) + 2(W-1)\max\!\left(\tfrac{n}{B},\ o_s(n)\right)"
          r"\qquad T_{ring} = 2(W-1)\left(\alpha + \tfrac{n}{W}\beta\right)")
-st.caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
+caption("The server's ingress serializes W pushes and its egress W pulls (or its per-message CPU cost does, "
            "if larger). " + real_data_note(ring) + " Both runs average the same gradients; the means agree.")
 
 views = ["Side by side", "Bytes per rank", "Against workers", "Downloads"]
@@ -50,7 +51,7 @@ if animation.open:  # only the open tab is built and drawn
         chart(viz.message_animation(traces, {"parameter server": "star"},
                                            {"parameter server": role_names(workers, servers=1),
                                             "ring all-reduce": role_names(workers)}), "ps_animation")
-        st.caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
+        caption("One clock for both panels: press ▶ Play and watch the ring finish while the server's link is "
                    "still busy. Left: server 0 (rank 0) in the centre, worker w is rank w + 1. Right: worker w is "
                    "rank w.")
 if traffic.open:
@@ -61,10 +62,10 @@ if scaling.open:
     with scaling:
         chart(ps_vs_ring_scaling(cached.ps_vs_ring_scaling(nbytes, link),
                                         f"{format_bytes(nbytes)} gradient on {link}"), "ps_scaling")
-        st.caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
+        caption("The PS time grows linearly with W (the server's link is the bottleneck); the ring's tends to "
                    "2n/B. Markers: emulated runs; lines: closed forms.")
 if files.open:
     with files:
         for name, trace in traces.items():
-            st.markdown(f"**{name}**")
+            markdown(f"**{name}**")
             downloads(trace, [summary_row(r) for r in records.values()], name.replace(" ", "-"))

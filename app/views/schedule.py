@@ -13,6 +13,7 @@ from dlsys.machine.profiles import PROFILES
 from dlsys.schedule import OPTIONS, POLICIES, default_of
 from dlsys.viz import schedule as viz
 from dlsys.viz.units import format_seconds
+from layout import caption, markdown
 
 SLICES = [20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000]
 CREDITS_MB = [4, 8, 16, 32, 64]
@@ -24,7 +25,7 @@ SWEEPS = {"slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_00
 AXES = {name: OPTIONS[name][1] for name in SWEEPS}  # each option's title with its unit, and the factor to it
 
 st.title("Overlap and scheduling")
-st.markdown(
+markdown(
     "Backward makes the gradients last layer first, but the next forward needs them **first layer first**. "
     "**FIFO** sends after backward and overlaps nothing; **WFBP** (Poseidon) sends each layer as soon as it is "
     "ready; **P3** cuts layers into slices and sends the input layers' slices first, so they jump the queue; "
@@ -66,7 +67,7 @@ if tabs[0].open:
                        delta_color="inverse")
         chart(viz.gantt(records), "sched_gantt")
         most = max(records, key=lambda r: r["items"])
-        st.caption(f"{model} on {workers} worker(s) at {link}, {base['iterations']} iterations: forward and backward need {format_seconds(base['compute_s'])} per iteration; the "
+        caption(f"{model} on {workers} worker(s) at {link}, {base['iterations']} iterations: forward and backward need {format_seconds(base['compute_s'])} per iteration; the "
                    "iteration time is the last one's (backward end to backward end). Drag the slider: the bars "
                    "still to come fade, and each panel names what worker 0 computes and sends at that moment. "
                    f"{most['describe']} sends {most['items']:,} items per iteration, so the dark input-layer slices "
@@ -79,7 +80,7 @@ if tabs[1].open:
                                                       "bandwidth"), "sched_bandwidth")
         gap = widest_gap(rows)
         fastest, slowest = gap["fastest"], gap["slowest"]
-        st.caption(f"Compute alone takes {format_seconds(rows[0]['compute_s'])}. On a slow link every policy waits "
+        caption(f"Compute alone takes {format_seconds(rows[0]['compute_s'])}. On a slow link every policy waits "
                    "for the network, and ordering cannot hide much more than one backward; on a fast one there is "
                    f"little left to hide. The policies differ most at {gap['bandwidth_Bps'] * 8e-9:g} Gbit/s: "
                    f"{fastest['policy']} {format_seconds(fastest['iteration_s'])} against {slowest['policy']} "
@@ -92,7 +93,7 @@ if tabs[2].open:
         rows = cached.schedule_option(option, SWEEPS[option], model, workers, link, options)
         chart(viz.option_tradeoff(rows, chosen), "sched_tradeoff")
         fastest = min(rows, key=lambda r: r["iteration_s"])
-        st.caption(f"{KNOBS[option]} on {model}, {workers} worker(s) at {link}; the dotted line is the slider's "
+        caption(f"{KNOBS[option]} on {model}, {workers} worker(s) at {link}; the dotted line is the slider's "
                    f"value. Small items preempt sooner and overlap more, but every item pays the per-message "
                    f"latency and overheads: {rows[0]['items']:,} items per iteration at the smallest value against "
                    f"{rows[-1]['items']:,} at the largest. Fastest here: {fastest['value']:,g} "

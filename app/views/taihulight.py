@@ -18,13 +18,14 @@ from dlsys.viz.links import link_load_figure
 from dlsys.viz import taihulight as viz
 from dlsys.viz.style import rank_name
 from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from layout import caption, markdown
 
 PS_DESIGNS = ("ps", "ps-gather", "ps-reduce")
 LAYOUTS = ["contiguous", "scattered"]
 TITLES = {"ps": "parameter server: pushes per layer", "ring": "ring: one all-reduce"}
 
 st.title("Case study: Caffe on the Sunway TaihuLight")
-st.markdown(
+markdown(
     "The paper *Caffe distributed extension on Sunway TaihuLight* compared two synchronous designs on up to 512 "
     "SW26010 nodes. **Parameter server**: rank 0 sends the weights to every worker, and during backward every "
     "worker sends each layer's gradient to rank 0 as soon as it is computed; rank 0 averages and updates. "
@@ -72,7 +73,7 @@ if machine.open:
         top, node = get_topology("taihulight"), NODE_PRESETS["sw26010"]
         chart(viz.machine(top), "thl_machine")
         supernodes = TAIHULIGHT_NODES // top.supernode_size
-        st.caption(f"{TAIHULIGHT_NODES:,} SW26010 nodes ({node.peak_flops / 1e12:.3g} TFLOP/s, "
+        caption(f"{TAIHULIGHT_NODES:,} SW26010 nodes ({node.peak_flops / 1e12:.3g} TFLOP/s, "
                    f"{format_rate(node.memory_bandwidth_Bps)} memory each) in {supernodes} supernodes of "
                    f"{top.supernode_size}; {format_rate(top.link.bandwidth_Bps)} per node; "
                    f"{format_rate(TAIHULIGHT_BISECTION_Bps)} bisection for the whole machine, so the level above the "
@@ -127,7 +128,7 @@ def load_caption(rows: list) -> str:
             + " Recursive doubling's last step sends every node across at once and fills the uplinks either way.")
 names = {title: [rank_name(r) for r in range(8)] for title in traces}
 # tab, its figure (built only if the tab is open), chart key, caption
-for tab, figure, key, caption in (
+for tab, figure, key, tab_caption in (
     (designs, lambda: viz.design_scaling(cached.taihulight_sweep(nodes, contiguous, topology, ps_design, sharing)),
      "thl_designs",
      lambda: f"Communication per iteration (what the compute does not hide) against nodes, batch {BATCH} per node. The "
@@ -156,4 +157,4 @@ for tab, figure, key, caption in (
     if tab.open:  # only the open tab is built and drawn
         with tab:
             chart(figure(), key)
-            st.caption(caption())
+            caption(tab_caption())

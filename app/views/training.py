@@ -14,12 +14,13 @@ from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
 from dlsys.viz.style import role_names
 from dlsys.viz.units import format_bytes, format_seconds
+from layout import caption
 
 BIG_BATCHES = [32, 64, 128, 256]
 PARAMETER_SERVERS = [s.name for s in STRATEGIES.values() if s.family == "parameter-server"]
 
 st.title("Distributed training")
-st.caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {cached.TRAIN_WORKERS} workers: every gradient is really "
+caption(f"A real MLP (64-64-64-10) learns the 8x8 digits on {cached.TRAIN_WORKERS} workers: every gradient is really "
            "computed and really sent; time is virtual (FLOPs on the node model, messages on the link model).")
 cols = st.columns(2)
 links = list(LINK_PRESETS)
@@ -48,7 +49,7 @@ if sync.open:
         st.latex(r"\text{worker } k \text{ at clock } c_k \text{ may read once } c_k - \min_j c_j \le s"
                  r"\qquad (\text{BSP: } s = 0,\ \text{ASP: } s = \infty)")
         chart(tviz.worker_progress(runs), "train_progress")
-        st.caption("Each staircase is one worker's gradient count. BSP: all climb at the straggler's pace. "
+        caption("Each staircase is one worker's gradient count. BSP: all climb at the straggler's pace. "
                    "SSP: the fast ones run ahead until they are s clocks ahead, then wait. ASP: nobody waits; "
                    "the straggler simply does less of the fixed budget of gradients.")
         left, right = st.columns(2)
@@ -61,7 +62,7 @@ if sync.open:
         chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
                                   f"{shown}: the first tenth of the run (rank 0 is the server)"),
                      "train_timeline")
-        st.caption("Grey 'wait' spans are the price of consistency: a worker whose pull the server holds.")
+        caption("Grey 'wait' spans are the price of consistency: a worker whose pull the server holds.")
 
 if pushpull.open:
     with pushpull:
@@ -76,14 +77,14 @@ if pushpull.open:
                                            {title: role_names(cached.TRAIN_WORKERS, servers)}), "train_pp_animation")
         server_text = (f"Servers 0..{servers - 1} are ranks 0..{servers - 1} (rank 0 in the centre)" if servers > 1
                        else "Server 0 is rank 0, in the centre")
-        st.caption(f"Press ▶ Play. {server_text}; worker w is rank {servers} + w. Per step a worker sends each server a pull "
+        caption(f"Press ▶ Play. {server_text}; worker w is rank {servers} + w. Per step a worker sends each server a pull "
                    "request (keys), then a push (keys, then values: its slice of the gradient); the server answers "
                    "the pull with its slice of the weights. With several servers under SSP/ASP, server 0 tells "
                    "the others the order of requests.")
         panel = f"{consistency}, one epoch"
         chart(viz.traffic_per_rank({panel: record["result"].trace}, {panel: role_names(cached.TRAIN_WORKERS, servers)}),
                      "train_pp_traffic")
-        st.caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
+        caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
                    "Each server carries about 1/S of the push and pull traffic.")
 
 if split.open:
@@ -102,7 +103,7 @@ if split.open:
         st.latex(r"\text{data parallel: } 2\tfrac{P-1}{P}\,n \text{ bytes per rank per step}\qquad"
                  r"\text{GPipe bubble: } \tfrac{S-1}{M+S-1}")
         n = build_model(TrainConfig()).params.size  # the digits MLP every run above trains
-        st.caption(f"Data parallelism moves gradients (n = {n:,} parameters per all-reduce); model parallelism "
+        caption(f"Data parallelism moves gradients (n = {n:,} parameters per all-reduce); model parallelism "
                    "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")

@@ -54,6 +54,33 @@ def _template(scale: float = 1.0) -> go.layout.Template:
     return template
 
 
+def scale_fonts(fig: go.Figure, scale: float) -> go.Figure:
+    """``fig`` with every font size it sets itself (a node's label, a button, a legend, in
+    the layout, its traces and its animation frames) ``scale`` times larger: a template
+    only sizes the texts a figure leaves unset. Per-point sizes (arrays) scale too."""
+    def scaled(node, in_font: bool = False):
+        if isinstance(node, dict):
+            return {k: (_times(v, scale) if in_font and k == "size" else
+                        scaled(v, k.endswith("font") or (in_font and k == "font"))) for k, v in node.items()}
+        if isinstance(node, list):
+            return [scaled(v) for v in node]
+        return node
+    spec = fig.to_dict()
+    template = spec["layout"].pop("template", None)
+    spec = scaled(spec)
+    if template is not None:
+        spec["layout"]["template"] = template
+    return go.Figure(spec, skip_invalid=False)
+
+
+def _times(size, scale: float):
+    if isinstance(size, (int, float)) and not isinstance(size, bool):
+        return round(size * scale, 1)
+    if isinstance(size, (list, tuple)):
+        return [_times(s, scale) for s in size]
+    return size
+
+
 pio.templates[TEMPLATE] = _template()
 pio.templates[PRESENTER_TEMPLATE] = _template(PRESENTER_SCALE)
 pio.templates.default = TEMPLATE
