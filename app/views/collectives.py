@@ -62,7 +62,9 @@ if messages.open:  # only the open tab is built and drawn
         st.caption("Press ▶ Play (or ½ or 2x speed): each dot is a message, its area its bytes, its colour its "
                    "phase and step (light to dark). A bar fills under it while its sender's CPU copies it (the "
                    "node outlined orange) and again while its receiver's does (green); between, it travels in "
-                   "virtual time. Hover for its size and step; drag the slider to step through time.")
+                   "virtual time. Hover for its size and step; drag the slider to step through time. The animation "
+                   f"draws {viz.FRAMES_PER_STEP} frames per step, about as many as a browser redraws in a step's "
+                   f"{viz.STEP_MS / 1000:g} s, so it plays in time.")
 if steps.open:
     with steps:
         chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
