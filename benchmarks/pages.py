@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from pathlib import Path
 
 import streamlit as st
+import streamlit.logger
 from streamlit.testing.v1 import AppTest
 
 from dlsys.experiments.docs import add_write_docs, markdown_table, write_measured
@@ -31,7 +31,7 @@ APP_DIR = Path(__file__).resolve().parents[1] / "app"
 sys.path.insert(0, str(APP_DIR))
 import pages  # noqa: E402
 
-logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest's bare-mode warnings, a dozen a run
+streamlit.logger.set_log_level("error")  # AppTest's bare-mode warnings, a dozen a run
 TARGET_S = 2.0  # issue 28: every page change under 2 s at its default settings
 TIMEOUT_S = 600
 
