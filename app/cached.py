@@ -18,7 +18,6 @@ from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
-from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
 from dlsys.experiments import precomputed
 from dlsys.experiments import reproduce as ex_reproduce
@@ -245,16 +244,16 @@ def memory_step(strategy: str, ranks: int) -> dict:
     return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}
 
 
-@st.cache_data(max_entries=32, show_spinner="running the pipeline's stages...")
 def pipeline_schedule(schedule: str, stages: int, micro_batches: int, chunks: int) -> dict:
     """experiments.pipeline.pipeline_schedule on a free link: one step's actions, bubble and memory."""
-    return ex_pipeline.pipeline_schedule(schedule, stages, micro_batches, chunks)
+    return points("running the pipeline's stages", "pipeline:pipeline_schedule",
+                  [dict(schedule=schedule, stages=stages, micro_batches=micro_batches, chunks=chunks)], one=True)
 
 
-@st.cache_data(max_entries=4, show_spinner="running every schedule at several micro-batch counts...")
 def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
     """experiments.pipeline.bubble_vs_microbatches: measured bubble and formula for each schedule and m."""
-    return ex_pipeline.bubble_vs_microbatches(stages, micro_batches, chunks=chunks)
+    return points("running every schedule at several micro-batch counts", "pipeline:bubble_vs_microbatches",
+                  [dict(stages=stages, micro_batches=list(micro_batches), chunks=chunks)])
 
 
 @st.cache_data(max_entries=16, show_spinner="costing every layout...")
@@ -263,10 +262,10 @@ def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> li
     return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)
 
 
-@st.cache_data(max_entries=8, show_spinner="running the all-to-alls at every block size...")
 def alltoall_costs(ranks: int, link: str) -> list:
     """experiments.experts.alltoall_costs: each algorithm's emulated time and closed form against the block."""
-    return ex_experts.alltoall_costs(ranks, link=link)
+    return points("running the all-to-alls at every block size", "experts:alltoall_costs",
+                  [dict(ranks=ranks, link=link)], [ranks])
 
 
 @st.cache_data(max_entries=16, show_spinner="routing tokens to the experts...")
@@ -285,11 +284,12 @@ def _point(name: str, kwargs: str):
     return precomputed.call_by_name(name, json.loads(kwargs))
 
 
-def points(what: str, name: str, calls: list[dict], sizes: list | None = None) -> list:
+def points(what: str, name: str, calls: list[dict], sizes: list | None = None, one: bool = False):
     """The rows of ``precomputed.call_by_name(name, kwargs)`` for every kwargs of ``calls``,
-    concatenated: stored points at once, the others run (cached) under a progress bar with
-    the points left and ``precomputed.time_left_s`` from the ones measured so far (``sizes``:
-    each point's size for that fit, nodes for the TaihuLight's; equal by default)."""
+    concatenated (``one``: the one call's result as it is): stored points at once, the others
+    run (cached) under a progress bar with the points left and ``precomputed.time_left_s``
+    from the ones measured so far (``sizes``: each point's size for that fit, nodes for the
+    TaihuLight's; equal by default)."""
     sizes = sizes or [1] * len(calls)
     function = precomputed.function_of(name)
     results = [precomputed.stored(function, **kwargs) for kwargs in calls]
@@ -311,4 +311,4 @@ def points(what: str, name: str, calls: list[dict], sizes: list | None = None) -
                 bar.progress(len(measured) / len(todo), text=f"{what}: {len(measured)} of {len(todo)} points run{estimate}")
     if bar is not None:
         bar.empty()
-    return [row for r in results for row in r]
+    return results[0] if one else [row for r in results for row in r]

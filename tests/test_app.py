@@ -97,7 +97,8 @@ def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
                                         ("views/cost_model.py", ("cost_view", [0])),
                                         ("views/ps_vs_ring.py", ("ps_view", [2])),
                                         ("views/compression.py", ("cmp_view", [4])),
-                                        ("views/papers.py", (None, []))])
+                                        ("views/papers.py", (None, [])),
+                                        ("views/pipelines.py", ("pipe_view", [1]))])
 def test_default_views_read_the_precomputed_store(page, tabs, monkeypatch):
     """Every sweep a default view shows is in dlsys.experiments.precomputed's store: with
     running any point forbidden, each of the page's sweeping tabs renders."""

@@ -32,13 +32,14 @@ from pathlib import Path
 
 from ..outputs import write_atomic
 from ..schedule import default_of
+from ..train.pipeline import SCHEDULES
 from . import reproduce, schedule, taihulight
 
 VERSION = 1
 PATH = Path(__file__).with_name("precomputed.json")
 WALL_CLOCK_KEYS = ("wall_time_s",)
 
-# The app's default settings, as app/cached.py calls the experiments: one call per point
+# The app's default settings (app/views/*.py), as app/cached.py calls the experiments: one call per point
 # of a sweep (a page assembles its sweeps point by point, so a slider that widens a sweep
 # reuses the points it had). tests/test_app.py checks that each page's default view finds
 # its calls here.
@@ -81,6 +82,10 @@ DEFAULTS: list[tuple[str, dict]] = [
                                            max_memory_bytes=APP_MEMORY_BYTES)),
     ("compression:iteration_split", dict(method="topk", options={"ratio": 0.01}, workers=4)),
     *[("reproduce:run_claims", dict(names=[name], quick=True)) for name in reproduce.CLAIMS],
+    *[("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=8, chunks=2 if s.chunked else 1))
+      for name, s in SCHEDULES.items()],
+    ("pipeline:bubble_vs_microbatches", dict(stages=4, micro_batches=[4, 8, 12, 16], chunks=2)),
+    ("experts:alltoall_costs", dict(ranks=16, link="rdma-edr")),
 ]
 
 
