@@ -97,13 +97,15 @@ def measure_page(page: pages.Page) -> list[dict]:
     rows = []
     if page is not pages.PAGES[0]:
         at.switch_page(page.path)
-    rows.append({"page": page.name, "step": "first render", "seconds": timed_run(at)})
+    rows.append({"page": page.name, "step": "first render", "default": True, "seconds": timed_run(at)})
+    default = True  # until a widget leaves its default: the steps the target is about
     for what, key, value in STEPS.get(page.name, []):
         if rows[-1]["seconds"] == math.inf:  # the session is stuck in the run that timed out
             break
+        default = default and what == "tab"
         what, value = _resolve(at, what, key, value)
         at.session_state[key] = value
-        rows.append({"page": page.name, "step": what, "seconds": timed_run(at)})
+        rows.append({"page": page.name, "step": what, "default": default, "seconds": timed_run(at)})
     return rows
 
 
@@ -126,19 +128,23 @@ def measure(names: list[str] | None = None) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     """docs/performance.md's measured block ``bench.pages``: per page, its first render, its
-    slowest step and how many steps missed TARGET_S."""
+    slowest view at default settings (the target) and its slowest step at other settings
+    (behind a progress bar where it runs points)."""
     by_page: dict[str, list[dict]] = {}
     for r in rows:
         by_page.setdefault(r["page"], []).append(r)
     out = []
     for name, steps in by_page.items():
-        first, rest = steps[0], steps[1:]
-        slowest = max(rest, key=lambda r: r["seconds"], default=None)
-        missed = sum(r["seconds"] >= TARGET_S for r in steps)
-        out.append([pages.BY_NAME[name].title, shown(first["seconds"]),
-                    f"{slowest['step']}: {shown(slowest['seconds'])}" if slowest else "",
-                    str(len(steps)), "met" if not missed else f"missed ({missed})"])
-    return markdown_table(["page", "first render", "slowest change", "steps", f"every step < {TARGET_S:g} s"], out)
+        defaults = [r for r in steps if r["default"]]
+        others = [r for r in steps if not r["default"]]
+        slowest = max(defaults, key=lambda r: r["seconds"])
+        other = max(others, key=lambda r: r["seconds"], default=None)
+        out.append([pages.BY_NAME[name].title, shown(steps[0]["seconds"]),
+                    f"{slowest['step']}: {shown(slowest['seconds'])}",
+                    "met" if slowest["seconds"] < TARGET_S else "missed",
+                    f"{other['step']}: {shown(other['seconds'])}" if other else ""])
+    return markdown_table(["page", "first render", "slowest view at default settings", f"< {TARGET_S:g} s",
+                           "slowest step at other settings"], out)
 
 
 def main(argv=None) -> int:
@@ -152,7 +158,7 @@ def main(argv=None) -> int:
     if args.write_docs:
         command = " ".join(["python benchmarks/pages.py", *(sys.argv[1:] if argv is None else argv)])
         write_measured({"bench.pages": table(rows)}, command, args.write_docs)
-    return 0 if all(r["seconds"] < TARGET_S for r in rows) else 1
+    return 0 if all(r["seconds"] < TARGET_S for r in rows if r["default"]) else 1
 
 
 if __name__ == "__main__":
