@@ -20,6 +20,7 @@ from dlsys.experiments.contention import FABRICS, PATTERNS
 from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.machine.net import get_link
+from dlsys.viz.comm import FRAMES_RANGE
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 APP = str(APP_DIR / "streamlit_app.py")
@@ -155,7 +156,7 @@ def test_collectives_animation_and_ring_steps_at_edge_ranks(ranks):
     ok(at.run())
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     nodes = spec["frames"][0]["data"][0]
-    assert len(nodes["x"]) == ranks and len(spec["frames"]) >= 60
+    assert len(nodes["x"]) == ranks and len(spec["frames"]) >= FRAMES_RANGE[0]
     assert any(f["data"][4]["text"] == [f"<b>allgather step {ranks - 1} of {ranks - 1}</b>"] for f in spec["frames"])
     at.session_state["coll_view"] = "Ring step by step"
     ok(at.run())
