@@ -1,5 +1,13 @@
 """The experiments the pages run, cached per argument tuple (``max_entries`` bounds memory);
-records are cached without the ranks' real arrays (``experiments.without_values``)."""
+records are cached without the ranks' real arrays (``experiments.without_values``).
+
+Sweeps go point by point (``points``): a point of a default view comes from
+dlsys.experiments.precomputed's committed store, any other runs once per server (cached)
+under a progress bar that counts the points and estimates the time left from the points
+it has measured."""
+
+import json
+import time
 
 import streamlit as st
 
@@ -10,17 +18,18 @@ from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
-from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
+from dlsys.experiments import precomputed
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.train import TrainConfig
+from dlsys.viz.units import format_seconds
 
 # real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
 # sizes run on real elements that each stand for several, charged at the logical size
-MAX_MEMORY_BYTES = 16 * 2**20
+MAX_MEMORY_BYTES = precomputed.APP_MEMORY_BYTES
 CACHE = dict(max_entries=64, show_spinner="running the ranks...")
 TRAIN_WORKERS = 4
 REAL_DATA_PATH_BYTES = 2 * 2**30  # real bytes, not scalable: the Measure tab's 4 processes x 64 MiB need 1.7 GiB
@@ -64,16 +73,17 @@ def ps_vs_ring(workers: int, nbytes: int, link: str) -> dict:
     return {name: experiments.without_values(r) for name, r in records.items()}
 
 
-@st.cache_data(**CACHE)
 def ps_vs_ring_scaling(nbytes: int, link: str) -> list:
     """experiments.ps_vs_ring_scaling for 2 to 32 workers."""
-    return experiments.ps_vs_ring_scaling((2, 4, 8, 16, 32), nbytes, link, MAX_MEMORY_BYTES)
+    workers = [2, 4, 8, 16, 32]
+    return points("both schemes at every worker count", "ps_vs_ring:ps_vs_ring_scaling",
+                  [dict(workers=workers, size=nbytes, link=link, max_memory_bytes=MAX_MEMORY_BYTES)], [max(workers)])
 
 
-@st.cache_data(**CACHE)
 def emulated_allreduce_costs(link: str, ranks: int) -> list:
     """experiments.emulated_allreduce_costs: every all-reduce algorithm really run."""
-    return experiments.emulated_allreduce_costs(link, ranks, max_memory_bytes=MAX_MEMORY_BYTES)
+    return points("running every all-reduce algorithm", "costs:emulated_allreduce_costs",
+                  [dict(link=link, ranks=ranks, max_memory_bytes=MAX_MEMORY_BYTES)], [ranks])
 
 
 @st.cache_data(max_entries=48, show_spinner="training on real ranks...")
@@ -94,17 +104,17 @@ def large_batch_study() -> dict | None:
     return experiments.load_study()
 
 
-@st.cache_data(max_entries=1, show_spinner="running every claim at quick settings (about 15 s)...")
 def reproductions() -> list[dict]:
     """experiments.reproduce.run_claims at quick settings: every claim, paper vs dlsys.
     A stale large-batch cache raises ValueError saying what to run."""
-    return ex_reproduce.run_claims(quick=True)
+    return points("running every claim at quick settings", "reproduce:run_claims",
+                  [dict(names=[name], quick=True) for name in ex_reproduce.CLAIMS])
 
 
 @st.cache_data(max_entries=16)
-def lr_schedules(batch: int) -> list:
-    """experiments.lr_schedules of the default study at global ``batch``."""
-    return experiments.lr_schedules(experiments.Study(), batch)
+def lr_schedules(batch: int, train_samples: int) -> list:
+    """experiments.lr_schedules of the default study at global ``batch`` (its record's ``train_samples``)."""
+    return experiments.lr_schedules(experiments.Study(), batch, train_samples)
 
 
 @st.cache_data(max_entries=32, show_spinner="running real rank processes...")
@@ -120,20 +130,21 @@ def emulation(ranks: int) -> dict:
     return wallclock.emulate("ring", ranks)
 
 
-@st.cache_data(**CACHE)
 def taihulight_sweep(nodes: tuple, contiguous: bool, topology: str, ps_design: str = "ps",
                      sharing: bool = True) -> list:
     """experiments.taihulight.sweep of ``ps_design`` (a PS design) and the ring for every model of the paper."""
-    return [row for model in ex_taihulight.MODELS for design in (ps_design, "ring")
-            for row in ex_taihulight.sweep(model, design, nodes, contiguous, topology, sharing=sharing)]
+    calls = [dict(model=model, design=design, nodes=[n], contiguous=contiguous, topology=topology, sharing=sharing)
+             for model in ex_taihulight.MODELS for design in (ps_design, "ring") for n in nodes]
+    return points("running the designs at every node count", "taihulight:sweep", calls, [c["nodes"][0] for c in calls])
 
 
-@st.cache_data(**CACHE)
 def taihulight_versus_mpi(model: str, nodes: tuple, topology: str, library: str, sharing: bool = True) -> list:
     """experiments.taihulight.ring_vs_mpi for the paper's 60.97 MB and ``model``'s gradient,
     against ``library``'s MPI_Allreduce."""
-    sizes = (ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model))
-    return ex_taihulight.ring_vs_mpi(sizes, nodes, topology, library, sharing)
+    sizes = [ex_taihulight.PAPER_MESSAGE_BYTES, ex_taihulight.model_gradient_nbytes(model)]
+    return points("the ring and MPI_Allreduce at every node count", "taihulight:ring_vs_mpi",
+                  [dict(nbytes=sizes, nodes=list(nodes), topology=topology, library=library, sharing=sharing)],
+                  [max(nodes)])
 
 
 @st.cache_data(**CACHE)
@@ -145,13 +156,13 @@ def taihulight_iteration(model: str, nodes: int, contiguous: bool, topology: str
         for design in ("ps", "ring")}
 
 
-@st.cache_data(max_entries=4, show_spinner="replaying 512 ranks' messages on the TaihuLight's links (about a minute)...")
 def taihulight_link_load(nodes: int, sharing: bool) -> list:
     """experiments.taihulight.link_load_rows of the ring and recursive doubling (the paper's
     MPI_Allreduce), 60.97 MB, kept to the links ``boundary_links`` names."""
-    keep = set(ex_taihulight.boundary_links(nodes))
-    return [r for algorithm in ("ring", "recursive_doubling")
-            for r in ex_taihulight.link_load_rows(algorithm, nodes, sharing) if r["link"] in keep]
+    keep = ex_taihulight.boundary_links(nodes)
+    return points(f"replaying {nodes} ranks' messages on the TaihuLight's links", "taihulight:link_load_rows",
+                  [dict(algorithm=algorithm, nodes=nodes, sharing=sharing, links=keep)
+                   for algorithm in ("ring", "recursive_doubling")], [nodes, nodes])
 
 
 @st.cache_data(max_entries=32, show_spinner="compressing...")
@@ -165,9 +176,10 @@ def compression(method: str, options: tuple) -> dict:
             "trace": exchange.trace}
 
 
-@st.cache_data(max_entries=32, show_spinner="training with and without compression on both links...")
 def compression_split(method: str, options: tuple) -> list:
-    return ex_compression.iteration_split(method, dict(options), workers=TRAIN_WORKERS)
+    """experiments.compression.iteration_split: an epoch with and without ``method`` on each link."""
+    return points("training with and without compression on both links", "compression:iteration_split",
+                  [dict(method=method, options=dict(options), workers=TRAIN_WORKERS)])
 
 
 @st.cache_data(max_entries=64)
@@ -182,27 +194,27 @@ def compression_pareto(fresh: bool) -> list:
 
 
 # Scheduling: ``options`` is a tuple of (policy, ((option, value), ...)) pairs, hashable for the cache.
-SCHEDULE_BANDWIDTHS = ("1Gbps", "3Gbps", "10Gbps", "25Gbps", "100Gbps")
-
-
-@st.cache_data(max_entries=32, show_spinner="scheduling every policy...")
 def schedule_policies(policies: tuple, model: str, workers: int, link: str, options: tuple) -> list:
     """experiments.schedule.compare_policies: worker 0's lanes under each policy."""
-    return ex_schedule.compare_policies(policies, model, workers, link, options={p: dict(o) for p, o in options})
+    opts = {p: dict(o) for p, o in options}
+    return points("scheduling every policy", "schedule:compare_policies",
+                  [dict(policies=[p], model=model, workers=workers, link=link, options=opts) for p in policies])
 
 
-@st.cache_data(max_entries=16, show_spinner="every policy at every bandwidth...")
 def schedule_bandwidths(policies: tuple, model: str, workers: int, options: tuple) -> list:
-    """experiments.schedule.bandwidth_sweep over SCHEDULE_BANDWIDTHS."""
-    return ex_schedule.bandwidth_sweep(model, SCHEDULE_BANDWIDTHS, list(policies), workers,
-                                       options={p: dict(o) for p, o in options})
+    """experiments.schedule.bandwidth_sweep over experiments.schedule.BANDWIDTHS."""
+    opts = {p: dict(o) for p, o in options}
+    return points("every policy at every bandwidth", "schedule:bandwidth_sweep",
+                  [dict(model=model, links=[link], policies=[p], workers=workers, options=opts)
+                   for link in ex_schedule.BANDWIDTHS for p in policies])
 
 
-@st.cache_data(max_entries=32, show_spinner="sweeping the option...")
 def schedule_option(option: str, values: tuple, model: str, workers: int, link: str, options: tuple) -> list:
     """experiments.schedule.option_sweep of one option, the policy's other options as chosen."""
     others = {k: v for k, v in dict(options).get(ex_schedule.KNOBS[option], ()) if k != option}
-    return ex_schedule.option_sweep(option, values, model, workers, link, options=others)
+    return points("sweeping the option", "schedule:option_sweep",
+                  [dict(option=option, values=[v], model=model, workers=workers, link=link, options=others)
+                   for v in values])
 
 
 # one-way times measured here at these sizes through these transports (a few seconds at most)
@@ -232,16 +244,16 @@ def memory_step(strategy: str, ranks: int) -> dict:
     return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}
 
 
-@st.cache_data(max_entries=32, show_spinner="running the pipeline's stages...")
 def pipeline_schedule(schedule: str, stages: int, micro_batches: int, chunks: int) -> dict:
     """experiments.pipeline.pipeline_schedule on a free link: one step's actions, bubble and memory."""
-    return ex_pipeline.pipeline_schedule(schedule, stages, micro_batches, chunks)
+    return points("running the pipeline's stages", "pipeline:pipeline_schedule",
+                  [dict(schedule=schedule, stages=stages, micro_batches=micro_batches, chunks=chunks)], one=True)
 
 
-@st.cache_data(max_entries=4, show_spinner="running every schedule at several micro-batch counts...")
 def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
     """experiments.pipeline.bubble_vs_microbatches: measured bubble and formula for each schedule and m."""
-    return ex_pipeline.bubble_vs_microbatches(stages, micro_batches, chunks=chunks)
+    return points("running every schedule at several micro-batch counts", "pipeline:bubble_vs_microbatches",
+                  [dict(stages=stages, micro_batches=list(micro_batches), chunks=chunks)])
 
 
 @st.cache_data(max_entries=16, show_spinner="costing every layout...")
@@ -250,13 +262,53 @@ def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> li
     return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)
 
 
-@st.cache_data(max_entries=8, show_spinner="running the all-to-alls at every block size...")
 def alltoall_costs(ranks: int, link: str) -> list:
     """experiments.experts.alltoall_costs: each algorithm's emulated time and closed form against the block."""
-    return ex_experts.alltoall_costs(ranks, link=link)
+    return points("running the all-to-alls at every block size", "experts:alltoall_costs",
+                  [dict(ranks=ranks, link=link)], [ranks])
 
 
 @st.cache_data(max_entries=16, show_spinner="routing tokens to the experts...")
 def expert_load(ep: int, experts: int) -> list:
     """experiments.experts.expert_load: tokens per expert and drops for each top-k and capacity factor."""
     return ex_experts.expert_load(ep=ep, experts=experts)
+
+
+# --- sweeps, point by point ----------------------------------------------------------------
+
+_RUN: set[str] = set()  # the points this server has run (st.cache_data keeps them, within max_entries)
+
+
+@st.cache_data(max_entries=1024, show_spinner=False)
+def _point(name: str, kwargs: str):
+    return precomputed.call_by_name(name, json.loads(kwargs))
+
+
+def points(what: str, name: str, calls: list[dict], sizes: list | None = None, one: bool = False):
+    """The rows of ``precomputed.call_by_name(name, kwargs)`` for every kwargs of ``calls``,
+    concatenated (``one``: the one call's result as it is): stored points at once, the others
+    run (cached) under a progress bar with the points left and ``precomputed.time_left_s``
+    from the ones measured so far (``sizes``: each point's size for that fit, nodes for the
+    TaihuLight's; equal by default)."""
+    sizes = sizes or [1] * len(calls)
+    function = precomputed.function_of(name)
+    results = [precomputed.stored(function, **kwargs) for kwargs in calls]
+    keys = [json.dumps(kwargs, sort_keys=True) for kwargs in calls]
+    todo = [i for i, r in enumerate(results) if r is None and keys[i] not in _RUN]
+    bar = st.progress(0.0, text=f"{what}: {len(todo)} of {len(calls)} points to run") if todo else None
+    measured: list[tuple[float, float]] = []
+    for i, r in enumerate(results):
+        if r is not None:
+            continue
+        start = time.perf_counter()
+        results[i] = _point(name, keys[i])
+        if i in todo:
+            _RUN.add(keys[i])
+            measured.append((sizes[i], time.perf_counter() - start))
+            left = precomputed.time_left_s(measured, [sizes[j] for j in todo[len(measured):]])
+            if bar is not None and len(measured) < len(todo):
+                estimate = "" if left is None else f", about {format_seconds(left)} left"
+                bar.progress(len(measured) / len(todo), text=f"{what}: {len(measured)} of {len(todo)} points run{estimate}")
+    if bar is not None:
+        bar.empty()
+    return results[0] if one else [row for r in results for row in r]

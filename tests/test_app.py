@@ -21,6 +21,7 @@ from dlsys.comm import BACKENDS
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.machine.net import get_link
 from test_figure_lint import assert_lint_clean
+from dlsys.viz.comm import FRAMES_RANGE
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 APP = str(APP_DIR / "streamlit_app.py")
@@ -119,6 +120,31 @@ def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
     assert {p.name for p in pages.PAGES[1:]} <= shown
 
 
+@pytest.mark.parametrize("page, tabs", [("views/schedule.py", ("sched_view", [0, 1, 2])),
+                                        ("views/taihulight.py", ("thl_view", [1, 2, 3])),
+                                        ("views/cost_model.py", ("cost_view", [0])),
+                                        ("views/ps_vs_ring.py", ("ps_view", [2])),
+                                        ("views/compression.py", ("cmp_view", [4])),
+                                        ("views/papers.py", (None, [])),
+                                        ("views/pipelines.py", ("pipe_view", [1]))])
+def test_default_views_read_the_precomputed_store(page, tabs, monkeypatch):
+    """Every sweep a default view shows is in dlsys.experiments.precomputed's store: with
+    running any point forbidden, each of the page's sweeping tabs renders."""
+    from dlsys.experiments import precomputed
+
+    def no_run(name, kwargs):
+        raise AssertionError(f"{name}{kwargs} is not precomputed: add it to precomputed.DEFAULTS")
+    monkeypatch.setattr(precomputed, "call_by_name", no_run)
+    st.cache_data.clear()
+    at = open_page(page)
+    assert charts(at) >= 1
+    key, shown = tabs
+    for index in shown:
+        at.session_state[key] = at.tabs[index].label
+        ok(at.run())
+        assert charts(at) >= 1
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_with_defaults(page):
     at = open_page(page)
@@ -158,7 +184,7 @@ def test_collectives_animation_and_ring_steps_at_edge_ranks(ranks):
     ok(at.run())
     spec = figures(at)[0]
     nodes = spec["frames"][0]["data"][0]
-    assert len(nodes["x"]) == ranks and len(spec["frames"]) >= 60
+    assert len(nodes["x"]) == ranks and len(spec["frames"]) >= FRAMES_RANGE[0]
     assert any(f["data"][4]["text"] == [f"<b>allgather step {ranks - 1} of {ranks - 1}</b>"] for f in spec["frames"])
     at.session_state["coll_view"] = "Ring step by step"
     ok(at.run())

@@ -106,6 +106,21 @@ def test_run_all_smoke_writes_its_measured_blocks(tmp_path):
         assert f"<!-- measured: {name} -->\nMeasured " in text and "run_all.py --smoke --write-docs" in text
 
 
+def test_pages_benchmark_times_a_page_and_writes_its_measured_block(tmp_path):
+    """benchmarks/pages.py on two quick pages: a row per step, the table in its block."""
+    page = tmp_path / "performance.md"
+    page.write_text((ROOT / "docs" / "performance.md").read_text())
+    out = subprocess.run([sys.executable, "benchmarks/pages.py", "home", "papers", "--json", "--write-docs", str(page)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode in (0, 1), out.stdout + out.stderr  # 1: a default view missed the target (a loaded machine)
+    rows = json.loads(out.stdout)
+    assert [(r["page"], r["step"]) for r in rows] == [("home", "first render"), ("papers", "first render"),
+                                                      ("papers", "claim 2")]
+    assert all(r["seconds"] > 0 for r in rows) and [r["default"] for r in rows] == [True, True, False]
+    text = page.read_text()
+    assert "<!-- measured: bench.pages -->\nMeasured " in text and "| Papers |" in text
+
+
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 

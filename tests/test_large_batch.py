@@ -281,3 +281,9 @@ def test_the_full_sweep_writes_the_tracked_cache_only_when_told(monkeypatch):
     main(["train", "--sweep", "batch", "--out", str(lb.CACHE_PATH)])
     assert paths[0] == cli_train.DEFAULT_SWEEP_OUT and not str(lb.CACHE_PATH).endswith(paths[0])
     assert paths[1] == str(lb.CACHE_PATH)
+
+
+def test_lr_schedules_from_a_records_sample_count_are_the_datasets():
+    """The app passes the cached study's train_samples instead of making the dataset."""
+    record = lb.require_study()
+    assert lb.lr_schedules(lb.Study(), 1024, record["train_samples"]) == lb.lr_schedules(lb.Study(), 1024)

@@ -489,3 +489,17 @@ def test_the_shared_replay_keeps_p3s_sockets_at_their_high_water_mark():
     fast = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True,
                   record=False)
     assert fast.clocks_s == result.clocks_s
+
+
+def test_overlap_by_bisection_is_the_sum_over_every_pair():
+    """experiments.schedule._overlap_s skips the pairs that cannot meet: the same float as
+    the sum over every pair, for ordered spans and for any others."""
+    from dlsys.experiments.schedule import _overlap_s
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        cuts = np.sort(rng.random(2 * 30)).tolist()
+        computing = list(zip(cuts[::2], cuts[1::2]))
+        busy = sorted((a, a + w) for a, w in zip(rng.random(20).tolist(), (rng.random(20) / 10).tolist()))
+        for spans in (computing, computing[::-1]):
+            every = sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy for c, d in spans)
+            assert _overlap_s(busy, spans) == every

@@ -67,7 +67,9 @@ if messages.open:  # only the open tab is built and drawn
                    "copies it (the node outlined orange) and again while its receiver's does (green); between, it "
                    "travels in virtual time. The ranks stand in the algorithm's shape: a binomial tree, a "
                    "hypercube (recursive doubling and halving), supernodes under their leaders (hierarchical) or "
-                   "a ring. Hover for a message's size and step; drag the slider through time.")
+                   "a ring. Hover for a message's size and step; drag the slider through time. The animation draws "
+                f"{viz.FRAMES_PER_STEP} frames per step, about as many as a browser redraws in a step's "
+                f"{viz.STEP_MS / 1000:g} s, so it plays in time.")
 if steps.open:
     with steps:
         if (name, algorithm) != ("allreduce", "ring"):

@@ -42,7 +42,7 @@ if rules.open:
                    "the network reach a flatter region before the full rate.")
         batch = st.select_slider("schedules at global batch", s["batches"], value=largest,
                                  key=url_key("lb_sched_batch", s["batches"]))
-        chart(lbviz.lr_schedules(cached.lr_schedules(batch), batch), "lb_schedules")
+        chart(lbviz.lr_schedules(cached.lr_schedules(batch, n), batch), "lb_schedules")
 
 if optimizers.open:
     with optimizers:

@@ -7,7 +7,7 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
-from dlsys.experiments.schedule import KNOBS, widest_gap
+from dlsys.experiments.schedule import BANDWIDTHS, KNOBS, SHOWN_POLICIES, SWEEPS, widest_gap
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.profiles import PROFILES
 from dlsys.schedule import OPTIONS, POLICIES, default_of
@@ -18,10 +18,6 @@ from layout import caption, markdown
 SLICES = [20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000]
 CREDITS_MB = [4, 8, 16, 32, 64]
 BUCKETS_MB = [1, 5, 10, 25, 50, 100]
-# the sweep of each trade-off (the option's own unit)
-SWEEPS = {"slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000, 25_000_000),
-          "credit_bytes": (4e6, 8e6, 16e6, 32e6, 64e6, 256e6),
-          "bucket_mb": (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)}
 AXES = {name: OPTIONS[name][1] for name in SWEEPS}  # each option's title with its unit, and the factor to it
 
 st.title("Overlap and scheduling")
@@ -36,10 +32,10 @@ markdown(
 cols = st.columns(4)
 model = cols[0].selectbox("model", PROFILES, index=PROFILES.index("resnet50"), key=url_key("sched_model", PROFILES))
 workers = cols[1].slider("workers", 1, 8, 2, key=url_key("sched_workers", between=(1, 8)))
-links = [*cached.SCHEDULE_BANDWIDTHS, *LINK_PRESETS]
+links = [*BANDWIDTHS, *LINK_PRESETS]
 link = cols[2].selectbox("link", links, index=links.index("10Gbps"), key=url_key("sched_link", links),
                          help="A bandwidth (tcp-10gbe's latency and overheads) or a link preset.")
-policies = cols[3].multiselect("policies", list(POLICIES), ["fifo", "wfbp", "p3", "bytescheduler", "fusion"],
+policies = cols[3].multiselect("policies", list(POLICIES), list(SHOWN_POLICIES),
                                key=url_key("sched_policies", list(POLICIES), many=True))
 cols = st.columns(3)
 slice_params = cols[0].select_slider(AXES["slice_params"].axis_title, SLICES, value=default_of("slice_params"),

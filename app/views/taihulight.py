@@ -43,7 +43,8 @@ ps_design = cols[5].selectbox("PS built on", PS_DESIGNS, key=url_key("thl_ps", P
 library = cols[4].selectbox("MPI library", MPI_LIBRARIES, index=MPI_LIBRARIES.index(LIBRARY),
                             key=url_key("thl_library", MPI_LIBRARIES), help="Whose MPI_Allreduce the ring is compared with.")
 largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes", SWEEP_NODES),
-                                help="The sweeps run 2, 4, ... up to this; 512 takes about a minute the first time.")
+                                help="The sweeps run 2, 4, ... up to this; a point not precomputed runs the first "
+                                     "time, under a progress bar with the time left.")
 layout = cols[2].radio("gradients", LAYOUTS, horizontal=True, key=url_key("thl_layout", LAYOUTS))
 topology = cols[3].selectbox("network", TOPOLOGY_PRESETS, index=TOPOLOGY_PRESETS.index("taihulight"),
                              key=url_key("thl_topology", TOPOLOGY_PRESETS))

@@ -147,10 +147,14 @@ def optimizer_config(study: Study, optimizer: str, batch: int) -> TrainConfig:
     return config
 
 
-def lr_schedules(study: Study, batch: int) -> list[dict]:
+def lr_schedules(study: Study, batch: int, train_samples: int | None = None) -> list[dict]:
     """Rows (rule, epoch, lr): the rate every rule and optimizer applies at global ``batch``,
-    step by step, from the same schedule the training runs use (``learn.task.lr_schedule``)."""
-    per_epoch = steps_per_epoch(len(load_task(study.dataset, False, study.seed).y_train), 1, batch)
+    step by step, from the same schedule the training runs use (``learn.task.lr_schedule``).
+    ``train_samples``: the training set's size, as a study's record has it (else the
+    dataset is made to count it: seconds for the augmented digits)."""
+    if train_samples is None:
+        train_samples = len(load_task(study.dataset, False, study.seed).y_train)
+    per_epoch = steps_per_epoch(train_samples, 1, batch)
     configs = {rule: rule_config(study, rule, batch) for rule in RULES}
     configs.update({name: optimizer_config(study, name, batch) for name in OPTIMIZERS[1:]})
     rows = []

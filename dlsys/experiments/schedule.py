@@ -12,6 +12,7 @@ or "digits" (the digits MLP: real gradients; with ``config`` it really trains).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import replace
 
@@ -197,8 +198,19 @@ def overlap(job: schedule.Job, result) -> float:
     total = sum(b - a for a, b in busy)
     if not total:
         return 0.0
-    hidden = sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy for c, d in computing)
-    return hidden / total
+    return _overlap_s(busy, computing) / total
+
+
+def _overlap_s(busy: list, computing: list) -> float:
+    """The sum over every busy (a, b) and computing (c, d) of max(0, min(b, d) - max(a, c)).
+    One thread's computing spans are in time order and disjoint: then each busy interval
+    meets a run of them, found by bisection, in the same order (the pairs skipped add 0.0:
+    the same float); otherwise every pair."""
+    starts, ends = [c for c, _ in computing], [d for _, d in computing]
+    if any(ends[i] > starts[i + 1] for i in range(len(computing) - 1)):
+        return sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy for c, d in computing)
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy
+               for c, d in computing[bisect.bisect_left(ends, a):bisect.bisect_right(starts, b)])
 
 
 def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: str = "v100", scheme: str = "ps",
@@ -331,6 +343,14 @@ def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), wor
 
 # --- what the app page and lesson 10 draw -------------------------------------------------
 
+# The app's page (app/views/schedule.py) and its precomputed default views (precomputed.py):
+# the policies shown at first, the bandwidths of its sweep and each trade-off's values
+# (the option's own unit)
+SHOWN_POLICIES = ("fifo", "wfbp", "p3", "bytescheduler", "fusion")
+BANDWIDTHS = ("1Gbps", "3Gbps", "10Gbps", "25Gbps", "100Gbps")
+SWEEPS = {"slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000, 25_000_000),
+          "credit_bytes": (4e6, 8e6, 16e6, 32e6, 64e6, 256e6),
+          "bucket_mb": (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)}
 # the option each trade-off sweeps -> the policy it belongs to (the policies' swept Options)
 KNOBS = {name: policy for name, (policy, option) in schedule.OPTIONS.items() if option.swept}
 

@@ -405,18 +405,20 @@ def mpi_ratio_bounds(nodes: int = 512, topology="taihulight", sharing: bool = Tr
 
 
 def link_load_rows(algorithm: str = "ring", nodes: int = 512, sharing: bool = True, nbytes=PAPER_MESSAGE_BYTES,
-                   topology="taihulight", bins: int = 40) -> list[dict]:
+                   topology="taihulight", bins: int = 40, links=None) -> list[dict]:
     """Bytes per link per time bin of one all-reduce (``dlsys.comm.replay.link_load``) on
     ``topology``'s fabric, each row with the link's ``capacity_Bps`` and a "series" naming
-    the algorithm and whether messages shared the links (for dlsys.viz.links)."""
+    the algorithm and whether messages shared the links (for dlsys.viz.links); only the
+    links named in ``links`` if given (``boundary_links``)."""
     network = get_network(topology, LINK, "topology")
     check_case(MODELS[0], "ring", nodes, network, sharing=sharing)
     rec = simulate_collective("allreduce", algorithm, nodes, nbytes, topology=network, sharing=sharing,
                               max_memory_bytes=MAX_MEMORY_BYTES)
-    links = network.fabric(nodes).links
+    fabric_links = network.fabric(nodes).links
     series = f"{algorithm}, {'links shared' if sharing else 'a link per pair'}"
-    return [r | {"series": series, "capacity_Bps": links[r["link_id"]].capacity_Bps}
-            for r in link_load(rec["result"], bins)]
+    kept = None if links is None else set(links)
+    return [r | {"series": series, "capacity_Bps": fabric_links[r["link_id"]].capacity_Bps}
+            for r in link_load(rec["result"], bins) if kept is None or r["link"] in kept]
 
 
 def boundary_links(nodes: int, topology="taihulight") -> list[str]:

@@ -26,7 +26,13 @@ LABEL_COLORS = ["#7570b3", "#e7298a", "#a6761d", "#e6ab02", "#666666", "#1b9e77"
 ARC_BOW = 0.12  # how far a message's path bows to its right (fraction of the chord)
 AT_NODE = 0.17  # where a message waits beside its sender or receiver (data units from the node)
 BAR = 0.18  # length of a CPU-overhead progress bar (data units)
-FRAMES_PER_STEP = 8  # interpolated frames per step of the busiest panel, within 60..240
+# A browser redraws a ring's frame (redraw=True, every moving trace) about three times a
+# second on a classroom laptop (issue 28: 8 frames a step at 120 ms played the default
+# all-reduce's 13.6 s in 39 s): 3 frames a step, each a third of STEP_MS, play in time.
+FRAMES_PER_STEP = 3  # interpolated frames per step of the busiest panel, within FRAMES_RANGE
+FRAMES_RANGE = (24, 90)
+STEP_MS = 960  # one step of the busiest panel at 1x speed, the whole play within PLAY_MS_RANGE
+PLAY_MS_RANGE = (7_200, 28_800)
 SPEEDS = {"▶ Play": 1.0, "▶ ½ speed": 0.5, "▶ 2x speed": 2.0}
 LEGEND_MAX = 6  # more groups (a training run's labels) would push the legend over the controls
 BOTTOM = 150  # px under the nodes: buttons, slider, legend
@@ -300,7 +306,7 @@ def _text_position(x: float, y: float) -> str:
 
 
 def message_animation(panels: dict, layouts: dict | None = None, names: dict | None = None,
-                      frames: int | None = None, frame_ms: int = 120, height: int = 620) -> go.Figure:
+                      frames: int | None = None, frame_ms: int | None = None, height: int = 620) -> go.Figure:
     """Ranks as nodes and every message drawn for its whole life: beside its sender while
     the sender's CPU copies it (a filling bar) or its egress is busy, along the arc from
     departure to arrival, beside its receiver until the receive overhead ends (a filling
@@ -315,7 +321,8 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
     ``names`` maps a title to node names (default "rank r"; ``style.role_names`` for servers and workers).
     The nodes do not keep a circle's aspect: the ring stretches to the page's width.
     Static traces (links, legend) are drawn once; each frame holds the moving traces.
-    ``frames`` defaults to FRAMES_PER_STEP per step of the busiest panel, within 60..240.
+    ``frames`` defaults to FRAMES_PER_STEP per step of the busiest panel, within
+    FRAMES_RANGE; ``frame_ms`` (at 1x) to what plays a step in STEP_MS.
     """
     layouts, names = layouts or {}, names or {}
     built = {}
@@ -323,9 +330,11 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
         shape = layouts.get(title, "circle")
         pos = rank_positions(trace.world_size, shape) if isinstance(shape, str) else np.asarray(shape, dtype=float)
         built[title] = _Panel(trace, pos, names.get(title, [f"rank {r}" for r in range(trace.world_size)]))
+    steps = max(sum(panel.n_steps.values()) for panel in built.values())
     if frames is None:
-        steps = max(sum(panel.n_steps.values()) for panel in built.values())
-        frames = min(240, max(60, FRAMES_PER_STEP * steps))
+        frames = min(FRAMES_RANGE[1], max(FRAMES_RANGE[0], FRAMES_PER_STEP * steps))
+    if frame_ms is None:
+        frame_ms = max(1, round(min(PLAY_MS_RANGE[1], max(PLAY_MS_RANGE[0], STEP_MS * steps)) / frames))
     end_s = max(max(t.makespan_s, float(p.lives.max(initial=0.0))) for t, p in
                 zip(panels.values(), built.values())) or 1e-9
     div, unit = time_unit(end_s)

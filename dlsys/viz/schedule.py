@@ -83,6 +83,8 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
                  for lane in LANES}
         per_lane.append(lanes)
         bars = [b for lane in LANES for b in _merge(lanes[lane], end_s / PIXELS)]
+        # unvalidated: plotly's checks of P3's thousands of bars took seconds of the page's
+        # first render (issue 28), for lists built right here; the JSON draws the same
         fig.add_trace(go.Bar(
             orientation="h", y=[LANES[b["lane"]] for b in bars], base=[b["start_s"] / div for b in bars],
             x=[(b["end_s"] - b["start_s"]) / div for b in bars], showlegend=False, width=0.8,
@@ -90,7 +92,7 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
                         pattern=dict(shape=["/" if b["kind"] == "backward" else "" for b in bars], fgcolor="white",
                                      size=6)),
             hovertext=[f"{b['label']}<br>{b['start_s'] / div:.4g} to {b['end_s'] / div:.4g} {unit}" for b in bars],
-            hoverinfo="text"), row=row, col=1)
+            hoverinfo="text", _validate=False), row=row, col=1)
         fig.update_yaxes(categoryorder="array", categoryarray=list(LANES.values()), autorange="reversed",
                          row=row, col=1)
     for name, pattern, colour in (("forward", "", colours[0]), ("backward", "/", colours[0]),

@@ -1,0 +1,66 @@
+"""dlsys.experiments.precomputed: the committed results of the app's default views are
+what a rerun gives, a call finds them whatever the spelling of its arguments, and the
+progress bar's estimate of the time left follows the points measured."""
+
+import functools
+
+import pytest
+
+from dlsys.experiments import precomputed as P
+
+
+def test_the_store_holds_every_default_call_under_the_code_version():
+    store = P._store()
+    assert store, f"{P.PATH.name} is missing or of another VERSION: run python -m dlsys.experiments.precomputed"
+    assert set(store) == {P.key_of(name, kwargs) for name, kwargs in P.DEFAULTS}
+
+
+# the quick points, compared in every run (one of P3's, one of the large-batch study's, which
+# other code may change); the whole store under -m slow (minutes)
+QUICK = [(name, kwargs) for name, kwargs in P.DEFAULTS
+         if (name == "schedule:option_sweep" and kwargs["option"] == "bucket_mb" and kwargs["values"][0] >= 50)
+         or (name == "costs:emulated_allreduce_costs" and kwargs["ranks"] <= 4)
+         or (name == "schedule:option_sweep" and kwargs["values"] == [max(P.schedule.SWEEPS["slice_params"])])
+         or (name == "taihulight:sweep" and kwargs["nodes"][0] <= 4 and kwargs["model"] == "alexnet")
+         or (name == "reproduce:run_claims" and kwargs["names"] in (["linear-scaling"], ["terngrad-bytes"]))]
+
+
+def test_stored_results_are_what_a_rerun_gives_quick_points():
+    assert len(QUICK) >= 6
+    assert P.stale(QUICK) == []
+
+
+@pytest.mark.slow
+def test_stored_results_are_what_a_rerun_gives():
+    assert P.stale() == []
+
+
+def test_a_call_finds_its_result_whatever_the_spelling_and_runs_nothing():
+    name, kwargs = next((n, k) for n, k in P.DEFAULTS if n == "schedule:bandwidth_sweep")
+    function = P.function_of(name)
+
+    @functools.wraps(function)
+    def not_run(**_):
+        raise AssertionError("a stored call must not run")
+
+    respelled = kwargs | {"links": tuple(kwargs["links"]),
+                          "options": {p: {k: float(v) for k, v in o.items()} for p, o in kwargs["options"].items()}}
+    assert P.call(not_run, **respelled) == P.stored(function, **kwargs) is not None
+    assert P.stored(function, **(kwargs | {"workers": kwargs["workers"] + 1})) is None
+
+
+def test_a_call_not_stored_runs_and_gives_the_stores_form():
+    rows = P.call(P.function_of("schedule:option_sweep"), option="bucket_mb", values=(75.0,), model="resnet50",
+                  workers=2, link="10Gbps", options={})
+    assert isinstance(rows, list) and rows[0]["value"] == 75.0 and "result" not in rows[0]
+
+
+def test_plain_drops_wall_clock_fields_and_tuples():
+    assert P.plain({"a": (1, 2), "wall_time_s": 3.0, "b": [{"wall_time_s": 1, "c": 2.5}]}) == {"a": [1, 2], "b": [{"c": 2.5}]}
+
+
+def test_time_left_follows_the_measured_growth():
+    assert P.time_left_s([], [8]) is None
+    assert P.time_left_s([(4, 2.0)], [8, 16]) == pytest.approx(4.0 + 8.0)       # one size: linear
+    cubic = [(n, 0.5 * n**3) for n in (2, 4, 8)]
+    assert P.time_left_s(cubic, [16]) == pytest.approx(0.5 * 16**3)
