@@ -31,6 +31,7 @@ def test_stored_results_are_what_a_rerun_gives_quick_points():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 3 minutes on two cores at load 5
 def test_stored_results_are_what_a_rerun_gives():
     assert P.stale() == []
 
