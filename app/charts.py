@@ -12,8 +12,8 @@ from layout import FIGURE_FORMAT, FIGURE_FORMATS, PRESENTER
 from player import is_animation, player
 
 DEFAULT_HEIGHT_PX = 450  # plotly's, for a figure that sets none
-# a 720p projector, less presenter mode's header (layout.PRESENTER_CSS) and a margin
-PRESENTER_ANIMATION_MAX_HEIGHT_PX = 620
+# a 720p projector, less presenter mode's header (layout.PRESENTER_CSS), the player's toolbar on two lines and a margin
+PRESENTER_ANIMATION_MAX_HEIGHT_PX = 580
 
 
 def figure_config(key: str) -> dict:
