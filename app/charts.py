@@ -12,8 +12,9 @@ from layout import FIGURE_FORMAT, FIGURE_FORMATS, PRESENTER
 from player import is_animation, player
 
 DEFAULT_HEIGHT_PX = 450  # plotly's, for a figure that sets none
-# a 720p projector, less presenter mode's header (layout.PRESENTER_CSS), the player's toolbar on two lines and a margin
-PRESENTER_ANIMATION_MAX_HEIGHT_PX = 580
+# a 720p projector, less the app's header (presenter mode's: layout.PRESENTER_CSS), the player's
+# toolbar on two lines (a long step caption wraps) and a margin
+ANIMATION_MAX_HEIGHT_PX = 580
 
 
 def figure_config(key: str) -> dict:
@@ -29,18 +30,18 @@ def chart(fig: go.Figure, key: str) -> None:
     default was when it was built (Streamlit sets its own default when it is imported), and
     with theme=None, because Streamlit's theme would replace the template's projector-sized
     fonts with its own. In presenter mode, every text and the height grow by
-    style.PRESENTER_SCALE, including the sizes the figure sets itself, and an animation is at
-    most PRESENTER_ANIMATION_MAX_HEIGHT_PX high. An animation (a figure with frames) goes to the
-    player (app/player.py), whose buttons and keys step it back and forth."""
+    style.PRESENTER_SCALE, including the sizes the figure sets itself. An animation is at most
+    ANIMATION_MAX_HEIGHT_PX high in either mode, and goes to the player (app/player.py), whose
+    buttons and keys step it back and forth."""
     presenter = bool(st.session_state.get(PRESENTER))
+    height = fig.layout.height or DEFAULT_HEIGHT_PX
     if presenter:
-        height = round((fig.layout.height or DEFAULT_HEIGHT_PX) * style.PRESENTER_SCALE)
-        if fig.frames:  # an animation and its controls fit one screen: no scrolling between Play and the picture
-            height = min(height, PRESENTER_ANIMATION_MAX_HEIGHT_PX)
+        height = round(height * style.PRESENTER_SCALE)
         fig = style.scale_fonts(fig, style.PRESENTER_SCALE)
-        fig.update_layout(template=style.PRESENTER_TEMPLATE, height=height)
-    else:
-        fig.update_layout(template=style.TEMPLATE)
+    if fig.frames:  # an animation and its controls fit one 720p screen: no scrolling between Play and the picture
+        height = min(height, ANIMATION_MAX_HEIGHT_PX)
+    fig.update_layout(template=style.PRESENTER_TEMPLATE if presenter else style.TEMPLATE,
+                      height=height if presenter or fig.frames else fig.layout.height)
     if is_animation(fig):
         player(fig, key, figure_config(key), style.PRESENTER_SCALE if presenter else 1.0)
     else:

@@ -623,7 +623,7 @@ def test_presenter_mode_enlarges_text_and_figures():
     large = figures(at)[0]["layout"]
     assert large["template"]["layout"]["font"]["size"] == round(normal["template"]["layout"]["font"]["size"] * 1.4)
     # an animation (this one) grows only to what fits a 720p screen with its controls
-    assert large["height"] == min(round((normal.get("height") or 450) * 1.4), charts_module.PRESENTER_ANIMATION_MAX_HEIGHT_PX)
+    assert large["height"] == min(round((normal.get("height") or 450) * 1.4), charts_module.ANIMATION_MAX_HEIGHT_PX)
     # the sizes the figure sets itself (legend, labels, buttons) grow too, not only the template's
     assert large["legend"]["font"]["size"] == round(normal["legend"]["font"]["size"] * 1.4, 1)
     assert any("font-size: 22px" in h.proto.body for h in at.get("html"))

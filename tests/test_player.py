@@ -101,7 +101,7 @@ def test_the_step_caption_and_play_are_on_screen_together(app, browser):  # noqa
     wait_for_script(page)
     frame = page.frame_locator(f".st-key-coll_ring_steps {PLAYER}")
     frame.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)
-    frame.locator("#play").scroll_into_view_if_needed()
+    frame.locator(".bar").evaluate("el => el.scrollIntoView({block: 'center'})")  # the toolbar: Play and the caption
     for element in (frame.locator("#play"), frame.locator("#where")):
         box = element.bounding_box()
         assert 0 <= box["y"] and box["y"] + box["height"] <= PROJECTOR["height"], box
