@@ -26,7 +26,12 @@ class Group:
         comm = self._comm
         if not (isinstance(source, int) and (source == ANY_SOURCE or 0 <= source < self.size)):
             raise ValueError(f"source must be a group rank in 0..{self.size - 1} or ANY_SOURCE (-1), got {source!r}")
-        world, tag = comm._check_receive(buf, source if source == ANY_SOURCE else self.members[source], tag, status, "recv")
+        if source != ANY_SOURCE:  # the wrapped communicator's own recv: a group of a group translates twice
+            got = comm.recv(buf, self.members[source], tag, status, label=label)
+            if status is not None:
+                status.source = source
+            return got
+        world, tag = comm._check_receive(buf, source, tag, status, "recv")
         others = [m for m in self.members if m != comm.rank]
         got = comm._match(world, tag, label, comm.clock, status, others)
         if status is not None:
