@@ -96,6 +96,7 @@ def _leftovers() -> tuple[set, set]:
     return {c.pid for c in psutil.Process().children(recursive=True)}, set(os.listdir("/dev/shm"))
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("source, kind", [
     ("def program(comm):\n    while True:\n        pass\n", "timeout"),          # the ranks' deadline says who
     ("while True:\n    pass\n", "timeout"),                                       # the sandbox is killed

@@ -105,6 +105,7 @@ def stop_and_check(proc: subprocess.Popen, sig: int, ready: str, before: set) ->
     return proc.returncode, stderr
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
@@ -118,6 +119,7 @@ def test_a_signalled_launcher_leaves_nothing(backend, sig, tmp_path):
         assert "Traceback" not in stderr
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(90)
 def test_a_killed_launcher_ends_ranks_stuck_in_a_c_call(tmp_path):
     """The rank's watcher thread would need the GIL: the parent-death signal needs none."""
@@ -127,6 +129,7 @@ def test_a_killed_launcher_ends_ranks_stuck_in_a_c_call(tmp_path):
     assert stop_and_check(proc, signal.SIGKILL, ready, before)[0] == -signal.SIGKILL
 
 
+@pytest.mark.serial
 @needs_mpi
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
