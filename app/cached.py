@@ -15,9 +15,9 @@ from dlsys import experiments
 from dlsys.experiments import wallclock
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
-from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
+from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
 from dlsys.experiments import precomputed
 from dlsys.experiments import reproduce as ex_reproduce
@@ -25,6 +25,7 @@ from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.train import TrainConfig
+from dlsys.train.pipeline import SCHEDULES
 from dlsys.viz.units import format_seconds
 
 # real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
@@ -232,10 +233,10 @@ def loader_timeline(storage: str, workers: int, prefetch: int) -> dict:
     return ex_network_stack.loader_timeline(storage, workers, prefetch)
 
 
-@st.cache_data(max_entries=2, show_spinner="training the digits MLP under every ZeRO stage and FSDP...")
 def zero_memory(ranks: int) -> list:
     """experiments.memory.zero_memory_rows: rank 0's measured peaks against the closed form."""
-    return ex_memory.zero_memory_rows(ranks)
+    return points("training the digits MLP under every ZeRO stage and FSDP", "memory:zero_memory_rows",
+                  [dict(ranks=ranks)])
 
 
 @st.cache_data(max_entries=12, show_spinner="training the digits MLP...")
@@ -244,16 +245,20 @@ def memory_step(strategy: str, ranks: int) -> dict:
     return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}
 
 
-def pipeline_schedule(schedule: str, stages: int, micro_batches: int, chunks: int) -> dict:
-    """experiments.pipeline.pipeline_schedule on a free link: one step's actions, bubble and memory."""
-    return points("running the pipeline's stages", "pipeline:pipeline_schedule",
-                  [dict(schedule=schedule, stages=stages, micro_batches=micro_batches, chunks=chunks)], one=True)
+def pipeline_schedules(stages: int, micro_batches: tuple, chunks: int, schedules: tuple = tuple(SCHEDULES)) -> list:
+    """experiments.pipeline.pipeline_schedule on a free link of each of ``schedules`` at each
+    of ``micro_batches`` (``chunks`` for the chunked ones), schedule by schedule: one step's
+    actions, bubble and memory each. Every record is a point of its own, so the figures of
+    one page share the runs."""
+    calls = [dict(schedule=name, stages=stages, micro_batches=m, chunks=chunks if SCHEDULES[name].chunked else 1)
+             for name in schedules for m in micro_batches]
+    return points("running the pipeline's stages", "pipeline:pipeline_schedule", calls,
+                  [c["micro_batches"] for c in calls], each=True)
 
 
 def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
     """experiments.pipeline.bubble_vs_microbatches: measured bubble and formula for each schedule and m."""
-    return points("running every schedule at several micro-batch counts", "pipeline:bubble_vs_microbatches",
-                  [dict(stages=stages, micro_batches=list(micro_batches), chunks=chunks)])
+    return ex_pipeline.bubble_rows(pipeline_schedules(stages, micro_batches, chunks))
 
 
 @st.cache_data(max_entries=16, show_spinner="costing every layout...")
@@ -268,10 +273,9 @@ def alltoall_costs(ranks: int, link: str) -> list:
                   [dict(ranks=ranks, link=link)], [ranks])
 
 
-@st.cache_data(max_entries=16, show_spinner="routing tokens to the experts...")
 def expert_load(ep: int, experts: int) -> list:
     """experiments.experts.expert_load: tokens per expert and drops for each top-k and capacity factor."""
-    return ex_experts.expert_load(ep=ep, experts=experts)
+    return points("routing tokens to the experts", "experts:expert_load", [dict(ep=ep, experts=experts)])
 
 
 # --- sweeps, point by point ----------------------------------------------------------------
@@ -284,9 +288,9 @@ def _point(name: str, kwargs: str):
     return precomputed.call_by_name(name, json.loads(kwargs))
 
 
-def points(what: str, name: str, calls: list[dict], sizes: list | None = None, one: bool = False):
+def points(what: str, name: str, calls: list[dict], sizes: list | None = None, each: bool = False):
     """The rows of ``precomputed.call_by_name(name, kwargs)`` for every kwargs of ``calls``,
-    concatenated (``one``: the one call's result as it is): stored points at once, the others
+    concatenated (``each``: the list of the calls' results as they are): stored points at once, the others
     run (cached) under a progress bar with the points left and ``precomputed.time_left_s``
     from the ones measured so far (``sizes``: each point's size for that fit, nodes for the
     TaihuLight's; equal by default)."""
@@ -311,4 +315,4 @@ def points(what: str, name: str, calls: list[dict], sizes: list | None = None, o
                 bar.progress(len(measured) / len(todo), text=f"{what}: {len(measured)} of {len(todo)} points run{estimate}")
     if bar is not None:
         bar.empty()
-    return results[0] if one else [row for r in results for row in r]
+    return results if each else [row for r in results for row in r]

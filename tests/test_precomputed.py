@@ -16,13 +16,16 @@ def test_the_store_holds_every_default_call_under_the_code_version():
 
 
 # the quick points, compared in every run (one of P3's, one of the large-batch study's, which
-# other code may change); the whole store under -m slow (minutes)
+# other code may change, every pipeline schedule at its fewest micro-batches, the experts'
+# load); the whole store under -m slow (minutes)
 QUICK = [(name, kwargs) for name, kwargs in P.DEFAULTS
          if (name == "schedule:option_sweep" and kwargs["option"] == "bucket_mb" and kwargs["values"][0] >= 50)
          or (name == "costs:emulated_allreduce_costs" and kwargs["ranks"] <= 4)
          or (name == "schedule:option_sweep" and kwargs["values"] == [max(P.schedule.SWEEPS["slice_params"])])
          or (name == "taihulight:sweep" and kwargs["nodes"][0] <= 4 and kwargs["model"] == "alexnet")
-         or (name == "reproduce:run_claims" and kwargs["names"] in (["linear-scaling"], ["terngrad-bytes"]))]
+         or (name == "reproduce:run_claims" and kwargs["names"] in (["linear-scaling"], ["terngrad-bytes"]))
+         or (name == "pipeline:pipeline_schedule" and kwargs["micro_batches"] == kwargs["stages"])
+         or name == "experts:expert_load"]
 
 
 def test_stored_results_are_what_a_rerun_gives_quick_points():

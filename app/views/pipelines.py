@@ -55,7 +55,7 @@ if tabs[0].open:
         chunks = cols[3].selectbox("chunks v", CHUNKS, key=url_key("pipe_chunks", CHUNKS),
                                    disabled=not SCHEDULES[schedule].chunked, help="Interleaved 1F1B only.")
         v = chunks if SCHEDULES[schedule].chunked else 1
-        record = cached.pipeline_schedule(schedule, stages, micro_batches, v)
+        record = cached.pipeline_schedules(stages, (micro_batches,), chunks, (schedule,))[0]
         bubble, memory = record["bubble"][0], record["memory"]
         m = st.columns(4)
         m[0].metric("bubble, measured", f"{bubble['measured']:.1%}", help="Stage 0's idle time over the step.")
@@ -71,8 +71,7 @@ if tabs[0].open:
             f"the same (Qi et al. 2024's T_F = T_B = T_W; an unsplit backward twice that). Measured bubble "
             f"{bubble['measured']:.4f} against ${record['bubble_latex']}$ = {bubble['formula']:.4f}. "
             f"Source: {record['citation']}.")
-        everyone = [cached.pipeline_schedule(name, stages, micro_batches, chunks if s.chunked else 1)
-                    for name, s in SCHEDULES.items()]
+        everyone = cached.pipeline_schedules(stages, (micro_batches,), chunks)
         chart(viz_pipeline.stage_memory(everyone, f"Peak activations per stage at p = {stages}, m = {micro_batches} "
                                                   "(the number above a bar: micro-batches held)"), "pipe_memory")
         held = {r["schedule"]: r["memory"][0]["in_flight"] for r in everyone}

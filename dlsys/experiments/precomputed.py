@@ -82,10 +82,11 @@ DEFAULTS: list[tuple[str, dict]] = [
                                            max_memory_bytes=APP_MEMORY_BYTES)),
     ("compression:iteration_split", dict(method="topk", options={"ratio": 0.01}, workers=4)),
     *[("reproduce:run_claims", dict(names=[name], quick=True)) for name in reproduce.CLAIMS],
-    *[("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=8, chunks=2 if s.chunked else 1))
-      for name, s in SCHEDULES.items()],
-    ("pipeline:bubble_vs_microbatches", dict(stages=4, micro_batches=[4, 8, 12, 16], chunks=2)),
+    *[("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=m, chunks=2 if s.chunked else 1))
+      for name, s in SCHEDULES.items() for m in (4, 8, 12, 16)],
     ("experts:alltoall_costs", dict(ranks=16, link="rdma-edr")),
+    ("experts:expert_load", dict(ep=4, experts=8)),
+    ("memory:zero_memory_rows", dict(ranks=4)),
 ]
 
 
