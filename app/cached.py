@@ -23,8 +23,8 @@ from dlsys.experiments import precomputed
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
+from dlsys.experiments import training as ex_training
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
-from dlsys.train import TrainConfig
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.viz.units import format_seconds
 
@@ -90,12 +90,14 @@ def emulated_allreduce_costs(link: str, ranks: int) -> list:
 @st.cache_data(max_entries=48, show_spinner="training on real ranks...")
 def training(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
              lr: float = 0.1, **options) -> dict:
-    """experiments.train of the digits MLP on TRAIN_WORKERS workers (threads), the last one
-    ``straggler_factor`` times slower; cached without the weights and the ranks' values."""
-    straggler = (TRAIN_WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
-    record = experiments.train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), TRAIN_WORKERS,
-                               link=link, straggler=straggler, **options)
-    return {k: v for k, v in experiments.without_values(record).items() if k != "params"}
+    """experiments.training.app_record of the digits MLP on TRAIN_WORKERS workers (threads),
+    the last one ``straggler_factor`` times slower, its trace under "trace": the default
+    views' runs from the precomputed store, others run (cached here, not per point: a record
+    carries its whole trace)."""
+    kwargs = dict(strategy=strategy, epochs=epochs, link=link, workers=TRAIN_WORKERS,
+                  straggler_factor=straggler_factor, batch_size=batch_size, lr=lr, **options)
+    found = precomputed.stored(ex_training.app_record, **kwargs)
+    return ex_training.with_trace(precomputed.call_by_name("training:app_record", kwargs) if found is None else found)
 
 
 @st.cache_data(max_entries=1, show_spinner="reading the large-batch study...")

@@ -31,6 +31,7 @@ from functools import cache
 from pathlib import Path
 
 from ..outputs import write_atomic
+from ..learn.optim import scale_lr
 from ..schedule import default_of
 from ..train.pipeline import SCHEDULES
 from . import reproduce, schedule, taihulight
@@ -49,6 +50,13 @@ _SCHEDULE_OPTIONS = {"p3": {"slice_params": default_of("slice_params")},
                      "fusion": {"bucket_mb": default_of("bucket_mb")}}
 _THL = dict(contiguous=True, topology="taihulight", sharing=True)
 _THL_LINK_NODES = taihulight.SWEEP_NODES[-1]
+# the training page's runs (app/views/training.py): BSP, SSP and ASP with a straggler; one
+# epoch of pushes and pulls; data parallel against model parallel, local SGD and a larger batch
+_TRAINING = dict(link="rdma-edr", workers=4, straggler_factor=1.0, batch_size=32, lr=0.1)  # as app/cached.py spells them
+_TRAINING_RUNS = [("ps-bsp", 3, dict(straggler_factor=4.0)), ("ps-ssp", 3, dict(straggler_factor=4.0, staleness=2)),
+                  ("ps-asp", 3, dict(straggler_factor=4.0)), ("ps-bsp", 1, dict(servers=1)), ("allreduce", 3, {}),
+                  ("model-parallel", 3, dict(micro_batches=4)), ("local-sgd", 3, dict(period=4)),
+                  ("allreduce", 3, dict(batch_size=128, lr=scale_lr(0.1, 128, 32, "linear")))]
 # real buffers of all ranks together in the app's runs (app/cached.py's MAX_MEMORY_BYTES)
 APP_MEMORY_BYTES = 16 * 2**20
 
@@ -86,6 +94,8 @@ DEFAULTS: list[tuple[str, dict]] = [
       for name, s in SCHEDULES.items() for m in (4, 8, 12, 16)],
     ("experts:alltoall_costs", dict(ranks=16, link="rdma-edr")),
     ("experts:expert_load", dict(ep=4, experts=8)),
+    *[("training:app_record", dict(strategy=strategy, epochs=epochs, **(_TRAINING | options)))
+      for strategy, epochs, options in _TRAINING_RUNS],
     ("memory:zero_memory_rows", dict(ranks=4)),
 ]
 

@@ -20,7 +20,7 @@ from collections import Counter
 import numpy as np
 
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS, launch
+from ..comm import MAX_THREAD_RANKS, Trace, launch
 from ..machine.net import get_node
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel
 from ..learn.task import INPUT_FEATURES
@@ -79,6 +79,26 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     result = launch(entry.program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
                     args=(config,), kwargs={**entry.fixed, **options, "progress": progress}, timeout_s=timeout_s)
     return summarize(result, strategy, config, record_of(result, workers, first_worker, options))
+
+
+def app_record(strategy: str, epochs: int, link: str, workers: int = 4, straggler_factor: float = 1.0,
+               batch_size: int = 32, lr: float = 0.1, **options) -> dict:
+    """``train`` of the digits MLP as the app shows it, on ``workers`` workers (threads), the
+    last one ``straggler_factor`` times slower (none at 1), in plain data (JSON) that
+    dlsys.experiments.precomputed can store: the record without the weights and the
+    LaunchResult, the run's trace as ``Trace.to_rows`` under "trace", the staleness
+    histogram as [clocks, reads] pairs. ``with_trace`` gives the figures' form back."""
+    straggler = (workers - 1, straggler_factor) if straggler_factor > 1 else None
+    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), workers, link=link,
+                   straggler=straggler, **options)
+    return {**{k: v for k, v in record.items() if k not in ("params", "result")},
+            "staleness_histogram": sorted(record["staleness_histogram"].items()),
+            "trace": record["result"].trace.to_rows()}
+
+
+def with_trace(record: dict) -> dict:
+    """An ``app_record`` with its Trace and its staleness histogram {clocks: reads} back."""
+    return {**record, "trace": Trace.from_rows(record["trace"]), "staleness_histogram": dict(record["staleness_histogram"])}
 
 
 def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, straggler: tuple[int, float] | None,
