@@ -20,6 +20,7 @@ from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
 from dlsys.experiments import precomputed
+from dlsys.experiments import records as ex_records
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
@@ -243,8 +244,10 @@ def zero_memory(ranks: int) -> list:
 
 @st.cache_data(max_entries=12, show_spinner="training the digits MLP...")
 def memory_step(strategy: str, ranks: int) -> dict:
-    """experiments.memory.step_record without the ranks' values and weights."""
-    return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}
+    """experiments.memory.app_step, its trace a Trace: the default from the precomputed store."""
+    found = precomputed.stored(ex_memory.app_step, strategy=strategy, ranks=ranks)
+    return ex_records.with_trace(precomputed.call_by_name("memory:app_step", dict(strategy=strategy, ranks=ranks))
+                                 if found is None else found)
 
 
 def pipeline_schedules(stages: int, micro_batches: tuple, chunks: int, schedules: tuple = tuple(SCHEDULES)) -> list:

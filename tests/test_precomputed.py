@@ -82,3 +82,16 @@ def test_a_training_record_keeps_its_trace_and_histogram_through_the_store():
     assert stored["trace"] == record["result"].trace and len(stored["trace"].messages) > 0
     assert stored["staleness_histogram"] == record["staleness_histogram"] and len(record["staleness_histogram"]) > 1
     assert stored["losses"] == record["losses"] and stored["test_accuracy"] == record["test_accuracy"]
+
+
+def test_the_memory_pages_step_is_the_runs_trace_within_the_step():
+    from dlsys.experiments.memory import app_step, step_record
+    from dlsys.experiments.records import with_trace
+
+    step = with_trace(P.plain(app_step("zero2", 2)))
+    record = step_record("zero2", 2)
+    start_s, stop_s = record["step_s"]
+    trace = record["result"].trace
+    assert step["trace"].spans == [s for s in trace.spans if start_s <= s.start_s < stop_s] != []
+    assert step["trace"].messages == [m for m in trace.messages if start_s <= m.depart_s < stop_s] != []
+    assert len(step["trace"].messages) < len(trace.messages) and step["step_sent_bytes"] == record["step_sent_bytes"]

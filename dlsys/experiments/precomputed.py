@@ -97,6 +97,7 @@ DEFAULTS: list[tuple[str, dict]] = [
     *[("training:app_record", dict(strategy=strategy, epochs=epochs, **(_TRAINING | options)))
       for strategy, epochs, options in _TRAINING_RUNS],
     ("memory:zero_memory_rows", dict(ranks=4)),
+    ("memory:app_step", dict(strategy="zero3", ranks=4)),
 ]
 
 

@@ -20,13 +20,14 @@ from collections import Counter
 import numpy as np
 
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS, Trace, launch
+from ..comm import MAX_THREAD_RANKS, launch
 from ..machine.net import get_node
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel
 from ..learn.task import INPUT_FEATURES
 from ..train import Compression, TrainConfig, load_task, steps_per_epoch
 from ..train.strategies import Strategy, given_in, strategy_named
 from ..viz.units import format_bytes
+from . import records
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
 def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), workers: int = 4, *,
@@ -98,7 +99,7 @@ def app_record(strategy: str, epochs: int, link: str, workers: int = 4, straggle
 
 def with_trace(record: dict) -> dict:
     """An ``app_record`` with its Trace and its staleness histogram {clocks: reads} back."""
-    return {**record, "trace": Trace.from_rows(record["trace"]), "staleness_histogram": dict(record["staleness_histogram"])}
+    return {**records.with_trace(record), "staleness_histogram": dict(record["staleness_histogram"])}
 
 
 def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, straggler: tuple[int, float] | None,
