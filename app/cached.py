@@ -15,6 +15,7 @@ from dlsys import experiments
 from dlsys.experiments import wallclock
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
+from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import pipeline as ex_pipeline
@@ -270,6 +271,16 @@ def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
 def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> list:
     """experiments.plan.ranked: every layout that fits, fastest first."""
     return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)
+
+
+@st.cache_data(**CACHE)
+def alltoall(algorithm: str, ranks: int, block_nbytes: int, link: str) -> dict:
+    """experiments.experts.app_alltoall within MAX_MEMORY_BYTES, its trace a Trace: the
+    default from the precomputed store."""
+    kwargs = dict(algorithm=algorithm, ranks=ranks, block_nbytes=block_nbytes, link=link,
+                  max_memory_bytes=MAX_MEMORY_BYTES)
+    found = precomputed.stored(ex_experts.app_alltoall, **kwargs)
+    return ex_records.with_trace(precomputed.call_by_name("experts:app_alltoall", kwargs) if found is None else found)
 
 
 def alltoall_costs(ranks: int, link: str) -> list:

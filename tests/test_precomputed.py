@@ -17,7 +17,7 @@ def test_the_store_holds_every_default_call_under_the_code_version():
 
 # the quick points, compared in every run (one of P3's, one of the large-batch study's, which
 # other code may change, every pipeline schedule at its fewest micro-batches, the experts'
-# load, the training page's epoch of pushes and pulls); the whole store under -m slow (minutes)
+# load and all-to-all, the training page's epoch of pushes and pulls); the whole store under -m slow (minutes)
 QUICK = [(name, kwargs) for name, kwargs in P.DEFAULTS
          if (name == "schedule:option_sweep" and kwargs["option"] == "bucket_mb" and kwargs["values"][0] >= 50)
          or (name == "costs:emulated_allreduce_costs" and kwargs["ranks"] <= 4)
@@ -25,7 +25,7 @@ QUICK = [(name, kwargs) for name, kwargs in P.DEFAULTS
          or (name == "taihulight:sweep" and kwargs["nodes"][0] <= 4 and kwargs["model"] == "alexnet")
          or (name == "reproduce:run_claims" and kwargs["names"] in (["linear-scaling"], ["terngrad-bytes"]))
          or (name == "pipeline:pipeline_schedule" and kwargs["micro_batches"] == kwargs["stages"])
-         or name == "experts:expert_load"
+         or name in ("experts:expert_load", "experts:app_alltoall")
          or (name == "training:app_record" and kwargs["epochs"] == 1)]
 
 

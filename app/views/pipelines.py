@@ -93,13 +93,13 @@ if tabs[1].open:
                                       format_func=format_bytes, key=url_key("a2a_block", BLOCKS))
         with cols[3]:
             link_name = link_select("a2a_link", "rdma-edr")
-        record = cached.collective("alltoall", algorithm, ranks, ranks * block, link_name)
+        record = cached.alltoall(algorithm, ranks, block, link_name)
         m = st.columns(3)
         m[0].metric("virtual time", format_seconds(record["virtual_time_s"]))
         m[1].metric("closed form", format_seconds(record["closed_form_s"]))
-        m[2].metric("messages", len(record["result"].trace.messages))
+        m[2].metric("messages", len(record["trace"].messages))
         chart(viz_comm.message_animation({f"all-to-all / {algorithm}, {ranks} ranks, blocks of {format_bytes(block)}":
-                                          record["result"].trace}), "a2a_animation")
+                                          record["trace"]}), "a2a_animation")
         chart(viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(ranks, algorithm, link_name), algorithm),
               "a2a_steps")
         crossover = ex_experts.bruck_crossover_block_nbytes(ranks, link_name)

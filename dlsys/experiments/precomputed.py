@@ -94,6 +94,8 @@ DEFAULTS: list[tuple[str, dict]] = [
       for name, s in SCHEDULES.items() for m in (4, 8, 12, 16)],
     ("experts:alltoall_costs", dict(ranks=16, link="rdma-edr")),
     ("experts:expert_load", dict(ep=4, experts=8)),
+    ("experts:app_alltoall", dict(algorithm="pairwise", ranks=5, block_nbytes=2**12, link="rdma-edr",
+                                  max_memory_bytes=APP_MEMORY_BYTES)),
     *[("training:app_record", dict(strategy=strategy, epochs=epochs, **(_TRAINING | options)))
       for strategy, epochs, options in _TRAINING_RUNS],
     ("memory:zero_memory_rows", dict(ranks=4)),
