@@ -3,8 +3,9 @@ change at its default settings under 2 s on a 2-core machine).
 
 ``DEFAULTS`` lists experiment calls, each a function of dlsys.experiments and its keyword
 arguments, that a page's default view needs and that take seconds to minutes to run
-(scheduling sweeps, the TaihuLight sweeps, 512-rank link loads). Their results (JSON: rows
-of numbers and names) are stored in ``precomputed.json`` beside this file, under
+(scheduling sweeps, the TaihuLight sweeps, 512-rank link loads), or whose small runs wait on
+a loaded machine (the training page's). Their results (JSON: rows of numbers and names, a
+trace as ``Trace.to_rows``) are stored in ``precomputed.json`` beside this file, under
 ``VERSION``. ``call(function, **kwargs)`` returns the stored result of exactly that call,
 else runs it: a page at other settings computes as before.
 
