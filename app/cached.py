@@ -18,13 +18,16 @@ from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
+from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
 from dlsys.experiments import precomputed
+from dlsys.experiments import records as ex_records
 from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
+from dlsys.experiments import training as ex_training
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
-from dlsys.train import TrainConfig
+from dlsys.train.pipeline import SCHEDULES
 from dlsys.viz.units import format_seconds
 
 # real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
@@ -89,12 +92,14 @@ def emulated_allreduce_costs(link: str, ranks: int) -> list:
 @st.cache_data(max_entries=48, show_spinner="training on real ranks...")
 def training(strategy: str, epochs: int, link: str, straggler_factor: float = 1.0, batch_size: int = 32,
              lr: float = 0.1, **options) -> dict:
-    """experiments.train of the digits MLP on TRAIN_WORKERS workers (threads), the last one
-    ``straggler_factor`` times slower; cached without the weights and the ranks' values."""
-    straggler = (TRAIN_WORKERS - 1, straggler_factor) if straggler_factor > 1 else None
-    record = experiments.train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), TRAIN_WORKERS,
-                               link=link, straggler=straggler, **options)
-    return {k: v for k, v in experiments.without_values(record).items() if k != "params"}
+    """experiments.training.app_record of the digits MLP on TRAIN_WORKERS workers (threads),
+    the last one ``straggler_factor`` times slower, its trace under "trace": the default
+    views' runs from the precomputed store, others run (cached here, not per point: a record
+    carries its whole trace)."""
+    kwargs = dict(strategy=strategy, epochs=epochs, link=link, workers=TRAIN_WORKERS,
+                  straggler_factor=straggler_factor, batch_size=batch_size, lr=lr, **options)
+    found = precomputed.stored(ex_training.app_record, **kwargs)
+    return ex_training.with_trace(precomputed.call_by_name("training:app_record", kwargs) if found is None else found)
 
 
 @st.cache_data(max_entries=1, show_spinner="reading the large-batch study...")
@@ -232,28 +237,34 @@ def loader_timeline(storage: str, workers: int, prefetch: int) -> dict:
     return ex_network_stack.loader_timeline(storage, workers, prefetch)
 
 
-@st.cache_data(max_entries=2, show_spinner="training the digits MLP under every ZeRO stage and FSDP...")
 def zero_memory(ranks: int) -> list:
     """experiments.memory.zero_memory_rows: rank 0's measured peaks against the closed form."""
-    return ex_memory.zero_memory_rows(ranks)
+    return points("training the digits MLP under every ZeRO stage and FSDP", "memory:zero_memory_rows",
+                  [dict(ranks=ranks)])
 
 
 @st.cache_data(max_entries=12, show_spinner="training the digits MLP...")
 def memory_step(strategy: str, ranks: int) -> dict:
-    """experiments.memory.step_record without the ranks' values and weights."""
-    return {k: v for k, v in experiments.without_values(ex_memory.step_record(strategy, ranks)).items() if k != "params"}
+    """experiments.memory.app_step, its trace a Trace: the default from the precomputed store."""
+    found = precomputed.stored(ex_memory.app_step, strategy=strategy, ranks=ranks)
+    return ex_records.with_trace(precomputed.call_by_name("memory:app_step", dict(strategy=strategy, ranks=ranks))
+                                 if found is None else found)
 
 
-def pipeline_schedule(schedule: str, stages: int, micro_batches: int, chunks: int) -> dict:
-    """experiments.pipeline.pipeline_schedule on a free link: one step's actions, bubble and memory."""
-    return points("running the pipeline's stages", "pipeline:pipeline_schedule",
-                  [dict(schedule=schedule, stages=stages, micro_batches=micro_batches, chunks=chunks)], one=True)
+def pipeline_schedules(stages: int, micro_batches: tuple, chunks: int, schedules: tuple = tuple(SCHEDULES)) -> list:
+    """experiments.pipeline.pipeline_schedule on a free link of each of ``schedules`` at each
+    of ``micro_batches`` (``chunks`` for the chunked ones), schedule by schedule: one step's
+    actions, bubble and memory each. Every record is a point of its own, so the figures of
+    one page share the runs."""
+    calls = [dict(schedule=name, stages=stages, micro_batches=m, chunks=chunks if SCHEDULES[name].chunked else 1)
+             for name in schedules for m in micro_batches]
+    return points("running the pipeline's stages", "pipeline:pipeline_schedule", calls,
+                  [c["micro_batches"] for c in calls], each=True)
 
 
 def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
     """experiments.pipeline.bubble_vs_microbatches: measured bubble and formula for each schedule and m."""
-    return points("running every schedule at several micro-batch counts", "pipeline:bubble_vs_microbatches",
-                  [dict(stages=stages, micro_batches=list(micro_batches), chunks=chunks)])
+    return ex_pipeline.bubble_rows(pipeline_schedules(stages, micro_batches, chunks))
 
 
 @st.cache_data(max_entries=16, show_spinner="costing every layout...")
@@ -262,16 +273,25 @@ def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> li
     return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)
 
 
+@st.cache_data(**CACHE)
+def alltoall(algorithm: str, ranks: int, block_nbytes: int, link: str) -> dict:
+    """experiments.experts.app_alltoall within MAX_MEMORY_BYTES, its trace a Trace: the
+    default from the precomputed store."""
+    kwargs = dict(algorithm=algorithm, ranks=ranks, block_nbytes=block_nbytes, link=link,
+                  max_memory_bytes=MAX_MEMORY_BYTES)
+    found = precomputed.stored(ex_experts.app_alltoall, **kwargs)
+    return ex_records.with_trace(precomputed.call_by_name("experts:app_alltoall", kwargs) if found is None else found)
+
+
 def alltoall_costs(ranks: int, link: str) -> list:
     """experiments.experts.alltoall_costs: each algorithm's emulated time and closed form against the block."""
     return points("running the all-to-alls at every block size", "experts:alltoall_costs",
                   [dict(ranks=ranks, link=link)], [ranks])
 
 
-@st.cache_data(max_entries=16, show_spinner="routing tokens to the experts...")
 def expert_load(ep: int, experts: int) -> list:
     """experiments.experts.expert_load: tokens per expert and drops for each top-k and capacity factor."""
-    return ex_experts.expert_load(ep=ep, experts=experts)
+    return points("routing tokens to the experts", "experts:expert_load", [dict(ep=ep, experts=experts)])
 
 
 # --- sweeps, point by point ----------------------------------------------------------------
@@ -284,9 +304,9 @@ def _point(name: str, kwargs: str):
     return precomputed.call_by_name(name, json.loads(kwargs))
 
 
-def points(what: str, name: str, calls: list[dict], sizes: list | None = None, one: bool = False):
+def points(what: str, name: str, calls: list[dict], sizes: list | None = None, each: bool = False):
     """The rows of ``precomputed.call_by_name(name, kwargs)`` for every kwargs of ``calls``,
-    concatenated (``one``: the one call's result as it is): stored points at once, the others
+    concatenated (``each``: the list of the calls' results as they are): stored points at once, the others
     run (cached) under a progress bar with the points left and ``precomputed.time_left_s``
     from the ones measured so far (``sizes``: each point's size for that fit, nodes for the
     TaihuLight's; equal by default)."""
@@ -311,4 +331,4 @@ def points(what: str, name: str, calls: list[dict], sizes: list | None = None, o
                 bar.progress(len(measured) / len(todo), text=f"{what}: {len(measured)} of {len(todo)} points run{estimate}")
     if bar is not None:
         bar.empty()
-    return results[0] if one else [row for r in results for row in r]
+    return results if each else [row for r in results for row in r]

@@ -126,6 +126,8 @@ def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
                                         ("views/ps_vs_ring.py", ("ps_view", [2])),
                                         ("views/compression.py", ("cmp_view", [4])),
                                         ("views/papers.py", (None, [])),
+                                        ("views/memory.py", ("mem_view", [2, 3])),
+                                        ("views/training.py", ("train_view", [1, 2])),
                                         ("views/pipelines.py", ("pipe_view", [1]))])
 def test_default_views_read_the_precomputed_store(page, tabs, monkeypatch):
     """Every sweep a default view shows is in dlsys.experiments.precomputed's store: with

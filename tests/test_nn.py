@@ -156,3 +156,31 @@ def test_bad_shapes_raise():
         nn.softmax_cross_entropy(np.zeros((2, 3)), np.array([0]))
     with pytest.raises(ValueError, match="sizes"):
         nn.mlp([10])
+
+
+def test_a_replica_shares_the_weights_and_keeps_its_own_forward_like_a_deepcopy():
+    import copy
+
+    model = nn.transformer(11, 8, d_model=16, heads=4, layers=2, dtype=np.float64)
+    shared = {id(a): a for layer in model.layers for a in (*layer.params.values(), *layer.grads.values())}
+    copied = copy.deepcopy(model.layers, shared)
+    twins = [layer.replica() for layer in model.layers]
+    tokens = np.random.default_rng(0).integers(0, 11, (2, 8)).astype(np.float64)
+    outputs = []
+    for layers in (copied, twins):
+        x = tokens
+        for layer in layers:
+            x = layer.forward(x)
+        dy = np.ones_like(x)
+        for layer in reversed(layers):
+            dy = layer.backward(dy)
+        outputs.append((x, model.grads.copy()))
+    assert np.array_equal(outputs[0][0], outputs[1][0]) and np.array_equal(outputs[0][1], outputs[1][1])
+    for twin, layer in zip(twins, model.layers):
+        assert all(twin.params[k] is a for k, a in layer.params.items())
+        assert all(twin.grads[k] is a for k, a in layer.grads.items())
+    residual = next(layer for layer in twins if isinstance(layer, nn.Residual))
+    original = model.layers[twins.index(residual)]
+    assert all(a is not b for a, b in zip(residual.layers, original.layers))
+    assert original.layers[1].params["Wqkv"] is residual.layers[1].params["Wqkv"]
+    assert not hasattr(model.layers[0], "idx") and not hasattr(original.layers[1], "attn")  # no cache of the twins'

@@ -16,13 +16,17 @@ def test_the_store_holds_every_default_call_under_the_code_version():
 
 
 # the quick points, compared in every run (one of P3's, one of the large-batch study's, which
-# other code may change); the whole store under -m slow (minutes)
+# other code may change, every pipeline schedule at its fewest micro-batches, the experts'
+# load and all-to-all, the training page's epoch of pushes and pulls); the whole store under -m slow (minutes)
 QUICK = [(name, kwargs) for name, kwargs in P.DEFAULTS
          if (name == "schedule:option_sweep" and kwargs["option"] == "bucket_mb" and kwargs["values"][0] >= 50)
          or (name == "costs:emulated_allreduce_costs" and kwargs["ranks"] <= 4)
          or (name == "schedule:option_sweep" and kwargs["values"] == [max(P.schedule.SWEEPS["slice_params"])])
          or (name == "taihulight:sweep" and kwargs["nodes"][0] <= 4 and kwargs["model"] == "alexnet")
-         or (name == "reproduce:run_claims" and kwargs["names"] in (["linear-scaling"], ["terngrad-bytes"]))]
+         or (name == "reproduce:run_claims" and kwargs["names"] in (["linear-scaling"], ["terngrad-bytes"]))
+         or (name == "pipeline:pipeline_schedule" and kwargs["micro_batches"] == kwargs["stages"])
+         or name in ("experts:expert_load", "experts:app_alltoall")
+         or (name == "training:app_record" and kwargs["epochs"] == 1)]
 
 
 def test_stored_results_are_what_a_rerun_gives_quick_points():
@@ -65,3 +69,29 @@ def test_time_left_follows_the_measured_growth():
     assert P.time_left_s([(4, 2.0)], [8, 16]) == pytest.approx(4.0 + 8.0)       # one size: linear
     cubic = [(n, 0.5 * n**3) for n in (2, 4, 8)]
     assert P.time_left_s(cubic, [16]) == pytest.approx(0.5 * 16**3)
+
+
+def test_a_training_record_keeps_its_trace_and_histogram_through_the_store():
+    from dlsys.experiments import train
+    from dlsys.experiments.training import app_record, with_trace
+    from dlsys.train import TrainConfig
+
+    kwargs = dict(strategy="ps-ssp", epochs=1, link="rdma-edr", workers=2, straggler_factor=3.0, staleness=1)
+    stored = with_trace(P.plain(app_record(**kwargs)))
+    record = train("ps-ssp", TrainConfig(epochs=1), 2, link="rdma-edr", straggler=(1, 3.0), staleness=1)
+    assert stored["trace"] == record["result"].trace and len(stored["trace"].messages) > 0
+    assert stored["staleness_histogram"] == record["staleness_histogram"] and len(record["staleness_histogram"]) > 1
+    assert stored["losses"] == record["losses"] and stored["test_accuracy"] == record["test_accuracy"]
+
+
+def test_the_memory_pages_step_is_the_runs_trace_within_the_step():
+    from dlsys.experiments.memory import app_step, step_record
+    from dlsys.experiments.records import with_trace
+
+    step = with_trace(P.plain(app_step("zero2", 2)))
+    record = step_record("zero2", 2)
+    start_s, stop_s = record["step_s"]
+    trace = record["result"].trace
+    assert step["trace"].spans == [s for s in trace.spans if start_s <= s.start_s < stop_s] != []
+    assert step["trace"].messages == [m for m in trace.messages if start_s <= m.depart_s < stop_s] != []
+    assert len(step["trace"].messages) < len(trace.messages) and step["step_sent_bytes"] == record["step_sent_bytes"]

@@ -108,7 +108,7 @@ if tabs[3].open:
         layout = st.radio("one step of a small run", list(STEP_STRATEGIES), index=3, horizontal=True,
                           key=url_key("mem_step_layout", list(STEP_STRATEGIES)))
         record = cached.memory_step(STEP_STRATEGIES[layout], SMALL_RANKS)
-        step = viz.step_window(record["result"].trace, *record["step_s"])
+        step = record["trace"]
         chart(viz_comm.message_animation({f"{layout}, digits MLP, {SMALL_RANKS} ranks, one step": step}),
               "mem_step_animation")
         chart(viz_comm.timeline(step, f"{layout}: one step's timeline"), "mem_step_timeline")

@@ -55,7 +55,7 @@ if tabs[0].open:
         chunks = cols[3].selectbox("chunks v", CHUNKS, key=url_key("pipe_chunks", CHUNKS),
                                    disabled=not SCHEDULES[schedule].chunked, help="Interleaved 1F1B only.")
         v = chunks if SCHEDULES[schedule].chunked else 1
-        record = cached.pipeline_schedule(schedule, stages, micro_batches, v)
+        record = cached.pipeline_schedules(stages, (micro_batches,), chunks, (schedule,))[0]
         bubble, memory = record["bubble"][0], record["memory"]
         m = st.columns(4)
         m[0].metric("bubble, measured", f"{bubble['measured']:.1%}", help="Stage 0's idle time over the step.")
@@ -71,8 +71,7 @@ if tabs[0].open:
             f"the same (Qi et al. 2024's T_F = T_B = T_W; an unsplit backward twice that). Measured bubble "
             f"{bubble['measured']:.4f} against ${record['bubble_latex']}$ = {bubble['formula']:.4f}. "
             f"Source: {record['citation']}.")
-        everyone = [cached.pipeline_schedule(name, stages, micro_batches, chunks if s.chunked else 1)
-                    for name, s in SCHEDULES.items()]
+        everyone = cached.pipeline_schedules(stages, (micro_batches,), chunks)
         chart(viz_pipeline.stage_memory(everyone, f"Peak activations per stage at p = {stages}, m = {micro_batches} "
                                                   "(the number above a bar: micro-batches held)"), "pipe_memory")
         held = {r["schedule"]: r["memory"][0]["in_flight"] for r in everyone}
@@ -94,13 +93,13 @@ if tabs[1].open:
                                       format_func=format_bytes, key=url_key("a2a_block", BLOCKS))
         with cols[3]:
             link_name = link_select("a2a_link", "rdma-edr")
-        record = cached.collective("alltoall", algorithm, ranks, ranks * block, link_name)
+        record = cached.alltoall(algorithm, ranks, block, link_name)
         m = st.columns(3)
         m[0].metric("virtual time", format_seconds(record["virtual_time_s"]))
         m[1].metric("closed form", format_seconds(record["closed_form_s"]))
-        m[2].metric("messages", len(record["result"].trace.messages))
+        m[2].metric("messages", len(record["trace"].messages))
         chart(viz_comm.message_animation({f"all-to-all / {algorithm}, {ranks} ranks, blocks of {format_bytes(block)}":
-                                          record["result"].trace}), "a2a_animation")
+                                          record["trace"]}), "a2a_animation")
         chart(viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(ranks, algorithm, link_name), algorithm),
               "a2a_steps")
         crossover = ex_experts.bruck_crossover_block_nbytes(ranks, link_name)

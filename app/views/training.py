@@ -58,7 +58,7 @@ if sync.open:
         with right:
             chart(tviz.loss_curves(runs), "train_loss")
         shown = st.selectbox("timeline of", list(runs), key=url_key("train_timeline_run", list(runs)))
-        trace = runs[shown]["result"].trace
+        trace = runs[shown]["trace"]
         chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 10),
                                   f"{shown}: the first tenth of the run (rank 0 is the server)"),
                      "train_timeline")
@@ -71,7 +71,7 @@ if pushpull.open:
                                      key=url_key("train_pp_consistency", PARAMETER_SERVERS))
         servers = c[1].slider("servers (key ranges)", 1, 3, 1, key=url_key("train_pp_servers", between=(1, 3)))
         record = cached.training(consistency, 1, link, 1.0, servers=servers)
-        trace = tviz.first_seconds(record["result"].trace, record["virtual_time_s"] / 5)
+        trace = tviz.first_seconds(record["trace"], record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {cached.TRAIN_WORKERS} workers, the first steps"
         chart(viz.message_animation({title: trace}, {title: "star"},
                                            {title: role_names(cached.TRAIN_WORKERS, servers)}), "train_pp_animation")
@@ -82,7 +82,7 @@ if pushpull.open:
                    "the pull with its slice of the weights. With several servers under SSP/ASP, server 0 tells "
                    "the others the order of requests.")
         panel = f"{consistency}, one epoch"
-        chart(viz.traffic_per_rank({panel: record["result"].trace}, {panel: role_names(cached.TRAIN_WORKERS, servers)}),
+        chart(viz.traffic_per_rank({panel: record["trace"]}, {panel: role_names(cached.TRAIN_WORKERS, servers)}),
                      "train_pp_traffic")
         caption(f"Whole epoch: {format_bytes(record['bytes_moved'])} in {record['messages']} messages. "
                    "Each server carries about 1/S of the push and pull traffic.")
@@ -107,7 +107,7 @@ if split.open:
                    "moves activations and their gradients between stages, and pays the pipeline bubble; local SGD "
                    "and larger batches communicate less often. All-reduce and the pipeline compute the same "
                    "weights (the same test accuracy).")
-        chart(tviz.pipeline_step(runs[f"model parallel M={micro}"]["result"].trace, micro,
+        chart(tviz.pipeline_step(runs[f"model parallel M={micro}"]["trace"], micro,
                                  f"model parallel M={micro}, its first step"), "train_pipeline_step")
         st.caption("GPipe's bubble: each stage runs the forwards of all M micro-batches (numbered), then their "
                    "backwards in reverse; while the pipe fills and drains a stage idles (grey). The formula "
@@ -115,6 +115,6 @@ if split.open:
                    "by FLOPs, `split_stages`), so a stage holding only a ReLU or the small last layer idles far "
                    "more. The Pipelines page runs a transformer cut into equal stages.")
         shown = st.selectbox("timeline of", list(runs), index=1, key=url_key("train_split_timeline_run", list(runs)))
-        trace = runs[shown]["result"].trace
+        trace = runs[shown]["trace"]
         chart(viz.timeline(tviz.first_seconds(trace, trace.makespan_s / 20), f"{shown}: the first steps"),
                      "train_split_timeline")

@@ -81,6 +81,15 @@ class Trace:
         """(spans, messages) as lists of dicts, ready for pandas/plotly or CSV."""
         return [s._asdict() for s in self.spans], [m._asdict() for m in self.messages]
 
+    def to_rows(self) -> dict:
+        """The trace as plain lists (JSON, e.g. a stored result): ``from_rows`` gives it back, equal."""
+        return {"world_size": self.world_size, "spans": [list(s) for s in self.spans],
+                "messages": [list(m) for m in self.messages]}
+
+    @classmethod
+    def from_rows(cls, rows: dict) -> Trace:
+        return cls([Span(*s) for s in rows["spans"]], [Message(*m) for m in rows["messages"]], rows["world_size"])
+
     def to_chrome(self, memory=()) -> dict:
         """Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing);
         ``memory``: the ranks' ``dlsys.machine.ledger.MemoryLedger``s, drawn as counters."""

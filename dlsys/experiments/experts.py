@@ -29,6 +29,18 @@ def mpich_alltoall_algorithm(block_nbytes: float, ranks: int) -> str:
     return "bruck" if short else "pairwise"
 
 
+def app_alltoall(algorithm: str, ranks: int, block_nbytes: int, link: str, max_memory_bytes: int) -> dict:
+    """One all-to-all as the pipelines page shows it, in plain data (JSON) that
+    dlsys.experiments.precomputed can store: ``simulate_collective``'s virtual time and
+    closed form, and its trace under "trace" (``Trace.to_rows``; ``records.with_trace``
+    gives the Trace back)."""
+    record = simulate_collective("alltoall", algorithm, ranks, ranks * block_nbytes, link,
+                                 max_memory_bytes=max_memory_bytes)
+    return {"algorithm": algorithm, "ranks": ranks, "block_nbytes": block_nbytes, "link": link,
+            "virtual_time_s": record["virtual_time_s"], "closed_form_s": record["closed_form_s"],
+            "trace": record["result"].trace.to_rows()}
+
+
 def alltoall_costs(ranks: int = 16, block_sizes=(8, 64, 256, 2048, 2**14, 2**17), link="rdma-edr") -> list[dict]:
     """Each all-to-all algorithm run at each block size (bytes one rank sends one other
     rank; n = ranks * block is its whole buffer): emulated time, closed form and MPICH's

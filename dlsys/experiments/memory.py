@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..comm import LaunchResult, launch
+from ..comm import LaunchResult, Trace, launch
 from ..learn import nn, optim
 from ..learn.sequence import answer_loss, reversal
 from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches
@@ -343,3 +343,16 @@ def step_record(strategy: str, ranks: int = 4) -> dict:
     record = train(strategy, ZERO_CONFIG, ranks)
     starts = [row["time_s"] for row in record["losses"] if row["rank"] == 0]
     return {**record, "step_s": (starts[1], starts[2]), "step_sent_bytes": step_bytes_sent(record)}
+
+
+def app_step(strategy: str, ranks: int = 4) -> dict:
+    """``step_record``'s step as the memory page draws it, in plain data (JSON) that
+    dlsys.experiments.precomputed can store: ``step_s``, ``step_sent_bytes`` and the spans
+    and messages that start in the step under "trace" (``Trace.to_rows``;
+    ``records.with_trace`` gives the Trace back)."""
+    record = step_record(strategy, ranks)
+    (start_s, stop_s), trace = record["step_s"], record["result"].trace
+    step = Trace([s for s in trace.spans if start_s <= s.start_s < stop_s],
+                 [m for m in trace.messages if start_s <= m.depart_s < stop_s], trace.world_size)
+    return {"strategy": strategy, "ranks": ranks, "step_s": list(record["step_s"]),
+            "step_sent_bytes": record["step_sent_bytes"], "trace": step.to_rows()}

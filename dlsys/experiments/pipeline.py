@@ -50,11 +50,13 @@ def bubble_vs_microbatches(stages: int = 4, micro_batches: tuple[int, ...] = (4,
                            schedules: tuple[str, ...] = tuple(SCHEDULES), chunks: int = 2) -> list[dict]:
     """Measured bubble (stage 0's idle over the step) and formula for each schedule and m
     (interleaved with ``chunks`` chunks a stage; the others with one)."""
-    rows = []
-    for name in schedules:
-        v = chunks if SCHEDULES[name].chunked else 1
-        for m in micro_batches:
-            stage0 = pipeline_schedule(name, stages, m, v)["bubble"][0]
-            rows.append({"schedule": name, "stages": stages, "micro_batches": m, "chunks": v,
-                         "measured": stage0["measured"], "formula": stage0["formula"]})
-    return rows
+    return bubble_rows([pipeline_schedule(name, stages, m, chunks if SCHEDULES[name].chunked else 1)
+                        for name in schedules for m in micro_batches])
+
+
+def bubble_rows(records: list[dict]) -> list[dict]:
+    """Stage 0's measured bubble and formula of each ``pipeline_schedule`` record:
+    ``bubble_vs_microbatches``'s rows (the app assembles them from records it has)."""
+    return [{"schedule": r["schedule"], "stages": r["stages"], "micro_batches": r["micro_batches"],
+             "chunks": r["chunks"], "measured": r["bubble"][0]["measured"], "formula": r["bubble"][0]["formula"]}
+            for r in records]

@@ -3,8 +3,9 @@ change at its default settings under 2 s on a 2-core machine).
 
 ``DEFAULTS`` lists experiment calls, each a function of dlsys.experiments and its keyword
 arguments, that a page's default view needs and that take seconds to minutes to run
-(scheduling sweeps, the TaihuLight sweeps, 512-rank link loads). Their results (JSON: rows
-of numbers and names) are stored in ``precomputed.json`` beside this file, under
+(scheduling sweeps, the TaihuLight sweeps, 512-rank link loads), or whose small runs wait on
+a loaded machine (the training page's). Their results (JSON: rows of numbers and names, a
+trace as ``Trace.to_rows``) are stored in ``precomputed.json`` beside this file, under
 ``VERSION``. ``call(function, **kwargs)`` returns the stored result of exactly that call,
 else runs it: a page at other settings computes as before.
 
@@ -31,6 +32,7 @@ from functools import cache
 from pathlib import Path
 
 from ..outputs import write_atomic
+from ..learn.optim import scale_lr
 from ..schedule import default_of
 from ..train.pipeline import SCHEDULES
 from . import reproduce, schedule, taihulight
@@ -49,6 +51,13 @@ _SCHEDULE_OPTIONS = {"p3": {"slice_params": default_of("slice_params")},
                      "fusion": {"bucket_mb": default_of("bucket_mb")}}
 _THL = dict(contiguous=True, topology="taihulight", sharing=True)
 _THL_LINK_NODES = taihulight.SWEEP_NODES[-1]
+# the training page's runs (app/views/training.py): BSP, SSP and ASP with a straggler; one
+# epoch of pushes and pulls; data parallel against model parallel, local SGD and a larger batch
+_TRAINING = dict(link="rdma-edr", workers=4, straggler_factor=1.0, batch_size=32, lr=0.1)  # as app/cached.py spells them
+_TRAINING_RUNS = [("ps-bsp", 3, dict(straggler_factor=4.0)), ("ps-ssp", 3, dict(straggler_factor=4.0, staleness=2)),
+                  ("ps-asp", 3, dict(straggler_factor=4.0)), ("ps-bsp", 1, dict(servers=1)), ("allreduce", 3, {}),
+                  ("model-parallel", 3, dict(micro_batches=4)), ("local-sgd", 3, dict(period=4)),
+                  ("allreduce", 3, dict(batch_size=128, lr=scale_lr(0.1, 128, 32, "linear")))]
 # real buffers of all ranks together in the app's runs (app/cached.py's MAX_MEMORY_BYTES)
 APP_MEMORY_BYTES = 16 * 2**20
 
@@ -82,10 +91,16 @@ DEFAULTS: list[tuple[str, dict]] = [
                                            max_memory_bytes=APP_MEMORY_BYTES)),
     ("compression:iteration_split", dict(method="topk", options={"ratio": 0.01}, workers=4)),
     *[("reproduce:run_claims", dict(names=[name], quick=True)) for name in reproduce.CLAIMS],
-    *[("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=8, chunks=2 if s.chunked else 1))
-      for name, s in SCHEDULES.items()],
-    ("pipeline:bubble_vs_microbatches", dict(stages=4, micro_batches=[4, 8, 12, 16], chunks=2)),
+    *[("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=m, chunks=2 if s.chunked else 1))
+      for name, s in SCHEDULES.items() for m in (4, 8, 12, 16)],
     ("experts:alltoall_costs", dict(ranks=16, link="rdma-edr")),
+    ("experts:expert_load", dict(ep=4, experts=8)),
+    ("experts:app_alltoall", dict(algorithm="pairwise", ranks=5, block_nbytes=2**12, link="rdma-edr",
+                                  max_memory_bytes=APP_MEMORY_BYTES)),
+    *[("training:app_record", dict(strategy=strategy, epochs=epochs, **(_TRAINING | options)))
+      for strategy, epochs, options in _TRAINING_RUNS],
+    ("memory:zero_memory_rows", dict(ranks=4)),
+    ("memory:app_step", dict(strategy="zero3", ranks=4)),
 ]
 
 

@@ -6,11 +6,19 @@ import csv
 import io
 from dataclasses import replace
 
+from ..comm import Trace
+
 def without_values(record: dict) -> dict:
     """The record without the ranks' returned arrays (trace kept): small enough to cache."""
     result = record["result"]
     return {**record, "result": replace(result, values=[None] * result.world_size)}
 
+
+
+def with_trace(record: dict) -> dict:
+    """A record in plain data (a stored one: its trace as ``Trace.to_rows`` under "trace")
+    with its Trace back."""
+    return {**record, "trace": Trace.from_rows(record["trace"])}
 
 
 def to_csv(rows: list[dict]) -> str:

@@ -27,6 +27,7 @@ from ..learn.task import INPUT_FEATURES
 from ..train import Compression, TrainConfig, load_task, steps_per_epoch
 from ..train.strategies import Strategy, given_in, strategy_named
 from ..viz.units import format_bytes
+from . import records
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
 def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), workers: int = 4, *,
@@ -79,6 +80,26 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     result = launch(entry.program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
                     args=(config,), kwargs={**entry.fixed, **options, "progress": progress}, timeout_s=timeout_s)
     return summarize(result, strategy, config, record_of(result, workers, first_worker, options))
+
+
+def app_record(strategy: str, epochs: int, link: str, workers: int = 4, straggler_factor: float = 1.0,
+               batch_size: int = 32, lr: float = 0.1, **options) -> dict:
+    """``train`` of the digits MLP as the app shows it, on ``workers`` workers (threads), the
+    last one ``straggler_factor`` times slower (none at 1), in plain data (JSON) that
+    dlsys.experiments.precomputed can store: the record without the weights and the
+    LaunchResult, the run's trace as ``Trace.to_rows`` under "trace", the staleness
+    histogram as [clocks, reads] pairs. ``with_trace`` gives the figures' form back."""
+    straggler = (workers - 1, straggler_factor) if straggler_factor > 1 else None
+    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), workers, link=link,
+                   straggler=straggler, **options)
+    return {**{k: v for k, v in record.items() if k not in ("params", "result")},
+            "staleness_histogram": sorted(record["staleness_histogram"].items()),
+            "trace": record["result"].trace.to_rows()}
+
+
+def with_trace(record: dict) -> dict:
+    """An ``app_record`` with its Trace and its staleness histogram {clocks: reads} back."""
+    return {**records.with_trace(record), "staleness_histogram": dict(record["staleness_histogram"])}
 
 
 def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, straggler: tuple[int, float] | None,

@@ -21,7 +21,6 @@ the bubble formulas assume (Narayanan et al. 2021, section 2.2: t_f, t_b per sta
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -236,7 +235,6 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
     p, s, v, m = comm.size, comm.rank, config.chunks, config.micro_batches
     model, last = config.model(), p * v - 1
     ranges = chunk_layers(model, p * v)
-    shared = {id(a): a for layer in model.layers for a in (*layer.params.values(), *layer.grads.values())}
     offsets = {sl.layer: (sl.offset, sl.offset + sl.size) for sl in model.layer_slices()}
     mine = {}  # chunk -> (virtual stage, flat slice of its parameters, forward FLOPs of one micro-batch)
     for c in range(v):
@@ -245,8 +243,8 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
         blocks = range(max(start, 1), min(stop, len(model.layers) - 2))  # the transformer layers
         mine[c] = (c * p + s, slice(held[0][0], held[-1][1]), sum(model.flops(config.micro_batch_size)[i] for i in blocks))
     # each (chunk, micro-batch) keeps its own activations: a copy of the chunk's layers that
-    # shares the parameter and gradient views (the memo) but not what forward caches
-    replicas = {(c, i): copy.deepcopy(model.layers[slice(*ranges[k])], dict(shared))
+    # shares the parameter and gradient views but not what forward caches
+    replicas = {(c, i): [layer.replica() for layer in model.layers[slice(*ranges[k])]]
                 for c, (k, _, _) in mine.items() for i in range(m)}
     ledger, actions, losses = comm.memory, entry.actions(s, p, m, v), []
     records = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..comm import Trace
 from ..machine.memory import KINDS
 from .style import log_axis
 from .units import format_bytes, linear_byte_ticks
@@ -75,9 +74,3 @@ def sent_bars(rows: list[dict], title: str = "Bytes one rank sends per step") ->
     fig.update_layout(title=title, height=HEIGHT, xaxis_title="layout",
                       yaxis=dict(tickvals=ticks, ticktext=labels, title="bytes sent per rank"))
     return fig
-
-
-def step_window(trace: Trace, start_s: float, stop_s: float) -> Trace:
-    """The spans and messages of a trace that start in [start_s, stop_s): one step to draw."""
-    return Trace([s for s in trace.spans if start_s <= s.start_s < stop_s],
-                 [m for m in trace.messages if start_s <= m.depart_s < stop_s], trace.world_size)
