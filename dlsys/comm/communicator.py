@@ -17,9 +17,10 @@ choices differ in how, not in what:
   time, ties to the lowest rank (MPI takes whichever arrives first in real time), so a run
   is reproducible; ``status`` (a ``Status``) then tells the source and the tag. The rule
   is conservative: it decides once every other rank has a message here, has finished or
-  waits on this rank, so a server's ANY_SOURCE among workers that wait on it decides, but
-  ranks that *all* wait on ANY_SOURCE at once (a ring of ``comm.recv()``) wait for each
-  other, and the launcher reports the deadlock where mpi4py would have run: name the source;
+  waits on this rank (a server's ANY_SOURCE among workers that wait on it), or, when every
+  rank waits (a token ring of ``comm.recv()``), once its message is the least pending one
+  in virtual time (``board.least_pending``); ranks that all receive first, with nothing
+  sent, are a deadlock the launcher reports;
 * ``buf`` and ``recvbuf`` are accepted and ignored, as the value is always returned: in
   mpi4py they are scratch memory for the pickled message, not where the value goes. An int
   there is refused (``comm.recv(3)`` is mpi4py's buf=3, not source 3).
@@ -365,8 +366,9 @@ class Communicator:
         Returns (src, array). Deterministic in virtual time (conservative, as in parallel
         discrete-event simulation): it decides only once every source has a message here,
         has finished, or is blocked on this rank (``Transport.silent``: the status board's
-        ``board.silent`` where ranks share memory); ties go to the lowest rank. ``tag`` may
-        be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this over every other rank.
+        ``board.silent`` where ranks share memory), or once every rank waits and its message
+        is the least pending one (``Transport.least_pending``); ties go to the lowest rank.
+        ``tag`` may be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this over every other rank.
         """
         src, _ = self.peek_any(sources, tag)
         return src, self._receive(src, self._check_tag(tag, any_tag=True), label, self._clock.t)[1]

@@ -26,7 +26,10 @@ processes read that from the status board (``board.silent``); here the question 
 along the chain of waits as control messages, Chandy, Misra and Haas's edge-chasing
 probes (ACM TOCS 1(2), 1983). docs/architecture.md gives the rule and why it is exact.
 The same question, asked by a rank that has waited a while for one source, detects a
-deadlock, and the probe's path says who waits for whom.
+deadlock, and the probe's path says who waits for whom. When every rank waits on
+ANY_SOURCE (a token ring of ``comm.recv()``), no probe can say yes; the rank then gathers
+every rank's row twice (``least_pending``) and applies the board's rule for a world that
+waits, ``board.least_pending``, to them.
 
 Faults, as MPI has them: a rank that raises prints (or, under ``launch``, reports) its
 traceback and calls MPI_Abort, which ends every rank; a rank that dies without a word is
