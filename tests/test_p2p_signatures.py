@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys.comm import ANY_SOURCE, ANY_TAG, Communicator, Group, Status, fast
+from dlsys.comm import ANY_SOURCE, ANY_TAG, BACKENDS, Communicator, Group, Status, fast
+from dlsys.machine.net import LinkModel
+from dlsys.machine.topology import get_network
 
 # mpi4py's src/mpi4py/MPI/Comm.pyx, "Python Communication": (name, default) in order
 MPI4PY = {
@@ -65,18 +67,87 @@ def test_sendrecvs_third_positional_is_the_send_tag_as_in_mpi4py():
     assert sorted((m.src, m.tag) for m in run.trace.messages) == [(0, 1), (1, 0)]
 
 
-def test_every_rank_on_any_source_at_once_is_a_reported_deadlock_and_naming_the_source_ends_it():
-    """ANY_SOURCE decides conservatively (recv_any): once every other rank has a message
-    here, has finished or waits on this one. Three ranks that all wait on ANY_SOURCE wait
-    for each other: reported, not hung; mpi4py would take whatever came first in real time."""
+MPI = BACKENDS["mpi"].unavailable()
+EVERY_BACKEND = ["threads", "processes", pytest.param("mpi", marks=pytest.mark.skipif(MPI is not None, reason=str(MPI)))]
+
+
+def token_ring(comm, laps: int = 2):
+    """The token ring a student writes with mpi4py's defaults: every rank waits on
+    ``comm.recv()`` (ANY_SOURCE) at once, and only rank 0's first token is on its way."""
+    if comm.rank == 0:
+        comm.send(np.array([0.0]), dest=1)
+    got, status = [], Status()
+    for lap in range(laps):
+        token = comm.recv(status=status)
+        got.append((float(token[0]), status.Get_source()))
+        if comm.rank != 0 or lap < laps - 1:
+            comm.send(token + 1, dest=(comm.rank + 1) % comm.size)
+    return got
+
+
+def test_a_token_ring_of_recv_runs_and_takes_what_naming_the_source_takes():
+    """Every rank waits on ANY_SOURCE, so no rank alone can tell that nothing earlier will
+    come; the least pending message in virtual time is safe (board.least_pending)."""
+    def named(comm, laps=2):
+        got = []
+        if comm.rank == 0:
+            comm.send(np.array([0.0]), dest=1)
+        left = (comm.rank - 1) % comm.size
+        for lap in range(laps):
+            token = comm.recv(source=left)
+            got.append((float(token[0]), left))
+            if comm.rank != 0 or lap < laps - 1:
+                comm.send(token + 1, dest=(comm.rank + 1) % comm.size)
+        return got
+
+    run, pinned = dlsys.launch(token_ring, 4, "threads"), dlsys.launch(named, 4, "threads")
+    assert run.values == [[(3.0, 3), (7.0, 3)], [(0.0, 0), (4.0, 0)], [(1.0, 1), (5.0, 1)], [(2.0, 2), (6.0, 2)]]
+    assert run.values == pinned.values
+    assert run.trace.messages == pinned.trace.messages and run.trace.spans == pinned.trace.spans
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_the_token_ring_of_recv_gives_the_same_values_and_trace_on_every_backend(backend):
+    reference = dlsys.launch(token_ring, 5, "threads", args=(3,), link="rdma-edr")
+    run = dlsys.launch(token_ring, 5, backend, args=(3,), link="rdma-edr", timeout_s=60)
+    assert run.values == reference.values
+    assert run.trace.messages == reference.trace.messages and run.trace.spans == reference.trace.spans
+
+
+def test_ranks_that_all_send_then_take_any_source_take_their_neighbours():
+    """sendrecv with ANY_SOURCE in a ring: every rank has one message waiting and waits on
+    the others; the least (ties: the lowest destination) goes first, then the next."""
     def program(comm, named):
         right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
         got = comm.sendrecv(np.full(2, comm.rank), right, source=left if named else ANY_SOURCE)
         return int(got[0])
 
-    with pytest.raises(dlsys.DeadlockError, match=r"rank 0 waits for any rank \(any tag\)"):
-        dlsys.launch(program, 3, "threads", args=(False,))
-    assert dlsys.launch(program, 3, "threads", args=(True,)).values == [2, 0, 1]
+    anyone, named = (dlsys.launch(program, 3, "threads", args=(flag,)) for flag in (False, True))
+    assert anyone.values == named.values == [2, 0, 1]
+    assert anyone.trace.messages == named.trace.messages and anyone.trace.spans == named.trace.spans
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_ranks_that_all_receive_first_are_a_reported_deadlock(backend):
+    """Nothing is pending anywhere: no rule can choose, and the deadlock says who waits."""
+    def program(comm):
+        token = comm.recv()
+        comm.send(token, dest=(comm.rank + 1) % comm.size)
+
+    with pytest.raises(dlsys.DeadlockError, match=r"rank 0 waits for any rank \(any tag\); "
+                                                  r"rank 1 waits for any rank \(any tag\)"):
+        dlsys.launch(program, 2, backend, timeout_s=60)
+
+
+def test_without_a_lookahead_the_ring_of_recv_is_a_reported_deadlock():
+    """On links with no latency and no overhead a rank's reply can arrive at the very time of
+    the least pending message, so taking it first would depend on who runs first: the rule
+    stays off there (Topology.lookahead_s), and naming the source runs."""
+    ideal = LinkModel("ideal", latency_s=0.0, bandwidth_Bps=1e9)
+    assert get_network(link=ideal).lookahead_s == 0
+    with pytest.raises(dlsys.DeadlockError, match=r"rank 1 waits for any rank"):
+        dlsys.launch(token_ring, 3, "threads", link=ideal)
+    assert dlsys.launch(token_ring, 3, "threads", link=LinkModel("tiny", 1e-9, 1e9)).values[0] == [(2.0, 2), (5.0, 2)]
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])

@@ -30,6 +30,11 @@ def test_the_starters_give_their_values_and_the_closed_form(p):
     assert ring.values == [repr(float(p))] + [repr(float(r)) for r in range(1, p)]  # rank r holds token + r
     assert ring.time_s == pytest.approx(closed_form("token ring", p, nbytes), rel=1e-12)
     assert len(ring.trace.messages) == p
+    # every rank waits on comm.recv() (ANY_SOURCE) at once; naming the source is the same run
+    assert "comm.recv()" in pg.STARTERS["token ring"][0]
+    left = "comm.recv(source=(comm.rank - 1) % comm.size)"
+    named = pg.run_program(pg.STARTERS["token ring"][0].replace("comm.recv()", left), p, nbytes=nbytes)
+    assert named.values == ring.values and named.trace.messages == ring.trace.messages
     total = repr(p * (p + 1) / 2)  # ranks hold 1, 2, ..., p
     naive = pg.run_program(pg.STARTERS["naive all-reduce"][0], p, nbytes=nbytes)
     assert naive.error is None and naive.values == [total] * p and len(naive.trace.messages) == p * (p - 1)

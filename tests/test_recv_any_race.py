@@ -1,11 +1,14 @@
 """recv_any's silence rule across processes: no moment at which a rank that a delivery is
-waking looks silent (the ps-asp golden run once took a later push first under load)."""
+waking looks silent (the ps-asp golden run once took a later push first under load); and
+the rule for a world where every rank waits (board.least_pending) reads only what held."""
 
 import numpy as np
 import pytest
 
 import dlsys
-from dlsys.comm.board import BLOCKED, FROM, STATE, WAIT_SRC, WAIT_TAG, new_board, silent
+from dlsys.comm.board import (ANY_SOURCE, ANY_TAG, BLOCKED, DONE, EARLIEST, EARLIEST_SRC, FROM, POSTED, PULLED,
+                              RELEASE, RUNNING, SEEN, STATE, SYNC_ACK, WAIT_SRC, WAIT_TAG, least_pending, new_board,
+                              silent)
 from dlsys.comm.mailbox import Header, Mailbox
 
 
@@ -44,6 +47,57 @@ def test_a_rank_being_woken_never_looks_silent():
     box.deliver(Header(2, 5, 0.0, 8, "", np.dtype("f8").str, (1,)), None)
     assert seen and not any(seen), seen
     assert board[1, STATE] != BLOCKED
+
+
+def waiting_world():
+    """Rank 0 and rank 1 wait on ANY_SOURCE, each with a message pending from rank 2, which
+    has finished; rank 0's arrives at 2 us, rank 1's at 1 us."""
+    board = new_board(3)
+    board[2, STATE], board[2, POSTED] = DONE, 2
+    for rank, arrive_s in ((0, 2e-6), (1, 1e-6)):
+        row = board[rank]
+        row[STATE], row[WAIT_SRC], row[WAIT_TAG] = BLOCKED, ANY_SOURCE, ANY_TAG
+        row[PULLED], row[FROM + 2] = 1, 1
+        row[EARLIEST], row[EARLIEST_SRC], row[SEEN] = arrive_s, 2, 1
+    return board
+
+
+def test_the_least_pending_message_goes_first_ties_to_the_lowest_destination():
+    board = waiting_world()
+    assert least_pending(board) == (1e-6, 1, 2)
+    board[0, EARLIEST] = 1e-6
+    assert least_pending(board) == (1e-6, 0, 2)
+    board[0, EARLIEST_SRC] = board[1, EARLIEST_SRC] = ANY_SOURCE  # nothing pending: a deadlock
+    board[0, EARLIEST] = board[1, EARLIEST] = np.inf
+    assert least_pending(board) == (np.inf, ANY_SOURCE, ANY_SOURCE)
+
+
+@pytest.mark.parametrize("change", ["running", "in flight", "stale candidate", "lent array", "synchronous send"])
+def test_the_least_pending_rule_holds_back_unless_every_rank_waits_with_nothing_in_flight(change):
+    board = waiting_world()
+    if change == "running":
+        board[1, STATE] = RUNNING
+    elif change == "in flight":
+        board[2, POSTED] += 1
+    elif change == "stale candidate":  # a message came after rank 1 chose its candidate
+        board[1, PULLED] += 1
+        board[2, POSTED] += 1
+    else:
+        board[1, WAIT_SRC], board[1, WAIT_TAG] = 2, RELEASE if change == "lent array" else SYNC_ACK
+    assert least_pending(board) is None
+
+
+def test_a_delivery_to_a_rank_in_recv_any_never_leaves_its_old_candidate_standing():
+    """Rank 1 chose its candidate (1 us); rank 2 sends it another message. At every store of
+    the delivery, the old candidate must not be taken for the least pending message."""
+    board = waiting_world()
+    board[2, POSTED] += 1  # counted before it was posted, as Communicator._post does
+    box = Mailbox(1, board)
+    box._pulled, box._from[2] = 1, 1
+    seen = []
+    box.row = Watched(box.row, lambda: seen.append(least_pending(board)))
+    box.deliver(Header(2, 0, 0.0, 8, "", np.dtype("f8").str, (1,)), None)
+    assert seen and not any(seen), seen
 
 
 def asp_pushes(comm, rounds):

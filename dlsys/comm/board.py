@@ -7,6 +7,10 @@ One row of float64 per rank (shared memory on the processes backend):
     WAIT_TAG  the tag it waits for (ANY_TAG: any program tag; RELEASE: a receiver must drop an array it was lent;
               SYNC_ACK: a receiver must match a synchronous send)
     POSTED    messages this rank has sent; PULLED: messages delivered to its mailbox
+    EPOCH     how many waits this rank has entered (only grows: a reader that reads it twice sees
+              whether the rank left its wait in between)
+    EARLIEST, EARLIEST_SRC, SEEN  a rank in recv_any: when its earliest pending candidate
+              arrives and from whom (inf, -1: none), computed when PULLED was SEEN
     FROM + s  messages delivered to this rank from rank s
     SENT + d  messages this rank sent to rank d   (SENT = FROM + size)
 
@@ -15,7 +19,10 @@ Two questions are answered from it alone, with no message exchanged:
 * deadlock (``stalled``, then ``deadlock_report`` says who waits for whom): every live rank is BLOCKED and every posted message has
   been delivered (sum POSTED == sum PULLED), so nothing can ever wake anyone;
 * silence (``silent``, recv_any's conservative rule): nothing more can come from src to
-  me before I send again.
+  me before I send again;
+* the least pending message (``least_pending``, the rule for ranks that all wait at once):
+  every unfinished rank waits in a receive and nothing is in flight, so the pending
+  message that arrives first is safe to take.
 
 ``status_report`` says what every unfinished rank is doing (for a run past its deadline).
 
@@ -26,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED = range(5)
-FROM = 5
+STATE, WAIT_SRC, WAIT_TAG, POSTED, PULLED, EPOCH, EARLIEST, EARLIEST_SRC, SEEN = range(9)
+FROM = 9
 ANY_SOURCE = -1  # mpi4py's MPI.ANY_SOURCE (MPICH's and Open MPI's value)
 ANY_TAG = -1  # mpi4py's MPI.ANY_TAG: a WAIT_TAG of any program tag (>= 0)
 RELEASE = -2
@@ -84,6 +91,60 @@ def _chain(board: np.ndarray, src: int, me: int) -> list | None:
         rows.append((x, state, y, row[POSTED], row[FROM + y]))
         x = y
     return rows
+
+
+def least_pending(board: np.ndarray) -> tuple[float, int, int] | None:
+    """(arrival, dst, src) of the pending message that arrives first, by (arrival, dst,
+    src), if every unfinished rank waits in a receive of program messages and nothing is
+    in flight; (inf, -1, -1) if then nothing is pending (a deadlock); None otherwise.
+
+    Why the least, at a, is safe to take. Every rank waits, so the next receive to complete
+    takes a message pending now that matches a wait now (a rank waiting for one source has
+    none, or it would not wait): a candidate, arriving at >= a. By induction every later
+    receive arrives at >= a too: a message pending now is taken after its rank's current
+    receive, so at >= that arrival (the ingress only moves forward), and a message sent from
+    now on leaves after its sender's receive, so it arrives at >= a + lookahead
+    (``Topology.lookahead_s``: a link's latency and per-message overhead). So nothing can
+    reach dst before a. With lookahead > 0 the choice also commutes with a choice another
+    rank makes meanwhile by ``silent`` (whatever that sends arrives after a), so every
+    backend makes the same choices whatever the real timing: values and traces are equal.
+
+    The rows are read twice, in the order their ranks write them (EPOCH first and last);
+    both reads must agree. Counters and EPOCH only grow, so every rank held its values over
+    an interval that spans the end of the first read and the start of the second: at that
+    moment the whole board was as read."""
+    if not stalled(board):  # the cheap test first: it runs at every poll of a recv_any
+        return None
+    first = _stuck(board)
+    if first is None or _stuck(board) != first:
+        return None
+    pending = [(row[5], row[0], int(row[6])) for row in first
+               if row[1] == BLOCKED and row[2] == ANY_SOURCE and row[6] >= 0]
+    return min(pending) if pending else (float("inf"), ANY_SOURCE, ANY_SOURCE)
+
+
+def _stuck(board: np.ndarray) -> list | None:
+    """Each rank's row, if every unfinished rank waits in a receive of program messages
+    (with its candidate up to date if it waits on ANY_SOURCE) and nothing is in flight:
+    (rank, DONE, posted, pulled), or (rank, BLOCKED, waits for, tag, seen, earliest,
+    earliest's source, posted, pulled, epoch), each read in that order, EPOCH first and last."""
+    rows, posted, pulled = [], 0.0, 0.0
+    for r in range(len(board)):
+        row = board[r]
+        epoch, state = row[EPOCH], row[STATE]
+        if state == DONE:
+            rows.append((r, state, row[POSTED], row[PULLED]))
+            posted, pulled = posted + rows[-1][2], pulled + rows[-1][3]
+            continue
+        if state != BLOCKED:
+            return None
+        entry = (r, state, row[WAIT_SRC], row[WAIT_TAG], row[SEEN], row[EARLIEST], row[EARLIEST_SRC],
+                 row[POSTED], row[PULLED], epoch)
+        if row[EPOCH] != epoch or entry[3] < ANY_TAG or (entry[2] == ANY_SOURCE and entry[4] != entry[8]):
+            return None  # it left its wait, waits for a lent array or a match, or is choosing anew
+        rows.append(entry)
+        posted, pulled = posted + entry[7], pulled + entry[8]
+    return rows if posted == pulled else None
 
 
 def stalled(board: np.ndarray) -> bool:

@@ -17,9 +17,10 @@ choices differ in how, not in what:
   time, ties to the lowest rank (MPI takes whichever arrives first in real time), so a run
   is reproducible; ``status`` (a ``Status``) then tells the source and the tag. The rule
   is conservative: it decides once every other rank has a message here, has finished or
-  waits on this rank, so a server's ANY_SOURCE among workers that wait on it decides, but
-  ranks that *all* wait on ANY_SOURCE at once (a ring of ``comm.recv()``) wait for each
-  other, and the launcher reports the deadlock where mpi4py would have run: name the source;
+  waits on this rank (a server's ANY_SOURCE among workers that wait on it), or, when every
+  rank waits (a token ring of ``comm.recv()``), once its message is the least pending one
+  in virtual time (``board.least_pending``); ranks that all receive first, with nothing
+  sent, are a deadlock the launcher reports;
 * ``buf`` and ``recvbuf`` are accepted and ignored, as the value is always returned: in
   mpi4py they are scratch memory for the pickled message, not where the value goes. An int
   there is refused (``comm.recv(3)`` is mpi4py's buf=3, not source 3).
@@ -39,7 +40,7 @@ import numpy as np
 from ..machine.ledger import MemoryLedger
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
-from .board import ANY_SOURCE, ANY_TAG, FROM, POSTED, SYNC_ACK, board_row
+from .board import ANY_SOURCE, ANY_TAG, EARLIEST, EARLIEST_SRC, FROM, POSTED, PULLED, SEEN, SYNC_ACK, board_row
 from .clock import VirtualClock
 from .mailbox import Header
 from .oplog import OpLog
@@ -49,6 +50,7 @@ MAX_LABEL = 200
 SIGNAL = "signal"  # the phase of a same-node hand-off (Communicator.signal)
 DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
 NOTHING = np.empty(0, np.uint8)  # the payload of a synchronous send's acknowledgement
+NOTHING_PENDING = (float("inf"), ANY_SOURCE)  # a recv_any's published candidate when it has none
 
 
 def as_payload(x, name: str = "x") -> np.ndarray:
@@ -364,8 +366,9 @@ class Communicator:
         Returns (src, array). Deterministic in virtual time (conservative, as in parallel
         discrete-event simulation): it decides only once every source has a message here,
         has finished, or is blocked on this rank (``Transport.silent``: the status board's
-        ``board.silent`` where ranks share memory); ties go to the lowest rank. ``tag`` may
-        be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this over every other rank.
+        ``board.silent`` where ranks share memory), or once every rank waits and its message
+        is the least pending one (``Transport.least_pending``); ties go to the lowest rank.
+        ``tag`` may be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this over every other rank.
         """
         src, _ = self.peek_any(sources, tag)
         return src, self._receive(src, self._check_tag(tag, any_tag=True), label, self._clock.t)[1]
@@ -380,21 +383,31 @@ class Communicator:
 
     def _earliest_source(self, sources: list[int], tag: int) -> tuple[int, float]:
         """Which of ``sources`` recv_any takes its next message with ``tag`` from, and when
-        that message arrives here (waits)."""
-        board, clock, transport = self._board, self._clock, self._transport
+        that message arrives here (waits). By ``silent`` if it can; otherwise this rank
+        publishes its earliest pending candidate on the board, and takes it once it is
+        the least pending message of a world where every rank waits (``least_pending``)."""
+        board, clock, transport, row = self._board, self._clock, self._transport, self._row
         chosen: dict[int, float] = {}
+        decides = self.network.lookahead_s > 0  # else a reply could arrive with the least: a tie
 
         def earliest(head):
             heads = {s: head(s, tag) for s in sources}
-            if not all(h is not None or transport.silent(board, s, self.rank) for s, h in heads.items()):
-                return None
             ready = [(clock.arrival(h.depart_s, h.nbytes, s), s) for s, h in heads.items() if h is not None]
-            if ready:
-                arrive_s, src = min(ready)
-                chosen[src] = arrive_s
-                return src
-            if all(transport.finished(board, s) for s in sources):
-                raise RuntimeError(f"recv_any: every source in {sources} has finished; nothing can arrive")
+            first = min(ready) if ready else NOTHING_PENDING
+            if all(h is not None or transport.silent(board, s, self.rank) for s, h in heads.items()):
+                if ready:
+                    chosen[first[1]] = first[0]
+                    return first[1]
+                if all(transport.finished(board, s) for s in sources):
+                    raise RuntimeError(f"recv_any: every source in {sources} has finished; nothing can arrive")
+                return None
+            # under the mailbox's lock: nothing is delivered while this candidate is published
+            # (none without a lookahead: least_pending then finds a deadlock, as it is here)
+            row[EARLIEST], row[EARLIEST_SRC], row[SEEN] = (*(first if decides else NOTHING_PENDING), row[PULLED])
+            least = transport.least_pending(board)
+            if least is not None and least[1:] == (self.rank, first[1]):
+                chosen[first[1]] = first[0]
+                return first[1]
             return None
 
         src = self._transport.wait_any(tag, earliest, self._deadline)

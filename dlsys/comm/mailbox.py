@@ -23,10 +23,12 @@ from .board import (
     ANY_SOURCE,
     ANY_TAG,
     BLOCKED,
+    EPOCH,
     FROM,
     PULLED,
     RELEASE,
     RUNNING,
+    SEEN,
     STATE,
     WAIT_SRC,
     WAIT_TAG,
@@ -138,11 +140,14 @@ class Mailbox:
         lock.acquire()
         try:
             row = self.row
-            while not (queue := self._queue(src, tag)):
+            if not (queue := self._queue(src, tag)):
+                row[EPOCH] += 1  # a new wait, before BLOCKED (board.least_pending reads it first)
+            while not queue:
                 row[WAIT_SRC], row[WAIT_TAG], row[STATE] = src, tag, BLOCKED
                 self._cond.wait(POLL_S)
                 what = "any tag" if tag == ANY_TAG else f"tag {tag}"
                 self._check(deadline, f"no message from rank {src} ({what})")
+                queue = self._queue(src, tag)
             row[STATE] = RUNNING
             header, payload, _ = queue.popleft()
             return header, payload
@@ -166,8 +171,12 @@ class Mailbox:
         """
         with self._lock:
             row = self.row
+            # a new wait, marked before ``choose`` looks: it publishes this rank's candidate
+            # (SEEN) and may find every rank waiting, this one included (board.least_pending)
+            row[SEEN] = -1.0
+            row[EPOCH] += 1
+            row[WAIT_SRC], row[WAIT_TAG], row[STATE] = ANY_SOURCE, tag, BLOCKED
             while (chosen := choose(self.head)) is None:
-                row[WAIT_SRC], row[WAIT_TAG], row[STATE] = ANY_SOURCE, tag, BLOCKED
                 self._cond.wait(ANY_POLL_S)
                 self._check(deadline, f"recv_any (tag {tag}) could not choose a message")
             row[STATE] = RUNNING

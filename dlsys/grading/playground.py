@@ -52,13 +52,15 @@ VALUE_CHARS = 120                 # of a rank's value's repr
 
 TOKEN_RING = '''\
 def program(comm):
-    """Pass a token once around the ring 0 -> 1 -> ... -> p-1 -> 0; each rank adds 1."""
-    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    """Pass a token once around the ring 0 -> 1 -> ... -> p-1 -> 0; each rank adds 1.
+    comm.recv() receives from any rank (mpi4py's default source): here only the left
+    neighbour ever sends, so it is the token. comm.recv(source=left) says so."""
+    right = (comm.rank + 1) % comm.size
     token = np.zeros(n // 8)  # n bytes of float64
     if comm.rank == 0:
         comm.send(token + 1, dest=right)
-        return comm.recv(source=left)[0]
-    received = comm.recv(source=left)
+        return comm.recv()[0]
+    received = comm.recv()
     comm.send(received + 1, dest=right)
     return received[0]
 '''

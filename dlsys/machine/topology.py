@@ -104,6 +104,14 @@ class Topology:
         machine = rank if self.machine_of is None else self.machine_of[rank]
         return 0 if self.supernode_size is None else machine // self.supernode_size
 
+    @property
+    def lookahead_s(self) -> float:
+        """The least time from a rank's receive to the arrival of a message it sends in
+        response, on any of this network's links: latency plus per-message overhead (the
+        lookahead of conservative simulation; comm.board.least_pending needs it > 0)."""
+        return min(link.latency_s + link.overhead_s
+                   for link in (self.link, self.uplink, self.loopback) if link is not None)
+
     def link_between(self, src: int, dst: int) -> LinkModel:
         """The link a message from src to dst crosses."""
         if self.machine_of is not None:

@@ -26,7 +26,10 @@ processes read that from the status board (``board.silent``); here the question 
 along the chain of waits as control messages, Chandy, Misra and Haas's edge-chasing
 probes (ACM TOCS 1(2), 1983). docs/architecture.md gives the rule and why it is exact.
 The same question, asked by a rank that has waited a while for one source, detects a
-deadlock, and the probe's path says who waits for whom.
+deadlock, and the probe's path says who waits for whom. When every rank waits on
+ANY_SOURCE (a token ring of ``comm.recv()``), no probe can say yes; the rank then gathers
+every rank's row twice (``least_pending``) and applies the board's rule for a world that
+waits, ``board.least_pending``, to them.
 
 Faults, as MPI has them: a rank that raises prints (or, under ``launch``, reports) its
 traceback and calls MPI_Abort, which ends every rank; a rank that dies without a word is
@@ -50,13 +53,13 @@ import tempfile
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cloudpickle
 import numpy as np
 
-from ..board import (BLOCKED, DONE, FROM, POSTED, PULLED, RELEASE, STATE, WAIT_SRC, WAIT_TAG, board_row, new_board,
-                     waits_text)
+from ..board import (BLOCKED, DONE, EPOCH, FROM, POSTED, PULLED, RELEASE, STATE, WAIT_SRC, WAIT_TAG, board_row,
+                     deadlock_report, least_pending, new_board, waits_text)
 from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
 from ..mailbox import Header, Mailbox, WaitCondition
@@ -67,6 +70,7 @@ from .transport import Backend, MailboxTransport
 HEADER, BODY, CONTROL = 1, 2, 3  # MPI tags on the run's own communicator
 CONFIRM_S = 0.25  # a rank that has waited this long for one source asks whether it ever can come
 RETRY_S = 0.002  # a source that was not silent is asked again after this long
+MAX_RETRY_S = 0.02  # a snapshot that found nothing for this rank is taken again after RETRY_S, doubling up to this
 SPIN_S = 0.001  # a waiting rank polls without sleeping this long first
 MAX_SLEEP_S = 0.002  # then at least this often, unless ranks outnumber cores:
 MAX_SLEEP_CROWDED_S = 0.01  # then up to this (64 ranks on 2 cores: a 64-rank ring 3x faster than at 2 ms)
@@ -107,6 +111,22 @@ class _Question:
     retry_at: float = 0.0
 
 
+@dataclass
+class _Snapshot:
+    """This rank gathers every rank's row twice (``least_pending``): the rows of the round
+    under way (``round`` 1 or 2), the first round's board, and once both are in, the
+    answer. Valid while ``key`` (this rank's wait, and what it has received) is unchanged."""
+    key: tuple
+    seq: int
+    backoff_s: float
+    round: int = 1
+    rows: dict = field(default_factory=dict)
+    first: np.ndarray | None = None
+    done: bool = False
+    answer: tuple | None = None
+    retry_at: float = 0.0
+
+
 class MPITransport(MailboxTransport):
     """One rank's end of an MPI job (see the module docstring)."""
 
@@ -121,6 +141,7 @@ class MPITransport(MailboxTransport):
         self.finished_ranks: set[int] = set()
         self.seq = 0
         self.asked_round: list[bool] = []  # what silent() answered during one recv_any choice
+        self.snapshot: _Snapshot | None = None
         # (what this rank waits for, with its post and delivery counts; since when): a new
         # wait, or anything sent or delivered, starts the clock again
         self.idle: tuple = (None, 0.0)
@@ -221,6 +242,12 @@ class MPITransport(MailboxTransport):
             _, seq, src, answer, path = message
             self._answered(src, seq, answer, path)
             return
+        if message[0] == "snap":  # a rank gathers the rows: this one, as it is now
+            self._send_control(hop, ("row", *message[1:], self.row.tobytes()))
+            return
+        if message[0] == "row":
+            self._row_arrived(hop, *message[1:])
+            return
         _, origin, seq, count, path = message  # a probe, from the previous rank of the chain
         row, me = self.row, self.rank
         if row[self.sent_column + hop] != count:  # hop has not received all I sent it
@@ -254,6 +281,51 @@ class MPITransport(MailboxTransport):
 
     def _send_control(self, dst: int, message: tuple) -> None:
         self.sends.append((self.comm.isend(message, dst, CONTROL), None))
+
+    # --- every rank waits: the least pending message, from two gatherings of the rows ---
+
+    def least_pending(self, board):
+        """``board.least_pending`` of the rows every rank sent, gathered twice: the second
+        round starts once the first is in, so each rank's row, equal in both, held at the
+        moment between them (each rank reads its own row at once: one thread writes it).
+        Taken again when this rank's wait or deliveries change, else after a backoff. A
+        world that waits with nothing pending is a deadlock: raised here, where no launcher
+        watches a shared board."""
+        row, now = self.row, time.monotonic()
+        key = (row[EPOCH], row[PULLED])
+        snap = self.snapshot
+        if snap is None or snap.key != key or (snap.done and now >= snap.retry_at):
+            backoff_s = min(MAX_RETRY_S, 2 * snap.backoff_s) if snap is not None and snap.key == key else RETRY_S
+            self.seq += 1
+            self.snapshot = _Snapshot(key, self.seq, backoff_s)
+            self._gather()
+            return None
+        if snap.answer is not None and snap.answer[1] < 0:
+            raise DeadlockError(f"deadlock: no rank can make progress: {deadlock_report(snap.first)}")
+        return snap.answer
+
+    def _gather(self) -> None:
+        snap = self.snapshot
+        snap.rows = {self.rank: self.row.tobytes()}
+        for r in range(self.size):
+            if r != self.rank:
+                self._send_control(r, ("snap", snap.seq, snap.round))
+        self._row_arrived(self.rank, snap.seq, snap.round, snap.rows[self.rank])
+
+    def _row_arrived(self, src: int, seq: int, round_: int, row: bytes) -> None:
+        snap = self.snapshot
+        if snap is None or snap.seq != seq or snap.round != round_ or snap.done:
+            return  # an answer to a gathering this rank has given up
+        snap.rows[src] = row
+        if len(snap.rows) < self.size:
+            return
+        board = new_board(self.size, bytearray(b"".join(snap.rows[r] for r in range(self.size))))
+        if snap.round == 1:
+            snap.first, snap.round = board, 2
+            self._gather()
+            return
+        snap.done, snap.retry_at = True, time.monotonic() + snap.backoff_s
+        snap.answer = least_pending(board) if np.array_equal(board, snap.first) else None
 
     # --- deadlock: the same question, asked by a rank that has waited a while ---
 

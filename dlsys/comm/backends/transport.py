@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..board import DONE, STATE
+from ..board import least_pending as board_least_pending
 from ..board import silent as board_silent
 from ..mailbox import Header, Mailbox
 from ..supervise import Outcome, RunSpec
@@ -79,6 +80,12 @@ class Transport(ABC):
         whose ranks share no memory answers it otherwise (the mpi backend asks along the
         chain of waits)."""
         return board_silent(board, src, me)
+
+    def least_pending(self, board: np.ndarray) -> tuple[float, int, int] | None:
+        """(arrival, dst, src) of the least pending message if every unfinished rank waits
+        in a receive and nothing is in flight, (inf, -1, -1) if nothing is pending, else None
+        (``board.least_pending``; the mpi backend gathers the rows it reads)."""
+        return board_least_pending(board)
 
     def finished(self, board: np.ndarray, src: int) -> bool:
         """Rank src has finished its program (as far as this rank can know)."""
