@@ -383,24 +383,24 @@ class FlowNetwork:
             if first in seen or not on_link.get(first):
                 continue                              # solved with another link, or empty now
             component: set[int] = set()
-            frontier = [first]
+            frontier = {first}
             seen.add(first)
-            while frontier:                           # set operations: an incast's hundred flows at C speed
-                new = on_link[frontier.pop()] - component
-                if new:
-                    component |= new
-                    links = set(chain.from_iterable(map(routes.__getitem__, new)))
-                    links -= seen
-                    seen |= links
-                    frontier.extend(links)
-            members, rows = [], []
-            for i in sorted(component):               # bytes left now; a rounding residue means done
-                s = state[i]
-                if s[3] and s[1] - s[3] * (t - s[2]) <= s[0] * _RESIDUE:
-                    self._leave(i, t, done)
-                else:
-                    members.append(i)
-                    rows.append(s)
+            while frontier:                           # breadth first, a level at a time, in set operations:
+                new = set().union(*map(on_link.__getitem__, frontier))   # an incast's hundred flows at C speed
+                new -= component
+                component |= new
+                frontier = set(chain.from_iterable(map(routes.__getitem__, new)))
+                frontier -= seen
+                seen |= frontier
+            members = sorted(component)
+            rows = [state[i] for i in members]        # bytes left now; a rounding residue means done
+            residue = [s[3] and s[1] - s[3] * (t - s[2]) <= s[0] * _RESIDUE for s in rows]
+            if any(residue):
+                for i, gone in zip(members, residue):
+                    if gone:
+                        self._leave(i, t, done)
+                members = [i for i, gone in zip(members, residue) if not gone]
+                rows = [state[i] for i in members]
             if not members:
                 continue
             if len(members) == 1:
