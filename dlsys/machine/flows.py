@@ -166,7 +166,7 @@ class _Dues:
     def __init__(self, state: dict[int, list]):
         self.heap: list[tuple[float, int, list]] = []   # (time of its first entry not taken, seq, batch)
         self.seq = 0
-        self.state = state                              # FlowNetwork's: an entry is live if its version is
+        self.state = state                              # FlowNetwork's: an entry is live while its flow has its version
 
     @staticmethod
     def batch() -> list:
@@ -323,7 +323,7 @@ class FlowNetwork:
                 s = state.get(i)
                 if s is not None and s[4] == version:             # not rescheduled since
                     del state[i]                                  # _leave, inline: a million of them
-                    s[6][2] -= 1
+                    s[6][2] -= 1                                  # its batch: one live entry fewer
                     if segments is not None and s[3] and t > s[2]:
                         segments.append((routes[i], s[2], t, s[3]))
                     for link in routes[i]:
@@ -418,7 +418,7 @@ class FlowNetwork:
                     s[1] -= s[3] * (t - s[2])
                     s[2], s[3] = t, new
                     s[4] += 1
-                    if s[6] is not None:
+                    if s[6] is not None:                  # its old completion is stale now
                         s[6][2] -= 1
                     s[6] = batch
                     rescheduled.append((t + s[1] / new, i, s[4]))
