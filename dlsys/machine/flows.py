@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import chain
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -154,6 +155,70 @@ class _Calendar:
         return self.at.pop(heapq.heappop(self.times))
 
 
+class _Dues:
+    """Completions, (time, flow, version), a batch at a time: one event's rescheduled flows,
+    sorted once, under one heap entry (the time of its first entry not yet taken). An
+    incast re-solves a hundred flows an event: one heap push, not a hundred. A batch counts
+    its live entries (``state[flow][6]`` is the batch of a flow's live entry, the owner
+    counts down when the flow is rescheduled or leaves): an event later the whole batch is
+    stale and goes in one pop; a stale entry in a live batch is skipped once."""
+
+    def __init__(self, state: dict[int, list]):
+        self.heap: list[tuple[float, int, list]] = []   # (time of its first entry not taken, seq, batch)
+        self.seq = 0
+        self.state = state                              # FlowNetwork's: an entry is live while its flow has its version
+
+    @staticmethod
+    def batch() -> list:
+        """An empty batch: [entries, index of the first not taken, live entries]."""
+        return [[], 0, 0]
+
+    def add(self, batch: list) -> None:
+        entries = batch[0]
+        entries.sort()
+        batch[2] = len(entries)
+        self.seq += 1
+        heapq.heappush(self.heap, (entries[0][0], self.seq, batch))
+
+    def first_s(self) -> float:
+        """The earliest live entry's time (math.inf: none); stale entries before it are dropped."""
+        heap, state = self.heap, self.state
+        while heap:
+            time, seq, batch = heap[0]
+            entries, k, live = batch
+            if not live:
+                heapq.heappop(heap)
+                continue
+            while k < len(entries):
+                _, flow, version = entries[k]
+                s = state.get(flow)
+                if s is not None and s[4] == version:
+                    break
+                k += 1
+            batch[1] = k
+            if k == len(entries):
+                heapq.heappop(heap)
+            elif entries[k][0] != time:
+                heapq.heapreplace(heap, (entries[k][0], seq, batch))
+            else:
+                return time
+        return math.inf
+
+    def pop_at(self, t: float) -> list[tuple[int, int]]:
+        """Every entry at time t as (flow, version), stale ones too; t must be first_s()."""
+        heap, out = self.heap, []
+        while heap and heap[0][0] == t:
+            _, seq, batch = heapq.heappop(heap)
+            entries, k = batch[0], batch[1]
+            while k < len(entries) and entries[k][0] == t:
+                out.append(entries[k][1:])
+                k += 1
+            batch[1] = k
+            if k < len(entries) and batch[2]:
+                heapq.heappush(heap, (entries[k][0], seq, batch))
+        return out
+
+
 class FlowNetwork:
     """The flow model as an object one can feed, for a replay whose ranks send as they go
     (dlsys.comm.replay): ``inject`` a flow ready at ``ready_s`` (never before ``now_s``:
@@ -184,10 +249,10 @@ class FlowNetwork:
         self.capacities = [link.capacity_Bps for link in fabric.links]
         self.now_s, self.events, self.flows = 0.0, 0, 0
         self.routes: dict[int, tuple[int, ...]] = {}      # the flows not yet finished
-        self.state: dict[int, list] = {}                  # active: [size, left, counted_at, rate, version, weight]
+        self.state: dict[int, list] = {}                  # active: [size, left, counted_at, rate, version, weight, its due's batch]
         self.starts = _Calendar()                         # start -> (flow, nbytes, weight, narrowest capacity)
         self.on_link: dict[int, set[int]] = {}
-        self.due = _Calendar()                            # completion -> (flow, version)
+        self.due = _Dues(self.state)                      # completion -> (flow, version)
         self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}  # route, latency, narrowest
         self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
         self.last: dict[tuple[int, int], int] | None = {} if connections else None  # a connection's latest flow
@@ -229,19 +294,14 @@ class FlowNetwork:
             batch.append(item)
         return flow
 
-    def _live(self, due: tuple[int, int]) -> bool:
-        """A completion still due: its flow is active and its rate has not changed since."""
-        s = self.state.get(due[0])
-        return s is not None and s[4] == due[1]
-
     def next_event_s(self) -> float:
         """When the next flow starts or finishes (math.inf: nothing left)."""
-        while self.due.times and not any(map(self._live, self.due.at[self.due.times[0]])):
-            self.due.pop_first()                      # every completion due then was rescheduled
         return min(self.starts.first_s(), self.due.first_s())
 
     def _leave(self, flow: int, t: float, done: list[int]) -> None:
-        size, left, counted_at, rate, _, _ = self.state.pop(flow)
+        size, left, counted_at, rate, _, _, batch = self.state.pop(flow)
+        if batch is not None:
+            batch[2] -= 1
         if self.segments is not None and rate and t > counted_at:
             self.segments.append((self.routes[flow], counted_at, t, rate))
         for link in self.routes[flow]:
@@ -259,10 +319,11 @@ class FlowNetwork:
         touched: set[int] = set()                     # links whose set of flows changed
         if self.due.first_s() == t:
             segments = self.segments
-            for i, version in sorted(self.due.pop_first()):     # in flow id order
+            for i, version in sorted(self.due.pop_at(t)):       # in flow id order
                 s = state.get(i)
-                if s is not None and s[4] == version:             # not rescheduled since (_live)
+                if s is not None and s[4] == version:             # not rescheduled since
                     del state[i]                                  # _leave, inline: a million of them
+                    s[6][2] -= 1                                  # its batch: one live entry fewer
                     if segments is not None and s[3] and t > s[2]:
                         segments.append((routes[i], s[2], t, s[3]))
                     for link in routes[i]:
@@ -271,13 +332,13 @@ class FlowNetwork:
                         if users:                                 # its other flows may speed up
                             touched.add(link)
                     done.append(i)
-        finished, started, due_at = len(done), [], self.due.at
+        finished, started, alone = len(done), [], None
         if self.starts.first_s() == t:
             for i, nbytes, weight, narrowest in self.starts.pop_first():   # in flow id order
                 if nbytes == 0 or not routes[i]:
                     done.append(i)                    # nothing to move, or a node to itself
                     continue
-                state[i] = [nbytes, nbytes, t, 0.0, 0, weight]
+                state[i] = [nbytes, nbytes, t, 0.0, 0, weight, None]
                 for link in routes[i]:
                     users = on_link.get(link)
                     if users is None:
@@ -293,12 +354,12 @@ class FlowNetwork:
             else:                                     # alone on its links: its narrowest link,
                 s = state[i]                          # what _solve would give it
                 s[3], s[4] = narrowest, 1
-                end = t + s[1] / narrowest
-                batch = due_at.get(end)
-                if batch is None:                     # self.due.add, inline
-                    self.due.add(end, (i, 1))
-                else:
-                    batch.append((i, 1))
+                if alone is None:
+                    alone = self.due.batch()
+                alone[0].append((t + s[1] / narrowest, i, 1))
+                s[6] = alone
+        if alone is not None:
+            self.due.add(alone)
         if touched:
             self._solve(t, touched, done)
         if finished or started:
@@ -316,27 +377,30 @@ class FlowNetwork:
         the network (a flow alone in its component gets its route's narrowest link: what
         progressive filling gives it, without the solver)."""
         state, routes, on_link, capacities = self.state, self.routes, self.on_link, self.capacities
+        segments = self.segments
         seen: set[int] = set()
         for first in sorted(touched):
             if first in seen or not on_link.get(first):
                 continue                              # solved with another link, or empty now
-            component, frontier = set(), [first]
+            component: set[int] = set()
+            frontier = {first}
             seen.add(first)
-            while frontier:
-                for i in on_link.get(frontier.pop(), ()):
-                    if i not in component:
-                        component.add(i)
-                        for link in routes[i]:
-                            if link not in seen:
-                                seen.add(link)
-                                frontier.append(link)
-            members = []
-            for i in sorted(component):               # bytes left now; a rounding residue means done
-                size, left, counted_at, rate = state[i][:4]
-                if rate and left - rate * (t - counted_at) <= size * _RESIDUE:
-                    self._leave(i, t, done)
-                else:
-                    members.append(i)
+            while frontier:                           # breadth first, a level at a time, in set operations:
+                new = set().union(*map(on_link.__getitem__, frontier))   # an incast's hundred flows at C speed
+                new -= component
+                component |= new
+                frontier = set(chain.from_iterable(map(routes.__getitem__, new)))
+                frontier -= seen
+                seen |= frontier
+            members = sorted(component)
+            rows = [state[i] for i in members]        # bytes left now; a rounding residue means done
+            residue = [s[3] and s[1] - s[3] * (t - s[2]) <= s[0] * _RESIDUE for s in rows]
+            if any(residue):
+                for i, gone in zip(members, residue):
+                    if gone:
+                        self._leave(i, t, done)
+                members = [i for i, gone in zip(members, residue) if not gone]
+                rows = [state[i] for i in members]
             if not members:
                 continue
             if len(members) == 1:
@@ -345,15 +409,21 @@ class FlowNetwork:
                 solved = max_min_rates([routes[i] for i in members], capacities, [state[i][5] for i in members])
             else:
                 solved = self._unweighted([routes[i] for i in members])
-            for i, new in zip(members, solved):
-                s = state[i]
+            batch = self.due.batch()
+            rescheduled = batch[0]
+            for i, s, new in zip(members, rows, solved):
                 if new != s[3]:
-                    if self.segments is not None and s[3] and t > s[2]:
-                        self.segments.append((routes[i], s[2], t, s[3]))
+                    if segments is not None and s[3] and t > s[2]:
+                        segments.append((routes[i], s[2], t, s[3]))
                     s[1] -= s[3] * (t - s[2])
                     s[2], s[3] = t, new
                     s[4] += 1
-                    self.due.add(t + s[1] / new, (i, s[4]))
+                    if s[6] is not None:                  # its old completion is stale now
+                        s[6][2] -= 1
+                    s[6] = batch
+                    rescheduled.append((t + s[1] / new, i, s[4]))
+            if rescheduled:
+                self.due.add(batch)
 
 
     def _unweighted(self, member_routes: list[tuple[int, ...]]) -> list[float]:
