@@ -217,14 +217,6 @@ KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
     ('large_batches', False): {
         'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
     },
-    ('schedule', False): {
-        'overlaps: "bytescheduler" x "25"',
-        'overlaps: "p3" x "DDP bucket size (MB)"',
-    },
-    ('schedule', True): {
-        'overlaps: "bytescheduler" x "25"',
-        'overlaps: "p3" x "DDP bucket size (MB)"',
-    },
     ('performance', False): {
         'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
     },
