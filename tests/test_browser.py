@@ -217,12 +217,6 @@ KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
     ('large_batches', False): {
         'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
     },
-    ('performance', False): {
-        'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
-    },
-    ('performance', True): {
-        'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
-    },
     # the stages' times are measured on this machine: which labels meet varies from run to run
     ('network_stack', False): {'overlaps: "* [nµm]s" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* [nµm]s"',
                                'clipped: figure text outside its chart: * [nµm]s'},
