@@ -180,7 +180,6 @@ LAYOUT_JS = "\n".join(line for line in (ROOT / "tests" / "browser_layout.js").re
 # those controls), plotly's small minor labels on log axes ("2", "5") and crowded ticks, legend
 # entries or annotations over one another (the figure lint's rules), and one formula wider
 # than its column at 1280 px (large batches' schedules).
-VARIES = {"network_stack"}  # pages whose known defects may or may not show (fnmatch patterns)
 KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
     ('home', False): {
         'clipped: figure text outside its chart: Communicate lessoften',
@@ -217,11 +216,6 @@ KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
     ('large_batches', False): {
         'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
     },
-    # the stages' times are measured on this machine: which labels meet varies from run to run
-    ('network_stack', False): {'overlaps: "* [nµm]s" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* [nµm]s"',
-                               'clipped: figure text outside its chart: * [nµm]s'},
-    ('network_stack', True): {'overlaps: "* [nµm]s" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* [nµm]s"',
-                              'clipped: figure text outside its chart: * [nµm]s'},
     ('playground', True): {
         'overlaps: "message" x "token ring, 4 ranks"',
     },
@@ -269,7 +263,7 @@ def test_every_page_fits_a_projector_and_a_screen(app, browser, name, presenter,
     new = sorted(p for p in problems if not any(fnmatch.fnmatchcase(p, k) for k in known))
     assert not new, f"{new} (screenshots in {tmp_path})"
     fixed = sorted(k for k in known if not any(fnmatch.fnmatchcase(p, k) for p in problems))
-    assert name in VARIES or not fixed, f"fixed, remove from KNOWN_DEFECTS: {fixed}"
+    assert not fixed, f"fixed, remove from KNOWN_DEFECTS: {fixed}"
 
 
 def test_no_request_leaves_the_machine(app, browser):
