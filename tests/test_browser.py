@@ -213,9 +213,6 @@ KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
         'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
         'overlaps: "worker 0(rank 1)" x "push gradient"',
     },
-    ('large_batches', False): {
-        'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
-    },
     ('playground', True): {
         'overlaps: "message" x "token ring, 4 ranks"',
     },
