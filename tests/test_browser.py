@@ -200,22 +200,6 @@ KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
         'overlaps: "Primitives andcost" x "send / recv"',
         'overlaps: "TaihuLight casestudy" x "PS vs ringon Caffe"',
     },
-    ('collectives', True): {
-        'overlaps: "reduce-scatter step 1 of 7" x "allreduce / ring, 8 ranks, 64 "',
-    },
-    ('ps_vs_ring', False): {
-        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
-        'overlaps: "worker 0(rank 1)" x "push gradient"',
-    },
-    ('ps_vs_ring', True): {
-        'overlaps: "push gradient" x "parameter server"',
-        'overlaps: "reduce-scatter step 1 of 7" x "ring all-reduce"',
-        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
-        'overlaps: "worker 0(rank 1)" x "push gradient"',
-    },
-    ('playground', True): {
-        'overlaps: "message" x "token ring, 4 ranks"',
-    },
 }
 
 
