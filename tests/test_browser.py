@@ -172,35 +172,10 @@ MIN_FONT_PX = {False: 12, True: 18}
 LAYOUT_JS = "\n".join(line for line in (ROOT / "tests" / "browser_layout.js").read_text().splitlines()
                       if not line.startswith("//"))
 # Defects inside a figure's own layout that tests/browser_layout.js finds and that are not fixed
-# yet: (page, presenter) -> the problems' text. A listed defect that is gone fails the test, so
-# the list only shrinks (after merging a branch that changes figures, run the test and drop
-# what it names as fixed). What they are: the concept map's treemap labels (plotly shows a
-# label at uniformtext's minimum size even where it overflows its tile), the animations' step
-# caption and Play/Pause buttons over node labels and titles (the animation player replaces
-# those controls), plotly's small minor labels on log axes ("2", "5") and crowded ticks, legend
-# entries or annotations over one another (the figure lint's rules), and one formula wider
-# than its column at 1280 px (large batches' schedules).
-KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
-    ('home', False): {
-        'clipped: figure text outside its chart: Communicate lessoften',
-        'clipped: figure text outside its chart: choosing aDP x TP x PPlayout',
-        'overlaps: "1F1B,interleaving,zero bubble" x "all-to-all,mixture ofexperts"',
-        'overlaps: "P3,ByteScheduler" x "gradientfusion"',
-        'overlaps: "dataparallelism" x "modelparallelism"',
-        'overlaps: "modelparallelism" x "speedup andscalingefficiency"',
-        'overlaps: "sharp vsflat minima" x "parameterserver"',
-        'overlaps: "speedup andscalingefficiency" x "LARS, LAMB"',
-        'overlaps: "topology:supernodes,oversubscr" x "ring vsMPI_Allreduce"',
-    },
-    ('home', True): {
-        'overlaps: "Communicate lessoften" x "largebatches"',
-        'overlaps: "Communicate lessoften" x "local SGD"',
-        'overlaps: "Models that do notfit" x "memory perrank, 2 + 2+ K bytes"',
-        'overlaps: "Pipelines andexperts" x "1F1B,interleaving,zero bubble"',
-        'overlaps: "Primitives andcost" x "send / recv"',
-        'overlaps: "TaihuLight casestudy" x "PS vs ringon Caffe"',
-    },
-}
+# yet: (page, presenter) -> the problems' text (fnmatch patterns). A listed defect that is gone
+# fails the test, so the list only shrinks (after merging a branch that changes figures, run the
+# test and drop what it names as fixed). Empty since issue 28's figure fixes: keep it so.
+KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {}
 
 
 def animations_fit(page) -> list[str]:
