@@ -13,14 +13,19 @@ PRESENTER, FIGURE_FORMAT = "presenter", "figure_format"  # the sidebar's keys
 FIGURE_FORMATS = ["png", "svg"]
 # Every page, every width: what Streamlit would cut with an ellipsis or scroll sideways (a
 # metric's "142 ...", a select box's "allre", a toggle's label, the policies' chips, the
-# navigation's titles) wraps onto another line instead, and code in a caption keeps the minimum
+# navigation's titles) wraps onto another line instead (a multiselect's box grows to hold its
+# chips' rows: Streamlit's fixed height hid them, over the widgets below), and code in a caption keeps the minimum
 # font size (tests/test_browser.py's MIN_FONT_PX). tests/test_browser.py measures both.
 PAGE_CSS = """<style>
 [data-testid="stMetric"] *, [data-baseweb="select"] *, [data-testid="stSidebarNav"] *,
 [data-testid="stWidgetLabel"] *, [data-testid="stTab"] *, [data-testid="stPageLink"] * {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
   overflow-wrap: anywhere; }
-[data-testid="stMultiSelectTagsContainer"] { flex-wrap: wrap !important; }
+[data-testid="stMultiSelectTagsContainer"] { flex-wrap: wrap !important; height: auto !important;
+  max-height: none !important; }
+[data-testid="stMultiSelectTagsContainer"] span { max-width: none !important; text-overflow: clip !important; }
+div:has(> [data-testid="stMultiSelectTagsContainer"]), div:has(> div > [data-testid="stMultiSelectTagsContainer"]) {
+  height: auto !important; max-height: none !important; }
 code:not(pre *) { font-size: 0.95em !important; }
 </style>"""
 # Streamlit sizes its text in rem: a larger root font enlarges every text, widget and margin.

@@ -172,74 +172,10 @@ MIN_FONT_PX = {False: 12, True: 18}
 LAYOUT_JS = "\n".join(line for line in (ROOT / "tests" / "browser_layout.js").read_text().splitlines()
                       if not line.startswith("//"))
 # Defects inside a figure's own layout that tests/browser_layout.js finds and that are not fixed
-# yet: (page, presenter) -> the problems' text. A listed defect that is gone fails the test, so
-# the list only shrinks (after merging a branch that changes figures, run the test and drop
-# what it names as fixed). What they are: the concept map's treemap labels (plotly shows a
-# label at uniformtext's minimum size even where it overflows its tile), the animations' step
-# caption and Play/Pause buttons over node labels and titles (the animation player replaces
-# those controls), plotly's small minor labels on log axes ("2", "5") and crowded ticks, legend
-# entries or annotations over one another (the figure lint's rules), and one formula wider
-# than its column at 1280 px (large batches' schedules).
-VARIES = {"network_stack"}  # pages whose known defects may or may not show (fnmatch patterns)
-KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {
-    ('home', False): {
-        'clipped: figure text outside its chart: Communicate lessoften',
-        'clipped: figure text outside its chart: choosing aDP x TP x PPlayout',
-        'overlaps: "1F1B,interleaving,zero bubble" x "all-to-all,mixture ofexperts"',
-        'overlaps: "P3,ByteScheduler" x "gradientfusion"',
-        'overlaps: "dataparallelism" x "modelparallelism"',
-        'overlaps: "modelparallelism" x "speedup andscalingefficiency"',
-        'overlaps: "sharp vsflat minima" x "parameterserver"',
-        'overlaps: "speedup andscalingefficiency" x "LARS, LAMB"',
-        'overlaps: "topology:supernodes,oversubscr" x "ring vsMPI_Allreduce"',
-    },
-    ('home', True): {
-        'overlaps: "Communicate lessoften" x "largebatches"',
-        'overlaps: "Communicate lessoften" x "local SGD"',
-        'overlaps: "Models that do notfit" x "memory perrank, 2 + 2+ K bytes"',
-        'overlaps: "Pipelines andexperts" x "1F1B,interleaving,zero bubble"',
-        'overlaps: "Primitives andcost" x "send / recv"',
-        'overlaps: "TaihuLight casestudy" x "PS vs ringon Caffe"',
-    },
-    ('collectives', True): {
-        'overlaps: "reduce-scatter step 1 of 7" x "allreduce / ring, 8 ranks, 64 "',
-    },
-    ('ps_vs_ring', False): {
-        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
-        'overlaps: "worker 0(rank 1)" x "push gradient"',
-    },
-    ('ps_vs_ring', True): {
-        'overlaps: "push gradient" x "parameter server"',
-        'overlaps: "reduce-scatter step 1 of 7" x "ring all-reduce"',
-        'overlaps: "worker 0(rank 0)" x "reduce-scatter step 1 of 7"',
-        'overlaps: "worker 0(rank 1)" x "push gradient"',
-    },
-    ('large_batches', False): {
-        'truncated: 843>820 auto: batch\xa0kB:ηfixed=η,η=k\u2009η,ηlinear=k\u2009η,warm',
-    },
-    ('schedule', False): {
-        'overlaps: "bytescheduler" x "25"',
-        'overlaps: "p3" x "DDP bucket size (MB)"',
-    },
-    ('schedule', True): {
-        'overlaps: "bytescheduler" x "25"',
-        'overlaps: "p3" x "DDP bucket size (MB)"',
-    },
-    ('performance', False): {
-        'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
-    },
-    ('performance', True): {
-        'overlaps: "copied sends (plain memory)" x "lent sends (comm.alloc)"',
-    },
-    # the stages' times are measured on this machine: which labels meet varies from run to run
-    ('network_stack', False): {'overlaps: "* [nµm]s" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* [nµm]s"',
-                               'clipped: figure text outside its chart: * [nµm]s'},
-    ('network_stack', True): {'overlaps: "* [nµm]s" x "[0-9]. *"', 'overlaps: "[0-9]. *" x "* [nµm]s"',
-                              'clipped: figure text outside its chart: * [nµm]s'},
-    ('playground', True): {
-        'overlaps: "message" x "token ring, 4 ranks"',
-    },
-}
+# yet: (page, presenter) -> the problems' text (fnmatch patterns). A listed defect that is gone
+# fails the test, so the list only shrinks (after merging a branch that changes figures, run the
+# test and drop what it names as fixed). Empty since issue 28's figure fixes: keep it so.
+KNOWN_DEFECTS: dict[tuple[str, bool], set[str]] = {}
 
 
 def animations_fit(page) -> list[str]:
@@ -283,7 +219,7 @@ def test_every_page_fits_a_projector_and_a_screen(app, browser, name, presenter,
     new = sorted(p for p in problems if not any(fnmatch.fnmatchcase(p, k) for k in known))
     assert not new, f"{new} (screenshots in {tmp_path})"
     fixed = sorted(k for k in known if not any(fnmatch.fnmatchcase(p, k) for p in problems))
-    assert name in VARIES or not fixed, f"fixed, remove from KNOWN_DEFECTS: {fixed}"
+    assert not fixed, f"fixed, remove from KNOWN_DEFECTS: {fixed}"
 
 
 def test_no_request_leaves_the_machine(app, browser):

@@ -339,9 +339,16 @@ def test_ps_scaling_figure():
 
 
 def test_concept_map():
-    fig = catalogue.concept_map([("A", "x", "app"), ("A", "y", "planned"), ("B", "z", "lesson")])
-    tree = fig.data[0]
-    assert list(tree.parents) == ["", "dlsys", "dlsys", "A", "A", "B"]
+    fig = catalogue.concept_map([("A", "x", "app"), ("A", "y", "planned"), ("B", "z", "lesson"),
+                                 ("B", "a name longer than one line of the column", "app")])
+    headers, *tiles = fig.data
+    assert list(headers.text) == ["<b>A</b>", "<b>B</b>"]
+    by_where = {t.name: list(t.text) for t in tiles}
+    assert by_where == {"app": ["x", "a name longer than one line of<br>the column"], "lesson": ["z"], "planned": ["y"]}
+    # every name on lines of its own: no two concepts of a column share a line
+    rows = sorted((x, y - (text.count("<br>")) / 2, y + text.count("<br>") / 2)
+                  for t in tiles for x, y, text in zip(t.x, t.y, t.text))
+    assert all(a[2] < b[1] for a, b in zip(rows, rows[1:]) if a[0] == b[0])
 
 
 def test_figures_of_a_hand_made_trace():

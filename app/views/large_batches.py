@@ -30,8 +30,10 @@ rules, optimizers, landscape, scaling = st.tabs(views, key=url_key("lb_view", vi
 
 if rules.open:
     with rules:
+        # two formulas: on one line, the rules and warm-up were wider than the page's column at 1280 px
         st.latex(r"\text{batch } kB:\quad \eta_{\text{fixed}} = \eta,\quad \eta_{\sqrt{}} = \sqrt{k}\,\eta,\quad"
-                 r"\eta_{\text{linear}} = k\,\eta,\quad \text{warm-up: } \eta \to k\eta \text{ linearly over the first epochs}")
+                 r"\eta_{\text{linear}} = k\,\eta")
+        st.latex(r"\text{warm-up: } \eta \to k\eta \text{ linearly over the first epochs}")
         chart(lbviz.accuracy_vs_batch(study["sweep"], s["tolerance"]), "lb_accuracy")
         kept = {rule: largest_good_batch(study["sweep"], rule, s["tolerance"]) for rule in RULES}
         for col, (rule, batch) in zip(st.columns(len(kept)), kept.items()):

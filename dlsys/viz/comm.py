@@ -36,7 +36,12 @@ PLAY_MS_RANGE = (7_200, 28_800)
 SPEEDS = {"▶ Play": 1.0, "▶ ½ speed": 0.5, "▶ 2x speed": 2.0}
 LEGEND_MAX = 6  # more groups (a training run's labels) would push the legend over the controls
 BOTTOM = 150  # px under the nodes: buttons, slider, legend
-CAPTION_Y = 1.42  # the step caption, above the ring (data units)
+# The nodes lie within [-1, 1]; a node's label takes two lines beside it. Above the top node's
+# label the step caption has a band of its own, under the panel's title: in a 580 px player
+# (app/charts.py) in presenter mode (fonts 1.4x) the label ends near 1.55 and the caption,
+# centred on CAPTION_Y, spans about 0.16 either way.
+Y_RANGE = (-1.6, 1.95)  # data units, bottom to top
+CAPTION_Y = 1.77  # the step caption, in its band above the ring (data units)
 LEGIBLE = dict(size=15, color="#222")  # node labels and captions: read from the back of a lecture room
 # a block's number on its message: 13 px, so presenter mode's 1.4x (18.2 px) stays above its 18 px floor
 BLOCK_FONT = dict(size=13, color="#111")
@@ -370,7 +375,7 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
                                  textfont=dict(size=20, color="#222")), row=1, col=col)
         legend.update(panel.legend)
         fig.update_xaxes(visible=False, range=[-1.55, 1.55], fixedrange=True, row=1, col=col)
-        fig.update_yaxes(visible=False, range=[-1.35, 1.5], fixedrange=True, row=1, col=col)
+        fig.update_yaxes(visible=False, range=list(Y_RANGE), fixedrange=True, row=1, col=col)
     # with many labels (a training run's "pull reply clock 7 ...") the caption and the
     # hover name each message instead
     for colour, text in (legend.values() if len(legend) <= LEGEND_MAX else ()):

@@ -26,7 +26,9 @@ def traffic_bars(p: int, nbytes: int) -> go.Figure:
         "copy every sent block into shared memory": (4 * steps * block, 0, 0),
         "memcpy: read n, write n": (0, 0, 2 * nbytes),
     }
-    columns = [BUFFER_NAMES["plain"], BUFFER_NAMES["alloc"], "one memcpy of the buffer"]
+    # the columns' names on two lines: beside the legend, one line each met its neighbour at 1280 px
+    columns = [BUFFER_NAMES["plain"].replace(" (", "<br>("), BUFFER_NAMES["alloc"].replace(" (", "<br>("),
+               "one memcpy<br>of the buffer"]
     fig = go.Figure()
     for (name, values), color in zip(parts.items(), qualitative.Pastel):
         fig.add_trace(go.Bar(x=columns, y=list(values), name=name, marker_color=color,

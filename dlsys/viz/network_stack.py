@@ -6,6 +6,7 @@ data loader."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -24,32 +25,37 @@ ROW_PX = 34
 
 
 def _short(stage: str) -> str:
-    return stage.split(" (")[0]
+    """A stage's name for a row label, its detail left to the hover: "latency: NICs, switches,
+    propagation" -> "latency", "serialization at the link's bandwidth" -> "serialization", "copy user buffer -> kernel socket buffer" -> "copy user -> kernel"."""
+    name = re.split(r":|,| \(| at ", stage)[0]
+    return re.sub(r" (?:socket )?buffer\b", "", name).replace("->", "→")
 
 
 def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
     """One panel per link: its stages top to bottom, each a bar from its start to its end,
-    labelled with its time; a dot (the message) moves through them on one clock shared by
-    the panels, so the faster link's message arrives (a green star) while the other is
-    still on its way."""
+    the row named by the stage and its time; a dot (the message) moves through them on one
+    clock shared by the panels, so the faster link's message arrives (a green star) while the
+    other is still on its way. The first panel's names stand at its left, the others' at their
+    right, in the figure's margins, where they meet neither a bar nor another panel's names."""
     links = list(dict.fromkeys(r["link"] for r in rows))
     totals = {link: max(r["end_s"] for r in rows if r["link"] == link) for link in links}
     end_s = max(totals.values())
     times = np.linspace(0.0, end_s, frames + 1)
-    fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.3,
-                        subplot_titles=[f"{link}: {format_seconds(totals[link])} in all" for link in links])
+    fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.12,
+                        subplot_titles=[f"<b>{link}</b><br>{format_seconds(totals[link])} in all" for link in links])
     moving, frame_data, where = [], [[] for _ in times], [[] for _ in times]
     for col, link in enumerate(links, 1):
         mine = [r for r in rows if r["link"] == link]
         div, unit = time_unit(totals[link])
-        names = [f"{i + 1}. {_short(r['stage'])}" for i, r in enumerate(mine)]
+        # the time in the row's name, not beside its bar: a label after the last bars ran out of the panel
+        names = [f"{i + 1}. {_short(r['stage'])}: {format_seconds(r['time_s'])}" for i, r in enumerate(mine)]
         for side, colour in SIDE_COLOURS.items():
             part = [(n, r) for n, r in zip(names, mine) if r["side"] == side]
             fig.add_trace(go.Bar(y=[n for n, _ in part], x=[r["time_s"] / div for _, r in part],
                                  base=[r["start_s"] / div for _, r in part], orientation="h", marker_color=colour,
                                  name=side, legendgroup=side, showlegend=col == 1,
-                                 text=[format_seconds(r["time_s"]) for _, r in part], textposition="outside",
-                                 cliponaxis=False, hovertext=[f"{r['stage']}<br>{r['source']}" for _, r in part],
+                                 hovertext=[f"{r['stage']}: {format_seconds(r['time_s'])}<br>{r['source']}"
+                                            for _, r in part],
                                  hoverinfo="text"), row=1, col=col)
 
         def dot(t: float, mine=mine, names=names, div=div) -> go.Scatter:
@@ -64,10 +70,11 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         fig.add_trace(dot(0.0), row=1, col=col)
         for k, t in enumerate(times):
             frame_data[k].append(dot(t))
-            stage = next((n for n, r in zip(names, mine) if t < r["end_s"]), None)
+            stage = next((f"{i + 1}. {_short(r['stage'])}" for i, r in enumerate(mine) if t < r["end_s"]), None)
             where[k].append(f"{link}: {stage}" if stage else f"{link}: delivered")
-        fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names, row=1, col=col)
-        fig.update_xaxes(title=f"time since the send ({unit})", range=[0, totals[link] / div * 1.25], row=1, col=col)
+        fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names,
+                         side="left" if col == 1 else "right", row=1, col=col)
+        fig.update_xaxes(title=f"time since<br>the send ({unit})", range=[0, totals[link] / div * 1.02], row=1, col=col)
     fig.frames = [go.Frame(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
     # the app's player: its step keys stop where a message enters a stage, its toolbar says which
     fig.update_layout(meta=dict(stops=[k for k in range(len(times)) if k == 0 or where[k] != where[k - 1]],
@@ -77,7 +84,8 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
     play = dict(frame=dict(duration=80, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
     fig.update_layout(
         barmode="overlay", height=160 + ROW_PX * max(sum(r["link"] == link for r in rows) for link in links),
-        margin=dict(l=10, r=10, t=60, b=120), legend=dict(orientation="h", x=0, y=1.12, yanchor="bottom"),
+        margin=dict(l=10, r=10, t=100, b=120),
+        legend=dict(orientation="h", x=0, yref="container", y=1, yanchor="top"),  # above the panels' two-line titles
         updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.25, xanchor="left", yanchor="top",
                           showactive=False, buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
                                                      dict(label="❚❚ Pause", method="animate", args=[[None], still])])],
