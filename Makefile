@@ -44,7 +44,8 @@ notebooks: $(ALL_STAMP)
 # The suite runs on every core (pytest-xdist, a file per worker: module fixtures such as the
 # browser test's app server start once), then the `serial` tests alone: they read what
 # the whole machine holds (every process of a uid, all of /dev/shm), which a parallel worker
-# would add to. Exit 5 is "no test selected" (a PYTEST_ARGS that picks none of them).
+# would add to, or bound a wall time another worker's load would stretch. Exit 5 is "no test
+# selected" (a PYTEST_ARGS that picks none of them).
 JOBS ?= auto
 test: $(ALL_STAMP) chromium simgrid
 	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" $(PYTEST_ARGS)

@@ -111,7 +111,7 @@ for r in rows:
 # ## Fewer, larger messages: tensor fusion
 #
 # PyTorch DDP (Li et al. 2020) goes the other way: it packs layers, in reverse order, into
-# **buckets** of at most `bucket_cap_mb` = 25 MB and all-reduces (here: pushes) a bucket
+# **buckets** of at most `bucket_cap_mb` = 25 MiB (PyTorch's name says MB; its code multiplies by 1024 * 1024) and all-reduces (here: pushes) a bucket
 # once all its layers are ready. A model of $P$ float32 parameters needs about
 # $\lceil 4P / \text{cap} \rceil$ messages instead of one per layer, so it pays $\alpha$
 # less often, but the first bucket waits for all its layers' backward before it can go.
@@ -123,7 +123,7 @@ for r in rows:
 rows = ex.option_sweep("bucket_mb", (1.0, 5.0, 25.0, 100.0, 500.0), MODEL, WORKERS, LINK)
 show(sviz.option_tradeoff(rows, 25.0), "10_bucket_size")
 for r in rows:
-    print(f"buckets of {r['value']:>5g} MB: {r['items']:>3} buckets, iteration {r['iteration_s'] * 1e3:6.1f} ms, "
+    print(f"buckets of {r['value']:>5g} MiB: {r['items']:>3} buckets, iteration {r['iteration_s'] * 1e3:6.1f} ms, "
           f"{r['overlap']:.0%} hidden")
 
 # %% [markdown]

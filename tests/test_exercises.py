@@ -370,7 +370,7 @@ SCHEDULE_MISTAKES = {
          "layers[b[0]].offset, layers[b[-1]].offset + layers[b[-1]].params")],
         {"test_buckets_tile_the_gradient"}),
     "buckets_over_the_cap": ("ddp_buckets", [
-        ("if current and nbytes + size > self.bucket_mb * 1e6:", "if current and nbytes > self.bucket_mb * 1e6:")],
+        ("if current and nbytes + size > self.bucket_mb * 2**20:", "if current and nbytes > self.bucket_mb * 2**20:")],
         {"test_buckets_tile_the_gradient", "test_the_last_layer_goes_first",
          "test_an_emulated_run_sends_the_buckets_in_order"}),
 }

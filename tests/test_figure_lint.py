@@ -19,9 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # Problems a figure keeps on purpose, each with its reason (a regular expression over the
 # lint's sentence). Keep this short: a new entry needs a reason a teacher would accept.
 EXCEPTIONS = {
-    r"'fusion \(buckets of [\d.]+ MB|'DDP bucket size \(MB\)'": "the fusion policy's bucket cap is in decimal MB (dlsys/schedule/fusion.py, "
-    "1 MB = 1e6 bytes) and its legend says so; DDP's bucket_cap_mb is MiB, a change of the model and of the "
-    "graded exercise ddp_buckets, not of the figure",
     r"trace 'bytescheduler \(partitions of .*decimal byte unit": "ByteScheduler's credit option is in decimal MB "
     "(dlsys/schedule/bytescheduler.py), as the paper states it; the legend names the model's unit",
     r"'GB per device'": "ZeRO Figure 1 is the paper's figure, in the paper's decimal GB (10^9 bytes), so its bars "

@@ -199,6 +199,7 @@ def test_os_exit_in_a_rank_is_an_error_naming_it(backend):
     assert failed.value.rank == 1
 
 
+@pytest.mark.serial  # wall time: another worker's load would stretch the teardown it bounds
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_every_timeout_is_honoured(backend):

@@ -44,7 +44,7 @@ credit_mb = cols[1].select_slider(AXES["credit_bytes"].axis_title, CREDITS_MB,
                                   value=round(default_of("credit_bytes") * AXES["credit_bytes"].axis_factor),
                                   key=url_key("sched_credit", CREDITS_MB), help="At least one partition of 1,000,000 float32 (4 MB).")
 bucket_mb = cols[2].select_slider(AXES["bucket_mb"].axis_title, BUCKETS_MB, value=round(default_of("bucket_mb")),
-                                  key=url_key("sched_bucket", BUCKETS_MB), help="PyTorch DDP's bucket_cap_mb: 25.")
+                                  key=url_key("sched_bucket", BUCKETS_MB), help="PyTorch DDP's bucket_cap_mb: 25 (MiB, as its code reads it).")
 if not policies:
     st.info("Pick at least one policy.")
     st.stop()

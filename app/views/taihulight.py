@@ -6,8 +6,8 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
-from dlsys.experiments.taihulight import (BATCH, LIBRARY, MODELS, PAPER_MESSAGE_BYTES, SWEEP_NODES, boundary_links,
-                                          published_figures,
+from dlsys.experiments.taihulight import (BATCH, DEFAULT_LARGEST_NODES, LIBRARY, MODELS, PAPER_MESSAGE_BYTES,
+                                          SWEEP_NODES, boundary_links, published_figures,
                                           verdicts)
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
 from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
@@ -42,7 +42,7 @@ ps_design = cols[5].selectbox("PS built on", PS_DESIGNS, key=url_key("thl_ps", P
                                    "per-layer MPI_Gather or MPI_Reduce (the PS vs ring tab).")
 library = cols[4].selectbox("MPI library", MPI_LIBRARIES, index=MPI_LIBRARIES.index(LIBRARY),
                             key=url_key("thl_library", MPI_LIBRARIES), help="Whose MPI_Allreduce the ring is compared with.")
-largest = cols[1].select_slider("nodes up to", SWEEP_NODES, 64, key=url_key("thl_nodes", SWEEP_NODES),
+largest = cols[1].select_slider("nodes up to", SWEEP_NODES, DEFAULT_LARGEST_NODES, key=url_key("thl_nodes", SWEEP_NODES),
                                 help="The sweeps run 2, 4, ... up to this; a point not precomputed runs the first "
                                      "time, under a progress bar with the time left.")
 layout = cols[2].radio("gradients", LAYOUTS, horizontal=True, key=url_key("thl_layout", LAYOUTS))

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..outputs import write_atomic
 from ..learn.optim import scale_lr
+from ..machine.profiles import PROFILES
 from ..schedule import default_of
 from ..train.pipeline import SCHEDULES
 from . import reproduce, schedule, taihulight
@@ -62,26 +63,36 @@ _TRAINING_RUNS = [("ps-bsp", 3, dict(straggler_factor=4.0)), ("ps-ssp", 3, dict(
 APP_MEMORY_BYTES = 16 * 2**20
 
 
-def _taihulight_points(largest: int) -> list[tuple[str, dict]]:
-    """The PS-vs-ring sweep's points up to ``largest`` nodes, and ring_vs_mpi up to it (one
-    call: its sizes are rounded for the largest node count)."""
-    nodes = [n for n in taihulight.SWEEP_NODES if n <= largest]
+def _taihulight_points() -> list[tuple[str, dict]]:
+    """The PS-vs-ring sweep's points at every node count of the page's slider (issue 28:
+    512 nodes under 20 s; a 512-node point alone takes about a minute), and ring_vs_mpi up
+    to each count from the default up (one call per count: its sizes are rounded for the
+    largest node count)."""
+    counts = taihulight.SWEEP_NODES
     return [*[("taihulight:sweep", dict(model=model, design=design, nodes=[n], **_THL))
-              for model in taihulight.MODELS for design in ("ps", "ring") for n in nodes],
-            ("taihulight:ring_vs_mpi", dict(nbytes=[taihulight.PAPER_MESSAGE_BYTES,
-                                                    taihulight.model_gradient_nbytes(taihulight.MODELS[0])],
-                                            nodes=nodes, topology="taihulight", library=taihulight.LIBRARY,
-                                            sharing=True))]
+              for model in taihulight.MODELS for design in ("ps", "ring") for n in counts],
+            *[("taihulight:ring_vs_mpi", dict(nbytes=[taihulight.PAPER_MESSAGE_BYTES,
+                                                      taihulight.model_gradient_nbytes(taihulight.MODELS[0])],
+                                              nodes=[n for n in counts if n <= largest], topology="taihulight",
+                                              library=taihulight.LIBRARY, sharing=True))
+              for largest in counts if largest >= taihulight.DEFAULT_LARGEST_NODES]]
+
+
+def _schedule_points(model: str) -> list[tuple[str, dict]]:
+    """The scheduling page's three views for ``model`` at its other defaults (issue 28: its
+    sweeps under 20 s; VGG-19's bandwidth sweep alone runs for most of a minute)."""
+    at = dict(_SCHEDULE, model=model)
+    return [*[("schedule:compare_policies", dict(policies=[policy], **at, link="10Gbps", options=_SCHEDULE_OPTIONS))
+              for policy in schedule.SHOWN_POLICIES],
+            *[("schedule:bandwidth_sweep", dict(**at, links=[link], policies=[policy], options=_SCHEDULE_OPTIONS))
+              for link in schedule.BANDWIDTHS for policy in schedule.SHOWN_POLICIES],
+            *[("schedule:option_sweep", dict(option=option, values=[value], **at, link="10Gbps", options={}))
+              for option, values in schedule.SWEEPS.items() for value in values]]
 
 
 DEFAULTS: list[tuple[str, dict]] = [
-    *[("schedule:compare_policies", dict(policies=[policy], **_SCHEDULE, link="10Gbps", options=_SCHEDULE_OPTIONS))
-      for policy in schedule.SHOWN_POLICIES],
-    *[("schedule:bandwidth_sweep", dict(**_SCHEDULE, links=[link], policies=[policy], options=_SCHEDULE_OPTIONS))
-      for link in schedule.BANDWIDTHS for policy in schedule.SHOWN_POLICIES],
-    *[("schedule:option_sweep", dict(option=option, values=[value], **_SCHEDULE, link="10Gbps", options={}))
-      for option, values in schedule.SWEEPS.items() for value in values],
-    *_taihulight_points(64),
+    *[point for model in PROFILES for point in _schedule_points(model)],
+    *_taihulight_points(),
     *[("taihulight:link_load_rows", dict(algorithm=algorithm, nodes=_THL_LINK_NODES, sharing=True,
                                          links=taihulight.boundary_links(_THL_LINK_NODES)))
       for algorithm in ("ring", "recursive_doubling")],

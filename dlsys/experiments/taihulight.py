@@ -37,6 +37,7 @@ NODE = "sw26010"
 LINK = "sw26010"           # the TaihuLight's link (dlsys.machine.net): a flat topology's, and inside a supernode
 BATCH = 64                 # images per node and iteration (a teaching default; the paper tunes it per model)
 SWEEP_NODES = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512: the paper's range
+DEFAULT_LARGEST_NODES = 64  # the app's sweeps run up to this by default
 PAPER_MESSAGE_BYTES = 60_970_000  # the 60.97 MB message of the paper's figs 7-8 (AlexNet's gradient, about)
 COPIES = 6                 # real buffers per rank: W, its diff, the packed copy, the ring's result and blocks
 LIBRARY = "taihulight-mpi"  # the MPI the paper measured (dlsys.machine.netstack.LIBRARIES)

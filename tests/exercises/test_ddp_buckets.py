@@ -10,7 +10,7 @@ from dlsys.schedule import Layer
 pytestmark = pytest.mark.ex_ddp_buckets
 
 PROFILES = ["resnet50", "vgg19", "googlenet"]
-CAPS_MB = [1.0, 25.0, 100.0]
+CAPS_MIB = [1.0, 25.0, 100.0]  # DDP's bucket_cap_mb, which is MiB
 
 
 def chain(*params):
@@ -45,7 +45,7 @@ def as_tuples(items):
 
 
 def test_four_layers_by_hand(student):
-    # 1, 2, 3 and 4 MB, buckets of 5 MB filled from the last layer: [4 MB], [3 + 2 MB], [1 MB]
+    # 1, 2, 3 and 4 MB (10^6 B), buckets of 5 MiB (5.24 MB) filled from the last layer: [4 MB], [3 + 2 MB], [1 MB]
     got = as_tuples(student.run(observe_buckets, cases=[(chain(250_000, 500_000, 750_000, 1_000_000), 5)])[0])
     want = [(0, [3], 1_500_000, 2_500_000, (0,)), (1, [1, 2], 250_000, 1_500_000, (1,)), (2, [0], 0, 250_000, (2,))]
     assert got == want, \
@@ -70,8 +70,8 @@ def test_the_last_layer_goes_first(student):
 
 def buckets_of_every_profile(student):
     models = {model: list(ex.layers(model, 32)) for model in PROFILES}
-    answers = iter(student.run(observe_buckets, cases=[(l, cap) for l in models.values() for cap in CAPS_MB]))
-    return [(model, layers, cap_mb, next(answers)) for model, layers in models.items() for cap_mb in CAPS_MB]
+    answers = iter(student.run(observe_buckets, cases=[(l, cap) for l in models.values() for cap in CAPS_MIB]))
+    return [(model, layers, cap_mb, next(answers)) for model, layers in models.items() for cap_mb in CAPS_MIB]
 
 
 def test_buckets_tile_the_gradient(student):
@@ -79,22 +79,22 @@ def test_buckets_tile_the_gradient(student):
         for index, members, lo, hi, _, _ in items:
             mine = [layers[i] for i in members]
             want = (min(l.offset for l in mine), max(l.offset + l.params for l in mine))
-            assert (lo, hi) == want, f"{model}, {cap_mb} MB: bucket {index} spans {(lo, hi)}, its layers span {want}"
+            assert (lo, hi) == want, f"{model}, {cap_mb} MiB: bucket {index} spans {(lo, hi)}, its layers span {want}"
         spans = sorted((item[2], item[3]) for item in items)
         assert spans[0][0] == 0 and spans[-1][1] == sum(l.params for l in layers), \
-            f"{model}, {cap_mb} MB: the buckets must cover the whole gradient"
-        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), f"{model}, {cap_mb} MB: every element once"
+            f"{model}, {cap_mb} MiB: the buckets must cover the whole gradient"
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), f"{model}, {cap_mb} MiB: every element once"
 
 
 def test_at_most_the_cap_and_full_when_closed(student):
     for model, layers, cap_mb, items in buckets_of_every_profile(student):
         for index, members, _, _, _, size in items:
-            assert 4 * size <= cap_mb * 1e6 or len(members) == 1, \
-                f"{model}, {cap_mb} MB: bucket {index} holds {4 * size / 1e6:.3g} MB, over the cap (only a larger layer may be)"
+            assert 4 * size <= cap_mb * 2**20 or len(members) == 1, \
+                f"{model}, {cap_mb} MiB: bucket {index} holds {4 * size / 2**20:.3g} MiB, over the cap (only a larger layer may be)"
         for item, following in zip(items, items[1:]):
             first = max(following[1])  # the next layer in reverse order
-            assert 4 * (item[5] + layers[first].params) > cap_mb * 1e6, \
-                f"{model}, {cap_mb} MB: bucket {item[0]} closed while the next layer still fit"
+            assert 4 * (item[5] + layers[first].params) > cap_mb * 2**20, \
+                f"{model}, {cap_mb} MiB: bucket {item[0]} closed while the next layer still fit"
 
 
 def test_an_emulated_run_sends_the_buckets_in_order(student):
