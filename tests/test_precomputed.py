@@ -36,18 +36,19 @@ def test_stored_results_are_what_a_rerun_gives_quick_points():
 
 def _other_setting(name: str, kwargs: dict) -> bool:
     """A stored call for a setting a teacher picks beside the default view: the TaihuLight
-    sweeps past the default node count, the scheduling page's other models."""
+    sweeps past the default node count, the scheduling page's other models and worker counts."""
     if name.startswith("taihulight:") and "nodes" in kwargs and isinstance(kwargs["nodes"], list):
         return max(kwargs["nodes"]) > P.taihulight.DEFAULT_LARGEST_NODES
-    return name.startswith("schedule:") and kwargs["model"] != P._SCHEDULE["model"]
+    return name.startswith("schedule:") and (kwargs["model"], kwargs["workers"]) != (P._SCHEDULE["model"],
+                                                                                       P._SCHEDULE["workers"])
 
 
 OTHER = [(name, kwargs) for name, kwargs in P.DEFAULTS if _other_setting(name, kwargs)]
 # one of each kind of the other settings, at its smallest (the generator's --check reruns them all: many minutes)
 OTHER_SAMPLE = [(name, kwargs) for name, kwargs in OTHER
                 if (name == "taihulight:sweep" and kwargs["nodes"] == [128] and kwargs["model"] == "alexnet")
-                or (name == "schedule:compare_policies" and kwargs["model"] == "alexnet"
-                    and kwargs["policies"] == ["wfbp"])]
+                or (name == "schedule:bandwidth_sweep" and kwargs["model"] == "alexnet" and kwargs["workers"] == 8
+                    and kwargs["links"] == ["10Gbps"] and kwargs["policies"] == ["p3"])]
 
 
 @pytest.mark.slow
@@ -68,7 +69,7 @@ def test_a_call_finds_its_result_whatever_the_spelling_and_runs_nothing():
     respelled = kwargs | {"links": tuple(kwargs["links"]),
                           "options": {p: {k: float(v) for k, v in o.items()} for p, o in kwargs["options"].items()}}
     assert P.call(not_run, **respelled) == P.stored(function, **kwargs) is not None
-    assert P.stored(function, **(kwargs | {"workers": kwargs["workers"] + 1})) is None
+    assert P.stored(function, **(kwargs | {"workers": max(P.schedule.WORKER_COUNTS) + 1})) is None
 
 
 def test_a_call_not_stored_runs_and_gives_the_stores_form():

@@ -7,7 +7,7 @@ import streamlit as st
 import cached
 from charts import chart
 from urlstate import url_key
-from dlsys.experiments.schedule import BANDWIDTHS, KNOBS, SHOWN_POLICIES, SWEEPS, widest_gap
+from dlsys.experiments.schedule import BANDWIDTHS, KNOBS, SHOWN_POLICIES, SWEEPS, WORKER_COUNTS, widest_gap
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.profiles import PROFILES
 from dlsys.schedule import OPTIONS, POLICIES, default_of
@@ -31,7 +31,8 @@ markdown(
 
 cols = st.columns(4)
 model = cols[0].selectbox("model", PROFILES, index=PROFILES.index("resnet50"), key=url_key("sched_model", PROFILES))
-workers = cols[1].slider("workers", 1, 8, 2, key=url_key("sched_workers", between=(1, 8)))
+workers = cols[1].slider("workers", WORKER_COUNTS[0], WORKER_COUNTS[-1], 2,
+                         key=url_key("sched_workers", between=(WORKER_COUNTS[0], WORKER_COUNTS[-1])))
 links = [*BANDWIDTHS, *LINK_PRESETS]
 link = cols[2].selectbox("link", links, index=links.index("10Gbps"), key=url_key("sched_link", links),
                          help="A bandwidth (tcp-10gbe's latency and overheads) or a link preset.")

@@ -78,12 +78,15 @@ def _taihulight_points() -> list[tuple[str, dict]]:
               for largest in counts if largest >= taihulight.DEFAULT_LARGEST_NODES]]
 
 
-def _schedule_points(model: str) -> list[tuple[str, dict]]:
-    """The scheduling page's three views for ``model`` at its other defaults (issue 28: its
-    sweeps under 20 s; VGG-19's bandwidth sweep alone runs for most of a minute)."""
-    at = dict(_SCHEDULE, model=model)
+def _schedule_points(model: str, workers: int) -> list[tuple[str, dict]]:
+    """The scheduling page's sweeps for ``model`` and ``workers`` at its other defaults
+    (issue 28: its sweeps under 20 s; VGG-19's bandwidth sweep on 4 workers runs for half a
+    minute, P3's thousands of slices an iteration), and its timeline at the default model
+    and workers only (a timeline keeps every span: P3's on VGG-19 over 8 workers are MBs)."""
+    at = dict(_SCHEDULE, model=model, workers=workers)
+    timeline = (model, workers) == (_SCHEDULE["model"], _SCHEDULE["workers"])
     return [*[("schedule:compare_policies", dict(policies=[policy], **at, link="10Gbps", options=_SCHEDULE_OPTIONS))
-              for policy in schedule.SHOWN_POLICIES],
+              for policy in schedule.SHOWN_POLICIES if timeline],
             *[("schedule:bandwidth_sweep", dict(**at, links=[link], policies=[policy], options=_SCHEDULE_OPTIONS))
               for link in schedule.BANDWIDTHS for policy in schedule.SHOWN_POLICIES],
             *[("schedule:option_sweep", dict(option=option, values=[value], **at, link="10Gbps", options={}))
@@ -91,7 +94,7 @@ def _schedule_points(model: str) -> list[tuple[str, dict]]:
 
 
 DEFAULTS: list[tuple[str, dict]] = [
-    *[point for model in PROFILES for point in _schedule_points(model)],
+    *[point for model in PROFILES for workers in schedule.WORKER_COUNTS for point in _schedule_points(model, workers)],
     *_taihulight_points(),
     *[("taihulight:link_load_rows", dict(algorithm=algorithm, nodes=_THL_LINK_NODES, sharing=True,
                                          links=taihulight.boundary_links(_THL_LINK_NODES)))

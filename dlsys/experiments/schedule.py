@@ -348,6 +348,7 @@ def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), wor
 # (the option's own unit)
 SHOWN_POLICIES = ("fifo", "wfbp", "p3", "bytescheduler", "fusion")
 BANDWIDTHS = ("1Gbps", "3Gbps", "10Gbps", "25Gbps", "100Gbps")
+WORKER_COUNTS = range(1, 9)  # the app's workers slider
 SWEEPS = {"slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000, 25_000_000),
           "credit_bytes": (4e6, 8e6, 16e6, 32e6, 64e6, 256e6),
           "bucket_mb": (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)}
