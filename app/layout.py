@@ -5,9 +5,9 @@ which presenter mode shortens (caption, markdown)."""
 import re
 
 import streamlit as st
+from urlstate import url_key
 
 from dlsys.viz import style
-from urlstate import url_key
 
 PRESENTER, FIGURE_FORMAT = "presenter", "figure_format"  # the sidebar's keys
 FIGURE_FORMATS = ["png", "svg"]
@@ -43,10 +43,18 @@ pre, pre code {{ font-size: 0.85rem !important; }}
 def sidebar() -> None:
     """The sidebar every page shares: presenter mode and the figures' download format, both in the URL."""
     with st.sidebar:
-        presenter = st.toggle("presenter", key=url_key(PRESENTER, [False, True]),
-                              help="For a projector: larger text everywhere, larger figures.")
-        st.radio("figure downloads", FIGURE_FORMATS, horizontal=True, key=url_key(FIGURE_FORMAT, FIGURE_FORMATS),
-                 help="The camera button above each figure (hover over it) downloads it as PNG or SVG.")
+        presenter = st.toggle(
+            "presenter",
+            key=url_key(PRESENTER, [False, True]),
+            help="For a projector: larger text everywhere, larger figures.",
+        )
+        st.radio(
+            "figure downloads",
+            FIGURE_FORMATS,
+            horizontal=True,
+            key=url_key(FIGURE_FORMAT, FIGURE_FORMATS),
+            help="The camera button above each figure (hover over it) downloads it as PNG or SVG.",
+        )
         st.caption("The address bar holds this page's settings: copy it to share this exact view.")
     st.html(PAGE_CSS + (PRESENTER_CSS if presenter else ""))
     # presenter mode opens with the sidebar collapsed: the page gets the projector's width

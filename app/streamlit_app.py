@@ -24,7 +24,8 @@ st.set_page_config(page_title="dlsys", page_icon=BY_NAME["collectives"].icon, la
 NAVIGATION: dict[str, list] = {}
 for page in PAGES:
     NAVIGATION.setdefault(page.section, []).append(
-        st.Page(page.path, title=page.title, icon=page.icon, default=page is PAGES[0]))
+        st.Page(page.path, title=page.title, icon=page.icon, default=page is PAGES[0])
+    )
 
 notice = urlstate.start_url_run()
 sidebar()

@@ -124,8 +124,11 @@ def save_url(notice) -> None:
         if key in st.session_state and _to_url(st.session_state[key]) != text:
             rejected[key] = (text, "its widget does not offer it")
     if rejected:
-        notice.warning("This link's values that cannot be used were dropped (those widgets show their defaults): "
-                       + "; ".join(f"{k}={text}: {accepted}" for k, (text, accepted) in rejected.items()) + ".")
+        notice.warning(
+            "This link's values that cannot be used were dropped (those widgets show their defaults): "
+            + "; ".join(f"{k}={text}: {accepted}" for k, (text, accepted) in rejected.items())
+            + "."
+        )
     values = {k: _to_url(st.session_state[k]) for k in st.session_state.get(_URL_KEYS, ()) if k in st.session_state}
     for k in [k for k in st.query_params if k not in values]:
         del st.query_params[k]
@@ -144,5 +147,5 @@ def unknown_page(names: Sequence[str]) -> str | None:
     path = urlsplit(url).path.strip("/")
     base = st.get_option("server.baseUrlPath").strip("/")
     if base and (path == base or path.startswith(base + "/")):
-        path = path[len(base):].strip("/")
+        path = path[len(base) :].strip("/")
     return None if path in names else "/" + path

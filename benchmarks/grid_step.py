@@ -42,20 +42,33 @@ def measure(dp: int = DP, tp: int = TP, pp: int = PP, micro_batches: int = MICRO
     error = float(np.abs(grid3d.gather_params(result.values, config) - reference["params"]).max())
     if error > 1e-12:
         raise AssertionError(f"the DP x TP x PP weights differ from one rank's by {error:.3g}")
-    return {"ranks": dp * tp * pp, "dp": dp, "tp": tp, "pp": pp, "schedule": config.schedule,
-            "micro_batches": micro_batches, "params": int(reference["params"].size),
-            "messages": len(result.trace.messages), "bytes_sent": sum(m.nbytes for m in result.trace.messages),
-            "virtual_time_s": result.virtual_time_s, "max_weight_error": error, "best_of": repeats, "wall_s": best,
-            "target_s": TARGET_S}
+    return {
+        "ranks": dp * tp * pp,
+        "dp": dp,
+        "tp": tp,
+        "pp": pp,
+        "schedule": config.schedule,
+        "micro_batches": micro_batches,
+        "params": int(reference["params"].size),
+        "messages": len(result.trace.messages),
+        "bytes_sent": sum(m.nbytes for m in result.trace.messages),
+        "virtual_time_s": result.virtual_time_s,
+        "max_weight_error": error,
+        "best_of": repeats,
+        "wall_s": best,
+        "target_s": TARGET_S,
+    }
 
 
 def sentence(record: dict) -> str:
-    return (f"{record['ranks']} ranks (dp {record['dp']} x tp {record['tp']} x pp {record['pp']}, "
-            f"{record['schedule']}, {record['micro_batches']} micro-batches a copy), one step of the "
-            f"{record['params']:,}-parameter transformer: {record['wall_s']:.2f} s wall (best of {record['best_of']}; "
-            f"target < {record['target_s']:g} s), {record['messages']:,} messages, {record['bytes_sent']:,} bytes, "
-            f"{record['virtual_time_s'] * 1e3:.2f} ms virtual; weights within "
-            f"{record['max_weight_error']:.1e} of one rank's")
+    return (
+        f"{record['ranks']} ranks (dp {record['dp']} x tp {record['tp']} x pp {record['pp']}, "
+        f"{record['schedule']}, {record['micro_batches']} micro-batches a copy), one step of the "
+        f"{record['params']:,}-parameter transformer: {record['wall_s']:.2f} s wall (best of {record['best_of']}; "
+        f"target < {record['target_s']:g} s), {record['messages']:,} messages, {record['bytes_sent']:,} bytes, "
+        f"{record['virtual_time_s'] * 1e3:.2f} ms virtual; weights within "
+        f"{record['max_weight_error']:.1e} of one rank's"
+    )
 
 
 def main(argv=None) -> None:
@@ -71,8 +84,9 @@ def main(argv=None) -> None:
     if not 1 <= args.repeats <= 10:
         parser.error(f"--repeats must be 1..10, got {args.repeats}")
     try:
-        grid3d.GridConfig(dp=args.dp, tp=args.tp, pp=args.pp, micro_batches=args.microbatches,
-                          layers=max(4, args.pp)).check()
+        grid3d.GridConfig(
+            dp=args.dp, tp=args.tp, pp=args.pp, micro_batches=args.microbatches, layers=max(4, args.pp)
+        ).check()
     except ValueError as error:
         parser.error(str(error))
     record = measure(args.dp, args.tp, args.pp, args.microbatches, args.repeats)

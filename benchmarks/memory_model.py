@@ -23,11 +23,26 @@ TARGET_S = 1.0  # issue 26: a thousand layouts in under a second
 
 
 def grid() -> list[dict]:
-    return [dict(params=params, ranks=ranks, zero=zero, tp=tp, optimizer=optimizer, precision=precision,
-                 model=Transformer(32, 4096, 32, 2048, 1), recompute="selective")
-            for params, ranks, zero, tp, optimizer, precision in itertools.product(
-                (125_000_000, 1_300_000_000, 7_500_000_000, 70_000_000_000, 175_000_000_000), (8, 64, 256, 1024, 4096), range(4), (1, 8),
-                ("adam", "sgd", "sgd-plain"), ("mixed", "fp32"))]
+    return [
+        dict(
+            params=params,
+            ranks=ranks,
+            zero=zero,
+            tp=tp,
+            optimizer=optimizer,
+            precision=precision,
+            model=Transformer(32, 4096, 32, 2048, 1),
+            recompute="selective",
+        )
+        for params, ranks, zero, tp, optimizer, precision in itertools.product(
+            (125_000_000, 1_300_000_000, 7_500_000_000, 70_000_000_000, 175_000_000_000),
+            (8, 64, 256, 1024, 4096),
+            range(4),
+            (1, 8),
+            ("adam", "sgd", "sgd-plain"),
+            ("mixed", "fp32"),
+        )
+    ]
 
 
 def measure(repeats: int = 5) -> dict:
@@ -38,13 +53,20 @@ def measure(repeats: int = 5) -> dict:
         for options in layouts:
             Layout(**options).bytes()
         best = min(best, time.perf_counter() - start)
-    return {"layouts": len(layouts), "best_of": repeats, "wall_s": best, "target_s": TARGET_S,
-            "per_layout_us": best / len(layouts) * 1e6}
+    return {
+        "layouts": len(layouts),
+        "best_of": repeats,
+        "wall_s": best,
+        "target_s": TARGET_S,
+        "per_layout_us": best / len(layouts) * 1e6,
+    }
 
 
 def sentence(record: dict) -> str:
-    return (f"{record['layouts']} layouts in {record['wall_s'] * 1e3:.1f} ms (best of {record['best_of']}; "
-            f"{record['per_layout_us']:.1f} us each; target < {TARGET_S:g} s)")
+    return (
+        f"{record['layouts']} layouts in {record['wall_s'] * 1e3:.1f} ms (best of {record['best_of']}; "
+        f"{record['per_layout_us']:.1f} us each; target < {TARGET_S:g} s)"
+    )
 
 
 def main(argv=None) -> None:

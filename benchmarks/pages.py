@@ -36,6 +36,7 @@ streamlit.logger.set_log_level("error")  # AppTest's bare-mode warnings, a dozen
 TARGET_S = 2.0  # issue 28: every page change under 2 s at its default settings
 TIMEOUT_S = 600
 
+
 # page -> its steps after the first render, in order: ("tab", tabs key, index) opens a tab
 # (each page's views in turn, then back to the first), (what, widget key, value) changes a widget
 def _tabs(key: str, count: int) -> list[tuple]:
@@ -50,9 +51,14 @@ STEPS = {
     "training": [*_tabs("train_view", 3), ("epochs 3 -> 2", "train_epochs", 2)],
     "compression": [*_tabs("cmp_view", 6), ("method topk -> qsgd", "cmp_method", "qsgd")],
     "large_batches": [*_tabs("lb_view", 4), ("batch 32", "lb_sched_batch", 32)],
-    "schedule": [*_tabs("sched_view", 3), ("workers 2 -> 4", "sched_workers", 4), ("tab", "sched_view", 1),
-                 ("tab", "sched_view", 2), ("model resnet50 -> vgg19", "sched_model", "vgg19"),
-                 ("tab", "sched_view", 1)],
+    "schedule": [
+        *_tabs("sched_view", 3),
+        ("workers 2 -> 4", "sched_workers", 4),
+        ("tab", "sched_view", 1),
+        ("tab", "sched_view", 2),
+        ("model resnet50 -> vgg19", "sched_model", "vgg19"),
+        ("tab", "sched_view", 1),
+    ],
     "memory": [*_tabs("mem_view", 4), ("ranks 64 -> 256", "mem_ranks", 256)],
     "pipelines": [*_tabs("pipe_view", 3), ("stages -> 8", "pipe_stages", 8)],
     "performance": [("tab", "perf_view", 2), ("tab", "perf_view", 0), ("ranks 2 -> 4", "perf_ranks", 4)],
@@ -119,8 +125,11 @@ def measure(names: list[str] | None = None) -> list[dict]:
     for page in chosen:
         for row in measure_page(page):
             if row["seconds"] == math.inf:
-                print(f"  {row['page']}: {row['step']} did not end within {TIMEOUT_S} s; the page's later steps "
-                      "are not measured", file=sys.stderr)
+                print(
+                    f"  {row['page']}: {row['step']} did not end within {TIMEOUT_S} s; the page's later steps "
+                    "are not measured",
+                    file=sys.stderr,
+                )
             print(f"  {row['page']:<14} {row['step']:<32} {shown(row['seconds']):>9}", file=sys.stderr, flush=True)
             rows.append(row)
     return rows
@@ -139,12 +148,25 @@ def table(rows: list[dict]) -> str:
         others = [r for r in steps if not r["default"]]
         slowest = max(defaults, key=lambda r: r["seconds"])
         other = max(others, key=lambda r: r["seconds"], default=None)
-        out.append([pages.BY_NAME[name].title, shown(steps[0]["seconds"]),
-                    f"{slowest['step']}: {shown(slowest['seconds'])}",
-                    "met" if slowest["seconds"] < TARGET_S else "missed",
-                    f"{other['step']}: {shown(other['seconds'])}" if other else ""])
-    return markdown_table(["page", "first render", "slowest view at default settings", f"< {TARGET_S:g} s",
-                           "slowest step at other settings"], out)
+        out.append(
+            [
+                pages.BY_NAME[name].title,
+                shown(steps[0]["seconds"]),
+                f"{slowest['step']}: {shown(slowest['seconds'])}",
+                "met" if slowest["seconds"] < TARGET_S else "missed",
+                f"{other['step']}: {shown(other['seconds'])}" if other else "",
+            ]
+        )
+    return markdown_table(
+        [
+            "page",
+            "first render",
+            "slowest view at default settings",
+            f"< {TARGET_S:g} s",
+            "slowest step at other settings",
+        ],
+        out,
+    )
 
 
 def main(argv=None) -> int:

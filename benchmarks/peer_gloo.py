@@ -50,9 +50,21 @@ def worker(rank: int, ranks: int, nbytes: int, warmup: int, repeats: int) -> Non
             times.append(float(elapsed))
             copies.append(copy_s if rank == 0 else 0.0)
     if rank == 0:
-        print(json.dumps(bandwidth_record(ranks, nbytes, times, copies, benchmark="allreduce",
-                                          backend="torch.distributed", algorithm=f"gloo (torch {torch.__version__})",
-                                          repeats=repeats, warmup=warmup)))
+        print(
+            json.dumps(
+                bandwidth_record(
+                    ranks,
+                    nbytes,
+                    times,
+                    copies,
+                    benchmark="allreduce",
+                    backend="torch.distributed",
+                    algorithm=f"gloo (torch {torch.__version__})",
+                    repeats=repeats,
+                    warmup=warmup,
+                )
+            )
+        )
     dist.destroy_process_group()
 
 
@@ -72,8 +84,18 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    argv = [sys.executable, __file__, "--ranks", str(args.ranks), "--size", str(nbytes),
-            "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--ranks",
+        str(args.ranks),
+        "--size",
+        str(nbytes),
+        "--repeats",
+        str(args.repeats),
+        "--warmup",
+        str(args.warmup),
+    ]
     procs = [subprocess.Popen(argv + ["--rank", str(r)], env=env) for r in range(args.ranks)]
     try:
         codes = [p.wait(timeout=600) for p in procs]

@@ -34,9 +34,21 @@ def main() -> None:
             start = MPI.Wtime()
             np.copyto(copy_dst, x)
             copies.append(MPI.Wtime() - start)
-        print(json.dumps(bandwidth_record(size, nbytes, times, copies, benchmark="allreduce",
-                                          backend="mpi4py", algorithm=lib, repeats=args.repeats,
-                                          warmup=args.warmup)))
+        print(
+            json.dumps(
+                bandwidth_record(
+                    size,
+                    nbytes,
+                    times,
+                    copies,
+                    benchmark="allreduce",
+                    backend="mpi4py",
+                    algorithm=lib,
+                    repeats=args.repeats,
+                    warmup=args.warmup,
+                )
+            )
+        )
 
 
 if __name__ == "__main__":

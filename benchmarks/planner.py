@@ -32,14 +32,23 @@ def measure(repeats: int = 3) -> dict:
         start = time.perf_counter()
         rows = search(model, GPUS)
         best = min(best, time.perf_counter() - start)
-    return {"model": model.name, "gpus": GPUS, "layouts": len(candidates(model, GPUS)), "fitting": len(rows),
-            "best_of": repeats, "wall_s": best, "target_s": TARGET_S,
-            "fastest": {k: rows[0][k] for k in ("tp", "pp", "dp", "zero", "micro_batch", "recompute", "step_s")}}
+    return {
+        "model": model.name,
+        "gpus": GPUS,
+        "layouts": len(candidates(model, GPUS)),
+        "fitting": len(rows),
+        "best_of": repeats,
+        "wall_s": best,
+        "target_s": TARGET_S,
+        "fastest": {k: rows[0][k] for k in ("tp", "pp", "dp", "zero", "micro_batch", "recompute", "step_s")},
+    }
 
 
 def sentence(record: dict) -> str:
-    return (f"{record['model']} on {record['gpus']} GPUs: {record['layouts']} layouts costed, {record['fitting']} fit, "
-            f"ranked in {record['wall_s'] * 1e3:.0f} ms (best of {record['best_of']}; target < {TARGET_S:g} s)")
+    return (
+        f"{record['model']} on {record['gpus']} GPUs: {record['layouts']} layouts costed, {record['fitting']} fit, "
+        f"ranked in {record['wall_s'] * 1e3:.0f} ms (best of {record['best_of']}; target < {TARGET_S:g} s)"
+    )
 
 
 def main(argv=None) -> None:

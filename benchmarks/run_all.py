@@ -38,8 +38,10 @@ def _in_project_python() -> None:
         return
     if VENV_PYTHON.exists() and Path(sys.executable).resolve() != VENV_PYTHON.resolve():
         os.execv(VENV_PYTHON, [str(VENV_PYTHON), *sys.argv])
-    sys.exit(f"{sys.executable} cannot import dlsys and there is no {VENV_PYTHON}: run `make install` "
-             "(it makes .venv), then `python benchmarks/run_all.py` again")
+    sys.exit(
+        f"{sys.executable} cannot import dlsys and there is no {VENV_PYTHON}: run `make install` "
+        "(it makes .venv), then `python benchmarks/run_all.py` again"
+    )
 
 
 if __name__ == "__main__":
@@ -70,22 +72,41 @@ def real_data_path(sizes, ranks_list, repeats: int, warmup: int) -> list[dict]:
     rows = []
     for nbytes in sizes:
         for ranks in ranks_list:
-            rows.append({"name": "dlsys all-reduce (ring, processes)",
-                         **allreduce_bench(ranks, nbytes, "ring", repeats, warmup, max_memory_bytes=FULL_RUN_BYTES)})
+            rows.append(
+                {
+                    "name": "dlsys all-reduce (ring, processes)",
+                    **allreduce_bench(ranks, nbytes, "ring", repeats, warmup, max_memory_bytes=FULL_RUN_BYTES),
+                }
+            )
             common = ["--size", str(nbytes), "--repeats", str(repeats), "--warmup", str(warmup)]
             if no_mpi is None:
                 cmd, env = mpirun_command(ranks)
-                rows.append({"name": "Open MPI MPI_Allreduce (mpi4py)", **_json_line(
-                    [*cmd, sys.executable, str(HERE / "peer_mpi.py"), *common], env)})
+                rows.append(
+                    {
+                        "name": "Open MPI MPI_Allreduce (mpi4py)",
+                        **_json_line([*cmd, sys.executable, str(HERE / "peer_mpi.py"), *common], env),
+                    }
+                )
             else:
-                rows.append({"name": "Open MPI MPI_Allreduce (mpi4py)", "skipped": no_mpi, "ranks": ranks,
-                             "nbytes": nbytes})
+                rows.append(
+                    {"name": "Open MPI MPI_Allreduce (mpi4py)", "skipped": no_mpi, "ranks": ranks, "nbytes": nbytes}
+                )
             if have_torch:
-                rows.append({"name": "torch.distributed all_reduce (gloo)", **_json_line(
-                    [sys.executable, str(HERE / "peer_gloo.py"), "--ranks", str(ranks), *common])})
+                rows.append(
+                    {
+                        "name": "torch.distributed all_reduce (gloo)",
+                        **_json_line([sys.executable, str(HERE / "peer_gloo.py"), "--ranks", str(ranks), *common]),
+                    }
+                )
             else:
-                rows.append({"name": "torch.distributed all_reduce (gloo)", "skipped": "torch not installed",
-                             "ranks": ranks, "nbytes": nbytes})
+                rows.append(
+                    {
+                        "name": "torch.distributed all_reduce (gloo)",
+                        "skipped": "torch not installed",
+                        "ranks": ranks,
+                        "nbytes": nbytes,
+                    }
+                )
     return rows
 
 
@@ -96,29 +117,39 @@ def emulation(scheme: str, ranks: int, params: int | None = None) -> dict:
 
 
 def print_real(rows: list[dict]) -> None:
-    print("Real data path: all-reduce of float32, wall clock (median), busbw as nccl-tests, "
-          "memcpy = numpy copy of the same size in the same run")
-    print(f"  {'implementation':<38} {'P':>3} {'size':>9} {'time':>10} {'algbw':>11} {'busbw':>11} "
-          f"{'memcpy':>11} {'busbw/memcpy':>13}")
+    print(
+        "Real data path: all-reduce of float32, wall clock (median), busbw as nccl-tests, "
+        "memcpy = numpy copy of the same size in the same run"
+    )
+    print(
+        f"  {'implementation':<38} {'P':>3} {'size':>9} {'time':>10} {'algbw':>11} {'busbw':>11} "
+        f"{'memcpy':>11} {'busbw/memcpy':>13}"
+    )
     for r in rows:
         head = f"  {r['name']:<38} {r['ranks']:>3} {format_bytes(r['nbytes']):>9}"
         if "skipped" in r:
             print(f"{head} {'skipped: ' + r['skipped']:>60}")
             continue
-        print(f"{head} {format_seconds(r['wall_time_s']):>10} {format_rate(r['algbw_Bps']):>11} "
-              f"{format_rate(r['busbw_Bps']):>11} {format_rate(r['memcpy_Bps']):>11} {r['ratio_to_memcpy']:>13.2f}")
+        print(
+            f"{head} {format_seconds(r['wall_time_s']):>10} {format_rate(r['algbw_Bps']):>11} "
+            f"{format_rate(r['busbw_Bps']):>11} {format_rate(r['memcpy_Bps']):>11} {r['ratio_to_memcpy']:>13.2f}"
+        )
 
 
 def print_emulation(rows: list[dict]) -> None:
     print("Emulation (threads backend, tcp-10gbe, virtual time), AlexNet gradient, wall clock here")
-    print(f"  {'scheme':<24} {'ranks':>5} {'messages':>9} {'logical':>10} {'wall time':>10} {'peak mem':>10} "
-          f"{'virtual time':>13} {'closed form':>13} {'rel. error':>10}")
+    print(
+        f"  {'scheme':<24} {'ranks':>5} {'messages':>9} {'logical':>10} {'wall time':>10} {'peak mem':>10} "
+        f"{'virtual time':>13} {'closed form':>13} {'rel. error':>10}"
+    )
     for r in rows:
         name = "emulated ring all-reduce" if r["scheme"] == "ring" else "emulated PS round"
-        print(f"  {name:<24} {r['ranks']:>5} {r['messages']:>9,} {r['logical_nbytes'] / 1e6:>7.1f} MB "
-              f"{format_seconds(r['wall_time_s']):>10} {format_bytes(r['peak_rss_bytes']):>10} "
-              f"{format_seconds(r['virtual_time_s'], 6):>13} {format_seconds(r['closed_form_s'], 6):>13} "
-              f"{r['relative_error']:>10.1e}")
+        print(
+            f"  {name:<24} {r['ranks']:>5} {r['messages']:>9,} {r['logical_nbytes'] / 1e6:>7.1f} MB "
+            f"{format_seconds(r['wall_time_s']):>10} {format_bytes(r['peak_rss_bytes']):>10} "
+            f"{format_seconds(r['virtual_time_s'], 6):>13} {format_seconds(r['closed_form_s'], 6):>13} "
+            f"{r['relative_error']:>10.1e}"
+        )
 
 
 def measured_tables(real: list[dict], latency: dict, big: list[dict], curve: list[dict]) -> dict[str, str]:
@@ -127,24 +158,56 @@ def measured_tables(real: list[dict], latency: dict, big: list[dict], curve: lis
     return {
         "bench.real_data_path": markdown_table(
             ["implementation", "P", "size", "time", "algbw", "busbw", "memcpy", "busbw/memcpy"],
-            [[r["name"], r["ranks"], format_bytes(r["nbytes"]), format_seconds(r["wall_time_s"]),
-              format_rate(r["algbw_Bps"]), format_rate(r["busbw_Bps"]), format_rate(r["memcpy_Bps"]),
-              f"{r['ratio_to_memcpy']:.2f}"] for r in measured])
-        + "".join(f"\n{r['name']}, P = {r['ranks']}, {format_bytes(r['nbytes'])}: skipped, {r['skipped']}.\n"
-                  for r in real if "skipped" in r)
+            [
+                [
+                    r["name"],
+                    r["ranks"],
+                    format_bytes(r["nbytes"]),
+                    format_seconds(r["wall_time_s"]),
+                    format_rate(r["algbw_Bps"]),
+                    format_rate(r["busbw_Bps"]),
+                    format_rate(r["memcpy_Bps"]),
+                    f"{r['ratio_to_memcpy']:.2f}",
+                ]
+                for r in measured
+            ],
+        )
+        + "".join(
+            f"\n{r['name']}, P = {r['ranks']}, {format_bytes(r['nbytes'])}: skipped, {r['skipped']}.\n"
+            for r in real
+            if "skipped" in r
+        )
         + f"\nPing-pong of {latency['nbytes']} B, round trip (median of {latency['repeats']}): dlsys "
-          f"{format_seconds(latency['round_trip_s'])}, bare pipes between two processes "
-          f"{format_seconds(latency['pipe_round_trip_s'])} ({latency['ratio_to_pipes']:.1f}x).\n",
+        f"{format_seconds(latency['round_trip_s'])}, bare pipes between two processes "
+        f"{format_seconds(latency['pipe_round_trip_s'])} ({latency['ratio_to_pipes']:.1f}x).\n",
         "bench.emulation": markdown_table(
             ["scheme", "ranks", "messages", "wall time here", "peak memory", "virtual time", "closed form"],
-            [["ring all-reduce" if r["scheme"] == "ring" else "PS round (push to rank 0, rank 0 sends back)",
-              r["ranks"], f"{r['messages']:,}", format_seconds(r["wall_time_s"]), format_bytes(r["peak_rss_bytes"]),
-              format_seconds(r["virtual_time_s"], 6),
-              f"{format_seconds(r['closed_form_s'], 6)} (rel. err. {r['relative_error']:.0e})"] for r in big]),
+            [
+                [
+                    "ring all-reduce" if r["scheme"] == "ring" else "PS round (push to rank 0, rank 0 sends back)",
+                    r["ranks"],
+                    f"{r['messages']:,}",
+                    format_seconds(r["wall_time_s"]),
+                    format_bytes(r["peak_rss_bytes"]),
+                    format_seconds(r["virtual_time_s"], 6),
+                    f"{format_seconds(r['closed_form_s'], 6)} (rel. err. {r['relative_error']:.0e})",
+                ]
+                for r in big
+            ],
+        ),
         "bench.emulation_curve": markdown_table(
             ["ranks", "messages 2p(p-1)", "wall time", "per message", "peak memory"],
-            [[r["ranks"], f"{r['messages']:,}", format_seconds(r["wall_time_s"]),
-              format_seconds(r["wall_time_s"] / r["messages"]), format_bytes(r["peak_rss_bytes"])] for r in curve]),
+            [
+                [
+                    r["ranks"],
+                    f"{r['messages']:,}",
+                    format_seconds(r["wall_time_s"]),
+                    format_seconds(r["wall_time_s"] / r["messages"]),
+                    format_bytes(r["peak_rss_bytes"]),
+                ]
+                for r in curve
+            ],
+        ),
     }
 
 
@@ -162,8 +225,13 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="FILE", help="write the emulation curve as plotly HTML")
     parser.add_argument("--sizes", default="64MiB", help="real data path sizes, comma-separated (default 64MiB)")
     parser.add_argument("--ranks", default="2,4", help="real data path rank counts, comma-separated (default 2,4)")
-    parser.add_argument("--write-docs", metavar="FILE", nargs="?", const=str(HERE.parent / "docs" / "performance.md"),
-                        help="write the tables into FILE's measured blocks (default docs/performance.md)")
+    parser.add_argument(
+        "--write-docs",
+        metavar="FILE",
+        nargs="?",
+        const=str(HERE.parent / "docs" / "performance.md"),
+        help="write the tables into FILE's measured blocks (default docs/performance.md)",
+    )
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -178,23 +246,30 @@ def main(argv=None) -> int:
         big = [emulation("ring", 512), emulation("ps", 512)]
         curve = [emulation("ring", p) for p in (8, 16, 32, 64, 128, 256)] + [big[0]]
     print_real(real)
-    print(f"\nSmall messages: ping-pong of {latency['nbytes']} B, round trip (median of {latency['repeats']}): "
-          f"dlsys {format_seconds(latency['round_trip_s'])}, bare pipes between two processes "
-          f"{format_seconds(latency['pipe_round_trip_s'])} ({latency['ratio_to_pipes']:.1f}x)\n")
+    print(
+        f"\nSmall messages: ping-pong of {latency['nbytes']} B, round trip (median of {latency['repeats']}): "
+        f"dlsys {format_seconds(latency['round_trip_s'])}, bare pipes between two processes "
+        f"{format_seconds(latency['pipe_round_trip_s'])} ({latency['ratio_to_pipes']:.1f}x)\n"
+    )
     print_emulation(big)
     print()
     print("Emulation wall time vs ranks (ring all-reduce, AlexNet gradient): messages grow as 2p(p-1)")
     print(f"  {'ranks':>5} {'messages':>9} {'wall time':>10} {'per message':>12} {'peak mem':>10}")
     for r in curve:
-        print(f"  {r['ranks']:>5} {r['messages']:>9,} {format_seconds(r['wall_time_s']):>10} "
-              f"{format_seconds(r['wall_time_s'] / r['messages']):>12} {format_bytes(r['peak_rss_bytes']):>10}")
+        print(
+            f"  {r['ranks']:>5} {r['messages']:>9,} {format_seconds(r['wall_time_s']):>10} "
+            f"{format_seconds(r['wall_time_s'] / r['messages']):>12} {format_bytes(r['peak_rss_bytes']):>10}"
+        )
     ours = [r for r in real if r["name"].startswith("dlsys") and r["ranks"] == 2 and r["nbytes"] == 64 * 2**20]
     if ours:
         verdict = "meets" if ours[0]["ratio_to_memcpy"] >= TARGET_RATIO else "MISSES"
-        print(f"\nP=2, 64 MiB: busbw/memcpy = {ours[0]['ratio_to_memcpy']:.2f} ({verdict} the {TARGET_RATIO:.0%} target)")
+        print(
+            f"\nP=2, 64 MiB: busbw/memcpy = {ours[0]['ratio_to_memcpy']:.2f} ({verdict} the {TARGET_RATIO:.0%} target)"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"real": real, "latency": latency, "emulation": big, "curve": curve},
-                                              indent=1))
+        Path(args.json).write_text(
+            json.dumps({"real": real, "latency": latency, "emulation": big, "curve": curve}, indent=1)
+        )
     if args.plot:
         write_plot(curve, Path(args.plot))
     if args.write_docs:

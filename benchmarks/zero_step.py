@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from dlsys.experiments.docs import add_write_docs, report_benchmark
 from dlsys.comm import launch
+from dlsys.experiments.docs import add_write_docs, report_benchmark
 from dlsys.learn import nn, optim
 from dlsys.learn.sequence import answer_loss, reversal
 from dlsys.train.zero import Sharded
@@ -47,17 +47,29 @@ def measure(ranks: int = RANKS, steps: int = STEPS, repeats: int = 3) -> dict:
         result = launch(zero3_program, ranks, "threads", args=(steps,))
         best = min(best, time.perf_counter() - start)
     assert result is not None and np.isfinite(result.values).all()
-    params = nn.transformer(vocab=reversal(1, LENGTH).vocab, seq_len=2 * LENGTH, d_model=32, heads=4, layers=2).params.size
-    return {"ranks": ranks, "steps": steps, "params": params, "messages": len(result.trace.messages),
-            "bytes_sent": sum(m.nbytes for m in result.trace.messages), "virtual_time_s": result.virtual_time_s,
-            "best_of": repeats, "wall_s": best, "target_s": TARGET_S}
+    params = nn.transformer(
+        vocab=reversal(1, LENGTH).vocab, seq_len=2 * LENGTH, d_model=32, heads=4, layers=2
+    ).params.size
+    return {
+        "ranks": ranks,
+        "steps": steps,
+        "params": params,
+        "messages": len(result.trace.messages),
+        "bytes_sent": sum(m.nbytes for m in result.trace.messages),
+        "virtual_time_s": result.virtual_time_s,
+        "best_of": repeats,
+        "wall_s": best,
+        "target_s": TARGET_S,
+    }
 
 
 def sentence(record: dict) -> str:
-    return (f"{record['ranks']} ranks, {record['steps']} ZeRO-3 step(s) of the {record['params']:,}-parameter "
-            f"transformer: {record['wall_s']:.2f} s wall (best of {record['best_of']}; target < "
-            f"{record['target_s']:g} s), {record['messages']:,} messages, {record['bytes_sent']:,} bytes, "
-            f"{record['virtual_time_s'] * 1e3:.2f} ms virtual")
+    return (
+        f"{record['ranks']} ranks, {record['steps']} ZeRO-3 step(s) of the {record['params']:,}-parameter "
+        f"transformer: {record['wall_s']:.2f} s wall (best of {record['best_of']}; target < "
+        f"{record['target_s']:g} s), {record['messages']:,} messages, {record['bytes_sent']:,} bytes, "
+        f"{record['virtual_time_s'] * 1e3:.2f} ms virtual"
+    )
 
 
 def main(argv=None) -> None:

@@ -36,14 +36,14 @@ import json
 import sys
 
 SIMGRID_CONFIG = [
-    "--cfg=network/model:CM02",           # Casanova & Marchal's max-min model, no slow-start corrections (LV08 has them)
-    "--cfg=network/TCP-gamma:0",          # no window bound gamma / (2 latency) on a flow's rate
-    "--cfg=network/crosstraffic:0",       # no 5% of each flow charged to its reverse route (ACKs)
+    "--cfg=network/model:CM02",  # Casanova & Marchal's max-min model, no slow-start corrections (LV08 has them)
+    "--cfg=network/TCP-gamma:0",  # no window bound gamma / (2 latency) on a flow's rate
+    "--cfg=network/crosstraffic:0",  # no 5% of each flow charged to its reverse route (ACKs)
     "--cfg=network/latency-factor:1",
     "--cfg=network/bandwidth-factor:1",
-    "--cfg=network/weight-S:0",           # sharing penalty = route latency only (LV08: + 20537 / bandwidth)
-    "--cfg=maxmin/precision:1e-9",        # the LMM solver's relative precision (default 1e-5)
-    "--cfg=surf/precision:1e-9",          # remaining-work precision (default 1e-5)
+    "--cfg=network/weight-S:0",  # sharing penalty = route latency only (LV08: + 20537 / bandwidth)
+    "--cfg=maxmin/precision:1e-9",  # the LMM solver's relative precision (default 1e-5)
+    "--cfg=surf/precision:1e-9",  # remaining-work precision (default 1e-5)
     "--log=root.thres:critical",
 ]
 
@@ -54,14 +54,17 @@ def load_simgrid():
     """The simgrid module: ``import simgrid``, else Debian's extension module loaded by path."""
     try:
         import simgrid
+
         return simgrid
     except ImportError:
         pass
     tag = f"cpython-{sys.version_info.major}{sys.version_info.minor}"
     candidates = [p for d in DEBIAN_DIRS for p in sorted(glob.glob(f"{d}/simgrid.{tag}-*.so"))]
     if not candidates:
-        raise ImportError(f"no simgrid module for Python {sys.version_info.major}.{sys.version_info.minor}: "
-                          f"`apt-get install python3-simgrid` (Debian) or `pip install simgrid`")
+        raise ImportError(
+            f"no simgrid module for Python {sys.version_info.major}.{sys.version_info.minor}: "
+            f"`apt-get install python3-simgrid` (Debian) or `pip install simgrid`"
+        )
     spec = importlib.util.spec_from_file_location("simgrid", candidates[0])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -81,8 +84,9 @@ def run(case: dict) -> list:
         link.set_sharing_policy(simgrid.Link.SharingPolicy.SHARED, None)
         links.append(link.seal())
     for src, dst, route in case["routes"]:
-        zone.add_route(hosts[src].netpoint, hosts[dst].netpoint, None, None,
-                       [simgrid.LinkInRoute(links[i]) for i in route], False)
+        zone.add_route(
+            hosts[src].netpoint, hosts[dst].netpoint, None, None, [simgrid.LinkInRoute(links[i]) for i in route], False
+        )
     zone.seal()
     finish = [None] * len(case["flows"])
 
@@ -101,7 +105,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--probe"]:
         try:
             print(load_simgrid().simgrid_version)
-        except Exception as error:                   # report why, for the skip message
+        except Exception as error:  # report why, for the skip message
             print(f"cannot load simgrid: {error}")
             sys.exit(1)
     else:

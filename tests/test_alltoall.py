@@ -50,7 +50,9 @@ def test_bruck_counts_step_sizes_at_any_p():
 def test_bruck_wins_for_small_blocks_and_pairwise_for_large():
     link = "rdma-edr"
     assert closed_form("alltoall", "bruck", 64, 64 * 8, link) < closed_form("alltoall", "pairwise", 64, 64 * 8, link)
-    assert closed_form("alltoall", "bruck", 64, 64 * 2**20, link) > closed_form("alltoall", "pairwise", 64, 64 * 2**20, link)
+    assert closed_form("alltoall", "bruck", 64, 64 * 2**20, link) > closed_form(
+        "alltoall", "pairwise", 64, 64 * 2**20, link
+    )
 
 
 def test_pairwise_sends_p_minus_1_blocks_one_per_step():
@@ -91,15 +93,24 @@ def test_alltoallv_time_is_the_counts_exchange_plus_the_pairwise_bound():
     want = closed_form("alltoall", "pairwise", p, 8 * p, LINK) + closed_form("alltoall", "pairwise", p, 8 * 6 * p, LINK)
     assert t == pytest.approx(want, rel=1e-9)
     t = dlsys.launch(_alltoallv, p, "threads", args=(uneven,), link=LINK).virtual_time_s
-    assert t <= closed_form("alltoall", "pairwise", p, 8 * p, LINK) + closed_form("alltoall", "pairwise", p, 8 * 3 * p,
-                                                                                  LINK) * (1 + 1e-9)
+    assert t <= closed_form("alltoall", "pairwise", p, 8 * p, LINK) + closed_form(
+        "alltoall", "pairwise", p, 8 * 3 * p, LINK
+    ) * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("counts,match", [([1, 1], "send_counts: .* summing to x.size = 3"), ([4, -1], "non-negative"),
-                                          ([3], "2 non-negative ints"), ([1.5, 1.5], "ints")])
+@pytest.mark.parametrize(
+    "counts,match",
+    [
+        ([1, 1], "send_counts: .* summing to x.size = 3"),
+        ([4, -1], "non-negative"),
+        ([3], "2 non-negative ints"),
+        ([1.5, 1.5], "ints"),
+    ],
+)
 def test_alltoallv_refuses_counts_that_do_not_sum(counts, match):
     def program(comm):
         return collectives.alltoallv(comm, np.zeros(3), counts)
+
     with pytest.raises(dlsys.RankFailed, match=match):
         dlsys.launch(program, 2, "threads")
 
@@ -111,8 +122,10 @@ def test_unknown_alltoall_algorithm_is_named():
 
 # --- the experiment and figures the page and lesson 15 draw ----------------------------------
 
+
 def test_steps_record_says_which_blocks_move_and_ends_where_the_run_ended():
     from dlsys.experiments import experts
+
     for algorithm, steps in (("pairwise", 4), ("bruck", 3)):
         rows = experts.alltoall_steps(5, algorithm)
         assert sorted({r["step"] for r in rows}) == list(range(steps))
@@ -123,18 +136,21 @@ def test_steps_record_says_which_blocks_move_and_ends_where_the_run_ended():
 
 def test_cost_record_meets_the_closed_forms_and_mpichs_threshold():
     from dlsys.experiments import experts
+
     rows = experts.alltoall_costs(ranks=8, block_sizes=(64, 256, 512, 4096))
     assert all(r["time_s"] == pytest.approx(r["closed_form_s"], rel=1e-9) for r in rows)
     assert [r["mpich"] for r in rows if r["algorithm"] == "bruck"] == ["bruck", "bruck", "pairwise", "pairwise"]
     assert experts.mpich_alltoall_algorithm(8, 4) == "pairwise"  # MPICH: Bruck only from 8 ranks
     crossover = experts.bruck_crossover_block_nbytes(16)
-    assert closed_form("alltoall", "bruck", 16, 16 * crossover * 0.9, "rdma-edr") < \
-        closed_form("alltoall", "pairwise", 16, 16 * crossover * 0.9, "rdma-edr")
+    assert closed_form("alltoall", "bruck", 16, 16 * crossover * 0.9, "rdma-edr") < closed_form(
+        "alltoall", "pairwise", 16, 16 * crossover * 0.9, "rdma-edr"
+    )
 
 
 def test_figures_build():
     from dlsys.experiments import experts
     from dlsys.viz import experts as figures
+
     for algorithm in ("pairwise", "bruck"):
         assert figures.alltoall_steps_figure(experts.alltoall_steps(4, algorithm), algorithm).data
     assert figures.alltoall_cost_figure(experts.alltoall_costs(ranks=4, block_sizes=(64, 4096))).data
@@ -146,6 +162,7 @@ def test_values_and_closed_form_on_every_backend(backend, algorithm):
     """The issue's "all-to-all values and closed forms on every backend": each backend's
     run delivers row d to rank d and ends at the closed form (even blocks)."""
     from dlsys.comm.backends.mpi import mpi_unavailable
+
     if backend == "mpi" and mpi_unavailable() is not None:
         pytest.skip(str(mpi_unavailable()))
     p = 4
@@ -158,6 +175,7 @@ def test_values_and_closed_form_on_every_backend(backend, algorithm):
 @pytest.mark.parametrize("backend", ["processes", "mpi"])
 def test_alltoallv_on_other_backends(backend):
     from dlsys.comm.backends.mpi import mpi_unavailable
+
     if backend == "mpi" and mpi_unavailable() is not None:
         pytest.skip(str(mpi_unavailable()))
     p = 3

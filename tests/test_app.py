@@ -12,22 +12,22 @@ import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from test_figure_lint import assert_lint_clean
 
 from dlsys import experiments as E
-from dlsys.experiments import large_batch
 from dlsys.collectives import ALGORITHMS, closed_form
-from dlsys.experiments.contention import FABRICS, PATTERNS
 from dlsys.comm import BACKENDS
+from dlsys.experiments import large_batch
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
+from dlsys.experiments.contention import FABRICS, PATTERNS
 from dlsys.machine.net import get_link
-from test_figure_lint import assert_lint_clean
 from dlsys.viz.comm import FRAMES_RANGE
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 APP = str(APP_DIR / "streamlit_app.py")
 sys.path.insert(0, str(APP_DIR))  # the app's own modules, as streamlit_app.py imports them
-import pages  # noqa: E402
 import charts as charts_module  # noqa: E402
+import pages  # noqa: E402
 
 PAGES = [page.path for page in pages.PAGES]
 TINY, HUGE = 4, 4 * 2**30
@@ -79,9 +79,11 @@ def lint_charts(at: AppTest, where: str) -> None:
 
 # --- pages --------------------------------------------------------------------------------
 
+
 def test_large_batches_page_renders_from_the_cache_without_training(monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("the page must read results/large_batch.json, not train")
+
     monkeypatch.setattr(large_batch, "run_study", no_training)
     monkeypatch.setattr(large_batch, "train", no_training)
     at = AppTest.from_file(APP, default_timeout=60)
@@ -105,30 +107,43 @@ def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
     assert len({page.name for page in pages.PAGES}) == len(pages.PAGES)
     navigation = {}
     navigate = st.navigation
-    monkeypatch.setattr(st, "navigation", lambda sections, **kw: navigation.update(sections) or navigate(sections, **kw))
+    monkeypatch.setattr(
+        st, "navigation", lambda sections, **kw: navigation.update(sections) or navigate(sections, **kw)
+    )
     at = open_page(PAGES[0])
-    built = [(section, p.title, p.icon, p.url_path, Path(p._page).relative_to(APP_DIR).as_posix())
-             for section, entries in navigation.items() for p in entries]
+    built = [
+        (section, p.title, p.icon, p.url_path, Path(p._page).relative_to(APP_DIR).as_posix())
+        for section, entries in navigation.items()
+        for p in entries
+    ]
     assert built == [(p.section, p.title, p.icon, "" if p is pages.PAGES[0] else p.name, p.path) for p in pages.PAGES]
     links = [(link.proto.page, link.proto.label, link.proto.icon) for link in at.get("page_link")]
     assert links == [(p.name, p.title, p.icon) for p in pages.PAGES[1:]]
     home = ast.parse((APP_DIR / "views" / "home.py").read_text())
-    concepts = next(ast.literal_eval(node.value) for node in home.body
-                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONCEPTS")
+    concepts = next(
+        ast.literal_eval(node.value)
+        for node in home.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONCEPTS"
+    )
     shown = {where for _, _, where in concepts}
     assert shown - {"lesson", "planned"} <= set(pages.BY_NAME)
     assert {p.name for p in pages.PAGES[1:]} <= shown
 
 
-@pytest.mark.parametrize("page, tabs", [("views/schedule.py", ("sched_view", [0, 1, 2])),
-                                        ("views/taihulight.py", ("thl_view", [1, 2, 3])),
-                                        ("views/cost_model.py", ("cost_view", [0])),
-                                        ("views/ps_vs_ring.py", ("ps_view", [2])),
-                                        ("views/compression.py", ("cmp_view", [4])),
-                                        ("views/papers.py", (None, [])),
-                                        ("views/memory.py", ("mem_view", [2, 3])),
-                                        ("views/training.py", ("train_view", [1, 2])),
-                                        ("views/pipelines.py", ("pipe_view", [1]))])
+@pytest.mark.parametrize(
+    "page, tabs",
+    [
+        ("views/schedule.py", ("sched_view", [0, 1, 2])),
+        ("views/taihulight.py", ("thl_view", [1, 2, 3])),
+        ("views/cost_model.py", ("cost_view", [0])),
+        ("views/ps_vs_ring.py", ("ps_view", [2])),
+        ("views/compression.py", ("cmp_view", [4])),
+        ("views/papers.py", (None, [])),
+        ("views/memory.py", ("mem_view", [2, 3])),
+        ("views/training.py", ("train_view", [1, 2])),
+        ("views/pipelines.py", ("pipe_view", [1])),
+    ],
+)
 def test_default_views_read_the_precomputed_store(page, tabs, monkeypatch):
     """Every sweep a default view shows is in dlsys.experiments.precomputed's store: with
     running any point forbidden, each of the page's sweeping tabs renders."""
@@ -136,6 +151,7 @@ def test_default_views_read_the_precomputed_store(page, tabs, monkeypatch):
 
     def no_run(name, kwargs):
         raise AssertionError(f"{name}{kwargs} is not precomputed: add it to precomputed.DEFAULTS")
+
     monkeypatch.setattr(precomputed, "call_by_name", no_run)
     st.cache_data.clear()
     at = open_page(page)
@@ -243,19 +259,33 @@ def test_collectives_link_load_every_pattern_on_every_fabric(ranks, size):
     assert "sharing off" in figures(at)[0]["layout"]["title"]["text"]
 
 
-@pytest.mark.parametrize("page, key, tabs", [
-    ("views/collectives.py", "coll_view", ["Ring step by step", "Timeline", "Bytes per link", "Link load", "Downloads"]),
-    ("views/cost_model.py", "cost_view", ["Against ranks", "TCP vs RDMA", "Alpha and beta"]),
-    ("views/ps_vs_ring.py", "ps_view", ["Bytes per rank", "Against workers", "Downloads"]),
-    ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),
-    ("views/compression.py", "cmp_view", ["Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"]),
-    ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
-    ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
-    ("views/network_stack.py", "net_view", ["Libraries", "Training and IO"]),
-    ("views/memory.py", "mem_view", ["ZeRO Figure 1", "Measured against the model"]),
-    ("views/taihulight.py", "thl_view", ["PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One iteration",
-                                         "Timeline"]),
-])
+@pytest.mark.parametrize(
+    "page, key, tabs",
+    [
+        (
+            "views/collectives.py",
+            "coll_view",
+            ["Ring step by step", "Timeline", "Bytes per link", "Link load", "Downloads"],
+        ),
+        ("views/cost_model.py", "cost_view", ["Against ranks", "TCP vs RDMA", "Alpha and beta"]),
+        ("views/ps_vs_ring.py", "ps_view", ["Bytes per rank", "Against workers", "Downloads"]),
+        ("views/training.py", "train_view", ["Push and pull", "Data vs model parallel"]),
+        (
+            "views/compression.py",
+            "cmp_view",
+            ["Residual", "Accuracy vs bytes", "Messages", "Iteration time", "Per model"],
+        ),
+        ("views/large_batches.py", "lb_view", ["LARS and LAMB", "Sharp vs flat minima", "Time to accuracy"]),
+        ("views/schedule.py", "sched_view", ["Against bandwidth", "Slice, credit and bucket size"]),
+        ("views/network_stack.py", "net_view", ["Libraries", "Training and IO"]),
+        ("views/memory.py", "mem_view", ["ZeRO Figure 1", "Measured against the model"]),
+        (
+            "views/taihulight.py",
+            "thl_view",
+            ["PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One iteration", "Timeline"],
+        ),
+    ],
+)
 def test_every_tab_runs(page, key, tabs):
     at = open_page(page)
     for tab in tabs:
@@ -265,7 +295,9 @@ def test_every_tab_runs(page, key, tabs):
         if tab == "Downloads":
             assert len(at.get("download_button")) >= 4
         elif page not in ("views/training.py", "views/large_batches.py") or tab in (
-                "Sharp vs flat minima", "Time to accuracy"):  # the others draw several charts
+            "Sharp vs flat minima",
+            "Time to accuracy",
+        ):  # the others draw several charts
             assert charts(at) == 1, tab
         else:
             assert charts(at) >= 2, tab
@@ -325,6 +357,7 @@ def test_ps_vs_ring_page_edges(workers, size):
 
 def test_training_page_offers_the_registrys_strategies():
     from dlsys.train import STRATEGIES
+
     at = open_page("views/training.py")
     at.session_state["train_view"] = "Push and pull"
     ok(at.run())
@@ -382,6 +415,7 @@ def test_performance_page_measures_real_processes_and_emulates():
 
 # --- the experiments behind the pages --------------------------------------------------------
 
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS["allreduce"])
 @pytest.mark.parametrize("ranks", [2, 8])
 def test_small_real_buffers_give_the_logical_size_exactly(algorithm, ranks):
@@ -413,8 +447,9 @@ def test_scaled_runs_equal_real_runs_in_time_and_bytes(collective):
         for p, count in ((4, 1024), (6, 1003), (5, 1000)):
             real = E.simulate_collective(collective, algorithm, p, 4 * count, record=False)
             try:
-                scaled = E.simulate_collective(collective, algorithm, p, 4 * count, max_memory_bytes=2**11,
-                                               record=False)
+                scaled = E.simulate_collective(
+                    collective, algorithm, p, 4 * count, max_memory_bytes=2**11, record=False
+                )
             except ValueError as exc:
                 assert "do not split into" in str(exc) and count % p, (collective, algorithm, p)
                 continue
@@ -518,14 +553,19 @@ def test_crossovers_are_exact_intersections():
 
 def test_ties_are_not_crossovers():
     # at p = 2 ring and Rabenseifner cost the same at every size
-    rows = [r for r in E.allreduce_costs(["rdma-edr"], [2], [2**k for k in range(20, 33)])
-            if r["algorithm"] in ("ring", "rabenseifner")]
+    rows = [
+        r
+        for r in E.allreduce_costs(["rdma-edr"], [2], [2**k for k in range(20, 33)])
+        if r["algorithm"] in ("ring", "rabenseifner")
+    ]
     assert E.crossovers(rows) == []
 
 
 def test_emulated_costs_match_closed_forms_at_powers_of_two():
     for row in E.emulated_allreduce_costs("rdma-edr", 4, sizes=(2**10, 2**30)):
-        assert row["time_s"] == pytest.approx(closed_form("allreduce", row["algorithm"], 4, row["nbytes"], "rdma-edr"), rel=1e-9)
+        assert row["time_s"] == pytest.approx(
+            closed_form("allreduce", row["algorithm"], 4, row["nbytes"], "rdma-edr"), rel=1e-9
+        )
 
 
 def test_link_table_half_bandwidth_size():
@@ -557,20 +597,53 @@ def test_compression_page_every_kind_of_method(method):
 
 # non-default values of every page's widgets that a teacher might share (tabs included)
 SHARED_STATE = {
-    "views/collectives.py": {"coll_collective": "allgather", "coll_algorithm_allgather": "recursive_doubling",
-                             "coll_ranks": 16, "coll_size": 2**20, "coll_link": "rdma-edr", "coll_view": "Timeline"},
-    "views/cost_model.py": {"cost_ranks": 16, "cost_size": 64 * 2**20, "cost_link": "rdma-edr",
-                            "cost_check": False, "cost_view": "TCP vs RDMA"},
+    "views/collectives.py": {
+        "coll_collective": "allgather",
+        "coll_algorithm_allgather": "recursive_doubling",
+        "coll_ranks": 16,
+        "coll_size": 2**20,
+        "coll_link": "rdma-edr",
+        "coll_view": "Timeline",
+    },
+    "views/cost_model.py": {
+        "cost_ranks": 16,
+        "cost_size": 64 * 2**20,
+        "cost_link": "rdma-edr",
+        "cost_check": False,
+        "cost_view": "TCP vs RDMA",
+    },
     "views/ps_vs_ring.py": {"ps_workers": 4, "ps_size": 2**20, "ps_link": "tcp-1gbe", "ps_view": "Bytes per rank"},
-    "views/training.py": {"train_link": "tcp-10gbe", "train_epochs": 1, "train_view": "Push and pull",
-                          "train_pp_servers": 2, "train_pp_consistency": "ps-asp"},
+    "views/training.py": {
+        "train_link": "tcp-10gbe",
+        "train_epochs": 1,
+        "train_view": "Push and pull",
+        "train_pp_servers": 2,
+        "train_pp_consistency": "ps-asp",
+    },
     "views/compression.py": {"cmp_method": "qsgd", "cmp_bits": 8, "cmp_view": "Residual"},
     "views/performance.py": {"perf_ranks": 8, "perf_size": 16 * 2**20, "perf_speedup": 2.0},
-    "views/network_stack.py": {"net_view": "Training and IO", "net_storage": "nfs", "net_loaders": 4, "net_prefetch": 8},
-    "views/memory.py": {"mem_model": "GPT-3 (175B)", "mem_ranks": 512, "mem_device": 80, "mem_tp": 8,
-                        "mem_optimizer": "sgd", "mem_view": "ZeRO Figure 1"},
-    "views/taihulight.py": {"thl_model": "resnet50", "thl_nodes": 16, "thl_layout": "scattered",
-                            "thl_topology": "flat", "thl_sharing": False, "thl_view": "Timeline"},
+    "views/network_stack.py": {
+        "net_view": "Training and IO",
+        "net_storage": "nfs",
+        "net_loaders": 4,
+        "net_prefetch": 8,
+    },
+    "views/memory.py": {
+        "mem_model": "GPT-3 (175B)",
+        "mem_ranks": 512,
+        "mem_device": 80,
+        "mem_tp": 8,
+        "mem_optimizer": "sgd",
+        "mem_view": "ZeRO Figure 1",
+    },
+    "views/taihulight.py": {
+        "thl_model": "resnet50",
+        "thl_nodes": 16,
+        "thl_layout": "scattered",
+        "thl_topology": "flat",
+        "thl_sharing": False,
+        "thl_view": "Timeline",
+    },
 }
 
 
@@ -600,8 +673,9 @@ def test_a_pages_url_reproduces_its_state(page):
 
 
 def test_a_prepared_link_ring_16_ranks_64_mib_tcp_vs_rdma():
-    at = open_with_url("views/cost_model.py", {"cost_ranks": "16", "cost_size": str(64 * 2**20),
-                                               "cost_view": "TCP vs RDMA"})
+    at = open_with_url(
+        "views/cost_model.py", {"cost_ranks": "16", "cost_size": str(64 * 2**20), "cost_view": "TCP vs RDMA"}
+    )
     assert at.select_slider(key="cost_ranks").value == 16
     assert at.select_slider(key="cost_size").value == 64 * 2**20
     spec = figures(at)[0]
@@ -646,7 +720,9 @@ def test_the_course_maps_prepared_links_open_as_written():
     """docs/course.md's links for the slides are the app's prepared demos (app/demos.py,
     listed on Home), row for row; each opens its page with exactly those values."""
     from urllib.parse import parse_qsl, urlsplit
+
     from demos import DEMOS
+
     course = (Path(APP).parents[1] / "docs" / "course.md").read_text()
     rows = re.findall(r"^\| (\d+) \| ([^|]+) \| `(/[a-z_]+\?[^`]+)` \|$", course, re.MULTILINE)
     assert [(int(week), what.strip(), link) for week, what, link in rows] == [tuple(d) for d in DEMOS]

@@ -75,8 +75,13 @@ def test_the_app_extra_holds_every_package_the_app_imports():
     blocked, modules = _blocked(), _app_imports()
     assert "pytest" in blocked and "jupytext" in blocked and "streamlit" not in blocked  # the check can fail
     assert "from dlsys.grading import playground as pg" in modules  # the playground's sandbox among them
-    run = subprocess.run([sys.executable, "-c", BLOCKER.format(blocked=sorted(blocked), modules=modules)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", BLOCKER.format(blocked=sorted(blocked), modules=modules)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-1500:]
 
 

@@ -14,11 +14,11 @@ import pytest
 
 import dlsys
 from dlsys import collectives
-from dlsys.experiments import wallclock
 from dlsys.cli import main
 from dlsys.collectives import closed_form
 from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.comm.logical import LogicalArray, as_logical, per_block
+from dlsys.experiments import wallclock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,8 +30,11 @@ def our_segments():
 
 # --- dlsys bench allreduce ----------------------------------------------------------------
 
-@pytest.mark.parametrize("ranks, algorithm", [(2, "ring"), (3, "ring"), (4, "rabenseifner"),
-                                              (3, "recursive_doubling"), (2, "reduce_broadcast")])
+
+@pytest.mark.parametrize(
+    "ranks, algorithm",
+    [(2, "ring"), (3, "ring"), (4, "rabenseifner"), (3, "recursive_doubling"), (2, "reduce_broadcast")],
+)
 def test_allreduce_bench_is_checked_and_reports_nccl_units(ranks, algorithm):
     rec = wallclock.allreduce_bench(ranks, "24KiB", algorithm, repeats=2, warmup=1)
     assert rec["correct"] and rec["nbytes"] == 24 * 1024 and len(rec["times_s"]) == 2
@@ -50,26 +53,50 @@ def test_allreduce_bench_at_the_lending_size_with_either_buffers(buffers):
 
 
 def test_cli_bench_allreduce_json():
-    out = subprocess.run([sys.executable, "-m", "dlsys.cli", "bench", "allreduce", "--ranks", "2", "--size", "8KiB",
-                          "--repeats", "2", "--warmup", "0", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlsys.cli",
+            "bench",
+            "allreduce",
+            "--ranks",
+            "2",
+            "--size",
+            "8KiB",
+            "--repeats",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)
     for key in ("busbw_Bps", "algbw_Bps", "memcpy_Bps", "ratio_to_memcpy", "wall_time_s"):
         assert rec[key] > 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--size", "10"], "multiple of 4"),
-    (["--size", "4GiB"], "size must be"),
-    (["--ranks", "0"], "ranks must be"),
-    (["--repeats", "0"], "repeats must be"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--size", "10"], "multiple of 4"),
+        (["--size", "4GiB"], "size must be"),
+        (["--ranks", "0"], "ranks must be"),
+        (["--repeats", "0"], "repeats must be"),
+    ],
+)
 def test_cli_bench_rejects_bad_input_before_starting(argv, message, capsys):
     assert main(["bench", "allreduce", *argv]) == 2
     assert message in capsys.readouterr().err
 
 
 # --- dlsys bench emulate ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("scheme, ranks", [("ring", 16), ("ps", 17)])
 def test_emulation_matches_its_closed_form(scheme, ranks):
@@ -95,12 +122,19 @@ def test_latency_bench_reports_both_round_trips():
 def test_run_all_smoke_writes_its_measured_blocks(tmp_path):
     page = tmp_path / "performance.md"
     page.write_text((ROOT / "docs" / "performance.md").read_text())
-    out = subprocess.run([sys.executable, "benchmarks/run_all.py", "--smoke", "--write-docs", str(page)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/run_all.py", "--smoke", "--write-docs", str(page)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "dlsys all-reduce" in out.stdout and "emulated ring" in out.stdout
     mpi_line = next(line for line in out.stdout.splitlines() if "MPI_Allreduce" in line)
-    assert ("skipped" in mpi_line) == (mpi_unavailable() is not None), mpi_line  # issue 28: found next to the venv's Python
+    assert ("skipped" in mpi_line) == (mpi_unavailable() is not None), (
+        mpi_line
+    )  # issue 28: found next to the venv's Python
     text = page.read_text()
     for name in ("bench.real_data_path", "bench.emulation", "bench.emulation_curve"):
         assert f"<!-- measured: {name} -->\nMeasured " in text and "run_all.py --smoke --write-docs" in text
@@ -110,12 +144,20 @@ def test_pages_benchmark_times_a_page_and_writes_its_measured_block(tmp_path):
     """benchmarks/pages.py on two quick pages: a row per step, the table in its block."""
     page = tmp_path / "performance.md"
     page.write_text((ROOT / "docs" / "performance.md").read_text())
-    out = subprocess.run([sys.executable, "benchmarks/pages.py", "home", "papers", "--json", "--write-docs", str(page)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/pages.py", "home", "papers", "--json", "--write-docs", str(page)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode in (0, 1), out.stdout + out.stderr  # 1: a default view missed the target (a loaded machine)
     rows = json.loads(out.stdout)
-    assert [(r["page"], r["step"]) for r in rows] == [("home", "first render"), ("papers", "first render"),
-                                                      ("papers", "claim 2")]
+    assert [(r["page"], r["step"]) for r in rows] == [
+        ("home", "first render"),
+        ("papers", "first render"),
+        ("papers", "claim 2"),
+    ]
     assert all(r["seconds"] > 0 for r in rows) and [r["default"] for r in rows] == [True, True, False]
     text = page.read_text()
     assert "<!-- measured: bench.pages -->\nMeasured " in text and "| Papers |" in text
@@ -133,10 +175,16 @@ def test_run_all_with_another_python_uses_the_venv_or_says_how(tmp_path, with_ve
     if with_venv:
         (tmp_path / ".venv" / "bin").mkdir(parents=True)
         venv_python = tmp_path / ".venv" / "bin" / "python"  # stands for the venv's (a symlink would lose its site)
-        venv_python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        venv_python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
         venv_python.chmod(0o755)
-    out = subprocess.run([SYSTEM_PYTHON, "-I", "benchmarks/run_all.py", "--help"], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [SYSTEM_PYTHON, "-I", "benchmarks/run_all.py", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if with_venv:
         assert out.returncode == 0 and "--smoke" in out.stdout, out.stderr
     else:
@@ -144,6 +192,7 @@ def test_run_all_with_another_python_uses_the_venv_or_says_how(tmp_path, with_ve
 
 
 # --- LogicalArray ---------------------------------------------------------------------------
+
 
 def test_logical_sizes_follow_slicing_splitting_and_concatenation():
     a = LogicalArray(np.ones(8, np.float32), 1000)
@@ -180,7 +229,6 @@ def test_logical_array_construction_and_pickling():
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="scale"):
             LogicalArray(np.ones(2), bad)
-
 
 
 def test_per_block_scales_split_into_their_blocks_only():
@@ -222,10 +270,13 @@ def test_ring_time_equals_the_closed_form_for_logical_sizes():
         return collectives.allreduce(comm, LogicalArray(np.ones(p, np.float32), scale))
 
     result = dlsys.launch(program, p, "threads", record=False)
-    assert result.virtual_time_s == pytest.approx(closed_form("allreduce", "ring", p, p * 4 * scale, "tcp-10gbe"), rel=1e-12)
+    assert result.virtual_time_s == pytest.approx(
+        closed_form("allreduce", "ring", p, p * 4 * scale, "tcp-10gbe"), rel=1e-12
+    )
 
 
 # --- the processes backend's pooled shared memory ------------------------------------------
+
 
 def _stream(comm, count, messages):
     """Rank 0 sends messages; rank 1 checks each, drops it, then acknowledges it (so the
@@ -280,13 +331,35 @@ def test_the_emulation_budget_counts_what_grows_with_the_ranks_squared():
     """Issue 28: 4096 emulated ranks peaked at 5.8 GiB while the estimate said 192 MiB of 1 GiB.
     Now the estimate counts the per-pair memory, and a rank count beyond the budget is refused
     with the accepted range before any rank starts."""
-    with pytest.raises(ValueError, match=r"ranks must be in 2\.\.1638 for the ring emulation within the memory "
-                                         r"budget 1 GiB: 4096 ranks need about 6.25 GiB"):
+    with pytest.raises(
+        ValueError,
+        match=r"ranks must be in 2\.\.1638 for the ring emulation within the memory "
+        r"budget 1 GiB: 4096 ranks need about 6.25 GiB",
+    ):
         wallclock.emulate("ring", 4096)
     # through a shell that does not exec it: Linux carries a process's peak RSS across exec,
     # so a child forked from this (large) pytest process would report pytest's peak
-    out = subprocess.run(["sh", "-c", '"$@" || exit 1', "sh", sys.executable, "-m", "dlsys.cli", "bench", "emulate",
-                          "--ranks", "512", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)
+    out = subprocess.run(
+        [
+            "sh",
+            "-c",
+            '"$@" || exit 1',
+            "sh",
+            sys.executable,
+            "-m",
+            "dlsys.cli",
+            "bench",
+            "emulate",
+            "--ranks",
+            "512",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
+    )
     rec = json.loads(out.stdout.strip().splitlines()[-1])
     interpreter = 96 * 2**20  # Python, numpy and dlsys imported: the estimate is the run's, not the process's
     assert rec["peak_rss_bytes"] <= rec["memory_bytes"] + interpreter, rec

@@ -31,17 +31,30 @@ import pages  # noqa: E402
 PAGES = {page.name: "" if page is pages.PAGES[0] else page.name for page in pages.PAGES}
 ANIMATED = {"collectives", "ps_vs_ring"}
 # a second tab to open on each page, and the key of the chart it draws
-OTHER_TAB = {"collectives": ("Ring step by step", "coll_ring_steps"), "cost_model": ("TCP vs RDMA", "cost_links"),
-             "ps_vs_ring": ("Against workers", "ps_scaling"), "large_batches": ("LARS and LAMB", "lb_ratio"),
-             "network_stack": ("Training and IO", "net_loader")}
+OTHER_TAB = {
+    "collectives": ("Ring step by step", "coll_ring_steps"),
+    "cost_model": ("TCP vs RDMA", "cost_links"),
+    "ps_vs_ring": ("Against workers", "ps_scaling"),
+    "large_batches": ("LARS and LAMB", "lb_ratio"),
+    "network_stack": ("Training and IO", "net_loader"),
+}
 # a drawn figure: a plotly chart, or an animation's player (app/player.py), an iframe whose plot is drawn
 FIGURE = '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stCustomComponentV1"]'
 PLAYER = '[data-testid="stCustomComponentV1"]'
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium at /usr/bin/chromium")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium at /usr/bin/chromium"),
+]
 
 
 def free_port() -> int:
@@ -54,8 +67,9 @@ def free_port() -> int:
 def serve(command: list, port: int):
     """Run a streamlit server command in its own process group until /_stcore/health
     answers; yield its pid; stop the whole group afterwards."""
-    server = subprocess.Popen(command, cwd=ROOT, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        command, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 240  # make may first install the venv
@@ -91,6 +105,7 @@ def app():
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
@@ -112,6 +127,7 @@ def ink(png: Path, background=(255, 255, 255)) -> tuple[float, float]:
     """Shares of a screenshot's pixels that differ from the background, and that are
     coloured (saturated: messages, busy nodes), not grey (links, labels, idle nodes)."""
     from PIL import Image
+
     pixels = np.asarray(Image.open(png).convert("RGB")).astype(int).reshape(-1, 3)
     drawn = np.abs(pixels - background).max(axis=1) > 24
     coloured = pixels.max(axis=1) - pixels.min(axis=1) > 60
@@ -136,8 +152,10 @@ def test_page_renders_in_chromium(app, browser, name, tmp_path_factory):
         # nodes' labels (they name a rank; a message's label is its block number, there only while it
         # flies) and the links' lines: a message or bar trace with nothing in flight has no element at
         # all, so counting every trace would not tell whether the static ones stayed
-        static = ("el => [[...el.querySelectorAll('.scatterlayer .textpoint')].filter(t => /rank|server|worker/"
-                  ".test(t.textContent)).length, el.querySelectorAll('.js-line').length > 0]")
+        static = (
+            "el => [[...el.querySelectorAll('.scatterlayer .textpoint')].filter(t => /rank|server|worker/"
+            ".test(t.textContent)).length, el.querySelectorAll('.js-line').length > 0]"
+        )
         drawn = chart.evaluate(static)
         player = page.frame_locator(PLAYER).first
         player.locator("#play").click()
@@ -169,8 +187,9 @@ SCREENS = {"1280x720": (1280, 720), "1920x1080": (1920, 1080)}
 # The smallest text: plotly's slider step labels (12 px) and Streamlit's smallest captions; in
 # presenter mode, what the back of a room reads (the teacher's tour measured 14-15 px labels).
 MIN_FONT_PX = {False: 12, True: 18}
-LAYOUT_JS = "\n".join(line for line in (ROOT / "tests" / "browser_layout.js").read_text().splitlines()
-                      if not line.startswith("//"))
+LAYOUT_JS = "\n".join(
+    line for line in (ROOT / "tests" / "browser_layout.js").read_text().splitlines() if not line.startswith("//")
+)
 # Defects inside a figure's own layout that tests/browser_layout.js finds and that are not fixed
 # yet: (page, presenter) -> the problems' text (fnmatch patterns). A listed defect that is gone
 # fails the test, so the list only shrinks (after merging a branch that changes figures, run the
@@ -251,6 +270,7 @@ def test_no_request_leaves_the_machine(app, browser):
 def server_rss_mib(make_pid: int) -> float:
     """Resident memory of the streamlit process that ``make app`` started."""
     import psutil
+
     return max(p.memory_info().rss for p in psutil.Process(make_pid).children(recursive=True)) / 2**20
 
 
@@ -282,11 +302,25 @@ def test_measure_first_render(app, browser, tmp_path):
         cold, warm = first_render_s(browser, f"{url}/{path}")
         print(f"\n{name}: first render cold {cold:.2f} s, warm {warm:.2f} s")
     floor = tmp_path / "floor.py"
-    floor.write_text("import plotly.graph_objects as go\nimport streamlit as st\n"
-                     "st.plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])))\n")
+    floor.write_text(
+        "import plotly.graph_objects as go\nimport streamlit as st\n"
+        "st.plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])))\n"
+    )
     port = free_port()
-    with serve([str(ROOT / ".venv/bin/streamlit"), "run", str(floor), "--server.address", "127.0.0.1",
-                "--server.port", str(port), "--server.headless", "true"], port):
+    with serve(
+        [
+            str(ROOT / ".venv/bin/streamlit"),
+            "run",
+            str(floor),
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+        ],
+        port,
+    ):
         cold, warm = first_render_s(browser, f"http://127.0.0.1:{port}/")
     print(f"floor (one-chart Streamlit page): cold {cold:.2f} s, warm {warm:.2f} s")
 
@@ -307,8 +341,10 @@ def test_measure_30_concurrent_sessions(app, browser):
             page.wait_for_selector(FIGURE, timeout=300_000)
             wait_for_script(page, 300_000)
             errors += page.locator('[data-testid="stException"]').count()
-        print(f"wave {wave}: 30 concurrent sessions rendered in {time.perf_counter() - start:.1f} s, "
-              f"{errors} exceptions, server RSS {rss_before:.0f} -> {server_rss_mib(make_pid):.0f} MiB")
+        print(
+            f"wave {wave}: 30 concurrent sessions rendered in {time.perf_counter() - start:.1f} s, "
+            f"{errors} exceptions, server RSS {rss_before:.0f} -> {server_rss_mib(make_pid):.0f} MiB"
+        )
         for c in contexts:
             c.close()
         assert errors == 0

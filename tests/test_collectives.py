@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 import dlsys
 from dlsys import collectives
-from dlsys.experiments import collective_plan, collective_program, expected_values, simulate_collective
 from dlsys.collectives import REGISTRY, closed_form, textbook_form
 from dlsys.collectives.registry import EVERY_P, POWERS_OF_TWO
+from dlsys.experiments import collective_plan, collective_program, expected_values, simulate_collective
 from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, LinkModel, NodeModel
 
 CASES = list(REGISTRY)
@@ -30,8 +30,13 @@ def check_values(got, want, dtype):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.sampled_from(CASES), ranks=st.integers(1, 9), count=st.sampled_from([0, 1, 2, 3, 7, 8, 17, 64]),
-       dtype=st.sampled_from(["float32", "float64"]), op=st.sampled_from(collectives.OPS))
+@given(
+    case=st.sampled_from(CASES),
+    ranks=st.integers(1, 9),
+    count=st.sampled_from([0, 1, 2, 3, 7, 8, 17, 64]),
+    dtype=st.sampled_from(["float32", "float64"]),
+    op=st.sampled_from(collectives.OPS),
+)
 def test_every_collective_matches_numpy_on_threads(case, ranks, count, dtype, op):
     collective, algorithm = case
     result = dlsys.launch(collective_program, ranks, "threads", args=(collective, algorithm, count, dtype, op, 7))
@@ -41,7 +46,9 @@ def test_every_collective_matches_numpy_on_threads(case, ranks, count, dtype, op
 @pytest.mark.parametrize("collective,algorithm", CASES)
 def test_every_collective_matches_numpy_on_processes(collective, algorithm):
     ranks, count = (5, 11) if collective != "allreduce" else (6, 13)
-    result = dlsys.launch(collective_program, ranks, "processes", args=(collective, algorithm, count, "float32", "sum", 3))
+    result = dlsys.launch(
+        collective_program, ranks, "processes", args=(collective, algorithm, count, "float32", "sum", 3)
+    )
     check_values(result.values, expected_values(collective, ranks, count, "float32", "sum", 3), "float32")
 
 
@@ -58,8 +65,9 @@ NODE = NodeModel("test-node", 1e12, 0.5, 50e9)
 @pytest.mark.parametrize("gamma", [False, True])
 def test_makespan_equals_closed_form_at_powers_of_two(collective, algorithm, link, gamma):
     for ranks in (1, 2, 4, 8, 16):
-        record = simulate_collective(collective, algorithm, ranks, 4 * 16 * 48, LINKS[link], NODE,
-                                     charge_reductions=gamma)
+        record = simulate_collective(
+            collective, algorithm, ranks, 4 * 16 * 48, LINKS[link], NODE, charge_reductions=gamma
+        )
         assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9, abs=1e-18), ranks
 
 
@@ -88,8 +96,15 @@ def test_closed_form_is_exact_for_uneven_blocks_or_bounds_them(collective, algor
         assert t == pytest.approx(record["closed_form_s"], rel=1e-9, abs=1e-18)
         return
     gamma_s = NODE.gamma_s_per_byte if gamma else 0.0
-    smallest = entry.cost(ranks, 4 * UNEVEN_COUNT, lambda k: UNEVEN_COUNT // k * 4, link.alpha_s,
-                          link.beta_s_per_byte, gamma_s, (ranks - 1).bit_length())
+    smallest = entry.cost(
+        ranks,
+        4 * UNEVEN_COUNT,
+        lambda k: UNEVEN_COUNT // k * 4,
+        link.alpha_s,
+        link.beta_s_per_byte,
+        gamma_s,
+        (ranks - 1).bit_length(),
+    )
     assert smallest * (1 - 1e-9) <= t <= record["closed_form_s"] * (1 + 1e-9)
     assert smallest < record["closed_form_s"] or UNEVEN_COUNT % ranks == 0  # p | 1001: the all-to-alls' blocks are even
 
@@ -99,16 +114,18 @@ def test_closed_form_is_exact_for_uneven_blocks_or_bounds_them(collective, algor
 def test_rabenseifner_after_a_fold_is_exact_at_every_rank_count(link, gamma):
     """dlsys.collectives.registry.fold; even blocks (16 divides the length)."""
     for ranks in range(2, 18):
-        record = simulate_collective("allreduce", "rabenseifner", ranks, 4 * 16 * 105, LINKS[link], NODE,
-                                     charge_reductions=gamma)
+        record = simulate_collective(
+            "allreduce", "rabenseifner", ranks, 4 * 16 * 105, LINKS[link], NODE, charge_reductions=gamma
+        )
         assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9), ranks
 
 
 @pytest.mark.parametrize("ranks", [3, 5, 6, 7, 9, 12, 13, 15, 17])
 def test_recursive_doubling_after_a_fold_is_bounded_and_exact_when_most_ranks_fold(ranks):
     """dlsys.collectives.registry.fold: exact iff 2 (p - p2) > p2, else an upper bound."""
-    record = simulate_collective("allreduce", "recursive_doubling", ranks, 4 * UNEVEN_COUNT, LINKS["mixed"], NODE,
-                                 charge_reductions=True)
+    record = simulate_collective(
+        "allreduce", "recursive_doubling", ranks, 4 * UNEVEN_COUNT, LINKS["mixed"], NODE, charge_reductions=True
+    )
     p2 = 1 << (ranks.bit_length() - 1)
     if 2 * (ranks - p2) > p2:
         assert record["virtual_time_s"] == pytest.approx(record["closed_form_s"], rel=1e-9)
@@ -153,6 +170,7 @@ def test_parameter_server_incast_costs_p_n_over_b_at_the_server():
                 comm.recv(source=src)
         else:
             comm.send(np.zeros(nbytes // 8), 0)
+
     result = dlsys.launch(ps, 9, "threads", link=link)
     assert result.clocks_s[0] == pytest.approx(8 * nbytes / 1e9, rel=1e-12)
 
@@ -161,21 +179,25 @@ def test_results_are_identical_across_ranks_for_allreduce():
     def program(comm):
         x = comm.rng.standard_normal(1001).astype(np.float32)
         return collectives.allreduce(comm, x, algorithm="rabenseifner")
+
     values = dlsys.launch(program, 6, "threads").values
     for v in values[1:]:
         assert np.array_equal(v, values[0])
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(collective="allreduce", algorithm="bogus"), "valid: ring"),
-    (dict(collective="teleport", algorithm="ring"), "valid: barrier"),
-    (dict(op="median"), "valid: sum"),
-    (dict(dtype="int8"), "dtype"),
-    (dict(size="-3"), "size"),
-    (dict(size="12 parsecs"), "size"),
-    (dict(link="carrier-pigeon"), "valid: tcp-1gbe"),
-    (dict(node="abacus"), "valid: sw26010"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(collective="allreduce", algorithm="bogus"), "valid: ring"),
+        (dict(collective="teleport", algorithm="ring"), "valid: barrier"),
+        (dict(op="median"), "valid: sum"),
+        (dict(dtype="int8"), "dtype"),
+        (dict(size="-3"), "size"),
+        (dict(size="12 parsecs"), "size"),
+        (dict(link="carrier-pigeon"), "valid: tcp-1gbe"),
+        (dict(node="abacus"), "valid: sw26010"),
+    ],
+)
 def test_bad_input_is_rejected_before_any_rank_starts(bad, match):
     args = dict(collective="allreduce", algorithm="ring", ranks=4, size=1024) | bad
     with pytest.raises(ValueError, match=match):
@@ -185,6 +207,7 @@ def test_bad_input_is_rejected_before_any_rank_starts(bad, match):
 def test_mismatched_shapes_across_ranks_name_the_argument():
     def program(comm):
         return collectives.allreduce(comm, np.ones(10 + comm.rank))
+
     with pytest.raises(dlsys.RankFailed, match=r"x: rank \d sent \d+ elements"):
         dlsys.launch(program, 3, "threads")
 
@@ -192,6 +215,7 @@ def test_mismatched_shapes_across_ranks_name_the_argument():
 def test_mismatched_dtypes_across_ranks_name_the_argument():
     def program(comm):
         return collectives.allreduce(comm, np.ones(12, dtype=np.float32 if comm.rank else np.float64))
+
     with pytest.raises(dlsys.RankFailed, match="x: rank"):
         dlsys.launch(program, 2, "threads")
 
@@ -199,11 +223,13 @@ def test_mismatched_dtypes_across_ranks_name_the_argument():
 def test_non_numeric_arrays_are_rejected():
     def program(comm):
         return collectives.allreduce(comm, np.array(["a", "b"]))
+
     with pytest.raises(dlsys.RankFailed, match="x must be a numeric array"):
         dlsys.launch(program, 2, "threads")
 
 
 # --- the fast ring equals the reading ring ------------------------------------------------
+
 
 def _ring(comm, count, op, fast, in_place):
     x = np.random.default_rng([5, comm.rank]).standard_normal(count).astype(np.float32)
@@ -217,8 +243,16 @@ def _ring(comm, count, op, fast, in_place):
     return out.copy()
 
 
-@pytest.mark.parametrize("backend,ranks,count", [("threads", 2, 7), ("threads", 5, 1001), ("threads", 7, 3),
-                                                 ("processes", 3, 3 * 2**18 + 2), ("processes", 4, 1001)])
+@pytest.mark.parametrize(
+    "backend,ranks,count",
+    [
+        ("threads", 2, 7),
+        ("threads", 5, 1001),
+        ("threads", 7, 3),
+        ("processes", 3, 3 * 2**18 + 2),
+        ("processes", 4, 1001),
+    ],
+)
 @pytest.mark.parametrize("op,in_place", [("sum", False), ("mean", True), ("max", False)])
 def test_fast_ring_gives_the_reading_rings_values_and_trace(backend, ranks, count, op, in_place):
     """Blocks of 1 MiB and more (processes, 3 ranks) are lent, not copied."""
@@ -233,12 +267,16 @@ def test_fast_ring_gives_the_reading_rings_values_and_trace(backend, ranks, coun
 
 def _lean(comm, kind, op, fast):
     from dlsys.comm.logical import LogicalArray, per_block
+
     rng = np.random.default_rng([6, comm.rank])
-    x = {"float32": lambda: rng.standard_normal(11).astype(np.float32),
-         "int64": lambda: rng.integers(-9, 9, (3, 5)),
-         "logical": lambda: LogicalArray(rng.standard_normal(12).astype(np.float32), 1000),
-         "per_block": lambda: per_block(rng.standard_normal(comm.size).astype(np.float32),
-                                        [29_771 if i % 3 else 29_770 for i in range(comm.size)])}[kind]()
+    x = {
+        "float32": lambda: rng.standard_normal(11).astype(np.float32),
+        "int64": lambda: rng.integers(-9, 9, (3, 5)),
+        "logical": lambda: LogicalArray(rng.standard_normal(12).astype(np.float32), 1000),
+        "per_block": lambda: per_block(
+            rng.standard_normal(comm.size).astype(np.float32), [29_771 if i % 3 else 29_770 for i in range(comm.size)]
+        ),
+    }[kind]()
     return collectives.allreduce(comm, x, op=op, algorithm="ring", fast=fast)
 
 
@@ -260,6 +298,7 @@ def test_lean_ring_gives_the_reading_rings_values_and_trace(backend, ranks, kind
 def test_lean_rings_hand_over_no_array_a_caller_writes(ranks):
     """On threads the lean ring passes its blocks without copies (Transport.hand_over): a
     rank that writes its input and its result afterwards changes nobody else's result."""
+
     def program(comm):
         x = np.arange(7.0) + comm.rank
         result = collectives.allreduce(comm, x, algorithm="ring", fast=True)
@@ -268,6 +307,7 @@ def test_lean_rings_hand_over_no_array_a_caller_writes(ranks):
         result[:] = -1e9
         collectives.barrier(comm)  # every rank has written before anyone compares
         return kept
+
     want = sum(np.arange(7.0) + r for r in range(ranks))
     for got in dlsys.launch(program, ranks, "threads").values:
         assert np.array_equal(got, want)
@@ -276,6 +316,7 @@ def test_lean_rings_hand_over_no_array_a_caller_writes(ranks):
 def test_lean_ring_names_a_mismatch_like_the_reading_ring():
     def program(comm):
         return collectives.allreduce(comm, np.ones(4 + comm.rank, np.float32), fast=True)
+
     with pytest.raises(dlsys.RankFailed, match="x: rank"):
         dlsys.launch(program, 2, "threads")
 
@@ -285,6 +326,7 @@ def test_the_reading_ring_keeps_a_logical_array_logical():
 
     def program(comm):
         return collectives.allreduce(comm, LogicalArray(np.full(6, comm.rank, np.float32), 1000))
+
     result = dlsys.launch(program, 3, "threads")
     assert all(isinstance(v, LogicalArray) and v.scale == 1000 and np.all(v == 3) for v in result.values)
     assert {m.nbytes for m in result.trace.messages} == {2 * 4 * 1000}
@@ -298,6 +340,7 @@ def test_every_message_of_a_collective_carries_phase_step_and_block():
 
 
 # --- the registry and the closed forms ----------------------------------------------------
+
 
 def test_every_registry_entry_is_complete():
     for (collective, algorithm), entry in REGISTRY.items():
@@ -316,11 +359,16 @@ def test_a_step_order_variant_sends_what_its_original_sends_in_another_order(key
     original = REGISTRY[collective, REGISTRY[key].variant_of]
     for p in (2, 5, 8, 12):
         for n in (0, 4 * 1001, 2**20):
-            assert closed_form(collective, algorithm, p, n, LINKS["mixed"]) == \
-                closed_form(collective, original.name, p, n, LINKS["mixed"])
-    runs = {a: simulate_collective(collective, a, 8, 4 * 1001, LINKS["mixed"], NODE) for a in (algorithm, original.name)}
-    first = {a: {(m.src, m.dst) for m in r["result"].trace.messages
-                         if (m.phase, m.step) == ("reduce-scatter", 0)} for a, r in runs.items()}
+            assert closed_form(collective, algorithm, p, n, LINKS["mixed"]) == closed_form(
+                collective, original.name, p, n, LINKS["mixed"]
+            )
+    runs = {
+        a: simulate_collective(collective, a, 8, 4 * 1001, LINKS["mixed"], NODE) for a in (algorithm, original.name)
+    }
+    first = {
+        a: {(m.src, m.dst) for m in r["result"].trace.messages if (m.phase, m.step) == ("reduce-scatter", 0)}
+        for a, r in runs.items()
+    }
     assert first[algorithm] != first[original.name]
     assert runs[algorithm]["virtual_time_s"] == pytest.approx(runs[original.name]["virtual_time_s"], rel=1e-12)
 
@@ -362,8 +410,12 @@ def test_ring_allreduce_closed_form_by_hand():
 
 def test_recursive_doubling_beats_ring_for_small_messages_and_loses_for_large():
     link = LINK_PRESETS["tcp-10gbe"]
-    assert closed_form("allreduce", "recursive_doubling", 64, 1024, link) < closed_form("allreduce", "ring", 64, 1024, link)
-    assert closed_form("allreduce", "recursive_doubling", 64, 2**28, link) > closed_form("allreduce", "ring", 64, 2**28, link)
+    assert closed_form("allreduce", "recursive_doubling", 64, 1024, link) < closed_form(
+        "allreduce", "ring", 64, 1024, link
+    )
+    assert closed_form("allreduce", "recursive_doubling", 64, 2**28, link) > closed_form(
+        "allreduce", "ring", 64, 2**28, link
+    )
 
 
 def test_gamma_term_needs_a_node():
@@ -385,6 +437,7 @@ def test_the_self_check_tolerance_is_the_rounding_bound_of_p_terms():
     accumulates, and pairwise, as a tree does) stay inside ``rounding_bounds``, which stays small
     enough to catch a wrong block. The old fixed 1e-4 failed such sums at 2048 ranks."""
     from dlsys.experiments.collectives import rounding_bounds
+
     ranks, count = 2048, 64
     xs = np.stack([np.random.default_rng([0, r]).standard_normal(count).astype(np.float32) for r in range(ranks)])
     exact = xs.sum(axis=0, dtype=np.float64)

@@ -73,6 +73,7 @@ def test_egress_serializes_back_to_back_sends_and_ingress_serializes_incast():
         else:
             comm.recv(source=1), comm.recv(source=2)
         return comm.clock
+
     clocks = dlsys.launch(program, 4, "threads", link=link).values
     assert clocks[1] == pytest.approx(1e-3) and clocks[2] == pytest.approx(2e-3)
     assert clocks[3] == pytest.approx(3e-3)  # the two messages share rank 3's ingress
@@ -85,6 +86,7 @@ def test_compute_uses_node_model_and_straggler_slowdown():
         comm.compute(flops=1e12, label="fwd")
         comm.compute(seconds=0.5)
         return comm.clock
+
     clocks = dlsys.launch(program, 2, "threads", node=[node, node.slowed(4)]).values
     assert clocks[0] == pytest.approx(1e12 / node.sustained_flops + 0.5)
     assert clocks[1] == pytest.approx(4 * clocks[0])
@@ -98,6 +100,7 @@ def test_isend_irecv_wait_and_sendrecv():
         got = request.wait()
         swapped = comm.sendrecv(np.array([comm.rank * 10]), dest=right, source=left)
         return int(got[0]), int(swapped[0])
+
     assert dlsys.launch(program, 3, "threads").values == [(2, 20), (0, 0), (1, 10)]
 
 
@@ -108,6 +111,7 @@ def test_tags_match_independently():
             comm.send(np.array([2]), 1, tag=2)
         else:
             return int(comm.recv(source=0, tag=2)[0]), int(comm.recv(source=0, tag=1)[0])
+
     assert dlsys.launch(program, 2, "threads").values[1] == (2, 1)
 
 
@@ -215,12 +219,16 @@ def one_computes_one_waits(comm, compute_s):
         comm.recv(source=0, tag=3)
 
 
-@pytest.mark.parametrize("backend,timeout_s", [("threads", 1), ("processes", 5)])  # processes take ~1 s to start on a busy machine
+@pytest.mark.parametrize(
+    "backend,timeout_s", [("threads", 1), ("processes", 5)]
+)  # processes take ~1 s to start on a busy machine
 def test_a_timeout_says_what_each_unfinished_rank_was_doing(backend, timeout_s):
     with pytest.raises(TimeoutError) as raised:
         dlsys.launch(one_computes_one_waits, 3, backend, args=(timeout_s + 2,), timeout_s=timeout_s)
-    assert str(raised.value) == (f"the run did not finish within timeout_s={timeout_s}: rank 0 computing; "
-                                 "rank 1 waits for rank 0 (tag 3); 1 of 3 ranks finished")
+    assert str(raised.value) == (
+        f"the run did not finish within timeout_s={timeout_s}: rank 0 computing; "
+        "rank 1 waits for rank 0 (tag 3); 1 of 3 ranks finished"
+    )
 
 
 def unmatched_forever(comm):
@@ -251,16 +259,19 @@ def test_keyboard_interrupt_leaves_no_process_and_no_segment():
         stop.set()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(world_size=0), "world_size must be an integer in 1.."),
-    (dict(world_size=2.5), "world_size"),
-    (dict(backend="carrier-pigeon"), "backend must be one of threads, processes"),
-    (dict(link="fast"), "unknown link preset 'fast'; valid: tcp-1gbe"),
-    (dict(node="abacus"), "unknown node preset 'abacus'"),
-    (dict(node=["v100"]), "one per rank"),
-    (dict(timeout_s=-1), "timeout_s"),
-    (dict(seed=-1), "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(world_size=0), "world_size must be an integer in 1.."),
+        (dict(world_size=2.5), "world_size"),
+        (dict(backend="carrier-pigeon"), "backend must be one of threads, processes"),
+        (dict(link="fast"), "unknown link preset 'fast'; valid: tcp-1gbe"),
+        (dict(node="abacus"), "unknown node preset 'abacus'"),
+        (dict(node=["v100"]), "one per rank"),
+        (dict(timeout_s=-1), "timeout_s"),
+        (dict(seed=-1), "seed"),
+    ],
+)
 def test_bad_launch_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         dlsys.launch(ping, **({"world_size": 2, "args": (1,)} | kwargs))
@@ -272,25 +283,34 @@ def test_a_bad_dlsys_backend_variable_is_named(monkeypatch):
         dlsys.launch(traced_program, 2)
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda comm: comm.send(np.zeros(1), 5), "dest must be another rank in 0..1"),
-    (lambda comm: comm.send(np.zeros(1), comm.rank), "dest must be another rank"),
-    (lambda comm: comm.recv(source=-2), r"source must be another rank in 0..1 or ANY_SOURCE \(-1\)"),
-    (lambda comm: comm.recv(source=5), r"source must be another rank in 0..1 or ANY_SOURCE"),
-    (lambda comm: comm.recv(1 - comm.rank), r"recv: buf \(mpi4py's receive buffer\) must be None or an array, "
-                                            r"got \d; to receive from rank \d, name it: comm.recv\(source=\d\)"),
-    (lambda comm: comm.irecv(1 - comm.rank), r"irecv: buf .* comm.irecv\(source=\d\)"),
-    (lambda comm: comm.recv(source=1 - comm.rank, tag=-2), r"tag must be an int >= 0 or ANY_TAG \(-1\), got -2"),
-    (lambda comm: comm.recv(source=1 - comm.rank, status="s"), "recv: status must be None or a dlsys.comm.Status"),
-    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, 0, 1 - comm.rank), r"sendrecv: recvbuf .* "
-                                                                               r"comm.sendrecv\(source=\d\)"),
-    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, -1), "sendtag must be an int >= 0, got -1"),
-    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, source=1 - comm.rank, recvtag=-3), "recvtag must be"),
-    (lambda comm: comm.send(np.zeros(1), 1 - comm.rank, tag=-2), "tag must be an int >= 0"),
-    (lambda comm: comm.send(np.array([object()]), 1 - comm.rank), "x must be a numeric array"),
-    (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
-    (lambda comm: comm.compute(), "exactly one of"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda comm: comm.send(np.zeros(1), 5), "dest must be another rank in 0..1"),
+        (lambda comm: comm.send(np.zeros(1), comm.rank), "dest must be another rank"),
+        (lambda comm: comm.recv(source=-2), r"source must be another rank in 0..1 or ANY_SOURCE \(-1\)"),
+        (lambda comm: comm.recv(source=5), r"source must be another rank in 0..1 or ANY_SOURCE"),
+        (
+            lambda comm: comm.recv(1 - comm.rank),
+            r"recv: buf \(mpi4py's receive buffer\) must be None or an array, "
+            r"got \d; to receive from rank \d, name it: comm.recv\(source=\d\)",
+        ),
+        (lambda comm: comm.irecv(1 - comm.rank), r"irecv: buf .* comm.irecv\(source=\d\)"),
+        (lambda comm: comm.recv(source=1 - comm.rank, tag=-2), r"tag must be an int >= 0 or ANY_TAG \(-1\), got -2"),
+        (lambda comm: comm.recv(source=1 - comm.rank, status="s"), "recv: status must be None or a dlsys.comm.Status"),
+        (
+            lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, 0, 1 - comm.rank),
+            r"sendrecv: recvbuf .* "
+            r"comm.sendrecv\(source=\d\)",
+        ),
+        (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, -1), "sendtag must be an int >= 0, got -1"),
+        (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, source=1 - comm.rank, recvtag=-3), "recvtag must be"),
+        (lambda comm: comm.send(np.zeros(1), 1 - comm.rank, tag=-2), "tag must be an int >= 0"),
+        (lambda comm: comm.send(np.array([object()]), 1 - comm.rank), "x must be a numeric array"),
+        (lambda comm: comm.compute(seconds=-1), "seconds must be a finite number >= 0"),
+        (lambda comm: comm.compute(), "exactly one of"),
+    ],
+)
 def test_bad_communicator_calls_name_the_argument(call, match):
     with pytest.raises(RankFailed, match=match):
         dlsys.launch(call, 2, "threads")
@@ -335,6 +355,7 @@ def test_launch_from_a_server_thread_on_processes():
 
     def serve():
         box["values"] = dlsys.launch(lambda comm: comm.rank * 2, 2, "processes").values
+
     worker = threading.Thread(target=serve)
     worker.start()
     worker.join(60)
@@ -344,19 +365,31 @@ def test_launch_from_a_server_thread_on_processes():
 def test_rank_return_values_and_rng_are_seeded_per_rank():
     def program(comm):
         return comm.rng.integers(0, 1 << 30)
+
     a = dlsys.launch(program, 3, "threads", seed=5).values
     b = dlsys.launch(program, 3, "processes", seed=5).values
     assert a == b and len(set(a)) == 3
     assert dlsys.launch(program, 3, "threads", seed=6).values != a
 
 
-@pytest.mark.parametrize("backend", ["threads", pytest.param("mpi", marks=pytest.mark.skipif(
-    BACKENDS_BY_NAME["mpi"].unavailable() is not None, reason=str(BACKENDS_BY_NAME["mpi"].unavailable())))])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "threads",
+        pytest.param(
+            "mpi",
+            marks=pytest.mark.skipif(
+                BACKENDS_BY_NAME["mpi"].unavailable() is not None, reason=str(BACKENDS_BY_NAME["mpi"].unavailable())
+            ),
+        ),
+    ],
+)
 def test_recv_any_with_every_source_finished_is_an_error(backend):
     def program(comm):
         if comm.rank == 0:
             time.sleep(0.2)
             comm.recv_any()
+
     with pytest.raises(RankFailed, match="every source"):
         dlsys.launch(program, 3, backend)
 
@@ -464,16 +497,21 @@ def test_ring_allreduce_on_lent_memory_is_exact(p, in_place):
 
 
 def test_lending_does_not_change_the_trace():
-    runs = [dlsys.launch(ring_on_alloc, 3, backend, args=(3 * LENT + 2, False), link="rdma-edr") for backend in BACKENDS]
+    runs = [
+        dlsys.launch(ring_on_alloc, 3, backend, args=(3 * LENT + 2, False), link="rdma-edr") for backend in BACKENDS
+    ]
     assert runs[0].trace.spans == runs[1].trace.spans and runs[0].trace.messages == runs[1].trace.messages
     assert runs[0].virtual_time_s == runs[1].virtual_time_s
 
 
-@pytest.mark.parametrize("call,error,match", [
-    (lambda comm: comm.alloc(-1), ValueError, "alloc: shape must be an int >= 0"),
-    (lambda comm: comm.alloc((2, 1.5)), ValueError, "alloc: shape"),
-    (lambda comm: comm.alloc(3, object), TypeError, "alloc: dtype must be numeric"),
-])
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda comm: comm.alloc(-1), ValueError, "alloc: shape must be an int >= 0"),
+        (lambda comm: comm.alloc((2, 1.5)), ValueError, "alloc: shape"),
+        (lambda comm: comm.alloc(3, object), TypeError, "alloc: dtype must be numeric"),
+    ],
+)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_alloc_arguments_name_the_argument(backend, call, error, match):
     with pytest.raises(RankFailed, match=match):
@@ -487,6 +525,7 @@ def test_alloc_of_nothing_is_an_empty_array():
 def test_threads_pause_the_cyclic_gc_during_a_run_and_restore_it():
     def program(comm):
         return gc.isenabled()
+
     assert gc.isenabled()
     assert dlsys.launch(program, 2, "threads").values == [False, False]
     assert gc.isenabled()

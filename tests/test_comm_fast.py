@@ -20,18 +20,29 @@ def steps(comm, use_fast: bool):
     rng = np.random.default_rng(comm.rank)
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
     step = fast.shift(comm, right, left, 7) if use_fast else None
-    payloads = [np.full(1000, comm.rank, np.float32), np.full(1000, comm.rank, np.float32),
-                np.arange(int(rng.integers(1, 5000)), dtype=np.int64), LogicalArray(np.ones(10), 1000),
-                [1.0, 2.0, float(comm.rank)]]
-    fields = [("reduce-scatter", 0, 3, ""), ("allgather", 1, -1, ""), ("", -1, -1, "my label"),
-              ("phase", 2, 0, "x" * 300), ("", -1, -1, "")]
+    payloads = [
+        np.full(1000, comm.rank, np.float32),
+        np.full(1000, comm.rank, np.float32),
+        np.arange(int(rng.integers(1, 5000)), dtype=np.int64),
+        LogicalArray(np.ones(10), 1000),
+        [1.0, 2.0, float(comm.rank)],
+    ]
+    fields = [
+        ("reduce-scatter", 0, 3, ""),
+        ("allgather", 1, -1, ""),
+        ("", -1, -1, "my label"),
+        ("phase", 2, 0, "x" * 300),
+        ("", -1, -1, ""),
+    ]
     got = []
     for buf, (phase, s, block, label) in zip(payloads, fields):
         comm.compute(seconds=float(rng.uniform(0, 1e-5)))
         if use_fast:
             got.append(step(buf, phase, s, block, label))
         else:
-            got.append(comm.sendrecv(buf, right, 7, source=left, recvtag=7, label=label, phase=phase, step=s, block=block))
+            got.append(
+                comm.sendrecv(buf, right, 7, source=left, recvtag=7, label=label, phase=phase, step=s, block=block)
+            )
     return [np.asarray(g).tolist() for g in got]
 
 

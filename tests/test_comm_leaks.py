@@ -49,10 +49,14 @@ def poll(condition, timeout_s: float, what: str):
 
 
 def start_launcher() -> subprocess.Popen:
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, PYTHONPATH=REPO))
-    poll(lambda: len(ranks_of(launcher.pid)) == 3 and len(segments_of(launcher.pid)) >= 4, 60,
-         "the launcher did not start its 3 ranks")
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER], stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=REPO)
+    )
+    poll(
+        lambda: len(ranks_of(launcher.pid)) == 3 and len(segments_of(launcher.pid)) >= 4,
+        60,
+        "the launcher did not start its 3 ranks",
+    )
     return launcher
 
 
@@ -96,8 +100,11 @@ def test_a_run_sweeps_only_the_segments_of_launchers_that_died():
     dead.wait()
     me, start = os.getpid(), reaper._start_ticks("self")
     gone = [_name(dead.pid, 12345), _name(me, start + 1)]
-    kept = [_name(me, start), _name(dead.pid, 12345, reaper._pid_namespace() + 1),
-            f"/dev/shm/dlsys-{dead.pid}-0badc0de-board"]  # not a run's name: not ours to judge
+    kept = [
+        _name(me, start),
+        _name(dead.pid, 12345, reaper._pid_namespace() + 1),
+        f"/dev/shm/dlsys-{dead.pid}-0badc0de-board",
+    ]  # not a run's name: not ours to judge
     for path in gone + kept:
         with open(path, "wb") as f:
             f.write(b"\0" * 64)

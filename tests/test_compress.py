@@ -3,6 +3,7 @@
 Every test that loops over methods reads ``COMPRESSORS``, so a new method is tested
 as soon as it is registered (and ``FORMULAS`` demands its byte formula).
 """
+
 import inspect
 import math
 
@@ -72,7 +73,7 @@ def test_round_trips_within_their_precision():
     assert np.array_equal(build("none").decompress(*build("none").compress(g, "w")), g)
     # float16 keeps 11 significant bits: relative error <= 2**-11 in its normal range.
     half = build("fp16")
-    assert np.allclose(half.decompress(*half.compress(g, "w")), g, rtol=2 ** -11, atol=6.1e-5)
+    assert np.allclose(half.decompress(*half.compress(g, "w")), g, rtol=2**-11, atol=6.1e-5)
     # 8-bit linear: rounding to the nearest of 256 levels errs by at most half a step.
     c = build("int8")
     payload, ctx = c.compress(g, "w")
@@ -159,8 +160,21 @@ def test_dgc_compresses_only_tensors_of_two_or_more_dimensions():
 # 1-D tensors). Caffe's AlexNet (grouped conv2, conv4, conv5); the PTB LSTM: 2 layers of
 # 1500, a 10,000-word vocabulary, the decoder tied to the embedding, two biases per layer.
 PAPER_MODELS = {
-    "alexnet": ([96 * 3 * 121, 256 * 48 * 25, 384 * 256 * 9, 384 * 192 * 9, 256 * 192 * 9, 9216 * 4096,
-                 4096 * 4096, 4096 * 1000], 96 + 256 + 384 + 384 + 256 + 4096 + 4096 + 1000, 232.56, 597),
+    "alexnet": (
+        [
+            96 * 3 * 121,
+            256 * 48 * 25,
+            384 * 256 * 9,
+            384 * 192 * 9,
+            256 * 192 * 9,
+            9216 * 4096,
+            4096 * 4096,
+            4096 * 1000,
+        ],
+        96 + 256 + 384 + 384 + 256 + 4096 + 4096 + 1000,
+        232.56,
+        597,
+    ),
     "lstm": ([10_000 * 1500] + [6000 * 1500] * 4, 4 * 6000 + 10_000, 194.68, 462),
 }
 
@@ -171,7 +185,7 @@ def test_dgc_bytes_give_the_papers_ratios_on_its_own_models(model):
     c = build("dgc")
     c.set_epoch(10)
     dense = 4 * (sum(matrices) + vectors)
-    assert dense / 2 ** 20 == pytest.approx(mib, abs=0.005)  # the paper's "MB" is MiB
+    assert dense / 2**20 == pytest.approx(mib, abs=0.005)  # the paper's "MB" is MiB
     encoded = sum(c.encoded_nbytes(n) for n in matrices) + 4 * vectors
     assert dense / encoded == pytest.approx(published, rel=0.002)
 
@@ -231,7 +245,7 @@ def test_qsgd_is_unbiased(bits):
     c = build("qsgd", bits=bits, bucket=bucket)
     g = gradient(100)
     v = g.astype(np.float64)
-    norms = np.repeat([np.linalg.norm(v[i:i + bucket]) for i in range(0, 100, bucket)], bucket)[:100]
+    norms = np.repeat([np.linalg.norm(v[i : i + bucket]) for i in range(0, 100, bucket)], bucket)[:100]
     r = c.levels * np.abs(v) / norms
     p = r - np.floor(r)
     assert_unbiased(mean_of_decodings(c, g), g, (norms / c.levels) ** 2 * p * (1 - p))

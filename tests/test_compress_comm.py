@@ -1,13 +1,14 @@
 """Compressed communication: allgatherv, the compressed all-reduce's values and honest bytes,
 the charged compute, training with every method (all-reduce and parameter server)."""
+
 import math
 
 import numpy as np
 import pytest
 
 from dlsys import collectives, launch
-from dlsys.comm import RankFailed
 from dlsys.collectives.compressed import compressed_allreduce
+from dlsys.comm import RankFailed
 from dlsys.compress import COMPRESSORS, ResidualMemory, frame, make, payload_nbytes, unframe
 from dlsys.experiments import train
 from dlsys.machine.net import get_node
@@ -35,6 +36,7 @@ def compressed_program(comm, name, steps=1):
 def test_allgatherv_of_uneven_and_empty_blocks(backend):
     def program(comm):
         return collectives.allgatherv(comm, np.arange(comm.rank * 3, dtype=np.float64) + comm.rank)
+
     result = launch(program, 4, backend)
     expected = [np.arange(r * 3, dtype=np.float64) + r for r in range(4)]
     for got in result.values:
@@ -65,6 +67,7 @@ def test_no_compression_equals_the_plain_allreduce():
     def program(comm):
         g = local_gradient(comm.rank)
         return compressed_allreduce(comm, g, make("none")), collectives.allreduce(comm, g, op="mean")
+
     for compressed, plain in launch(program, 4, "threads").values:
         assert np.array_equal(compressed, plain)
 
@@ -100,6 +103,7 @@ def test_terngrad_ranks_share_the_largest_scaler():
         c = make("terngrad", seed=0, rank=comm.rank)
         g = local_gradient(comm.rank) * (comm.rank + 1)
         return compressed_allreduce(comm, g, c)
+
     outs = launch(program, 3, "threads").values
     s = np.float32(max(np.abs(local_gradient(r) * (r + 1)).max() for r in range(3)))
     # every decoded entry is a multiple of s / 3 (a sum of three codes in {-s, 0, s}, over 3)
@@ -121,10 +125,13 @@ def test_compression_is_charged_on_the_roofline():
     def program(comm):
         compressed_allreduce(comm, local_gradient(comm.rank), make("topk", ratio=0.01), name="w")
         return [(s.label, s.end_s - s.start_s) for s in comm.spans if s.kind == "compute"]
+
     spans = dict(launch(program, 2, "threads", node=node).values[0])
     (cflops, cbytes), (dflops, dbytes) = make("topk").cost(N, 4)
     assert spans["compress w"] == pytest.approx(max(cflops / node.sustained_flops, cbytes / node.memory_bandwidth_Bps))
-    assert spans["decompress w"] == pytest.approx(max(dflops / node.sustained_flops, dbytes / node.memory_bandwidth_Bps))
+    assert spans["decompress w"] == pytest.approx(
+        max(dflops / node.sustained_flops, dbytes / node.memory_bandwidth_Bps)
+    )
 
 
 def test_frame_round_trip_and_size():
@@ -145,8 +152,14 @@ def test_identical_results_and_traces_on_threads_and_processes():
 # --- training ---------------------------------------------------------------------------
 
 TRAINING = {  # method -> options that reach the bar on digits in 10 epochs
-    "none": (), "fp16": (), "int8": (), "onebit": (), "terngrad": (), "qsgd": (("bits", 4),),
-    "topk": (("ratio", 0.005),), "randomk": (("ratio", 0.25),),  # random-k's variance grows as n / k
+    "none": (),
+    "fp16": (),
+    "int8": (),
+    "onebit": (),
+    "terngrad": (),
+    "qsgd": (("bits", 4),),
+    "topk": (("ratio", 0.005),),
+    "randomk": (("ratio", 0.25),),  # random-k's variance grows as n / k
     "dropping": (("ratio", 0.01),),
     # DGC at the paper's 0.1%, biases dense as its authors send them (see dlsys.compress.dgc)
     "dgc": (("ratio", 0.001), ("warmup_epochs", 0)),
@@ -181,8 +194,12 @@ def test_dgc_sends_biases_dense_and_keeps_what_its_rule_gives():
 
 
 def test_compressed_training_is_identical_on_threads_and_processes():
-    records = [train("allreduce", TrainConfig(epochs=1), 3, backend=backend, compression=Compression("dgc", (("ratio", 0.01),)))
-               for backend in ("threads", "processes")]
+    records = [
+        train(
+            "allreduce", TrainConfig(epochs=1), 3, backend=backend, compression=Compression("dgc", (("ratio", 0.01),))
+        )
+        for backend in ("threads", "processes")
+    ]
     assert records[0]["result"].trace == records[1]["result"].trace
     assert np.array_equal(records[0]["params"], records[1]["params"])
     assert records[0]["bytes_per_step"] == records[1]["bytes_per_step"]
@@ -223,8 +240,10 @@ def test_bad_compression_fails_before_any_rank_starts():
 
 # --- experiments, command line ----------------------------------------------------------
 
+
 def test_the_cached_pareto_is_what_a_fresh_run_gives():
     from dlsys.experiments import compression as ex
+
     cached = {r["method"]: r for r in ex.cached_pareto()}
     assert set(cached) == set(COMPRESSORS)
     fresh = ex.train_row("topk", ex.SETTINGS["topk"], cached["topk"]["epochs"], cached["topk"]["workers"])
@@ -234,6 +253,7 @@ def test_the_cached_pareto_is_what_a_fresh_run_gives():
 def test_model_bytes_follow_the_real_payloads():
     """The per-model table uses the formulas; a real payload of a layer's size has those bytes."""
     from dlsys.experiments import compression as ex
+
     table = ex.model_bytes("alexnet", "onebit")
     layer = min(table["layers"], key=lambda r: r["params"])
     payload, _ = make("onebit").compress(np.ones(layer["params"], np.float32), "w")
@@ -247,6 +267,7 @@ def test_dgc_ratios_differ_by_model_as_the_paper_counts():
     biases) and the paper's Caffe's (60.97M, 10,568); ResNet-50 is the same network: 276.5x
     against 277x. The models the paper did not train get their own ratios by the same rule."""
     from dlsys.experiments import compression as ex
+
     rows = {r["model"]: r for r in ex.dgc_ratios()}
     print("\n".join(f"{m:<13} {r['ratio']:6.1f}x  paper {r['published'] or '-'}" for m, r in rows.items()))
     assert rows["alexnet"]["ratio"] == pytest.approx(597, rel=0.005)
@@ -258,6 +279,7 @@ def test_dgc_ratios_differ_by_model_as_the_paper_counts():
 
 def test_compression_on_a_fast_link_can_cost_more_than_it_saves():
     from dlsys.experiments import compression as ex
+
     sparse = {(r["link"], r["method"]): r for r in ex.iteration_split("topk", {"ratio": 0.01})}
     assert sparse[("tcp-1gbe", "topk")]["iteration_s"] < sparse[("tcp-1gbe", "none")]["iteration_s"] / 2
     ternary = {(r["link"], r["method"]): r for r in ex.iteration_split("terngrad")}
@@ -269,16 +291,19 @@ def test_cli_compress_and_train(capsys):
     import json
 
     from dlsys.cli import main
+
     assert main(["compress", "--model", "resnet50", "--method", "dgc", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert table["ratio"] == pytest.approx(277, rel=0.01)  # the paper's ResNet-50 (Lin et al. 2018, Table 2)
     assert main(["train", "--compress", "topk", "--ratio", "0.01", "--epochs", "1", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["compression"] == "topk" and record["compression_ratio"] > 40
-    for argv, message in ((["train", "--compress", "qsgd", "--bits", "3"], "bits"),
-                          (["train", "--compress", "topk", "--bits", "4"], "unknown option bits"),
-                          (["train", "--ratio", "0.1"], "need --compress"),
-                          (["train", "--compress", "topk", "--ratio", "1.5"], "--ratio"),
-                          (["train", "--compress", "gzip"], "invalid choice")):
+    for argv, message in (
+        (["train", "--compress", "qsgd", "--bits", "3"], "bits"),
+        (["train", "--compress", "topk", "--bits", "4"], "unknown option bits"),
+        (["train", "--ratio", "0.1"], "need --compress"),
+        (["train", "--compress", "topk", "--ratio", "1.5"], "--ratio"),
+        (["train", "--compress", "gzip"], "invalid choice"),
+    ):
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err, argv

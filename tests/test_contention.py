@@ -53,17 +53,20 @@ def test_every_pattern_on_every_fabric_keeps_the_links_within_capacity(pattern, 
     assert egress == pytest.approx(sum(m.nbytes for m in record["result"].trace.messages), rel=1e-9)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: ex.run_pattern("gossip"), "pattern"),
-    (lambda: ex.run_pattern("ring", "torus"), "fabric"),
-    (lambda: ex.run_pattern("ring", ranks=1), "ranks"),
-    (lambda: ex.run_pattern("ring", "fat-tree", ranks=17, oversubscription=1.0, size=4096), None),
-    (lambda: ex.run_pattern("alltoall", ranks=3, size=16), "size"),
-    (lambda: ex.run_pattern("ring", size=0), "size"),
-    (lambda: ex.run_pattern("ring", sharing="yes"), "sharing"),
-    (lambda: ex.run_pattern("ring", bins=0), "bins"),
-    (lambda: ex.run_pattern("ring", "two-level", oversubscription=0.5), "oversubscription"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: ex.run_pattern("gossip"), "pattern"),
+        (lambda: ex.run_pattern("ring", "torus"), "fabric"),
+        (lambda: ex.run_pattern("ring", ranks=1), "ranks"),
+        (lambda: ex.run_pattern("ring", "fat-tree", ranks=17, oversubscription=1.0, size=4096), None),
+        (lambda: ex.run_pattern("alltoall", ranks=3, size=16), "size"),
+        (lambda: ex.run_pattern("ring", size=0), "size"),
+        (lambda: ex.run_pattern("ring", sharing="yes"), "sharing"),
+        (lambda: ex.run_pattern("ring", bins=0), "bins"),
+        (lambda: ex.run_pattern("ring", "two-level", oversubscription=0.5), "oversubscription"),
+    ],
+)
 def test_bad_input_is_refused_by_name(call, name):
     if name is None:  # 17 ranks take the next fat tree (k = 6): accepted
         assert call()["ranks"] == 17

@@ -1,8 +1,11 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsys.learn import data
+
+
 def test_load_digits_shapes_types_and_range():
     X, y = data.load_digits()
     assert X.shape == (1797, 64) and X.dtype == np.float32
@@ -24,7 +27,7 @@ def test_train_test_split_is_stratified_disjoint_and_deterministic():
         n = np.sum(y == label)
         assert np.sum(y_test == label) == round(0.25 * n)
     rows = {row.tobytes() for row in np.concatenate([X_train, X_test])}
-    assert len(rows) == len({row.tobytes() for row in X})      # nothing lost or duplicated
+    assert len(rows) == len({row.tobytes() for row in X})  # nothing lost or duplicated
     again = data.train_test_split(X, y, 0.25, seed=0)
     assert np.array_equal(again[1], X_test)
     assert not np.array_equal(data.train_test_split(X, y, 0.25, seed=1)[1], X_test)
@@ -81,7 +84,7 @@ def test_noniid_shards_partition_and_hold_few_labels(workers, classes_per_worker
 
 def test_noniid_shards_are_balanced_when_labels_divide_evenly():
     _, y = data.load_digits()
-    sizes = [len(data.shard_noniid(y, 5, r, 4, seed=0)) for r in range(5)]   # every label twice
+    sizes = [len(data.shard_noniid(y, 5, r, 4, seed=0)) for r in range(5)]  # every label twice
     assert max(sizes) - min(sizes) <= 0.05 * len(y) / 5
 
 
@@ -103,19 +106,22 @@ def test_batches_cover_an_epoch_once_in_a_seeded_order():
     assert [len(b) for b, _ in data.batches(X, y, 4, 1, 0, drop_last=True)] == [4, 4]
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda y: data.shard_iid(10, 0, 0), r"workers must be an integer \[1, 10\]"),
-    (lambda y: data.shard_iid(10, 11, 0), r"workers must be an integer \[1, 10\]"),
-    (lambda y: data.shard_iid(10, 2, 2), r"rank must be an integer \[0, 1\]"),
-    (lambda y: data.shard_iid(2.5, 2, 0), "n_or_indices"),
-    (lambda y: data.shard_noniid(y, 4, -1), r"rank must be an integer \[0, 3\]"),
-    (lambda y: data.shard_noniid(y, 4, 0, 0), "classes_per_worker"),
-    (lambda y: data.shard_noniid(y, 4, 0, 2), r"classes_per_worker must be an integer \[3, 10\]"),
-    (lambda y: data.shard_noniid(y, 4, 0, 11), r"classes_per_worker must be an integer \[3, 10\]"),
-    (lambda y: list(data.batches(y, y, 0)), "batch_size"),
-    (lambda y: list(data.batches(y, y, 2, epoch=-1)), "epoch"),
-    (lambda y: list(data.batches(y, y[:-1], 2)), "same length"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda y: data.shard_iid(10, 0, 0), r"workers must be an integer \[1, 10\]"),
+        (lambda y: data.shard_iid(10, 11, 0), r"workers must be an integer \[1, 10\]"),
+        (lambda y: data.shard_iid(10, 2, 2), r"rank must be an integer \[0, 1\]"),
+        (lambda y: data.shard_iid(2.5, 2, 0), "n_or_indices"),
+        (lambda y: data.shard_noniid(y, 4, -1), r"rank must be an integer \[0, 3\]"),
+        (lambda y: data.shard_noniid(y, 4, 0, 0), "classes_per_worker"),
+        (lambda y: data.shard_noniid(y, 4, 0, 2), r"classes_per_worker must be an integer \[3, 10\]"),
+        (lambda y: data.shard_noniid(y, 4, 0, 11), r"classes_per_worker must be an integer \[3, 10\]"),
+        (lambda y: list(data.batches(y, y, 0)), "batch_size"),
+        (lambda y: list(data.batches(y, y, 2, epoch=-1)), "epoch"),
+        (lambda y: list(data.batches(y, y[:-1], 2)), "same length"),
+    ],
+)
 def test_bad_input_names_the_argument(call, message):
     _, y = data.load_digits()
     with pytest.raises(ValueError, match=message):

@@ -24,33 +24,43 @@ ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"```.*?```", re.S)
 # Kinds that are not results of the code: code and CLI examples, formulas, links, dates and
 # years, citations (figure, table, section, equation, page, lesson, issue numbers).
-NOT_RESULTS = re.compile("|".join([
-    r"`[^`\n]*`", r"\$\$.*?\$\$", r"\$[^$\n]+\$", r"\]\([^)]*\)", r"https?://\S+", r"\b(?:19|20)\d\d(?:-\d\d-\d\d)?\b",
-    r"\b(?:[Ff]ig(?:ure)?s?\.?|[Tt]ables?|[Ss]ec(?:tion)?s?\.?|§|[Ee]q\.|pp?\.|[Ll]essons?|[Ii]ssues?)\s*[\d.,-]+",
-]), re.S)
+NOT_RESULTS = re.compile(
+    "|".join(
+        [
+            r"`[^`\n]*`",
+            r"\$\$.*?\$\$",
+            r"\$[^$\n]+\$",
+            r"\]\([^)]*\)",
+            r"https?://\S+",
+            r"\b(?:19|20)\d\d(?:-\d\d-\d\d)?\b",
+            r"\b(?:[Ff]ig(?:ure)?s?\.?|[Tt]ables?|[Ss]ec(?:tion)?s?\.?|§|[Ee]q\.|pp?\.|[Ll]essons?|[Ii]ssues?)\s*[\d.,-]+",
+        ]
+    ),
+    re.S,
+)
 RESULT = re.compile(r"(?<![\w.])\d[\d,.]*(?:\s*(?:-|to)\s*\d[\d,.]*)?\s*(?:ms|µs|us|ns|s|min|x|×|%)(?!\w)")
 TYPED_LEFT = {  # what each file still types, and why it is not (yet) generated
-    "docs/app.md": 24,                    # page load times and browser-test timings (measured, no writer yet)
-    "docs/course.md": 3,                  # inputs (top-k at 1 %) and reading times
-    "docs/exercises.md": 5,               # the grader's time limits and run times
-    "docs/flows.md": 18,                  # SimGrid's figures (optional) and solver speed (measured, no writer yet)
-    "docs/large_batch.md": 4,             # the study's settings and wall time
-    "docs/memory.md": 2,                  # inputs (GPT-3's layer shape, t = 8) and a test's 99 % threshold
-    "docs/network_stack_and_io.md": 1,    # a test's input range
-    "docs/parallelism.md": 3,             # layouts written dp x tp (2 x 2, 3 x 2), not ratios
-    "docs/performance.md": 90,            # the record of past measurements (the page says so)
-    "docs/scheduling.md": 3,              # compute as 3x forward, 10 GbE's latency beside a slice, FIFO connections' past changes
-    "docs/taihulight.md": 9,              # the machine's published constants and the paper's 2.3-4.1x
-    "docs/training.md": 4,                # inputs (a 4x straggler, 4x the batch)
-    "lessons/01_why_distribute.py": 1,    # an exercise's input (a GPU 4x slower)
+    "docs/app.md": 24,  # page load times and browser-test timings (measured, no writer yet)
+    "docs/course.md": 3,  # inputs (top-k at 1 %) and reading times
+    "docs/exercises.md": 5,  # the grader's time limits and run times
+    "docs/flows.md": 18,  # SimGrid's figures (optional) and solver speed (measured, no writer yet)
+    "docs/large_batch.md": 4,  # the study's settings and wall time
+    "docs/memory.md": 2,  # inputs (GPT-3's layer shape, t = 8) and a test's 99 % threshold
+    "docs/network_stack_and_io.md": 1,  # a test's input range
+    "docs/parallelism.md": 3,  # layouts written dp x tp (2 x 2, 3 x 2), not ratios
+    "docs/performance.md": 90,  # the record of past measurements (the page says so)
+    "docs/scheduling.md": 3,  # compute as 3x forward, 10 GbE's latency beside a slice, FIFO connections' past changes
+    "docs/taihulight.md": 9,  # the machine's published constants and the paper's 2.3-4.1x
+    "docs/training.md": 4,  # inputs (a 4x straggler, 4x the batch)
+    "lessons/01_why_distribute.py": 1,  # an exercise's input (a GPU 4x slower)
     "lessons/05_parameter_server.py": 2,  # exercises' inputs (straggler factors)
-    "lessons/06_data_vs_model_parallel.py": 1,   # an exercise's target (a 10% bubble)
-    "lessons/07_real_bytes.py": 1,        # an input (the receiver holds the array 0.2 s)
-    "lessons/08_gradient_compression.py": 4,     # inputs (top-k at 1%) and a link's cost per byte
-    "lessons/12_taihulight_case_study.py": 3,    # the paper's 2.3-4.1x, the 30 % roofline, an exercise's 5 %
-    "app/views/collectives.py": 1,        # a formula's factor 2
-    "app/views/performance.py": 1,        # a formula's constants (k = 9, 5)
-    "app/views/taihulight.py": 1,         # the paper's 512 nodes and the 30 % roofline
+    "lessons/06_data_vs_model_parallel.py": 1,  # an exercise's target (a 10% bubble)
+    "lessons/07_real_bytes.py": 1,  # an input (the receiver holds the array 0.2 s)
+    "lessons/08_gradient_compression.py": 4,  # inputs (top-k at 1%) and a link's cost per byte
+    "lessons/12_taihulight_case_study.py": 3,  # the paper's 2.3-4.1x, the 30 % roofline, an exercise's 5 %
+    "app/views/collectives.py": 1,  # a formula's factor 2
+    "app/views/performance.py": 1,  # a formula's constants (k = 9, 5)
+    "app/views/taihulight.py": 1,  # the paper's 512 nodes and the 30 % roofline
 }
 
 
@@ -71,8 +81,20 @@ def lesson_texts():
         yield path, FENCE.sub("", "\n".join(prose))
 
 
-CALLS = {"caption", "markdown", "info", "warning", "write", "success", "error", "metric", "header", "subheader",
-         "title", "latex"}
+CALLS = {
+    "caption",
+    "markdown",
+    "info",
+    "warning",
+    "write",
+    "success",
+    "error",
+    "metric",
+    "header",
+    "subheader",
+    "title",
+    "latex",
+}
 
 
 def caption_texts():
@@ -80,11 +102,22 @@ def caption_texts():
     for path in sorted((ROOT / "app" / "views").glob("*.py")):
         parts = []
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in CALLS:  # st.caption, col.caption, layout.caption
-                specs = {id(c) for arg in node.args for f in ast.walk(arg) if isinstance(f, ast.FormattedValue)
-                         and f.format_spec for c in ast.walk(f.format_spec)}
-                parts += [c.value for arg in node.args for c in ast.walk(arg)
-                          if isinstance(c, ast.Constant) and isinstance(c.value, str) and id(c) not in specs]
+            if (
+                isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in CALLS
+            ):  # st.caption, col.caption, layout.caption
+                specs = {
+                    id(c)
+                    for arg in node.args
+                    for f in ast.walk(arg)
+                    if isinstance(f, ast.FormattedValue) and f.format_spec
+                    for c in ast.walk(f.format_spec)
+                }
+                parts += [
+                    c.value
+                    for arg in node.args
+                    for c in ast.walk(arg)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and id(c) not in specs
+                ]
         yield path, "\n".join(parts)
 
 
@@ -102,9 +135,11 @@ def typed_results() -> dict[str, list[str]]:
 def test_no_typed_results_beyond_what_is_left():
     found = typed_results()
     grown = {f: len(lines) for f, lines in found.items() if len(lines) > TYPED_LEFT.get(f, 0)}
-    assert not grown, (f"typed results (a time, ratio or percentage) in {grown}: generate them "
-                       "(dlsys/experiments/docs.py, a code cell's print, an f-string) or list them with "
-                       "`python tests/test_docs.py`")
+    assert not grown, (
+        f"typed results (a time, ratio or percentage) in {grown}: generate them "
+        "(dlsys/experiments/docs.py, a code cell's print, an f-string) or list them with "
+        "`python tests/test_docs.py`"
+    )
     shrunk = {f: len(found.get(f, [])) for f, n in TYPED_LEFT.items() if len(found.get(f, [])) < n}
     assert not shrunk, f"fewer typed results than TYPED_LEFT says: lower it to {shrunk}"
 
@@ -122,8 +157,8 @@ def test_fast_generated_tables_are_what_the_code_gives(quick_records):
 def test_a_roundoff_table_holds_its_zeros_exactly_and_its_roundoff_to_the_decade():
     """Another CPU's BLAS kernel moves a roundoff's digits, not its decade nor its zeros."""
     assert docs.same_roundoff("| 2e-06 | 0e+00 | bitwise |", "| 5e-06 | 0e+00 | bitwise |")
-    assert not docs.same_roundoff("| 2e-06 |", "| 3e-05 |")        # a decade and more
-    assert not docs.same_roundoff("| 0e+00 |", "| 1e-16 |")        # an order that was exact is no more
+    assert not docs.same_roundoff("| 2e-06 |", "| 3e-05 |")  # a decade and more
+    assert not docs.same_roundoff("| 0e+00 |", "| 1e-16 |")  # an order that was exact is no more
     assert not docs.same_roundoff("| bitwise |", "| 1.4e-07 |")
 
 

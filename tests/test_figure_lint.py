@@ -24,8 +24,7 @@ EXCEPTIONS = {
     r"'GB per device'": "ZeRO Figure 1 is the paper's figure, in the paper's decimal GB (10^9 bytes), so its bars "
     "can be read against the paper's",
     r"legend entry 'pull reply clock \d+ slowest \d+'|trace '' text .* overlaps trace '' text|"
-    r"'time since the send \(µs\)': one quantity":
-    "the message animations (dlsys/viz/comm.py message_animation, dlsys/viz/network_stack.py message_animation) "
+    r"'time since the send \(µs\)': one quantity": "the message animations (dlsys/viz/comm.py message_animation, dlsys/viz/network_stack.py message_animation) "
     "belong to the animation work (branch anim): listed there, fixed there",
 }
 
@@ -108,13 +107,28 @@ def test_a_tiny_difference_does_not_fill_a_linear_axis():
 def test_legend_entries_read_as_words():
     assert internal_label("pull reply clock 0 slowest 0") and internal_label("recursive_doubling")
     assert internal_label("bucket_mb=25")
-    assert not any(internal_label(n) for n in ("worker 0 (rank 1)", "SSP s=2", "reduce-scatter: steps 1 → 7",
-                                               "recursive doubling", "batch 32 per worker"))
+    assert not any(
+        internal_label(n)
+        for n in (
+            "worker 0 (rank 1)",
+            "SSP s=2",
+            "reduce-scatter: steps 1 → 7",
+            "recursive doubling",
+            "batch 32 per worker",
+        )
+    )
 
 
 def test_labels_inside_their_plot_and_apart():
-    fig = go.Figure(go.Scatter(x=[1, 1.01, 50], y=[1, 1, 50], mode="markers+text", text=["topk", "dropping", "top"],
-                               textposition="top center"))
+    fig = go.Figure(
+        go.Scatter(
+            x=[1, 1.01, 50],
+            y=[1, 1, 50],
+            mode="markers+text",
+            text=["topk", "dropping", "top"],
+            textposition="top center",
+        )
+    )
     fig.update_layout(template=style.TEMPLATE, xaxis_title="step", yaxis_title="loss")
     problems = lint(fig)
     assert any("'topk' overlaps trace" in p for p in problems)
@@ -165,8 +179,12 @@ def _figure_functions() -> set[str]:
     names = set()
     for path in (ROOT / "dlsys" / "viz").glob("*.py"):
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and node.returns is not None \
-                    and ast.unparse(node.returns) == "go.Figure":
+            if (
+                isinstance(node, ast.FunctionDef)
+                and not node.name.startswith("_")
+                and node.returns is not None
+                and ast.unparse(node.returns) == "go.Figure"
+            ):
                 names.add(f"{path.stem}.{node.name}")
     return names
 
@@ -175,8 +193,9 @@ def test_every_figure_function_is_drawn_where_the_lint_sees_it():
     """The app's pages (linted at their defaults in test_app.py), the lessons (linted in
     test_lessons.py) and test_viz's small records (linted in test_viz.py) call every figure
     function of dlsys.viz."""
-    callers = "\n".join(p.read_text() for p in [*(ROOT / "app").rglob("*.py"), *(ROOT / "lessons").glob("*.py"),
-                                                ROOT / "tests" / "test_viz.py"])
-    missing = {name for name in _figure_functions()
-               if not re.search(rf"\b{name.split('.')[1]}\(", callers)}
+    callers = "\n".join(
+        p.read_text()
+        for p in [*(ROOT / "app").rglob("*.py"), *(ROOT / "lessons").glob("*.py"), ROOT / "tests" / "test_viz.py"]
+    )
+    missing = {name for name in _figure_functions() if not re.search(rf"\b{name.split('.')[1]}\(", callers)}
     assert not missing, missing

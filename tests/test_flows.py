@@ -7,8 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlsys.machine.fabric import (CONNECTX7_Bps, FABRIC_PRESETS, NVLINK4_Bps, TAIHULIGHT_UPLINK_Bps, FabricLink,
-                                  explicit, fat_tree, flat, get_fabric, gpu_cluster, taihulight, two_level)
+from dlsys.machine.fabric import (
+    FABRIC_PRESETS,
+    CONNECTX7_Bps,
+    FabricLink,
+    NVLINK4_Bps,
+    TAIHULIGHT_UPLINK_Bps,
+    explicit,
+    fat_tree,
+    flat,
+    get_fabric,
+    gpu_cluster,
+    taihulight,
+    two_level,
+)
 from dlsys.machine.flows import Flow, FlowNetwork, max_min_rates, simulate_flows
 from dlsys.machine.net import LinkModel, get_link
 
@@ -22,6 +34,7 @@ def finish(fabric, flows):
 
 # --- closed cases -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("link", ["tcp-10gbe", "rdma-edr", "sw26010"])
 @pytest.mark.parametrize("ready", [0.0, 0.37, 1e-3 / 3])
 def test_a_lone_message_costs_latency_plus_n_over_B_bit_for_bit(link, ready):
@@ -29,21 +42,22 @@ def test_a_lone_message_costs_latency_plus_n_over_B_bit_for_bit(link, ready):
     for fabric in (flat(link, 4), two_level(link, 2, oversubscription=1.0, nodes=4)):
         for dst in (1, 3):
             (t,) = finish(fabric, [Flow(0, dst, N, ready)])
-            assert t == ready + model.latency_s + N / model.bandwidth_Bps   # DESIGN.md's depart + latency + n / B
+            assert t == ready + model.latency_s + N / model.bandwidth_Bps  # DESIGN.md's depart + latency + n / B
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
 def test_k_messages_on_one_link_each_take_k_times_longer(k):
     fabric = flat(EDR, k + 1)
-    times = finish(fabric, [Flow(0, 1 + i, N) for i in range(k)])      # k messages share node 0's egress
+    times = finish(fabric, [Flow(0, 1 + i, N) for i in range(k)])  # k messages share node 0's egress
     wire = N / EDR.bandwidth_Bps
     assert times == pytest.approx([EDR.latency_s + k * wire] * k, rel=1e-13)
-    assert len(set(times)) == 1                                          # they finish in one event
+    assert len(set(times)) == 1  # they finish in one event
 
 
 def test_k_messages_on_one_link_exact_with_dyadic_numbers():
-    fabric = explicit("one link", 2, [FabricLink("l", 2.0**30), FabricLink("back", 2.0**30)],
-                      {(0, 1): (0,), (1, 0): (1,)})
+    fabric = explicit(
+        "one link", 2, [FabricLink("l", 2.0**30), FabricLink("back", 2.0**30)], {(0, 1): (0,), (1, 0): (1,)}
+    )
     assert finish(fabric, [Flow(0, 1, 2**20)] * 4) == (4 * 2.0**-10,) * 4
 
 
@@ -70,14 +84,14 @@ def test_a_ring_step_on_a_full_bisection_fat_tree_equals_alpha_plus_n_over_B(k, 
     fabric = fat_tree(k, 1.0, EDR)
     p = fabric.nodes
     times = finish(fabric, [Flow(r, (r + shift) % p, N) for r in range(p)])
-    assert times == (EDR.latency_s + N / EDR.bandwidth_Bps,) * p                # one flow per link: bit for bit
+    assert times == (EDR.latency_s + N / EDR.bandwidth_Bps,) * p  # one flow per link: bit for bit
 
 
 def test_an_oversubscribed_fat_tree_slows_what_leaves_the_edge_switch():
     fabric = fat_tree(4, 4.0, EDR)
     upper = EDR.bandwidth_Bps / 4
-    (inside,) = finish(fabric, [Flow(0, 1, N)])                      # same edge switch: host links only
-    (across,) = finish(fabric, [Flow(0, 15, N)])                     # across pods: limited by B / 4
+    (inside,) = finish(fabric, [Flow(0, 1, N)])  # same edge switch: host links only
+    (across,) = finish(fabric, [Flow(0, 15, N)])  # across pods: limited by B / 4
     assert inside == EDR.latency_s + N / EDR.bandwidth_Bps
     assert across == EDR.latency_s + N / upper
     # Both hosts of edge switch 0 send to pod 3 through distinct aggregation switches (D-mod-k): no sharing.
@@ -121,7 +135,7 @@ def test_messages_on_one_connection_follow_each_other():
     together moves after the first (clock.py's egress order: n/B, then 2n/B), and a
     message to another peer shares the egress with the connection's current one (max-min
     per connection: a and c at half rate end at 2n/B, then b alone at 3n/B)."""
-    fabric = flat(LinkModel("dyadic", 0.0, 2.0**30), 3)   # no latency: exact times
+    fabric = flat(LinkModel("dyadic", 0.0, 2.0**30), 3)  # no latency: exact times
     net = FlowNetwork(fabric, connections=True)
     a, b = net.inject(0, 1, 2**20, 0.0), net.inject(0, 1, 2**20, 0.0)
     finished = {}
@@ -171,18 +185,25 @@ def test_the_event_simulation_is_deterministic():
 
 # --- max-min properties on random fabrics --------------------------------------------
 
+
 @st.composite
 def random_network(draw):
     nodes = draw(st.integers(2, 6))
     nlinks = draw(st.integers(1, 8))
     capacities = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 5.0, 0.7, 10.0]), min_size=nlinks, max_size=nlinks))
     links = [FabricLink(f"l{i}", c * 1e9, draw(st.sampled_from([0.0, 1e-6]))) for i, c in enumerate(capacities)]
-    routes = {(s, d): tuple(draw(st.lists(st.integers(0, nlinks - 1), min_size=1, max_size=4, unique=True)))
-              for s in range(nodes) for d in range(nodes) if s != d}
+    routes = {
+        (s, d): tuple(draw(st.lists(st.integers(0, nlinks - 1), min_size=1, max_size=4, unique=True)))
+        for s in range(nodes)
+        for d in range(nodes)
+        if s != d
+    }
     fabric = explicit("random", nodes, links, routes)
     pairs = sorted(routes)
-    flows = [Flow(*draw(st.sampled_from(pairs)), draw(st.integers(1, 10**8)), draw(st.sampled_from([0.0, 1e-3, 0.05])))
-             for _ in range(draw(st.integers(1, 12)))]
+    flows = [
+        Flow(*draw(st.sampled_from(pairs)), draw(st.integers(1, 10**8)), draw(st.sampled_from([0.0, 1e-3, 0.05])))
+        for _ in range(draw(st.integers(1, 12)))
+    ]
     return fabric, flows
 
 
@@ -212,9 +233,11 @@ def test_max_min_rates_saturate_a_bottleneck_of_every_flow(network):
         assert load[link] <= c * (1 + 1e-12), "no link above its capacity"
     for i, route in enumerate(routes):
         assert rates[i] > 0
-        assert any(load[l] >= capacity[l] * (1 - 1e-12)
-                   and all(rates[i] >= rates[j] * (1 - 1e-12) for j, other in enumerate(routes) if l in other)
-                   for l in route), f"flow {i} has no saturated link on which its rate is the largest"
+        assert any(
+            load[l] >= capacity[l] * (1 - 1e-12)
+            and all(rates[i] >= rates[j] * (1 - 1e-12) for j, other in enumerate(routes) if l in other)
+            for l in route
+        ), f"flow {i} has no saturated link on which its rate is the largest"
 
 
 @settings(max_examples=100, deadline=None)
@@ -277,7 +300,7 @@ def plain_finish(fabric, flows, weights=None):
     capacity = [link.capacity_Bps for link in fabric.links]
     start = [f.ready_s + fabric.latency_s(f.src, f.dst) for f in flows]
     waiting = sorted(range(len(flows)), key=lambda i: (start[i], i))
-    active: dict[int, list] = {}                          # flow -> [bytes left, counted at, rate]
+    active: dict[int, list] = {}  # flow -> [bytes left, counted at, rate]
     due: dict[int, float] = {}
     finished = [math.nan] * len(flows)
     while waiting or active:
@@ -306,7 +329,7 @@ def plain_finish(fabric, flows, weights=None):
             members = []
             for i in sorted(component):
                 left, counted, rate = active[i]
-                if rate and left - rate * (t - counted) <= flows[i].nbytes * 2.0 ** -40:
+                if rate and left - rate * (t - counted) <= flows[i].nbytes * 2.0**-40:
                     del active[i], due[i]
                     finished[i] = t
                 else:
@@ -314,8 +337,9 @@ def plain_finish(fabric, flows, weights=None):
             if len(members) == 1:
                 rates = [min(capacity[link] for link in routes[members[0]])]
             else:
-                rates = max_min_rates([routes[i] for i in members], capacity,
-                                      None if weights is None else [weights[i] for i in members])
+                rates = max_min_rates(
+                    [routes[i] for i in members], capacity, None if weights is None else [weights[i] for i in members]
+                )
             for i, rate in zip(members, rates):
                 state = active[i]
                 if rate != state[2]:
@@ -338,34 +362,41 @@ def test_an_incast_with_staggered_starts_is_its_plain_rules_bit_for_bit(nodes):
     """The case the batches are for: a parameter server's incast, flows joining and leaving
     one shared link at every event."""
     fabric = taihulight(nodes)
-    flows = [Flow(w, 0, N // 7 * (1 + (w * layer) % 5), layer * 1e-3 + w * 1e-6)
-             for w in range(1, nodes) for layer in range(4)]
+    flows = [
+        Flow(w, 0, N // 7 * (1 + (w * layer) % 5), layer * 1e-3 + w * 1e-6)
+        for w in range(1, nodes)
+        for layer in range(4)
+    ]
     assert list(finish(fabric, flows)) == plain_finish(fabric, flows)
 
 
 # --- bad input -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: get_fabric("torus"), "unknown fabric 'torus'; valid: " + ", ".join(FABRIC_PRESETS)),
-    (lambda: fat_tree(4).check_nodes(17), r"nodes must be an integer in 1..16"),
-    (lambda: taihulight(40_961), r"nodes must be an integer 1..40960"),
-    (lambda: get_fabric(flat(EDR, 4), nodes=5), r"nodes must be an integer in 1..4"),
-    (lambda: fat_tree(4, -2.0), r"oversubscription must be a finite number >= 1"),
-    (lambda: two_level(EDR, 4, oversubscription=-1), r"oversubscription must be a finite number >= 1"),
-    (lambda: two_level(EDR, 4), r"exactly one of upper_bandwidth_Bps .* and oversubscription"),
-    (lambda: two_level(EDR, 4, upper_bandwidth_Bps=0.0), r"upper_bandwidth_Bps must be a finite number > 0"),
-    (lambda: two_level(EDR, 0, oversubscription=2), r"supernode_size must be an integer >= 1"),
-    (lambda: fat_tree(5), r"k must be an even integer >= 2"),
-    (lambda: fat_tree(0), r"k must be an integer >= 2"),
-    (lambda: flat(EDR, 0), r"nodes must be an integer >= 1"),
-    (lambda: gpu_cluster(2.5), r"nodes must be an integer >= 1"),
-    (lambda: FabricLink("x", -1.0), r"capacity_Bps must be a finite number > 0"),
-    (lambda: simulate_flows(flat(EDR, 4), [Flow(0, 4, 1)]), r"flows\[0\].dst must be a node .* 0..3"),
-    (lambda: simulate_flows(flat(EDR, 4), [Flow(0, 1, -1)]), r"flows\[0\].nbytes must be a finite number >= 0"),
-    (lambda: simulate_flows(flat(EDR, 4), [Flow(0, 1, 1, -1.0)]), r"flows\[0\].ready_s must be .* >= 0"),
-    (lambda: explicit("x", 2, [FabricLink("l", 1.0)], {(0, 1): (0,)}), r"\(1, 0\) is missing"),
-    (lambda: explicit("x", 2, [FabricLink("l", 1.0)], {(0, 1): (0, 0), (1, 0): (0,)}), r"distinct link ids"),
-])
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: get_fabric("torus"), "unknown fabric 'torus'; valid: " + ", ".join(FABRIC_PRESETS)),
+        (lambda: fat_tree(4).check_nodes(17), r"nodes must be an integer in 1..16"),
+        (lambda: taihulight(40_961), r"nodes must be an integer 1..40960"),
+        (lambda: get_fabric(flat(EDR, 4), nodes=5), r"nodes must be an integer in 1..4"),
+        (lambda: fat_tree(4, -2.0), r"oversubscription must be a finite number >= 1"),
+        (lambda: two_level(EDR, 4, oversubscription=-1), r"oversubscription must be a finite number >= 1"),
+        (lambda: two_level(EDR, 4), r"exactly one of upper_bandwidth_Bps .* and oversubscription"),
+        (lambda: two_level(EDR, 4, upper_bandwidth_Bps=0.0), r"upper_bandwidth_Bps must be a finite number > 0"),
+        (lambda: two_level(EDR, 0, oversubscription=2), r"supernode_size must be an integer >= 1"),
+        (lambda: fat_tree(5), r"k must be an even integer >= 2"),
+        (lambda: fat_tree(0), r"k must be an integer >= 2"),
+        (lambda: flat(EDR, 0), r"nodes must be an integer >= 1"),
+        (lambda: gpu_cluster(2.5), r"nodes must be an integer >= 1"),
+        (lambda: FabricLink("x", -1.0), r"capacity_Bps must be a finite number > 0"),
+        (lambda: simulate_flows(flat(EDR, 4), [Flow(0, 4, 1)]), r"flows\[0\].dst must be a node .* 0..3"),
+        (lambda: simulate_flows(flat(EDR, 4), [Flow(0, 1, -1)]), r"flows\[0\].nbytes must be a finite number >= 0"),
+        (lambda: simulate_flows(flat(EDR, 4), [Flow(0, 1, 1, -1.0)]), r"flows\[0\].ready_s must be .* >= 0"),
+        (lambda: explicit("x", 2, [FabricLink("l", 1.0)], {(0, 1): (0,)}), r"\(1, 0\) is missing"),
+        (lambda: explicit("x", 2, [FabricLink("l", 1.0)], {(0, 1): (0, 0), (1, 0): (0,)}), r"distinct link ids"),
+    ],
+)
 def test_bad_input_is_refused_with_the_accepted_range(build, message):
     with pytest.raises(ValueError, match=message):
         build()

@@ -52,8 +52,12 @@ def check_params(strategy, params):
 
 
 # processes: the 5-rank cases suffice (a trace does not depend on the backend)
-COLLECTIVE_CASES = [(case, backend) for case in make_golden.collective_cases()
-                    for backend in ("threads", "processes") if backend == "threads" or case[3] == 5]
+COLLECTIVE_CASES = [
+    (case, backend)
+    for case in make_golden.collective_cases()
+    for backend in ("threads", "processes")
+    if backend == "threads" or case[3] == 5
+]
 
 
 @pytest.mark.parametrize("case,backend", COLLECTIVE_CASES, ids=lambda c: c[0] if isinstance(c, tuple) else c)
@@ -63,8 +67,14 @@ def test_collective_matches_golden(case, backend):
     check(name, result.values, result)
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes", pytest.param("mpi", marks=pytest.mark.skipif(
-    mpi_unavailable() is not None, reason=str(mpi_unavailable())))])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "threads",
+        "processes",
+        pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None, reason=str(mpi_unavailable()))),
+    ],
+)
 @pytest.mark.parametrize("strategy", make_golden.TRAIN_STRATEGIES)
 def test_training_matches_golden(strategy, backend):
     result, params = make_golden.run_train(strategy, backend)
@@ -96,18 +106,27 @@ def test_a_weight_beyond_the_tolerance_or_a_trace_one_ulp_off_fails():
 def test_the_tolerance_counts_every_update():
     """TRAIN_ATOL's UPDATES: the gradients every strategy's workers compute in the golden run."""
     from dlsys.experiments import train
-    updates = {strategy: len(train(strategy, make_golden.train_config(), 3, straggler=(2, 3.0),
-                                   **make_golden.train_options(strategy))["losses"])
-               for strategy in make_golden.TRAIN_STRATEGIES}
+
+    updates = {
+        strategy: len(
+            train(strategy, make_golden.train_config(), 3, straggler=(2, 3.0), **make_golden.train_options(strategy))[
+                "losses"
+            ]
+        )
+        for strategy in make_golden.TRAIN_STRATEGIES
+    }
     assert max(updates.values()) == make_golden.UPDATES, updates
 
 
 def blas_kernel(env=None) -> str:
     """The kernel numpy's OpenBLAS chose ("" for another BLAS), in a fresh interpreter under ``env``."""
-    code = ("import json, numpy, threadpoolctl; print(json.dumps([i.get('architecture') or '' for i in "
-            "threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas']))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
-                          env=env or os.environ)
+    code = (
+        "import json, numpy, threadpoolctl; print(json.dumps([i.get('architecture') or '' for i in "
+        "threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env or os.environ
+    )
     return (json.loads(done.stdout) or [""])[0]
 
 
@@ -135,15 +154,29 @@ def test_another_cpus_blas_changes_the_weights_bits_but_passes(tmp_path):
         pytest.skip(f"OPENBLAS_CORETYPE=Prescott is an x86 kernel; this is {platform.machine()}")
     here, there = blas_kernel(), blas_kernel(os.environ | ANOTHER_CPU)
     if not here or here == there:
-        pytest.skip(f"numpy's BLAS here ({here or 'not OpenBLAS'}) cannot be switched to another kernel by {ANOTHER_CPU}")
+        pytest.skip(
+            f"numpy's BLAS here ({here or 'not OpenBLAS'}) cannot be switched to another kernel by {ANOTHER_CPU}"
+        )
     params_path, traces_path = tmp_path / "params.npz", tmp_path / "traces.json"
-    subprocess.run([sys.executable, "-c", ANOTHER_CPU_PROGRAM, os.path.dirname(make_golden.__file__),
-                    str(params_path), str(traces_path)], env=os.environ | ANOTHER_CPU, timeout=120, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            ANOTHER_CPU_PROGRAM,
+            os.path.dirname(make_golden.__file__),
+            str(params_path),
+            str(traces_path),
+        ],
+        env=os.environ | ANOTHER_CPU,
+        timeout=120,
+        check=True,
+    )
     with np.load(params_path) as stored:
         params = dict(stored)
     traces = json.loads(traces_path.read_text())
-    assert any(make_golden.digest(params[s]) != GOLDEN[f"train/{s}"]["values"][0] for s in params), \
+    assert any(make_golden.digest(params[s]) != GOLDEN[f"train/{s}"]["values"][0] for s in params), (
         f"{there} gave the recorded bits: no other CPU simulated"
+    )
     for strategy in make_golden.TRAIN_STRATEGIES:
         check_trace(f"train/{strategy}", traces[strategy])
         check_params(strategy, params[strategy])
@@ -156,5 +189,6 @@ def test_every_collective_on_processes_gives_the_threads_trace(ranks):
         on_threads = make_golden.run_collective(collective, algorithm, ranks, "threads")
         on_processes = make_golden.run_collective(collective, algorithm, ranks, "processes")
         assert make_golden.trace_record(on_processes) == make_golden.trace_record(on_threads), (collective, algorithm)
-        assert ([make_golden.digest(v) for v in on_processes.values]
-                == [make_golden.digest(v) for v in on_threads.values]), (collective, algorithm)
+        assert [make_golden.digest(v) for v in on_processes.values] == [
+            make_golden.digest(v) for v in on_threads.values
+        ], (collective, algorithm)

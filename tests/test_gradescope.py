@@ -19,9 +19,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from test_exercises import RIGHT_TOKEN_RING, WHOLE_BUFFERS  # the partially correct ring, graded here again
 
 from dlsys.exercises import EXERCISES, REPO_ROOT, get
-from test_exercises import RIGHT_TOKEN_RING, WHOLE_BUFFERS  # the partially correct ring, graded here again
 from dlsys.grading.gradescope import CONFIG, ROOT_ENV
 from dlsys.grading.release import release, replace_regions
 
@@ -32,7 +32,8 @@ RUN_TIMEOUT_S = 300
 
 # Deletes its working directory (its tests and its own files) on 2 ranks, leaves on 3, loops
 # on 4; right otherwise. The tests on 5 and 6 ranks run after the deletion and must pass.
-HOSTILE_TOKEN_RING = """\
+HOSTILE_TOKEN_RING = (
+    """\
     import os, shutil, sys
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
     if comm.size == 2 and comm.rank == 0:
@@ -41,7 +42,9 @@ HOSTILE_TOKEN_RING = """\
         sys.exit(0)
     while comm.size == 4:
         pass
-""" + RIGHT_TOKEN_RING
+"""
+    + RIGHT_TOKEN_RING
+)
 
 
 # A detached daemon that keeps writing full marks into results.json for a minute, and no
@@ -69,8 +72,10 @@ def bundle_requirements() -> list[str]:
     (read from this checkout's pyproject.toml, which the wheel is built from, so a new
     dependency needs no edit here, nor a reinstall of dlsys)."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    return [re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0]
-            for req in [*project["dependencies"], *project["optional-dependencies"]["grade"]]]
+    return [
+        re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0]
+        for req in [*project["dependencies"], *project["optional-dependencies"]["grade"]]
+    ]
 
 
 def files_with(bodies: dict) -> dict:
@@ -91,8 +96,14 @@ def run_autograder(root, submission: dict) -> dict:
         (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / name).write_text(text)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")  # as Gradescope does
-    done = subprocess.run([str(root / "run_autograder")], cwd=root, env=clean_env(root), capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT_S)
+    done = subprocess.run(
+        [str(root / "run_autograder")],
+        cwd=root,
+        env=clean_env(root),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((root / "results" / "results.json").read_text())
 
@@ -126,8 +137,24 @@ def readable_by_all():
 def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path, readable_by_all):
     bundle = tmp_path / "autograder.zip"
     from dlsys.cli import main
-    assert main(["exercises", "gradescope", "hw1", *HOMEWORK, "-o", str(bundle), "--timeout-s", "3",
-                 "--visibility", "after_due_date"]) == 0
+
+    assert (
+        main(
+            [
+                "exercises",
+                "gradescope",
+                "hw1",
+                *HOMEWORK,
+                "-o",
+                str(bundle),
+                "--timeout-s",
+                "3",
+                "--visibility",
+                "after_due_date",
+            ]
+        )
+        == 0
+    )
     names = set(zipfile.ZipFile(bundle).namelist())
     assert {"setup.sh", "run_autograder", CONFIG, "tests/exercises/conftest.py"} <= names
     assert {f"tests/exercises/test_{e}.py" for e in HOMEWORK} <= names
@@ -143,18 +170,44 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
                 (root / "source" / info.filename).chmod(info.external_attr >> 16 & 0o777)
     wheelhouse = tmp_path / "wheelhouse"
     pins = [f"{name}=={version(name)}" for name in bundle_requirements()]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                    "-d", str(wheelhouse), *pins], check=True, timeout=SETUP_TIMEOUT_S, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-d",
+            str(wheelhouse),
+            *pins,
+        ],
+        check=True,
+        timeout=SETUP_TIMEOUT_S,
+        capture_output=True,
+    )
     start = time.perf_counter()
     env = clean_env(root) | {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "DLSYS_PYTHON": sys.executable}
     # run from this checkout, whose dlsys a bare ``python -c "import dlsys"`` would find first
-    done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
-                          timeout=SETUP_TIMEOUT_S, cwd=REPO_ROOT)
+    done = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SETUP_TIMEOUT_S,
+        cwd=REPO_ROOT,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     print(f"\nsetup.sh: {time.perf_counter() - start:.1f} s")
-    where = subprocess.run([str(root / "source/.venv/bin/python"), "-c", "import dlsys; print(dlsys.__file__)"],
-                           cwd=root, env=clean_env(root), capture_output=True, text=True, timeout=60,
-                           check=True).stdout
+    where = subprocess.run(
+        [str(root / "source/.venv/bin/python"), "-c", "import dlsys; print(dlsys.__file__)"],
+        cwd=root,
+        env=clean_env(root),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert where.startswith(str(root / "source/.venv/")), where  # the pinned wheel, not this checkout
     for private in ("wheels", "tests", CONFIG):  # the grader's alone: the graded code runs as another uid
         assert (root / "source" / private).stat().st_mode & 0o077 == 0, private
@@ -179,7 +232,10 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
     report = run_autograder(root, partial)
     got = scores(report)
     assert got["token_ring"] == 0 and "missing: exercises/token_ring.py" in report["output"]
-    assert got["ring_reduce_scatter"] == points["ring_reduce_scatter"] and got["ring_allgather"] == points["ring_allgather"]
+    assert (
+        got["ring_reduce_scatter"] == points["ring_reduce_scatter"]
+        and got["ring_allgather"] == points["ring_allgather"]
+    )
     assert 0 < got["ring_allreduce"] < points["ring_allreduce"]
 
     hostile = run_autograder(root, files_with({"token_ring": HOSTILE_TOKEN_RING}))
@@ -187,10 +243,13 @@ def test_bundle_installs_and_grades_reference_stubs_partial_and_hostile(tmp_path
     failed = {name for name, t in token.items() if t["status"] == "failed"}
     # the deleting test may fail itself; the tests on 5 and 6 ranks, run after it, must not
     assert failed - {"test_each_rank_returns_the_token_it_received[2]"} == {
-        "test_one_lap_costs_p_messages_one_after_the_other", "test_keeps_dtype_and_shape"}, failed
+        "test_one_lap_costs_p_messages_one_after_the_other",
+        "test_keeps_dtype_and_shape",
+    }, failed
     assert "timed out after 3 s" in token["test_one_lap_costs_p_messages_one_after_the_other"]["output"]
     assert {k: v for k, v in scores(hostile).items() if k != "token_ring"} == {
-        k: v for k, v in points.items() if k != "token_ring"}
+        k: v for k, v in points.items() if k != "token_ring"
+    }
     assert (root / "source" / "tests" / "exercises" / "test_token_ring.py").is_file()
 
     rewritten = run_autograder(root, files_with({"token_ring": REWRITER_TOKEN_RING}))

@@ -24,9 +24,10 @@ import pytest
 from dlsys.exercises import REPO_ROOT, get
 from dlsys.grading import isolation
 from dlsys.grading.grader import grade
-from dlsys.grading.untrusted import MAX_PROCESSES
-from dlsys.grading.gradescope import CONFIG, run as run_gradescope
+from dlsys.grading.gradescope import CONFIG
+from dlsys.grading.gradescope import run as run_gradescope
 from dlsys.grading.release import replace_regions
+from dlsys.grading.untrusted import MAX_PROCESSES
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="namespaces and the unprivileged user need root")
@@ -51,8 +52,10 @@ def token_ring_submission(folder: Path, body: str) -> Path:
     becomes ``daemon``'s lines at its indentation."""
     e = get("token_ring")
     body = textwrap.dedent(body)
-    body = "".join(textwrap.indent(DAEMON_LINES, line.split("DAEMON")[0]) if line.strip() == "DAEMON" else line
-                   for line in body.splitlines(keepends=True))
+    body = "".join(
+        textwrap.indent(DAEMON_LINES, line.split("DAEMON")[0]) if line.strip() == "DAEMON" else line
+        for line in body.splitlines(keepends=True)
+    )
     source = replace_regions((REPO_ROOT / e.file).read_text(), lambda r: textwrap.indent(body, "    "))
     (folder / e.student_file).parent.mkdir(parents=True, exist_ok=True)
     (folder / e.student_file).write_text(source)
@@ -99,20 +102,27 @@ def grade_attack(tmp_path, body: str) -> list:
 
 
 def test_a_double_forked_daemon_dies_with_its_test(tmp_path, mark):
-    results = grade_attack(tmp_path, f"""
+    results = grade_attack(
+        tmp_path,
+        f"""
         import os
         mark = "{mark}"
         if comm.rank == 0:
             DAEMON
         raise RuntimeError("daemon started")
-    """)
-    assert all(r.reason.startswith("rank 0: RuntimeError: daemon started (at exercises/token_ring.py:") for r in results)
+    """,
+    )
+    assert all(
+        r.reason.startswith("rank 0: RuntimeError: daemon started (at exercises/token_ring.py:") for r in results
+    )
     assert_nothing_left(mark)
 
 
 @needs_root
 def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, mark):
-    results = grade_attack(tmp_path, f"""
+    results = grade_attack(
+        tmp_path,
+        f"""
         import os
         forked = 0
         if comm.rank == 0:
@@ -124,7 +134,8 @@ def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, mark):
             except OSError:
                 pass
         raise RuntimeError(f"forked {{forked}}")
-    """)
+    """,
+    )
     counts = [int(m.group(1)) for r in results if (m := re.search(r"forked (\d+)", r.reason))]
     assert counts and max(counts) < MAX_PROCESSES
     assert_nothing_left(mark)
@@ -132,7 +143,9 @@ def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, mark):
 
 @needs_root
 def test_a_dev_shm_bomb_is_capped_and_removed(tmp_path, mark):
-    results = grade_attack(tmp_path, f"""
+    results = grade_attack(
+        tmp_path,
+        f"""
         written = 0
         if comm.rank == 0:
             with open("/dev/shm/dlsys-bomb-{mark}", "wb") as f:
@@ -143,7 +156,8 @@ def test_a_dev_shm_bomb_is_capped_and_removed(tmp_path, mark):
                     pass
                 written = f.tell()
         raise RuntimeError(f"wrote {{written}}")
-    """)
+    """,
+    )
     written = [int(m.group(1)) for r in results if (m := re.search(r"wrote (\d+)", r.reason))]
     assert written and max(written) <= 512 << 20  # a private /dev/shm of the memory limit
     assert_nothing_left(mark)
@@ -166,9 +180,15 @@ def test_the_untrusted_child_sees_the_course_build_not_the_reference(tmp_path):
         print(json.dumps({{"source": open({str(token_ring)!r}).read(), "called": called,
                            "tests": os.listdir({str(REPO_ROOT / "tests")!r}), "uid": os.getuid()}}))
     """
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=WAIT_S,
-                          preexec_fn=lambda: isolation.contain(1 << 30, MAX_PROCESSES, isolation.course_cover(course),
-                                                               needed=(str(course),)))
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        preexec_fn=lambda: isolation.contain(
+            1 << 30, MAX_PROCESSES, isolation.course_cover(course), needed=(str(course),)
+        ),
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["called"].startswith("token_ring: see lessons/")
@@ -242,13 +262,27 @@ def test_results_json_is_written_after_the_submission_is_dead(tmp_path, mark):
     (root / "source" / "tests" / "exercises").mkdir(parents=True)
     for name in ("conftest.py", "test_token_ring.py"):
         shutil.copyfile(REPO_ROOT / "tests" / "exercises" / name, root / "source" / "tests" / "exercises" / name)
-    (root / "source" / CONFIG).write_text(json.dumps({
-        "name": "hw", "exercises": ["token_ring"], "files": ["exercises/token_ring.py"], "points": 10,
-        "visibility": "visible", "timeout_s": 10, "memory_mib": 512, "wheel": "-", "commit": "-"}))
+    (root / "source" / CONFIG).write_text(
+        json.dumps(
+            {
+                "name": "hw",
+                "exercises": ["token_ring"],
+                "files": ["exercises/token_ring.py"],
+                "points": 10,
+                "visibility": "visible",
+                "timeout_s": 10,
+                "memory_mib": 512,
+                "wheel": "-",
+                "commit": "-",
+            }
+        )
+    )
     results = root / "results"
     results.mkdir()
     forged = json.dumps({"score": 10.0, "output": "forged"})
-    token_ring_submission(root / "submission", f"""
+    token_ring_submission(
+        root / "submission",
+        f"""
         import os, time
         if comm.rank == 0 and os.fork() == 0:
             os.setsid()
@@ -263,10 +297,16 @@ def test_results_json_is_written_after_the_submission_is_dead(tmp_path, mark):
                 os.execvp("sleep", ["sleep", "{mark}"])
             os._exit(0)
         raise RuntimeError("rewriter started")
-    """)
+    """,
+    )
     env = os.environ | {"PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-m", "dlsys.grading.gradescope", "run", str(root)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "dlsys.grading.gradescope", "run", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     time.sleep(1.0)  # a surviving rewriter would strike now
     report = json.loads((results / "results.json").read_text())
@@ -285,7 +325,9 @@ def test_the_gradescope_run_in_process_keeps_its_files_in_the_run_folder(tmp_pat
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum, mark):
     """The test hangs after starting a daemon and a /dev/shm file; the grader gets ``signum``."""
-    student = token_ring_submission(tmp_path / "student", f"""
+    student = token_ring_submission(
+        tmp_path / "student",
+        f"""
         import os
         mark = "{mark}"
         if comm.rank == 0:
@@ -293,11 +335,28 @@ def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum, mark):
             DAEMON
         while True:
             pass
-    """)
+    """,
+    )
     env = os.environ | {"PYTHONPATH": str(REPO_ROOT)}
-    grader = subprocess.Popen([sys.executable, "-m", "dlsys.cli", "grade", str(student), "--exercise", "token_ring",
-                               "--timeout-s", "120", "--jobs", "1"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    grader = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlsys.cli",
+            "grade",
+            str(student),
+            "--exercise",
+            "token_ring",
+            "--timeout-s",
+            "120",
+            "--jobs",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + WAIT_S
         while not survivors(mark):
@@ -321,16 +380,21 @@ def test_a_signal_to_dlsys_grade_mid_run_leaves_nothing(tmp_path, signum, mark):
 def test_reading_the_reference_scores_zero(tmp_path):
     """The reference's file (the course build's stub over it) run as the student's answer."""
     token_ring = Path(sys.modules["dlsys"].__file__).parent / "exercises" / "token_ring.py"
-    grade_attack(tmp_path, f"""
+    grade_attack(
+        tmp_path,
+        f"""
         found = {{}}
         exec(compile(open({str(token_ring)!r}).read(), "reference", "exec"), found)
         return found["token_ring"](comm, token)
-    """)
+    """,
+    )
 
 
 def test_calling_the_reference_in_memory_scores_zero(tmp_path):
     """The trusted test imported the reference (its oracles); the child, a fresh interpreter, never did."""
-    grade_attack(tmp_path, """
+    grade_attack(
+        tmp_path,
+        """
         import sys
         seen, todo = set(), [*sys.modules.values(), *sys.meta_path]
         while todo:  # every object reachable from a module or an import hook
@@ -348,12 +412,15 @@ def test_calling_the_reference_in_memory_scores_zero(tmp_path):
             elif hasattr(obj, "__dict__") and isinstance(obj.__dict__, dict):
                 todo += obj.__dict__.values()
         raise NotImplementedError("token_ring")
-    """)
+    """,
+    )
 
 
 def test_calling_the_reference_code_in_the_heap_scores_zero(tmp_path):
     """Every function in the heap, and the code objects inside them: none comes from the reference's file."""
-    grade_attack(tmp_path, """
+    grade_attack(
+        tmp_path,
+        """
         import gc, types
         gc.unfreeze()  # a frozen heap (gc.freeze) is not in gc.get_objects()
         codes = [f.__code__ for f in gc.get_objects() if isinstance(f, types.FunctionType)]
@@ -363,11 +430,13 @@ def test_calling_the_reference_code_in_the_heap_scores_zero(tmp_path):
                     "NotImplementedError" not in code.co_names:
                 return types.FunctionType(code, globals())(comm, token)
         raise NotImplementedError("token_ring")
-    """)
+    """,
+    )
 
 
 def _observe_rank_count(ranks: int) -> int:
     from dlsys import launch
+
     return len(launch(lambda comm: comm.rank, ranks).values)
 
 
@@ -375,6 +444,7 @@ def test_a_submission_kills_what_its_child_left_but_not_this_process_s_other_chi
     """The test process may run servers or browsers of its own; the submission's clean-up
     kills only its child's tree (and the orphans it adopted meanwhile)."""
     from dlsys.grading.untrusted import Submission
+
     own = subprocess.Popen(["sleep", mark])
     try:
         assert Submission(None, "token_ring", 30.0).run(_observe_rank_count, ranks=2) == 2

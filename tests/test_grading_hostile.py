@@ -15,8 +15,10 @@ from dlsys.grading import isolation
 from dlsys.grading.grader import grade, run_tests
 from dlsys.grading.untrusted import SubmissionFailed, decode, encode
 
-NODES = ["tests/exercises/test_token_ring.py::test_keeps_dtype_and_shape",
-         "tests/exercises/test_token_ring.py::test_each_rank_returns_the_token_it_received[2]"]
+NODES = [
+    "tests/exercises/test_token_ring.py::test_keeps_dtype_and_shape",
+    "tests/exercises/test_token_ring.py::test_each_rank_returns_the_token_it_received[2]",
+]
 WRONG = """
 def token_ring(comm, token):
     return None
@@ -43,7 +45,8 @@ for pid in _ancestors():
         except OSError:
             pass
 os._exit(0)
-""" + WRONG,
+"""
+    + WRONG,
     # pytest's reports, numpy's comparisons and assert patched: in the child only
     "patch_pytest": """
 import builtins, numpy, _pytest.reports, _pytest.runner
@@ -52,12 +55,14 @@ _pytest.reports.TestReport.failed = property(lambda self: False)
 _pytest.runner.call_and_report = lambda *a, **k: None
 numpy.array_equal = lambda *a, **k: True
 builtins.AssertionError = type("AssertionError", (Exception,), {})
-""" + WRONG,
+"""
+    + WRONG,
     "print_and_exit_0": """
 import os
 print("1 passed in 0.01s")
 os._exit(0)
-""" + WRONG,
+"""
+    + WRONG,
     "system_exit": """
 def token_ring(comm, token):
     raise SystemExit(0)
@@ -86,11 +91,13 @@ def token_ring(comm, token):
     "kill_the_parent": """
 import os, signal
 os.kill(os.getppid(), signal.SIGKILL)
-""" + WRONG,
+"""
+    + WRONG,
 }
 
 # daemons and forks meant to outlive the test, writing their pids into MARKERS
-SURVIVORS = """
+SURVIVORS = (
+    """
 import os, time
 def _spawn(detach):
     if os.fork() == 0:
@@ -105,7 +112,9 @@ def _spawn(detach):
 for detach in (False, True, True):
     _spawn(detach)
 time.sleep(0.3)
-""" + WRONG
+"""
+    + WRONG
+)
 
 
 def student_dir(tmp_path, source: str) -> Path:
@@ -117,7 +126,9 @@ def student_dir(tmp_path, source: str) -> Path:
 
 def unprivileged_processes() -> set:
     """The processes of the submissions' uids (``isolation.UID_BASE`` + a pid, when the grader is root)."""
-    return {p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real >= isolation.UID_BASE}
+    return {
+        p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real >= isolation.UID_BASE
+    }
 
 
 def graded(*args, **kwargs):
@@ -161,8 +172,9 @@ def test_processes_it_starts_die_with_the_test(tmp_path):
 
 def test_a_syntax_error_names_the_file_and_costs_only_its_exercise(tmp_path):
     """topk.py broken: only topk_error_feedback loses points; terngrad (also in dlsys.compress) keeps them."""
-    from dlsys.grading.release import replace_regions
     from dlsys.exercises import REPO_ROOT
+    from dlsys.grading.release import replace_regions
+
     for e in (get("terngrad_quantizer"), get("topk_error_feedback")):
         for file, name in zip(e.files, e.student_files):
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -175,34 +187,53 @@ def test_a_syntax_error_names_the_file_and_costs_only_its_exercise(tmp_path):
     assert all(r.passed for r in results if r.exercise == "terngrad_quantizer")
     topk_results = [r for r in results if r.exercise == "topk_error_feedback"]
     assert not any(r.passed for r in topk_results)
-    assert all(r.reason.startswith("SyntaxError") and "(at compress/topk.py:21)" in r.reason for r in topk_results), \
+    assert all(r.reason.startswith("SyntaxError") and "(at compress/topk.py:21)" in r.reason for r in topk_results), (
         topk_results[0].reason
+    )
 
 
 def test_the_backend_environment_variable_does_not_override_a_graded_tests_backend(tmp_path, monkeypatch):
     """DLSYS_BACKEND replaces every launch's backend (a lesson, unchanged, on mpi); a graded
     test's launch(..., "threads") stays on threads: on processes each rank would have its own pid."""
     monkeypatch.setenv("DLSYS_BACKEND", "processes")
-    source = (Path(__file__).parents[1] / "dlsys/exercises/token_ring.py").read_text().replace(
-        "    # BEGIN SOLUTION token_ring\n", "    assert os.getpid() == IMPORTED_BY, 'not on threads'\n").replace(
-        "import numpy as np\n", "import os\nimport numpy as np\nIMPORTED_BY = os.getpid()\n")
+    source = (
+        (Path(__file__).parents[1] / "dlsys/exercises/token_ring.py")
+        .read_text()
+        .replace("    # BEGIN SOLUTION token_ring\n", "    assert os.getpid() == IMPORTED_BY, 'not on threads'\n")
+        .replace("import numpy as np\n", "import os\nimport numpy as np\nIMPORTED_BY = os.getpid()\n")
+    )
     results = graded(NODES[:1], student_dir(tmp_path, source), timeout_s=10, memory_bytes=1 << 30, jobs=1)
     assert results[0][0], results[0][2]
 
 
 def test_answers_are_plain_data_and_nothing_else():
-    value = {"a": [1, 2.5, None, "s", True], "x": np.arange(6, dtype=np.int32).reshape(2, 3), "y": np.float32(2.5),
-             "nan": float("nan")}
+    value = {
+        "a": [1, 2.5, None, "s", True],
+        "x": np.arange(6, dtype=np.int32).reshape(2, 3),
+        "y": np.float32(2.5),
+        "nan": float("nan"),
+    }
     import json
+
     back = decode(json.dumps(encode(value)).encode())
     assert back["x"].dtype == np.int32 and back["x"].shape == (2, 3) and back["y"] == np.float32(2.5)
     assert np.isnan(back["nan"]) and back["a"] == value["a"]
-    for forged in (np.zeros(2).view(type("Sub", (np.ndarray,), {})), np.array([object()]), {"__ndarray__": 1},
-                   {1: 2}, type("F", (float,), {})(1.0), object()):
+    for forged in (
+        np.zeros(2).view(type("Sub", (np.ndarray,), {})),
+        np.array([object()]),
+        {"__ndarray__": 1},
+        {1: 2},
+        type("F", (float,), {})(1.0),
+        object(),
+    ):
         with pytest.raises(TypeError):
             encode(forged)
-    for text in (b'NaN', b'{"__ndarray__": {"dtype": "|O", "shape": [1], "data": "AAAAAAAAAAA="}}',
-                 b'{"__ndarray__": {"dtype": "<f8", "shape": [4], "data": "AAAAAAAAAAA="}}', b'{"__call__": 1}'):
+    for text in (
+        b"NaN",
+        b'{"__ndarray__": {"dtype": "|O", "shape": [1], "data": "AAAAAAAAAAA="}}',
+        b'{"__ndarray__": {"dtype": "<f8", "shape": [4], "data": "AAAAAAAAAAA="}}',
+        b'{"__call__": 1}',
+    ):
         with pytest.raises(ValueError):
             decode(text)
     assert issubclass(SubmissionFailed, AssertionError)
@@ -211,6 +242,7 @@ def test_answers_are_plain_data_and_nothing_else():
 def edited(tmp_path, exercise: str, reference: str, wrong: str) -> Path:
     """A submission of ``exercise``'s files: the reference with one edit."""
     from dlsys.exercises import REPO_ROOT
+
     source = (REPO_ROOT / get(exercise).file).read_text()
     assert source.count(reference) == 1
     (tmp_path / get(exercise).student_file).parent.mkdir(parents=True, exist_ok=True)
@@ -220,16 +252,21 @@ def edited(tmp_path, exercise: str, reference: str, wrong: str) -> Path:
 
 def test_an_exercise_that_builds_on_another_is_graded_on_the_others_reference(tmp_path):
     """ring.py with the reduce-scatter one block off: the all-reduce built on it keeps full marks."""
-    student = edited(tmp_path, "ring_reduce_scatter", "send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p",
-                     "send_i, recv_i = (r - step) % p, (r - step - 1) % p")
+    student = edited(
+        tmp_path,
+        "ring_reduce_scatter",
+        "send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p",
+        "send_i, recv_i = (r - step) % p, (r - step - 1) % p",
+    )
     results = grade(student, ["ring_reduce_scatter", "ring_allreduce"])
     assert all(r.passed for r in results if r.exercise == "ring_allreduce")
     assert not all(r.passed for r in results if r.exercise == "ring_reduce_scatter")
 
 
 def test_a_server_that_forgets_to_average_is_told_so(tmp_path):
-    student = edited(tmp_path, "ps_aggregation", "self.grad[local] += values / len(self.workers)",
-                     "self.grad[local] += values")
+    student = edited(
+        tmp_path, "ps_aggregation", "self.grad[local] += values / len(self.workers)", "self.grad[local] += values"
+    )
     reasons = {r.name.split("::")[1]: r.reason for r in grade(student, ["ps_aggregation"]) if not r.passed}
     assert "3x the reference" in reasons["test_bsp_waits_for_all_w_gradients_then_holds_their_mean"]
     assert "did you average over the workers?" in reasons["test_bsp_waits_for_all_w_gradients_then_holds_their_mean"]

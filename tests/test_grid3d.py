@@ -20,9 +20,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
 import make_golden  # noqa: E402
 
 TOL = 1e-13  # float64: TP's partial sums and DP's ring add in another order than one rank
-CASES = [dict(dp=2, tp=2, pp=2, schedule="1f1b"), dict(dp=2, tp=2, pp=2, schedule="gpipe", micro_batches=3),
-         dict(dp=1, tp=4, pp=2, schedule="interleaved", chunks=2, micro_batches=4),
-         dict(dp=3, tp=1, pp=4, schedule="1f1b", micro_batches=5), dict(dp=2, tp=2, pp=2, steps=2)]
+CASES = [
+    dict(dp=2, tp=2, pp=2, schedule="1f1b"),
+    dict(dp=2, tp=2, pp=2, schedule="gpipe", micro_batches=3),
+    dict(dp=1, tp=4, pp=2, schedule="interleaved", chunks=2, micro_batches=4),
+    dict(dp=3, tp=1, pp=4, schedule="1f1b", micro_batches=5),
+    dict(dp=2, tp=2, pp=2, steps=2),
+]
 
 
 def ids(case):
@@ -62,8 +66,9 @@ def test_trace_identical_on_every_backend(backend):
     config = GridConfig(dp=1, tp=2, pp=2)
     on_threads, other = grid3d.run(config, "threads"), grid3d.run(config, backend)
     assert make_golden.trace_record(other) == make_golden.trace_record(on_threads)
-    assert ([make_golden.digest(v["params"]) for v in other.values]
-            == [make_golden.digest(v["params"]) for v in on_threads.values])
+    assert [make_golden.digest(v["params"]) for v in other.values] == [
+        make_golden.digest(v["params"]) for v in on_threads.values
+    ]
 
 
 def planner_model(config: GridConfig) -> Model:
@@ -71,8 +76,16 @@ def planner_model(config: GridConfig) -> Model:
     2/3 of d_ff (its three matrices hold as much as GELU's two)."""
     d_ff = 4 * config.d_model
     assert 2 * d_ff % 3 == 0
-    return Model("small", layers=config.layers, hidden=config.d_model, heads=config.heads, kv_heads=config.heads,
-                 ffn=2 * d_ff // 3, vocab=config.vocab, seq_len=config.seq_len)
+    return Model(
+        "small",
+        layers=config.layers,
+        hidden=config.d_model,
+        heads=config.heads,
+        kv_heads=config.heads,
+        ffn=2 * d_ff // 3,
+        vocab=config.vocab,
+        seq_len=config.seq_len,
+    )
 
 
 @pytest.mark.parametrize("dp, tp, pp", [(2, 2, 2), (1, 4, 2), (2, 1, 4), (1, 2, 4)])
@@ -86,13 +99,24 @@ def test_stage_zero_memory_is_the_planners_for_the_layout(dp, tp, pp):
     (biases, norms, positions; the embedding replicated, not vocabulary-split) is the rest."""
     config = GridConfig(dp=dp, tp=tp, pp=pp, micro_batches=6, d_model=12, dtype="float32")
     m, b, s, h = config.micro_batches, config.micro_batch_size, config.seq_len, config.d_model
-    plan = Plan(planner_model(config), dp * tp * pp, tp=tp, pp=pp, micro_batch=b, global_batch=dp * m * b,
-                optimizer="sgd-plain", precision="fp32", sequence_parallel=False, dropout=False)
+    plan = Plan(
+        planner_model(config),
+        dp * tp * pp,
+        tp=tp,
+        pp=pp,
+        micro_batch=b,
+        global_batch=dp * m * b,
+        optimizer="sgd-plain",
+        precision="fp32",
+        sequence_parallel=False,
+        dropout=False,
+    )
     assert plan.microbatches == m and plan.dp == dp
     planned = memory(plan)
     layers = config.layers // pp
-    assert planned["activations"] == min(pp, m) * activation_bytes(plan.layout().model, tp, element_nbytes=4,
-                                                                     dropout=False)
+    assert planned["activations"] == min(pp, m) * activation_bytes(
+        plan.layout().model, tp, element_nbytes=4, dropout=False
+    )
     extra = layers * 2 * s * b * 4 + s * b * 8
     result = grid3d.run(config)
     matrices = plan.model.layer_params() - 2 * h
@@ -108,15 +132,18 @@ def test_stage_zero_memory_is_the_planners_for_the_layout(dp, tp, pp):
         assert planned["optimizer"] == 0 and planned["gradients"] == planned["parameters"]
 
 
-@pytest.mark.parametrize("case, words", [
-    (dict(pp=5, layers=4), r"stages \(pipeline degree\) x chunks must be in 2..4"),
-    (dict(pp=4, layers=8, micro_batches=3), r"micro_batches must be >= 4 for 1f1b on 4 stages, got 3"),
-    (dict(schedule="zb-h1"), r"schedule must be one of gpipe, 1f1b, interleaved for a DP x TP x PP run"),
-    (dict(schedule="interleaved", chunks=2, micro_batches=3), r"micro_batches must be a multiple of stages \(2\)"),
-    (dict(tp=3), r"tp must divide world size = 12, heads = 4, d_model = 16, d_ff = 64: one of \[1, 2, 4\], got 3"),
-    (dict(dp=0), r"dp must be an integer >= 1, got 0"),
-    (dict(dtype="float16"), "dtype must be float32 or float64"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        (dict(pp=5, layers=4), r"stages \(pipeline degree\) x chunks must be in 2..4"),
+        (dict(pp=4, layers=8, micro_batches=3), r"micro_batches must be >= 4 for 1f1b on 4 stages, got 3"),
+        (dict(schedule="zb-h1"), r"schedule must be one of gpipe, 1f1b, interleaved for a DP x TP x PP run"),
+        (dict(schedule="interleaved", chunks=2, micro_batches=3), r"micro_batches must be a multiple of stages \(2\)"),
+        (dict(tp=3), r"tp must divide world size = 12, heads = 4, d_model = 16, d_ff = 64: one of \[1, 2, 4\], got 3"),
+        (dict(dp=0), r"dp must be an integer >= 1, got 0"),
+        (dict(dtype="float16"), "dtype must be float32 or float64"),
+    ],
+)
 def test_bad_input_refused_by_name_before_any_rank_starts(case, words, monkeypatch):
     monkeypatch.setattr(grid3d, "grid_program", None)  # a rank starting would fail otherwise
     with pytest.raises(ValueError, match=words):
@@ -131,6 +158,7 @@ def test_world_size_not_the_product_refused(monkeypatch):
 
 def test_the_benchmark_checks_its_weights_and_refuses_bad_input(capsys):
     import importlib.util
+
     path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "grid_step.py")
     spec = importlib.util.spec_from_file_location("grid_step", path)
     bench = importlib.util.module_from_spec(spec)
@@ -138,8 +166,10 @@ def test_the_benchmark_checks_its_weights_and_refuses_bad_input(capsys):
     record = bench.measure(dp=2, tp=2, pp=2, micro_batches=2, repeats=1)
     assert record["ranks"] == 8 and record["max_weight_error"] <= 1e-12 and record["messages"] > 0
     assert "8 ranks (dp 2 x tp 2 x pp 2, 1f1b" in bench.sentence(record)
-    for argv, words in ((["--pp", "8", "--microbatches", "2"], "micro_batches must be >= 8"),
-                        (["--dp", "64"], "--dp x --tp x --pp must be 1..256 ranks, got 1024")):
+    for argv, words in (
+        (["--pp", "8", "--microbatches", "2"], "micro_batches must be >= 8"),
+        (["--dp", "64"], "--dp x --tp x --pp must be 1..256 ranks, got 1024"),
+    ):
         with pytest.raises(SystemExit):
             bench.main(argv)
         assert words in capsys.readouterr().err

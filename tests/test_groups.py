@@ -18,11 +18,14 @@ def test_coordinates_tp_fastest_varying():
     assert Grid.of(8, 4).dp == 2
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: Grid.of(6, 4), r"tp must divide the world size 6 \(world = dp x tp\): one of \[1, 2, 3, 6\], got 4"),
-    (lambda: Grid(0, 2), "dp must be an integer >= 1"),
-    (lambda: Grid(2, 2).coords(4), r"rank must be in 0..3"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: Grid.of(6, 4), r"tp must divide the world size 6 \(world = dp x tp\): one of \[1, 2, 3, 6\], got 4"),
+        (lambda: Grid(0, 2), "dp must be an integer >= 1"),
+        (lambda: Grid(2, 2).coords(4), r"rank must be in 0..3"),
+    ],
+)
 def test_bad_grids_refused(call, message):
     with pytest.raises(ValueError, match=message):
         call()
@@ -98,8 +101,9 @@ def test_group_costs_on_gpu_cluster(dp, tp):
     assert costs["tp"]["link"] == "nvlink4" and costs["tp"]["one_link"]
     assert costs["dp"]["link"] == "connectx7-ndr"
     for axis in ("tp", "dp"):
-        measured = launch(allreduce_on, grid.world_size, "threads", topology="gpu-cluster",
-                          args=(grid, axis, nbytes)).virtual_time_s
+        measured = launch(
+            allreduce_on, grid.world_size, "threads", topology="gpu-cluster", args=(grid, axis, nbytes)
+        ).virtual_time_s
         if costs[axis]["one_link"]:
             assert measured == pytest.approx(costs[axis]["allreduce_s"], rel=1e-12)
         else:

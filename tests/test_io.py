@@ -10,12 +10,12 @@ import time
 import numpy as np
 import psutil
 import pytest
+from test_comm_leaks import poll, stop
 
 from dlsys.learn import data
 from dlsys.learn.loader import Loader, LoaderWorkerError
 from dlsys.machine.storage import STORAGE_PRESETS, IOModel, LoaderTimeline, io_timeline
 from dlsys.train import batch_indices
-from test_comm_leaks import poll, stop
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 X, Y = data.synthetic_classification(203, 5, 3, seed=1)
@@ -34,8 +34,11 @@ def fail_on_negative_first_feature(x):
 def loader_workers() -> list:
     """Live loader worker processes started by this process (their command line names them)."""
     marker = f"dlsys-{os.getpid()}-loader"
-    return [p for p in psutil.process_iter(["cmdline", "status"])
-            if p.info["status"] != psutil.STATUS_ZOMBIE and any(a.startswith(marker) for a in p.info["cmdline"] or [])]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if p.info["status"] != psutil.STATUS_ZOMBIE and any(a.startswith(marker) for a in p.info["cmdline"] or [])
+    ]
 
 
 def segments(pid: int) -> list:
@@ -71,8 +74,10 @@ def test_a_rank_gets_the_training_plans_batches_and_the_transform_runs_in_the_wo
 
 def test_batches_are_views_of_the_pool_not_copies():
     with Loader(X, Y, 10, workers=2, prefetch=2) as loader:
-        bases = {x.base is not None and np.shares_memory(x, loader.layout.slot(loader.pool, s % loader.layout.slots)[0])
-                 for s, (x, _) in zip(range(5), loader.epoch(0))}
+        bases = {
+            x.base is not None and np.shares_memory(x, loader.layout.slot(loader.pool, s % loader.layout.slots)[0])
+            for s, (x, _) in zip(range(5), loader.epoch(0))
+        }
     assert bases == {True}
 
 
@@ -123,8 +128,13 @@ with Loader(np.zeros((1000, 4)), np.zeros(1000), 10, workers=2, prefetch=2) as l
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["Ctrl-C", "SIGKILL"])
 def test_stopping_the_trainer_leaves_no_worker_and_no_segment(sig):
-    trainer = subprocess.Popen([sys.executable, "-c", TRAINER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=dict(os.environ, PYTHONPATH=REPO))
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", TRAINER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     assert trainer.stdout.readline() == "started\n"
     workers = psutil.Process(trainer.pid).children()
     assert len(workers) == 2 and len(segments(trainer.pid)) == 2
@@ -136,16 +146,19 @@ def test_stopping_the_trainer_leaves_no_worker_and_no_segment(sig):
     assert_nothing_left(trainer.pid)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"workers": -1}, r"workers \(loader workers\) must be an integer in 0\.\.64"),
-    ({"workers": 65}, r"workers \(loader workers\) must be an integer in 0\.\.64"),
-    ({"prefetch": 0}, r"prefetch \(batches in the queue\) must be an integer in 1\.\."),
-    ({"batch_size": 0}, "batch_size must be an integer in 1..203"),
-    ({"world": 2}, "drop_last must be True"),
-    ({"transform": lambda x: x}, "transform must be picklable"),
-    ({"y": np.array([None] * 203)}, "X and y must hold numbers"),
-    ({"prefetch": 1000, "batch_size": 200}, r"prefetch: 1000 \+ 1 slots of 1601600 bytes exceed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"workers": -1}, r"workers \(loader workers\) must be an integer in 0\.\.64"),
+        ({"workers": 65}, r"workers \(loader workers\) must be an integer in 0\.\.64"),
+        ({"prefetch": 0}, r"prefetch \(batches in the queue\) must be an integer in 1\.\."),
+        ({"batch_size": 0}, "batch_size must be an integer in 1..203"),
+        ({"world": 2}, "drop_last must be True"),
+        ({"transform": lambda x: x}, "transform must be picklable"),
+        ({"y": np.array([None] * 203)}, "X and y must hold numbers"),
+        ({"prefetch": 1000, "batch_size": 200}, r"prefetch: 1000 \+ 1 slots of 1601600 bytes exceed"),
+    ],
+)
 def test_bad_loader_arguments_fail_before_any_process_starts(kwargs, message):
     kwargs = {"X": np.zeros((len(Y), 1000)), "y": Y, "batch_size": 10, "workers": 1, **kwargs}
     with pytest.raises(ValueError, match=message):
@@ -153,12 +166,15 @@ def test_bad_loader_arguments_fail_before_any_process_starts(kwargs, message):
     assert not loader_workers() and not segments(os.getpid())
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"storage": "floppy"}, "storage: unknown preset 'floppy'; valid: nvme, sata-ssd, hdd, nfs, s3"),
-    ({"workers": -1}, r"workers \(loader workers\) must be an integer in 0\.\.64"),
-    ({"prefetch": 0}, r"prefetch \(batches in the queue\) must be an integer in 1\.\."),
-    ({"decode_s": -1.0}, "decode_s must be a finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"storage": "floppy"}, "storage: unknown preset 'floppy'; valid: nvme, sata-ssd, hdd, nfs, s3"),
+        ({"workers": -1}, r"workers \(loader workers\) must be an integer in 0\.\.64"),
+        ({"prefetch": 0}, r"prefetch \(batches in the queue\) must be an integer in 1\.\."),
+        ({"decode_s": -1.0}, "decode_s must be a finite number >= 0"),
+    ],
+)
 def test_bad_io_models_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         IOModel(**kwargs)
@@ -202,8 +218,8 @@ def test_the_timeline_never_queues_more_than_prefetch_batches():
         for _ in range(30):
             now_s = timeline.take(now_s) + 0.01
         taken = timeline.taken_s
-        for load in timeline.loads[:len(taken)]:
-            queued = sum(other.start_s <= load.start_s < taken[other.batch] for other in timeline.loads[:len(taken)])
+        for load in timeline.loads[: len(taken)]:
+            queued = sum(other.start_s <= load.start_s < taken[other.batch] for other in timeline.loads[: len(taken)])
             assert queued <= prefetch
 
 
@@ -211,6 +227,7 @@ def test_the_timeline_never_queues_more_than_prefetch_batches():
 def test_training_through_the_loader_learns_the_same_weights_and_waits_as_the_model_says(strategy):
     from dlsys.experiments import train
     from dlsys.train import TrainConfig, load_task, steps_per_epoch
+
     config = TrainConfig(epochs=1, hidden=(16,))
     plain = train(strategy, config, 2)
     steps = steps_per_epoch(len(load_task().y_train), 2, config.batch_size)
@@ -227,6 +244,7 @@ def test_training_through_the_loader_learns_the_same_weights_and_waits_as_the_mo
 def test_training_refuses_a_loader_it_does_not_model():
     from dlsys.experiments import train
     from dlsys.train import TrainConfig
+
     with pytest.raises(ValueError, match="modelled for allreduce and local-sgd"):
         train("ps-bsp", TrainConfig(epochs=1), 2, io=IOModel())
     with pytest.raises(ValueError, match="io.batch_size must be the training batch size 32"):

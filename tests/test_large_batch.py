@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from dlsys.learn import data, landscape, nn, optim
 from dlsys.cli import main
 from dlsys.experiments import large_batch as lb
 from dlsys.experiments import train
+from dlsys.learn import data, landscape, nn, optim
 from dlsys.train import TrainConfig
 from dlsys.viz import large_batch as lbviz
 
@@ -28,6 +28,7 @@ def cached():
 
 
 # --- the data set ---------------------------------------------------------------------------
+
 
 def test_augmented_digits_is_deterministic_balanced_and_held_out():
     X_train, X_test, y_train, y_test = data.augmented_digits(2000, 500, seed=3)
@@ -54,6 +55,7 @@ def test_warp_with_no_deformation_is_bilinear_upsampling():
 
 # --- optimizers and schedules in training ---------------------------------------------------
 
+
 def test_lamb_guards_zero_norm_layers_and_exposes_trust_ratios():
     params, grads = np.array([0.0, 0.0, 3.0, 4.0]), np.array([1.0, -1.0, 0.5, 0.5])
     slices = [nn.ParamSlice(0, "a", 0, 2), nn.ParamSlice(0, "b", 2, 2)]
@@ -63,7 +65,9 @@ def test_lamb_guards_zero_norm_layers_and_exposes_trust_ratios():
     r = grads / (np.abs(grads) + 1e-6)
     assert opt.trust_ratios[0] == 1.0
     assert opt.trust_ratios[1] == pytest.approx(5.0 / np.linalg.norm(r[2:]))
-    np.testing.assert_allclose(params, [-0.1 * r[0], -0.1 * r[1], *(np.array([3.0, 4.0]) - 0.1 * 5.0 / np.linalg.norm(r[2:]) * r[2:])])
+    np.testing.assert_allclose(
+        params, [-0.1 * r[0], -0.1 * r[1], *(np.array([3.0, 4.0]) - 0.1 * 5.0 / np.linalg.norm(r[2:]) * r[2:])]
+    )
 
 
 def test_warmup_schedule_of_a_run_is_goyals_closed_form():
@@ -78,8 +82,9 @@ def test_warmup_schedule_of_a_run_is_goyals_closed_form():
 
 
 def layer_run(backend):
-    config = TrainConfig(hidden=(16, 16), epochs=2, batch_size=32, lr=2.0, optimizer="lars", warmup_epochs=1,
-                         weight_decay=1e-4)
+    config = TrainConfig(
+        hidden=(16, 16), epochs=2, batch_size=32, lr=2.0, optimizer="lars", warmup_epochs=1, weight_decay=1e-4
+    )
     return train("allreduce", config, 2, backend=backend, evals_per_epoch=2, record_layers=True)
 
 
@@ -94,13 +99,21 @@ def test_lars_with_warmup_is_identical_on_threads_and_processes():
 def test_recorded_layer_norms_and_trust_ratios_are_larss():
     record = layer_run("threads")
     first = [r for r in record["layers"] if r["step"] == 0]
-    assert [r["tensor"] for r in first] == ["linear0.W", "linear0.b", "linear2.W", "linear2.b", "linear4.W", "linear4.b"]
+    assert [r["tensor"] for r in first] == [
+        "linear0.W",
+        "linear0.b",
+        "linear2.W",
+        "linear2.b",
+        "linear4.W",
+        "linear4.b",
+    ]
     for r in first:
         expected = 1.0 if r["w_norm"] == 0 else 0.001 * r["w_norm"] / (r["g_norm"] + 1e-4 * r["w_norm"])
         assert r["trust_ratio"] == pytest.approx(expected, rel=1e-5)
 
 
 # --- the loss landscape ---------------------------------------------------------------------
+
 
 def test_loss_along_line_hits_both_ends_and_restores_the_weights():
     model = nn.mlp([4, 5, 3], seed=0)
@@ -125,6 +138,7 @@ def test_sharpness_of_a_linear_model_grows_with_the_box_and_vanishes_with_it():
 
 
 # --- the study --------------------------------------------------------------------------------
+
 
 def test_quick_study_has_every_experiment(quick):
     batches, rules = lb.QUICK.batches, lb.RULES
@@ -152,10 +166,16 @@ def test_cached_study_lars_or_lamb_matches_sgd_with_warmup_at_the_largest_batch(
 def test_cached_study_shows_layer_ratios_orders_of_magnitude_apart(cached):
     """You et al. 2017's observation, in the SGD run: once the biases have moved, one step's
     ||w|| / ||g|| spans more than two orders of magnitude across tensors."""
-    rows = [r for r in cached["layers"] if r["optimizer"] == "sgd + warm-up"
-            and 0 < r["w_norm"] < np.inf and 0 < r["g_norm"] < np.inf]  # before it diverges
-    spans = [max(ratios) / min(ratios) for step in {r["step"] for r in rows}
-             if len(ratios := [r["w_norm"] / r["g_norm"] for r in rows if r["step"] == step]) > 1]
+    rows = [
+        r
+        for r in cached["layers"]
+        if r["optimizer"] == "sgd + warm-up" and 0 < r["w_norm"] < np.inf and 0 < r["g_norm"] < np.inf
+    ]  # before it diverges
+    spans = [
+        max(ratios) / min(ratios)
+        for step in {r["step"] for r in rows}
+        if len(ratios := [r["w_norm"] / r["g_norm"] for r in rows if r["step"] == step]) > 1
+    ]
     assert max(spans) > 100
 
 
@@ -164,12 +184,15 @@ def test_a_cold_quick_study_gives_what_the_cache_was_made_with(cached, quick):
     to rerun); if the code now gives others, its results changed under the same version."""
     assert lb.quick_check(quick) == cached["quick_check"], (
         "the training code no longer gives the results results/large_batch.json was made with: bump CACHE_VERSION "
-        "in dlsys/experiments/large_batch.py and rerun `dlsys train --sweep batch --out results/large_batch.json`")
+        "in dlsys/experiments/large_batch.py and rerun `dlsys train --sweep batch --out results/large_batch.json`"
+    )
 
 
 def test_a_cache_of_another_version_is_refused_with_what_to_run(tmp_path, monkeypatch):
     path = tmp_path / "large_batch.json"
-    with pytest.raises(ValueError, match="large_batch.json is missing: run `dlsys train --sweep batch --out results/large_batch.json`"):
+    with pytest.raises(
+        ValueError, match="large_batch.json is missing: run `dlsys train --sweep batch --out results/large_batch.json`"
+    ):
         lb.require_study(lb.QUICK, path)
     path.write_text(json.dumps({"study": lb._jsonable(lb.asdict(lb.QUICK)), "version": lb.CACHE_VERSION}))
     assert lb.cache_problem(lb.QUICK, path) is None
@@ -189,13 +212,22 @@ def test_a_rerun_reproduces_a_cached_point(cached):
     largest = max(study.batches)
     row = next(r for r in cached["sweep"] if r["rule"] == "sqrt" and r["batch"] == largest)
     with threadpool_limits(1, user_api="blas"):  # as the study runs: BLAS threads would fight the ranks
-        record = train("allreduce", lb.rule_config(study, "sqrt", largest), study.workers, link=study.link,
-                       node=study.node, evals_per_epoch=study.evals_per_epoch)
+        record = train(
+            "allreduce",
+            lb.rule_config(study, "sqrt", largest),
+            study.workers,
+            link=study.link,
+            node=study.node,
+            evals_per_epoch=study.evals_per_epoch,
+        )
     got, want = record["accuracy_curve"], row["curve"]
     assert [(p["epoch"], p["time_s"]) for p in got] == [(p["epoch"], p["time_s"]) for p in want]
-    np.testing.assert_allclose([p["test_accuracy"] for p in got] + [record["test_accuracy"]],
-                               [p["test_accuracy"] for p in want] + [row["test_accuracy"]],
-                               rtol=0, atol=study.tolerance / 2)
+    np.testing.assert_allclose(
+        [p["test_accuracy"] for p in got] + [record["test_accuracy"]],
+        [p["test_accuracy"] for p in want] + [row["test_accuracy"]],
+        rtol=0,
+        atol=study.tolerance / 2,
+    )
 
 
 def test_figures_draw_every_part(quick):
@@ -209,27 +241,37 @@ def test_figures_draw_every_part(quick):
 
 # --- bad input ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change, message", [
-    (dict(batches=(8, 32, 4096)), r"batch must be an integer in 2\.\.1347"),
-    (dict(batches=(8, 33)), "multiple of workers"),
-    (dict(base_batch=16), "base_batch must be among"),
-    (dict(large_batches=(1024,)), "large_batches must be among"),
-    (dict(warmup_epochs=5), "warmup_epochs must be an integer in 0..epochs"),
-    (dict(trust_coefficient=-0.001), "trust_coefficient must be > 0"),
-    (dict(scaling_workers=(1, 10**6)), "every scaling_workers entry must be an integer in 1.."),
-    (dict(scaling_batches=(8, 1000)), r"every scaling_batches entry \(with 2 workers\) must be an integer in 1..673"),
-])
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(batches=(8, 32, 4096)), r"batch must be an integer in 2\.\.1347"),
+        (dict(batches=(8, 33)), "multiple of workers"),
+        (dict(base_batch=16), "base_batch must be among"),
+        (dict(large_batches=(1024,)), "large_batches must be among"),
+        (dict(warmup_epochs=5), "warmup_epochs must be an integer in 0..epochs"),
+        (dict(trust_coefficient=-0.001), "trust_coefficient must be > 0"),
+        (dict(scaling_workers=(1, 10**6)), "every scaling_workers entry must be an integer in 1.."),
+        (
+            dict(scaling_batches=(8, 1000)),
+            r"every scaling_batches entry \(with 2 workers\) must be an integer in 1..673",
+        ),
+    ],
+)
 def test_bad_studies_are_refused_before_any_run(change, message):
     with pytest.raises(ValueError, match=message):
         lb.run_study(replace(lb.QUICK, **change))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(warmup_epochs=11, epochs=10), "warm-up cannot be longer than training"),
-    (dict(trust_coefficient=-1.0), "trust_coefficient must be > 0"),
-    (dict(optimizer="adam"), "optimizer must be one of sgd, lars, lamb"),
-    (dict(weight_decay=-0.1), "weight_decay must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(warmup_epochs=11, epochs=10), "warm-up cannot be longer than training"),
+        (dict(trust_coefficient=-1.0), "trust_coefficient must be > 0"),
+        (dict(optimizer="adam"), "optimizer must be one of sgd, lars, lamb"),
+        (dict(weight_decay=-0.1), "weight_decay must be >= 0"),
+    ],
+)
 def test_bad_configs_name_the_argument(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**kwargs)
@@ -249,19 +291,39 @@ def test_cli_sweep_quick_prints_the_table_and_rejects_misplaced_options(capsys, 
     assert "--quick and --out apply to --sweep batch only" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--trust-coefficient", "-0.001"], "--trust-coefficient"),
-    (["--warmup-epochs", "3", "--epochs", "2"], "--warmup-epochs must be an integer in 0..2"),
-    (["--optimizer", "adam"], "--optimizer"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--trust-coefficient", "-0.001"], "--trust-coefficient"),
+        (["--warmup-epochs", "3", "--epochs", "2"], "--warmup-epochs must be an integer in 0..2"),
+        (["--optimizer", "adam"], "--optimizer"),
+    ],
+)
 def test_cli_rejects_bad_large_batch_options_by_name(argv, message, capsys):
     assert main(["train", *argv]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_cli_trains_with_lars_and_warmup(capsys):
-    assert main(["train", "--optimizer", "lars", "--lr", "2", "--warmup-epochs", "1", "--epochs", "2",
-                 "--workers", "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--optimizer",
+                "lars",
+                "--lr",
+                "2",
+                "--warmup-epochs",
+                "1",
+                "--epochs",
+                "2",
+                "--workers",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["optimizer"] == "lars" and out["warmup_epochs"] == 1 and out["test_accuracy"] > 0.5
 
@@ -270,6 +332,7 @@ def test_the_full_sweep_writes_the_tracked_cache_only_when_told(monkeypatch):
     """Issue 28: ``train --sweep batch`` overwrote results/large_batch.json; now its record
     goes to out/ (untracked) unless --out names a file."""
     import dlsys.cli.train as cli_train
+
     paths = []
 
     def fake_study(study, path, **kwargs):

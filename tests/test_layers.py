@@ -10,12 +10,21 @@ ROOT = Path(dlsys.__file__).parent
 
 # Higher layers may import lower ones; equal layers may import each other if no circle forms.
 LAYER = {
-    "checks": 0, "machine": 0, "outputs": 0,
-    "learn": 1, "compress": 1,
+    "checks": 0,
+    "machine": 0,
+    "outputs": 0,
+    "learn": 1,
+    "compress": 1,
     "comm": 2,
     "collectives": 3,
-    "train": 4, "ps": 4, "schedule": 4, "planner": 4,
-    "viz": 5, "exercises": 5, "experiments": 5, "grading": 5,
+    "train": 4,
+    "ps": 4,
+    "schedule": 4,
+    "planner": 4,
+    "viz": 5,
+    "exercises": 5,
+    "experiments": 5,
+    "grading": 5,
     "cli": 6,
 }
 
@@ -60,8 +69,7 @@ def test_every_top_level_module_has_a_layer():
 
 
 def test_imports_point_down_the_layers():
-    up = [(m, d) for m, deps in graph().items() for d in deps
-          if top(m) and top(d) and LAYER[top(d)] > LAYER[top(m)]]
+    up = [(m, d) for m, deps in graph().items() for d in deps if top(m) and top(d) and LAYER[top(d)] > LAYER[top(m)]]
     assert up == [], f"imports running up the layers: {up}"
 
 
@@ -74,7 +82,7 @@ def circles(g: dict) -> list:
         path.append(m)
         for d in sorted(g[m]):
             if state.get(d) == "open":
-                found.append(path[path.index(d):] + [d])
+                found.append(path[path.index(d) :] + [d])
             elif d not in state:
                 visit(d)
         path.pop()
@@ -112,6 +120,9 @@ def test_a_file_name_finds_one_thing():
     for path in [*ROOT.rglob("*.py"), *(repo / "app").rglob("*.py")]:
         if path.name != "__init__.py":
             by_name.setdefault(path.name, []).append(path.relative_to(repo))
-    clashes = {name: [str(p) for p in paths] for name, paths in by_name.items()
-               if sum(str(p.parent) not in PRESENTATION for p in paths) > 1}
+    clashes = {
+        name: [str(p) for p in paths]
+        for name, paths in by_name.items()
+        if sum(str(p.parent) not in PRESENTATION for p in paths) > 1
+    }
     assert clashes == {}, clashes

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from test_figure_lint import assert_lint_clean, figure_in_html
 
 from dlsys.exercises import EXERCISES, REPO_ROOT
 from dlsys.viz.lessons import OUT_DIR_ENV
-from test_figure_lint import assert_lint_clean, figure_in_html
 
 LESSONS = sorted((REPO_ROOT / "lessons").glob("[0-9][0-9]_*.py"))
 
@@ -25,9 +25,23 @@ LESSONS = sorted((REPO_ROOT / "lessons").glob("[0-9][0-9]_*.py"))
 # interpreter and numpy speed, while a lesson that became 5 times slower fails
 # (test_a_lesson_five_times_slower_fails_its_budget).
 MARGIN = 2.5
-TOOK_UNITS = {"01": 1.9, "02": 2.9, "03": 2.2, "04": 47.9, "05": 1.7, "06": 2.8, "07": 8.9,
-              "08": 5.1, "09": 3.8, "10": 6.3, "11": 2.5, "12": 21.0, "13": 2.1, "14": 4.0,
-              "15": 5.4}
+TOOK_UNITS = {
+    "01": 1.9,
+    "02": 2.9,
+    "03": 2.2,
+    "04": 47.9,
+    "05": 1.7,
+    "06": 2.8,
+    "07": 8.9,
+    "08": 5.1,
+    "09": 3.8,
+    "10": 6.3,
+    "11": 2.5,
+    "12": 21.0,
+    "13": 2.1,
+    "14": 4.0,
+    "15": 5.4,
+}
 REFERENCE = """
 import dlsys
 from dlsys.experiments import collective_program, train
@@ -48,8 +62,14 @@ def cpu_seconds(command, **kwargs) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``command``; its CPU time with every descendant it waited for (RUSAGE_CHILDREN
     counts a reaped child's own reaped children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=DEADLINE_S,
-                          env=os.environ | ONE_BLAS_THREAD | kwargs.pop("env", {}), **kwargs)
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        env=os.environ | ONE_BLAS_THREAD | kwargs.pop("env", {}),
+        **kwargs,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return done, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -69,8 +89,17 @@ def budget_s(lesson: Path, unit_s: float) -> float:
 
 def run_lesson(lesson: Path, folder: Path, times: int = 1):
     """The lesson as a student runs it, ``times`` times over in one process tree."""
-    command = [sys.executable, str(lesson)] if times == 1 else [sys.executable, "-c", (
-        f"import subprocess, sys\nfor _ in range({times}): subprocess.run([sys.executable, {str(lesson)!r}], check=True)")]
+    command = (
+        [sys.executable, str(lesson)]
+        if times == 1
+        else [
+            sys.executable,
+            "-c",
+            (
+                f"import subprocess, sys\nfor _ in range({times}): subprocess.run([sys.executable, {str(lesson)!r}], check=True)"
+            ),
+        ]
+    )
     return cpu_seconds(command, cwd=folder, env={OUT_DIR_ENV: str(folder / "figures")})
 
 

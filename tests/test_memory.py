@@ -32,10 +32,12 @@ def test_bytes_per_param_by_optimizer_and_precision():
 def test_korthikanti_table2_rows(t):
     s, b, h, a = 2048, 4, 4096, 32
     shape, sbh = Transformer(3, h, a, s, b), s * b * h
-    rows = {(False, "none"): 10 + 24 / t + 5 * a * s / (h * t),
-            (True, "none"): 34 / t + 5 * a * s / (h * t),
-            (False, "selective"): 10 + 24 / t,
-            (True, "selective"): 34 / t}
+    rows = {
+        (False, "none"): 10 + 24 / t + 5 * a * s / (h * t),
+        (True, "none"): 34 / t + 5 * a * s / (h * t),
+        (False, "selective"): 10 + 24 / t,
+        (True, "selective"): 34 / t,
+    }
     for (sp, recompute), per_sbh in rows.items():
         assert activation_bytes(shape, t, sp, recompute) == pytest.approx(3 * sbh * per_sbh, rel=1e-12)
     assert activation_bytes(shape, t, recompute="full") == 3 * 2 * sbh
@@ -52,9 +54,18 @@ def test_fsdp_counts_the_gathered_unit_twice_with_prefetch():
     assert layout.bytes()["parameters"] == 2 * 1_000_000 / 4
 
 
-@pytest.mark.parametrize("bad, word", [(dict(zero=4), "zero"), (dict(tp=0), "tp"), (dict(ranks=0), "ranks"),
-                                       (dict(params=0), "params"), (dict(ranks=6, tp=4), "tp=4"),
-                                       (dict(optimizer="lion"), "optimizer"), (dict(unit_params=5), "zero=3")])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        (dict(zero=4), "zero"),
+        (dict(tp=0), "tp"),
+        (dict(ranks=0), "ranks"),
+        (dict(params=0), "params"),
+        (dict(ranks=6, tp=4), "tp=4"),
+        (dict(optimizer="lion"), "optimizer"),
+        (dict(unit_params=5), "zero=3"),
+    ],
+)
 def test_bad_layouts_are_refused_naming_the_argument(bad, word):
     with pytest.raises(ValueError, match=word):
         Layout(**{"params": 10, "ranks": 2, **bad})
@@ -69,10 +80,15 @@ def test_cli_prints_bytes_by_kind(capsys):
     assert "GB" in text and "GiB" in text and "total" in text
 
 
-@pytest.mark.parametrize("argv, message", [(["--zero", "4"], "--zero must be an integer in 0..3"),
-                                           (["--tp", "0"], "--tp must be an integer in 1.."),
-                                           (["--ranks", "0"], "--ranks must be an integer in 1.."),
-                                           (["--params", "0"], "--params must be a number > 0")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--zero", "4"], "--zero must be an integer in 0..3"),
+        (["--tp", "0"], "--tp must be an integer in 1.."),
+        (["--ranks", "0"], "--ranks must be an integer in 1.."),
+        (["--params", "0"], "--params must be a number > 0"),
+    ],
+)
 def test_cli_refuses_bad_input_with_the_accepted_range(argv, message, capsys):
     base = {"--params": "100", "--ranks": "2"}
     base.update(dict(zip(argv[::2], argv[1::2])))
@@ -92,13 +108,20 @@ def test_cli_refuses_activation_options_without_a_transformer(capsys):
 
 def test_a_thousand_layouts_in_under_a_second():
     """benchmarks/memory_model.py, as docs/performance.md runs it."""
-    out = subprocess.run([sys.executable, "benchmarks/memory_model.py", "--json"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1], timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/memory_model.py", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
+        check=True,
+    )
     record = json.loads(out.stdout)
     assert record["layouts"] >= 1000 and record["wall_s"] < record["target_s"] == 1.0
 
 
 # --- the app page's and lesson 14's rows (dlsys.experiments.memory.page_layouts) ---------------
+
 
 def test_page_layouts_are_the_closed_forms_and_say_what_fits():
     params, shape = MODEL_PRESETS["GPT-3 6.7B"]
@@ -106,15 +129,18 @@ def test_page_layouts_are_the_closed_forms_and_say_what_fits():
     assert list(rows) == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP"]
     assert rows["ZeRO-2"]["bytes"] == Layout(params, 64, zero=2, model=shape).bytes()
     assert rows["TP"]["bytes"] == Layout(params, 64, tp=8, model=shape, sequence_parallel=True).bytes()
-    assert rows["FSDP"]["bytes"]["buffers"] == (2 * 2 + 2) * (params // shape.layers)  # two units gathered, one's gradients
+    assert rows["FSDP"]["bytes"]["buffers"] == (2 * 2 + 2) * (
+        params // shape.layers
+    )  # two units gathered, one's gradients
     assert rows["ZeRO-1"]["sent_bytes"] == rows["DDP"]["sent_bytes"] == 2 * 63 / 64 * 2 * params
     assert rows["ZeRO-3"]["sent_bytes"] == pytest.approx(1.5 * rows["DDP"]["sent_bytes"])
     assert fitting(list(rows.values()), 40 * 2**30) == ["ZeRO-3", "FSDP", "TP"]
     assert fitting(list(rows.values()), 1) == []
 
 
-@pytest.mark.parametrize("strategy, layout", [("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3"),
-                                              ("fsdp-prefetch", "FSDP")])
+@pytest.mark.parametrize(
+    "strategy, layout", [("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3"), ("fsdp-prefetch", "FSDP")]
+)
 def test_page_layouts_bytes_sent_equal_a_real_step(strategy, layout):
     """The closed form's bytes per step (fp32: w = g = 4) equal what rank 0 sent in step 1
     of the digits MLP, Psi padded to a multiple of the ranks per unit."""

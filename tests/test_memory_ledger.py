@@ -31,9 +31,14 @@ def test_ledger_tracks_in_use_peak_and_timeline():
     assert {e["ph"] for e in counters} == {"C"} and counters[1]["ts"] == 1e6 and counters[0]["pid"] == 2
 
 
-@pytest.mark.parametrize("call, message", [(lambda l: l.alloc("weights", 1, "x"), "kind must be one of"),
-                                           (lambda l: l.alloc("parameters", -1, "x"), "nbytes must be"),
-                                           (lambda l: l.free("nothing"), "is not allocated")])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda l: l.alloc("weights", 1, "x"), "kind must be one of"),
+        (lambda l: l.alloc("parameters", -1, "x"), "nbytes must be"),
+        (lambda l: l.free("nothing"), "is not allocated"),
+    ],
+)
 def test_ledger_refuses_bad_calls(call, message):
     with pytest.raises(ValueError, match=message):
         call(MemoryLedger())
@@ -61,7 +66,7 @@ def test_trace_exports_memory_counters_and_is_unchanged_without_them(tmp_path):
     run = ddp_memory("mlp", ranks=2, steps=1)
     plain = run.trace.to_chrome()
     with_memory = run.trace.to_chrome(memory=run.values)
-    assert with_memory["traceEvents"][:len(plain["traceEvents"])] == plain["traceEvents"]
+    assert with_memory["traceEvents"][: len(plain["traceEvents"])] == plain["traceEvents"]
     counters = [e for e in with_memory["traceEvents"] if e["ph"] == "C"]
     assert {e["pid"] for e in counters} == {0, 1}
     assert len(counters) == sum(len(ledger.changes) for ledger in run.values)
@@ -98,8 +103,11 @@ def test_train_trace_has_the_memory_counters(tmp_path):
 def test_memory_tables_in_docs_are_what_the_code_gives():
     page = Path(docs.DOCS_DIR) / "memory.md"
     text = page.read_text()
-    assert {m["name"] for m in docs.BLOCK.finditer(text)} == {"memory.zero_figure1", "memory.korthikanti",
-                                                             "memory.measured"}
+    assert {m["name"] for m in docs.BLOCK.finditer(text)} == {
+        "memory.zero_figure1",
+        "memory.korthikanti",
+        "memory.measured",
+    }
     assert docs.render(text, docs.Sources(claims=[])) == text, "run python -m dlsys.experiments.docs"
 
 

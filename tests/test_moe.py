@@ -19,13 +19,17 @@ def gathered(values, name):
 
 
 GATINGS = [(1, 1.0), (2, 1.25), (1, 0.5), (2, 8.0)]  # (top_k, capacity factor): drops in the first three
-CASES = ([("threads", ep, *g) for ep in (1, 2, 4) for g in GATINGS] + [("processes", ep, 2, 1.25) for ep in (2, 4)]
-         + [("mpi", 2, 2, 1.25)])
+CASES = (
+    [("threads", ep, *g) for ep in (1, 2, 4) for g in GATINGS]
+    + [("processes", ep, 2, 1.25) for ep in (2, 4)]
+    + [("mpi", 2, 2, 1.25)]
+)
 
 
 @pytest.mark.parametrize("backend,ep,top_k,capacity_factor", CASES)
 def test_expert_parallel_equals_one_rank(backend, ep, top_k, capacity_factor):
     from dlsys.comm.backends.mpi import mpi_unavailable
+
     if backend == "mpi" and mpi_unavailable() is not None:
         pytest.skip(str(mpi_unavailable()))
     config = MoEConfig(top_k=top_k, capacity_factor=capacity_factor)
@@ -55,6 +59,7 @@ def test_gradients_match_finite_differences(top_k):
 
     def loss():
         return 0.5 * ((layer.forward(x) - target) ** 2).sum()
+
     loss()
     layer.backward(layer.forward(x) - target)
     eps = 1e-6
@@ -102,12 +107,15 @@ def test_the_record_counts_tokens_per_expert_and_drops():
             assert s["kept"].max() <= s["capacity"] == ceil(0.5 * 16 / 4)
 
 
-@pytest.mark.parametrize("bad,ep,match", [
-    (dict(experts=6), 4, r"ep must divide experts = 6: one of \[1, 2, 3, 6\], got 4"),
-    (dict(top_k=5), 1, "top_k must be in 1..experts = 4"),
-    (dict(capacity_factor=0.0), 1, "capacity_factor must be > 0"),
-    (dict(capacity_factor=-1.0), 2, "capacity_factor must be > 0"),
-])
+@pytest.mark.parametrize(
+    "bad,ep,match",
+    [
+        (dict(experts=6), 4, r"ep must divide experts = 6: one of \[1, 2, 3, 6\], got 4"),
+        (dict(top_k=5), 1, "top_k must be in 1..experts = 4"),
+        (dict(capacity_factor=0.0), 1, "capacity_factor must be > 0"),
+        (dict(capacity_factor=-1.0), 2, "capacity_factor must be > 0"),
+    ],
+)
 def test_bad_input_is_refused_by_name_before_any_rank_starts(bad, ep, match):
     with pytest.raises(ValueError, match=match):
         train_expert_parallel(MoEConfig(**bad), ep, backend="processes")
@@ -118,6 +126,7 @@ def test_bad_input_is_refused_by_name_before_any_rank_starts(bad, ep, match):
 def test_expert_load_record_and_figures():
     from dlsys.experiments import experts
     from dlsys.viz import experts as figures
+
     rows = experts.expert_load(capacity_factors=(0.5, 1.0, 4.0), top_ks=(1, 2), ep=2, experts=4, tokens=32)
     fractions = experts.dropped_fraction(rows)
     for k in (1, 2):

@@ -26,7 +26,6 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "golden"))
 import make_golden  # noqa: E402
 
-
 # Every process these tests start inherits this mark, so that another session's MPI run on
 # the same machine (a CI job's prterun) is not taken for one of ours left behind.
 OWNER = "DLSYS_TEST_MPI_OWNER"
@@ -54,8 +53,13 @@ def test_every_collective_gives_the_threads_trace_under_mpirun(p, tmp_path):
     out = tmp_path / "equal.json"
     cmd, env = mpirun_command(p)
     env["PYTHONPATH"] = ROOT
-    subprocess.run([*cmd, sys.executable, os.path.join(HERE, "mpi", "golden_job.py"), str(out)],
-                   env=env, check=True, timeout=240, capture_output=True)
+    subprocess.run(
+        [*cmd, sys.executable, os.path.join(HERE, "mpi", "golden_job.py"), str(out)],
+        env=env,
+        check=True,
+        timeout=240,
+        capture_output=True,
+    )
     equal = json.loads(out.read_text())
     assert len(equal) == sum(len(a) for a in collectives.ALGORITHMS.values())
     assert [case for case, same in equal.items() if not same] == []
@@ -121,11 +125,14 @@ def recv_any_of_silent_ranks(comm):
         comm.recv(source=0, tag=3)
 
 
-@pytest.mark.parametrize("program,match", [
-    (waits_on_each_other, r"rank \d waits for rank \d \(tag 5\); rank \d waits for rank \d \(tag 5\)"),
-    (waits_on_a_finished_rank, r"rank 0 waits for rank 1 \(tag 9\); rank 1 has finished"),
-    (recv_any_of_silent_ranks, r"rank 0 waits for any rank \(tag 2\); rank \d waits for rank 0 \(tag 3\)"),
-])
+@pytest.mark.parametrize(
+    "program,match",
+    [
+        (waits_on_each_other, r"rank \d waits for rank \d \(tag 5\); rank \d waits for rank \d \(tag 5\)"),
+        (waits_on_a_finished_rank, r"rank 0 waits for rank 1 \(tag 9\); rank 1 has finished"),
+        (recv_any_of_silent_ranks, r"rank 0 waits for any rank \(tag 2\); rank \d waits for rank 0 \(tag 3\)"),
+    ],
+)
 def test_a_deadlock_names_who_waits_for_whom(program, match):
     start = time.monotonic()
     with pytest.raises(DeadlockError, match=match):
@@ -149,15 +156,21 @@ def test_the_run_has_a_wall_clock_deadline_and_leaves_nothing():
 def test_ctrl_c_ends_every_rank(tmp_path):
     marker = tmp_path / "started"
     script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import pathlib, time, dlsys
         def program(comm):
             pathlib.Path({str(marker)!r} + str(comm.rank)).touch()
             time.sleep(60)
         dlsys.launch(program, 3, "mpi")
-    """))
-    proc = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, PYTHONPATH=ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not all(os.path.exists(f"{marker}{r}") for r in range(3)):
         assert time.monotonic() < deadline and proc.poll() is None
@@ -182,6 +195,7 @@ def test_world_size_must_be_the_mpi_worlds(tmp_path):
 
 def test_without_mpi4py_the_error_says_how_to_install(monkeypatch):
     import importlib.util
+
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mpi4py" else find_spec(name, *a))
     with pytest.raises(RuntimeError, match=r"needs mpi4py and an MPI runtime: pip install -e '.\[mpi\]'"):
@@ -190,16 +204,23 @@ def test_without_mpi4py_the_error_says_how_to_install(monkeypatch):
 
 def test_dlsys_mpirun_runs_a_students_script(tmp_path):
     script = tmp_path / "ring.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import numpy as np, dlsys
         from dlsys import collectives
         def program(comm):
             return collectives.allreduce(comm, np.full(10, comm.rank + 1.0), algorithm="ring")
         result = dlsys.launch(program, world_size=3, backend="mpi", link="rdma-edr")
         print(result.values[2][0], f"{result.virtual_time_s:.9f}")
-    """))
-    run = subprocess.run([sys.executable, "-m", "dlsys.cli", "mpirun", "-n", "3", "--", sys.executable, str(script)],
-                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+    """)
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "dlsys.cli", "mpirun", "-n", "3", "--", sys.executable, str(script)],
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.split("\n")
     assert len([l for l in lines if l.startswith("6.0 ")]) == 3  # every rank has the whole result
@@ -212,24 +233,49 @@ def _ring(comm):
 
 
 def test_dlsys_mpirun_needs_a_command():
-    run = subprocess.run([sys.executable, "-m", "dlsys.cli", "mpirun", "-n", "2"], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=ROOT))
+    run = subprocess.run(
+        [sys.executable, "-m", "dlsys.cli", "mpirun", "-n", "2"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert run.returncode == 2 and "give the command each rank runs after --" in run.stderr
 
 
 def test_simulate_on_mpi_reports_the_threads_virtual_time():
     def simulate(backend):
-        run = subprocess.run([sys.executable, "-m", "dlsys.cli", "simulate", "allreduce", "--algo", "ring", "--ranks", "3",
-                              "--size", "1MiB", "--backend", backend, "--json"], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dlsys.cli",
+                "simulate",
+                "allreduce",
+                "--algo",
+                "ring",
+                "--ranks",
+                "3",
+                "--size",
+                "1MiB",
+                "--backend",
+                backend,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=ROOT),
+            timeout=120,
+        )
         assert run.returncode == 0, run.stderr
         return json.loads(run.stdout)
+
     on_mpi, on_threads = simulate("mpi"), simulate("threads")
     assert on_mpi["virtual_time_s"] == on_threads["virtual_time_s"]
 
 
 def test_bench_reports_busbw_for_ours_and_the_librarys_allreduce():
     from dlsys.experiments.wallclock import allreduce_bench
+
     rec = allreduce_bench(ranks=2, size="1MiB", repeats=2, warmup=1, backend="mpi")
     assert rec["backend"] == "mpi" and rec["busbw_Bps"] > 0
     assert rec["peer"]["backend"] == "mpi4py" and rec["peer"]["busbw_Bps"] > 0
@@ -248,6 +294,7 @@ def test_dlsys_backend_runs_an_unchanged_script_on_mpi(monkeypatch):
 
 def test_bench_stack_measures_mpi_messages():
     from dlsys.experiments import wallclock
+
     record = wallclock.stack_bench([8, 1 << 20], ["mpi"])
     one_way = {r["nbytes"]: r["one_way_s"] for r in record["rows"]}
     assert 0 < one_way[8] < one_way[1 << 20]
@@ -261,11 +308,16 @@ def test_every_training_strategy_gives_the_threads_trace_on_mpi(strategy, worker
     import dataclasses
 
     from dlsys.experiments import train
+
     config = make_golden.train_config()
     if strategy == "model-parallel" and workers > 4:  # a stage per layer: the model needs 8 layers
         config = dataclasses.replace(config, hidden=(32,) * 7)
-    runs = {backend: train(strategy, config, workers, backend=backend, straggler=(1, 3.0),
-                           **make_golden.train_options(strategy)) for backend in ("threads", "mpi")}
+    runs = {
+        backend: train(
+            strategy, config, workers, backend=backend, straggler=(1, 3.0), **make_golden.train_options(strategy)
+        )
+        for backend in ("threads", "mpi")
+    }
     threads, mpi = runs["threads"]["result"], runs["mpi"]["result"]
     assert json.dumps(mpi.trace.to_chrome()) == json.dumps(threads.trace.to_chrome())
     assert make_golden.digest(runs["mpi"]["params"]) == make_golden.digest(runs["threads"]["params"])

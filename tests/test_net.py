@@ -4,7 +4,17 @@ import pytest
 
 from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, parse_bandwidth, parse_size
 
-REQUIRED_LINKS = {"tcp-1gbe", "tcp-10gbe", "tcp-25gbe", "rdma-fdr", "rdma-edr", "rdma-hdr", "nvlink", "pcie3", "sw26010"}
+REQUIRED_LINKS = {
+    "tcp-1gbe",
+    "tcp-10gbe",
+    "tcp-25gbe",
+    "rdma-fdr",
+    "rdma-edr",
+    "rdma-hdr",
+    "nvlink",
+    "pcie3",
+    "sw26010",
+}
 REQUIRED_NODES = {"sw26010", "k40m", "p100", "v100", "a100", "laptop-cpu"}
 
 
@@ -28,20 +38,66 @@ def test_sw26010_node_numbers_match_the_paper():
 
 
 # Every spelling a user may type, with what it means: b is a bit, B a byte, case-sensitive.
-SIZES = [("1024", 1024), ("0", 0), (4096, 4096), ("1B", 1), ("64kB", 64_000), ("61MB", 61_000_000),
-         ("1GB", 10**9), ("2TB", 2 * 10**12), ("64KiB", 64 * 2**10), ("64MiB", 64 * 2**20), ("1GiB", 2**30),
-         ("1TiB", 2**40), (" 2 KiB ", 2048), ("64 MiB", 64 * 2**20), ("1.5kB", 1500), ("1e3", 1000)]
-SIZES_REFUSED = [("1Gb", "Gb is bits, GB bytes"), ("1Mb", "Mb is bits"), ("3b", "b is bits"),
-                 ("1KB", "KB is ambiguous"), ("1kb", "kb is bits"), ("1gb", "did you mean GB"), ("1gib", "did you mean GiB"),
-                 ("1MIB", "did you mean MiB"), ("1mb", "did you mean MB"), ("1G", "write 1024"),
-                 ("1GB/s", "not per second"), ("10Gbps", "not per second"), ("-5", "write"), ("abc", "write"),
-                 ("1.5B", "not a whole number"), ("10 furlongs", "write"), ("", "write")]
-BANDWIDTHS = [("10Gbps", 1.25e9), ("10Gb/s", 1.25e9), ("10Gbit/s", 1.25e9), ("100Mbps", 12.5e6),
-              ("1kbps", 125), ("1.25GB/s", 1.25e9), ("1.25GBps", 1.25e9), ("14 GB/s", 14e9), ("1GiB/s", 2**30),
-              ("1TB/s", 1e12), ("8bps", 1)]
-BANDWIDTHS_REFUSED = [("10gbps", "Gbps or GBps"), ("10gb/s", "Gb/s or GB/s"), ("10GBPS", "Gbps or GBps"),
-                      ("10Gibps", "write 10Gbps"), ("10GB", "unit per second"), ("10", "unit per second"),
-                      ("0Gbps", "> 0"), ("fast", "write")]
+SIZES = [
+    ("1024", 1024),
+    ("0", 0),
+    (4096, 4096),
+    ("1B", 1),
+    ("64kB", 64_000),
+    ("61MB", 61_000_000),
+    ("1GB", 10**9),
+    ("2TB", 2 * 10**12),
+    ("64KiB", 64 * 2**10),
+    ("64MiB", 64 * 2**20),
+    ("1GiB", 2**30),
+    ("1TiB", 2**40),
+    (" 2 KiB ", 2048),
+    ("64 MiB", 64 * 2**20),
+    ("1.5kB", 1500),
+    ("1e3", 1000),
+]
+SIZES_REFUSED = [
+    ("1Gb", "Gb is bits, GB bytes"),
+    ("1Mb", "Mb is bits"),
+    ("3b", "b is bits"),
+    ("1KB", "KB is ambiguous"),
+    ("1kb", "kb is bits"),
+    ("1gb", "did you mean GB"),
+    ("1gib", "did you mean GiB"),
+    ("1MIB", "did you mean MiB"),
+    ("1mb", "did you mean MB"),
+    ("1G", "write 1024"),
+    ("1GB/s", "not per second"),
+    ("10Gbps", "not per second"),
+    ("-5", "write"),
+    ("abc", "write"),
+    ("1.5B", "not a whole number"),
+    ("10 furlongs", "write"),
+    ("", "write"),
+]
+BANDWIDTHS = [
+    ("10Gbps", 1.25e9),
+    ("10Gb/s", 1.25e9),
+    ("10Gbit/s", 1.25e9),
+    ("100Mbps", 12.5e6),
+    ("1kbps", 125),
+    ("1.25GB/s", 1.25e9),
+    ("1.25GBps", 1.25e9),
+    ("14 GB/s", 14e9),
+    ("1GiB/s", 2**30),
+    ("1TB/s", 1e12),
+    ("8bps", 1),
+]
+BANDWIDTHS_REFUSED = [
+    ("10gbps", "Gbps or GBps"),
+    ("10gb/s", "Gb/s or GB/s"),
+    ("10GBPS", "Gbps or GBps"),
+    ("10Gibps", "write 10Gbps"),
+    ("10GB", "unit per second"),
+    ("10", "unit per second"),
+    ("0Gbps", "> 0"),
+    ("fast", "write"),
+]
 
 
 @pytest.mark.parametrize("text,value", SIZES)

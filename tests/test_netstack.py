@@ -1,14 +1,15 @@
 """dlsys.machine.netstack: the stages of a message add up to the link's alpha and beta; the
 protocols' extra costs; library presets; the alpha-beta fit; the real transports bench."""
+
 import json
 
 import numpy as np
 import pytest
 
-from dlsys.experiments import choice_changes, library_choice, wallclock
-from dlsys.machine import netstack
 from dlsys.cli import main
 from dlsys.collectives import REGISTRY
+from dlsys.experiments import choice_changes, library_choice, wallclock
+from dlsys.machine import netstack
 from dlsys.machine.net import LINK_PRESETS, get_link
 
 SIZES = [0, 8, 4096, 1 << 20, 64 << 20]
@@ -19,11 +20,14 @@ SIZES = [0, 8, 4096, 1 << 20, 64 << 20]
 def test_stages_add_up_to_alpha_plus_n_beta(name, nbytes):
     link = get_link(name)
     stages = netstack.stages(link, nbytes)
-    assert sum(s.time_s(nbytes) for s in stages) == pytest.approx(link.alpha_s + nbytes * link.beta_s_per_byte,
-                                                                  rel=1e-12)
+    assert sum(s.time_s(nbytes) for s in stages) == pytest.approx(
+        link.alpha_s + nbytes * link.beta_s_per_byte, rel=1e-12
+    )
     fixed = sum(s.fixed_s for s in stages)
     per_byte = sum(s.per_byte_s for s in stages)
-    assert fixed == pytest.approx(link.alpha_s, rel=1e-12) and per_byte == pytest.approx(link.beta_s_per_byte, rel=1e-12)
+    assert fixed == pytest.approx(link.alpha_s, rel=1e-12) and per_byte == pytest.approx(
+        link.beta_s_per_byte, rel=1e-12
+    )
     assert {s.side for s in stages} <= set(netstack.SIDES) and all(s.source for s in stages)
 
 
@@ -54,12 +58,24 @@ def test_mpich_picks_by_size_and_by_elements_per_rank():
     assert mpich.algorithm(4096, 2048, itemsize=1) == "rabenseifner_distance_doubling"
 
 
-@pytest.mark.parametrize("ranks, nbytes, algorithm", [  # coll_tuned_decision_fixed.c, v5.0.0, lines 120-215
-    (2, 4, "ring"), (2, 4095, "recursive_doubling"), (3, 200_000, "ring"), (3, 262144, "rabenseifner_distance_doubling"),
-    (8, 8191, "recursive_doubling"), (16, 63, "ring"), (64, 1 << 17, "recursive_doubling"),
-    (128, 1 << 16, "reduce_broadcast"), (256, 4095, "reduce_broadcast"), (256, 4096, "rabenseifner_distance_doubling"),
-    (512, 8192, "recursive_doubling"), (4096, 8192, "ring"), (4096, 1 << 20, "rabenseifner_distance_doubling"),
-])
+@pytest.mark.parametrize(
+    "ranks, nbytes, algorithm",
+    [  # coll_tuned_decision_fixed.c, v5.0.0, lines 120-215
+        (2, 4, "ring"),
+        (2, 4095, "recursive_doubling"),
+        (3, 200_000, "ring"),
+        (3, 262144, "rabenseifner_distance_doubling"),
+        (8, 8191, "recursive_doubling"),
+        (16, 63, "ring"),
+        (64, 1 << 17, "recursive_doubling"),
+        (128, 1 << 16, "reduce_broadcast"),
+        (256, 4095, "reduce_broadcast"),
+        (256, 4096, "rabenseifner_distance_doubling"),
+        (512, 8192, "recursive_doubling"),
+        (4096, 8192, "ring"),
+        (4096, 1 << 20, "rabenseifner_distance_doubling"),
+    ],
+)
 def test_openmpi_picks_by_rank_band_and_size(ranks, nbytes, algorithm):
     assert netstack.LIBRARIES["openmpi"].algorithm(nbytes, ranks) == algorithm
 
@@ -132,9 +148,14 @@ def test_cli_presets_stack_and_libraries(capsys):
 def test_the_cost_model_reads_a_library_s_choice():
     rows = library_choice("mpich", "rdma-edr", [8], [1024, 2048, 4096, 1 << 20])
     assert [r["algorithm"] for r in rows] == ["recursive_doubling"] * 2 + ["rabenseifner_distance_doubling"] * 2
-    assert choice_changes(rows) == [{"nbytes": 4096, "from": "recursive_doubling", "to": "rabenseifner_distance_doubling"}]
+    assert choice_changes(rows) == [
+        {"nbytes": 4096, "from": "recursive_doubling", "to": "rabenseifner_distance_doubling"}
+    ]
     by_ranks = library_choice("openmpi", "rdma-edr", [32, 64, 128], [100_000])
-    assert [r["algorithm"] for r in by_ranks] == ["rabenseifner_distance_doubling", "recursive_doubling",
-                                                  "reduce_broadcast"]
+    assert [r["algorithm"] for r in by_ranks] == [
+        "rabenseifner_distance_doubling",
+        "recursive_doubling",
+        "reduce_broadcast",
+    ]
     with pytest.raises(ValueError, match="library: unknown library 'lam'"):
         library_choice("lam")

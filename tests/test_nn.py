@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from dlsys.learn import nn
+
 RNG = np.random.default_rng(1234)
 
 
@@ -29,26 +30,32 @@ def check_model_gradients(model, x):
     np.testing.assert_allclose(dx, numerical_grad(loss, x), rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("layer, in_shape", [
-    (nn.Linear(5, 3), (5,)),
-    (nn.ReLU(), (7,)),
-    (nn.Flatten(), (2, 3, 3)),
-    (nn.Conv2d(2, 3, 3, padding=1), (2, 5, 5)),
-    (nn.Conv2d(2, 2, 3, stride=2), (2, 7, 6)),
-    (nn.MaxPool2d(2), (2, 4, 6)),
-    (nn.MaxPool2d(3, stride=2), (1, 7, 7)),
-    (nn.AvgPool2d(2), (3, 4, 4)),
-])
+@pytest.mark.parametrize(
+    "layer, in_shape",
+    [
+        (nn.Linear(5, 3), (5,)),
+        (nn.ReLU(), (7,)),
+        (nn.Flatten(), (2, 3, 3)),
+        (nn.Conv2d(2, 3, 3, padding=1), (2, 5, 5)),
+        (nn.Conv2d(2, 2, 3, stride=2), (2, 7, 6)),
+        (nn.MaxPool2d(2), (2, 4, 6)),
+        (nn.MaxPool2d(3, stride=2), (1, 7, 7)),
+        (nn.AvgPool2d(2), (3, 4, 4)),
+    ],
+)
 def test_layer_gradients_match_finite_differences(layer, in_shape):
     model = nn.Sequential([layer], in_shape, seed=3, dtype=np.float64)
-    model.params[...] = RNG.standard_normal(model.params.size)     # nonzero biases too
+    model.params[...] = RNG.standard_normal(model.params.size)  # nonzero biases too
     check_model_gradients(model, RNG.standard_normal((3,) + in_shape))
 
 
-@pytest.mark.parametrize("make, in_shape", [
-    (lambda: nn.mlp([6, 5, 4], seed=0, dtype=np.float64), (6,)),
-    (lambda: nn.cnn(seed=0, dtype=np.float64), (1, 8, 8)),
-])
+@pytest.mark.parametrize(
+    "make, in_shape",
+    [
+        (lambda: nn.mlp([6, 5, 4], seed=0, dtype=np.float64), (6,)),
+        (lambda: nn.cnn(seed=0, dtype=np.float64), (1, 8, 8)),
+    ],
+)
 def test_whole_model_with_cross_entropy_matches_finite_differences(make, in_shape):
     model = make()
     x = RNG.standard_normal((4,) + in_shape)
@@ -65,10 +72,11 @@ def test_softmax_cross_entropy_value_and_gradient():
     loss, d = nn.softmax_cross_entropy(logits, y)
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     assert loss == pytest.approx(-np.mean(np.log(p[np.arange(5), y])))
-    np.testing.assert_allclose(d, numerical_grad(lambda: nn.softmax_cross_entropy(logits, y)[0], logits),
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        d, numerical_grad(lambda: nn.softmax_cross_entropy(logits, y)[0], logits), rtol=1e-6, atol=1e-9
+    )
     big, _ = nn.softmax_cross_entropy(np.array([[1000.0, 0.0]]), np.array([1]))
-    assert big == pytest.approx(1000.0)                               # no overflow
+    assert big == pytest.approx(1000.0)  # no overflow
 
 
 def test_parameters_and_gradients_are_views_of_the_flat_buffers():
@@ -83,21 +91,27 @@ def test_parameters_and_gradients_are_views_of_the_flat_buffers():
     assert np.all(model.layers[0].params["W"] == 0.5)
     model.layers[-1].params["b"][...] = 2.0
     s = model.param_slices()[-1]
-    assert s.name == "linear7.b" and np.all(model.params[s.offset:s.offset + s.size] == 2.0)
+    assert s.name == "linear7.b" and np.all(model.params[s.offset : s.offset + s.size] == 2.0)
     x = RNG.standard_normal((2, 1, 8, 8))
     model.backward(model(x) - 1.0)
     for layer_slice in model.layer_slices():
         layer = model.layers[layer_slice.layer]
         flat = np.concatenate([g.ravel() for g in layer.grads.values()])
-        assert np.array_equal(model.grads[layer_slice.offset:layer_slice.offset + layer_slice.size], flat)
+        assert np.array_equal(model.grads[layer_slice.offset : layer_slice.offset + layer_slice.size], flat)
 
 
 def test_slices_tile_the_buffer_in_order():
     model = nn.mlp([4, 3, 2])
-    assert [(s.name, s.offset, s.size) for s in model.param_slices()] == \
-        [("linear0.W", 0, 12), ("linear0.b", 12, 3), ("linear2.W", 15, 6), ("linear2.b", 21, 2)]
-    assert [(s.layer, s.name, s.offset, s.size) for s in model.layer_slices()] == \
-        [(0, "linear0", 0, 15), (2, "linear2", 15, 8)]
+    assert [(s.name, s.offset, s.size) for s in model.param_slices()] == [
+        ("linear0.W", 0, 12),
+        ("linear0.b", 12, 3),
+        ("linear2.W", 15, 6),
+        ("linear2.b", 21, 2),
+    ]
+    assert [(s.layer, s.name, s.offset, s.size) for s in model.layer_slices()] == [
+        (0, "linear0", 0, 15),
+        (2, "linear2", 15, 8),
+    ]
 
 
 def test_grad_hook_fires_last_layer_first_before_earlier_backward():
@@ -113,12 +127,22 @@ def test_grad_hook_fires_last_layer_first_before_earlier_backward():
 
     model.backward(model(RNG.standard_normal((3, 1, 8, 8))), on_grad_ready=hook)
     order = [e[:2] for e in events]
-    assert order == [("backward", 7), ("ready", 7), ("backward", 6), ("backward", 5),
-                     ("backward", 4), ("backward", 3), ("ready", 3), ("backward", 2),
-                     ("backward", 1), ("backward", 0), ("ready", 0)]
+    assert order == [
+        ("backward", 7),
+        ("ready", 7),
+        ("backward", 6),
+        ("backward", 5),
+        ("backward", 4),
+        ("backward", 3),
+        ("ready", 3),
+        ("backward", 2),
+        ("backward", 1),
+        ("backward", 0),
+        ("ready", 0),
+    ]
     for _, i, name, grad in (e for e in events if e[0] == "ready"):
         s = next(s for s in model.layer_slices() if s.layer == i)
-        assert name == s.name and np.array_equal(grad, model.grads[s.offset:s.offset + s.size])
+        assert name == s.name and np.array_equal(grad, model.grads[s.offset : s.offset + s.size])
 
 
 def test_seeded_initialisation_is_deterministic():
@@ -135,7 +159,7 @@ def test_flops_follow_the_formulas():
     conv, linear = model.layers[0], model.layers[-1]
     assert conv.flops(2) == 2 * (8 * 8 * 8) * (2 * 1 * 9 + 1)
     assert linear.flops(3) == 3 * (2 * 64 + 1) * 10
-    assert model.flops(1)[6] == 0                                 # Flatten
+    assert model.flops(1)[6] == 0  # Flatten
     assert len(model.flops(4)) == len(model.layers)
 
 

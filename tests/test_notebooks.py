@@ -8,11 +8,13 @@ import shutil
 import nbformat
 import pytest
 
-from dlsys.grading import notebooks
 from dlsys.exercises import EXERCISES
+from dlsys.grading import notebooks
 
 LESSONS = notebooks.lessons()
-MAX_NOTEBOOK_BYTES = 768 * 1024  # plotly's JSON, not plotly.js: 40-150 KiB a lesson; lesson 10's Gantt of P3's slices ~670 (per-socket pacing posts more, smaller waits)
+MAX_NOTEBOOK_BYTES = (
+    768 * 1024
+)  # plotly's JSON, not plotly.js: 40-150 KiB a lesson; lesson 10's Gantt of P3's slices ~670 (per-socket pacing posts more, smaller waits)
 PLOTLY = "application/vnd.plotly.v1+json"
 
 
@@ -28,9 +30,11 @@ def test_a_changed_script_is_out_of_sync(tmp_path):
     notebook.cells[-1].source += "\nprint('edited in the notebook, not in the script')"
     nbformat.write(notebook, path)
     (out / "exercises" / f"{LESSONS[0].stem}.ipynb").unlink()
-    assert notebooks.out_of_sync(out) == [f"{path} differs from lessons/{LESSONS[0].name}",
-                                          f"{out / 'exercises' / LESSONS[0].name[:-3]}.ipynb is missing or differs "
-                                          f"from the exercises of {LESSONS[0].name}"]
+    assert notebooks.out_of_sync(out) == [
+        f"{path} differs from lessons/{LESSONS[0].name}",
+        f"{out / 'exercises' / LESSONS[0].name[:-3]}.ipynb is missing or differs "
+        f"from the exercises of {LESSONS[0].name}",
+    ]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
@@ -73,8 +77,9 @@ def test_a_student_notebook_writes_its_files_and_grades_them(tmp_path):
     notebook = notebooks.execute(notebooks.exercise_notebook(LESSONS[0]), cwd=tmp_path)
     assert (tmp_path / "exercises" / "token_ring.py").is_file()
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
-    assert [line.split() for line in printed.splitlines() if line.startswith("total")] == [["total", "0/5", "0.00/10.00"]], \
-        json.dumps(notebook.cells[-1].outputs)[:2000]
+    assert [line.split() for line in printed.splitlines() if line.startswith("total")] == [
+        ["total", "0/5", "0.00/10.00"]
+    ], json.dumps(notebook.cells[-1].outputs)[:2000]
 
 
 def test_a_rebuild_changes_nothing_and_refuses_an_edited_notebook_unless_forced(tmp_path, capsys):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from dlsys.learn import data, nn, optim
+
 RNG = np.random.default_rng(99)
 
 
@@ -27,13 +28,14 @@ def run(opt, grads):
     return opt.params
 
 
-@pytest.mark.parametrize("momentum, weight_decay, nesterov",
-                         [(0.0, 0.0, False), (0.9, 0.0, False), (0.9, 1e-2, False), (0.8, 1e-3, True)])
+@pytest.mark.parametrize(
+    "momentum, weight_decay, nesterov", [(0.0, 0.0, False), (0.9, 0.0, False), (0.9, 1e-2, False), (0.8, 1e-3, True)]
+)
 def test_sgd_matches_a_per_element_loop(momentum, weight_decay, nesterov):
     w0, grads, lr = RNG.standard_normal(SIZE), random_grads(5), 0.1
     opt = optim.SGD(w0.copy(), np.zeros(SIZE), lr, momentum, weight_decay, nesterov)
     w, v = w0.copy(), np.zeros(SIZE)
-    for g in grads:                      # PyTorch's torch.optim.SGD, element by element
+    for g in grads:  # PyTorch's torch.optim.SGD, element by element
         for i in range(SIZE):
             d = g[i] + weight_decay * w[i]
             v[i] = momentum * v[i] + d
@@ -44,11 +46,14 @@ def test_sgd_matches_a_per_element_loop(momentum, weight_decay, nesterov):
 def test_lars_trust_ratio_is_the_closed_formula():
     w, g = RNG.standard_normal(SIZE), RNG.standard_normal(SIZE)
     opt = optim.LARS(w, g, lr=1.0, slices=SLICES, weight_decay=5e-4, trust_coefficient=0.001)
-    expected = [0.001 * np.linalg.norm(w[s.offset:s.offset + s.size])
-                / (np.linalg.norm(g[s.offset:s.offset + s.size])
-                   + 5e-4 * np.linalg.norm(w[s.offset:s.offset + s.size])) for s in SLICES]
+    expected = [
+        0.001
+        * np.linalg.norm(w[s.offset : s.offset + s.size])
+        / (np.linalg.norm(g[s.offset : s.offset + s.size]) + 5e-4 * np.linalg.norm(w[s.offset : s.offset + s.size]))
+        for s in SLICES
+    ]
     np.testing.assert_allclose(opt.local_lr(), expected, rtol=1e-14)
-    w[:6] = 0.0                                        # zero weights: trust ratio 1
+    w[:6] = 0.0  # zero weights: trust ratio 1
     assert opt.local_lr()[0] == 1.0
 
 
@@ -56,7 +61,7 @@ def test_lars_matches_a_per_layer_reference():
     w0, grads, lr, m, beta, eta = RNG.standard_normal(SIZE), random_grads(4), 2.0, 0.9, 1e-3, 0.01
     opt = optim.LARS(w0.copy(), np.zeros(SIZE), lr, SLICES, m, beta, eta)
     w, v = w0.copy(), np.zeros(SIZE)
-    for g in grads:                      # You, Gitman & Ginsburg 2017, Algorithm 1
+    for g in grads:  # You, Gitman & Ginsburg 2017, Algorithm 1
         for s in SLICES:
             l = slice(s.offset, s.offset + s.size)
             local = eta * np.linalg.norm(w[l]) / (np.linalg.norm(g[l]) + beta * np.linalg.norm(w[l]))
@@ -69,10 +74,10 @@ def test_lamb_matches_a_per_layer_reference():
     w0, grads, lr, (b1, b2), eps, lam = RNG.standard_normal(SIZE), random_grads(4), 0.01, (0.9, 0.99), 1e-6, 0.01
     opt = optim.LAMB(w0.copy(), np.zeros(SIZE), lr, SLICES, (b1, b2), eps, lam)
     w, m, v = w0.copy(), np.zeros(SIZE), np.zeros(SIZE)
-    for t, g in enumerate(grads, start=1):      # You et al. 2019, Algorithm 2
+    for t, g in enumerate(grads, start=1):  # You et al. 2019, Algorithm 2
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        r = (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        r = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
         for s in SLICES:
             l = slice(s.offset, s.offset + s.size)
             u = r[l] + lam * w[l]
@@ -80,11 +85,14 @@ def test_lamb_matches_a_per_layer_reference():
     np.testing.assert_allclose(run(opt, grads), w, rtol=1e-12)
 
 
-@pytest.mark.parametrize("make", [
-    lambda p, g, s: optim.SGD(p, g, 0.05, momentum=0.9, weight_decay=1e-4, nesterov=True),
-    lambda p, g, s: optim.LARS(p, g, 1.0, s),
-    lambda p, g, s: optim.LAMB(p, g, 0.01, s),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p, g, s: optim.SGD(p, g, 0.05, momentum=0.9, weight_decay=1e-4, nesterov=True),
+        lambda p, g, s: optim.LARS(p, g, 1.0, s),
+        lambda p, g, s: optim.LAMB(p, g, 0.01, s),
+    ],
+)
 def test_state_dict_round_trip_is_bit_identical(make):
     model = nn.mlp([8, 6, 3], seed=0)
     slices = model.param_slices()
@@ -93,8 +101,9 @@ def test_state_dict_round_trip_is_bit_identical(make):
     run(opt, grads[:3])
     state, params = opt.state_dict(), model.params.copy()
     expected = run(opt, grads[3:]).copy()
-    assert state["steps"] == 3 and not any(np.shares_memory(a, model.params) for a in state.values()
-                                          if isinstance(a, np.ndarray))
+    assert state["steps"] == 3 and not any(
+        np.shares_memory(a, model.params) for a in state.values() if isinstance(a, np.ndarray)
+    )
     fresh = nn.mlp([8, 6, 3], seed=5)
     fresh.params[...] = params
     restored = make(fresh.params, fresh.grads, slices)
@@ -109,10 +118,15 @@ def test_slices_must_tile_the_buffer():
             optim.LARS(w, g, 1.0, bad)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(lr=0.0), "lr"), (dict(lr=0.1, momentum=1.0), "momentum"),
-    (dict(lr=0.1, weight_decay=-1.0), "weight_decay"), (dict(lr=0.1, nesterov=True), "nesterov"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(lr=0.0), "lr"),
+        (dict(lr=0.1, momentum=1.0), "momentum"),
+        (dict(lr=0.1, weight_decay=-1.0), "weight_decay"),
+        (dict(lr=0.1, nesterov=True), "nesterov"),
+    ],
+)
 def test_sgd_rejects_bad_hyperparameters(kwargs, message):
     with pytest.raises(ValueError, match=message):
         optim.SGD(np.zeros(3), np.zeros(3), **kwargs)
@@ -120,12 +134,15 @@ def test_sgd_rejects_bad_hyperparameters(kwargs, message):
         optim.SGD(np.zeros((3, 1)), np.zeros((3, 1)), 0.1)
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda w, g: optim.LARS(w, g, 1.0, SLICES, momentum=-0.1), "momentum"),
-    (lambda w, g: optim.LARS(w, g, 1.0, SLICES, trust_coefficient=0.0), "trust_coefficient"),
-    (lambda w, g: optim.LAMB(w, g, 1.0, SLICES, betas=(0.9, 1.0)), r"betas\[1\]"),
-    (lambda w, g: optim.LAMB(w, g, 1.0, SLICES, eps=-1.0), "eps"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda w, g: optim.LARS(w, g, 1.0, SLICES, momentum=-0.1), "momentum"),
+        (lambda w, g: optim.LARS(w, g, 1.0, SLICES, trust_coefficient=0.0), "trust_coefficient"),
+        (lambda w, g: optim.LAMB(w, g, 1.0, SLICES, betas=(0.9, 1.0)), r"betas\[1\]"),
+        (lambda w, g: optim.LAMB(w, g, 1.0, SLICES, eps=-1.0), "eps"),
+    ],
+)
 def test_layerwise_optimizers_reject_bad_hyperparameters(make, message):
     with pytest.raises(ValueError, match=message):
         make(np.zeros(SIZE), np.zeros(SIZE))

@@ -25,7 +25,9 @@ def read_only(tmp_path):
         yield folder
         folder.chmod(0o755)
         return
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True
+    ).returncode:
         pytest.skip("root without mount: no read-only folder to test")
     try:
         yield folder
@@ -109,9 +111,11 @@ WRITERS = [
 @pytest.mark.parametrize("args,flag,kind", WRITERS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 @pytest.mark.parametrize("where", ["missing folder", "read-only folder", "not the right kind"])
 def test_every_output_path_is_refused_before_any_work(args, flag, kind, where, tmp_path, read_only, capsys):
-    path = {"missing folder": tmp_path / "missing" / "sub" / "out.json",
-            "read-only folder": read_only / ("out.json" if kind == "file" else "sub"),
-            "not the right kind": {"file": tmp_path, "folder": Path(__file__), "place": Path(__file__) / "x"}[kind]}[where]
+    path = {
+        "missing folder": tmp_path / "missing" / "sub" / "out.json",
+        "read-only folder": read_only / ("out.json" if kind == "file" else "sub"),
+        "not the right kind": {"file": tmp_path, "folder": Path(__file__), "place": Path(__file__) / "x"}[kind],
+    }[where]
     before = sorted(Path(tmp_path).rglob("*"))
     start = time.monotonic()
     assert main([*args, str(path)]) == 2

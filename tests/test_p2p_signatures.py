@@ -19,8 +19,15 @@ MPI4PY = {
     "isend": [("obj", None), ("dest", None), ("tag", 0)],
     "recv": [("buf", None), ("source", ANY_SOURCE), ("tag", ANY_TAG), ("status", None)],
     "irecv": [("buf", None), ("source", ANY_SOURCE), ("tag", ANY_TAG)],
-    "sendrecv": [("sendobj", None), ("dest", None), ("sendtag", 0), ("recvbuf", None), ("source", ANY_SOURCE),
-                 ("recvtag", ANY_TAG), ("status", None)],
+    "sendrecv": [
+        ("sendobj", None),
+        ("dest", None),
+        ("sendtag", 0),
+        ("recvbuf", None),
+        ("source", ANY_SOURCE),
+        ("recvtag", ANY_TAG),
+        ("status", None),
+    ],
 }
 
 
@@ -29,7 +36,7 @@ def test_the_positional_parameters_are_mpi4pys_and_ours_are_keyword_only(name):
     params = list(inspect.signature(getattr(Communicator, name)).parameters.values())[1:]
     positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
     assert [(p.name, None if p.default is p.empty else p.default) for p in positional] == MPI4PY[name]
-    assert all(p.kind is p.KEYWORD_ONLY for p in params[len(positional):])
+    assert all(p.kind is p.KEYWORD_ONLY for p in params[len(positional) :])
     assert ANY_SOURCE == -1 and ANY_TAG == -1  # mpi4py's values (MPICH's and Open MPI's)
 
 
@@ -42,6 +49,7 @@ def _ring(form: str):
         if form == "positional":
             return comm.sendrecv(x, right, 0, None, left)
         return fast.shift(comm, right, left, 0)(x)
+
     return program
 
 
@@ -56,6 +64,7 @@ def test_positional_keyword_and_fast_sendrecv_are_one_exchange(backend):
 
 def test_sendrecvs_third_positional_is_the_send_tag_as_in_mpi4py():
     """comm.sendrecv(x, right, left): mpi4py reads left as sendtag and receives from anyone."""
+
     def program(comm):
         right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
         status = Status()
@@ -68,7 +77,11 @@ def test_sendrecvs_third_positional_is_the_send_tag_as_in_mpi4py():
 
 
 MPI = BACKENDS["mpi"].unavailable()
-EVERY_BACKEND = ["threads", "processes", pytest.param("mpi", marks=pytest.mark.skipif(MPI is not None, reason=str(MPI)))]
+EVERY_BACKEND = [
+    "threads",
+    "processes",
+    pytest.param("mpi", marks=pytest.mark.skipif(MPI is not None, reason=str(MPI))),
+]
 
 
 def token_ring(comm, laps: int = 2):
@@ -88,6 +101,7 @@ def token_ring(comm, laps: int = 2):
 def test_a_token_ring_of_recv_runs_and_takes_what_naming_the_source_takes():
     """Every rank waits on ANY_SOURCE, so no rank alone can tell that nothing earlier will
     come; the least pending message in virtual time is safe (board.least_pending)."""
+
     def named(comm, laps=2):
         got = []
         if comm.rank == 0:
@@ -117,6 +131,7 @@ def test_the_token_ring_of_recv_gives_the_same_values_and_trace_on_every_backend
 def test_ranks_that_all_send_then_take_any_source_take_their_neighbours():
     """sendrecv with ANY_SOURCE in a ring: every rank has one message waiting and waits on
     the others; the least (ties: the lowest destination) goes first, then the next."""
+
     def program(comm, named):
         right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
         got = comm.sendrecv(np.full(2, comm.rank), right, source=left if named else ANY_SOURCE)
@@ -130,12 +145,16 @@ def test_ranks_that_all_send_then_take_any_source_take_their_neighbours():
 @pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_ranks_that_all_receive_first_are_a_reported_deadlock(backend):
     """Nothing is pending anywhere: no rule can choose, and the deadlock says who waits."""
+
     def program(comm):
         token = comm.recv()
         comm.send(token, dest=(comm.rank + 1) % comm.size)
 
-    with pytest.raises(dlsys.DeadlockError, match=r"rank 0 waits for any rank \(any tag\); "
-                                                  r"rank 1 waits for any rank \(any tag\)"):
+    with pytest.raises(
+        dlsys.DeadlockError,
+        match=r"rank 0 waits for any rank \(any tag\); "
+        r"rank 1 waits for any rank \(any tag\)",
+    ):
         dlsys.launch(program, 2, backend, timeout_s=60)
 
 
@@ -153,6 +172,7 @@ def test_without_a_lookahead_the_ring_of_recv_is_a_reported_deadlock():
 @pytest.mark.parametrize("backend", ["threads", "processes"])
 def test_any_tag_takes_the_sources_oldest_message(backend):
     """MPI's non-overtaking rule: with ANY_TAG, a source's messages come in the order it sent them."""
+
     def program(comm):
         if comm.rank == 0:
             for tag in (5, 3, 5, 8):

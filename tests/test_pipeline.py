@@ -11,8 +11,14 @@ from dlsys.machine.net import LinkModel
 from dlsys.train.pipeline import SCHEDULES, PipelineConfig, check_schedule, gather_params, run, single_rank_run
 
 FREE = LinkModel("free", 0.0, math.inf)  # zero latency, infinite bandwidth: the bubble is the schedule's alone
-CASES = [("gpipe", 4, 6, 1), ("1f1b", 4, 8, 1), ("interleaved", 4, 8, 2), ("interleaved", 2, 4, 3), ("zb-h1", 4, 6, 1),
-         ("zb-h1", 3, 3, 1)]
+CASES = [
+    ("gpipe", 4, 6, 1),
+    ("1f1b", 4, 8, 1),
+    ("interleaved", 4, 8, 2),
+    ("interleaved", 2, 4, 3),
+    ("zb-h1", 4, 6, 1),
+    ("zb-h1", 3, 3, 1),
+]
 
 
 def in_flight_peak(actions, split: bool) -> int:
@@ -28,12 +34,18 @@ def test_every_action_list_runs_each_micro_batch_once_and_holds_its_closed_form_
     entry = SCHEDULES[name]
     for p in (2, 3, 4, 5):
         for m in (p, 2 * p, 3 * p):
-            for v in ((1, 2, 3) if entry.chunked else (1,)):
+            for v in (1, 2, 3) if entry.chunked else (1,):
                 for s in range(p):
                     actions = entry.actions(s, p, m, v)
                     kinds = "FBW" if entry.split_backward else "FB"
                     assert sorted(actions) == sorted((k, i, c) for k in kinds for i in range(m) for c in range(v))
-                    assert in_flight_peak(actions, entry.split_backward) == entry.in_flight(s, p, m, v), (name, s, p, m, v)
+                    assert in_flight_peak(actions, entry.split_backward) == entry.in_flight(s, p, m, v), (
+                        name,
+                        s,
+                        p,
+                        m,
+                        v,
+                    )
 
 
 @pytest.mark.parametrize("name, p, m, v", CASES)
@@ -41,14 +53,18 @@ def test_measured_bubble_equals_the_formula_on_a_free_link(name, p, m, v):
     result = run(PipelineConfig(name, p, m, v, layers=p * v), link=FREE)
     step_s = result.virtual_time_s
     for s in range(p):
-        busy_s = sum(span.end_s - span.start_s for span in result.trace.spans if span.rank == s and span.kind == "compute")
+        busy_s = sum(
+            span.end_s - span.start_s for span in result.trace.spans if span.rank == s and span.kind == "compute"
+        )
         assert (step_s - busy_s) / step_s == pytest.approx(SCHEDULES[name].bubble(p, m, v), rel=1e-12, abs=1e-15)
 
 
 def test_zero_bubble_h1_is_a_third_of_1f1b_in_idle_time():
     p, m = 4, 8
-    idle = {name: SCHEDULES[name].bubble(p, m, 1) * (3 * m + p - 1 if name == "zb-h1" else 3 * (m + p - 1))
-            for name in ("1f1b", "zb-h1")}
+    idle = {
+        name: SCHEDULES[name].bubble(p, m, 1) * (3 * m + p - 1 if name == "zb-h1" else 3 * (m + p - 1))
+        for name in ("1f1b", "zb-h1")
+    }
     assert idle["zb-h1"] == pytest.approx(idle["1f1b"] / 3)
 
 
@@ -82,17 +98,20 @@ def test_threads_and_processes_give_the_same_trace():
     assert [v["actions"] for v in threads.values] == [v["actions"] for v in processes.values]
 
 
-@pytest.mark.parametrize("args, words", [
-    (("1f1b", 5, 8, 1, 4), "stages (pipeline degree) x chunks must be in 2..4"),
-    (("1f1b", 4, 3, 1, 8), "micro_batches must be >= 4 for 1f1b"),
-    (("zb-h1", 4, 3, 1, 8), "micro_batches must be >= 4 for zb-h1"),
-    (("interleaved", 4, 6, 2, 8), "micro_batches must be a multiple of stages (4)"),
-    (("interleaved", 4, 8, 0, 8), "chunks (v) must be >= 1"),
-    (("1f1b", 4, 8, 2, 8), "chunks (v) must be 1 for 1f1b"),
-    (("interleaved", 4, 8, 3, 8), "stages (pipeline degree) x chunks must be in 2..8"),
-    (("pipedream", 2, 4, 1, 4), "schedule must be one of gpipe, 1f1b, interleaved, zb-h1"),
-    (("gpipe", 2, 0, 1, 4), "micro_batches must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("1f1b", 5, 8, 1, 4), "stages (pipeline degree) x chunks must be in 2..4"),
+        (("1f1b", 4, 3, 1, 8), "micro_batches must be >= 4 for 1f1b"),
+        (("zb-h1", 4, 3, 1, 8), "micro_batches must be >= 4 for zb-h1"),
+        (("interleaved", 4, 6, 2, 8), "micro_batches must be a multiple of stages (4)"),
+        (("interleaved", 4, 8, 0, 8), "chunks (v) must be >= 1"),
+        (("1f1b", 4, 8, 2, 8), "chunks (v) must be 1 for 1f1b"),
+        (("interleaved", 4, 8, 3, 8), "stages (pipeline degree) x chunks must be in 2..8"),
+        (("pipedream", 2, 4, 1, 4), "schedule must be one of gpipe, 1f1b, interleaved, zb-h1"),
+        (("gpipe", 2, 0, 1, 4), "micro_batches must be >= 1"),
+    ],
+)
 def test_bad_input_is_refused_by_name_before_any_rank_starts(args, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         check_schedule(*args)
@@ -106,5 +125,6 @@ def test_idle_over_busy_is_narayanans_p_minus_1_over_v_m(name, p, m, v):
     """Narayanan et al. 2021, section 2.2: the bubble time fraction, idle over ideal (busy)
     time, is (p - 1)/m for 1F1B and (p - 1)/(v m) interleaved; measured on a free link."""
     from dlsys.experiments.pipeline import pipeline_schedule
+
     for row in pipeline_schedule(name, p, m, v, layers=p * v)["bubble"]:
         assert row["relative"] == pytest.approx((p - 1) / (v * m), rel=1e-12)

@@ -45,9 +45,17 @@ def test_grid_megatron_order_tp_then_dp_then_pp():
 def test_memory_of_a_dp_x_tp_layout_is_the_layout(tp, zero, recompute):
     model = MODELS["7b"]
     plan = Plan(model, 64, tp=tp, zero=zero, micro_batch=2, recompute=recompute)
-    expected = Layout(model.params(), 64, zero, tp, model=Transformer(32, 4096, 32, 4096, 2), sequence_parallel=tp > 1,
-                      recompute=recompute, unit_params=model.layer_params() if zero == 3 else 0,
-                      prefetch=zero == 3).bytes()
+    expected = Layout(
+        model.params(),
+        64,
+        zero,
+        tp,
+        model=Transformer(32, 4096, 32, 4096, 2),
+        sequence_parallel=tp > 1,
+        recompute=recompute,
+        unit_params=model.layer_params() if zero == 3 else 0,
+        prefetch=zero == 3,
+    ).bytes()
     assert memory(plan) == expected
 
 
@@ -55,8 +63,14 @@ def test_pipeline_stage_zero_holds_its_layers_the_embedding_and_pp_micro_batches
     """Korthikanti 4.2.3: with 1F1B the first stage keeps pp micro-batches of L/pp layers."""
     model, pp = MODELS["70b"], 8
     plan = Plan(model, 1024, tp=8, pp=pp, zero=1, global_batch=1024)
-    layout = Layout(model.layers // pp * model.layer_params() + model.vocab * model.hidden, 128, 1, 8,
-                    model=Transformer(model.layers // pp, 8192, 64, 4096, 1), sequence_parallel=True)
+    layout = Layout(
+        model.layers // pp * model.layer_params() + model.vocab * model.hidden,
+        128,
+        1,
+        8,
+        model=Transformer(model.layers // pp, 8192, 64, 4096, 1),
+        sequence_parallel=True,
+    )
     nbytes = memory(plan)
     assert nbytes["parameters"] == layout.bytes()["parameters"]
     assert nbytes["activations"] == pp * layout.bytes()["activations"]
@@ -66,8 +80,16 @@ def test_activation_shapes_are_the_tp_runs_measured_ones():
     """The planner asks Korthikanti's count for the shapes the DP x TP run of the small
     transformer measures (float64, no dropout, plus the layer norms' 1/std: tests/test_tensor_parallel.py)."""
     config = tpm.TPConfig(dp=2, tp=2, sequence_parallel=True)
-    model = Model("small", layers=config.layers, hidden=config.d_model, heads=config.heads, kv_heads=config.heads,
-                  ffn=config.d_ff, vocab=config.vocab, seq_len=config.seq_len)
+    model = Model(
+        "small",
+        layers=config.layers,
+        hidden=config.d_model,
+        heads=config.heads,
+        kv_heads=config.heads,
+        ffn=config.d_ff,
+        vocab=config.vocab,
+        seq_len=config.seq_len,
+    )
     plan = Plan(model, 4, tp=2, micro_batch=config.batch // config.dp, global_batch=config.batch)
     layout = plan.layout()
     assert layout.model == config.shape() and layout.sequence_parallel and plan.dp == config.dp
@@ -124,16 +146,19 @@ def test_breakdown_adds_up():
     assert 0 < record["mfu"] < 1
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(gpus=64, tp=2, pp=3), r"pp must divide the layer count 32 \(at most 32 stages\)"),
-    (dict(gpus=64, pp=64), r"pp must divide the layer count 32"),
-    (dict(gpus=64, tp=16), r"tp must divide the NVLink island of 8 GPUs and the heads"),
-    (dict(gpus=64, tp=3), r"tp must divide .* one of \[1, 2, 4, 8\], got 3"),
-    (dict(gpus=48, tp=1, pp=32), r"gpus must be dp x tp x pp: tp x pp = 1 x 32 does not divide gpus = 48"),
-    (dict(gpus=64, pp=8, global_batch=32), r"microbatches must be >= pp = 8 for 1F1B"),
-    (dict(gpus=64, zero=4), r"zero must be a ZeRO stage 0, 1, 2 or 3"),
-    (dict(gpus=64, micro_batch=3), r"global_batch must be dp x micro-batches x micro_batch"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(gpus=64, tp=2, pp=3), r"pp must divide the layer count 32 \(at most 32 stages\)"),
+        (dict(gpus=64, pp=64), r"pp must divide the layer count 32"),
+        (dict(gpus=64, tp=16), r"tp must divide the NVLink island of 8 GPUs and the heads"),
+        (dict(gpus=64, tp=3), r"tp must divide .* one of \[1, 2, 4, 8\], got 3"),
+        (dict(gpus=48, tp=1, pp=32), r"gpus must be dp x tp x pp: tp x pp = 1 x 32 does not divide gpus = 48"),
+        (dict(gpus=64, pp=8, global_batch=32), r"microbatches must be >= pp = 8 for 1F1B"),
+        (dict(gpus=64, zero=4), r"zero must be a ZeRO stage 0, 1, 2 or 3"),
+        (dict(gpus=64, micro_batch=3), r"global_batch must be dp x micro-batches x micro_batch"),
+    ],
+)
 def test_bad_layouts_refused_by_name(options, message):
     with pytest.raises(ValueError, match=message):
         Plan(MODELS["7b"], **options)
@@ -148,24 +173,73 @@ def test_cli_searches_and_prints_one_layout(capsys):
     assert main(["plan", "--model", "70b", "--gpus", "1024", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "Llama-2-70B (68.98 B parameters) on 1024 x H100 SXM" in out and "layouts fit, the fastest 3" in out
-    assert main(["plan", "--model", "7b", "--gpus", "64", "--tp", "2", "--pp", "2", "--zero", "1",
-                 "--microbatches", "16", "--recompute", "selective"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "7b",
+                "--gpus",
+                "64",
+                "--tp",
+                "2",
+                "--pp",
+                "2",
+                "--zero",
+                "1",
+                "--microbatches",
+                "16",
+                "--recompute",
+                "selective",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "dp 16 x tp 2 x pp 2, ZeRO 1, 16 micro-batches of 4 sequences" in out and "bubble" in out and "GiB" in out
-    assert main(["plan", "--layers", "4", "--hidden", "256", "--heads", "4", "--ffn", "1024", "--vocab", "1000",
-                 "--seq", "128", "--gpus", "8", "--tp", "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--layers",
+                "4",
+                "--hidden",
+                "256",
+                "--heads",
+                "4",
+                "--ffn",
+                "1024",
+                "--vocab",
+                "1000",
+                "--seq",
+                "128",
+                "--gpus",
+                "8",
+                "--tp",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     assert record["dp"] == 4 and record["fits"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "7b", "--gpus", "64", "--tp", "2", "--pp", "4", "--dp", "4"], "--dp x --tp x --pp must equal --gpus 64"),
-    (["--model", "7b", "--gpus", "64", "--pp", "64"], "pp must divide the layer count 32"),
-    (["--model", "7b", "--gpus", "64", "--pp", "4", "--microbatches", "2"], "microbatches must be >= pp = 4"),
-    (["--model", "7b", "--gpus", "64", "--tp", "16"], "tp must divide the NVLink island"),
-    (["--model", "7b", "--gpus", "64", "--microbatches", "4"], "--microbatches: not an option of the search"),
-    (["--gpus", "8", "--layers", "4"], "model: give a preset"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--model", "7b", "--gpus", "64", "--tp", "2", "--pp", "4", "--dp", "4"],
+            "--dp x --tp x --pp must equal --gpus 64",
+        ),
+        (["--model", "7b", "--gpus", "64", "--pp", "64"], "pp must divide the layer count 32"),
+        (["--model", "7b", "--gpus", "64", "--pp", "4", "--microbatches", "2"], "microbatches must be >= pp = 4"),
+        (["--model", "7b", "--gpus", "64", "--tp", "16"], "tp must divide the NVLink island"),
+        (["--model", "7b", "--gpus", "64", "--microbatches", "4"], "--microbatches: not an option of the search"),
+        (["--gpus", "8", "--layers", "4"], "model: give a preset"),
+    ],
+)
 def test_cli_refuses_bad_input_by_name(argv, message, capsys):
     assert main(["plan", *argv]) == 2
     assert message in capsys.readouterr().err
@@ -174,6 +248,7 @@ def test_cli_refuses_bad_input_by_name(argv, message, capsys):
 def test_records_and_figures_for_the_page():
     from dlsys.experiments import plan as experiment
     from dlsys.viz import plan as figures
+
     rows = experiment.ranked("70b", 1024, top=5)
     assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5] and all(r["step_s"] > 0 for r in rows)
     record = experiment.layout_record("7b", 64, tp=2, pp=2, zero=1, micro_batch=4, recompute="selective")
@@ -183,10 +258,13 @@ def test_records_and_figures_for_the_page():
 
 # --- expert parallelism in the layout ---------------------------------------------------
 
+
 def test_mixtral_preset_counts_all_and_active_parameters():
     """Jiang et al. 2024, section 2: 46.7 B parameters, 12.9 B active a token (top 2 of 8)."""
     model = MODELS["8x7b"]
-    assert model.params() == pytest.approx(46.7e9, rel=0.01) and model.active_params() == pytest.approx(12.9e9, rel=0.01)
+    assert model.params() == pytest.approx(46.7e9, rel=0.01) and model.active_params() == pytest.approx(
+        12.9e9, rel=0.01
+    )
     assert MODELS["70b"].active_params() == MODELS["70b"].params() and MODELS["70b"].expert_layer_params() == 0
 
 
@@ -201,8 +279,9 @@ def test_grid_expert_groups_are_consecutive_copies_and_their_stride():
 
 def test_expert_parallelism_costs_four_pairwise_alltoalls_a_layer_and_spreads_the_experts():
     from dlsys.collectives import closed_form
-    from dlsys.planner.cost import slowest_link
     from dlsys.machine.topology import gpu_cluster
+    from dlsys.planner.cost import slowest_link
+
     model = MODELS["8x7b"]
     plan = Plan(model, 256, tp=2, pp=4, ep=8, zero=1, global_batch=256)
     tokens_nbytes = plan.micro_batch * model.seq_len * model.hidden * 2 * model.top_k / plan.tp
@@ -229,23 +308,80 @@ def test_search_spreads_experts_only_where_they_divide():
     assert {r["ep"] for r in search(MODELS["7b"], 64, zero=1, recompute="full")} == {1}
 
 
-@pytest.mark.parametrize("preset, options, message", [
-    ("8x7b", dict(gpus=256, tp=8, pp=4, ep=3), r"ep must divide the experts \(8\) and dp \(8\): one of \[1, 2, 4, 8\], got 3"),
-    ("8x7b", dict(gpus=64, tp=8, pp=4, ep=4, global_batch=64), r"ep must divide the experts \(8\) and dp \(2\): one of \[1, 2\], got 4"),
-    ("7b", dict(gpus=64, ep=2), r"ep must be 1 for a dense model \(experts = 0\), got 2"),
-])
+@pytest.mark.parametrize(
+    "preset, options, message",
+    [
+        (
+            "8x7b",
+            dict(gpus=256, tp=8, pp=4, ep=3),
+            r"ep must divide the experts \(8\) and dp \(8\): one of \[1, 2, 4, 8\], got 3",
+        ),
+        (
+            "8x7b",
+            dict(gpus=64, tp=8, pp=4, ep=4, global_batch=64),
+            r"ep must divide the experts \(8\) and dp \(2\): one of \[1, 2\], got 4",
+        ),
+        ("7b", dict(gpus=64, ep=2), r"ep must be 1 for a dense model \(experts = 0\), got 2"),
+    ],
+)
 def test_expert_layouts_refused_by_name(preset, options, message):
     with pytest.raises(ValueError, match=message):
         Plan(MODELS[preset], **options)
 
 
 def test_cli_plans_a_mixture_of_experts(capsys):
-    assert main(["plan", "--model", "8x7b", "--gpus", "256", "--tp", "2", "--pp", "4", "--ep", "8", "--zero", "1",
-                 "--global-batch", "256", "--recompute", "selective"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "8x7b",
+                "--gpus",
+                "256",
+                "--tp",
+                "2",
+                "--pp",
+                "4",
+                "--ep",
+                "8",
+                "--zero",
+                "1",
+                "--global-batch",
+                "256",
+                "--recompute",
+                "selective",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "dp 32 x tp 2 x pp 4 (ep 8), ZeRO 1" in out and "ep" in out
     assert main(["plan", "--model", "8x7b", "--gpus", "256", "--tp", "8", "--pp", "4", "--ep", "3"]) == 2
     assert "ep must divide the experts (8) and dp (8)" in capsys.readouterr().err
-    assert main(["plan", "--layers", "4", "--hidden", "256", "--heads", "4", "--ffn", "512", "--vocab", "1000",
-                 "--seq", "128", "--experts", "4", "--top-k", "5", "--gpus", "8"]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "--layers",
+                "4",
+                "--hidden",
+                "256",
+                "--heads",
+                "4",
+                "--ffn",
+                "512",
+                "--vocab",
+                "1000",
+                "--seq",
+                "128",
+                "--experts",
+                "4",
+                "--top-k",
+                "5",
+                "--gpus",
+                "8",
+            ]
+        )
+        == 2
+    )
     assert "top_k must be in 1..experts = 4, got 5" in capsys.readouterr().err

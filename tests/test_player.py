@@ -12,6 +12,7 @@ from dlsys.viz import comm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import player  # noqa: E402
+
 # the app server and the browser, started as test_browser.py starts them
 from test_browser import CHROMIUM, PLAYER, app, browser, no_exception, wait_for_script  # noqa: E402,F401
 
@@ -37,7 +38,7 @@ def _poll(read, want, timeout_s: float = 10.0):
     while True:
         got = read()
         if (want(got) if callable(want) else got == want) or time.monotonic() > deadline:
-            assert (want(got) if callable(want) else got == want), got
+            assert want(got) if callable(want) else got == want, got
             return got
         time.sleep(0.1)
 
@@ -57,7 +58,9 @@ def test_arrows_step_and_space_plays_with_the_pointer_over_the_animation(app, br
 
     def shown():
         """The player's frame, and the one plotly's slider shows: they must agree."""
-        return int(frame.locator("#player").get_attribute("data-frame")), plot.evaluate("el => el._fullLayout.sliders[0].active")
+        return int(frame.locator("#player").get_attribute("data-frame")), plot.evaluate(
+            "el => el._fullLayout.sliders[0].active"
+        )
 
     assert shown() == (0, 0) and len(stops) > 3
     frame.locator("#plot").hover()

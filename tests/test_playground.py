@@ -63,26 +63,31 @@ def test_the_ssend_starter_deadlocks_in_words_and_sendrecv_fixes_it(p):
     text = pg.describe_error(run.error)
     for r in range(p):
         assert f"rank {r} waits for rank {(r + 1) % p} to receive its synchronous send" in text
-    fixed = source.replace("    comm.ssend(x, dest=right)\n    return comm.recv(source=left)[0]",
-                           "    return comm.sendrecv(x, dest=right, source=left)[0]")
+    fixed = source.replace(
+        "    comm.ssend(x, dest=right)\n    return comm.recv(source=left)[0]",
+        "    return comm.sendrecv(x, dest=right, source=left)[0]",
+    )
     assert fixed != source
     run = pg.run_program(fixed, p, nbytes=1024)
     assert run.error is None and run.values == [repr(float((r - 1) % p)) for r in range(p)]
     model = get_link("tcp-10gbe")
-    assert run.time_s == pytest.approx(pg.closed_form_s(formula, p, 1024, model.alpha_s, model.beta_s_per_byte),
-                                       rel=1e-12)
+    assert run.time_s == pytest.approx(
+        pg.closed_form_s(formula, p, 1024, model.alpha_s, model.beta_s_per_byte), rel=1e-12
+    )
 
 
 def test_a_program_uses_mpi4py_names_any_source_and_status():
-    source = ("def program(comm):\n"
-              "    if comm.rank == 0:\n"
-              "        status, got = MPI.Status(), []\n"
-              "        for _ in range(comm.size - 1):\n"
-              "            x = comm.recv(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)\n"
-              "            got.append((status.Get_source(), status.Get_tag(), int(x[0])))\n"
-              "        return got\n"
-              "    comm.compute(seconds=1e-3 * (comm.size - comm.rank))\n"
-              "    comm.send(np.full(4, comm.rank), dest=0, tag=10 + comm.rank)\n")
+    source = (
+        "def program(comm):\n"
+        "    if comm.rank == 0:\n"
+        "        status, got = MPI.Status(), []\n"
+        "        for _ in range(comm.size - 1):\n"
+        "            x = comm.recv(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)\n"
+        "            got.append((status.Get_source(), status.Get_tag(), int(x[0])))\n"
+        "        return got\n"
+        "    comm.compute(seconds=1e-3 * (comm.size - comm.rank))\n"
+        "    comm.send(np.full(4, comm.rank), dest=0, tag=10 + comm.rank)\n"
+    )
     run = pg.run_program(source, 4)
     assert run.error is None
     assert run.values[0] == repr([(3, 13, 3), (2, 12, 2), (1, 11, 1)])  # the earliest in virtual time first
@@ -92,7 +97,9 @@ def test_an_exception_names_the_rank_and_the_line():
     source = "def program(comm):\n    x = comm.rank\n    if x == 2:\n        return 1 / 0\n    return x\n"
     run = pg.run_program(source, 3)
     assert run.error == {"kind": "exception", "rank": 2, "message": "ZeroDivisionError: division by zero", "line": 4}
-    assert pg.describe_error(run.error) == "rank 2 raised ZeroDivisionError: division by zero at line 4 of your program."
+    assert (
+        pg.describe_error(run.error) == "rank 2 raised ZeroDivisionError: division by zero at line 4 of your program."
+    )
     syntax = pg.run_program("def program(comm):\n    return (\n", 2)
     assert syntax.error["kind"] == "syntax" and syntax.error["line"] == 2
 
@@ -102,11 +109,14 @@ def _leftovers() -> tuple[set, set]:
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("source, kind", [
-    ("def program(comm):\n    while True:\n        pass\n", "timeout"),          # the ranks' deadline says who
-    ("while True:\n    pass\n", "timeout"),                                       # the sandbox is killed
-    ("import os\ndef program(comm):\n    while True:\n        os.fork()\n", None),  # a fork bomb
-])
+@pytest.mark.parametrize(
+    "source, kind",
+    [
+        ("def program(comm):\n    while True:\n        pass\n", "timeout"),  # the ranks' deadline says who
+        ("while True:\n    pass\n", "timeout"),  # the sandbox is killed
+        ("import os\ndef program(comm):\n    while True:\n        os.fork()\n", None),  # a fork bomb
+    ],
+)
 def test_a_loop_or_a_bomb_ends_at_the_time_limit_and_leaves_nothing(source, kind):
     before = _leftovers()
     start = time.monotonic()
@@ -118,8 +128,20 @@ def test_a_loop_or_a_bomb_ends_at_the_time_limit_and_leaves_nothing(source, kind
     assert _leftovers()[0] <= before[0] and _leftovers()[1] <= before[1]
 
 
-@pytest.mark.parametrize("formula", ["__import__('os').system('true')", "p.__class__", "open('x')", "lambda: 1",
-                                     "[p]", "alpha if p else beta", "10 ** 10 ** 10", "log2(p, 2)", "n ** -p / 0"])
+@pytest.mark.parametrize(
+    "formula",
+    [
+        "__import__('os').system('true')",
+        "p.__class__",
+        "open('x')",
+        "lambda: 1",
+        "[p]",
+        "alpha if p else beta",
+        "10 ** 10 ** 10",
+        "log2(p, 2)",
+        "n ** -p / 0",
+    ],
+)
 def test_a_closed_form_is_arithmetic_only(formula):
     with pytest.raises(ValueError, match="closed form"):
         pg.closed_form_s(formula, 4, 1024, 1e-5, 1e-9)

@@ -1,6 +1,7 @@
 import pytest
 
 from dlsys.machine import profiles
+
 # sum(p.numel() for p in torchvision.models.<name>().parameters()); GoogLeNet with
 # aux_logits=False, Inception-v3 with its auxiliary classifier (the default).
 TORCHVISION_PARAMS = {
@@ -11,8 +12,7 @@ TORCHVISION_PARAMS = {
     "inception_v3": 27_161_264,
 }
 # Forward GMACs per image, from torchvision's model documentation ("GFLOPS" column).
-TORCHVISION_GMACS = {"alexnet": 0.71, "vgg19": 19.63, "resnet50": 4.09,
-                     "googlenet": 1.50, "inception_v3": 5.71}
+TORCHVISION_GMACS = {"alexnet": 0.71, "vgg19": 19.63, "resnet50": 4.09, "googlenet": 1.50, "inception_v3": 5.71}
 
 
 @pytest.mark.parametrize("name", profiles.PROFILES)
@@ -41,8 +41,12 @@ def test_known_layers():
     assert len(resnet) == 54 and resnet[0].name == "conv1" and resnet[-1].name == "fc"
     assert sum(l.vectors for l in resnet) == 2 * 26_560 + 1000  # batch norm over 26,560 channels, fc's bias
     assert [l.name for l in profiles.profile("googlenet")][-2:] == ["inception5b.branch4.1", "fc"]
-    assert [l.name for l in profiles.profile("vgg19")][-4:] == \
-        ["features.34", "classifier.0", "classifier.3", "classifier.6"]
+    assert [l.name for l in profiles.profile("vgg19")][-4:] == [
+        "features.34",
+        "classifier.0",
+        "classifier.3",
+        "classifier.6",
+    ]
 
 
 def test_unknown_name_lists_the_valid_ones():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys.ps import KeyLayout, KVServer, KVWorker
 from dlsys.experiments import train
+from dlsys.ps import KeyLayout, KVServer, KVWorker
 from dlsys.train import TrainConfig, build_model
 
 CONFIG = TrainConfig(epochs=2)
@@ -37,8 +37,9 @@ def test_push_and_pull_of_a_key_subset_through_two_servers():
 
     def program(comm):
         if comm.rank < 2:
-            server = KVServer(comm, layout, config, workers=1, consistency="asp", staleness=0,
-                              budget=2, initial=model.params)
+            server = KVServer(
+                comm, layout, config, workers=1, consistency="asp", staleness=0, budget=2, initial=model.params
+            )
             server.serve()
             return server.weights
         kv = KVWorker(comm, layout)
@@ -51,8 +52,8 @@ def test_push_and_pull_of_a_key_subset_through_two_servers():
     clock, values = dlsys.launch(program, 3, "threads").values[2]
     w = model.params
     assert clock == 1
-    assert np.array_equal(values[:sizes[1]], w[sizes[0]:sizes[0] + sizes[1]] - 1.0)
-    assert np.array_equal(values[sizes[1]:], w[:sizes[0]])
+    assert np.array_equal(values[: sizes[1]], w[sizes[0] : sizes[0] + sizes[1]] - 1.0)
+    assert np.array_equal(values[sizes[1] :], w[: sizes[0]])
 
 
 def test_bsp_server_aggregation_is_synchronous_sgd():

@@ -59,8 +59,7 @@ RUN_ELSEWHERE = {
     ".venv/bin/dlsys bench emulate --ranks 512": "tests/test_bench.py",
     ".venv/bin/dlsys mpirun -n 8 -- .venv/bin/python my_ring.py": "tests/test_mpi.py",
     ".venv/bin/dlsys casestudy taihulight --model alexnet --design ps --nodes 64": "tests/test_taihulight.py",
-    ".venv/bin/dlsys casestudy taihulight --model resnet50 --design ring --nodes 2,4,...,512 --scattered":
-        "tests/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --model resnet50 --design ring --nodes 2,4,...,512 --scattered": "tests/test_taihulight.py",
     ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512": "tests/test_taihulight.py",
     ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --sharing": "tests/test_taihulight.py",
     ".venv/bin/dlsys plan --model 70b --gpus 1024": "tests/test_plan.py",
@@ -72,8 +71,7 @@ RUN_ELSEWHERE = {
     "dlsys lessons build": "tests/test_notebooks.py",
     "dlsys exercises release hw": "tests/test_exercises.py",
     "dlsys grade hw": "tests/test_exercises.py",
-    "dlsys exercises gradescope hw2 ring_reduce_scatter ring_allgather ring_allreduce -o hw2.zip":
-        "tests/test_gradescope.py",
+    "dlsys exercises gradescope hw2 ring_reduce_scatter ring_allgather ring_allreduce -o hw2.zip": "tests/test_gradescope.py",
 }
 
 # README command -> {word: cheaper word}: run here, as main(argv) runs it
@@ -81,8 +79,10 @@ RUN_HERE = {
     ".venv/bin/dlsys simulate broadcast --algo binomial --ranks 16 --size 1MiB --link rdma-hdr --json": {},
     ".venv/bin/dlsys simulate allreduce --algo ring --ranks 512 --size 60.97MB --link sw26010": {"512": "16"},
     ".venv/bin/dlsys simulate allreduce --ranks 8 --size 16MiB --real": {"16MiB": "1MiB"},
-    ".venv/bin/dlsys simulate allreduce --algo hierarchical --ranks 512 --size 60.97MB --topology taihulight":
-        {"512": "16", "60.97MB": "1MB"},
+    ".venv/bin/dlsys simulate allreduce --algo hierarchical --ranks 512 --size 60.97MB --topology taihulight": {
+        "512": "16",
+        "60.97MB": "1MB",
+    },
     ".venv/bin/dlsys train --model mlp --dataset digits --workers 4 --strategy ps-ssp --staleness 2 --straggler 3:4": {},
     ".venv/bin/dlsys compress --pareto": {},
     ".venv/bin/dlsys train --schedule p3 --strategy ps-bsp": {},
@@ -98,7 +98,7 @@ NOT_RUN = {
     "make test": "the suite itself",
     "make demo": "the Makefile's demo is README's first simulate line (test_make_demo_is_the_readmes_simulate_line)",
     ".venv/bin/dlsys reproduce --write-docs": "rewrites tracked docs; tests/test_docs.py holds every generated "
-                                              "block equal to what it would write",
+    "block equal to what it would write",
 }
 MPI_COMMANDS = {  # run here when mpirun is there, else skipped by name
     ".venv/bin/dlsys simulate allreduce --ranks 8 --size 64MiB --backend mpi": {"8": "2", "64MiB": "64KiB"},
@@ -166,13 +166,16 @@ def test_the_readmes_lesson_on_the_hosts_of_a_hostfile(tmp_path):
     assert words[2:] == ["python", "lessons/03_ring_allreduce.py"]
     (tmp_path / "hosts").write_text("localhost slots=64\n")
     script = tmp_path / "lesson.py"
-    script.write_text("import numpy as np, dlsys\nfrom dlsys import collectives\n"
-                      "def program(comm):\n    return collectives.allreduce(comm, np.full(4, comm.rank), "
-                      "algorithm='ring')[0]\n"
-                      "run = dlsys.launch(program, 4, 'threads')\nprint(run.backend, run.values)\n")
+    script.write_text(
+        "import numpy as np, dlsys\nfrom dlsys import collectives\n"
+        "def program(comm):\n    return collectives.allreduce(comm, np.full(4, comm.rank), "
+        "algorithm='ring')[0]\n"
+        "run = dlsys.launch(program, 4, 'threads')\nprint(run.backend, run.values)\n"
+    )
     env = dict(os.environ, **dict(w.split("=", 1) for w in words[:2]))
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[0] == "mpi" and "6" in run.stdout  # DLSYS_BACKEND replaced "threads"
 

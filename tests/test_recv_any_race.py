@@ -6,9 +6,27 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys.comm.board import (ANY_SOURCE, ANY_TAG, BLOCKED, DONE, EARLIEST, EARLIEST_SRC, FROM, POSTED, PULLED,
-                              RELEASE, RUNNING, SEEN, STATE, SYNC_ACK, WAIT_SRC, WAIT_TAG, least_pending, new_board,
-                              silent)
+from dlsys.comm.board import (
+    ANY_SOURCE,
+    ANY_TAG,
+    BLOCKED,
+    DONE,
+    EARLIEST,
+    EARLIEST_SRC,
+    FROM,
+    POSTED,
+    PULLED,
+    RELEASE,
+    RUNNING,
+    SEEN,
+    STATE,
+    SYNC_ACK,
+    WAIT_SRC,
+    WAIT_TAG,
+    least_pending,
+    new_board,
+    silent,
+)
 from dlsys.comm.mailbox import Header, Mailbox
 
 

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys import collectives
-from dlsys import schedule
+from dlsys import collectives, schedule
 from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.comm.oplog import OpLog
 from dlsys.comm.replay import link_load, replay
@@ -53,8 +52,15 @@ ALGORITHMS = [(c, a) for c, names in collectives.ALGORITHMS.items() for a in nam
 def test_without_sharing_the_replay_gives_the_run_bit_for_bit(logged, collective, algorithm):
     for ranks in (2, 3, 5, 8):
         for network in ("tcp-10gbe", two_level("rdma-edr", 2, 4.0)):
-            result = dlsys.launch(collective_program, ranks, "threads", topology=network, seed=1,
-                                  args=(collective, algorithm, 1001, "float32", "sum", 1), charge_reductions=True)
+            result = dlsys.launch(
+                collective_program,
+                ranks,
+                "threads",
+                topology=network,
+                seed=1,
+                args=(collective, algorithm, 1001, "float32", "sum", 1),
+                charge_reductions=True,
+            )
             assert_replays_the_run(result)
 
 
@@ -64,8 +70,7 @@ with gzip.open(make_golden.PATH, "rt") as f:
 
 def assert_replays_the_golden(name, result):
     again = replay(result.ops, result.network, result.nodes)
-    replayed = LAUNCH.LaunchResult(result.values, again.trace, again.clocks_s, 0.0, "", result.network,
-                                   result.nodes)
+    replayed = LAUNCH.LaunchResult(result.values, again.trace, again.clocks_s, 0.0, "", result.network, result.nodes)
     got = json.loads(json.dumps(make_golden.trace_record(replayed)))
     assert got == {k: GOLDEN[name][k] for k in ("messages", "spans", "clocks_s")}, name
 
@@ -110,9 +115,10 @@ def test_k_messages_on_one_link_each_take_k_times_longer(k):
     wire_s = N / BARE.bandwidth_Bps
     shared = dlsys.launch(fan_out, k + 1, "threads", link=BARE, args=(k,), sharing=True)
     assert [m.arrive_s for m in shared.trace.messages] == pytest.approx([BARE.latency_s + k * wire_s] * k, rel=1e-13)
-    fifo = dlsys.launch(fan_out, k + 1, "threads", link=BARE, args=(k,))   # DESIGN.md: one after the other
-    assert [m.arrive_s for m in fifo.trace.messages] == pytest.approx([BARE.latency_s + (i + 1) * wire_s
-                                                                      for i in range(k)], rel=1e-13)
+    fifo = dlsys.launch(fan_out, k + 1, "threads", link=BARE, args=(k,))  # DESIGN.md: one after the other
+    assert [m.arrive_s for m in fifo.trace.messages] == pytest.approx(
+        [BARE.latency_s + (i + 1) * wire_s for i in range(k)], rel=1e-13
+    )
 
 
 @pytest.mark.parametrize("p", [2, 4, 7])
@@ -159,24 +165,36 @@ def test_max_min_no_link_carries_more_than_its_capacity():
     fabric = tree.fabric(16)
     rows = link_load(result, bins=40)
     assert rows and sum(r["nbytes"] for r in rows if r["link"].startswith("egress")) == pytest.approx(
-        sum(m.nbytes for m in result.trace.messages if m.src != m.dst), rel=1e-9)
+        sum(m.nbytes for m in result.trace.messages if m.src != m.dst), rel=1e-9
+    )
     for r in rows:
         assert r["nbytes"] <= fabric.links[r["link_id"]].capacity_Bps * (r["end_s"] - r["start_s"]) * (1 + 1e-9)
-    saturated = [r for r in rows if r["nbytes"] >= 0.99 * fabric.links[r["link_id"]].capacity_Bps
-                 * (r["end_s"] - r["start_s"])]
-    assert saturated                                          # max-min fills its bottlenecks
+    saturated = [
+        r for r in rows if r["nbytes"] >= 0.99 * fabric.links[r["link_id"]].capacity_Bps * (r["end_s"] - r["start_s"])
+    ]
+    assert saturated  # max-min fills its bottlenecks
 
 
 # --- sharing on: pinned times, and the fast path equal to the plain loop ----------------
+
 
 def shared_runs():
     """Runs whose replays with sharing are pinned below: collectives on a 4:1 two-level tree,
     a staggered all-to-all on a 2:1 fat tree (the max-min solver at work), training with
     recv_any (ps-asp) and a pipeline (model-parallel) on a flat network's shared egress."""
     for algorithm in ("ring", "hierarchical"):
-        yield f"allreduce/{algorithm}", dlsys.launch(
-            collective_program, 6, "threads", topology=two_level("rdma-edr", 2, 4.0), seed=1,
-            args=("allreduce", algorithm, 100_001, "float32", "sum", 1), charge_reductions=True)
+        yield (
+            f"allreduce/{algorithm}",
+            dlsys.launch(
+                collective_program,
+                6,
+                "threads",
+                topology=two_level("rdma-edr", 2, 4.0),
+                seed=1,
+                args=("allreduce", algorithm, 100_001, "float32", "sum", 1),
+                charge_reductions=True,
+            ),
+        )
     yield "all_to_all", dlsys.launch(all_to_all, 16, "threads", topology=fat_tree(4, 2.0, "rdma-edr"))
     for strategy in ("ps-asp", "model-parallel"):
         yield f"train/{strategy}", make_golden.run_train(strategy)[0]
@@ -187,11 +205,42 @@ def shared_runs():
 # (FlowNetwork's connections; p3share): there a message was posted while the previous one to
 # the same peer was still moving, and the two shared the link instead of following each other
 SHARED_CLOCKS_S = {
-    'allreduce/ring': [0.00012406898, 0.00011993553999999999, 0.00012406834000000002, 0.00011993489999999999, 0.00012406834000000002, 0.00011993553999999999],
-    'allreduce/hierarchical': [0.00017363606000000002, 0.00020653638, 0.0001736329, 0.00020653322, 0.00017363606000000002, 0.00020653638],
-    'all_to_all': [0.00029393130715700387, 0.0002939318531034044, 0.000293115685635668, 0.0002931162315820686, 0.00029291896949466616, 0.0002929195154410667, 0.000292576112351809, 0.0002925766582982096, 0.0002921475409232376, 0.0002921480868696381, 0.0002916503980660947, 0.00029165094401249525, 0.0002910971513128479, 0.0002910976972592485, 0.0002732503992966799, 0.000273406130262143],
-    'train/ps-asp': [0.006084431199999991, 0.006101423199999991, 0.005984521599999993, 0.006117435199999991],
-    'train/model-parallel': [0.008390377599999938, 0.008332217599999938, 0.00825381743999994],
+    "allreduce/ring": [
+        0.00012406898,
+        0.00011993553999999999,
+        0.00012406834000000002,
+        0.00011993489999999999,
+        0.00012406834000000002,
+        0.00011993553999999999,
+    ],
+    "allreduce/hierarchical": [
+        0.00017363606000000002,
+        0.00020653638,
+        0.0001736329,
+        0.00020653322,
+        0.00017363606000000002,
+        0.00020653638,
+    ],
+    "all_to_all": [
+        0.00029393130715700387,
+        0.0002939318531034044,
+        0.000293115685635668,
+        0.0002931162315820686,
+        0.00029291896949466616,
+        0.0002929195154410667,
+        0.000292576112351809,
+        0.0002925766582982096,
+        0.0002921475409232376,
+        0.0002921480868696381,
+        0.0002916503980660947,
+        0.00029165094401249525,
+        0.0002910971513128479,
+        0.0002910976972592485,
+        0.0002732503992966799,
+        0.000273406130262143,
+    ],
+    "train/ps-asp": [0.006084431199999991, 0.006101423199999991, 0.005984521599999993, 0.006117435199999991],
+    "train/model-parallel": [0.008390377599999938, 0.008332217599999938, 0.00825381743999994],
 }
 
 
@@ -199,8 +248,9 @@ def test_sharing_on_times_are_pinned_exactly(logged):
     for name, result in shared_runs():
         fabric = result.network.fabric(len(result.ops))
         for fast in (False, True):
-            assert replay(result.ops, result.network, result.nodes, fabric, False, fast).clocks_s \
-                == SHARED_CLOCKS_S[name], (name, fast)
+            assert (
+                replay(result.ops, result.network, result.nodes, fabric, False, fast).clocks_s == SHARED_CLOCKS_S[name]
+            ), (name, fast)
 
 
 def assert_fast_replay_is_the_plain_one(result):
@@ -213,8 +263,15 @@ def assert_fast_replay_is_the_plain_one(result):
 @pytest.mark.parametrize("collective,algorithm", ALGORITHMS, ids=[f"{c}/{a}" for c, a in ALGORITHMS])
 def test_with_sharing_the_fast_replay_gives_the_plain_loops_times(logged, collective, algorithm):
     for ranks in (3, 8):
-        result = dlsys.launch(collective_program, ranks, "threads", topology=two_level("rdma-edr", 2, 4.0), seed=1,
-                              args=(collective, algorithm, 1001, "float32", "sum", 1), charge_reductions=True)
+        result = dlsys.launch(
+            collective_program,
+            ranks,
+            "threads",
+            topology=two_level("rdma-edr", 2, 4.0),
+            seed=1,
+            args=(collective, algorithm, 1001, "float32", "sum", 1),
+            charge_reductions=True,
+        )
         assert_fast_replay_is_the_plain_one(result)
 
 
@@ -227,8 +284,16 @@ def test_with_sharing_the_fast_replay_takes_signals_and_waits():
     """A scheduler's ranks: a compute thread signals its communication thread, which waits
     until its own times (wait_until); launch without a trace replays on the fast path."""
     job = make_job("p3", "resnet50", 2, iterations=2)
-    result = dlsys.launch(schedule.program, job.ranks, "threads", link=LinkModel("bare", 1e-6, 1e9),
-                          node="v100", args=(job,), sharing=True, record=False)
+    result = dlsys.launch(
+        schedule.program,
+        job.ranks,
+        "threads",
+        link=LinkModel("bare", 1e-6, 1e9),
+        node="v100",
+        args=(job,),
+        sharing=True,
+        record=False,
+    )
     assert {op[0] for log in result.ops for op in log.table} >= {"signal", "wait_signal", "wait", "compute"}
     fabric = result.network.fabric(job.ranks)
     assert replay(result.ops, result.network, result.nodes, fabric, record=False).clocks_s == result.clocks_s
@@ -240,8 +305,9 @@ def test_the_op_log_keeps_each_distinct_send_and_receive_once(monkeypatch, label
     """A ring's ranks send two sizes to one neighbour and receive from the other: 3 rows.
     With labels (a trace to record) every send is its own row; the log reads the same."""
     monkeypatch.setattr(LAUNCH, "RunSpec", lambda *fields: RunSpec(*fields[:10], True, labels))
-    log = dlsys.launch(collective_program, 8, "threads", seed=1, args=("allreduce", "ring", 1001, "float32", "sum", 1),
-                       record=labels).ops[0]
+    log = dlsys.launch(
+        collective_program, 8, "threads", seed=1, args=("allreduce", "ring", 1001, "float32", "sum", 1), record=labels
+    ).ops[0]
     sends = [op for op in log if op[0] == "send"]
     assert isinstance(log, OpLog) and len(log) == 2 * len(sends) == 2 * 2 * 7
     assert len(log.table) == (len(sends) + 1 if labels else 3)
@@ -255,10 +321,11 @@ def test_the_lean_rings_log_replays_as_the_reading_rings():
     lean = simulate_collective("allreduce", "ring", 8, "1MiB", record=False, **kwargs)
     traced = simulate_collective("allreduce", "ring", 8, "1MiB", **kwargs)
     assert lean["result"].clocks_s == traced["result"].clocks_s
-    assert all(len(log.table) == 2 for log in lean["result"].ops)   # equal blocks: one send, one receive
+    assert all(len(log.table) == 2 for log in lean["result"].ops)  # equal blocks: one send, one receive
 
 
 # --- the same on every backend ----------------------------------------------------------
+
 
 def recv_any_ring(comm):
     """recv_any decides by the run's times; the replay keeps its choices."""
@@ -272,8 +339,10 @@ def recv_any_ring(comm):
     return order, collectives.allreduce(comm, x, algorithm="ring")
 
 
-BACKENDS = ["processes", pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None,
-                                                                      reason=str(mpi_unavailable())))]
+BACKENDS = [
+    "processes",
+    pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None, reason=str(mpi_unavailable()))),
+]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -287,6 +356,7 @@ def test_sharing_gives_the_same_times_on_every_backend(backend):
 
 # --- bad input --------------------------------------------------------------------------
 
+
 def test_every_topology_preset_has_a_fabric_that_holds_its_ranks():
     for name in TOPOLOGY_PRESETS:
         network = get_network(name)
@@ -294,16 +364,23 @@ def test_every_topology_preset_has_a_fabric_that_holds_its_ranks():
         assert fabric.nodes >= min(64, network.max_nodes)
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: dlsys.launch(incast, 4, "threads", topology="torus", sharing=True),
-     r"topology: unknown topology 'torus'; valid: .*flat.*two-level.*taihulight.*fat-tree.*gpu-cluster"),
-    (lambda: dlsys.launch(incast, 20, "threads", topology=fat_tree(4), sharing=True),
-     r"world_size must be an integer in 1\.\.16 \(the fat-tree topology holds 16 nodes\), got 20"),
-    (lambda: fat_tree(4, -2.0), r"oversubscription must be a finite number >= 1"),
-    (lambda: two_level("rdma-edr", 4, 0.5), r"oversubscription must be a finite number >= 1"),
-    (lambda: fat_tree(5), r"k must be an even integer >= 2"),
-    (lambda: dlsys.launch(incast, 4, "threads", sharing="yes"), r"sharing must be True or False"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (
+            lambda: dlsys.launch(incast, 4, "threads", topology="torus", sharing=True),
+            r"topology: unknown topology 'torus'; valid: .*flat.*two-level.*taihulight.*fat-tree.*gpu-cluster",
+        ),
+        (
+            lambda: dlsys.launch(incast, 20, "threads", topology=fat_tree(4), sharing=True),
+            r"world_size must be an integer in 1\.\.16 \(the fat-tree topology holds 16 nodes\), got 20",
+        ),
+        (lambda: fat_tree(4, -2.0), r"oversubscription must be a finite number >= 1"),
+        (lambda: two_level("rdma-edr", 4, 0.5), r"oversubscription must be a finite number >= 1"),
+        (lambda: fat_tree(5), r"k must be an even integer >= 2"),
+        (lambda: dlsys.launch(incast, 4, "threads", sharing="yes"), r"sharing must be True or False"),
+    ],
+)
 def test_bad_input_is_refused_before_any_rank_starts(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -311,11 +388,13 @@ def test_bad_input_is_refused_before_any_rank_starts(call, match):
 
 def test_the_cli_simulates_with_sharing(capsys):
     from dlsys.cli import main
-    assert main(["simulate", "allreduce", "--ranks", "8", "--size", "1MiB", "--topology", "two-level",
-                 "--sharing"]) == 0
+
+    assert (
+        main(["simulate", "allreduce", "--ranks", "8", "--size", "1MiB", "--topology", "two-level", "--sharing"]) == 0
+    )
     out = capsys.readouterr().out
-    assert "messages share links" in out and "none with shared links" not in out   # 8 ranks: one supernode
-    assert main(["simulate", "allreduce", "--topology", "torus", "--sharing"]) == 2   # argparse's usage error
+    assert "messages share links" in out and "none with shared links" not in out  # 8 ranks: one supernode
+    assert main(["simulate", "allreduce", "--topology", "torus", "--sharing"]) == 2  # argparse's usage error
     assert "invalid choice: 'torus'" in capsys.readouterr().err
 
 
@@ -327,11 +406,14 @@ def _two_per_machine(comm, pairs):
     return [comm.recv(source=src, tag=7).nbytes for src, dst in pairs if comm.rank == dst]
 
 
-@pytest.mark.parametrize("pairs, arrive_s", [
-    ([(0, 2)], 1e-6 + 1e-3),                      # a lone stream gets its machine's whole link
-    ([(0, 2), (1, 3)], 1e-6 + 2e-3),              # machine 0's two ranks share its egress: half each
-    ([(0, 1)], 0.0),                              # one machine: the loopback, no link, no time
-])
+@pytest.mark.parametrize(
+    "pairs, arrive_s",
+    [
+        ([(0, 2)], 1e-6 + 1e-3),  # a lone stream gets its machine's whole link
+        ([(0, 2), (1, 3)], 1e-6 + 2e-3),  # machine 0's two ranks share its egress: half each
+        ([(0, 1)], 0.0),  # one machine: the loopback, no link, no time
+    ],
+)
 def test_ranks_placed_on_machines_share_the_machines_links(pairs, arrive_s):
     network = placed(flat(LinkModel("bare", 1e-6, 1e9)), [0, 0, 1, 1])
     assert network.link_between(0, 1).bandwidth_Bps == math.inf and network.link_between(0, 2).bandwidth_Bps == 1e9

@@ -7,14 +7,28 @@ import io
 import json
 
 import pytest
+from test_figure_lint import assert_lint_clean
 
 from dlsys.cli import main
 from dlsys.experiments import reproduce
 from dlsys.viz.reproduce import claim_figure
-from test_figure_lint import assert_lint_clean
 
-RECORD_KEYS = {"claim", "paper", "where", "statement", "paper_value", "ours", "verdict", "why", "published", "dlsys",
-               "rows", "plot", "quick", "wall_time_s"}
+RECORD_KEYS = {
+    "claim",
+    "paper",
+    "where",
+    "statement",
+    "paper_value",
+    "ours",
+    "verdict",
+    "why",
+    "published",
+    "dlsys",
+    "rows",
+    "plot",
+    "quick",
+    "wall_time_s",
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +50,26 @@ def test_every_claim_names_its_paper_figure_runner_rule_and_plot():
 
 
 def test_the_issues_claims_are_all_there():
-    expected = {"ring-closed-form", "ssp-bound", "asp-vs-bsp", "terngrad-bytes", "qsgd-bytes", "onebit-bytes",
-                "topk-bytes", "dropping-bytes", "dgc-bytes", "error-feedback", "linear-scaling", "warmup", "lars",
-                "lamb", "taihulight-ring-vs-mpi", "taihulight-ps-vs-ring", "taihulight-little-difference",
-                "p3-throughput"}
+    expected = {
+        "ring-closed-form",
+        "ssp-bound",
+        "asp-vs-bsp",
+        "terngrad-bytes",
+        "qsgd-bytes",
+        "onebit-bytes",
+        "topk-bytes",
+        "dropping-bytes",
+        "dgc-bytes",
+        "error-feedback",
+        "linear-scaling",
+        "warmup",
+        "lars",
+        "lamb",
+        "taihulight-ring-vs-mpi",
+        "taihulight-ps-vs-ring",
+        "taihulight-little-difference",
+        "p3-throughput",
+    }
     assert expected <= set(reproduce.CLAIMS)
 
 
@@ -102,15 +132,20 @@ def test_feedback_effect_weighs_the_gap_of_the_means_against_the_seeds_spread():
 def _runs(accuracy: dict) -> list[dict]:
     """Synthetic feedback runs: {(method, feedback): [accuracy per seed]} at 2 epochs, dense 0.95."""
     runs = [{"method": "none", "feedback": False, "epochs": 2, "seed": s, "test_accuracy": 0.95} for s in range(3)]
-    return runs + [{"method": m, "feedback": fb, "epochs": 2, "seed": s, "test_accuracy": a}
-                   for (m, fb), values in accuracy.items() for s, a in enumerate(values)]
+    return runs + [
+        {"method": m, "feedback": fb, "epochs": 2, "seed": s, "test_accuracy": a}
+        for (m, fb), values in accuracy.items()
+        for s, a in enumerate(values)
+    ]
 
 
 def test_error_feedback_verdict_follows_its_rule():
     from dlsys.experiments.compression import FEEDBACK_METHODS
+
     direction = {m: {"moved": 1.0 if m == "onebit" else 0.01, "cosine": 0.5} for m in FEEDBACK_METHODS}
     helps = {(m, True): [0.90, 0.91, 0.92] for m in FEEDBACK_METHODS} | {
-        (m, False): [0.80, 0.81, 0.82] for m in FEEDBACK_METHODS}
+        (m, False): [0.80, 0.81, 0.82] for m in FEEDBACK_METHODS
+    }
     judge = reproduce.judge_error_feedback
     assert judge({}, {"runs": _runs(helps), "direction": direction})[0] == "holds"
     onebit_ties = helps | {("onebit", False): [0.90, 0.91, 0.92]}
@@ -123,9 +158,15 @@ def test_error_feedback_verdict_follows_its_rule():
 
 def test_error_feedback_record_holds_every_seed(quick_records):
     from dlsys.experiments.compression import FEEDBACK_EPOCHS, FEEDBACK_METHODS, FEEDBACK_SEEDS
+
     r = next(r for r in quick_records if r["claim"] == "error-feedback")
-    expected = {f"{m} {side}, {e} epochs, seed {s}" for m in FEEDBACK_METHODS for side in ("with", "without")
-                for e in FEEDBACK_EPOCHS for s in FEEDBACK_SEEDS}
+    expected = {
+        f"{m} {side}, {e} epochs, seed {s}"
+        for m in FEEDBACK_METHODS
+        for side in ("with", "without")
+        for e in FEEDBACK_EPOCHS
+        for s in FEEDBACK_SEEDS
+    }
     expected |= {f"dense, {e} epochs, seed {s}" for e in FEEDBACK_EPOCHS for s in FEEDBACK_SEEDS}
     assert set(r["dlsys"]) == expected and all(0 < a <= 1 for a in r["dlsys"].values())
     assert "quick: the full run's accuracies as cached" in r["ours"]
@@ -133,20 +174,26 @@ def test_error_feedback_record_holds_every_seed(quick_records):
 
 def test_the_cached_feedback_runs_are_what_a_fresh_run_gives():
     from dlsys.experiments import compression as ex
+
     fresh = ex.feedback_runs(("topk",), 2, [3, 4])
-    cached = [r for r in ex.cached_feedback() if r["epochs"] == 2 and r["seed"] in (3, 4)
-              and r["method"] in ("none", "topk")]
+    cached = [
+        r for r in ex.cached_feedback() if r["epochs"] == 2 and r["seed"] in (3, 4) and r["method"] in ("none", "topk")
+    ]
     assert fresh == cached  # deterministic: stale only if the code changed (`dlsys compress --feedback --write-cache`)
 
 
-@pytest.mark.parametrize("methods,epochs,seeds,match", [
-    (("nope",), 2, [0, 1], "methods: need one or more of none, "),
-    ((), 2, [0, 1], "methods: need one or more"),
-    (("topk",), 0, [0, 1], "epochs must be an integer >= 1"),
-    (("topk",), 2, [0, 0], "seeds: need two or more distinct seeds"),
-    (("topk",), 2, [-1, 0], "seed must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "methods,epochs,seeds,match",
+    [
+        (("nope",), 2, [0, 1], "methods: need one or more of none, "),
+        ((), 2, [0, 1], "methods: need one or more"),
+        (("topk",), 0, [0, 1], "epochs must be an integer >= 1"),
+        (("topk",), 2, [0, 0], "seeds: need two or more distinct seeds"),
+        (("topk",), 2, [-1, 0], "seed must be an integer >= 0"),
+    ],
+)
 def test_feedback_runs_refuse_bad_input_before_training(methods, epochs, seeds, match):
     from dlsys.experiments import compression as ex
+
     with pytest.raises(ValueError, match=match):
         ex.feedback_runs(methods, epochs, seeds)

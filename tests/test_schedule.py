@@ -1,6 +1,7 @@
 """Overlap and scheduling: the same numbers under every policy, closed forms for FIFO and
 WFBP, P3 <= WFBP <= FIFO where the network is the bottleneck, priorities in the trace,
 identical traces on threads and processes, bad inputs."""
+
 import math
 from dataclasses import replace
 
@@ -9,15 +10,18 @@ import pytest
 
 from dlsys import schedule
 from dlsys.comm import SIGNAL, launch
+from dlsys.comm.replay import link_load
 from dlsys.experiments import schedule as ex
 from dlsys.experiments import train
-from dlsys.comm.replay import link_load
 from dlsys.machine.net import LinkModel, get_link, get_node
 from dlsys.machine.topology import flat, placed
 from dlsys.train import TrainConfig
 
-SMALL = {"p3": {"slice_params": 1000}, "bytescheduler": {"partition_params": 1000, "credit_bytes": 8000},
-         "fusion": {"bucket_mb": 0.02}}  # the digits MLP's layers are 4,160 parameters: make the policies cut them
+SMALL = {
+    "p3": {"slice_params": 1000},
+    "bytescheduler": {"partition_params": 1000, "credit_bytes": 8000},
+    "fusion": {"bucket_mb": 0.02},
+}  # the digits MLP's layers are 4,160 parameters: make the policies cut them
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +58,7 @@ def test_odsgd_on_several_servers_takes_replies_that_overtake_each_other():
 
 # --- closed forms: one worker, one server, an emulated chain of layers ------------------------
 
+
 def chain_iteration_s(layers, release, link: LinkModel, node) -> float:
     """The clock rules by hand for one worker and one server: the sender posts each item at
     its release (FIFO: all at the end of backward), the server replies at once, the last
@@ -86,7 +91,7 @@ def test_fifo_and_wfbp_equal_their_closed_form(policy):
     def release(layer, backward_end):
         if policy == "fifo":
             return backward_end
-        after = [l for l in layers[layers.index(layer):]]  # its own backward and those above it
+        after = [l for l in layers[layers.index(layer) :]]  # its own backward and those above it
         return backward_end - sum(backward[l.name] for l in layers) + sum(backward[l.name] for l in after)
 
     record = ex.simulate_schedule(policy, "alexnet", 1, "tcp-10gbe", "v100", servers=1)
@@ -129,26 +134,37 @@ def test_a_lower_priority_item_never_departs_while_a_higher_one_waits():
     ready = {}  # layer name -> backward end times, one per iteration
     for s in result.trace.spans:
         if s.rank == compute and s.label.startswith("backward "):
-            ready.setdefault(s.label[len("backward "):], []).append(s.end_s)
+            ready.setdefault(s.label[len("backward ") :], []).append(s.end_s)
     pushes = [m for m in result.trace.messages if m.src == sender and m.phase != SIGNAL]
     per_iteration = len(items)
     assert len(pushes) == per_iteration * 3
     for it in range(3):
-        batch = pushes[it * per_iteration:(it + 1) * per_iteration]
+        batch = pushes[it * per_iteration : (it + 1) * per_iteration]
         order = [int(m.label.rsplit("[item ", 1)[1].rstrip("]")) for m in batch]  # "push conv3 slice 2 of 5 [item 17]"
         # credit 0: a slice is posted onto an idle link, so it departs one send overhead later
         post = {k: m.depart_s - ex.parse_link("10Gbps").send_overhead_s(m.nbytes) for k, m in zip(order, batch)}
         for k in order:
-            released_before = [j for j in order
-                               if items[j].priority < items[k].priority
-                               and ready[job.layers[items[j].layers[0]].name][it] <= post[k] - 1e-12]
+            released_before = [
+                j
+                for j in order
+                if items[j].priority < items[k].priority
+                and ready[job.layers[items[j].layers[0]].name][it] <= post[k] - 1e-12
+            ]
             assert all(post[j] <= post[k] for j in released_before), (it, k)
 
 
 def test_identical_traces_on_threads_and_processes():
-    runs = [ex.simulate_schedule("bytescheduler", "alexnet", 2, "10Gbps", backend=b,
-                                 options={"partition_params": 4_000_000, "credit_bytes": 32e6})
-            for b in ("threads", "processes")]
+    runs = [
+        ex.simulate_schedule(
+            "bytescheduler",
+            "alexnet",
+            2,
+            "10Gbps",
+            backend=b,
+            options={"partition_params": 4_000_000, "credit_bytes": 32e6},
+        )
+        for b in ("threads", "processes")
+    ]
     assert runs[0]["result"].trace == runs[1]["result"].trace
 
 
@@ -168,13 +184,16 @@ def test_ddp_buckets_are_at_most_the_cap_unless_one_layer_is_bigger():
         assert 4 * item.size <= 25e6 or len(item.layers) == 1
 
 
-@pytest.mark.parametrize("policy, options, message", [
-    ("p3", {"slice_params": 0}, "slice_params"),
-    ("bytescheduler", {"partition_params": 1000, "credit_bytes": 100}, "credit_bytes"),
-    ("fusion", {"bucket_mb": 0}, "bucket_mb"),
-    ("gossip", {}, "unknown policy"),
-    ("wfbp", {"slice_params": 5}, "unknown option"),
-])
+@pytest.mark.parametrize(
+    "policy, options, message",
+    [
+        ("p3", {"slice_params": 0}, "slice_params"),
+        ("bytescheduler", {"partition_params": 1000, "credit_bytes": 100}, "credit_bytes"),
+        ("fusion", {"bucket_mb": 0}, "bucket_mb"),
+        ("gossip", {}, "unknown policy"),
+        ("wfbp", {"slice_params": 5}, "unknown option"),
+    ],
+)
 def test_bad_policies_fail_before_any_rank_starts(policy, options, message):
     with pytest.raises(ValueError, match=message):
         ex.make_job(policy, "alexnet", 2, options=options)
@@ -195,8 +214,10 @@ def test_cli_schedule(capsys):
     import json
 
     from dlsys.cli import main
-    assert main(["schedule", "--model", "alexnet", "--policy", "p3", "--workers", "2", "--link", "10Gbps",
-                 "--json"]) == 0
+
+    assert (
+        main(["schedule", "--model", "alexnet", "--policy", "p3", "--workers", "2", "--link", "10Gbps", "--json"]) == 0
+    )
     record = json.loads(capsys.readouterr().out)
     assert record["policy"] == "p3" and record["iteration_s"] >= record["compute_s"]
     assert main(["schedule", "--policy", "wfbp", "--slice-params", "5"]) == 2
@@ -209,8 +230,24 @@ def test_cli_schedule_sweep_gives_each_option_to_its_policy_and_refuses_a_single
     import json
 
     from dlsys.cli import main
-    assert main(["schedule", "--model", "alexnet", "--workers", "2", "--sweep", "10Gbps", "--slice-params", "4000000",
-                 "--json"]) == 0
+
+    assert (
+        main(
+            [
+                "schedule",
+                "--model",
+                "alexnet",
+                "--workers",
+                "2",
+                "--sweep",
+                "10Gbps",
+                "--slice-params",
+                "4000000",
+                "--json",
+            ]
+        )
+        == 0
+    )
     rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["p3"]["describe"] == "p3 (slices of 4,000,000 parameters)"
     assert main(["schedule", "--sweep", "10Gbps", "--policy", "p3", "--iterations", "4"]) == 2
@@ -218,6 +255,7 @@ def test_cli_schedule_sweep_gives_each_option_to_its_policy_and_refuses_a_single
 
 
 # --- every policy's colour and options reach the CLI, the experiments and the figures ----------
+
 
 def test_every_policy_has_a_colour_and_describes_each_constructor_option():
     colours = [policy.colour for policy in schedule.POLICIES.values()]
@@ -229,9 +267,15 @@ def test_every_policy_has_a_colour_and_describes_each_constructor_option():
             assert option.kind in ("integer", "number", "size") and option.low <= schedule.default_of(option.name)
             assert option.axis_title.endswith(")") and option.help
     from dlsys.viz import schedule as viz
-    rows = [{"policy": p, "describe": p, "bandwidth_Bps": b, "iteration_s": 1.0, "compute_s": 0.5}
-            for b in (1e9, 2e9) for p in schedule.POLICIES]
-    lines = {trace.legendgroup: trace.line.color for trace in viz.iteration_vs_bandwidth(rows).data if trace.legendgroup}
+
+    rows = [
+        {"policy": p, "describe": p, "bandwidth_Bps": b, "iteration_s": 1.0, "compute_s": 0.5}
+        for b in (1e9, 2e9)
+        for p in schedule.POLICIES
+    ]
+    lines = {
+        trace.legendgroup: trace.line.color for trace in viz.iteration_vs_bandwidth(rows).data if trace.legendgroup
+    }
     assert lines == {name: policy.colour for name, policy in schedule.POLICIES.items()}
 
 
@@ -252,8 +296,19 @@ def test_every_policy_option_reaches_the_cli_the_experiments_and_the_figure(opti
         assert option not in ex.KNOBS
         return
     assert ex.KNOBS[option] == policy
-    rows = [{"option": option, "value": value, "policy": policy, "describe": policy, "model": "alexnet",
-             "iteration_s": 1.0, "compute_s": 0.5, "overlap": 0.5, "items": 10}]
+    rows = [
+        {
+            "option": option,
+            "value": value,
+            "policy": policy,
+            "describe": policy,
+            "model": "alexnet",
+            "iteration_s": 1.0,
+            "compute_s": 0.5,
+            "overlap": 0.5,
+            "items": 10,
+        }
+    ]
     fig = viz.option_tradeoff(rows * 2)
     assert fig.layout.xaxis.title.text == described.axis_title
     assert fig.data[0].line.color == schedule.POLICIES[policy].colour
@@ -261,6 +316,7 @@ def test_every_policy_option_reaches_the_cli_the_experiments_and_the_figure(opti
 
 
 # --- what the app page and lesson 10 draw ----------------------------------------------------
+
 
 def test_lanes_hold_worker_0s_compute_pushes_and_pulls():
     job = ex.make_job("wfbp", "alexnet", 2, servers=2)
@@ -284,8 +340,11 @@ def test_lanes_hold_worker_0s_compute_pushes_and_pulls():
 def test_compare_policies_and_sweeps():
     records = ex.compare_policies(["fifo", "p3"], "alexnet", 2, "10Gbps", options={"p3": {"slice_params": 4_000_000}})
     assert [r["policy"] for r in records] == ["fifo", "p3"] and "result" not in records[0]
-    assert records[1]["items"] == len(ex.make_job("p3", "alexnet", 2, options={"slice_params": 4_000_000})
-                                       .policy.items(list(ex.layers("alexnet", 32))))
+    assert records[1]["items"] == len(
+        ex.make_job("p3", "alexnet", 2, options={"slice_params": 4_000_000}).policy.items(
+            list(ex.layers("alexnet", 32))
+        )
+    )
     assert records[0]["layers"][0] == ex.layers("alexnet", 32)[0].name
     assert all(r["end_s"] >= max(b["end_s"] for b in r["lanes"]) for r in records)
     rows = ex.option_sweep("bucket_mb", (1.0, 25.0, 1000.0), "alexnet", 2)
@@ -293,13 +352,23 @@ def test_compare_policies_and_sweeps():
     assert all(r["option"] == "bucket_mb" and r["policy"] == "fusion" for r in rows)
     with pytest.raises(ValueError, match="option"):
         ex.option_sweep("cycle_ms", (1.0,))
-    sweep = [{"bandwidth_Bps": b, "policy": p, "iteration_s": t} for b, p, t in
-             ((1, "fifo", 4.0), (1, "p3", 3.0), (2, "fifo", 2.0), (2, "p3", 1.0), (3, "fifo", 1.0), (3, "p3", 1.0))]
+    sweep = [
+        {"bandwidth_Bps": b, "policy": p, "iteration_s": t}
+        for b, p, t in (
+            (1, "fifo", 4.0),
+            (1, "p3", 3.0),
+            (2, "fifo", 2.0),
+            (2, "p3", 1.0),
+            (3, "fifo", 1.0),
+            (3, "p3", 1.0),
+        )
+    ]
     gap = ex.widest_gap(sweep)
     assert gap["bandwidth_Bps"] == 2 and gap["fastest"]["policy"] == "p3" and gap["slowest"]["policy"] == "fifo"
 
 
 # --- P3 as its paper ran it: MXNet's KVStore, co-located servers, a per-slice server cost ----
+
 
 def one_layer_per_size(sizes):
     out, offset = [], 0
@@ -327,7 +396,9 @@ def test_mxnet_splits_arrays_from_the_big_array_bound_evenly_over_every_server()
     assert placed[0][0].layers == (5,)
     small_bound = schedule.make("mxnet", bigarray_bound=10).placed(layers, 2)  # 999,999 / 2 = 499,999.5 rounds up
     assert [(item.lo, item.hi, s) for item, s in small_bound if item.layers == (0,)] == [
-        (0, 500_000, 0), (500_000, 999_999, 1)]
+        (0, 500_000, 0),
+        (500_000, 999_999, 1),
+    ]
 
 
 @pytest.mark.parametrize("policy, servers", [("mxnet", 4), ("mxnet", 3), ("p3", 4), ("wfbp", 4), ("fusion", 2)])
@@ -360,8 +431,9 @@ def test_colocated_servers_share_each_machines_link_by_hand():
     crosses a link (no hairpin)."""
     n, flops, c = 1_000_000, 2e9, 25e-6
     link, node = LinkModel("10 Gbit/s, no overheads", 25e-6, 1.25e9), get_node("v100")
-    job = schedule.Job((schedule.Layer("fc", n, 0, flops),), schedule.make("wfbp"), "ps", 2, 2, 4,
-                       colocated=True, server_slice_s=c)
+    job = schedule.Job(
+        (schedule.Layer("fc", n, 0, flops),), schedule.make("wfbp"), "ps", 2, 2, 4, colocated=True, server_slice_s=c
+    )
     assert job.machine_of == (0, 1, 0, 0, 0, 1, 1, 1)
     network = placed(flat(link), job.machine_of)
     w = 4 * (n + 1) / link.bandwidth_Bps
@@ -400,10 +472,13 @@ def test_p3_reproduction_rows_and_cli(capsys):
     import json
 
     from dlsys.cli import main
+
     rows = ex.p3_reproduction("digits", ["10Gbps"], workers=2)  # the shared-link replay: a small model
     assert rows[0]["gain"] == pytest.approx(rows[0]["mxnet_s"] / rows[0]["p3_s"] - 1)
     assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None and rows[0]["sharing"]
-    assert rows[0]["ceiling_gain"] == pytest.approx(rows[0]["mxnet_s"] / max(rows[0]["compute_s"], rows[0]["bound_s"]) - 1)
+    assert rows[0]["ceiling_gain"] == pytest.approx(
+        rows[0]["mxnet_s"] / max(rows[0]["compute_s"], rows[0]["bound_s"]) - 1
+    )
     assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
     assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps"]) == 0
     assert f"(at most {rows[0]['ceiling_gain']:+.0%} by the bound)" in capsys.readouterr().out
@@ -430,13 +505,16 @@ def test_p3s_server_takes_the_first_layer_first():
 
     job = ex.make_job("p3", "alexnet", 2, servers=2, iterations=2, colocated=True, options={"slice_params": 200_000})
     network = placed(flat(ex.parse_link("10Gbps")), job.machine_of)
-    runs = {name: launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(j,))
-            for name, j in (("priority", job), ("first come", replace(job, policy=FirstComeP3(200_000))))}
+    runs = {
+        name: launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(j,))
+        for name, j in (("priority", job), ("first come", replace(job, policy=FirstComeP3(200_000))))
+    }
     compute = job.rank_of("compute", 0)
     first = f"wait for {next(layer.name for layer in job.layers if layer.params)}"
 
     def first_forward_wait(result):
         return [s.end_s - s.start_s for s in result.trace.spans if s.rank == compute and s.label == first][-1]
+
     assert first_forward_wait(runs["priority"]) < first_forward_wait(runs["first come"])
 
 
@@ -460,9 +538,21 @@ def test_the_anatomy_of_resnet50_under_p3():
 
 def test_colocated_shared_runs_are_the_same_on_threads_and_processes():
     """The servers' and receivers' recv_any and the shared-link replay are deterministic."""
-    runs = [ex.simulate_schedule("p3", "alexnet", 2, "10Gbps", servers=2, iterations=2, backend=backend,
-                                 colocated=True, options={"slice_params": 2_000_000},
-                                 server_slice_s=schedule.MXNET_SERVER_SLICE_S) for backend in ("threads", "processes")]
+    runs = [
+        ex.simulate_schedule(
+            "p3",
+            "alexnet",
+            2,
+            "10Gbps",
+            servers=2,
+            iterations=2,
+            backend=backend,
+            colocated=True,
+            options={"slice_params": 2_000_000},
+            server_slice_s=schedule.MXNET_SERVER_SLICE_S,
+        )
+        for backend in ("threads", "processes")
+    ]
     assert runs[0]["result"].clocks_s == runs[1]["result"].clocks_s
 
 
@@ -473,8 +563,16 @@ def test_the_shared_replay_keeps_p3s_sockets_at_their_high_water_mark():
     queued (ZMQ_SNDHWM = 1): slice i + 2 to a peer leaves once slice i's last byte has left
     (its flow's completion minus the route's latency: Communicator.wait_left, resolved on
     the replay's flows), and the fast replay gives the reading replay's clocks."""
-    job = ex.make_job("p3", "alexnet", 2, servers=2, iterations=2, options={"slice_params": 2_000_000},
-                      colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+    job = ex.make_job(
+        "p3",
+        "alexnet",
+        2,
+        servers=2,
+        iterations=2,
+        options={"slice_params": 2_000_000},
+        colocated=True,
+        server_slice_s=schedule.MXNET_SERVER_SLICE_S,
+    )
     network = placed(flat(ex.parse_link("10Gbps")), job.machine_of)
     result = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True)
     latency_s = network.link.latency_s
@@ -486,8 +584,9 @@ def test_the_shared_replay_keeps_p3s_sockets_at_their_high_water_mark():
         remote = job.machine_of[dst] != job.machine_of[src]
         left = [m.arrive_s - (latency_s if remote else 0.0) for m in on_socket]
         assert all(b.depart_s >= a_left - 1e-12 for a_left, b in zip(left, on_socket[2:])), (src, dst)
-    fast = launch(schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True,
-                  record=False)
+    fast = launch(
+        schedule.program, job.ranks, "threads", topology=network, node="v100", args=(job,), sharing=True, record=False
+    )
     assert fast.clocks_s == result.clocks_s
 
 
@@ -495,6 +594,7 @@ def test_overlap_by_bisection_is_the_sum_over_every_pair():
     """experiments.schedule._overlap_s skips the pairs that cannot meet: the same float as
     the sum over every pair, for ordered spans and for any others."""
     from dlsys.experiments.schedule import _overlap_s
+
     rng = np.random.default_rng(3)
     for _ in range(50):
         cuts = np.sort(rng.random(2 * 30)).tolist()

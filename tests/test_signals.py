@@ -26,8 +26,12 @@ BACKEND_PARAMS = ["threads", "processes", pytest.param("mpi", marks=needs_mpi)]
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 # how the launcher ends: Python re-raises SIGINT's KeyboardInterrupt as the signal itself;
 # SIGTERM and SIGHUP exit with the shell's 128 + n (launch's SystemExit)
-EXIT = {signal.SIGINT: -signal.SIGINT, signal.SIGTERM: 128 + signal.SIGTERM,
-        signal.SIGHUP: 128 + signal.SIGHUP, signal.SIGKILL: -signal.SIGKILL}
+EXIT = {
+    signal.SIGINT: -signal.SIGINT,
+    signal.SIGTERM: 128 + signal.SIGTERM,
+    signal.SIGHUP: 128 + signal.SIGHUP,
+    signal.SIGKILL: -signal.SIGKILL,
+}
 
 # argv: backend, ready file, how the ranks busy themselves ("python" or "c": a call that
 # holds the GIL and never returns to Python, where no watchdog thread of the rank can run)
@@ -111,8 +115,12 @@ def stop_and_check(proc: subprocess.Popen, sig: int, ready: str, before: set) ->
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_a_signalled_launcher_leaves_nothing(backend, sig, tmp_path):
     ready, before = str(tmp_path / "ready"), open_mpi_files()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, backend, ready, "python"], stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PYTHONPATH=REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, backend, ready, "python"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     returncode, stderr = stop_and_check(proc, sig, ready, before)
     assert returncode == EXIT[sig], stderr
     if sig in (signal.SIGTERM, signal.SIGHUP):
@@ -124,8 +132,12 @@ def test_a_signalled_launcher_leaves_nothing(backend, sig, tmp_path):
 def test_a_killed_launcher_ends_ranks_stuck_in_a_c_call(tmp_path):
     """The rank's watcher thread would need the GIL: the parent-death signal needs none."""
     ready, before = str(tmp_path / "ready"), open_mpi_files()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, "processes", ready, "c"], stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PYTHONPATH=REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, "processes", ready, "c"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     assert stop_and_check(proc, signal.SIGKILL, ready, before)[0] == -signal.SIGKILL
 
 
@@ -136,14 +148,18 @@ def test_a_killed_launcher_ends_ranks_stuck_in_a_c_call(tmp_path):
 def test_a_signalled_dlsys_mpirun_leaves_nothing(sig, tmp_path):
     script, ready, before = tmp_path / "script.py", str(tmp_path / "ready"), open_mpi_files()
     script.write_text(SCRIPT)
-    proc = subprocess.Popen([sys.executable, "-m", "dlsys.cli", "mpirun", "-n", "2", "--", sys.executable,
-                             str(script), ready], stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlsys.cli", "mpirun", "-n", "2", "--", sys.executable, str(script), ready],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     returncode, stderr = stop_and_check(proc, sig, ready, before)
     assert returncode != 0, stderr
 
 
 # --- the edge cases, the same on every backend ---
+
 
 def send_to_a_finished_rank(comm):
     if comm.rank == 0:
@@ -216,5 +232,8 @@ def test_what_a_rank_forks_ends_with_the_run(backend, tmp_path):
     assert dlsys.launch(forks, 2, backend, args=(str(tmp_path),), timeout_s=60).values == [0, 1]
     assert time.monotonic() - start < 30  # not held until the deadline by the fork's pipes
     pids = [int((tmp_path / str(r)).read_text()) for r in range(2)]
-    poll(lambda: not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE],
-         10, lambda: f"forked processes remain: {pids}")
+    poll(
+        lambda: not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE],
+        10,
+        lambda: f"forked processes remain: {pids}",
+    )

@@ -30,17 +30,22 @@ def _probe() -> str | None:
 
 
 REASON = _probe()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"SimGrid unavailable ({REASON}); `make simgrid` installs it")
+pytestmark = pytest.mark.skipif(
+    REASON is not None, reason=f"SimGrid unavailable ({REASON}); `make simgrid` installs it"
+)
 
 
 def simgrid_finish(fabric, flows) -> list[float]:
     pairs = sorted({(f.src, f.dst) for f in flows})
-    case = {"nodes": fabric.nodes,
-            "links": [[link.name, link.capacity_Bps, link.latency_s] for link in fabric.links],
-            "routes": [[s, d, list(fabric.route(s, d))] for s, d in pairs],
-            "flows": [[f.src, f.dst, int(f.nbytes), f.ready_s] for f in flows]}
-    done = subprocess.run([sys.executable, str(RUNNER)], input=json.dumps(case), capture_output=True, text=True,
-                          timeout=300)
+    case = {
+        "nodes": fabric.nodes,
+        "links": [[link.name, link.capacity_Bps, link.latency_s] for link in fabric.links],
+        "routes": [[s, d, list(fabric.route(s, d))] for s, d in pairs],
+        "flows": [[f.src, f.dst, int(f.nbytes), f.ready_s] for f in flows],
+    }
+    done = subprocess.run(
+        [sys.executable, str(RUNNER)], input=json.dumps(case), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)["finish_s"]
 
@@ -72,8 +77,7 @@ def all_to_all():
     """All-to-all on a k = 4 fat tree (16 hosts) oversubscribed 2:1, sizes 1-3 x 1 MiB,
     sources ready 50 us apart."""
     fabric = fat_tree(4, 2.0, "rdma-edr")
-    return fabric, [Flow(s, d, (1 + (s + d) % 3) * MiB, s * 50e-6)
-                    for s in range(16) for d in range(16) if s != d]
+    return fabric, [Flow(s, d, (1 + (s + d) % 3) * MiB, s * 50e-6) for s in range(16) for d in range(16) if s != d]
 
 
 def gpu_all_to_all():
@@ -83,8 +87,13 @@ def gpu_all_to_all():
     return fabric, [Flow(s, d, 4 * MiB, 0.0) for s in range(16) for d in range(16) if s != d]
 
 
-PATTERNS = {"incast": incast, "ring": ring, "recursive-doubling": recursive_doubling, "all-to-all": all_to_all,
-            "gpu-all-to-all": gpu_all_to_all}
+PATTERNS = {
+    "incast": incast,
+    "ring": ring,
+    "recursive-doubling": recursive_doubling,
+    "all-to-all": all_to_all,
+    "gpu-all-to-all": gpu_all_to_all,
+}
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -102,12 +111,14 @@ def test_simgrid_cm02_shares_by_inverse_route_latency():
     latency, so flows of unequal latency on one link share it in proportion to 1 / latency
     (TCP's RTT unfairness). flows.py reproduces that with weights = 1 / latency."""
     from dlsys.machine.fabric import FabricLink, explicit
+
     links = [FabricLink("shared", 1e9), FabricLink("short", 1e12, 1e-4), FabricLink("long", 1e12, 3e-4)]
-    fabric = explicit("rtt", 3, links, {(0, 2): (1, 0), (1, 2): (2, 0), (2, 0): (0,), (2, 1): (0,), (0, 1): (1,),
-                                        (1, 0): (2,)})
+    fabric = explicit(
+        "rtt", 3, links, {(0, 2): (1, 0), (1, 2): (2, 0), (2, 0): (0,), (2, 1): (0,), (0, 1): (1,), (1, 0): (2,)}
+    )
     flows = [Flow(0, 2, 10**8, 0.0), Flow(1, 2, 10**8, 0.0)]
     theirs = simgrid_finish(fabric, flows)
     weighted = simulate_flows(fabric, flows, weights=[1 / 1e-4, 1 / 3e-4]).finish_s
     assert max(abs(a - b) / b for a, b in zip(weighted, theirs)) <= 1e-9
     fair = simulate_flows(fabric, flows).finish_s
-    assert abs(fair[0] - theirs[0]) / theirs[0] > 0.4            # plain max-min: 0.1999 s, not 0.1334 s
+    assert abs(fair[0] - theirs[0]) / theirs[0] > 0.4  # plain max-min: 0.1999 s, not 0.1334 s

@@ -11,8 +11,11 @@ from dlsys.comm import DeadlockError
 from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.machine.net import LinkModel
 
-BACKENDS = ["threads", "processes",
-            pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None, reason="no MPI"))]
+BACKENDS = [
+    "threads",
+    "processes",
+    pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None, reason="no MPI")),
+]
 
 
 def neighbours(comm):
@@ -103,20 +106,23 @@ def test_the_eager_limit_makes_only_larger_sends_synchronous():
             return comm.clock
         comm.compute(seconds=1.0)
         comm.recv(source=0)
+
     assert dlsys.launch(program, 2, "threads", link=LINK, eager_limit_bytes=400).values[0] < 1.0
     assert dlsys.launch(program, 2, "threads", link=LINK, eager_limit_bytes=399).values[0] == 1.0 + 1e-3
 
 
 def test_default_and_large_eager_limit_keep_the_buffered_trace():
     from dlsys.experiments import collective_program
+
     args = ("allreduce", "ring", 64, "float32", "sum", 0)
     base = dlsys.launch(collective_program, 4, "threads", args=args)
     big = dlsys.launch(collective_program, 4, "threads", args=args, eager_limit_bytes=1 << 20)
     assert big.trace.spans == base.trace.spans and big.trace.messages == base.trace.messages
 
 
-@pytest.mark.parametrize("kwargs", [{"eager_limit_bytes": -1}, {"eager_limit_bytes": 1.5},
-                                    {"eager_limit_bytes": 0, "sharing": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"eager_limit_bytes": -1}, {"eager_limit_bytes": 1.5}, {"eager_limit_bytes": 0, "sharing": True}]
+)
 def test_bad_eager_limit_is_refused_before_any_rank_starts(kwargs):
     with pytest.raises(ValueError, match="eager_limit_bytes"):
         dlsys.launch(everyone_sends_first, 2, "threads", **kwargs)

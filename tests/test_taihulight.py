@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from dlsys import collectives
-from dlsys.train import caffe
 from dlsys.cli import main
 from dlsys.experiments import taihulight as study
+from dlsys.experiments.collectives import simulate_collective
 from dlsys.machine.net import get_node
 from dlsys.machine.profiles import profile
 from dlsys.machine.topology import two_level
-from dlsys.experiments.collectives import simulate_collective
+from dlsys.train import caffe
 from dlsys.viz.links import link_load_figure
 
 POWERS = (2, 4, 8, 16, 32, 64)
@@ -102,8 +102,9 @@ def test_a_contiguous_net_shares_one_buffer_and_a_scattered_one_packs():
     net.layers[2].blob.diff[:] = 7
     assert np.shares_memory(net.layers[2].blob.diff, net.diff) and net.flat("diff") is net.diff
     scattered = caffe.Net(profile("alexnet"), scale=1000, contiguous=False)
-    assert np.array_equal(scattered.flat("data"), net.data) and not np.shares_memory(scattered.flat("data"),
-                                                                                      scattered.layers[0].blob.data)
+    assert np.array_equal(scattered.flat("data"), net.data) and not np.shares_memory(
+        scattered.flat("data"), scattered.layers[0].blob.data
+    )
 
 
 def test_sweeps_to_512_nodes_finish_in_seconds():
@@ -135,8 +136,15 @@ def test_mpich_s_step_order_keeps_its_big_halves_inside_a_supernode():
     """At 512 nodes on the TaihuLight, ours sends half the vector across supernodes first;
     MPICH's (distance 1 first) sends only 1/512 of it across, at its last step."""
     rows = {r["algorithm"]: r for r in study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,), library="mpich")}
-    ours = simulate_collective("allreduce", "rabenseifner", 512, rows["ring"]["nbytes"], record=False,
-                               topology="taihulight", max_memory_bytes=study.MAX_MEMORY_BYTES)
+    ours = simulate_collective(
+        "allreduce",
+        "rabenseifner",
+        512,
+        rows["ring"]["nbytes"],
+        record=False,
+        topology="taihulight",
+        max_memory_bytes=study.MAX_MEMORY_BYTES,
+    )
     assert rows["rabenseifner_distance_doubling"]["virtual_time_s"] < ours["virtual_time_s"]
 
 
@@ -145,15 +153,20 @@ def test_versus_mpi_refuses_an_unknown_library():
         study.ring_vs_mpi(library="lam")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(nodes=0), r"nodes must be an integer in 1\.\.40960 \(the taihulight topology holds 40960 nodes\), got 0"),
-    (dict(nodes=50_000), r"nodes must be an integer in 1\.\.40960"),
-    (dict(model="vgg"), r"model: unknown model 'vgg'; valid: alexnet, googlenet, resnet50"),
-    (dict(design="async"), r"design: unknown design 'async'; valid: ps, ps-gather, ps-reduce, ring"),
-    (dict(library="lam"), r"library: unknown MPI library 'lam'; valid: mpich, openmpi, taihulight-mpi"),
-    (dict(nodes=9, topology=two_level("sw26010", 4, 4.0, supernodes=2)),
-     r"nodes must be an integer in 1\.\.8 \(the two-level topology holds 8 nodes\), got 9"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(nodes=0), r"nodes must be an integer in 1\.\.40960 \(the taihulight topology holds 40960 nodes\), got 0"),
+        (dict(nodes=50_000), r"nodes must be an integer in 1\.\.40960"),
+        (dict(model="vgg"), r"model: unknown model 'vgg'; valid: alexnet, googlenet, resnet50"),
+        (dict(design="async"), r"design: unknown design 'async'; valid: ps, ps-gather, ps-reduce, ring"),
+        (dict(library="lam"), r"library: unknown MPI library 'lam'; valid: mpich, openmpi, taihulight-mpi"),
+        (
+            dict(nodes=9, topology=two_level("sw26010", 4, 4.0, supernodes=2)),
+            r"nodes must be an integer in 1\.\.8 \(the two-level topology holds 8 nodes\), got 9",
+        ),
+    ],
+)
 def test_bad_input_is_refused_before_any_rank_starts(kwargs, message, monkeypatch):
     monkeypatch.setattr(study, "launch", lambda *a, **k: pytest.fail("a rank started"))
     with pytest.raises(ValueError, match=message):
@@ -213,6 +226,7 @@ def test_cli_refuses_bad_nodes_with_the_range(capsys):
 
 # --- links that messages share (issue 24) -----------------------------------------------------
 
+
 def test_with_sharing_the_512_node_ring_is_its_flat_closed_form_and_the_paper_s_mpi_is_slower():
     """Two supernodes: the ring's two crossing messages a step get the whole link (no static
     quarter share), so it equals 2(p-1)(alpha + n/(pB)) on the sw26010 link; recursive
@@ -257,10 +271,12 @@ def test_with_sharing_the_ring_design_keeps_its_flat_form_and_the_ps_designs_run
 
 def test_sharing_is_refused_unless_a_bool(monkeypatch):
     monkeypatch.setattr(study, "launch", lambda *a, **k: pytest.fail("a rank started"))
-    for call in (lambda: study.run_design("alexnet", "ring", 4, sharing="yes"),
-                 lambda: study.sweep("alexnet", "ring", (2, 4), sharing=1),
-                 lambda: study.ring_vs_mpi(nodes=(2,), sharing=None),
-                 lambda: study.recursive_doubling_form_s(8, 1e6, sharing="on")):
+    for call in (
+        lambda: study.run_design("alexnet", "ring", 4, sharing="yes"),
+        lambda: study.sweep("alexnet", "ring", (2, 4), sharing=1),
+        lambda: study.ring_vs_mpi(nodes=(2,), sharing=None),
+        lambda: study.recursive_doubling_form_s(8, 1e6, sharing="on"),
+    ):
         with pytest.raises(ValueError, match="sharing must be True or False"):
             call()
     with pytest.raises(ValueError, match="nodes must be a power of two >= 2, got 12"):
@@ -272,8 +288,20 @@ def test_link_load_rows_show_the_ring_s_crossing_links_nearly_idle():
     assert {r["series"] for r in rows} == {"recursive_doubling, links shared"}
     peak = max(r["nbytes"] / (r["end_s"] - r["start_s"]) / r["capacity_Bps"] for r in rows if r["link"] == "up0")
     assert peak == pytest.approx(1.0, rel=1e-6)  # its last step fills the uplink
-    assert study.boundary_links(512) == ["egress0", "ingress0", "egress255", "ingress255", "up0", "down0",
-                                         "egress256", "ingress256", "egress511", "ingress511", "up1", "down1"]
+    assert study.boundary_links(512) == [
+        "egress0",
+        "ingress0",
+        "egress255",
+        "ingress255",
+        "up0",
+        "down0",
+        "egress256",
+        "ingress256",
+        "egress511",
+        "ingress511",
+        "up1",
+        "down1",
+    ]
     fig = link_load_figure(rows, links=study.boundary_links(512))
     assert list(fig.data[0].y) == study.boundary_links(512) and max(map(max, fig.data[0].z)) <= 100 + 1e-6
     assert "no bytes" in link_load_figure([]).layout.annotations[0].text

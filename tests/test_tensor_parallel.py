@@ -17,9 +17,15 @@ from dlsys.train.tensor_parallel import TPConfig
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
 import make_golden  # noqa: E402
 
-LAYOUTS = [dict(tp=1), dict(tp=2), dict(tp=4), dict(dp=2, tp=2),
-           dict(tp=2, sequence_parallel=True), dict(tp=4, sequence_parallel=True),
-           dict(dp=2, tp=2, sequence_parallel=True)]
+LAYOUTS = [
+    dict(tp=1),
+    dict(tp=2),
+    dict(tp=4),
+    dict(dp=2, tp=2),
+    dict(tp=2, sequence_parallel=True),
+    dict(tp=4, sequence_parallel=True),
+    dict(dp=2, tp=2, sequence_parallel=True),
+]
 STEPS = 3
 
 
@@ -102,8 +108,14 @@ def test_communication_against_closed_forms(layout):
     closed = tpm.bytes_per_step(config)
     assert sum(m.nbytes for m in result.trace.messages) == closed["tp"] + closed["dp"]
     grid = config.check()
-    started = {phase: sum(1 for m in result.trace.messages if m.src == 0 and m.phase == phase and m.step == 0
-                          and m.dst in grid.tp_members(0)) for phase in ("reduce-scatter", "allgather")}
+    started = {
+        phase: sum(
+            1
+            for m in result.trace.messages
+            if m.src == 0 and m.phase == phase and m.step == 0 and m.dst in grid.tp_members(0)
+        )
+        for phase in ("reduce-scatter", "allgather")
+    }
     counts = tpm.collectives_per_step(config)
     allreduces = sum(c for k, c in counts.items() if k.endswith("allreduce"))
     assert started["reduce-scatter"] == allreduces + sum(c for k, c in counts.items() if k.endswith("reduce_scatter"))
@@ -116,8 +128,12 @@ def test_per_layer_counts():
     replicated output layer; backward 2 more all-gathers a layer (the column-parallel inputs)."""
     assert tpm.collectives_per_step(TPConfig(tp=4, layers=3)) == {"forward allreduce": 6, "backward allreduce": 6}
     assert tpm.collectives_per_step(TPConfig(tp=4, layers=3, sequence_parallel=True)) == {
-        "forward allgather": 7, "forward reduce_scatter": 6,
-        "backward allgather": 13, "backward reduce_scatter": 6, "backward allreduce": 1}
+        "forward allgather": 7,
+        "forward reduce_scatter": 6,
+        "backward allgather": 13,
+        "backward reduce_scatter": 6,
+        "backward allreduce": 1,
+    }
     assert tpm.collectives_per_step(TPConfig(tp=1)) == {}
 
 
@@ -129,18 +145,28 @@ def test_trace_identical_on_every_backend(layout, backend):
     config = TPConfig(**layout)
     on_threads, other = tpm.run(config, "threads"), tpm.run(config, backend)
     assert make_golden.trace_record(other) == make_golden.trace_record(on_threads)
-    assert ([make_golden.digest(v["params"]) for v in other.values]
-            == [make_golden.digest(v["params"]) for v in on_threads.values])
+    assert [make_golden.digest(v["params"]) for v in other.values] == [
+        make_golden.digest(v["params"]) for v in on_threads.values
+    ]
 
 
-@pytest.mark.parametrize("layout, message", [
-    (dict(tp=3, heads=4), r"tp must divide world size = 3, heads = 4, d_model = 16, d_ff = 64: one of \[1\], got 3"),
-    (dict(tp=8, heads=4), r"tp must divide world size = 8, heads = 4, d_model = 16, d_ff = 64: one of \[1, 2, 4\], got 8"),
-    (dict(tp=2, dp=3, batch=4), r"dp must divide the batch 4: one of \[1, 2, 4\], got 3"),
-    (dict(tp=4, seq_len=6, sequence_parallel=True), r"seq_len = 6: one of \[1, 2\], got 4"),
-    (dict(tp=2, d_model=18, heads=6, d_ff=36), None),
-    (dict(dtype="float16"), "dtype must be float32 or float64"),
-])
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        (
+            dict(tp=3, heads=4),
+            r"tp must divide world size = 3, heads = 4, d_model = 16, d_ff = 64: one of \[1\], got 3",
+        ),
+        (
+            dict(tp=8, heads=4),
+            r"tp must divide world size = 8, heads = 4, d_model = 16, d_ff = 64: one of \[1, 2, 4\], got 8",
+        ),
+        (dict(tp=2, dp=3, batch=4), r"dp must divide the batch 4: one of \[1, 2, 4\], got 3"),
+        (dict(tp=4, seq_len=6, sequence_parallel=True), r"seq_len = 6: one of \[1, 2\], got 4"),
+        (dict(tp=2, d_model=18, heads=6, d_ff=36), None),
+        (dict(dtype="float16"), "dtype must be float32 or float64"),
+    ],
+)
 def test_bad_layouts_refused_before_any_rank_starts(layout, message, monkeypatch):
     monkeypatch.setattr(tpm, "tensor_parallel_program", None)  # a rank starting would fail otherwise
     config = TPConfig(**layout)
@@ -165,11 +191,12 @@ def test_split_layers_follow_megatron():
     assert isinstance(attn, nn.MultiHeadAttention)
     parts = [tpm.shard_of(attn.params["Wqkv"], "qkv", i, 2) for i in range(2)]
     d = attn.d_model
-    np.testing.assert_array_equal(parts[1][:, :d // 2], attn.params["Wqkv"][:, d // 2:d])  # Q of heads 2, 3
+    np.testing.assert_array_equal(parts[1][:, : d // 2], attn.params["Wqkv"][:, d // 2 : d])  # Q of heads 2, 3
     np.testing.assert_array_equal(tpm.unshard(parts, "qkv"), attn.params["Wqkv"])
     for how in ("columns", "rows"):
         np.testing.assert_array_equal(
-            tpm.unshard([tpm.shard_of(attn.params["Wo"], how, i, 4) for i in range(4)], how), attn.params["Wo"])
+            tpm.unshard([tpm.shard_of(attn.params["Wo"], how, i, 4) for i in range(4)], how), attn.params["Wo"]
+        )
 
 
 def _matmul_flops(config: TPConfig) -> int:

@@ -31,8 +31,10 @@ def test_supernodes_group_consecutive_ranks():
 @pytest.mark.parametrize("algorithm", collectives.ALGORITHMS["allreduce"])
 def test_a_flat_topology_gives_the_trace_of_no_topology(algorithm):
     args = ("allreduce", algorithm, 13, "float32", "sum", 0)
-    runs = [dlsys.launch(collective_program, 6, "threads", link="tcp-10gbe", args=args, **extra)
-            for extra in ({}, {"topology": "flat"}, {"topology": flat("tcp-10gbe")})]
+    runs = [
+        dlsys.launch(collective_program, 6, "threads", link="tcp-10gbe", args=args, **extra)
+        for extra in ({}, {"topology": "flat"}, {"topology": flat("tcp-10gbe")})
+    ]
     for run in runs[1:]:
         assert run.trace.messages == runs[0].trace.messages and run.trace.spans == runs[0].trace.spans
         assert run.clocks_s == runs[0].clocks_s
@@ -57,8 +59,9 @@ def test_on_the_tree_crossing_supernodes_costs_the_uplink():
     clocks = dlsys.launch(ping, 5, "threads", topology=TREE).values
     inside, across = TREE.link, TREE.uplink
     assert clocks[1] == pytest.approx(inside.message_s(1000))
-    assert clocks[4] == pytest.approx(inside.send_overhead_s(1000) * 2 + across.latency_s + 1000 / across.bandwidth_Bps
-                                      + across.recv_overhead_s(1000))
+    assert clocks[4] == pytest.approx(
+        inside.send_overhead_s(1000) * 2 + across.latency_s + 1000 / across.bandwidth_Bps + across.recv_overhead_s(1000)
+    )
 
 
 def test_the_ring_is_slower_on_the_tree_and_has_no_closed_form_there():
@@ -72,7 +75,9 @@ def test_the_ring_is_slower_on_the_tree_and_has_no_closed_form_there():
 def test_bad_topologies_are_refused_before_any_rank_starts():
     with pytest.raises(ValueError, match="world_size must be an integer in 1..8"):
         dlsys.launch(lambda comm: None, 9, "threads", topology=two_level("rdma-edr", 4, 2.0, supernodes=2))
-    with pytest.raises(ValueError, match="unknown topology 'torus'; valid: flat, two-level, taihulight, fat-tree, gpu-cluster"):
+    with pytest.raises(
+        ValueError, match="unknown topology 'torus'; valid: flat, two-level, taihulight, fat-tree, gpu-cluster"
+    ):
         get_topology("torus")
     with pytest.raises(ValueError, match="oversubscription must be a finite number >= 1"):
         two_level("rdma-edr", 4, 0.5)
@@ -87,14 +92,26 @@ def test_get_network_resolves_each_way_to_name_a_network():
     assert get_network(TREE, "tcp-1gbe") is TREE  # a Topology: itself
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: get_network("torus", argument="topology"), r"topology: unknown topology 'torus'; valid: tcp-1gbe, .* "
-                                                        r"\(links\), flat, two-level, taihulight, fat-tree, gpu-cluster \(topologies\)"),
-    (lambda: get_network(None, "wifi"), r"link: unknown link preset 'wifi'; valid: tcp-1gbe"),
-    (lambda: get_network(3.0), r"network: unknown network 3\.0; valid"),
-    (lambda: dlsys.launch(lambda comm: None, 2, "threads", topology="torus"), r"topology: unknown topology 'torus'"),
-    (lambda: simulate_collective("allreduce", "ring", 2, 64, topology=["flat"]), r"topology: unknown topology \['flat'\]"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            lambda: get_network("torus", argument="topology"),
+            r"topology: unknown topology 'torus'; valid: tcp-1gbe, .* "
+            r"\(links\), flat, two-level, taihulight, fat-tree, gpu-cluster \(topologies\)",
+        ),
+        (lambda: get_network(None, "wifi"), r"link: unknown link preset 'wifi'; valid: tcp-1gbe"),
+        (lambda: get_network(3.0), r"network: unknown network 3\.0; valid"),
+        (
+            lambda: dlsys.launch(lambda comm: None, 2, "threads", topology="torus"),
+            r"topology: unknown topology 'torus'",
+        ),
+        (
+            lambda: simulate_collective("allreduce", "ring", 2, 64, topology=["flat"]),
+            r"topology: unknown topology \['flat'\]",
+        ),
+    ],
+)
 def test_a_bad_network_names_the_argument_and_the_accepted_names(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dlsys
-from dlsys.learn import optim
 from dlsys.experiments import train
+from dlsys.learn import optim
 from dlsys.train import STRATEGIES, DistributedOptimizer, TrainConfig, broadcast_parameters, build_model, split_stages
 
 F64 = TrainConfig(epochs=2, batch_size=8, dtype="float64")
@@ -70,6 +70,7 @@ def test_checkpoint_and_resume_are_bit_identical(tmp_path):
 
 def test_horovod_programming_model_keeps_every_copy_identical():
     """A user program: broadcast rank 0's weights, wrap SGD, train on rank-local data."""
+
     def program(comm):
         model = build_model(replace(F64, seed=comm.rank))  # different initial weights per rank
         broadcast_parameters(comm, model.params)
@@ -91,15 +92,18 @@ def test_pipeline_stages_balance_flops_and_report_the_bubble():
     assert all(m.label.startswith(("activation", "gather")) for m in record["result"].trace.messages)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"strategy": "gossip"}, "strategy must be one of"),
-    ({"workers": 0}, "workers must be"),
-    ({"workers": 100}, "exceeds the 1347 training samples"),
-    ({"strategy": "model-parallel", "workers": 6}, "stages <= layers"),
-    ({"straggler": (4, 2.0)}, "straggler worker"),
-    ({"strategy": "allreduce", "fail": (0, 1)}, "parameter-server"),
-    ({"strategy": "local-sgd", "period": 0}, "period must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"strategy": "gossip"}, "strategy must be one of"),
+        ({"workers": 0}, "workers must be"),
+        ({"workers": 100}, "exceeds the 1347 training samples"),
+        ({"strategy": "model-parallel", "workers": 6}, "stages <= layers"),
+        ({"straggler": (4, 2.0)}, "straggler worker"),
+        ({"strategy": "allreduce", "fail": (0, 1)}, "parameter-server"),
+        ({"strategy": "local-sgd", "period": 0}, "period must be"),
+    ],
+)
 def test_bad_input_is_rejected_before_any_rank_starts(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train(**{"config": TrainConfig(epochs=1), **kwargs})
@@ -113,17 +117,27 @@ def option_values(tmp_path) -> dict:
     """A value every registry option accepts, as a train() keyword (or the TrainConfig field) and as flags."""
     from dlsys.machine.storage import IOModel
     from dlsys.train import Compression
-    return {"servers": (2, ["--servers", "2"]), "staleness": (3, ["--staleness", "3"]),
-            "period": (2, ["--period", "2"]), "micro_batches": (2, ["--micro-batches", "2"]),
-            "fail": ((1, 3), ["--fail", "1:3"]), "checkpoint": (tmp_path, ["--checkpoint", str(tmp_path)]),
-            "resume": (tmp_path, ["--resume", str(tmp_path)]), "evals_per_epoch": (2, None),
-            "record_layers": (True, None), "compression": (Compression("topk"), ["--compress", "topk"]),
-            "io": (IOModel(batch_size=TrainConfig().batch_size), ["--storage", "hdd"]),
-            "optimizer": ("lars", ["--optimizer", "lars"]), "warmup_epochs": (1, ["--warmup-epochs", "1"])}
+
+    return {
+        "servers": (2, ["--servers", "2"]),
+        "staleness": (3, ["--staleness", "3"]),
+        "period": (2, ["--period", "2"]),
+        "micro_batches": (2, ["--micro-batches", "2"]),
+        "fail": ((1, 3), ["--fail", "1:3"]),
+        "checkpoint": (tmp_path, ["--checkpoint", str(tmp_path)]),
+        "resume": (tmp_path, ["--resume", str(tmp_path)]),
+        "evals_per_epoch": (2, None),
+        "record_layers": (True, None),
+        "compression": (Compression("topk"), ["--compress", "topk"]),
+        "io": (IOModel(batch_size=TrainConfig().batch_size), ["--storage", "hdd"]),
+        "optimizer": ("lars", ["--optimizer", "lars"]),
+        "warmup_epochs": (1, ["--warmup-epochs", "1"]),
+    }
 
 
 def test_every_registry_option_is_taken_by_the_strategies_listing_it_and_refused_by_name_elsewhere(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     from dlsys.experiments import training
     from dlsys.train.strategies import CONFIG_OPTIONS, OPTIONS
 
@@ -136,8 +150,11 @@ def test_every_registry_option_is_taken_by_the_strategies_listing_it_and_refused
     config = TrainConfig(epochs=2)
     for name, strategy in STRATEGIES.items():
         for option, (value, _) in values.items():
-            call = ({"config": replace(config, **{option: value})} if option in CONFIG_OPTIONS
-                    else {"config": config, option: value})
+            call = (
+                {"config": replace(config, **{option: value})}
+                if option in CONFIG_OPTIONS
+                else {"config": config, option: value}
+            )
             if option not in strategy.options:
                 with pytest.raises(ValueError, match=f"^{option} is not an option of {name}; it is modelled for "):
                     train(name, workers=4, **call)
@@ -175,6 +192,7 @@ def test_every_registry_option_on_the_command_line(tmp_path, monkeypatch, capsys
 
 def test_the_command_line_offers_the_registrys_strategies():
     from dlsys.cli import build_parser
+
     parser = build_parser("train")
     command = next(a for a in parser._subparsers._group_actions[0].choices.values())
     strategy = next(a for a in command._actions if a.dest == "strategy")
@@ -190,6 +208,7 @@ def test_bad_config_names_the_argument():
 
 def test_cli_train_json(capsys):
     from dlsys.cli import main
+
     assert main(["train", "--strategy", "local-sgd", "--epochs", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"test_accuracy", "virtual_time_s", "bytes_moved", "max_staleness"} <= out.keys()
@@ -202,12 +221,15 @@ def test_training_page_runs_every_tab():
     from pathlib import Path
 
     from streamlit.testing.v1 import AppTest
+
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"), default_timeout=120)
     at.run()
     at.switch_page("views/training.py").run()
-    for tab, settings in (("Who waits: BSP, SSP, ASP", {"train_straggler": 8.0, "train_staleness": 0}),
-                          ("Push and pull", {"train_pp_servers": 3, "train_pp_consistency": "ps-asp"}),
-                          ("Data vs model parallel", {"train_micro": 16, "train_period": 1})):
+    for tab, settings in (
+        ("Who waits: BSP, SSP, ASP", {"train_straggler": 8.0, "train_staleness": 0}),
+        ("Push and pull", {"train_pp_servers": 3, "train_pp_consistency": "ps-asp"}),
+        ("Data vs model parallel", {"train_micro": 16, "train_period": 1}),
+    ):
         at.session_state["train_view"] = tab
         for key, value in settings.items():
             at.session_state[key] = value

@@ -45,10 +45,18 @@ def seq_input(n=3, s=5, d=8, seed=0):
     return np.random.default_rng(seed).standard_normal((n, s, d))
 
 
-@pytest.mark.parametrize("layer", [nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 6), nn.MultiHeadAttention(8, 2),
-                                   nn.MultiHeadAttention(8, 4, causal=False),
-                                   nn.Residual(nn.LayerNorm(8), nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))],
-                         ids=["layernorm", "gelu", "linear-seq", "attention", "attention-full", "residual-mlp"])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        nn.LayerNorm(8),
+        nn.GELU(),
+        nn.Linear(8, 6),
+        nn.MultiHeadAttention(8, 2),
+        nn.MultiHeadAttention(8, 4, causal=False),
+        nn.Residual(nn.LayerNorm(8), nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8)),
+    ],
+    ids=["layernorm", "gelu", "linear-seq", "attention", "attention-full", "residual-mlp"],
+)
 def test_layer_gradients_match_finite_differences(layer):
     model = nn.Sequential([layer], (5, 8), seed=3, dtype=np.float64)
     if isinstance(layer, nn.LayerNorm):  # g = 1, b = 0 at init: perturb them so their gradients matter
@@ -99,7 +107,7 @@ def test_activation_bytes_match_korthikanti_count():
     s, b, h, a, layers = 12, 3, 16, 4, 2
     model = nn.transformer(vocab=10, seq_len=s, d_model=h, heads=a, layers=layers)
     model.forward(np.random.default_rng(0).integers(0, 10, (b, s)))
-    blocks = sum(a_.nbytes for layer in model.layers[1:1 + 2 * layers] for a_ in layer.saved().values())
+    blocks = sum(a_.nbytes for layer in model.layers[1 : 1 + 2 * layers] for a_ in layer.saved().values())
     formula = activation_bytes(Transformer(layers, h, a, s, b), element_nbytes=4, dropout=False)
     assert blocks == formula + layers * 2 * s * b * 4
     assert nn.activation_nbytes(model) > blocks

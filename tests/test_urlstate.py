@@ -20,22 +20,51 @@ ANOTHER = object()  # "an option other than the widget's default", for options r
 # widgets (test_every_bound_key_is_covered checks this covers every url_key of the sources).
 STATES = {
     "views/collectives.py": [
-        {"coll_collective": "allgather", "coll_algorithm_allgather": "recursive_doubling", "coll_ranks": 4,
-         "coll_size": 2**20, "coll_link": "rdma-edr", "coll_backend": "processes", "coll_view": "Timeline"},
-        {"coll_view": "Link load", "coll_load_pattern": "incast", "coll_load_fabric": "flat", "coll_load_over": 2,
-         "coll_load_sharing": False},
+        {
+            "coll_collective": "allgather",
+            "coll_algorithm_allgather": "recursive_doubling",
+            "coll_ranks": 4,
+            "coll_size": 2**20,
+            "coll_link": "rdma-edr",
+            "coll_backend": "processes",
+            "coll_view": "Timeline",
+        },
+        {
+            "coll_view": "Link load",
+            "coll_load_pattern": "incast",
+            "coll_load_fabric": "flat",
+            "coll_load_over": 2,
+            "coll_load_sharing": False,
+        },
     ],
     "views/cost_model.py": [
-        {"cost_ranks": 16, "cost_size": 2**20, "cost_link": "rdma-edr", "cost_check": False,
-         "cost_library": "openmpi", "cost_view": "Against ranks"},
+        {
+            "cost_ranks": 16,
+            "cost_size": 2**20,
+            "cost_link": "rdma-edr",
+            "cost_check": False,
+            "cost_library": "openmpi",
+            "cost_view": "Against ranks",
+        },
     ],
     "views/ps_vs_ring.py": [{"ps_workers": 4, "ps_size": 2**20, "ps_link": "tcp-1gbe", "ps_view": "Bytes per rank"}],
     "views/training.py": [
-        {"train_link": "tcp-10gbe", "train_epochs": 1, "train_straggler": 2.0, "train_staleness": 1,
-         "train_timeline_run": "ASP"},
+        {
+            "train_link": "tcp-10gbe",
+            "train_epochs": 1,
+            "train_straggler": 2.0,
+            "train_staleness": 1,
+            "train_timeline_run": "ASP",
+        },
         {"train_epochs": 1, "train_view": "Push and pull", "train_pp_servers": 2, "train_pp_consistency": "ps-asp"},
-        {"train_epochs": 1, "train_view": "Data vs model parallel", "train_micro": 2, "train_period": 2,
-         "train_big_batch": 64, "train_split_timeline_run": "local SGD K=2"},
+        {
+            "train_epochs": 1,
+            "train_view": "Data vs model parallel",
+            "train_micro": 2,
+            "train_period": 2,
+            "train_big_batch": 64,
+            "train_split_timeline_run": "local SGD K=2",
+        },
     ],
     "views/compression.py": [
         {"cmp_method": "qsgd", "cmp_bits": 8, "cmp_view": "Per model", "cmp_model": "alexnet"},
@@ -47,21 +76,51 @@ STATES = {
         {"lb_view": "LARS and LAMB", "lb_layers_opt": ANOTHER},
     ],
     "views/schedule.py": [
-        {"sched_model": "alexnet", "sched_workers": 1, "sched_link": "25Gbps", "sched_policies": ["fifo", "wfbp"],
-         "sched_slice": 1_000_000, "sched_credit": 32, "sched_bucket": 50, "sched_view": "Slice, credit and bucket size",
-         "sched_sweep": "bucket_mb"},
+        {
+            "sched_model": "alexnet",
+            "sched_workers": 1,
+            "sched_link": "25Gbps",
+            "sched_policies": ["fifo", "wfbp"],
+            "sched_slice": 1_000_000,
+            "sched_credit": 32,
+            "sched_bucket": 50,
+            "sched_view": "Slice, credit and bucket size",
+            "sched_sweep": "bucket_mb",
+        },
     ],
     "views/memory.py": [
-        {"mem_model": "GPT-3 (175B)", "mem_ranks": 512, "mem_device": 80, "mem_tp": 8, "mem_optimizer": "sgd",
-         "mem_precision": "fp32", "mem_recompute": "full", "mem_view": "ZeRO Figure 1"},
+        {
+            "mem_model": "GPT-3 (175B)",
+            "mem_ranks": 512,
+            "mem_device": 80,
+            "mem_tp": 8,
+            "mem_optimizer": "sgd",
+            "mem_precision": "fp32",
+            "mem_recompute": "full",
+            "mem_view": "ZeRO Figure 1",
+        },
         {"mem_model": "free size", "mem_params_b": 1.5, "mem_view": "Communication per step", "mem_step_layout": "DDP"},
     ],
     "views/pipelines.py": [
         {"pipe_schedule": "interleaved", "pipe_stages": 2, "pipe_microbatches": 6, "pipe_chunks": 3},
-        {"pipe_view": "All-to-all and experts", "a2a_algorithm": "bruck", "a2a_ranks": 4, "a2a_block": 256,
-         "a2a_link": "tcp-10gbe", "moe_ep": 2, "moe_top_k": 2, "moe_capacity": 1.5},
-        {"pipe_view": "The planner", "plan_model": "1b", "plan_gpus": 32, "plan_batch": 512, "plan_device": 40,
-         "plan_pick": 2},
+        {
+            "pipe_view": "All-to-all and experts",
+            "a2a_algorithm": "bruck",
+            "a2a_ranks": 4,
+            "a2a_block": 256,
+            "a2a_link": "tcp-10gbe",
+            "moe_ep": 2,
+            "moe_top_k": 2,
+            "moe_capacity": 1.5,
+        },
+        {
+            "pipe_view": "The planner",
+            "plan_model": "1b",
+            "plan_gpus": 32,
+            "plan_batch": 512,
+            "plan_device": 40,
+            "plan_pick": 2,
+        },
     ],
     "views/playground.py": [
         {"pg_starter": ANOTHER, "pg_ranks": 3, "pg_link": "rdma-edr", "pg_topology": ANOTHER, "pg_n": 16384},
@@ -77,8 +136,16 @@ STATES = {
     ],
     "views/papers.py": [{"papers_claim": ANOTHER}],
     "views/taihulight.py": [
-        {"thl_model": "resnet50", "thl_nodes": 16, "thl_layout": "scattered", "thl_topology": "flat",
-         "thl_sharing": False, "thl_library": "mpich", "thl_ps": "ps-gather", "thl_view": "Timeline"},
+        {
+            "thl_model": "resnet50",
+            "thl_nodes": 16,
+            "thl_layout": "scattered",
+            "thl_topology": "flat",
+            "thl_sharing": False,
+            "thl_library": "mpich",
+            "thl_ps": "ps-gather",
+            "thl_view": "Timeline",
+        },
     ],
 }
 # keys that stay out of the URL on purpose: a link should not start a measurement or a 20 s
@@ -134,18 +201,34 @@ def test_every_bound_key_is_covered_and_every_widget_is_bound():
     for page in pages.PAGES:
         source = (APP_DIR / page.path).read_text()
         for key in bound_keys(source):
-            assert any(k.startswith(key.rstrip("*")) for k in covered) if key.endswith("*") else key in covered, \
-                (page.path, key)
-        plain = {kw.value.value for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-                 for kw in node.keywords if kw.arg == "key" and isinstance(kw.value, ast.Constant)}
-        charts = {n.args[1].value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
-                  and isinstance(n.func, ast.Name) and n.func.id == "chart" and len(n.args) > 1
-                  and isinstance(n.args[1], ast.Constant)}
+            assert any(k.startswith(key.rstrip("*")) for k in covered) if key.endswith("*") else key in covered, (
+                page.path,
+                key,
+            )
+        plain = {
+            kw.value.value
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call)
+            for kw in node.keywords
+            if kw.arg == "key" and isinstance(kw.value, ast.Constant)
+        }
+        charts = {
+            n.args[1].value
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "chart"
+            and len(n.args) > 1
+            and isinstance(n.args[1], ast.Constant)
+        }
         assert plain - charts <= UNBOUND, (page.path, plain - charts - UNBOUND)
 
 
-@pytest.mark.parametrize("page, state", [(page, state) for page, states in STATES.items() for state in states],
-                         ids=lambda x: x if isinstance(x, str) else ",".join(x))
+@pytest.mark.parametrize(
+    "page, state",
+    [(page, state) for page, states in STATES.items() for state in states],
+    ids=lambda x: x if isinstance(x, str) else ",".join(x),
+)
 def test_every_widget_round_trips_through_the_url(page, state):
     """Set the widgets, take the URL the page wrote, open it in a new session: same widgets."""
     at = AppTest.from_file(APP, default_timeout=180)
@@ -169,18 +252,34 @@ def test_every_widget_round_trips_through_the_url(page, state):
 
 # per page: a link with a bad value for each kind of widget, and good values that must stay
 BAD = {
-    "views/collectives.py": ({"presenter": "maybe", "figure_format": "jpeg", "coll_ranks": "many",
-                              "coll_link": "carrier-pigeon", "coll_size": "12345", "coll_view": "Nope"},
-                             {"coll_collective": "allgather", "coll_backend": "threads"}),
-    "views/performance.py": ({"perf_ranks": "4.5", "perf_speedup": "9", "perf_view": "Memory traffic!"},
-                             {"perf_size": str(16 * 2**20)}),
+    "views/collectives.py": (
+        {
+            "presenter": "maybe",
+            "figure_format": "jpeg",
+            "coll_ranks": "many",
+            "coll_link": "carrier-pigeon",
+            "coll_size": "12345",
+            "coll_view": "Nope",
+        },
+        {"coll_collective": "allgather", "coll_backend": "threads"},
+    ),
+    "views/performance.py": (
+        {"perf_ranks": "4.5", "perf_speedup": "9", "perf_view": "Memory traffic!"},
+        {"perf_size": str(16 * 2**20)},
+    ),
     "views/memory.py": ({"mem_params_b": "-1", "mem_ranks": "3"}, {"mem_model": "free size", "mem_device": "80"}),
-    "views/schedule.py": ({"sched_policies": '["fifo", "bogus"]', "sched_workers": "0"},
-                          {"sched_model": "alexnet", "sched_view": "Against bandwidth"}),
+    "views/schedule.py": (
+        {"sched_policies": '["fifo", "bogus"]', "sched_workers": "0"},
+        {"sched_model": "alexnet", "sched_view": "Against bandwidth"},
+    ),
 }
-ACCEPTED = {"presenter": "must be one of false, true", "coll_ranks": "must be an integer in 2..16",
-            "perf_speedup": "must be a number in 1..4", "mem_params_b": "must be a number in 0.001..2000",
-            "sched_policies": "must be a list of some of fifo, wfbp"}
+ACCEPTED = {
+    "presenter": "must be one of false, true",
+    "coll_ranks": "must be an integer in 2..16",
+    "perf_speedup": "must be a number in 1..4",
+    "mem_params_b": "must be a number in 0.001..2000",
+    "sched_policies": "must be a list of some of fifo, wfbp",
+}
 
 
 @pytest.mark.parametrize("page", BAD)
@@ -200,7 +299,8 @@ def test_presenter_maybe_is_a_warning_not_a_traceback():
     at = open_with_url("views/home.py", {"presenter": "maybe"})
     assert [w.value for w in at.warning] == [
         "This link's values that cannot be used were dropped (those widgets show their defaults): "
-        "presenter=maybe: must be one of false, true."]
+        "presenter=maybe: must be one of false, true."
+    ]
     assert at.toggle(key="presenter").value is False and at.query_params["presenter"] == "false"
 
 
@@ -217,6 +317,7 @@ def unchecked_page():
     """A page binding keys without options or range (as a page written before the checks)."""
     import streamlit as st
     import urlstate
+
     notice = urlstate.start_url_run()
     try:
         st.slider("ranks", 2, 16, 8, key=urlstate.url_key("ranks"))
@@ -227,8 +328,13 @@ def unchecked_page():
         urlstate.save_url(notice)
 
 
-@pytest.mark.parametrize("params, named", [({"ranks": "many"}, "ranks=many: its widget refused it"),
-                                           ({"link": "pigeon"}, "link=pigeon: its widget does not offer it")])
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"ranks": "many"}, "ranks=many: its widget refused it"),
+        ({"link": "pigeon"}, "link=pigeon: its widget does not offer it"),
+    ],
+)
 def test_an_unchecked_key_still_falls_back_and_is_named(params, named):
     at = AppTest.from_function(unchecked_page)
     for k, v in params.items():

@@ -5,19 +5,26 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
+from test_figure_lint import assert_lint_clean
 
 from dlsys import experiments as E
-from dlsys.comm import Message, Span, Trace
-from dlsys.machine.datapath import ring_allreduce_traffic_bytes
 from dlsys.collectives import REGISTRY, closed_form
-import plotly.io as pio
-
+from dlsys.comm import Message, Span, Trace
 from dlsys.experiments import schedule as ex_schedule
+from dlsys.machine.datapath import ring_allreduce_traffic_bytes
 from dlsys.viz import catalogue, comm, costs, datapath, lessons, schedule, style, training
-from test_figure_lint import assert_lint_clean
-from dlsys.viz.units import (byte_ticks, count_ticks, format_bytes, format_rate, format_seconds, linear_byte_ticks,
-                             time_ticks, time_unit)
+from dlsys.viz.units import (
+    byte_ticks,
+    count_ticks,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    linear_byte_ticks,
+    time_ticks,
+    time_unit,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +49,21 @@ def test_axis_ticks_are_binary_sizes_and_decades():
 
 def _training_records():
     def record(first_rank):
-        losses = [dict(rank=r, time_s=t * 1e-3, loss=2.0 / (t + 1)) for t in range(1, 6)
-                  for r in range(first_rank, first_rank + 2)]
-        return dict(losses=losses, workers=2, virtual_time_s=5e-3, bytes_moved=3 * 2**20, test_accuracy=0.9,
-                    staleness_histogram={0: 4, 1: 2}, accuracy_curve=[dict(time_s=5e-3, test_accuracy=0.9)])
+        losses = [
+            dict(rank=r, time_s=t * 1e-3, loss=2.0 / (t + 1))
+            for t in range(1, 6)
+            for r in range(first_rank, first_rank + 2)
+        ]
+        return dict(
+            losses=losses,
+            workers=2,
+            virtual_time_s=5e-3,
+            bytes_moved=3 * 2**20,
+            test_accuracy=0.9,
+            staleness_histogram={0: 4, 1: 2},
+            accuracy_curve=[dict(time_s=5e-3, test_accuracy=0.9)],
+        )
+
     return {"BSP": record(1), "ASP": record(1)}
 
 
@@ -71,28 +89,46 @@ def _my_figures():
         "link_comparison": costs.link_comparison(ring, "title"),
         "alpha_beta_split": costs.alpha_beta_split(ring, "title"),
         "ps_vs_ring_scaling": costs.ps_vs_ring_scaling(E.ps_vs_ring_scaling((2, 4), "1MiB", "tcp-10gbe"), "title"),
-        "worker_progress": training.worker_progress(runs), "loss_curves": training.loss_curves(runs),
-        "staleness": training.staleness_histogram(runs), "accuracy": training.accuracy_curves(runs),
+        "worker_progress": training.worker_progress(runs),
+        "loss_curves": training.loss_curves(runs),
+        "staleness": training.staleness_histogram(runs),
+        "accuracy": training.accuracy_curves(runs),
         "cost_bars": training.cost_bars(runs),
         "traffic_bars": datapath.traffic_bars(4, 2**26),
-        "emulation_scaling": datapath.emulation_scaling([dict(ranks=8, wall_time_s=0.01, messages=112),
-                                                         dict(ranks=64, wall_time_s=0.5, messages=8064)]),
-        "lines": lessons.lines([dict(p=p, t=p * 1e-3, s="a") for p in (2, 4, 8)], "p", "t", "s", "title", "p", "t",
-                               log_x=True, log_y=True, x_unit="count", y_unit="seconds"),
-        "strong_scaling": lessons.strong_scaling([dict(link="l", ranks=p, compute_s=1 / p, communication_s=0.01,
-                                                       speedup=p / 1.5) for p in (1, 2, 4)]),
+        "emulation_scaling": datapath.emulation_scaling(
+            [dict(ranks=8, wall_time_s=0.01, messages=112), dict(ranks=64, wall_time_s=0.5, messages=8064)]
+        ),
+        "lines": lessons.lines(
+            [dict(p=p, t=p * 1e-3, s="a") for p in (2, 4, 8)],
+            "p",
+            "t",
+            "s",
+            "title",
+            "p",
+            "t",
+            log_x=True,
+            log_y=True,
+            x_unit="count",
+            y_unit="seconds",
+        ),
+        "strong_scaling": lessons.strong_scaling(
+            [dict(link="l", ranks=p, compute_s=1 / p, communication_s=0.01, speedup=p / 1.5) for p in (1, 2, 4)]
+        ),
         "concept_map": catalogue.concept_map([("A", "a long concept name here", "app"), ("B", "z", "planned")]),
         "gantt": schedule.gantt(_schedule_records()),
         "iteration_vs_bandwidth": schedule.iteration_vs_bandwidth(
-            ex_schedule.bandwidth_sweep("alexnet", ["1Gbps", "100Gbps"], ["fifo", "wfbp"], 2)),
+            ex_schedule.bandwidth_sweep("alexnet", ["1Gbps", "100Gbps"], ["fifo", "wfbp"], 2)
+        ),
         "option_tradeoff": schedule.option_tradeoff(
-            ex_schedule.option_sweep("slice_params", (1_000_000, 4_000_000), "alexnet", 2), 1_000_000),
+            ex_schedule.option_sweep("slice_params", (1_000_000, 4_000_000), "alexnet", 2), 1_000_000
+        ),
     }
 
 
 def _schedule_records():
-    return ex_schedule.compare_policies(["fifo", "p3"], "alexnet", 2, "10Gbps",
-                                        options={"p3": {"slice_params": 1_000_000}})
+    return ex_schedule.compare_policies(
+        ["fifo", "p3"], "alexnet", 2, "10Gbps", options={"p3": {"slice_params": 1_000_000}}
+    )
 
 
 def test_every_figure_has_the_projector_style(dlsys_default_template):
@@ -131,6 +167,7 @@ def test_crossovers_are_named_in_the_legend_not_over_the_curves():
 def test_importing_a_figure_module_makes_its_template_the_default():
     import subprocess
     import sys
+
     code = "import plotly.io as pio, dlsys.viz.comm; print(pio.templates.default)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == style.TEMPLATE
@@ -139,8 +176,12 @@ def test_importing_a_figure_module_makes_its_template_the_default():
 def test_the_command_line_does_not_import_plotly():
     import subprocess
     import sys
+
     code = "import sys, dlsys.cli; print('plotly' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def test_roles_are_named_with_their_rank():
@@ -237,11 +278,13 @@ def test_caption_names_the_step():
     seen = list(dict.fromkeys(captions))
     assert seen == [f"<b>{p} step {s} of 3</b>" for p in ("reduce-scatter", "allgather") for s in (1, 2, 3)]
 
-
     records = E.ps_vs_ring(3, "1MiB", "tcp-10gbe")  # the server is the slower: the ring finishes first
     traces = {k: r["result"].trace for k, r in records.items()}
-    fig = comm.message_animation(traces, {"parameter server": "star"},
-                                 {"parameter server": style.role_names(3, servers=1), "ring all-reduce": style.role_names(3)})
+    fig = comm.message_animation(
+        traces,
+        {"parameter server": "star"},
+        {"parameter server": style.role_names(3, servers=1), "ring all-reduce": style.role_names(3)},
+    )
     assert fig.data[fig.frames[0].traces[0]].text[0] == "server 0<br>(rank 0)"
     assert fig.data[fig.frames[0].traces[MOVING]].text[2] == "worker 2<br>(rank 2)"
     ring_done = max(life[1] for life in lives_by_hand(traces["ring all-reduce"]))
@@ -297,10 +340,16 @@ def test_ring_steps_figure(ranks):
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]
     for frame, state in zip(fig.frames[1:], states[1:]):  # outlines: the changed cells' own edges
         xs, ys = frame.data[1].x, frame.data[1].y
-        boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
+        boxes = [
+            (min(xs[i : i + 5]), max(xs[i : i + 5]), min(ys[i : i + 5]), max(ys[i : i + 5]))
+            for i in range(0, len(xs), 6)
+        ]
         assert boxes == [(c - 0.47, c + 0.47, d - 0.47, d + 0.47) for _, d, c in state["moves"]]
         xs, ys = frame.data[2].x, frame.data[2].y  # dotted: the sender's cell of the block that moved
-        boxes = [(min(xs[i:i + 5]), max(xs[i:i + 5]), min(ys[i:i + 5]), max(ys[i:i + 5])) for i in range(0, len(xs), 6)]
+        boxes = [
+            (min(xs[i : i + 5]), max(xs[i : i + 5]), min(ys[i : i + 5]), max(ys[i : i + 5]))
+            for i in range(0, len(xs), 6)
+        ]
         assert boxes == [(c - 0.47, c + 0.47, s - 0.47, s + 0.47) for s, _, c in state["moves"]]
         assert all(d == (s + 1) % ranks for s, d, _ in state["moves"])  # from the left neighbour
     widest = max(len(line) for row in fig.frames[ranks - 1].data[0].text for t in row for line in t.split("<br>"))
@@ -339,15 +388,24 @@ def test_ps_scaling_figure():
 
 
 def test_concept_map():
-    fig = catalogue.concept_map([("A", "x", "app"), ("A", "y", "planned"), ("B", "z", "lesson"),
-                                 ("B", "a name longer than one line of the column", "app")])
+    fig = catalogue.concept_map(
+        [
+            ("A", "x", "app"),
+            ("A", "y", "planned"),
+            ("B", "z", "lesson"),
+            ("B", "a name longer than one line of the column", "app"),
+        ]
+    )
     headers, *tiles = fig.data
     assert list(headers.text) == ["<b>A</b>", "<b>B</b>"]
     by_where = {t.name: list(t.text) for t in tiles}
     assert by_where == {"app": ["x", "a name longer than one line of<br>the column"], "lesson": ["z"], "planned": ["y"]}
     # every name on lines of its own: no two concepts of a column share a line
-    rows = sorted((x, y - (text.count("<br>")) / 2, y + text.count("<br>") / 2)
-                  for t in tiles for x, y, text in zip(t.x, t.y, t.text))
+    rows = sorted(
+        (x, y - (text.count("<br>")) / 2, y + text.count("<br>") / 2)
+        for t in tiles
+        for x, y, text in zip(t.x, t.y, t.text)
+    )
     assert all(a[2] < b[1] for a, b in zip(rows, rows[1:]) if a[0] == b[0])
 
 
@@ -363,6 +421,7 @@ def test_figures_of_a_hand_made_trace():
 
 # --- the real data path and the emulation's scale ----------------------------------------------
 
+
 def test_traffic_bars_stack_to_the_model_and_to_hand_counts():
     fig = datapath.traffic_bars(2, 64 * 2**20)
     stacks = [sum(trace.y[i] for trace in fig.data) / 2**20 for i in range(3)]  # MiB: copied, lent, memcpy
@@ -373,8 +432,10 @@ def test_traffic_bars_stack_to_the_model_and_to_hand_counts():
 
 
 def test_ratio_bars_show_measurements_and_their_bounds():
-    records = [dict(nbytes=n, buffers=b, ratio_to_memcpy=r, wall_time_s=0.01, ranks=2)
-               for n, b, r in [(2**20, "plain", 0.1), (2**20, "alloc", 0.2), (2**24, "alloc", 0.4)]]
+    records = [
+        dict(nbytes=n, buffers=b, ratio_to_memcpy=r, wall_time_s=0.01, ranks=2)
+        for n, b, r in [(2**20, "plain", 0.1), (2**20, "alloc", 0.2), (2**24, "alloc", 0.4)]
+    ]
     fig = datapath.ratio_bars(records)
     bars = {trace.name: list(trace.y) for trace in fig.data}
     assert bars == {datapath.BUFFER_NAMES["plain"]: [0.1, None], datapath.BUFFER_NAMES["alloc"]: [0.2, 0.4]}
@@ -383,8 +444,9 @@ def test_ratio_bars_show_measurements_and_their_bounds():
 
 
 def test_emulation_scaling_is_log_log_in_rank_order():
-    fig = datapath.emulation_scaling([dict(ranks=16, wall_time_s=0.02, messages=480),
-                                      dict(ranks=8, wall_time_s=0.01, messages=112)])
+    fig = datapath.emulation_scaling(
+        [dict(ranks=16, wall_time_s=0.02, messages=480), dict(ranks=8, wall_time_s=0.01, messages=112)]
+    )
     assert list(fig.data[0].x) == [8, 16] and fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
 
 
@@ -411,23 +473,25 @@ def test_gantt_lanes_colours_and_time_slider():
 
 
 def test_scheduling_curves_state_their_units():
-    rows = ex_schedule.bandwidth_sweep("alexnet", ["1Gbps", "100Gbps"], ["fifo", "p3"], 2,
-                                       options={"p3": {"slice_params": 4_000_000}})
+    rows = ex_schedule.bandwidth_sweep(
+        "alexnet", ["1Gbps", "100Gbps"], ["fifo", "p3"], 2, options={"p3": {"slice_params": 4_000_000}}
+    )
     fig = schedule.iteration_vs_bandwidth(rows)
     assert fig.layout.xaxis.title.text == "link bandwidth (Gbit/s)" and "(" in fig.layout.yaxis.title.text
     relative = [t for t in fig.data if t.name == "fifo" and t.showlegend is False]
     assert list(relative[0].y) == [1.0, 1.0]
-    tradeoff = schedule.option_tradeoff(
-        ex_schedule.option_sweep("credit_bytes", (4e6, 64e6), "alexnet", 2), 16e6)
+    tradeoff = schedule.option_tradeoff(ex_schedule.option_sweep("credit_bytes", (4e6, 64e6), "alexnet", 2), 16e6)
     assert tradeoff.layout.xaxis.title.text == "ByteScheduler credit (MB in flight)"
     assert not any("e+" in t for t in tradeoff.layout.xaxis.ticktext)
 
 
 # --- animations a teacher can drive (issue 28) ---------------------------------------------
 
+
 def _phase_steps_seen(fig) -> dict:
     """phase -> its step numbers in the order the captions show them."""
     import re
+
     seen: dict = {}
     for frame in fig.frames:
         for caption in frame.data[4::MOVING]:
@@ -465,7 +529,10 @@ def test_each_message_shows_the_block_it_carries(ring_trace):
         messages = frame.data[1]
         assert list(messages.text) == [str(ring_trace.messages[i].block) for i in messages.customdata]
     assert any(len(f.data[1].text) for f in fig.frames) and all(m.block >= 0 for m in ring_trace.messages)
-    assert fig.layout.xaxis.visible is False and "block" in comm.ring_steps(E.ring_allreduce_steps(4)).layout.xaxis.title.text
+    assert (
+        fig.layout.xaxis.visible is False
+        and "block" in comm.ring_steps(E.ring_allreduce_steps(4)).layout.xaxis.title.text
+    )
 
 
 def test_trees_are_drawn_as_binomial_trees():
@@ -488,11 +555,14 @@ def test_recursive_doubling_is_drawn_on_a_hypercube():
         along = (pos[m.dst] - pos[m.src]) * (1 if m.dst > m.src else -1)
         directions.setdefault(bit, set()).add(tuple(np.round(along, 6)))
     assert all(len(d) == 1 for d in directions.values()) and len(directions) == 3  # one direction per step
-    assert comm.algorithm_positions("allgather", "recursive_doubling", 6).tolist() == comm.rank_positions(6).tolist()  # falls back to the ring
+    assert (
+        comm.algorithm_positions("allgather", "recursive_doubling", 6).tolist() == comm.rank_positions(6).tolist()
+    )  # falls back to the ring
 
 
 def test_hierarchical_is_drawn_on_two_levels_and_the_ring_on_a_circle():
     from dlsys.machine.topology import two_level
+
     groups = two_level("tcp-10gbe", 4, 4.0).supernodes(8)
     pos = comm.algorithm_positions("allreduce", "hierarchical", 8, groups)
     leaders = [g[0] for g in groups]
@@ -511,8 +581,9 @@ def test_the_player_steps_to_each_new_caption_and_shows_it(ring_trace):
     stops, captions = fig.layout.meta["stops"], fig.layout.meta["captions"]
     assert len(captions) == len(fig.frames) and stops[0] == 0 and stops == sorted(set(stops))
     shown = [fig.frames[k].data[4].text[0] for k in stops]
-    assert shown == [f"<b>{p} step {s} of 3</b>" for p in ("reduce-scatter", "allgather") for s in (1, 2, 3)] + \
-        [fig.frames[-1].data[4].text[0]] * (len(stops) - 6)
+    assert shown == [f"<b>{p} step {s} of 3</b>" for p in ("reduce-scatter", "allgather") for s in (1, 2, 3)] + [
+        fig.frames[-1].data[4].text[0]
+    ] * (len(stops) - 6)
     assert captions[stops[1]] == "reduce-scatter step 2 of 3"
     two = comm.message_animation({"a": ring_trace, "b": ring_trace}, frames=30).layout.meta["captions"]
     assert two[0] == "a: reduce-scatter step 1 of 3 · b: reduce-scatter step 1 of 3"
@@ -522,6 +593,7 @@ def test_the_player_steps_to_each_new_caption_and_shows_it(ring_trace):
 
 def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
     from dlsys.train import TrainConfig, bubble_fraction
+
     trace = E.train("model-parallel", TrainConfig(epochs=1), 4, link="rdma-edr", micro_batches=4)["result"].trace
     fig = training.pipeline_step(trace, 4)
     idle, forward, backward = fig.data
@@ -532,7 +604,9 @@ def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
     stage0 = [(b, b + x) for y, b, x in zip(forward.y, forward.base, forward.x) if y == idle.y[0]]
     stage0 += [(b, b + x) for y, b, x in zip(backward.y, backward.base, backward.x) if y == idle.y[0]]
     measured = 1 - sum(e - s for s, e in stage0) / step
-    assert f"{measured:.0%}" in fig.layout.title.text and f"formula {bubble_fraction(4, 4):.0%}" in fig.layout.title.text
+    assert (
+        f"{measured:.0%}" in fig.layout.title.text and f"formula {bubble_fraction(4, 4):.0%}" in fig.layout.title.text
+    )
     assert measured > 0.2  # the pipe fills and drains: stage 0 idles for a visible share of its step
     with pytest.raises(ValueError, match="micro-batches"):
         training.pipeline_step(trace, 400)
@@ -540,12 +614,23 @@ def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
 
 def test_one_colour_per_concept():
     from dlsys.viz import network_stack, pipeline, plan, taihulight
+
     concept = style.CONCEPT_COLOURS
-    assert comm.KIND_COLORS == {"compute": concept["compute"], "send": concept["send"], "wait": concept["idle"],
-                                "recv": concept["recv"]}
+    assert comm.KIND_COLORS == {
+        "compute": concept["compute"],
+        "send": concept["send"],
+        "wait": concept["idle"],
+        "recv": concept["recv"],
+    }
     assert pipeline.ACTION_COLOURS["F"] == concept["compute"] and pipeline.ACTION_COLOURS["idle"] == concept["idle"]
-    assert network_stack.SIDE_COLOURS == {"sender": concept["send"], "wire": concept["wire"], "receiver": concept["recv"]}
-    assert plan.COMPONENT_COLOURS["compute"] == concept["compute"] and plan.COMPONENT_COLOURS["bubble"] == concept["idle"]
+    assert network_stack.SIDE_COLOURS == {
+        "sender": concept["send"],
+        "wire": concept["wire"],
+        "receiver": concept["recv"],
+    }
+    assert (
+        plan.COMPONENT_COLOURS["compute"] == concept["compute"] and plan.COMPONENT_COLOURS["bubble"] == concept["idle"]
+    )
     assert taihulight.COMMUNICATION[1] == concept["wire"]
     # what moves in an animation never takes the colour of a node's send or receive outline, or of compute
     outline = {concept["send"], concept["recv"], concept["compute"]}

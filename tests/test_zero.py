@@ -71,7 +71,10 @@ def small_transformer():
 
 
 LR = {"sgd": 0.05, "adam": 3e-3}
-MAKERS = {"sgd": lambda w, g: optim.SGD(w, g, LR["sgd"], momentum=0.9), "adam": lambda w, g: optim.Adam(w, g, LR["adam"])}
+MAKERS = {
+    "sgd": lambda w, g: optim.SGD(w, g, LR["sgd"], momentum=0.9),
+    "adam": lambda w, g: optim.Adam(w, g, LR["adam"]),
+}
 STEPS = 3
 
 
@@ -109,8 +112,13 @@ def test_transformer_weights_equal_data_parallel(optimizer, ranks):
     for stage, unit_layers, prefetch in [(1, None, False), (2, None, False), (3, None, False), (3, 2, True)]:
         got = launch(transformer_program, ranks, "threads", args=(stage, unit_layers, prefetch, optimizer)).values
         for rank_weights in got:  # every rank gathers the same weights
-            assert_same_weights(rank_weights, want, bitwise_expected(stage, unit_layers, ranks, model.params.size),
-                                noise, STEPS * LR[optimizer])
+            assert_same_weights(
+                rank_weights,
+                want,
+                bitwise_expected(stage, unit_layers, ranks, model.params.size),
+                noise,
+                STEPS * LR[optimizer],
+            )
 
 
 def memory_program(comm, stage, unit_layers, prefetch):
@@ -124,8 +132,9 @@ def memory_program(comm, stage, unit_layers, prefetch):
 
 
 @pytest.mark.parametrize("ranks", [3, 4])
-@pytest.mark.parametrize("stage,unit_layers,prefetch", [(1, None, False), (2, None, False), (3, None, False),
-                                                        (3, 2, False), (3, 1, True)])
+@pytest.mark.parametrize(
+    "stage,unit_layers,prefetch", [(1, None, False), (2, None, False), (3, None, False), (3, 2, False), (3, 1, True)]
+)
 def test_measured_bytes_equal_the_memory_model(ranks, stage, unit_layers, prefetch):
     """Rank 0's peak per kind is ``Layout(...).bytes()``'s (Adam, fp32: 4 + 4 + 8 bytes a
     parameter, sharded by stage; padded where sharded; the gathered unit and its gradient)."""
@@ -146,8 +155,10 @@ def test_bytes_sent_per_step_are_the_papers_2_and_3_psi(ranks):
         fixed = STRATEGIES[name].fixed
         record = train(name, CONFIG, ranks)
         steps = len(record["losses"]) // ranks
-        padded = sum(u.shard for u in units_of(model, ranks, None if fixed["stage"] == 1
-                                                else fixed.get("unit_layers", 1))) * ranks
+        padded = (
+            sum(u.shard for u in units_of(model, ranks, None if fixed["stage"] == 1 else fixed.get("unit_layers", 1)))
+            * ranks
+        )
         per_step = (3 if fixed["stage"] == 3 else 2) * (ranks - 1) / ranks * padded * 4
         gather = (ranks - 1) / ranks * padded * 4
         assert record["result"].trace.bytes_sent_per_rank() == [steps * per_step + gather] * ranks, name
@@ -155,12 +166,19 @@ def test_bytes_sent_per_step_are_the_papers_2_and_3_psi(ranks):
     ddp_steps = len(ddp["losses"]) // ranks
     sent = ddp["result"].trace.bytes_sent_per_rank()
     broadcast = [m.nbytes for m in ddp["result"].trace.messages if "broadcast" in m.label]
-    assert abs(sum(sent) - sum(broadcast) - ranks * ddp_steps * 2 * (ranks - 1) / ranks * model.params.size * 4) \
-        <= ranks * ddp_steps * 4 * ranks  # unpadded blocks: within an element a block of the padded figure
+    assert (
+        abs(sum(sent) - sum(broadcast) - ranks * ddp_steps * 2 * (ranks - 1) / ranks * model.params.size * 4)
+        <= ranks * ddp_steps * 4 * ranks
+    )  # unpadded blocks: within an element a block of the padded figure
 
 
-@pytest.mark.parametrize("backend", ["processes", pytest.param("mpi", marks=pytest.mark.skipif(
-    mpi_unavailable() is not None, reason=str(mpi_unavailable())))])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "processes",
+        pytest.param("mpi", marks=pytest.mark.skipif(mpi_unavailable() is not None, reason=str(mpi_unavailable()))),
+    ],
+)
 @pytest.mark.parametrize("strategy", SHARDED)
 def test_same_trace_and_weights_on_every_backend(strategy, backend):
     config = TrainConfig(epochs=1, batch_size=64)
@@ -172,10 +190,12 @@ def test_same_trace_and_weights_on_every_backend(strategy, backend):
 def test_stage_3_drops_what_it_did_not_gather():
     """Outside its gathered units a stage-3 rank's weights are NaN: a forward without its
     all-gather cannot pass unnoticed."""
+
     def program(comm):
         model = small_transformer()
         Sharded(comm, model, 3, MAKERS["sgd"])
         return np.isnan(model.params).all() and np.isnan(model.forward(np.zeros((1, 8), int))).all()
+
     assert launch(program, 2, "threads").values == [True, True]
 
 
@@ -199,8 +219,14 @@ def test_bad_input_is_refused_before_any_rank_starts():
 def test_a_16_rank_zero3_step_of_the_transformer_in_seconds():
     """benchmarks/zero_step.py, as docs/performance.md runs it; every collective is a ring
     of P (P - 1) messages."""
-    out = subprocess.run([sys.executable, "benchmarks/zero_step.py", "--json"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1], timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/zero_step.py", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
+        check=True,
+    )
     record = json.loads(out.stdout)
     assert record["ranks"] == 16 and record["wall_s"] < record["target_s"] == 10.0
     assert record["messages"] % (16 * 15) == 0

@@ -2,18 +2,18 @@
 ByteScheduler, fusion and OD-SGD, worker 0's lanes on one clock, against bandwidth, and
 the trade-off of slice, credit and bucket sizes."""
 
-import streamlit as st
-
 import cached
+import streamlit as st
 from charts import chart
+from layout import caption, markdown
 from urlstate import url_key
+
 from dlsys.experiments.schedule import BANDWIDTHS, KNOBS, SHOWN_POLICIES, SWEEPS, WORKER_COUNTS, widest_gap
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.profiles import PROFILES
 from dlsys.schedule import OPTIONS, POLICIES, default_of
 from dlsys.viz import schedule as viz
 from dlsys.viz.units import format_seconds
-from layout import caption, markdown
 
 SLICES = [20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000]
 CREDITS_MB = [4, 8, 16, 32, 64]
@@ -27,30 +27,60 @@ markdown(
     "ready; **P3** cuts layers into slices and sends the input layers' slices first, so they jump the queue; "
     "**ByteScheduler** does the same with larger partitions and a credit of bytes in flight; **fusion** (DDP "
     "buckets) sends fewer, larger messages; **OD-SGD** computes on locally updated weights while the global update "
-    "travels. Compute follows each layer's FLOPs on a V100; the parameter server has one shard per worker.")
+    "travels. Compute follows each layer's FLOPs on a V100; the parameter server has one shard per worker."
+)
 
 cols = st.columns(4)
 model = cols[0].selectbox("model", PROFILES, index=PROFILES.index("resnet50"), key=url_key("sched_model", PROFILES))
-workers = cols[1].slider("workers", WORKER_COUNTS[0], WORKER_COUNTS[-1], 2,
-                         key=url_key("sched_workers", between=(WORKER_COUNTS[0], WORKER_COUNTS[-1])))
+workers = cols[1].slider(
+    "workers",
+    WORKER_COUNTS[0],
+    WORKER_COUNTS[-1],
+    2,
+    key=url_key("sched_workers", between=(WORKER_COUNTS[0], WORKER_COUNTS[-1])),
+)
 links = [*BANDWIDTHS, *LINK_PRESETS]
-link = cols[2].selectbox("link", links, index=links.index("10Gbps"), key=url_key("sched_link", links),
-                         help="A bandwidth (tcp-10gbe's latency and overheads) or a link preset.")
-policies = cols[3].multiselect("policies", list(POLICIES), list(SHOWN_POLICIES),
-                               key=url_key("sched_policies", list(POLICIES), many=True))
+link = cols[2].selectbox(
+    "link",
+    links,
+    index=links.index("10Gbps"),
+    key=url_key("sched_link", links),
+    help="A bandwidth (tcp-10gbe's latency and overheads) or a link preset.",
+)
+policies = cols[3].multiselect(
+    "policies", list(POLICIES), list(SHOWN_POLICIES), key=url_key("sched_policies", list(POLICIES), many=True)
+)
 cols = st.columns(3)
-slice_params = cols[0].select_slider(AXES["slice_params"].axis_title, SLICES, value=default_of("slice_params"),
-                                     key=url_key("sched_slice", SLICES), format_func=lambda v: f"{v:,}", help="P3's paper: 40,000.")
-credit_mb = cols[1].select_slider(AXES["credit_bytes"].axis_title, CREDITS_MB,
-                                  value=round(default_of("credit_bytes") * AXES["credit_bytes"].axis_factor),
-                                  key=url_key("sched_credit", CREDITS_MB), help="At least one partition of 1,000,000 float32 (4 MB).")
-bucket_mb = cols[2].select_slider(AXES["bucket_mb"].axis_title, BUCKETS_MB, value=round(default_of("bucket_mb")),
-                                  key=url_key("sched_bucket", BUCKETS_MB), help="PyTorch DDP's bucket_cap_mb: 25 (MiB, as its code reads it).")
+slice_params = cols[0].select_slider(
+    AXES["slice_params"].axis_title,
+    SLICES,
+    value=default_of("slice_params"),
+    key=url_key("sched_slice", SLICES),
+    format_func=lambda v: f"{v:,}",
+    help="P3's paper: 40,000.",
+)
+credit_mb = cols[1].select_slider(
+    AXES["credit_bytes"].axis_title,
+    CREDITS_MB,
+    value=round(default_of("credit_bytes") * AXES["credit_bytes"].axis_factor),
+    key=url_key("sched_credit", CREDITS_MB),
+    help="At least one partition of 1,000,000 float32 (4 MB).",
+)
+bucket_mb = cols[2].select_slider(
+    AXES["bucket_mb"].axis_title,
+    BUCKETS_MB,
+    value=round(default_of("bucket_mb")),
+    key=url_key("sched_bucket", BUCKETS_MB),
+    help="PyTorch DDP's bucket_cap_mb: 25 (MiB, as its code reads it).",
+)
 if not policies:
     st.info("Pick at least one policy.")
     st.stop()
-options = (("p3", (("slice_params", slice_params),)), ("bytescheduler", (("credit_bytes", credit_mb * 1e6),)),
-           ("fusion", (("bucket_mb", float(bucket_mb)),)))
+options = (
+    ("p3", (("slice_params", slice_params),)),
+    ("bytescheduler", (("credit_bytes", credit_mb * 1e6),)),
+    ("fusion", (("bucket_mb", float(bucket_mb)),)),
+)
 
 views = ["Timeline", "Against bandwidth", "Slice, credit and bucket size"]
 tabs = st.tabs(views, key=url_key("sched_view", views), on_change="rerun")
@@ -59,39 +89,56 @@ if tabs[0].open:
         records = cached.schedule_policies(tuple(policies), model, workers, link, options)
         base = records[0]
         for col, r in zip(st.columns(len(records)), records):
-            col.metric(r["policy"], format_seconds(r["iteration_s"]), help=r["describe"],
-                       delta=None if r is base else f"{r['iteration_s'] / base['iteration_s'] - 1:+.0%} vs {base['policy']}",
-                       delta_color="inverse")
+            col.metric(
+                r["policy"],
+                format_seconds(r["iteration_s"]),
+                help=r["describe"],
+                delta=None if r is base else f"{r['iteration_s'] / base['iteration_s'] - 1:+.0%} vs {base['policy']}",
+                delta_color="inverse",
+            )
         chart(viz.gantt(records), "sched_gantt")
         most = max(records, key=lambda r: r["items"])
-        caption(f"{model} on {workers} worker(s) at {link}, {base['iterations']} iterations: forward and backward need {format_seconds(base['compute_s'])} per iteration; the "
-                   "iteration time is the last one's (backward end to backward end). Drag the slider: the bars "
-                   "still to come fade, and each panel names what worker 0 computes and sends at that moment. "
-                   f"{most['describe']} sends {most['items']:,} items per iteration, so the dark input-layer slices "
-                   "go out between the later layers' ones and the next forward starts as soon as its first layer "
-                   "is back.")
+        caption(
+            f"{model} on {workers} worker(s) at {link}, {base['iterations']} iterations: forward and backward need {format_seconds(base['compute_s'])} per iteration; the "
+            "iteration time is the last one's (backward end to backward end). Drag the slider: the bars "
+            "still to come fade, and each panel names what worker 0 computes and sends at that moment. "
+            f"{most['describe']} sends {most['items']:,} items per iteration, so the dark input-layer slices "
+            "go out between the later layers' ones and the next forward starts as soon as its first layer "
+            "is back."
+        )
 if tabs[1].open:
     with tabs[1]:
         rows = cached.schedule_bandwidths(tuple(policies), model, workers, options)
-        chart(viz.iteration_vs_bandwidth(rows, f"{model}, {workers} worker(s): iteration time against "
-                                                      "bandwidth"), "sched_bandwidth")
+        chart(
+            viz.iteration_vs_bandwidth(rows, f"{model}, {workers} worker(s): iteration time against bandwidth"),
+            "sched_bandwidth",
+        )
         gap = widest_gap(rows)
         fastest, slowest = gap["fastest"], gap["slowest"]
-        caption(f"Compute alone takes {format_seconds(rows[0]['compute_s'])}. On a slow link every policy waits "
-                   "for the network, and ordering cannot hide much more than one backward; on a fast one there is "
-                   f"little left to hide. The policies differ most at {gap['bandwidth_Bps'] * 8e-9:g} Gbit/s: "
-                   f"{fastest['policy']} {format_seconds(fastest['iteration_s'])} against {slowest['policy']} "
-                   f"{format_seconds(slowest['iteration_s'])}.")
+        caption(
+            f"Compute alone takes {format_seconds(rows[0]['compute_s'])}. On a slow link every policy waits "
+            "for the network, and ordering cannot hide much more than one backward; on a fast one there is "
+            f"little left to hide. The policies differ most at {gap['bandwidth_Bps'] * 8e-9:g} Gbit/s: "
+            f"{fastest['policy']} {format_seconds(fastest['iteration_s'])} against {slowest['policy']} "
+            f"{format_seconds(slowest['iteration_s'])}."
+        )
 if tabs[2].open:
     with tabs[2]:
-        option = st.radio("sweep", list(SWEEPS), format_func=lambda name: AXES[name].axis_title.split(" (")[0],
-                          horizontal=True, key=url_key("sched_sweep", list(SWEEPS)))
+        option = st.radio(
+            "sweep",
+            list(SWEEPS),
+            format_func=lambda name: AXES[name].axis_title.split(" (")[0],
+            horizontal=True,
+            key=url_key("sched_sweep", list(SWEEPS)),
+        )
         chosen = {"slice_params": slice_params, "credit_bytes": credit_mb * 1e6, "bucket_mb": float(bucket_mb)}[option]
         rows = cached.schedule_option(option, SWEEPS[option], model, workers, link, options)
         chart(viz.option_tradeoff(rows, chosen), "sched_tradeoff")
         fastest = min(rows, key=lambda r: r["iteration_s"])
-        caption(f"{KNOBS[option]} on {model}, {workers} worker(s) at {link}; the dotted line is the slider's "
-                   f"value. Small items preempt sooner and overlap more, but every item pays the per-message "
-                   f"latency and overheads: {rows[0]['items']:,} items per iteration at the smallest value against "
-                   f"{rows[-1]['items']:,} at the largest. Fastest here: {fastest['value']:,g} "
-                   f"({format_seconds(fastest['iteration_s'])}, {fastest['overlap']:.0%} of the pushes hidden).")
+        caption(
+            f"{KNOBS[option]} on {model}, {workers} worker(s) at {link}; the dotted line is the slider's "
+            f"value. Small items preempt sooner and overlap more, but every item pays the per-message "
+            f"latency and overheads: {rows[0]['items']:,} items per iteration at the smallest value against "
+            f"{rows[-1]['items']:,} at the largest. Fastest here: {fastest['value']:,g} "
+            f"({format_seconds(fastest['iteration_s'])}, {fastest['overlap']:.0%} of the pushes hidden)."
+        )

@@ -29,15 +29,31 @@ from .options import join_negative_values
 # command -> the module of dlsys.cli that registers it. Running a command imports only its
 # module: the others pull in the app's experiments, the notebooks' tools... (0.2 s of a
 # `dlsys simulate`); `dlsys --help` imports them all.
-COMMANDS = {"simulate": "simulate", "presets": "simulate", "schedule": "schedule", "train": "train",
-            "compress": "compress", "exercises": "exercises", "grade": "exercises", "lessons": "lessons", "bench": "bench",
-            "mpirun": "mpi", "casestudy": "casestudy", "reproduce": "reproduce",
-            "memory": "memory", "pipeline": "pipeline", "plan": "plan"}
+COMMANDS = {
+    "simulate": "simulate",
+    "presets": "simulate",
+    "schedule": "schedule",
+    "train": "train",
+    "compress": "compress",
+    "exercises": "exercises",
+    "grade": "exercises",
+    "lessons": "lessons",
+    "bench": "bench",
+    "mpirun": "mpi",
+    "casestudy": "casestudy",
+    "reproduce": "reproduce",
+    "memory": "memory",
+    "pipeline": "pipeline",
+    "plan": "plan",
+}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlsys", description="dlsys: distributed deep learning, real data, virtual time.",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="dlsys",
+        description="dlsys: distributed deep learning, real data, virtual time.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for module in [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values()):
         importlib.import_module(f"{__name__}.{module}").add_commands(sub)
@@ -75,5 +91,8 @@ def main(argv=None) -> int:
         print(f"dlsys: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a full disk at the end: outputs.write_atomic left the old file whole
-        print(f"dlsys {args.command}: could not write {exc.filename or 'an output'}: {exc.strerror or exc}", file=sys.stderr)
+        print(
+            f"dlsys {args.command}: could not write {exc.filename or 'an output'}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 1

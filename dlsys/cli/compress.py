@@ -30,7 +30,11 @@ from .options import Checked, integer, number, print_table, refuse_unused
 # the method's option name -> (flag, checker, help); passed to the method only when given.
 # The flags' dests are "compress_<name>" (``dlsys train`` has a --warmup-epochs of its own).
 METHOD_OPTIONS = {
-    "ratio": ("--ratio", number(0, 1, low_open=True), "fraction of entries kept, in (0, 1] (top-k, random-k, dropping, DGC)"),
+    "ratio": (
+        "--ratio",
+        number(0, 1, low_open=True),
+        "fraction of entries kept, in (0, 1] (top-k, random-k, dropping, DGC)",
+    ),
     "bits": ("--bits", integer(2, 8), "QSGD bits per entry: 2, 4 or 8"),
     "bucket": ("--bucket", integer(1, 2**24), "QSGD bucket size (entries per norm)"),
     "clip": ("--clip", number(0, low_open=True), "TernGrad: clip at CLIP standard deviations (paper: 2.5)"),
@@ -47,8 +51,11 @@ def add_method_options(p) -> None:
 
 
 def method_options_given(args) -> dict:
-    return {name: getattr(args, f"compress_{name}") for name in METHOD_OPTIONS
-            if getattr(args, f"compress_{name}") is not None}
+    return {
+        name: getattr(args, f"compress_{name}")
+        for name in METHOD_OPTIONS
+        if getattr(args, f"compress_{name}") is not None
+    }
 
 
 def compression_from(args, method: str) -> Compression:
@@ -57,8 +64,12 @@ def compression_from(args, method: str) -> Compression:
 
 
 def add_commands(subparsers) -> None:
-    p = subparsers.add_parser("compress", help="gradient compression: bytes per model, accuracy vs bytes",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "compress",
+        help="gradient compression: bytes per model, accuracy vs bytes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", choices=PROFILES, help="a model's layer profile")
     what.add_argument("--pareto", action="store_true", help="train digits with every method")
@@ -75,49 +86,77 @@ def add_commands(subparsers) -> None:
 
 def cmd_compress(args) -> int:
     if args.pareto:
-        refuse_unused({"--method": args.method, "--memory": args.memory, "--node": args.node}
-                      | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
-                      "--pareto (it trains every method with its paper's settings)")
+        refuse_unused(
+            {"--method": args.method, "--memory": args.memory, "--node": args.node}
+            | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
+            "--pareto (it trains every method with its paper's settings)",
+        )
         return pareto(args)
     if args.feedback:
-        refuse_unused({"--method": args.method, "--memory": args.memory, "--node": args.node, "--epochs": args.epochs,
-                       "--workers": args.workers}
-                      | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
-                      "--feedback (it trains the pinned seeds and settings of the error-feedback claim)")
+        refuse_unused(
+            {
+                "--method": args.method,
+                "--memory": args.memory,
+                "--node": args.node,
+                "--epochs": args.epochs,
+                "--workers": args.workers,
+            }
+            | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
+            "--feedback (it trains the pinned seeds and settings of the error-feedback claim)",
+        )
         return feedback(args)
-    refuse_unused({"--epochs": args.epochs, "--workers": args.workers, "--write-cache": args.write_cache or None},
-                  "--model (they set --pareto's training)")
+    refuse_unused(
+        {"--epochs": args.epochs, "--workers": args.workers, "--write-cache": args.write_cache or None},
+        "--model (they set --pareto's training)",
+    )
     args.method, args.node = args.method or "topk", args.node or "v100"
     compression = compression_from(args, args.method)
     table = ex.model_bytes(args.model, args.method, dict(compression.options), args.node)
     if args.json:
         print(json.dumps(table))
         return 0
-    print_table([
-        ("model", f"{args.model}: {len(table['layers'])} layers with parameters, "
-                  f"{sum(r['params'] for r in table['layers']):,} parameters"),
-        ("method", f"{args.method} {dict(compression.options) or ''}".strip()),
-        ("dense fp32", format_bytes(table["dense_nbytes"])),
-        ("encoded", format_bytes(table["encoded_nbytes"])),
-        ("ratio", f"{table['ratio']:.1f}x"),
-        ("compress / decode", f"{format_seconds(table['compress_s'])} / {format_seconds(table['decompress_s'])} "
-                              f"per iteration on {args.node}"),
-    ])
+    print_table(
+        [
+            (
+                "model",
+                f"{args.model}: {len(table['layers'])} layers with parameters, "
+                f"{sum(r['params'] for r in table['layers']):,} parameters",
+            ),
+            ("method", f"{args.method} {dict(compression.options) or ''}".strip()),
+            ("dense fp32", format_bytes(table["dense_nbytes"])),
+            ("encoded", format_bytes(table["encoded_nbytes"])),
+            ("ratio", f"{table['ratio']:.1f}x"),
+            (
+                "compress / decode",
+                f"{format_seconds(table['compress_s'])} / {format_seconds(table['decompress_s'])} "
+                f"per iteration on {args.node}",
+            ),
+        ]
+    )
     return 0
 
 
 def pareto(args) -> int:
     args.epochs, args.workers = args.epochs or 10, args.workers or 4
-    rows = ex.pareto(args.epochs, args.workers,
-                     progress=None if args.json else lambda m: print(f"  trained {m}", file=sys.stderr))
+    rows = ex.pareto(
+        args.epochs, args.workers, progress=None if args.json else lambda m: print(f"  trained {m}", file=sys.stderr)
+    )
     if args.write_cache:
         print(f"wrote {ex.write_pareto_cache(rows)}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return 0
-    print_table([(r["method"], f"{r['test_accuracy']:.2%} accuracy, {format_bytes(r['bytes_per_step'])} per step, "
-                               f"{r['compression_ratio']:.1f}x, {format_seconds(r['virtual_time_s'])} virtual")
-                 for r in rows], title=f"digits MLP, {args.workers} workers, {args.epochs} epochs (all-reduce)")
+    print_table(
+        [
+            (
+                r["method"],
+                f"{r['test_accuracy']:.2%} accuracy, {format_bytes(r['bytes_per_step'])} per step, "
+                f"{r['compression_ratio']:.1f}x, {format_seconds(r['virtual_time_s'])} virtual",
+            )
+            for r in rows
+        ],
+        title=f"digits MLP, {args.workers} workers, {args.epochs} epochs (all-reduce)",
+    )
     return 0
 
 
@@ -132,11 +171,22 @@ def feedback(args) -> int:
     for epochs in ex.FEEDBACK_EPOCHS:
         for method in ("none", *ex.FEEDBACK_METHODS):
             for feedback in (True, False) if method != "none" else (False,):
-                acc = [r["test_accuracy"] for r in rows
-                       if (r["method"], r["feedback"], r["epochs"]) == (method, feedback, epochs)]
+                acc = [
+                    r["test_accuracy"]
+                    for r in rows
+                    if (r["method"], r["feedback"], r["epochs"]) == (method, feedback, epochs)
+                ]
                 label = "dense" if method == "none" else f"{method} {'with' if feedback else 'without'}"
-                lines.append((f"{label}, {epochs} epochs", f"{statistics.mean(acc):.1%} +- {statistics.stdev(acc):.1%} "
-                                                           f"(min {min(acc):.1%}, max {max(acc):.1%})"))
-    print_table(lines, title=f"digits MLP, seeds {', '.join(map(str, ex.FEEDBACK_SEEDS))}: "
-                             "test accuracy with and without error feedback")
+                lines.append(
+                    (
+                        f"{label}, {epochs} epochs",
+                        f"{statistics.mean(acc):.1%} +- {statistics.stdev(acc):.1%} "
+                        f"(min {min(acc):.1%}, max {max(acc):.1%})",
+                    )
+                )
+    print_table(
+        lines,
+        title=f"digits MLP, seeds {', '.join(map(str, ex.FEEDBACK_SEEDS))}: "
+        "test accuracy with and without error feedback",
+    )
     return 0

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..exercises import EXERCISES
 from ..grading import gradescope
-from ..grading.isolation import Stopped
 from ..grading.grader import MEMORY_BYTES, TIMEOUT_S, grade, score_table, write_results_json
+from ..grading.isolation import Stopped
 from ..grading.release import release
 from .options import Checked, integer, number, output_file, output_folder
 
@@ -35,14 +35,17 @@ def cmd_release(args) -> int:
 
 def cmd_gradescope(args) -> int:
     try:
-        config = gradescope.build(args.name, args.exercise, args.output, args.visibility, args.timeout_s,
-                                  args.memory_mib)
+        config = gradescope.build(
+            args.name, args.exercise, args.output, args.visibility, args.timeout_s, args.memory_mib
+        )
     except (RuntimeError, OSError) as exc:
         print(f"dlsys: error: {exc}", file=sys.stderr)
         return 2
     size_kib = Path(args.output).stat().st_size / 1024
-    print(f"{args.output}: Gradescope autograder for {config['name']} ({size_kib:.0f} KiB, "
-          f"{config['points']} points, dlsys {config['commit'][:12]})")
+    print(
+        f"{args.output}: Gradescope autograder for {config['name']} ({size_kib:.0f} KiB, "
+        f"{config['points']} points, dlsys {config['commit'][:12]})"
+    )
     print(f"exercises: {', '.join(config['exercises'])}")
     print(f"students upload: {', '.join(config['files'])}")
     return 0
@@ -54,8 +57,9 @@ def cmd_grade(args) -> int:
     can grade the reference); stopped by SIGTERM or SIGHUP, 128 + the signal, like a shell."""
     # --exercise grades a homework: only those exercises' files need be there
     try:
-        results = grade(args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs,
-                        homework=bool(args.exercise))
+        results = grade(
+            args.dir, args.exercise, args.timeout_s, args.memory_mib << 20, args.jobs, homework=bool(args.exercise)
+        )
     except Stopped as exc:  # SIGTERM, SIGHUP: the run's finally blocks have killed its tests by now
         print(f"dlsys grade: {exc}", file=sys.stderr)
         return 128 + exc.signum
@@ -87,31 +91,82 @@ def add_commands(subparsers) -> None:
     rel.add_argument("dir", metavar="DIR", action=Checked, check=output_folder)
     rel.add_argument("--force", action="store_true", help="overwrite files that already exist in DIR")
     rel.set_defaults(func=cmd_release)
-    gs = ex_sub.add_parser("gradescope", help="write a homework's Gradescope autograder zip (setup.sh, "
-                                              "run_autograder, its tests, a wheel of this dlsys)")
+    gs = ex_sub.add_parser(
+        "gradescope",
+        help="write a homework's Gradescope autograder zip (setup.sh, "
+        "run_autograder, its tests, a wheel of this dlsys)",
+    )
     gs.add_argument("name", metavar="HW_NAME", help="the homework's name, shown to the teacher and in results.json")
-    gs.add_argument("exercise", metavar="EXERCISE", nargs="+", choices=[e.id for e in EXERCISES],
-                    help="the exercises it grades (dlsys exercises list)")
-    gs.add_argument("-o", "--output", metavar="ZIP", action=Checked, check=output_file, default="autograder.zip", help="default: autograder.zip")
-    gs.add_argument("--visibility", choices=gradescope.VISIBILITIES, default="visible",
-                    help="when students see each test's result (Gradescope's setting; default visible)")
-    gs.add_argument("--timeout-s", action=Checked, check=number(0, 86_400, low_open=True), default=TIMEOUT_S,
-                    help=f"per test, seconds (default {TIMEOUT_S:g})")
-    gs.add_argument("--memory-mib", action=Checked, check=integer(64, 1 << 20), default=MEMORY_BYTES >> 20,
-                    help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})")
+    gs.add_argument(
+        "exercise",
+        metavar="EXERCISE",
+        nargs="+",
+        choices=[e.id for e in EXERCISES],
+        help="the exercises it grades (dlsys exercises list)",
+    )
+    gs.add_argument(
+        "-o",
+        "--output",
+        metavar="ZIP",
+        action=Checked,
+        check=output_file,
+        default="autograder.zip",
+        help="default: autograder.zip",
+    )
+    gs.add_argument(
+        "--visibility",
+        choices=gradescope.VISIBILITIES,
+        default="visible",
+        help="when students see each test's result (Gradescope's setting; default visible)",
+    )
+    gs.add_argument(
+        "--timeout-s",
+        action=Checked,
+        check=number(0, 86_400, low_open=True),
+        default=TIMEOUT_S,
+        help=f"per test, seconds (default {TIMEOUT_S:g})",
+    )
+    gs.add_argument(
+        "--memory-mib",
+        action=Checked,
+        check=integer(64, 1 << 20),
+        default=MEMORY_BYTES >> 20,
+        help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})",
+    )
     gs.set_defaults(func=cmd_gradescope)
 
     gr = subparsers.add_parser("grade", help="run the graded tests against DIR (default: the reference)")
     gr.add_argument("dir", metavar="DIR", nargs="?", help="the student's files (a released, filled-in directory)")
-    gr.add_argument("--json", metavar="FILE", action=Checked, check=output_file, help="write Gradescope's results.json here")
-    gr.add_argument("--verbose", "-v", action="store_true",
-                    help="pytest's full report of every failed test (default: one line, why it failed)")
-    gr.add_argument("--exercise", action="append", choices=[e.id for e in EXERCISES],
-                    help="grade only this exercise (repeatable; default: all)")
-    gr.add_argument("--timeout-s", action=Checked, check=number(0, 86_400, low_open=True), default=TIMEOUT_S,
-                    help=f"per test, seconds (default {TIMEOUT_S:g})")
-    gr.add_argument("--memory-mib", action=Checked, check=integer(64, 1 << 20), default=MEMORY_BYTES >> 20,
-                    help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})")
-    gr.add_argument("--jobs", action=Checked, check=integer(1, 256), default=None,
-                    help="tests run at once (default: CPU count)")
+    gr.add_argument(
+        "--json", metavar="FILE", action=Checked, check=output_file, help="write Gradescope's results.json here"
+    )
+    gr.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="pytest's full report of every failed test (default: one line, why it failed)",
+    )
+    gr.add_argument(
+        "--exercise",
+        action="append",
+        choices=[e.id for e in EXERCISES],
+        help="grade only this exercise (repeatable; default: all)",
+    )
+    gr.add_argument(
+        "--timeout-s",
+        action=Checked,
+        check=number(0, 86_400, low_open=True),
+        default=TIMEOUT_S,
+        help=f"per test, seconds (default {TIMEOUT_S:g})",
+    )
+    gr.add_argument(
+        "--memory-mib",
+        action=Checked,
+        check=integer(64, 1 << 20),
+        default=MEMORY_BYTES >> 20,
+        help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})",
+    )
+    gr.add_argument(
+        "--jobs", action=Checked, check=integer(1, 256), default=None, help="tests run at once (default: CPU count)"
+    )
     gr.set_defaults(func=cmd_grade)

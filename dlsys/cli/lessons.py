@@ -1,10 +1,10 @@
 """``dlsys lessons build|check``: the lessons as executed notebooks, and the student exercise notebooks.
 
-    dlsys lessons build              # notebooks/NN_name.ipynb (executed) and notebooks/exercises/
-    dlsys lessons build --only 03    # one lesson
-    dlsys lessons build --force      # overwrite notebooks edited since the last build
-    dlsys lessons build --exercises  # only the student exercise notebooks (quick)
-    dlsys lessons check              # exit 1 if a notebook's cells differ from its script (CI)
+dlsys lessons build              # notebooks/NN_name.ipynb (executed) and notebooks/exercises/
+dlsys lessons build --only 03    # one lesson
+dlsys lessons build --force      # overwrite notebooks edited since the last build
+dlsys lessons build --exercises  # only the student exercise notebooks (quick)
+dlsys lessons check              # exit 1 if a notebook's cells differ from its script (CI)
 """
 
 from __future__ import annotations
@@ -54,17 +54,31 @@ def cmd_check(args) -> int:
 
 
 def add_commands(subparsers) -> None:
-    p = subparsers.add_parser("lessons", help="build the lesson notebooks, or check they match the scripts",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "lessons",
+        help="build the lesson notebooks, or check they match the scripts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="lessons_command", required=True)
     build = sub.add_parser("build", help="execute every lesson into notebooks/, write the student exercise notebooks")
-    build.add_argument("--only", action="append", metavar="PREFIX", type=lesson_prefix,
-                       help="lessons whose file names start so (repeatable)")
+    build.add_argument(
+        "--only",
+        action="append",
+        metavar="PREFIX",
+        type=lesson_prefix,
+        help="lessons whose file names start so (repeatable)",
+    )
     build.add_argument("--force", action="store_true", help="overwrite notebooks edited since the last build")
     build.add_argument("--exercises", action="store_true", help="only the student exercise notebooks (no kernel)")
     build.set_defaults(func=cmd_build)
     check = sub.add_parser("check", help="exit 1 if a notebook's cells differ from its lesson script")
     check.set_defaults(func=cmd_check)
-    build.add_argument("--out", action=Checked, check=output_folder, default=str(REPO_ROOT / "notebooks"),
-                       help="default: notebooks/ of this checkout")
+    build.add_argument(
+        "--out",
+        action=Checked,
+        check=output_folder,
+        default=str(REPO_ROOT / "notebooks"),
+        help="default: notebooks/ of this checkout",
+    )
     check.add_argument("--out", default=str(REPO_ROOT / "notebooks"), help="default: notebooks/ of this checkout")

@@ -29,10 +29,21 @@ from .options import Checked, integer
 
 
 def add_commands(sub) -> None:
-    p = sub.add_parser("mpirun", help="run a script on MPI ranks (the mpi backend; docs/mpi.md)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-n", "--np", dest="ranks", required=True, action=Checked, check=integer(1, MAX_MPI_RANKS),
-                   help=f"number of MPI processes (1..{MAX_MPI_RANKS})")
+    p = sub.add_parser(
+        "mpirun",
+        help="run a script on MPI ranks (the mpi backend; docs/mpi.md)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-n",
+        "--np",
+        dest="ranks",
+        required=True,
+        action=Checked,
+        check=integer(1, MAX_MPI_RANKS),
+        help=f"number of MPI processes (1..{MAX_MPI_RANKS})",
+    )
     p.add_argument("--hostfile", help="Open MPI / MPICH hostfile: one host per line (docs/mpi.md)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command each rank runs")
     p.set_defaults(func=run)
@@ -41,7 +52,9 @@ def add_commands(sub) -> None:
 def run(args) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise ValueError("mpirun: give the command each rank runs after --, e.g. dlsys mpirun -n 4 -- python my_ring.py")
+        raise ValueError(
+            "mpirun: give the command each rank runs after --, e.g. dlsys mpirun -n 4 -- python my_ring.py"
+        )
     if (why := mpi_unavailable()) is not None:
         raise ValueError(why)
     cmd, env = mpirun_command(args.ranks)

@@ -46,6 +46,7 @@ class Checked(argparse.Action):
 
 def integer(low: int, high: int):
     """Checker: an integer in low..high."""
+
     def check(text: str) -> int:
         try:
             value = int(text)
@@ -54,11 +55,13 @@ def integer(low: int, high: int):
         if value is None or not low <= value <= high:
             raise ValueError(f"must be an integer in {low}..{high}, got {text}")
         return value
+
     return check
 
 
 def number(low: float, high: float = float("inf"), low_open: bool = False):
     """Checker: a number in [low, high] (or (low, high] with ``low_open``)."""
+
     def check(text: str) -> float:
         try:
             value = float(text)
@@ -69,12 +72,14 @@ def number(low: float, high: float = float("inf"), low_open: bool = False):
             bounds += f" and <= {high:g}" if high != float("inf") else ""
             raise ValueError(f"must be a number {bounds}, got {text}")
         return value
+
     return check
 
 
 def size(low: int = 1, high: int | None = None, multiple: int = 1):
     """Checker: a byte size like 1024, 61MB, 64MiB in low..high, a multiple of ``multiple``
     (``net.parse_size``: case-sensitive, ``1Gb`` refused as bits)."""
+
     def check(text: str) -> int:
         negative = text.strip().startswith("-")
         try:
@@ -92,6 +97,7 @@ def size(low: int = 1, high: int | None = None, multiple: int = 1):
                 limits = f"in {format_bytes(low)}..{format_bytes(high)} ({low}..{high} bytes)"
             raise ValueError(f"must be {what}{limits}, got {text}")
         return nbytes
+
     return check
 
 
@@ -132,6 +138,7 @@ def output_path(text: str) -> str:
 def pair(first, second, names: str):
     """Checker for 'A:B', e.g. --straggler 3:4 -> (3, 4.0); ``first``/``second`` check each
     part, and an error names the part: ``--straggler FACTOR must be a number > 0, got 0``."""
+
     def check(text: str):
         a, sep, b = text.partition(":")
         if not sep:
@@ -143,6 +150,7 @@ def pair(first, second, names: str):
             except ValueError as exc:
                 raise ValueError(f"{name} {exc}") from None
         return tuple(parts)
+
     return check
 
 
@@ -185,8 +193,10 @@ def real_buffers(record: dict) -> str:
         stands = f"each element stands for {low:,}"
     else:
         stands = f"each element stands for {low:,}..{high:,} (one element per ring block)"
-    return (f"{record['ranks']} x {format_bytes(record['real_nbytes'])}, {stands}; about "
-            f"{format_bytes(record['memory_bytes'])} of the {format_bytes(record['max_memory_bytes'])} budget")
+    return (
+        f"{record['ranks']} x {format_bytes(record['real_nbytes'])}, {stands}; about "
+        f"{format_bytes(record['memory_bytes'])} of the {format_bytes(record['max_memory_bytes'])} budget"
+    )
 
 
 def save_trace(args, record: dict) -> None:
@@ -213,6 +223,11 @@ def refuse_unused(given: dict, where: str) -> None:
 def given_flags(parser: argparse.ArgumentParser, args, keep=()) -> dict:
     """Flag -> value of every option of ``parser`` that ``args`` sets away from its default,
     except the dests in ``keep``: what a mode that reads only ``keep`` must refuse."""
-    return {a.option_strings[0]: getattr(args, a.dest) for a in parser._actions
-            if a.option_strings and a.dest not in keep and a.dest != "help"
-            and getattr(args, a.dest, a.default) != a.default}
+    return {
+        a.option_strings[0]: getattr(args, a.dest)
+        for a in parser._actions
+        if a.option_strings
+        and a.dest not in keep
+        and a.dest != "help"
+        and getattr(args, a.dest, a.default) != a.default
+    }

@@ -26,12 +26,22 @@ MAX = 10**6
 
 
 def add_commands(subparsers) -> None:
-    p = subparsers.add_parser("plan", help="the layout of a large run: DP x TP x PP x ZeRO, step time and memory",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "plan",
+        help="the layout of a large run: DP x TP x PP x ZeRO, step time and memory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", choices=MODELS, help="a preset (its fields can be replaced below)")
-    for flag, what in (("--layers", "transformer layers"), ("--hidden", "hidden size h"), ("--heads", "attention heads"),
-                       ("--kv-heads", "key-value heads (GQA; default: --heads)"), ("--ffn", "MLP width (SwiGLU)"),
-                       ("--vocab", "vocabulary"), ("--seq", "sequence length s")):
+    for flag, what in (
+        ("--layers", "transformer layers"),
+        ("--hidden", "hidden size h"),
+        ("--heads", "attention heads"),
+        ("--kv-heads", "key-value heads (GQA; default: --heads)"),
+        ("--ffn", "MLP width (SwiGLU)"),
+        ("--vocab", "vocabulary"),
+        ("--seq", "sequence length s"),
+    ):
         p.add_argument(flag, action=Checked, check=integer(1, MAX * 1000), help=what)
     p.add_argument("--experts", action=Checked, check=integer(0, 4096), help="experts a layer (0: dense MLP)")
     p.add_argument("--top-k", action=Checked, check=integer(1, 4096), help="experts a token runs through")
@@ -39,16 +49,25 @@ def add_commands(subparsers) -> None:
     p.add_argument("--tp", action=Checked, check=integer(1, MAX), help="tensor-parallel degree (inside an island)")
     p.add_argument("--pp", action=Checked, check=integer(1, MAX), help="pipeline stages (1F1B)")
     p.add_argument("--dp", action=Checked, check=integer(1, MAX), help="data-parallel copies")
-    p.add_argument("--ep", action=Checked, check=integer(1, MAX),
-                   help="expert-parallel degree (divides dp and the experts; default 1 for one layout)")
+    p.add_argument(
+        "--ep",
+        action=Checked,
+        check=integer(1, MAX),
+        help="expert-parallel degree (divides dp and the experts; default 1 for one layout)",
+    )
     p.add_argument("--zero", action=Checked, check=integer(0, 3), help="ZeRO stage 0..3 (default 0 for one layout)")
     p.add_argument("--microbatches", action=Checked, check=integer(1, MAX), help="m micro-batches a step (one layout)")
-    p.add_argument("--micro-batch-size", action=Checked, check=integer(1, MAX), help="sequences a micro-batch (default 1)")
-    p.add_argument("--global-batch", default=1024, action=Checked, check=integer(1, 10**9),
-                   help="sequences a step (default 1024)")
+    p.add_argument(
+        "--micro-batch-size", action=Checked, check=integer(1, MAX), help="sequences a micro-batch (default 1)"
+    )
+    p.add_argument(
+        "--global-batch", default=1024, action=Checked, check=integer(1, 10**9), help="sequences a step (default 1024)"
+    )
     p.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (default none for one layout)")
     p.add_argument("--device", default="h100", choices=DEVICES, help="the accelerator (peak FLOP/s, memory)")
-    p.add_argument("--device-memory", action=Checked, check=size(1), help="its memory, e.g. 80GiB (default the preset's)")
+    p.add_argument(
+        "--device-memory", action=Checked, check=size(1), help="its memory, e.g. 80GiB (default the preset's)"
+    )
     p.add_argument("--top", default=10, action=Checked, check=integer(1, 10**6), help="layouts to print (search)")
     p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes)")
     p.set_defaults(func=cmd_plan)
@@ -63,20 +82,35 @@ def one_layout(args, model, gpus: int) -> Plan:
     micro_batch = args.micro_batch_size or 1
     if args.microbatches is not None:
         if args.global_batch % (dp * args.microbatches):
-            raise ValueError(f"--microbatches: dp x microbatches = {dp} x {args.microbatches} must divide "
-                             f"--global-batch {args.global_batch}")
+            raise ValueError(
+                f"--microbatches: dp x microbatches = {dp} x {args.microbatches} must divide "
+                f"--global-batch {args.global_batch}"
+            )
         micro_batch = args.global_batch // (dp * args.microbatches)
         if args.micro_batch_size not in (None, micro_batch):
-            raise ValueError(f"--micro-batch-size {args.micro_batch_size} and --microbatches {args.microbatches} "
-                             f"disagree: global batch {args.global_batch} / (dp {dp} x {args.microbatches}) = "
-                             f"{micro_batch}")
-    return Plan(model, gpus, tp, pp, args.zero or 0, micro_batch, args.global_batch, args.recompute or "none",
-                ep=args.ep or 1)
+            raise ValueError(
+                f"--micro-batch-size {args.micro_batch_size} and --microbatches {args.microbatches} "
+                f"disagree: global batch {args.global_batch} / (dp {dp} x {args.microbatches}) = "
+                f"{micro_batch}"
+            )
+    return Plan(
+        model, gpus, tp, pp, args.zero or 0, micro_batch, args.global_batch, args.recompute or "none", ep=args.ep or 1
+    )
 
 
 def cmd_plan(args) -> int:
-    model = model_of(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
-                     ffn=args.ffn, vocab=args.vocab, seq_len=args.seq, experts=args.experts, top_k=args.top_k)
+    model = model_of(
+        args.model,
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        ffn=args.ffn,
+        vocab=args.vocab,
+        seq_len=args.seq,
+        experts=args.experts,
+        top_k=args.top_k,
+    )
     device = device_of(args.device, args.device_memory)
     if any(v is not None for v in (args.tp, args.pp, args.dp)):
         record = breakdown(one_layout(args, model, args.gpus), device)
@@ -85,31 +119,64 @@ def cmd_plan(args) -> int:
             return 0
         print_layout(record, model)
         return 0
-    refuse_unused({"--microbatches": args.microbatches}, "the search (give --tp, --pp or --dp for one layout; "
-                                                         "--micro-batch-size holds the search's)")
-    rows = search(model, args.gpus, args.global_batch, device, zero=args.zero, micro_batch=args.micro_batch_size,
-                  recompute=args.recompute, ep=args.ep)
+    refuse_unused(
+        {"--microbatches": args.microbatches},
+        "the search (give --tp, --pp or --dp for one layout; --micro-batch-size holds the search's)",
+    )
+    rows = search(
+        model,
+        args.gpus,
+        args.global_batch,
+        device,
+        zero=args.zero,
+        micro_batch=args.micro_batch_size,
+        recompute=args.recompute,
+        ep=args.ep,
+    )
     if args.json:
-        print(json.dumps(rows[:args.top]))
+        print(json.dumps(rows[: args.top]))
         return 0
-    title = (f"{model.name} ({model.params() / 1e9:.2f} B parameters) on {args.gpus} x {device.name} "
-             f"({device.memory_bytes / 2**30:g} GiB), global batch {args.global_batch} x {model.seq_len} tokens: ")
+    title = (
+        f"{model.name} ({model.params() / 1e9:.2f} B parameters) on {args.gpus} x {device.name} "
+        f"({device.memory_bytes / 2**30:g} GiB), global batch {args.global_batch} x {model.seq_len} tokens: "
+    )
     if not rows:
         print(title + "no layout fits; give more GPUs, --device-memory, or allow recomputation")
         return 1
     print(title + f"{len(rows)} layouts fit, the fastest {min(args.top, len(rows))}:")
-    header = ("#", "tp", "pp", "dp", "ep", "ZeRO", "b", "m", "recompute", "step s", *(f"{c} s" for c in COMPONENTS),
-              "GiB/GPU", "MFU")
-    lines = [header] + [(str(i), *(str(r[k]) for k in ("tp", "pp", "dp", "ep", "zero", "micro_batch", "microbatches",
-                                                         "recompute")),
-                         f"{r['step_s']:.3f}", *(f"{r['seconds'][c]:.3f}" for c in COMPONENTS),
-                         f"{r['memory_bytes'] / 2**30:.1f}", f"{r['mfu']:.1%}")
-                        for i, r in enumerate(rows[:args.top], start=1)]
+    header = (
+        "#",
+        "tp",
+        "pp",
+        "dp",
+        "ep",
+        "ZeRO",
+        "b",
+        "m",
+        "recompute",
+        "step s",
+        *(f"{c} s" for c in COMPONENTS),
+        "GiB/GPU",
+        "MFU",
+    )
+    lines = [header] + [
+        (
+            str(i),
+            *(str(r[k]) for k in ("tp", "pp", "dp", "ep", "zero", "micro_batch", "microbatches", "recompute")),
+            f"{r['step_s']:.3f}",
+            *(f"{r['seconds'][c]:.3f}" for c in COMPONENTS),
+            f"{r['memory_bytes'] / 2**30:.1f}",
+            f"{r['mfu']:.1%}",
+        )
+        for i, r in enumerate(rows[: args.top], start=1)
+    ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
-    print("b: sequences a micro-batch, m: micro-batches a step; tp, pp, dp, ep: exposed communication; "
-          "bubble: 1F1B's idle slots; MFU: 6 N tokens / (GPUs x peak x step)")
+    print(
+        "b: sequences a micro-batch, m: micro-batches a step; tp, pp, dp, ep: exposed communication; "
+        "bubble: 1F1B's idle slots; MFU: 6 N tokens / (GPUs x peak x step)"
+    )
     return 0
 
 
@@ -117,11 +184,20 @@ def print_layout(record: dict, model) -> None:
     step = record["step_s"]
     rows = [(c, f"{record['seconds'][c]:10.4f} s  {record['seconds'][c] / step:6.1%}") for c in COMPONENTS]
     rows.append(("step", f"{step:10.4f} s  MFU {record['mfu']:.1%}"))
-    print_table(rows, f"{model.name} ({model.params() / 1e9:.2f} B parameters) on {record['gpus']} GPUs: dp {record['dp']} "
-                      f"x tp {record['tp']} x pp {record['pp']}"
-                      + (f" (ep {record['ep']})" if record["ep"] > 1 else "") + f", ZeRO {record['zero']}, {record['microbatches']} "
-                      f"micro-batches of {record['micro_batch']} sequences, recompute {record['recompute']}")
+    print_table(
+        rows,
+        f"{model.name} ({model.params() / 1e9:.2f} B parameters) on {record['gpus']} GPUs: dp {record['dp']} "
+        f"x tp {record['tp']} x pp {record['pp']}"
+        + (f" (ep {record['ep']})" if record["ep"] > 1 else "")
+        + f", ZeRO {record['zero']}, {record['microbatches']} "
+        f"micro-batches of {record['micro_batch']} sequences, recompute {record['recompute']}",
+    )
     rows = [(k, f"{record['bytes'][k] / 2**30:10.2f} GiB") for k in KINDS]
-    rows.append(("total", f"{record['memory_bytes'] / 2**30:10.2f} GiB of {record['device_bytes'] / 2**30:g} GiB "
-                          f"({record['device']}): {'fits' if record['fits'] else 'does NOT fit'}"))
+    rows.append(
+        (
+            "total",
+            f"{record['memory_bytes'] / 2**30:10.2f} GiB of {record['device_bytes'] / 2**30:g} GiB "
+            f"({record['device']}): {'fits' if record['fits'] else 'does NOT fit'}",
+        )
+    )
     print_table(rows, "one GPU of pipeline stage 0 (embedding, pp micro-batches of activations in flight)")

@@ -21,8 +21,10 @@ WIDTHS = (24, 12, 30)  # claim, verdict, paper's figure; dlsys's figure takes th
 def cmd_reproduce(args) -> int:
     if args.write_docs:
         if args.claims or args.json or args.quick:
-            raise ValueError("--write-docs rewrites every generated table in docs/ (at quick settings) and takes no "
-                             "CLAIM, --json or --quick")
+            raise ValueError(
+                "--write-docs rewrites every generated table in docs/ (at quick settings) and takes no "
+                "CLAIM, --json or --quick"
+            )
         for path in docs.write_docs():
             print(f"rewrote {path}")
         return 0
@@ -37,8 +39,11 @@ def cmd_reproduce(args) -> int:
     for r in records:
         cells = (r["claim"], r["verdict"], r["paper_value"])
         print("  ".join(f"{textwrap.shorten(c, w):<{w}}" for c, w in zip(cells, WIDTHS)) + f"  {r['ours']}")
-        print(textwrap.fill(f"{r['paper']}, {r['where']}. Why: {r['why']}", 110, initial_indent="    ",
-                            subsequent_indent="    "))
+        print(
+            textwrap.fill(
+                f"{r['paper']}, {r['where']}. Why: {r['why']}", 110, initial_indent="    ", subsequent_indent="    "
+            )
+        )
     counts = {v: sum(r["verdict"] == v for r in records) for v in reproduce.VERDICTS}
     print(", ".join(f"{n} {v}" for v, n in counts.items()) + f" ({'quick' if args.quick else 'full'} settings)")
     return 0
@@ -46,11 +51,19 @@ def cmd_reproduce(args) -> int:
 
 def add_commands(subparsers) -> None:
     """Register ``reproduce``."""
-    p = subparsers.add_parser("reproduce", help="every published claim dlsys teaches: paper vs dlsys, with a verdict",
-                              description=__doc__.split("\n\n")[0].replace("``", ""))
-    p.add_argument("claims", nargs="*", metavar="CLAIM", help=f"claims to run (default all): {', '.join(reproduce.CLAIMS)}")
+    p = subparsers.add_parser(
+        "reproduce",
+        help="every published claim dlsys teaches: paper vs dlsys, with a verdict",
+        description=__doc__.split("\n\n")[0].replace("``", ""),
+    )
+    p.add_argument(
+        "claims", nargs="*", metavar="CLAIM", help=f"claims to run (default all): {', '.join(reproduce.CLAIMS)}"
+    )
     p.add_argument("--quick", action="store_true", help="quick settings (seconds; the full ones take a minute or so)")
     p.add_argument("--json", action="store_true", help="print one JSON object per claim, in a list")
-    p.add_argument("--write-docs", action="store_true",
-                   help="rewrite the generated tables of docs/ (<!-- generated: NAME --> blocks) from the code")
+    p.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="rewrite the generated tables of docs/ (<!-- generated: NAME --> blocks) from the code",
+    )
     p.set_defaults(func=cmd_reproduce)

@@ -7,15 +7,26 @@ import json
 from dataclasses import asdict
 
 from .. import collectives
-from ..machine import netstack
 from ..comm import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
+from ..machine import netstack
 from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import STORAGE_PRESETS
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..viz.units import format_bytes, format_rate, format_seconds
-from .options import MAX_RANKS, Checked, integer, network, output_file, print_table, real_buffers, refuse_unused, save_trace, size, trace_row
-
+from .options import (
+    MAX_RANKS,
+    Checked,
+    integer,
+    network,
+    output_file,
+    print_table,
+    real_buffers,
+    refuse_unused,
+    save_trace,
+    size,
+    trace_row,
+)
 
 MAX_SIZE_BYTES = 2**50  # 1 PiB per rank: logical sizes are free, but the search for a real length is not
 STACK_MESSAGE_BYTES = 2**20  # presets --stack: the message, unless --size says
@@ -30,16 +41,25 @@ def textbook_gap(record: dict) -> float:
 def form_rows(record: dict) -> list[tuple[str, str]]:
     """The closed form, its error and the textbook form; or why there is none."""
     if record["closed_form_s"] is None and record["sharing"]:
-        return [("closed form", f"none with shared links on the {record['topology']} topology (the closed forms "
-                                "charge each message its pair's link)")]
+        return [
+            (
+                "closed form",
+                f"none with shared links on the {record['topology']} topology (the closed forms "
+                "charge each message its pair's link)",
+            )
+        ]
     if record["closed_form_s"] is None:
         valid = ", ".join(a.name for a in collectives.REGISTRY.values() if a.tiered)
         return [("closed form", f"none for {record['algorithm']} on the {record['topology']} topology (only {valid})")]
     return [
         ("closed form", format_seconds(record["closed_form_s"], 4)),
         ("relative error", f"{record['relative_error']:.2e}"),
-        ("textbook form", format_seconds(record["textbook_form_s"], 4) + " (blocks of n/p bytes; "
-                          + f"{textbook_gap(record):.2e} from the closed form)"),
+        (
+            "textbook form",
+            format_seconds(record["textbook_form_s"], 4)
+            + " (blocks of n/p bytes; "
+            + f"{textbook_gap(record):.2e} from the closed form)",
+        ),
     ]
 
 
@@ -51,10 +71,23 @@ def cmd_simulate(args) -> int:
         collectives.check_algorithm(args.collective, algorithm)
     except ValueError as exc:
         raise ValueError(f"--algo: {exc}") from None
-    record = simulate_collective(args.collective, algorithm, args.ranks, args.size, network(args),
-                                 args.node, args.backend, args.dtype, args.op, args.seed, args.gamma,
-                                 max_memory_bytes=args.max_memory, real=args.real, record=bool(args.trace),
-                                 sharing=args.sharing)
+    record = simulate_collective(
+        args.collective,
+        algorithm,
+        args.ranks,
+        args.size,
+        network(args),
+        args.node,
+        args.backend,
+        args.dtype,
+        args.op,
+        args.seed,
+        args.gamma,
+        max_memory_bytes=args.max_memory,
+        real=args.real,
+        record=bool(args.trace),
+        sharing=args.sharing,
+    )
     save_trace(args, record)
     if args.json:
         print(json.dumps(record))
@@ -64,8 +97,11 @@ def cmd_simulate(args) -> int:
         ("ranks", str(record["ranks"])),
         ("buffer", f"{format_bytes(record['nbytes'])} {record['dtype']} ({record['nbytes']} bytes)"),
         ("link", record["link"] + ("" if record["topology"] == "flat" else f" ({record['topology']} topology)")),
-        ("virtual time", format_seconds(record["virtual_time_s"], 4)
-                         + (" (messages share links: a max-min fair replay)" if record["sharing"] else "")),
+        (
+            "virtual time",
+            format_seconds(record["virtual_time_s"], 4)
+            + (" (messages share links: a max-min fair replay)" if record["sharing"] else ""),
+        ),
         *form_rows(record),
         ("algbw", format_rate(record["algbw_Bps"])),
         ("busbw", format_rate(record["busbw_Bps"])),
@@ -86,10 +122,15 @@ def cmd_stack(args) -> int:
         print(json.dumps({"link": args.stack, "nbytes": nbytes, "protocol": protocol, "stages": rows}))
         return 0
     total = sum(r["time_s"] for r in rows)
-    print_table([(f"{r['side']:<8} {r['stage']}", f"{format_seconds(r['time_s']):>10}  {r['time_s'] / total:6.1%}")
-                 for r in rows] + [("total", format_seconds(total))],
-                f"one message of {format_bytes(nbytes)} on {args.stack} ({protocol} protocol; MPI and UCX would use "
-                f"{netstack.protocol_for(nbytes)})")
+    print_table(
+        [
+            (f"{r['side']:<8} {r['stage']}", f"{format_seconds(r['time_s']):>10}  {r['time_s'] / total:6.1%}")
+            for r in rows
+        ]
+        + [("total", format_seconds(total))],
+        f"one message of {format_bytes(nbytes)} on {args.stack} ({protocol} protocol; MPI and UCX would use "
+        f"{netstack.protocol_for(nbytes)})",
+    )
     return 0
 
 
@@ -97,12 +138,18 @@ def cmd_presets(args) -> int:
     if args.stack:
         return cmd_stack(args)
     refuse_unused({"--size": args.size, "--protocol": args.protocol}, "presets without --stack LINK")
-    links = {name: asdict(m) | {"alpha_s": m.alpha_s, "beta_s_per_byte": m.beta_s_per_byte}
-             for name, m in LINK_PRESETS.items()}
-    nodes = {name: asdict(m) | {"sustained_flops": m.sustained_flops, "gamma_s_per_byte": m.gamma_s_per_byte}
-             for name, m in NODE_PRESETS.items()}
-    libraries = {name: lib._asdict() | {"alpha_s": lib.transport().alpha_s, "beta_s_per_byte": lib.transport().beta_s_per_byte}
-                 for name, lib in netstack.LIBRARIES.items()}
+    links = {
+        name: asdict(m) | {"alpha_s": m.alpha_s, "beta_s_per_byte": m.beta_s_per_byte}
+        for name, m in LINK_PRESETS.items()
+    }
+    nodes = {
+        name: asdict(m) | {"sustained_flops": m.sustained_flops, "gamma_s_per_byte": m.gamma_s_per_byte}
+        for name, m in NODE_PRESETS.items()
+    }
+    libraries = {
+        name: lib._asdict() | {"alpha_s": lib.transport().alpha_s, "beta_s_per_byte": lib.transport().beta_s_per_byte}
+        for name, lib in netstack.LIBRARIES.items()
+    }
     storage = {name: s._asdict() for name, s in STORAGE_PRESETS.items()}
     if args.json:
         print(json.dumps({"links": links, "nodes": nodes, "libraries": libraries, "storage": storage}, default=str))
@@ -110,13 +157,17 @@ def cmd_presets(args) -> int:
     print("Links")
     print(f"  {'name':<10} {'latency':>10} {'bandwidth':>12} {'overhead':>10} {'copies':>6}  source")
     for m in LINK_PRESETS.values():
-        print(f"  {m.name:<10} {format_seconds(m.latency_s):>10} {format_rate(m.bandwidth_Bps):>12} "
-              f"{format_seconds(m.overhead_s):>10} {m.kernel_copies:>6}  {m.source}")
+        print(
+            f"  {m.name:<10} {format_seconds(m.latency_s):>10} {format_rate(m.bandwidth_Bps):>12} "
+            f"{format_seconds(m.overhead_s):>10} {m.kernel_copies:>6}  {m.source}"
+        )
     print("Nodes")
     print(f"  {'name':<10} {'peak':>12} {'sustained':>10} {'memory bw':>12}  source")
     for m in NODE_PRESETS.values():
-        print(f"  {m.name:<10} {f'{m.peak_flops / 1e12:.3g} TFLOP/s':>12} {m.efficiency:>10.0%} "
-              f"{format_rate(m.memory_bandwidth_Bps):>12}  {m.source}")
+        print(
+            f"  {m.name:<10} {f'{m.peak_flops / 1e12:.3g} TFLOP/s':>12} {m.efficiency:>10.0%} "
+            f"{format_rate(m.memory_bandwidth_Bps):>12}  {m.source}"
+        )
     print("Libraries (all-reduce algorithm by rank count and size, on a transport)")
     for lib in netstack.LIBRARIES.values():
         print(f"  {lib.name:<14} on {lib.link}; alpha {format_seconds(lib.transport().alpha_s)}  {lib.source}")
@@ -132,44 +183,87 @@ def cmd_presets(args) -> int:
 
 def add_commands(subparsers) -> None:
     """Register ``simulate`` and ``presets``."""
-    sim = subparsers.add_parser("simulate", help="run one collective on emulated ranks and compare with its closed form")
+    sim = subparsers.add_parser(
+        "simulate", help="run one collective on emulated ranks and compare with its closed form"
+    )
     sim.add_argument("collective", choices=list(collectives.ALGORITHMS))
     sim.add_argument("--algo", default=None, help="algorithm (default: the first listed for the collective)")
-    sim.add_argument("--ranks", action=Checked, check=integer(1, MAX_RANKS), default=8,
-                     help=f"world size P, 1..{MAX_RANKS} (default 8)")
-    sim.add_argument("--size", action=Checked, check=size(1, MAX_SIZE_BYTES), default=2**20,
-                     help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)")
-    sim.add_argument("--link", default="tcp-10gbe", metavar="LINK",
-                     help=f"a preset ({', '.join(LINK_PRESETS)})")
-    sim.add_argument("--topology", default="flat", choices=list(TOPOLOGY_PRESETS),
-                     help="flat: every pair on --link (default); two-level: supernodes of 32 on --link, upper "
-                          "level 4:1; taihulight: 256-node supernodes of sw26010 links under a 4:1 oversubscribed "
-                          "upper level; fat-tree: k = 16 on --link; gpu-cluster: DGX H100 islands of 8 "
-                          "(taihulight and gpu-cluster: --link is not used)")
-    sim.add_argument("--sharing", action="store_true",
-                     help="messages that cross a link at the same time share it (max-min fair; the TaihuLight's "
-                          "upper level at its real 875 GB/s per supernode): times from a replay of the run")
+    sim.add_argument(
+        "--ranks",
+        action=Checked,
+        check=integer(1, MAX_RANKS),
+        default=8,
+        help=f"world size P, 1..{MAX_RANKS} (default 8)",
+    )
+    sim.add_argument(
+        "--size",
+        action=Checked,
+        check=size(1, MAX_SIZE_BYTES),
+        default=2**20,
+        help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)",
+    )
+    sim.add_argument("--link", default="tcp-10gbe", metavar="LINK", help=f"a preset ({', '.join(LINK_PRESETS)})")
+    sim.add_argument(
+        "--topology",
+        default="flat",
+        choices=list(TOPOLOGY_PRESETS),
+        help="flat: every pair on --link (default); two-level: supernodes of 32 on --link, upper "
+        "level 4:1; taihulight: 256-node supernodes of sw26010 links under a 4:1 oversubscribed "
+        "upper level; fat-tree: k = 16 on --link; gpu-cluster: DGX H100 islands of 8 "
+        "(taihulight and gpu-cluster: --link is not used)",
+    )
+    sim.add_argument(
+        "--sharing",
+        action="store_true",
+        help="messages that cross a link at the same time share it (max-min fair; the TaihuLight's "
+        "upper level at its real 875 GB/s per supernode): times from a replay of the run",
+    )
     sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))
     sim.add_argument("--op", default="sum", choices=list(collectives.OPS))
     sim.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
-    sim.add_argument("--max-memory", action=Checked, check=size(), default=DEFAULT_MAX_MEMORY_BYTES,
-                     metavar="SIZE", help="real buffers of all ranks together stay below this; larger sizes run on "
-                                          "real elements that each stand for several (default 1GiB)")
-    sim.add_argument("--real", action="store_true",
-                     help="real data only: refuse, before any rank starts, a size that does not fit --max-memory")
+    sim.add_argument(
+        "--max-memory",
+        action=Checked,
+        check=size(),
+        default=DEFAULT_MAX_MEMORY_BYTES,
+        metavar="SIZE",
+        help="real buffers of all ranks together stay below this; larger sizes run on "
+        "real elements that each stand for several (default 1GiB)",
+    )
+    sim.add_argument(
+        "--real",
+        action="store_true",
+        help="real data only: refuse, before any rank starts, a size that does not fit --max-memory",
+    )
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
-    sim.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
+    sim.add_argument(
+        "--trace",
+        metavar="FILE",
+        action=Checked,
+        check=output_file,
+        help="write the Chrome trace-event JSON (Perfetto) here",
+    )
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)
 
-    pre = subparsers.add_parser("presets", help="list link, node, library and storage presets with their numbers and sources")
-    pre.add_argument("--stack", metavar="LINK", choices=list(LINK_PRESETS),
-                     help="instead: the stages of one message on this link (dlsys.machine.netstack)")
-    pre.add_argument("--size", action=Checked, check=size(0, MAX_SIZE_BYTES),
-                     help="--stack: the message size (default 1MiB)")
-    pre.add_argument("--protocol", choices=["basic", "eager", "rendezvous"],
-                     help="--stack: basic (what the emulator charges), eager or rendezvous")
+    pre = subparsers.add_parser(
+        "presets", help="list link, node, library and storage presets with their numbers and sources"
+    )
+    pre.add_argument(
+        "--stack",
+        metavar="LINK",
+        choices=list(LINK_PRESETS),
+        help="instead: the stages of one message on this link (dlsys.machine.netstack)",
+    )
+    pre.add_argument(
+        "--size", action=Checked, check=size(0, MAX_SIZE_BYTES), help="--stack: the message size (default 1MiB)"
+    )
+    pre.add_argument(
+        "--protocol",
+        choices=["basic", "eager", "rendezvous"],
+        help="--stack: basic (what the emulator charges), eager or rendezvous",
+    )
     pre.add_argument("--json", action="store_true")
     pre.set_defaults(func=cmd_presets)

@@ -21,101 +21,226 @@ import json
 
 import numpy as np
 
+from .. import schedule
 from ..comm import BACKENDS
+from ..compress import COMPRESSORS
+from ..experiments import large_batch, train
+from ..experiments import schedule as schedule_experiments
+from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
 from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
-from ..experiments import large_batch, train
 from ..train import STRATEGIES, TrainConfig
 from ..train.strategies import OPTIONS, taking
-from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
-from ..compress import COMPRESSORS
 from ..viz.units import format_bytes, format_seconds
-from .options import MAX_RANKS, Checked, given_flags, integer, number, pair, output_file, output_path, print_table, refuse_unused, save_trace, trace_row
 from .compress import add_method_options, compression_from, method_options_given
+from .options import (
+    MAX_RANKS,
+    Checked,
+    given_flags,
+    integer,
+    number,
+    output_file,
+    output_path,
+    pair,
+    print_table,
+    refuse_unused,
+    save_trace,
+    trace_row,
+)
 from .schedule import add_schedule_options, given_options, policy_options
-from .. import schedule
-from ..experiments import schedule as schedule_experiments
 
-DECODE_S_PER_SAMPLE = 10e-6  # decoding an 8x8 or 16x16 image is microseconds (the model's default is an ImageNet JPEG's)
+DECODE_S_PER_SAMPLE = (
+    10e-6  # decoding an 8x8 or 16x16 image is microseconds (the model's default is an ImageNet JPEG's)
+)
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
 MAX_EPOCHS = 10_000
 DEFAULT_SWEEP_OUT = "out/large_batch.json"  # untracked (.gitignore): never the tracked cache unless named
 SWEEP_DESTS = ("sweep", "quick", "out", "backend")  # what --sweep batch reads; the study fixes the rest
-FLAGS = {"servers": "--servers", "staleness": "--staleness", "period": "--period", "micro_batches": "--micro-batches",
-         "fail": "--fail", "checkpoint": "--checkpoint", "resume": "--resume", "compression": "--compress",
-         "io": "--loader-workers, --prefetch, --storage", "optimizer": "--optimizer",
-         "warmup_epochs": "--warmup-epochs"}  # the strategies' options (dlsys.train.strategies) as flags
+FLAGS = {
+    "servers": "--servers",
+    "staleness": "--staleness",
+    "period": "--period",
+    "micro_batches": "--micro-batches",
+    "fail": "--fail",
+    "checkpoint": "--checkpoint",
+    "resume": "--resume",
+    "compression": "--compress",
+    "io": "--loader-workers, --prefetch, --storage",
+    "optimizer": "--optimizer",
+    "warmup_epochs": "--warmup-epochs",
+}  # the strategies' options (dlsys.train.strategies) as flags
 
 
 def add_commands(subparsers) -> None:
     """Register ``train`` on the ``dlsys`` argparse subparsers."""
-    p = subparsers.add_parser("train", help="train a numpy model with a distributed strategy (virtual time)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "train",
+        help="train a numpy model with a distributed strategy (virtual time)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--strategy", default="allreduce", choices=list(STRATEGIES))
     p.add_argument("--model", default="mlp", choices=MODELS)
-    p.add_argument("--hidden", action=Checked, check=integer(1, MAX_WIDTH), nargs="+", default=[64, 64],
-                   help=f"MLP hidden widths, each 1..{MAX_WIDTH} (default 64 64)")
+    p.add_argument(
+        "--hidden",
+        action=Checked,
+        check=integer(1, MAX_WIDTH),
+        nargs="+",
+        default=[64, 64],
+        help=f"MLP hidden widths, each 1..{MAX_WIDTH} (default 64 64)",
+    )
     p.add_argument("--dataset", default="digits", choices=DATASETS)
-    p.add_argument("--workers", action=Checked, check=integer(1, MAX_RANKS), default=4,
-                   help="workers (pipeline stages for model-parallel); default 4")
+    p.add_argument(
+        "--workers",
+        action=Checked,
+        check=integer(1, MAX_RANKS),
+        default=4,
+        help="workers (pipeline stages for model-parallel); default 4",
+    )
     p.add_argument("--epochs", action=Checked, check=integer(1, MAX_EPOCHS), default=10)
-    p.add_argument("--batch-size", action=Checked, check=integer(1, 2**16), default=32,
-                   help="samples per worker per step (default 32)")
-    p.add_argument("--lr", action=Checked, check=number(0, low_open=True), default=0.1,
-                   help="learning rate for the global batch (default 0.1)")
+    p.add_argument(
+        "--batch-size",
+        action=Checked,
+        check=integer(1, 2**16),
+        default=32,
+        help="samples per worker per step (default 32)",
+    )
+    p.add_argument(
+        "--lr",
+        action=Checked,
+        check=number(0, low_open=True),
+        default=0.1,
+        help="learning rate for the global batch (default 0.1)",
+    )
     p.add_argument("--momentum", action=Checked, check=number(0, 1), default=0.9)
     p.add_argument("--optimizer", choices=OPTIMIZERS, help="allreduce: sgd, lars or lamb (default sgd)")
     p.add_argument("--weight-decay", action=Checked, check=number(0), default=0.0)
-    p.add_argument("--trust-coefficient", action=Checked, check=number(0, low_open=True), default=0.001,
-                   help="LARS's eta (default 0.001, You et al. 2017)")
-    p.add_argument("--warmup-epochs", action=Checked, check=integer(0, MAX_EPOCHS),
-                   help="allreduce: gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)")
+    p.add_argument(
+        "--trust-coefficient",
+        action=Checked,
+        check=number(0, low_open=True),
+        default=0.001,
+        help="LARS's eta (default 0.001, You et al. 2017)",
+    )
+    p.add_argument(
+        "--warmup-epochs",
+        action=Checked,
+        check=integer(0, MAX_EPOCHS),
+        help="allreduce: gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)",
+    )
     p.add_argument("--warmup-start-lr", action=Checked, check=number(0), default=0.0)
-    p.add_argument("--staleness", action=Checked, check=integer(0, MAX_EPOCHS),
-                   help=f"SSP bound s in clocks (ps-ssp; default {OPTIONS['staleness']})")
-    p.add_argument("--straggler", action=Checked, metavar="WORKER:FACTOR",
-                   check=pair(integer(0, MAX_RANKS - 1), number(0, low_open=True), "WORKER:FACTOR"),
-                   help="make worker WORKER (0-based) FACTOR times slower, e.g. 3:4")
-    p.add_argument("--period", action=Checked, check=integer(1, 2**20),
-                   help=f"local-sgd: average the weights every K steps (default {OPTIONS['period']})")
-    p.add_argument("--micro-batches", action=Checked, check=integer(1, 2**16),
-                   help=f"model-parallel: GPipe micro-batches (default {OPTIONS['micro_batches']})")
-    p.add_argument("--servers", action=Checked, check=integer(1, MAX_RANKS),
-                   help=f"ps-*: parameter servers, extra ranks (default {OPTIONS['servers']})")
-    p.add_argument("--fail", action=Checked, metavar="WORKER:STEP",
-                   check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
-                   help="ps-*: worker WORKER crashes after STEP gradients")
-    p.add_argument("--checkpoint", metavar="PATH", action=Checked, check=output_path, help="allreduce: .npz file (rank 0); ps-*: directory")
+    p.add_argument(
+        "--staleness",
+        action=Checked,
+        check=integer(0, MAX_EPOCHS),
+        help=f"SSP bound s in clocks (ps-ssp; default {OPTIONS['staleness']})",
+    )
+    p.add_argument(
+        "--straggler",
+        action=Checked,
+        metavar="WORKER:FACTOR",
+        check=pair(integer(0, MAX_RANKS - 1), number(0, low_open=True), "WORKER:FACTOR"),
+        help="make worker WORKER (0-based) FACTOR times slower, e.g. 3:4",
+    )
+    p.add_argument(
+        "--period",
+        action=Checked,
+        check=integer(1, 2**20),
+        help=f"local-sgd: average the weights every K steps (default {OPTIONS['period']})",
+    )
+    p.add_argument(
+        "--micro-batches",
+        action=Checked,
+        check=integer(1, 2**16),
+        help=f"model-parallel: GPipe micro-batches (default {OPTIONS['micro_batches']})",
+    )
+    p.add_argument(
+        "--servers",
+        action=Checked,
+        check=integer(1, MAX_RANKS),
+        help=f"ps-*: parameter servers, extra ranks (default {OPTIONS['servers']})",
+    )
+    p.add_argument(
+        "--fail",
+        action=Checked,
+        metavar="WORKER:STEP",
+        check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
+        help="ps-*: worker WORKER crashes after STEP gradients",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        action=Checked,
+        check=output_path,
+        help="allreduce: .npz file (rank 0); ps-*: directory",
+    )
     p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
-    p.add_argument("--compress", metavar="METHOD", choices=list(COMPRESSORS),
-                   help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)")
+    p.add_argument(
+        "--compress",
+        metavar="METHOD",
+        choices=list(COMPRESSORS),
+        help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)",
+    )
     add_method_options(p)
-    p.add_argument("--schedule", metavar="POLICY", choices=list(schedule.POLICIES),
-                   help=f"overlap backward with communication: {', '.join(schedule.POLICIES)} "
-                        "(allreduce or ps-bsp; options below)")
+    p.add_argument(
+        "--schedule",
+        metavar="POLICY",
+        choices=list(schedule.POLICIES),
+        help=f"overlap backward with communication: {', '.join(schedule.POLICIES)} "
+        "(allreduce or ps-bsp; options below)",
+    )
     add_schedule_options(p)
-    p.add_argument("--loader-workers", action=Checked, check=integer(0, MAX_LOADER_WORKERS), metavar="K",
-                   help=f"load each worker's batches with K loader processes, 0..{MAX_LOADER_WORKERS} in all "
-                        "(0: in the worker itself; default 0 once --prefetch or --storage is given)")
-    p.add_argument("--prefetch", action=Checked, check=integer(1, 1 << 16), metavar="D",
-                   help="batches the loader's queue may hold, 1..65536 (default 2)")
-    p.add_argument("--storage", choices=list(STORAGE_PRESETS),
-                   help="where the samples are read from, charged in virtual time (default nvme)")
-    p.add_argument("--decode-s", action=Checked, check=number(0), default=DECODE_S_PER_SAMPLE,
-                   help=f"loader: seconds to decode one sample on the node (default {DECODE_S_PER_SAMPLE:g}: a "
-                        "small image)")
+    p.add_argument(
+        "--loader-workers",
+        action=Checked,
+        check=integer(0, MAX_LOADER_WORKERS),
+        metavar="K",
+        help=f"load each worker's batches with K loader processes, 0..{MAX_LOADER_WORKERS} in all "
+        "(0: in the worker itself; default 0 once --prefetch or --storage is given)",
+    )
+    p.add_argument(
+        "--prefetch",
+        action=Checked,
+        check=integer(1, 1 << 16),
+        metavar="D",
+        help="batches the loader's queue may hold, 1..65536 (default 2)",
+    )
+    p.add_argument(
+        "--storage",
+        choices=list(STORAGE_PRESETS),
+        help="where the samples are read from, charged in virtual time (default nvme)",
+    )
+    p.add_argument(
+        "--decode-s",
+        action=Checked,
+        check=number(0),
+        default=DECODE_S_PER_SAMPLE,
+        help=f"loader: seconds to decode one sample on the node (default {DECODE_S_PER_SAMPLE:g}: a small image)",
+    )
     p.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
     p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
     p.add_argument("--backend", default="threads", choices=list(BACKENDS))
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
-    p.add_argument("--trace", metavar="FILE", action=Checked, check=output_file, help="write the Chrome trace-event JSON (Perfetto) here")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        action=Checked,
+        check=output_file,
+        help="write the Chrome trace-event JSON (Perfetto) here",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
     p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
-    p.add_argument("--out", metavar="PATH", action=Checked, check=output_file, help="--sweep: where to write the record (default out/large_batch.json; with --quick nothing "
-                                                 "is written unless given; the app's cache: results/large_batch.json)")
+    p.add_argument(
+        "--out",
+        metavar="PATH",
+        action=Checked,
+        check=output_file,
+        help="--sweep: where to write the record (default out/large_batch.json; with --quick nothing "
+        "is written unless given; the app's cache: results/large_batch.json)",
+    )
     p.set_defaults(func=cmd_train, parser=p)
 
 
@@ -136,10 +261,19 @@ def histogram_lines(histogram: dict) -> list[str]:
 
 def refuse_options(args) -> None:
     """An option --strategy does not take is refused by its flag, with the strategies that take it."""
-    given = {"servers": args.servers, "staleness": args.staleness, "period": args.period,
-             "micro_batches": args.micro_batches, "fail": args.fail, "checkpoint": args.checkpoint,
-             "resume": args.resume, "compression": args.compress, "io": loader_given(args) or None,
-             "optimizer": args.optimizer, "warmup_epochs": args.warmup_epochs}
+    given = {
+        "servers": args.servers,
+        "staleness": args.staleness,
+        "period": args.period,
+        "micro_batches": args.micro_batches,
+        "fail": args.fail,
+        "checkpoint": args.checkpoint,
+        "resume": args.resume,
+        "compression": args.compress,
+        "io": loader_given(args) or None,
+        "optimizer": args.optimizer,
+        "warmup_epochs": args.warmup_epochs,
+    }
     for option, value in given.items():
         if value is not None and option not in STRATEGIES[args.strategy].options:
             raise ValueError(f"{FLAGS[option]}: need --strategy {' or '.join(taking(option))}, got {args.strategy}")
@@ -152,18 +286,26 @@ def check_ranks(args) -> None:
     servers = STRATEGIES[args.strategy].first_worker(args.servers)  # servers are the ranks before worker 0
     if servers:
         if args.workers + servers > limit:
-            raise ValueError(f"--workers + --servers must be at most {limit} on the {args.backend} backend, "
-                             f"got {args.workers} + {servers}")
+            raise ValueError(
+                f"--workers + --servers must be at most {limit} on the {args.backend} backend, "
+                f"got {args.workers} + {servers}"
+            )
     elif args.workers > limit:
-        raise ValueError(f"--workers must be an integer in 1..{limit} on the {args.backend} backend, got {args.workers}")
+        raise ValueError(
+            f"--workers must be an integer in 1..{limit} on the {args.backend} backend, got {args.workers}"
+        )
     if args.loader_workers is not None and args.loader_workers * args.workers > MAX_LOADER_WORKERS:
-        raise ValueError(f"--loader-workers must be an integer in 0..{MAX_LOADER_WORKERS // args.workers} with "
-                         f"--workers {args.workers} (at most {MAX_LOADER_WORKERS} loader processes in all), "
-                         f"got {args.loader_workers}")
+        raise ValueError(
+            f"--loader-workers must be an integer in 0..{MAX_LOADER_WORKERS // args.workers} with "
+            f"--workers {args.workers} (at most {MAX_LOADER_WORKERS} loader processes in all), "
+            f"got {args.loader_workers}"
+        )
     for option, value in (("--straggler", args.straggler), ("--fail", args.fail)):
         if value is not None and value[0] >= args.workers:
-            raise ValueError(f"{option} WORKER must be an integer in 0..{args.workers - 1} "
-                             f"(--workers {args.workers}), got {value[0]}")
+            raise ValueError(
+                f"{option} WORKER must be an integer in 0..{args.workers - 1} "
+                f"(--workers {args.workers}), got {value[0]}"
+            )
 
 
 def cmd_sweep(args) -> int:
@@ -174,10 +316,14 @@ def cmd_sweep(args) -> int:
     sweep = record["sweep"]
     batches = sorted({r["batch"] for r in sweep})
     accuracy = {(r["rule"], r["batch"]): r["test_accuracy"] for r in sweep}
-    print_table([(rule, "  ".join(f"{accuracy[rule, b]:6.1%}" for b in batches)) for rule in large_batch.RULES],
-                "test accuracy at global batch " + "  ".join(f"{b:>6}" for b in batches))
-    print_table([(f"{r['optimizer']} at {r['batch']}", f"{r['test_accuracy']:.1%}") for r in record["optimizers"]],
-                "large-batch optimizers")
+    print_table(
+        [(rule, "  ".join(f"{accuracy[rule, b]:6.1%}" for b in batches)) for rule in large_batch.RULES],
+        "test accuracy at global batch " + "  ".join(f"{b:>6}" for b in batches),
+    )
+    print_table(
+        [(f"{r['optimizer']} at {r['batch']}", f"{r['test_accuracy']:.1%}") for r in record["optimizers"]],
+        "large-batch optimizers",
+    )
     shape = record["landscape"]
     print_table([(shape[w], f"{shape['sharpness'][w]:.3g}") for w in ("small", "large")], "sharpness")
     if out:
@@ -193,28 +339,55 @@ def cmd_train(args) -> int:
         raise ValueError("--quick and --out apply to --sweep batch only")
     refuse_options(args)
     if not args.schedule:
-        refuse_unused({schedule.OPTIONS[name][1].flag: v for name, v in given_options(args).items()},
-                      "train without --schedule POLICY")
+        refuse_unused(
+            {schedule.OPTIONS[name][1].flag: v for name, v in given_options(args).items()},
+            "train without --schedule POLICY",
+        )
     check_ranks(args)
     if args.schedule:
         return train_scheduled(args)
     if (args.warmup_epochs or 0) > args.epochs:
         raise ValueError(f"--warmup-epochs must be an integer in 0..{args.epochs} (--epochs), got {args.warmup_epochs}")
     given = {"optimizer": args.optimizer, "warmup_epochs": args.warmup_epochs}
-    config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
-                         args.lr, args.momentum, args.seed, args.dtype, weight_decay=args.weight_decay,
-                         trust_coefficient=args.trust_coefficient, warmup_start_lr=args.warmup_start_lr,
-                         **{k: v for k, v in given.items() if v is not None})
+    config = TrainConfig(
+        args.model,
+        tuple(args.hidden),
+        args.dataset,
+        args.epochs,
+        args.batch_size,
+        args.lr,
+        args.momentum,
+        args.seed,
+        args.dtype,
+        weight_decay=args.weight_decay,
+        trust_coefficient=args.trust_coefficient,
+        warmup_start_lr=args.warmup_start_lr,
+        **{k: v for k, v in given.items() if v is not None},
+    )
     io = io_model(args, config)
     compression = compression_from(args, args.compress) if args.compress else None
     if compression is None and (method_options_given(args) or args.memory):
         raise ValueError("the compression options (--ratio, --bits, ...) need --compress METHOD")
     servers = STRATEGIES[args.strategy].first_worker(args.servers)
-    record = train(args.strategy, config, args.workers, backend=args.backend, link=args.link,
-                   node=args.node, straggler=args.straggler, staleness=args.staleness,
-                   period=args.period, micro_batches=args.micro_batches, servers=args.servers,
-                   fail=args.fail, checkpoint=args.checkpoint, resume=args.resume,
-                   progress=not args.json, compression=compression, io=io)
+    record = train(
+        args.strategy,
+        config,
+        args.workers,
+        backend=args.backend,
+        link=args.link,
+        node=args.node,
+        straggler=args.straggler,
+        staleness=args.staleness,
+        period=args.period,
+        micro_batches=args.micro_batches,
+        servers=args.servers,
+        fail=args.fail,
+        checkpoint=args.checkpoint,
+        resume=args.resume,
+        progress=not args.json,
+        compression=compression,
+        io=io,
+    )
     save_trace(args, record)
     steps: dict = {}
     for row in record["losses"]:
@@ -225,10 +398,12 @@ def cmd_train(args) -> int:
         print(json.dumps(summary))
         return 0
     rows = [
-        ("strategy", f"{args.strategy} on {args.workers} workers"
-                     + (f" + {servers} server(s)" if servers else "")),
-        ("model", f"{args.model} {config.hidden if args.model == 'mlp' else ''} on {args.dataset}, "
-                  f"{args.epochs} epochs, batch {args.batch_size} per worker"),
+        ("strategy", f"{args.strategy} on {args.workers} workers" + (f" + {servers} server(s)" if servers else "")),
+        (
+            "model",
+            f"{args.model} {config.hidden if args.model == 'mlp' else ''} on {args.dataset}, "
+            f"{args.epochs} epochs, batch {args.batch_size} per worker",
+        ),
         ("test accuracy", f"{record['test_accuracy']:.2%}"),
         ("virtual time", f"{record['virtual_time_s'] * 1e3:.3f} ms ({args.link}, {args.node})"),
         ("bytes moved", f"{record['bytes_moved'] / 1e6:.3f} MB in {record['messages']} messages"),
@@ -237,17 +412,33 @@ def cmd_train(args) -> int:
         ("wall time here", f"{record['wall_time_s']:.2f} s ({args.backend} backend)"),
     ]
     if compression is not None:
-        rows.append(("compression", f"{compression.method} {dict(compression.options) or ''}: "
-                                    f"{record['compression_ratio']:.1f}x smaller payloads, "
-                                    f"{format_bytes(record['bytes_per_step'])} on the wire per step"))
-        rows.append(("compress / decode", f"{format_seconds(record['compress_s'])} / "
-                                          f"{format_seconds(record['decompress_s'])} virtual, all ranks"))
+        rows.append(
+            (
+                "compression",
+                f"{compression.method} {dict(compression.options) or ''}: "
+                f"{record['compression_ratio']:.1f}x smaller payloads, "
+                f"{format_bytes(record['bytes_per_step'])} on the wire per step",
+            )
+        )
+        rows.append(
+            (
+                "compress / decode",
+                f"{format_seconds(record['compress_s'])} / {format_seconds(record['decompress_s'])} virtual, all ranks",
+            )
+        )
     if io is not None:
-        rows.append(("IO wait", f"{format_seconds(record['io_wait_s'])} of worker 0, {record['io_wait_fraction']:.0%} "
-                                f"of the run ({io.storage}, {io.workers} loader workers, queue of {io.prefetch}; "
-                                f"the loader delivers a batch per {format_seconds(record['loader_step_s'])})"))
+        rows.append(
+            (
+                "IO wait",
+                f"{format_seconds(record['io_wait_s'])} of worker 0, {record['io_wait_fraction']:.0%} "
+                f"of the run ({io.storage}, {io.workers} loader workers, queue of {io.prefetch}; "
+                f"the loader delivers a batch per {format_seconds(record['loader_step_s'])})",
+            )
+        )
     if record.get("failed"):
-        rows.append(("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"])))
+        rows.append(
+            ("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"]))
+        )
     print_table(rows)
     print("staleness histogram (reads per staleness)")
     for line in histogram_lines(record["staleness_histogram"]):
@@ -267,36 +458,69 @@ def io_model(args, config: TrainConfig) -> IOModel | None:
     if not loader_given(args):
         return None
     sample_nbytes = INPUT_FEATURES[config.dataset] * np.dtype(config.dtype).itemsize
-    return IOModel(args.storage or "nvme", args.loader_workers or 0, args.prefetch or 2, config.batch_size,
-                   sample_nbytes, args.decode_s)
+    return IOModel(
+        args.storage or "nvme",
+        args.loader_workers or 0,
+        args.prefetch or 2,
+        config.batch_size,
+        sample_nbytes,
+        args.decode_s,
+    )
 
 
 def train_scheduled(args) -> int:
     """``--schedule``: the same training, its gradients sent by a scheduling policy."""
     if args.strategy not in ("allreduce", "ps-bsp"):
         raise ValueError(f"--schedule: needs --strategy allreduce or ps-bsp, got {args.strategy}")
-    for option, value in (("--compress", args.compress), ("--straggler", args.straggler), ("--fail", args.fail),
-                          ("--checkpoint", args.checkpoint), ("--resume", args.resume),
-                          ("--loader-workers, --prefetch, --storage", loader_given(args))):
+    for option, value in (
+        ("--compress", args.compress),
+        ("--straggler", args.straggler),
+        ("--fail", args.fail),
+        ("--checkpoint", args.checkpoint),
+        ("--resume", args.resume),
+        ("--loader-workers, --prefetch, --storage", loader_given(args)),
+    ):
         if value:
             raise ValueError(f"{option}: not modelled together with --schedule")
-    config = TrainConfig(args.model, tuple(args.hidden), args.dataset, args.epochs, args.batch_size,
-                         args.lr, args.momentum, args.seed, args.dtype)
+    config = TrainConfig(
+        args.model,
+        tuple(args.hidden),
+        args.dataset,
+        args.epochs,
+        args.batch_size,
+        args.lr,
+        args.momentum,
+        args.seed,
+        args.dtype,
+    )
     if config.model != "mlp" or config.dataset != "digits":
         raise ValueError("--schedule: trains the digits MLP (--model mlp --dataset digits)")
     record = schedule_experiments.train_schedule(
-        args.schedule, config, args.workers, "ps" if args.strategy == "ps-bsp" else "allreduce", args.link,
-        args.node, args.backend, policy_options(args, args.schedule))
+        args.schedule,
+        config,
+        args.workers,
+        "ps" if args.strategy == "ps-bsp" else "allreduce",
+        args.link,
+        args.node,
+        args.backend,
+        policy_options(args, args.schedule),
+    )
     save_trace(args, record)
     summary = {k: v for k, v in record.items() if k not in ("params", "losses")}
     if args.json:
         print(json.dumps(summary))
         return 0
-    print_table([
-        ("strategy", f"{args.strategy} on {args.workers} workers, scheduled by {record['describe']}"),
-        ("test accuracy", f"{record['test_accuracy']:.2%}"),
-        ("iteration", f"{format_seconds(record['iteration_s'])} (compute alone {format_seconds(record['compute_s'])})"),
-        ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
-        ("virtual time", f"{format_seconds(record['virtual_time_s'])} ({args.link}, {args.node})"),
-    ] + trace_row(args))
+    print_table(
+        [
+            ("strategy", f"{args.strategy} on {args.workers} workers, scheduled by {record['describe']}"),
+            ("test accuracy", f"{record['test_accuracy']:.2%}"),
+            (
+                "iteration",
+                f"{format_seconds(record['iteration_s'])} (compute alone {format_seconds(record['compute_s'])})",
+            ),
+            ("overlap", f"{record['overlap']:.0%} of worker 0's sending hidden behind its compute"),
+            ("virtual time", f"{format_seconds(record['virtual_time_s'])} ({args.link}, {args.node})"),
+        ]
+        + trace_row(args)
+    )
     return 0

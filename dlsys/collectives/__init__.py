@@ -34,10 +34,27 @@ from .registry import ALGORITHMS, REGISTRY, Algorithm, lg
 
 OPS = ("sum", "mean", "max", "min", "prod")  # MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD; mean = sum / p
 
-__all__ = ["barrier", "broadcast", "scatter", "gather", "reduce", "reduce_scatter", "allgather", "allgatherv",
-           "allreduce", "alltoall", "alltoallv",
-           "ALGORITHMS", "REGISTRY", "Algorithm", "OPS", "check_algorithm", "check_op", "closed_form",
-           "textbook_form"]
+__all__ = [
+    "barrier",
+    "broadcast",
+    "scatter",
+    "gather",
+    "reduce",
+    "reduce_scatter",
+    "allgather",
+    "allgatherv",
+    "allreduce",
+    "alltoall",
+    "alltoallv",
+    "ALGORITHMS",
+    "REGISTRY",
+    "Algorithm",
+    "OPS",
+    "check_algorithm",
+    "check_op",
+    "closed_form",
+    "textbook_form",
+]
 
 
 def check_algorithm(collective: str, algorithm: str) -> None:
@@ -45,7 +62,9 @@ def check_algorithm(collective: str, algorithm: str) -> None:
     if collective not in ALGORITHMS:
         raise ValueError(f"unknown collective {collective!r}; valid: {', '.join(ALGORITHMS)}")
     if algorithm not in ALGORITHMS[collective]:
-        raise ValueError(f"unknown algorithm {algorithm!r} for {collective}; valid: {', '.join(ALGORITHMS[collective])}")
+        raise ValueError(
+            f"unknown algorithm {algorithm!r} for {collective}; valid: {', '.join(ALGORITHMS[collective])}"
+        )
 
 
 def check_op(op: str) -> None:
@@ -72,6 +91,7 @@ def _mean(result, op: str, p: int):
 
 # --- the collectives --------------------------------------------------------------------
 # Algorithms never write their input; those that may hand it back get a copy.
+
 
 def barrier(comm: Communicator, algorithm: str = "dissemination") -> None:
     """Return once every rank has entered the barrier."""
@@ -121,8 +141,9 @@ def allgatherv(comm: Communicator, x, max_elements: int | None = None) -> list:
         raise ValueError(f"x: allgatherv takes a 1-D array, got shape {x.shape}")
     sizes = [int(k) for k in allgather(comm, np.array([x.size], np.int64)).ravel()]
     if max_elements is not None and max(sizes) > max_elements:
-        raise ValueError(f"x: rank {sizes.index(max(sizes))} sends {max(sizes)} elements, more than "
-                         f"max_elements = {max_elements}")
+        raise ValueError(
+            f"x: rank {sizes.index(max(sizes))} sends {max(sizes)} elements, more than max_elements = {max_elements}"
+        )
     return ring.allgatherv_ring(comm, x.copy(), sizes)
 
 
@@ -145,15 +166,17 @@ def alltoallv(comm: Communicator, x, send_counts, recv_counts=None) -> list:
     if x.ndim != 1:
         raise ValueError(f"x: alltoallv takes a 1-D array, got shape {x.shape}")
     if counts.shape != (comm.size,) or counts.dtype.kind not in "iu" or (counts < 0).any() or counts.sum() != x.size:
-        raise ValueError(f"send_counts: {comm.size} non-negative ints summing to x.size = {x.size}, "
-                         f"got {send_counts!r}")
+        raise ValueError(
+            f"send_counts: {comm.size} non-negative ints summing to x.size = {x.size}, got {send_counts!r}"
+        )
     if recv_counts is None:
         recv_counts = alltoall(comm, counts.astype(np.int64)).ravel()
     return exchange.alltoallv_pairwise(comm, x.copy(), counts.tolist(), [int(c) for c in recv_counts])
 
 
-def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None,
-              fast: bool = False) -> np.ndarray:
+def allreduce(
+    comm: Communicator, x, op: str = "sum", algorithm: str = "ring", out=None, fast: bool = False
+) -> np.ndarray:
     """Every rank gets op over every rank's x (same shape as x).
 
     ``out`` (optional): the result buffer, like MPI_Allreduce's recvbuf (C-contiguous, x's
@@ -184,15 +207,23 @@ def allreduce(comm: Communicator, x, op: str = "sum", algorithm: str = "ring", o
 def _check_out(out, x: np.ndarray, op: str) -> None:
     if out is None:
         return
-    if not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == x.dtype
-            and out.flags.c_contiguous and out.flags.writeable):
-        raise ValueError(f"out must be a writeable C-contiguous array of shape {x.shape} and dtype {x.dtype}, "
-                         f"got {type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
+    if not (
+        isinstance(out, np.ndarray)
+        and out.shape == x.shape
+        and out.dtype == x.dtype
+        and out.flags.c_contiguous
+        and out.flags.writeable
+    ):
+        raise ValueError(
+            f"out must be a writeable C-contiguous array of shape {x.shape} and dtype {x.dtype}, "
+            f"got {type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}"
+        )
     if op == "mean" and x.dtype.kind in "biu":
         raise ValueError(f"out: the mean of {x.dtype} values is a float; pass out=None")
 
 
 # --- closed forms -----------------------------------------------------------------------
+
 
 def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce, topology=None) -> float:
     if not (isinstance(p, (int, np.integer)) and p >= 1):
@@ -205,17 +236,29 @@ def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce, to
     network = get_network(topology, link, "topology")
     if not network.is_flat_for(p):
         if entry.tiered is None:
-            raise ValueError(f"{collective}/{algorithm} has no closed form on the {network.name} topology; "
-                             f"valid there: {', '.join(a.name for a in REGISTRY.values() if a.tiered)}")
+            raise ValueError(
+                f"{collective}/{algorithm} has no closed form on the {network.name} topology; "
+                f"valid there: {', '.join(a.name for a in REGISTRY.values() if a.tiered)}"
+            )
         inside, up, s = network.link, network.uplink or network.link, min(network.supernode_size, p)
-        return entry.tiered(p, nbytes, block_nbytes, s, inside.alpha_s, inside.beta_s_per_byte,
-                            up.alpha_s, up.beta_s_per_byte, gamma)
+        return entry.tiered(
+            p, nbytes, block_nbytes, s, inside.alpha_s, inside.beta_s_per_byte, up.alpha_s, up.beta_s_per_byte, gamma
+        )
     link = network.link
     return entry.cost(p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p))
 
 
-def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
-                reduce: bool = False, itemsize: int = 1, topology=None) -> float:
+def closed_form(
+    collective: str,
+    algorithm: str,
+    p: int,
+    nbytes: float,
+    link,
+    node=None,
+    reduce: bool = False,
+    itemsize: int = 1,
+    topology=None,
+) -> float:
     """Time in seconds of ``collective`` by ``algorithm`` on p ranks over ``nbytes`` (the
     whole buffer; for gather and allgather the whole result) of ``itemsize``-byte elements.
 
@@ -229,12 +272,14 @@ def closed_form(collective: str, algorithm: str, p: int, nbytes: float, link, no
     Thakur, Rabenseifner & Gropp 2005.
     """
     count = round(nbytes / itemsize)
-    return _form(collective, algorithm, p, nbytes, lambda k: math.ceil(count / k) * itemsize, link, node, reduce,
-                 topology)
+    return _form(
+        collective, algorithm, p, nbytes, lambda k: math.ceil(count / k) * itemsize, link, node, reduce, topology
+    )
 
 
-def textbook_form(collective: str, algorithm: str, p: int, nbytes: float, link, node=None,
-                  reduce: bool = False, topology=None) -> float:
+def textbook_form(
+    collective: str, algorithm: str, p: int, nbytes: float, link, node=None, reduce: bool = False, topology=None
+) -> float:
     """The textbook closed form: every block n/p bytes (Thakur, Rabenseifner & Gropp 2005).
     Equals ``closed_form`` when the blocks are even; for figures and for comparison."""
     return _form(collective, algorithm, p, nbytes, lambda k: nbytes / k, link, node, reduce, topology)

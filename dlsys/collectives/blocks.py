@@ -16,8 +16,7 @@ from ..comm import Communicator, payload_nbytes
 TAG = 1 << 20  # collectives use their own tag so they never match a program's own messages
 
 
-def send(comm: Communicator, buf, dest: int, phase: str, step: int = -1, block: int = -1,
-         label: str = "") -> None:
+def send(comm: Communicator, buf, dest: int, phase: str, step: int = -1, block: int = -1, label: str = "") -> None:
     """``comm.send`` on the collectives' tag, describing the message by phase, step and block
     (trace.Message's fields, which the figures read); the label defaults to
     "<phase> step <step> block <block>"."""
@@ -34,8 +33,10 @@ def recv_like(comm: Communicator, source: int, like: np.ndarray, label: str | No
 def check_like(comm: Communicator, source: int, got: np.ndarray, like: np.ndarray) -> np.ndarray:
     """``got`` (from ``source``) checked against ``like`` as ``recv_like`` does."""
     if got.dtype != like.dtype or got.size != like.size:
-        raise ValueError(f"x: rank {source} sent {got.size} elements of {got.dtype} where rank {comm.rank} "
-                         f"expected {like.size} of {like.dtype}; every rank must pass the same shape and dtype")
+        raise ValueError(
+            f"x: rank {source} sent {got.size} elements of {got.dtype} where rank {comm.rank} "
+            f"expected {like.size} of {like.dtype}; every rank must pass the same shape and dtype"
+        )
     return got if got.shape == like.shape else got.reshape(like.shape)
 
 

@@ -26,8 +26,15 @@ from ..compress import Compressor, Memory, NoneMemory, pack_payload, unpack_payl
 from . import allgather, allreduce, ring
 
 
-def encode(comm, grad: np.ndarray, compressor: Compressor, memory: Memory, name: str = "grad",
-           algorithm: str = "ring", share_scale: bool = True) -> tuple:
+def encode(
+    comm,
+    grad: np.ndarray,
+    compressor: Compressor,
+    memory: Memory,
+    name: str = "grad",
+    algorithm: str = "ring",
+    share_scale: bool = True,
+) -> tuple:
     """This rank's (payload, ctx) for ``grad``, with ``memory``'s error feedback; charges
     the compression (and the memory's sweeps) on the node's roofline. ``share_scale=False``
     (a parameter server's worker, which has no peers to agree with) keeps a local scaler."""
@@ -50,8 +57,9 @@ def decode(comm, payload, ctx, compressor: Compressor, grad: np.ndarray, name: s
     return compressor.decompress(payload, ctx)
 
 
-def exchange(comm, payload, ctx, compressor: Compressor, grad: np.ndarray, name: str = "grad",
-             algorithm: str = "ring") -> np.ndarray:
+def exchange(
+    comm, payload, ctx, compressor: Compressor, grad: np.ndarray, name: str = "grad", algorithm: str = "ring"
+) -> np.ndarray:
     """Every rank's payload to every rank, decoded and aggregated: the mean gradient."""
     if compressor.communication == "allreduce":
         summed = tuple(allreduce(comm, part, op="sum", algorithm=algorithm) for part in payload)
@@ -69,8 +77,14 @@ def exchange(comm, payload, ctx, compressor: Compressor, grad: np.ndarray, name:
     return compressor.aggregate([decode(comm, each, ctx, compressor, grad, name) for each in payloads])
 
 
-def compressed_allreduce(comm, grad: np.ndarray, compressor: Compressor, memory: Memory | None = None,
-                         name: str = "grad", algorithm: str = "ring") -> np.ndarray:
+def compressed_allreduce(
+    comm,
+    grad: np.ndarray,
+    compressor: Compressor,
+    memory: Memory | None = None,
+    name: str = "grad",
+    algorithm: str = "ring",
+) -> np.ndarray:
     """The mean over the ranks of what each rank's compressed ``grad`` decodes to (the same
     array on every rank), with ``memory``'s error feedback (default: none)."""
     payload, ctx = encode(comm, grad, compressor, memory or NoneMemory(), name, algorithm)

@@ -49,8 +49,13 @@ def reduce_scatter_halving(comm, group: Group, blocks: list, op: str) -> None:
     while mask:
         mid, partner = lo + mask, group.real(v ^ mask)
         (lo, hi), give = ((mid, hi), (lo, mid)) if v & mask else ((lo, mid), (mid, hi))
-        send(comm, cat(blocks[give[0]:give[1]], blocks[0].dtype), partner, "reduce-scatter",
-             group.p2.bit_length() - 1 - mask.bit_length())
+        send(
+            comm,
+            cat(blocks[give[0] : give[1]], blocks[0].dtype),
+            partner,
+            "reduce-scatter",
+            group.p2.bit_length() - 1 - mask.bit_length(),
+        )
         kept = cat(blocks[lo:hi], blocks[0].dtype)
         blocks[lo:hi] = split_like(combine(comm, kept, recv_like(comm, partner, kept), op), blocks[lo:hi])
         mask //= 2
@@ -62,9 +67,9 @@ def allgather_doubling(comm, group: Group, blocks: list) -> None:
     v, mask = group.vrank, 1
     while mask < group.p2:
         mine, theirs, partner = v // mask * mask, (v // mask * mask) ^ mask, group.real(v ^ mask)
-        send(comm, cat(blocks[mine:mine + mask], blocks[0].dtype), partner, "allgather", mask.bit_length() - 1)
-        held = blocks[theirs:theirs + mask]
-        blocks[theirs:theirs + mask] = split_like(recv_like(comm, partner, cat(held, blocks[0].dtype)), held)
+        send(comm, cat(blocks[mine : mine + mask], blocks[0].dtype), partner, "allgather", mask.bit_length() - 1)
+        held = blocks[theirs : theirs + mask]
+        blocks[theirs : theirs + mask] = split_like(recv_like(comm, partner, cat(held, blocks[0].dtype)), held)
         mask <<= 1
 
 
@@ -76,7 +81,7 @@ def reduce_scatter_distance_doubling(comm, group: Group, blocks: list, op: str) 
     while mask < group.p2:
         mid, partner = (lo + hi) // 2, group.real(v ^ mask)
         (lo, hi), give = ((mid, hi), (lo, mid)) if v & mask else ((lo, mid), (mid, hi))
-        send(comm, cat(blocks[give[0]:give[1]], blocks[0].dtype), partner, "reduce-scatter", mask.bit_length() - 1)
+        send(comm, cat(blocks[give[0] : give[1]], blocks[0].dtype), partner, "reduce-scatter", mask.bit_length() - 1)
         kept = cat(blocks[lo:hi], blocks[0].dtype)
         blocks[lo:hi] = split_like(combine(comm, kept, recv_like(comm, partner, kept), op), blocks[lo:hi])
         mask <<= 1
@@ -89,10 +94,15 @@ def allgather_distance_halving(comm, group: Group, blocks: list, lo: int) -> Non
     v, size, mask = group.vrank, 1, group.p2 // 2
     while mask:
         theirs, partner = lo ^ size, group.real(v ^ mask)
-        send(comm, cat(blocks[lo:lo + size], blocks[0].dtype), partner, "allgather",
-             group.p2.bit_length() - 1 - mask.bit_length())
-        held = blocks[theirs:theirs + size]
-        blocks[theirs:theirs + size] = split_like(recv_like(comm, partner, cat(held, blocks[0].dtype)), held)
+        send(
+            comm,
+            cat(blocks[lo : lo + size], blocks[0].dtype),
+            partner,
+            "allgather",
+            group.p2.bit_length() - 1 - mask.bit_length(),
+        )
+        held = blocks[theirs : theirs + size]
+        blocks[theirs : theirs + size] = split_like(recv_like(comm, partner, cat(held, blocks[0].dtype)), held)
         lo, size, mask = min(lo, theirs), 2 * size, mask // 2
 
 

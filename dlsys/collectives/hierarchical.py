@@ -19,10 +19,10 @@ from .trees import broadcast_binomial, reduce_binomial
 def allreduce_hierarchical(comm, x: np.ndarray, op: str) -> np.ndarray:
     """Hierarchical all-reduce (as MPICH's SMP-aware and NCCL's tree+ring collectives do):
 
-        local   = my supernode's ranks; leaders = the first rank of every supernode
-        y       = binomial reduce of x to my leader, inside my supernode
-        leader: y = ring all-reduce of y among the leaders, across supernodes
-        return binomial broadcast of y from my leader, inside my supernode
+    local   = my supernode's ranks; leaders = the first rank of every supernode
+    y       = binomial reduce of x to my leader, inside my supernode
+    leader: y = ring all-reduce of y among the leaders, across supernodes
+    return binomial broadcast of y from my leader, inside my supernode
     """
     groups = comm.network.supernodes(comm.size)
     local = Group(comm, next(g for g in groups if comm.rank in g))

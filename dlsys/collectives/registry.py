@@ -113,11 +113,11 @@ class Algorithm:
 
     collective: str
     name: str
-    run: Callable    # the rank function (reading path); its arguments depend on the collective
-    cost: Callable   # closed form cost(p, n, m, a, b, g, L) in seconds (module docstring)
-    latex: str       # the textbook form (m = n/p) without gamma, for figures
+    run: Callable  # the rank function (reading path); its arguments depend on the collective
+    cost: Callable  # closed form cost(p, n, m, a, b, g, L) in seconds (module docstring)
+    latex: str  # the textbook form (m = n/p) without gamma, for figures
     citation: str
-    color: str       # its colour in every figure
+    color: str  # its colour in every figure
     blocks: Callable  # blocks(p, k): the blocks of a buffer on p ranks in k supernodes
     exact: str = POWERS_OF_TWO
     uneven: str = "exact"
@@ -130,86 +130,236 @@ class Algorithm:
     shape: str = "circle"
 
 
-REGISTRY: dict[tuple[str, str], Algorithm] = {(a.collective, a.name): a for a in [
-    Algorithm("barrier", "dissemination", trees.barrier_dissemination,
-              lambda p, n, m, a, b, g, L: L * a,
-              r"L\,\alpha", "Hensgen, Finkel & Manber 1988, Two algorithms for barrier synchronization",
-              "#8C564B", whole, exact=EVERY_P),
-    Algorithm("broadcast", "binomial", trees.broadcast_binomial,
-              lambda p, n, m, a, b, g, L: L * (a + n * b),
-              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole, shape="tree"),
-    Algorithm("broadcast", "scatter_allgather", ring.broadcast_scatter_allgather,
-              lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
-              r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
-              "van de Geijn: Barnett et al. 1994, Interprocessor collective communication library; " + THAKUR,
-              "#17BECF", per_rank, uneven="bound"),
-    Algorithm("scatter", "binomial", trees.scatter_binomial,
-              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#9467BD", per_rank, uneven="bound", shape="tree"),
-    Algorithm("gather", "binomial", trees.gather_binomial,
-              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#9467BD", whole, shape="tree"),
-    Algorithm("allgather", "ring", ring.allgather_ring,
-              lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
-              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})", PATARASUK, "#1F77B4", whole,
-              exact=EVERY_P),
-    Algorithm("allgather", "recursive_doubling", halving_doubling.allgather_recursive_doubling,
-              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})", THAKUR, "#FF7F0E", whole,
-              fallback="ring", shape="hypercube"),
-    Algorithm("reduce", "binomial", trees.reduce_binomial,
-              lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
-              r"L\,(\alpha + n\beta)", THAKUR, "#9467BD", whole, shape="tree"),
-    Algorithm("reduce_scatter", "ring", ring.reduce_scatter_ring,
-              lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * (b + g)),
-              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK, "#1F77B4", per_rank, exact=EVERY_P,
-              block_scales=True),
-    Algorithm("reduce_scatter", "recursive_halving", halving_doubling.reduce_scatter_recursive_halving,
-              lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * (b + g),
-              r"L\,\alpha + \tfrac{p-1}{p}\,n\beta", THAKUR, "#2CA02C", per_rank, uneven="bound",
-              fallback="ring", shape="hypercube"),
-    Algorithm("allreduce", "ring", ring.allreduce_ring,
-              lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
-              r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)", PATARASUK + "; Baidu 2017, ring all-reduce", "#1F77B4",
-              per_rank, exact=EVERY_P, fast=ring_fast.allreduce_ring_into, lean=ring_fast.allreduce_ring_lean,
-              block_scales=True),
-    Algorithm("allreduce", "recursive_doubling", halving_doubling.allreduce_recursive_doubling,
-              lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
-              r"L\,(\alpha + n\beta)", THAKUR, "#FF7F0E", whole, shape="hypercube"),  # other p: an upper bound (see fold)
-    Algorithm("allreduce", "rabenseifner", halving_doubling.allreduce_rabenseifner,
-              lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
-                                           + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
-              r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
-              "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR, "#2CA02C",
-              per_rank_after_fold, exact=EVERY_P, uneven="bound", shape="hypercube"),
-    Algorithm("allreduce", "rabenseifner_distance_doubling", halving_doubling.allreduce_rabenseifner_distance_doubling,
-              lambda p, n, m, a, b, g, L: (fold(p, n, a, b, g) + 2 * lg(p2(p)) * a
-                                           + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g),
-              r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
-              "Rabenseifner in MPICH's step order, distance 1 first (MPICH v3.2 src/mpi/coll/allreduce.c lines "
-              "462-573; Open MPI coll_base_allreduce.c, redscat_allgather); " + THAKUR, "#98DF8A",
-              per_rank_after_fold, exact=EVERY_P, uneven="bound", variant_of="rabenseifner", shape="hypercube"),
-    Algorithm("allreduce", "reduce_broadcast", trees.allreduce_reduce_broadcast,
-              lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
-              r"2L\,(\alpha + n\beta)", THAKUR, "#D62728", whole, shape="tree"),
-    Algorithm("allreduce", "hierarchical", hierarchical.allreduce_hierarchical,
-              lambda p, n, m, a, b, g, L: hierarchical_cost(p, n, m, p, a, b, a, b, g),
-              r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
-              "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
-              "operation performance; " + PATARASUK,
-              "#E377C2", per_supernode, tiered=hierarchical_cost, shape="two-level"),
-    Algorithm("alltoall", "pairwise", exchange.alltoall_pairwise,
-              lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
-              r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
-              "MPICH src/mpi/coll/alltoall/alltoall_intra_pairwise.c (MPIR_Alltoall_intra_pairwise); " + THAKUR,
-              "#1F77B4", per_rank, exact=EVERY_P, uneven="bound"),
-    Algorithm("alltoall", "bruck", exchange.alltoall_bruck, bruck_cost,
-              r"L\,(\alpha + \tfrac{n}{2}\beta)",
-              "Bruck, Ho, Kipnis, Upfal & Weathersby 1997, Efficient algorithms for all-to-all communications in "
-              "multiport message-passing systems (IEEE TPDS 8(11)); MPICH src/mpi/coll/alltoall/"
-              "alltoall_intra_brucks.c; " + THAKUR, "#FF7F0E", per_rank, exact=EVERY_P, uneven="bound"),
-]}
+REGISTRY: dict[tuple[str, str], Algorithm] = {
+    (a.collective, a.name): a
+    for a in [
+        Algorithm(
+            "barrier",
+            "dissemination",
+            trees.barrier_dissemination,
+            lambda p, n, m, a, b, g, L: L * a,
+            r"L\,\alpha",
+            "Hensgen, Finkel & Manber 1988, Two algorithms for barrier synchronization",
+            "#8C564B",
+            whole,
+            exact=EVERY_P,
+        ),
+        Algorithm(
+            "broadcast",
+            "binomial",
+            trees.broadcast_binomial,
+            lambda p, n, m, a, b, g, L: L * (a + n * b),
+            r"L\,(\alpha + n\beta)",
+            THAKUR,
+            "#9467BD",
+            whole,
+            shape="tree",
+        ),
+        Algorithm(
+            "broadcast",
+            "scatter_allgather",
+            ring.broadcast_scatter_allgather,
+            lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
+            r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+            "van de Geijn: Barnett et al. 1994, Interprocessor collective communication library; " + THAKUR,
+            "#17BECF",
+            per_rank,
+            uneven="bound",
+        ),
+        Algorithm(
+            "scatter",
+            "binomial",
+            trees.scatter_binomial,
+            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+            r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
+            THAKUR,
+            "#9467BD",
+            per_rank,
+            uneven="bound",
+            shape="tree",
+        ),
+        Algorithm(
+            "gather",
+            "binomial",
+            trees.gather_binomial,
+            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+            r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
+            THAKUR,
+            "#9467BD",
+            whole,
+            shape="tree",
+        ),
+        Algorithm(
+            "allgather",
+            "ring",
+            ring.allgather_ring,
+            lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
+            r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})",
+            PATARASUK,
+            "#1F77B4",
+            whole,
+            exact=EVERY_P,
+        ),
+        Algorithm(
+            "allgather",
+            "recursive_doubling",
+            halving_doubling.allgather_recursive_doubling,
+            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+            r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
+            THAKUR,
+            "#FF7F0E",
+            whole,
+            fallback="ring",
+            shape="hypercube",
+        ),
+        Algorithm(
+            "reduce",
+            "binomial",
+            trees.reduce_binomial,
+            lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
+            r"L\,(\alpha + n\beta)",
+            THAKUR,
+            "#9467BD",
+            whole,
+            shape="tree",
+        ),
+        Algorithm(
+            "reduce_scatter",
+            "ring",
+            ring.reduce_scatter_ring,
+            lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * (b + g)),
+            r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
+            PATARASUK,
+            "#1F77B4",
+            per_rank,
+            exact=EVERY_P,
+            block_scales=True,
+        ),
+        Algorithm(
+            "reduce_scatter",
+            "recursive_halving",
+            halving_doubling.reduce_scatter_recursive_halving,
+            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * (b + g),
+            r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
+            THAKUR,
+            "#2CA02C",
+            per_rank,
+            uneven="bound",
+            fallback="ring",
+            shape="hypercube",
+        ),
+        Algorithm(
+            "allreduce",
+            "ring",
+            ring.allreduce_ring,
+            lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
+            r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
+            PATARASUK + "; Baidu 2017, ring all-reduce",
+            "#1F77B4",
+            per_rank,
+            exact=EVERY_P,
+            fast=ring_fast.allreduce_ring_into,
+            lean=ring_fast.allreduce_ring_lean,
+            block_scales=True,
+        ),
+        Algorithm(
+            "allreduce",
+            "recursive_doubling",
+            halving_doubling.allreduce_recursive_doubling,
+            lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
+            r"L\,(\alpha + n\beta)",
+            THAKUR,
+            "#FF7F0E",
+            whole,
+            shape="hypercube",
+        ),  # other p: an upper bound (see fold)
+        Algorithm(
+            "allreduce",
+            "rabenseifner",
+            halving_doubling.allreduce_rabenseifner,
+            lambda p, n, m, a, b, g, L: (
+                fold(p, n, a, b, g) + 2 * lg(p2(p)) * a + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g
+            ),
+            r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+            "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR,
+            "#2CA02C",
+            per_rank_after_fold,
+            exact=EVERY_P,
+            uneven="bound",
+            shape="hypercube",
+        ),
+        Algorithm(
+            "allreduce",
+            "rabenseifner_distance_doubling",
+            halving_doubling.allreduce_rabenseifner_distance_doubling,
+            lambda p, n, m, a, b, g, L: (
+                fold(p, n, a, b, g) + 2 * lg(p2(p)) * a + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g
+            ),
+            r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
+            "Rabenseifner in MPICH's step order, distance 1 first (MPICH v3.2 src/mpi/coll/allreduce.c lines "
+            "462-573; Open MPI coll_base_allreduce.c, redscat_allgather); " + THAKUR,
+            "#98DF8A",
+            per_rank_after_fold,
+            exact=EVERY_P,
+            uneven="bound",
+            variant_of="rabenseifner",
+            shape="hypercube",
+        ),
+        Algorithm(
+            "allreduce",
+            "reduce_broadcast",
+            trees.allreduce_reduce_broadcast,
+            lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
+            r"2L\,(\alpha + n\beta)",
+            THAKUR,
+            "#D62728",
+            whole,
+            shape="tree",
+        ),
+        Algorithm(
+            "allreduce",
+            "hierarchical",
+            hierarchical.allreduce_hierarchical,
+            lambda p, n, m, a, b, g, L: hierarchical_cost(p, n, m, p, a, b, a, b, g),
+            r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
+            "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
+            "operation performance; " + PATARASUK,
+            "#E377C2",
+            per_supernode,
+            tiered=hierarchical_cost,
+            shape="two-level",
+        ),
+        Algorithm(
+            "alltoall",
+            "pairwise",
+            exchange.alltoall_pairwise,
+            lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
+            r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
+            "MPICH src/mpi/coll/alltoall/alltoall_intra_pairwise.c (MPIR_Alltoall_intra_pairwise); " + THAKUR,
+            "#1F77B4",
+            per_rank,
+            exact=EVERY_P,
+            uneven="bound",
+        ),
+        Algorithm(
+            "alltoall",
+            "bruck",
+            exchange.alltoall_bruck,
+            bruck_cost,
+            r"L\,(\alpha + \tfrac{n}{2}\beta)",
+            "Bruck, Ho, Kipnis, Upfal & Weathersby 1997, Efficient algorithms for all-to-all communications in "
+            "multiport message-passing systems (IEEE TPDS 8(11)); MPICH src/mpi/coll/alltoall/"
+            "alltoall_intra_brucks.c; " + THAKUR,
+            "#FF7F0E",
+            per_rank,
+            exact=EVERY_P,
+            uneven="bound",
+        ),
+    ]
+}
 
 # collective -> its algorithms, in registry order (the first is the default)
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    collective: tuple(name for c, name in REGISTRY if c == collective) for collective in dict.fromkeys(c for c, _ in REGISTRY)}
+    collective: tuple(name for c, name in REGISTRY if c == collective)
+    for collective in dict.fromkeys(c for c, _ in REGISTRY)
+}

@@ -37,8 +37,15 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
     # derives the default label from phase, step and block)
     for step in range(p - 1):  # reduce-scatter: sums land in out's blocks
         send_i, recv_i = (r - step - 1) % p, (r - step - 2) % p
-        sent = comm.isend(blocks[send_i], right, TAG, label=f"reduce-scatter step {step} block {send_i}",
-                          phase="reduce-scatter", step=step, block=send_i)
+        sent = comm.isend(
+            blocks[send_i],
+            right,
+            TAG,
+            label=f"reduce-scatter step {step} block {send_i}",
+            phase="reduce-scatter",
+            step=step,
+            block=send_i,
+        )
         incoming = recv_like(comm, left, blocks[recv_i])
         comm.charge_reduction(payload_nbytes(incoming))
         blocks[recv_i] = UFUNCS[op](blocks[recv_i], incoming, out=into[recv_i])
@@ -46,8 +53,15 @@ def allreduce_ring_into(comm, x: np.ndarray, op: str, out: np.ndarray) -> np.nda
         sent.wait()
     for step in range(p - 1):  # all-gather: received blocks are copied into out's blocks
         send_i, recv_i = (r - step) % p, (r - step - 1) % p
-        sent = comm.isend(blocks[send_i], right, TAG, label=f"allgather step {step} block {send_i}",
-                          phase="allgather", step=step, block=send_i)
+        sent = comm.isend(
+            blocks[send_i],
+            right,
+            TAG,
+            label=f"allgather step {step} block {send_i}",
+            phase="allgather",
+            step=step,
+            block=send_i,
+        )
         into[recv_i][...] = recv_like(comm, left, blocks[recv_i])
         blocks[recv_i] = into[recv_i]
         sent.wait()

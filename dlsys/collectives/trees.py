@@ -20,8 +20,14 @@ def barrier_dissemination(comm) -> None:
     everyone, indirectly. L alpha."""
     token, k = np.empty(0, np.uint8), 1
     while k < comm.size:
-        send(comm, token, (comm.rank + k) % comm.size, "barrier", k.bit_length() - 1,
-             label=f"barrier round {k.bit_length() - 1}")
+        send(
+            comm,
+            token,
+            (comm.rank + k) % comm.size,
+            "barrier",
+            k.bit_length() - 1,
+            label=f"barrier round {k.bit_length() - 1}",
+        )
         comm.recv(source=(comm.rank - k) % comm.size, tag=TAG)
         k <<= 1
 
@@ -67,13 +73,13 @@ def scatter_binomial(comm, x: np.ndarray, root: int) -> np.ndarray:
     blocks = np.array_split(x.ravel(), p)
     by_v = [blocks[(u + root) % p] for u in range(p)]  # blocks in relative-rank order
     mask = lowest_bit(v, p)
-    held = by_v[v:min(v + mask, p)]  # this rank's subtree
+    held = by_v[v : min(v + mask, p)]  # this rank's subtree
     if v:
         held = split_like(recv_like(comm, (comm.rank - mask) % p, cat(held, x.dtype), "scatter"), held)
     mask >>= 1
     while mask:
         if v + mask < p:
-            send(comm, cat(held[mask:2 * mask], x.dtype), (comm.rank + mask) % p, "scatter", mask.bit_length() - 1)
+            send(comm, cat(held[mask : 2 * mask], x.dtype), (comm.rank + mask) % p, "scatter", mask.bit_length() - 1)
         mask >>= 1
     return held[0]
 

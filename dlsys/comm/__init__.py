@@ -15,6 +15,26 @@ from .launch import LaunchResult, launch
 from .supervise import DeadlockError, RankFailed
 from .trace import Message, Span, Trace
 
-__all__ = ["ANY_SOURCE", "ANY_TAG", "BACKENDS", "LEND_MIN_NBYTES", "MAX_PROCESS_RANKS", "MAX_THREAD_RANKS", "Communicator",
-           "DeadlockError", "Grid", "Group", "LaunchResult", "Message", "RankFailed", "Request", "SIGNAL", "Span", "Status", "Trace",
-           "as_payload", "launch", "payload_nbytes"]
+__all__ = [
+    "ANY_SOURCE",
+    "ANY_TAG",
+    "BACKENDS",
+    "LEND_MIN_NBYTES",
+    "MAX_PROCESS_RANKS",
+    "MAX_THREAD_RANKS",
+    "Communicator",
+    "DeadlockError",
+    "Grid",
+    "Group",
+    "LaunchResult",
+    "Message",
+    "RankFailed",
+    "Request",
+    "SIGNAL",
+    "Span",
+    "Status",
+    "Trace",
+    "as_payload",
+    "launch",
+    "payload_nbytes",
+]

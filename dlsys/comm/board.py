@@ -118,8 +118,9 @@ def least_pending(board: np.ndarray) -> tuple[float, int, int] | None:
     first = _stuck(board)
     if first is None or _stuck(board) != first:
         return None
-    pending = [(row[5], row[0], int(row[6])) for row in first
-               if row[1] == BLOCKED and row[2] == ANY_SOURCE and row[6] >= 0]
+    pending = [
+        (row[5], row[0], int(row[6])) for row in first if row[1] == BLOCKED and row[2] == ANY_SOURCE and row[6] >= 0
+    ]
     return min(pending) if pending else (float("inf"), ANY_SOURCE, ANY_SOURCE)
 
 
@@ -138,8 +139,18 @@ def _stuck(board: np.ndarray) -> list | None:
             continue
         if state != BLOCKED:
             return None
-        entry = (r, state, row[WAIT_SRC], row[WAIT_TAG], row[SEEN], row[EARLIEST], row[EARLIEST_SRC],
-                 row[POSTED], row[PULLED], epoch)
+        entry = (
+            r,
+            state,
+            row[WAIT_SRC],
+            row[WAIT_TAG],
+            row[SEEN],
+            row[EARLIEST],
+            row[EARLIEST_SRC],
+            row[POSTED],
+            row[PULLED],
+            epoch,
+        )
         if row[EPOCH] != epoch or entry[3] < ANY_TAG or (entry[2] == ANY_SOURCE and entry[4] != entry[8]):
             return None  # it left its wait, waits for a lent array or a match, or is choosing anew
         rows.append(entry)
@@ -170,7 +181,9 @@ def status_report(board: np.ndarray) -> str:
     """What each unfinished rank is doing: 'rank 0 computing; rank 1 waits for rank 0 (tag 3)'."""
     states = board[:, STATE]
     busy = [r for r in range(len(board)) if states[r] != DONE]
-    parts = [f"rank {r} computing" if states[r] == RUNNING else _waiting(r, board[r]) for r in busy[:MAX_REPORTED_RANKS]]
+    parts = [
+        f"rank {r} computing" if states[r] == RUNNING else _waiting(r, board[r]) for r in busy[:MAX_REPORTED_RANKS]
+    ]
     if len(busy) > MAX_REPORTED_RANKS:
         parts.append(f"and {len(busy) - MAX_REPORTED_RANKS} more ranks")
     done = len(board) - len(busy)
@@ -184,9 +197,14 @@ def _waiting(rank: int, row: np.ndarray) -> str:
 def waits_text(rank: int, src: int, tag: int) -> str:
     """'rank 1 waits for rank 0 (tag 3)', or what a RELEASE or SYNC_ACK wait means."""
     if tag == RELEASE:
-        return (f"rank {rank} waits for rank {src} to drop the array rank {rank} lent it "
-                f"(isend of comm.alloc memory completes only then)")
+        return (
+            f"rank {rank} waits for rank {src} to drop the array rank {rank} lent it "
+            f"(isend of comm.alloc memory completes only then)"
+        )
     if tag == SYNC_ACK:
         return f"rank {rank} waits for rank {src} to receive its synchronous send"
-    return (f"rank {rank} waits for " + (f"rank {src}" if src >= 0 else "any rank")
-            + (" (any tag)" if tag == ANY_TAG else f" (tag {tag})"))
+    return (
+        f"rank {rank} waits for "
+        + (f"rank {src}" if src >= 0 else "any rank")
+        + (" (any tag)" if tag == ANY_TAG else f" (tag {tag})")
+    )

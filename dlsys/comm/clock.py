@@ -55,8 +55,13 @@ class VirtualClock:
         if self.record and end > start:
             self.spans.append(Span(self.rank, start, end, kind, label))
 
-    def compute(self, seconds: float | None = None, flops: float | None = None, label: str = "compute",
-                nbytes: float | None = None) -> None:
+    def compute(
+        self,
+        seconds: float | None = None,
+        flops: float | None = None,
+        label: str = "compute",
+        nbytes: float | None = None,
+    ) -> None:
         dt = seconds * self.node.slowdown if seconds is not None else self.node.kernel_s(flops or 0, nbytes or 0)
         self.advance(float(dt), "compute", label)
 

@@ -92,8 +92,11 @@ def check_buffer(buf, name: str, call: str) -> None:
     else, an int above all, is a source or tag in the wrong place."""
     if buf is None or isinstance(buf, (np.ndarray, bytearray, memoryview)):
         return
-    hint = (f"; to receive from rank {buf}, name it: comm.{call}(source={buf})"
-            if isinstance(buf, (int, np.integer)) and not isinstance(buf, bool) else "")
+    hint = (
+        f"; to receive from rank {buf}, name it: comm.{call}(source={buf})"
+        if isinstance(buf, (int, np.integer)) and not isinstance(buf, bool)
+        else ""
+    )
     raise TypeError(f"{call}: {name} (mpi4py's receive buffer) must be None or an array, got {buf!r}{hint}")
 
 
@@ -114,9 +117,17 @@ class Request:
     A receive is posted at the clock of ``irecv`` (``posted_s``), charged at ``wait()``
     (``src`` may be ANY_SOURCE, ``tag`` ANY_TAG: decided then, as ``recv`` decides them)."""
 
-    def __init__(self, comm: Communicator, src: int | None = None, tag: int = 0, label=None,
-                 loan: int | None = None, dst: int | None = None, matched: Header | None = None,
-                 posted_s: float = 0.0):
+    def __init__(
+        self,
+        comm: Communicator,
+        src: int | None = None,
+        tag: int = 0,
+        label=None,
+        loan: int | None = None,
+        dst: int | None = None,
+        matched: Header | None = None,
+        posted_s: float = 0.0,
+    ):
         self._comm, self._src, self._tag, self._label, self._loan, self._dst = comm, src, tag, label, loan, dst
         self._matched, self._posted_s = matched, posted_s
         self._done, self._value = src is None and loan is None and matched is None, None
@@ -150,10 +161,22 @@ class Communicator:
     replay that records a trace reads them).
     """
 
-    def __init__(self, rank: int, size: int, transport, network: Topology, node: NodeModel,
-                 seed: int, deadline: float, board: np.ndarray, charge_reductions: bool = False,
-                 record: bool = True, log_ops: bool = False, log_labels: bool = True,
-                 eager_limit_bytes: int | None = None):
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        transport,
+        network: Topology,
+        node: NodeModel,
+        seed: int,
+        deadline: float,
+        board: np.ndarray,
+        charge_reductions: bool = False,
+        record: bool = True,
+        log_ops: bool = False,
+        log_labels: bool = True,
+        eager_limit_bytes: int | None = None,
+    ):
         self.rank, self.size, self.network, self.node = rank, size, network, node
         self.eager_limit_bytes = eager_limit_bytes
         self.rng = np.random.default_rng([seed, rank])
@@ -193,8 +216,13 @@ class Communicator:
         """The ledger if the program asked for ``memory``, else None (what the launcher gets)."""
         return self._memory
 
-    def compute(self, seconds: float | None = None, flops: float | None = None,
-                label: str = "compute", nbytes: float | None = None) -> None:
+    def compute(
+        self,
+        seconds: float | None = None,
+        flops: float | None = None,
+        label: str = "compute",
+        nbytes: float | None = None,
+    ) -> None:
         """Advance this rank's clock by compute time: ``seconds``, or a kernel on its node
         model, ``flops`` operations and/or ``nbytes`` of memory traffic (the roofline)."""
         if (seconds is None) == (flops is None and nbytes is None):
@@ -216,10 +244,16 @@ class Communicator:
     def _check_peer(self, peer, name: str, any_source: bool = False) -> int:
         if any_source and isinstance(peer, (int, np.integer)) and peer == ANY_SOURCE:
             return ANY_SOURCE
-        if not isinstance(peer, (int, np.integer)) or isinstance(peer, bool) or not 0 <= peer < self.size or peer == self.rank:
+        if (
+            not isinstance(peer, (int, np.integer))
+            or isinstance(peer, bool)
+            or not 0 <= peer < self.size
+            or peer == self.rank
+        ):
             either = " or ANY_SOURCE (-1)" if any_source else ""
-            raise ValueError(f"{name} must be another rank in 0..{self.size - 1}{either} "
-                             f"(this is rank {self.rank}), got {peer!r}")
+            raise ValueError(
+                f"{name} must be another rank in 0..{self.size - 1}{either} (this is rank {self.rank}), got {peer!r}"
+            )
         return int(peer)
 
     @staticmethod
@@ -254,8 +288,9 @@ class Communicator:
     def Get_size(self) -> int:
         return self.size
 
-    def send(self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1,
-             block: int = -1) -> None:
+    def send(
+        self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1, block: int = -1
+    ) -> None:
         """Send array ``obj`` to rank ``dest`` (mpi4py's ``comm.send``). Buffered (returns
         without waiting for the receiver), unless it is larger than the run's
         ``eager_limit_bytes`` (launch): then synchronous, as ``ssend``. ``phase``, ``step``
@@ -275,8 +310,9 @@ class Communicator:
         _, header = self._post(obj, dest, tag, label, False, "", -1, -1, sync=True)
         self._wait_matched(int(dest), header)
 
-    def _post(self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int,
-              sync: bool = False) -> tuple[int | None, Header]:
+    def _post(
+        self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int, sync: bool = False
+    ) -> tuple[int | None, Header]:
         """send, ssend and isend: charge the send overhead and take the egress
         (VirtualClock.send), count the message on the board, hand it to the transport;
         returns the transport's loan number (a lent payload) or None, and the Header (its
@@ -285,8 +321,10 @@ class Communicator:
         nbytes = payload_nbytes(arr)
         sync = sync or (self.eager_limit_bytes is not None and nbytes > self.eager_limit_bytes)
         if sync and self.ops is not None:
-            raise ValueError("a synchronous send (ssend, or a send above eager_limit_bytes) cannot run with "
-                             "sharing=True: the replay with shared links does not model it")
+            raise ValueError(
+                "a synchronous send (ssend, or a send above eager_limit_bytes) cannot run with "
+                "sharing=True: the replay with shared links does not model it"
+            )
         label = message_label(label, phase, step, block)
         depart = self._clock.send(nbytes, label, dst)
         self.bytes_sent += nbytes
@@ -308,16 +346,24 @@ class Communicator:
         """Tell ``src`` that this rank matched its synchronous send with a receive posted at
         ``posted_s`` (a control message: no clock charge, no trace record)."""
         self._count_sent(src)
-        self._transport.post(src, Header(self.rank, SYNC_ACK, posted_s, 0, "", NOTHING.dtype, NOTHING.shape),
-                             NOTHING, False)
+        self._transport.post(
+            src, Header(self.rank, SYNC_ACK, posted_s, 0, "", NOTHING.dtype, NOTHING.shape), NOTHING, False
+        )
 
     def _count_sent(self, dst: int) -> None:
         """The board's counters of this rank's messages (deadlock detection reads them)."""
         self._row[POSTED] += 1
         self._row[self._sent + dst] += 1
 
-    def recv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None, *,
-             label: str | None = None) -> np.ndarray:
+    def recv(
+        self,
+        buf=None,
+        source: int = ANY_SOURCE,
+        tag: int = ANY_TAG,
+        status: Status | None = None,
+        *,
+        label: str | None = None,
+    ) -> np.ndarray:
         """Receive the next array rank ``source`` sent with this tag (mpi4py's ``comm.recv``;
         blocks; deadlock-checked; VirtualClock.receive). ANY_SOURCE: the earliest in virtual
         time (``recv_any``); ANY_TAG: the source's oldest message. ``buf`` is ignored (the
@@ -333,14 +379,22 @@ class Communicator:
             raise TypeError(f"{call}: status must be None or a dlsys.comm.Status, got {status!r}")
         return self._check_peer(source, names[1], any_source=True), self._check_tag(tag, names[2], any_tag=True)
 
-    def _match(self, src: int, tag: int, label: str | None, posted_s: float, status: Status | None,
-               sources: list[int] | None = None) -> np.ndarray:
+    def _match(
+        self,
+        src: int,
+        tag: int,
+        label: str | None,
+        posted_s: float,
+        status: Status | None,
+        sources: list[int] | None = None,
+    ) -> np.ndarray:
         """A checked receive posted at ``posted_s`` (irecv's clock, or recv's): ANY_SOURCE
         resolved as recv_any resolves it (among ``sources``, default every other rank), then
         taken, charged and recorded."""
         if src == ANY_SOURCE:
-            src, _ = self._earliest_source([r for r in range(self.size) if r != self.rank] if sources is None
-                                           else sources, tag)
+            src, _ = self._earliest_source(
+                [r for r in range(self.size) if r != self.rank] if sources is None else sources, tag
+            )
         header, arr = self._receive(src, tag, label, posted_s)
         if status is not None:
             status.source, status.tag, status.nbytes = src, header.tag, header.nbytes
@@ -356,8 +410,18 @@ class Communicator:
         if self.ops is not None:
             self.ops.append_shared(("recv", src, header.tag, label))
         if self._record:
-            self.messages.append(Message(src, self.rank, header.nbytes, header.depart_s, arrive, header.tag,
-                                         header.label, *(header.meta or ("", -1, -1))))
+            self.messages.append(
+                Message(
+                    src,
+                    self.rank,
+                    header.nbytes,
+                    header.depart_s,
+                    arrive,
+                    header.tag,
+                    header.label,
+                    *(header.meta or ("", -1, -1)),
+                )
+            )
         return header, arr
 
     def recv_any(self, sources=None, tag: int = 0, label: str | None = None) -> tuple[int, np.ndarray]:
@@ -377,8 +441,10 @@ class Communicator:
         """The source ``recv_any`` would take and when its message arrives here, taking
         nothing (a program that queues what has arrived by now, as a receiving thread
         does, asks whether the next message is already in)."""
-        sources = [self._check_peer(s, "sources") for s in (sources if sources is not None else
-                                                             [r for r in range(self.size) if r != self.rank])]
+        sources = [
+            self._check_peer(s, "sources")
+            for s in (sources if sources is not None else [r for r in range(self.size) if r != self.rank])
+        ]
         return self._earliest_source(sources, self._check_tag(tag, any_tag=True))
 
     def _earliest_source(self, sources: list[int], tag: int) -> tuple[int, float]:
@@ -463,8 +529,17 @@ class Communicator:
         dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
         # the header carries the payload's size (a transport restores logical sizes from it);
         # no clock charges it and the trace records 0 wire bytes
-        header = Header(self.rank, tag, self._clock.t, payload_nbytes(arr), str(label)[:MAX_LABEL],
-                        arr.dtype, arr.shape, None, (SIGNAL, -1, -1))
+        header = Header(
+            self.rank,
+            tag,
+            self._clock.t,
+            payload_nbytes(arr),
+            str(label)[:MAX_LABEL],
+            arr.dtype,
+            arr.shape,
+            None,
+            (SIGNAL, -1, -1),
+        )
         self._count_sent(dst)
         if self.ops is not None:
             self.ops.append(("signal", dst, tag, header.label))
@@ -482,12 +557,14 @@ class Communicator:
         if self.ops is not None:
             self.ops.append(("wait_signal", src, tag, label))
         if self._record:
-            self.messages.append(Message(src, self.rank, 0, header.depart_s, header.depart_s, tag, header.label,
-                                         SIGNAL))
+            self.messages.append(
+                Message(src, self.rank, 0, header.depart_s, header.depart_s, tag, header.label, SIGNAL)
+            )
         return arr
 
-    def isend(self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1,
-              block: int = -1) -> Request:
+    def isend(
+        self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1, block: int = -1
+    ) -> Request:
         """Non-blocking send (mpi4py's ``comm.isend``). Complete at once (the payload is
         copied), unless obj is memory from ``alloc`` on a backend that lends it: then
         ``wait()`` returns once the receiver has dropped the array, and obj must not be
@@ -512,9 +589,21 @@ class Communicator:
     def waitall(requests) -> list:
         return [r.wait() for r in requests]
 
-    def sendrecv(self, sendobj, dest: int, sendtag: int = 0, recvbuf=None, source: int = ANY_SOURCE,
-                 recvtag: int = ANY_TAG, status: Status | None = None, *, label: str = "", phase: str = "",
-                 step: int = -1, block: int = -1) -> np.ndarray:
+    def sendrecv(
+        self,
+        sendobj,
+        dest: int,
+        sendtag: int = 0,
+        recvbuf=None,
+        source: int = ANY_SOURCE,
+        recvtag: int = ANY_TAG,
+        status: Status | None = None,
+        *,
+        label: str = "",
+        phase: str = "",
+        step: int = -1,
+        block: int = -1,
+    ) -> np.ndarray:
         """Send ``sendobj`` to ``dest`` and receive from ``source`` (mpi4py's
         ``comm.sendrecv``: ``comm.sendrecv(x, dest=right, source=left)``; note that
         ``comm.sendrecv(x, right, left)`` means sendtag=left, as in mpi4py). No deadlock,
@@ -523,8 +612,9 @@ class Communicator:
         ANY_SOURCE, ANY_TAG, ignored ``recvbuf`` and ``status``); ``phase``, ``step`` and
         ``block`` describe the sent message, as in ``send``."""
         self._check_tag(sendtag, "sendtag")
-        src, recvtag = self._check_receive(recvbuf, source, recvtag, status, "sendrecv",
-                                           ("recvbuf", "source", "recvtag"))
+        src, recvtag = self._check_receive(
+            recvbuf, source, recvtag, status, "sendrecv", ("recvbuf", "source", "recvtag")
+        )
         _, header = self._post(sendobj, dest, sendtag, label, False, phase, step, block)
         got = self._match(src, recvtag, None, self._clock.t, status)
         if header.sync:

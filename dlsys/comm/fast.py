@@ -50,7 +50,8 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
     dest, source, tag = comm._check_peer(dest, "dest"), comm._check_peer(source, "source"), comm._check_tag(tag)
     if comm.eager_limit_bytes is not None:  # sends may be synchronous: the reading path's sendrecv
         return lambda buf, phase="", step=-1, block=-1, label="": comm.sendrecv(
-            buf, dest, tag, source=source, recvtag=tag, label=label, phase=phase, step=step, block=block)
+            buf, dest, tag, source=source, recvtag=tag, label=label, phase=phase, step=step, block=block
+        )
     rank, clock, record, row = comm.rank, comm._clock, comm._record, comm._row
     transport, deadline = comm._transport, comm._deadline
     post, take = transport.hand_over if handover else transport.post, transport.take
@@ -89,7 +90,9 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
         comm.bytes_sent += n
         row[POSTED] += 1  # Communicator._count_sent
         row[sent_column] += 1
-        post(dest, _new_tuple(Header, (rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta, False)), arr, False)
+        post(
+            dest, _new_tuple(Header, (rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta, False)), arr, False
+        )
         if ops is not None:
             if log_labels:
                 log_code(ops.intern(("send", dest, tag, n, label, meta)))

@@ -69,8 +69,10 @@ class Grid:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if dp % ep:
-            raise ValueError(f"ep must divide dp = {dp} (experts spread over data-parallel copies): one of "
-                             f"{[k for k in range(1, dp + 1) if dp % k == 0]}, got {ep}")
+            raise ValueError(
+                f"ep must divide dp = {dp} (experts spread over data-parallel copies): one of "
+                f"{[k for k in range(1, dp + 1) if dp % k == 0]}, got {ep}"
+            )
         self.dp, self.tp, self.pp, self.ep = dp, tp, pp, ep
 
     @classmethod
@@ -78,8 +80,9 @@ class Grid:
         """The layout of ``world_size`` ranks with TP degree ``tp``; ValueError unless tp divides it."""
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or world_size % tp:
             divisors = [k for k in range(1, world_size + 1) if world_size % k == 0]
-            raise ValueError(f"tp must divide the world size {world_size} (world = dp x tp): one of "
-                             f"{divisors}, got {tp!r}")
+            raise ValueError(
+                f"tp must divide the world size {world_size} (world = dp x tp): one of {divisors}, got {tp!r}"
+            )
         return cls(world_size // tp, tp)
 
     @property
@@ -129,8 +132,7 @@ class Grid:
     def groups(self, comm) -> tuple[Group, Group]:
         """(data-parallel group, tensor-parallel group) of this rank, as sub-communicators."""
         if comm.size != self.world_size:
-            raise ValueError(f"the world has {comm.size} ranks, the layout {self._product()} "
-                             f"needs {self.world_size}")
+            raise ValueError(f"the world has {comm.size} ranks, the layout {self._product()} needs {self.world_size}")
         return Group(comm, self.dp_members(comm.rank)), Group(comm, self.tp_members(comm.rank))
 
     def _product(self) -> str:
@@ -139,5 +141,9 @@ class Grid:
         return f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp}"
 
     def __repr__(self):
-        return (f"Grid(dp={self.dp}, tp={self.tp}" + (f", pp={self.pp}" if self.pp > 1 else "")
-                + (f", ep={self.ep}" if self.ep > 1 else "") + ")")
+        return (
+            f"Grid(dp={self.dp}, tp={self.tp}"
+            + (f", pp={self.pp}" if self.pp > 1 else "")
+            + (f", ep={self.ep}" if self.ep > 1 else "")
+            + ")"
+        )

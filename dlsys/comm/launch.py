@@ -67,12 +67,23 @@ class LaunchResult:
         return len(self.values)
 
 
-def launch(program: Callable, world_size: int, backend: str = "processes", *,
-           link: str | LinkModel | Topology = DEFAULT_LINK, node: str | NodeModel | Sequence = "laptop-cpu",
-           seed: int = 0, args: tuple = (), kwargs: dict | None = None,
-           charge_reductions: bool = False, record: bool = True,
-           timeout_s: float = 600.0, topology: str | Topology | None = None, sharing: bool = False,
-           eager_limit_bytes: int | None = None) -> LaunchResult:
+def launch(
+    program: Callable,
+    world_size: int,
+    backend: str = "processes",
+    *,
+    link: str | LinkModel | Topology = DEFAULT_LINK,
+    node: str | NodeModel | Sequence = "laptop-cpu",
+    seed: int = 0,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    charge_reductions: bool = False,
+    record: bool = True,
+    timeout_s: float = 600.0,
+    topology: str | Topology | None = None,
+    sharing: bool = False,
+    eager_limit_bytes: int | None = None,
+) -> LaunchResult:
     """Run ``program(comm, *args, **kwargs)`` on ``world_size`` ranks and collect the results.
 
     ``node`` is one node model for all ranks or a sequence of one per rank (a straggler is
@@ -96,8 +107,9 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     if BACKEND_ENV in os.environ:  # a lesson or script, unchanged, on a cluster (docs/mpi.md)
         backend = os.environ[BACKEND_ENV]
         if backend not in BACKENDS:
-            raise ValueError(f"the environment variable {BACKEND_ENV} must be one of {', '.join(BACKENDS)}; "
-                             f"got {backend!r}")
+            raise ValueError(
+                f"the environment variable {BACKEND_ENV} must be one of {', '.join(BACKENDS)}; got {backend!r}"
+            )
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     size = check_int("world_size", world_size, 1, BACKENDS[backend].max_ranks)
@@ -119,12 +131,26 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     if eager_limit_bytes is not None:
         eager_limit_bytes = check_int("eager_limit_bytes", eager_limit_bytes, 0)
         if sharing:
-            raise ValueError("eager_limit_bytes: synchronous sends cannot run with sharing=True (the replay with "
-                             "shared links does not model them); pass eager_limit_bytes=None")
+            raise ValueError(
+                "eager_limit_bytes: synchronous sends cannot run with sharing=True (the replay with "
+                "shared links does not model them); pass eager_limit_bytes=None"
+            )
     fabric = network.fabric(size) if sharing else None
-    spec = RunSpec(program, tuple(args), dict(kwargs or {}), size, network, nodes, seed,
-                   bool(charge_reductions), bool(record) and not sharing, time.monotonic() + timeout_s, sharing,
-                   bool(record), eager_limit_bytes)
+    spec = RunSpec(
+        program,
+        tuple(args),
+        dict(kwargs or {}),
+        size,
+        network,
+        nodes,
+        seed,
+        bool(charge_reductions),
+        bool(record) and not sharing,
+        time.monotonic() + timeout_s,
+        sharing,
+        bool(record),
+        eager_limit_bytes,
+    )
     start = time.perf_counter()
     try:
         with _exit_on_termination():
@@ -136,13 +162,33 @@ def launch(program: Callable, world_size: int, backend: str = "processes", *,
     memory = ledgers if any(ledger is not None for ledger in ledgers) else None
     if sharing:
         replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, bool(record), fast=True)
-        return LaunchResult(values, replayed.trace, replayed.clocks_s, time.perf_counter() - start, backend,
-                            network, nodes, True, replayed.segments, [o.ops for o in outcomes], memory)
+        return LaunchResult(
+            values,
+            replayed.trace,
+            replayed.clocks_s,
+            time.perf_counter() - start,
+            backend,
+            network,
+            nodes,
+            True,
+            replayed.segments,
+            [o.ops for o in outcomes],
+            memory,
+        )
     wall = time.perf_counter() - start
     spans = [s for o in outcomes for s in o.spans]
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
-    return LaunchResult(values, Trace(spans, messages, size), [o.clock_s for o in outcomes], wall, backend, network,
-                        nodes, ops=[o.ops for o in outcomes] if spec.log_ops else None, memory=memory)
+    return LaunchResult(
+        values,
+        Trace(spans, messages, size),
+        [o.clock_s for o in outcomes],
+        wall,
+        backend,
+        network,
+        nodes,
+        ops=[o.ops for o in outcomes] if spec.log_ops else None,
+        memory=memory,
+    )
 
 
 TERMINATION = (signal.SIGTERM, signal.SIGHUP)

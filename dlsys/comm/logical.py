@@ -115,8 +115,10 @@ def common_scale(operands) -> int:
     """The one scale the LogicalArrays among ``operands`` share (1 if there are none)."""
     scales = {x.scale for x in operands if isinstance(x, LogicalArray)}
     if len(scales) > 1:
-        raise ValueError(f"cannot combine LogicalArrays of different scales {sorted(scales, key=str)}: "
-                         "their logical sizes would not add up")
+        raise ValueError(
+            f"cannot combine LogicalArrays of different scales {sorted(scales, key=str)}: "
+            "their logical sizes would not add up"
+        )
     return scales.pop() if scales else 1
 
 
@@ -145,10 +147,12 @@ def _split_axis0(ary, indices_or_sections, axis=0):
     scales = getattr(ary, "block_scales", None)
     if scales is not None:  # one real element per block, each with its own scale
         if ary.shape != (len(scales),) or sections != len(scales):
-            raise ValueError(f"an array of per-block scales splits only into its {len(scales)} blocks, "
-                             f"not {ary.shape} into {sections}")
+            raise ValueError(
+                f"an array of per-block scales splits only into its {len(scales)} blocks, "
+                f"not {ary.shape} into {sections}"
+            )
         plain = ary.view(np.ndarray)  # slicing a plain view, then one view per block, is the cheapest
-        return [plain[i:i + 1].view(cls) for i, cls in enumerate(ary.block_types)]
+        return [plain[i : i + 1].view(cls) for i, cls in enumerate(ary.block_types)]
     each, extra = divmod(ary.shape[0], int(sections))
     blocks, start = [], 0
     for i in range(sections):
@@ -199,8 +203,10 @@ def per_block(real, scales) -> LogicalArray:
     real = np.asanyarray(real).view(np.ndarray)
     scales = tuple(map(int, scales))
     if real.shape != (len(scales),) or min(scales, default=0) < 1:
-        raise ValueError(f"per_block needs one real element per block and scales >= 1, got {real.shape} "
-                         f"elements for {len(scales)} scales (smallest {min(scales, default=None)})")
+        raise ValueError(
+            f"per_block needs one real element per block and scales >= 1, got {real.shape} "
+            f"elements for {len(scales)} scales (smallest {min(scales, default=None)})"
+        )
     return real.view(_per_block(scales))
 
 
@@ -230,7 +236,9 @@ _PER_BLOCK: dict[tuple, type] = {}
 def _per_block(scales: tuple) -> type:
     cls = _PER_BLOCK.get(scales)
     if cls is None:
-        cls = _PER_BLOCK[scales] = type("LogicalArray", (_PerBlock,), {
-            "block_scales": scales, "block_types": tuple(_scaled(scale) for scale in scales),
-            "__module__": __name__})
+        cls = _PER_BLOCK[scales] = type(
+            "LogicalArray",
+            (_PerBlock,),
+            {"block_scales": scales, "block_types": tuple(_scaled(scale) for scale in scales), "__module__": __name__},
+        )
     return cls

@@ -201,8 +201,9 @@ class Mailbox:
             while loan not in self._released:
                 row[WAIT_SRC], row[WAIT_TAG], row[STATE] = dst, RELEASE, BLOCKED
                 self._cond.wait(POLL_S)
-                self._check(deadline, f"rank {dst} did not drop the array this rank lent it "
-                                      "(isend of comm.alloc memory)")
+                self._check(
+                    deadline, f"rank {dst} did not drop the array this rank lent it (isend of comm.alloc memory)"
+                )
             self._released.remove(loan)
             self._awaited = None
             row[STATE] = RUNNING
@@ -217,4 +218,3 @@ class Mailbox:
             raise Aborted()
         if time.monotonic() > deadline:
             raise TimeoutError(f"rank {self.rank}: {what} before the deadline")
-

@@ -49,7 +49,7 @@ class OpLog(Sequence):
         appends it to ``codes`` (the fast path keeps it and logs it again and again)."""
         try:
             code = self._index.get(op)
-        except TypeError:                      # a receive labelled with something unhashable
+        except TypeError:  # a receive labelled with something unhashable
             self.table.append(op)
             return len(self.table) - 1
         if code is None:

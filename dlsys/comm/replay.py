@@ -86,14 +86,21 @@ CREDIT_WAITS = ("wait_sent", "wait_left")  # the ops whose rank's posts the repl
 class Replayed(NamedTuple):
     """A replay's trace and final clocks; under sharing, ``segments``: (route, from_s,
     to_s, rate_Bps) for every stretch a message moved at one rate (link_load reads them)."""
+
     trace: Trace
     clocks_s: list[float]
     segments: list | None
     flow_events: int
 
 
-def replay(ops: Sequence[Sequence[tuple]], network: Topology, nodes: Sequence[NodeModel],
-           fabric: Fabric | None = None, record: bool = True, fast: bool = False) -> Replayed:
+def replay(
+    ops: Sequence[Sequence[tuple]],
+    network: Topology,
+    nodes: Sequence[NodeModel],
+    fabric: Fabric | None = None,
+    record: bool = True,
+    fast: bool = False,
+) -> Replayed:
     """Replay every rank's ``ops`` (module docstring; an OpLog or a list of tuples per
     rank): o_s, o_r and the per-pair links of ``network``; with a ``fabric``
     (``network.fabric(len(ops))``), messages share its links (sharing on), else each has
@@ -117,9 +124,9 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     sharing = fabric is not None
     flows = FlowNetwork(fabric, record_rates=record, connections=True) if sharing else None
     posted: dict[tuple[int, int, int], deque] = defaultdict(deque)  # (src, dst, tag) -> messages not yet taken
-    waiting_post: dict[tuple[int, int, int], int] = {}              # a channel -> the rank blocked on it
-    waiting_flow: dict[int, int] = {}                               # a flow -> the rank blocked on it
-    arrived: dict[int, float] = {}                                  # flows finished, not yet taken
+    waiting_post: dict[tuple[int, int, int], int] = {}  # a channel -> the rank blocked on it
+    waiting_flow: dict[int, int] = {}  # a flow -> the rank blocked on it
+    arrived: dict[int, float] = {}  # flows finished, not yet taken
     messages: list[Message] = []
     pc = [0] * size
     ended: list[int] = []
@@ -130,10 +137,10 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
     waits = [any(op[0] in CREDIT_WAITS for op in (log.table if isinstance(log, OpLog) else log)) for log in ops]
     posts: list[list[int]] = [[] for _ in range(size)]
     checked, left_s = [0] * size, [0.0] * size
-    latency_of: dict[int, float] = {}              # a flow of such a rank -> its route's latency
-    left_at: dict[int, float] = {}                 # such a flow, finished -> when its last byte left
+    latency_of: dict[int, float] = {}  # a flow of such a rank -> its route's latency
+    left_at: dict[int, float] = {}  # such a flow, finished -> when its last byte left
     # (wait_sent takes a flow's entry once; wait_left keeps it: a rank makes one kind or the other)
-    waiting_left: dict[int, int] = {}              # such a flow -> the rank whose credit waits for it
+    waiting_left: dict[int, int] = {}  # such a flow -> the rank whose credit waits for it
 
     def run(r: int) -> None:
         """Rank r's operations from pc[r] on, until it blocks or ends."""
@@ -160,7 +167,7 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                     woken = waiting_post.pop((r, dst, tag), None)
                     if woken is not None:
                         runnable.append(woken)
-            elif kind == "recv" or kind == "wait_signal":   # the channel's next message
+            elif kind == "recv" or kind == "wait_signal":  # the channel's next message
                 src, tag = op[1], op[2]
                 channel = posted.get((src, r, tag))
                 if not channel:
@@ -187,7 +194,7 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                 clock.compute(op[1], op[2], op[3], op[4])
             elif kind == "reduce":
                 clock.reduction(op[1], op[2])
-            elif kind == "wait_sent" and sharing:      # posts 0..k have left: each flow's last byte
+            elif kind == "wait_sent" and sharing:  # posts 0..k have left: each flow's last byte
                 mine_posts, k = posts[r], op[1]
                 while checked[r] <= k:
                     flow = mine_posts[checked[r]]
@@ -203,7 +210,7 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                     i += 1
                     continue
                 break
-            elif kind == "wait_left" and sharing:      # post k has left: its flow's last byte
+            elif kind == "wait_left" and sharing:  # post k has left: its flow's last byte
                 flow = posts[r][op[1]]
                 if flow >= 0:
                     left = left_at.get(flow)
@@ -212,10 +219,10 @@ def _replay(ops, network, nodes, fabric, record) -> Replayed:
                         break
                     if left > clock.t:
                         clock.advance(left - clock.t, "wait", op[3])
-            elif kind == "wait_sent" or kind == "wait_left":   # the run's time
+            elif kind == "wait_sent" or kind == "wait_left":  # the run's time
                 if op[2] > clock.t:
                     clock.advance(op[2] - clock.t, "wait", op[3])
-            else:                                      # wait
+            else:  # wait
                 if op[1] > clock.t:
                     clock.advance(op[1] - clock.t, "wait", op[2])
             i += 1
@@ -279,5 +286,14 @@ def link_load(result, bins: int = 50) -> list[dict]:
             if overlap_s > 0:
                 for link in route:
                     load[(link, b)] += rate_Bps * overlap_s
-    return [{"link": fabric.links[link].name, "link_id": link, "bin": b, "start_s": b * width_s,
-             "end_s": (b + 1) * width_s, "nbytes": nbytes} for (link, b), nbytes in sorted(load.items())]
+    return [
+        {
+            "link": fabric.links[link].name,
+            "link_id": link,
+            "bin": b,
+            "start_s": b * width_s,
+            "end_s": (b + 1) * width_s,
+            "nbytes": nbytes,
+        }
+        for (link, b), nbytes in sorted(load.items())
+    ]

@@ -34,22 +34,31 @@ SEND, RECV, SIGNAL, ADVANCE, WAIT, WAIT_SENT, WAIT_LEFT = range(7)  # a decoded 
 def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel, flows: FlowNetwork) -> tuple:
     """One logged operation (replay.py's list) as (kind, numbers the loop needs)."""
     kind = op[0]
-    if kind == "send":          # (SEND, dst, channel, n, o_s(n), the receiver's o_r(n), the route's latency)
+    if kind == "send":  # (SEND, dst, channel, n, o_s(n), the receiver's o_r(n), the route's latency)
         dst, n = op[1], op[3]
-        return (SEND, dst, channel(rank, dst, op[2]), n, network.link_between(rank, dst).send_overhead_s(n),
-                network.link_between(dst, rank).recv_overhead_s(n), flows.fabric.latency_s(rank, dst))
-    if kind == "wait_sent":     # (WAIT_SENT, k)
+        return (
+            SEND,
+            dst,
+            channel(rank, dst, op[2]),
+            n,
+            network.link_between(rank, dst).send_overhead_s(n),
+            network.link_between(dst, rank).recv_overhead_s(n),
+            flows.fabric.latency_s(rank, dst),
+        )
+    if kind == "wait_sent":  # (WAIT_SENT, k)
         return WAIT_SENT, op[1]
-    if kind == "wait_left":     # (WAIT_LEFT, k)
+    if kind == "wait_left":  # (WAIT_LEFT, k)
         return WAIT_LEFT, op[1]
-    if kind == "recv" or kind == "wait_signal":     # either takes the channel's next message or signal
+    if kind == "recv" or kind == "wait_signal":  # either takes the channel's next message or signal
         return RECV, channel(op[1], rank, op[2])
     if kind == "signal":
         return SIGNAL, channel(rank, op[1], op[2])
-    if kind == "compute":       # VirtualClock.compute's seconds
+    if kind == "compute":  # VirtualClock.compute's seconds
         seconds, flops, _, nbytes = op[1:]
-        return ADVANCE, float(seconds * node.slowdown if seconds is not None else node.kernel_s(flops or 0, nbytes or 0))
-    if kind == "reduce":        # VirtualClock.reduction's
+        return ADVANCE, float(
+            seconds * node.slowdown if seconds is not None else node.kernel_s(flops or 0, nbytes or 0)
+        )
+    if kind == "reduce":  # VirtualClock.reduction's
         return ADVANCE, op[1] * node.gamma_s_per_byte
     return WAIT, op[1]
 
@@ -75,11 +84,11 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
     latency_of: dict[int, float] = {}
     left_at: dict[int, float] = {}
     waiting_left: dict[int, int] = {}
-    posted: list[deque] = [deque() for _ in channels]   # a channel's messages not yet taken: (flow, o_r) or (-1, t)
-    waiting_post: dict[int, int] = {}                   # a channel -> the rank blocked on it
-    waiting_flow: dict[int, int] = {}                   # a flow -> the rank blocked on it
-    arrived: dict[int, float] = {}                      # flows finished, not yet taken
-    blocked_on: list[deque | None] = [None] * size      # the channel whose message a waiting rank takes next
+    posted: list[deque] = [deque() for _ in channels]  # a channel's messages not yet taken: (flow, o_r) or (-1, t)
+    waiting_post: dict[int, int] = {}  # a channel -> the rank blocked on it
+    waiting_flow: dict[int, int] = {}  # a flow -> the rank blocked on it
+    arrived: dict[int, float] = {}  # flows finished, not yet taken
+    blocked_on: list[deque | None] = [None] * size  # the channel whose message a waiting rank takes next
     clocks, pc = [0.0] * size, [0] * size
     runnable = deque(range(size))
     inject = flows.inject
@@ -113,12 +122,12 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                     waiting_post[op[1]] = r
                     break
                 flow, value = channel[0]
-                if flow < 0:                            # a signal, there at its sender's t
+                if flow < 0:  # a signal, there at its sender's t
                     if value > t:
                         t = t + (value - t)
                 else:
                     arrive = arrived.pop(flow, None)
-                    if arrive is None:              # the wake-up below takes it in
+                    if arrive is None:  # the wake-up below takes it in
                         waiting_flow[flow] = r
                         blocked_on[r] = channel
                         break
@@ -154,7 +163,7 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                         break
                     if left > t:
                         t = t + (left - t)
-            elif op[1] > t:                             # WAIT
+            elif op[1] > t:  # WAIT
                 t = t + (op[1] - t)
             i += 1
         clocks[r], pc[r] = t, i
@@ -182,7 +191,7 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
             if r is None:
                 arrived[flow] = t
                 continue
-            _, o_r = blocked_on[r].popleft()        # the receive r blocked on, taken in here
+            _, o_r = blocked_on[r].popleft()  # the receive r blocked on, taken in here
             now = clocks[r]
             if t > now:
                 now = now + (t - now)

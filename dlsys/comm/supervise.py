@@ -48,6 +48,7 @@ class RunTimeout(TimeoutError):
 
 class RunSpec(NamedTuple):
     """Everything a rank needs to run its program (it travels to processes by value)."""
+
     program: Callable
     args: tuple
     kwargs: dict
@@ -65,6 +66,7 @@ class RunSpec(NamedTuple):
 
 class Outcome(NamedTuple):
     """What a rank returns to the launcher."""
+
     value: Any
     spans: list
     messages: list
@@ -73,8 +75,14 @@ class Outcome(NamedTuple):
     memory: MemoryLedger | None = None  # the rank's ledger, if its program used comm.memory
 
 
-def supervise(board: np.ndarray, finished: Callable[[], bool], wait: Callable[[float], Any],
-              deadline: float, poll_s: float = 0.1, confirm_s: float = 0.5) -> None:
+def supervise(
+    board: np.ndarray,
+    finished: Callable[[], bool],
+    wait: Callable[[float], Any],
+    deadline: float,
+    poll_s: float = 0.1,
+    confirm_s: float = 0.5,
+) -> None:
     """Wait until ``finished()``; raise DeadlockError or RunTimeout instead of hanging.
 
     ``finished`` raises RankFailed itself. A deadlock is reported only after the board has

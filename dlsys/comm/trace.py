@@ -47,8 +47,12 @@ class Trace:
         self.world_size = world_size
 
     def __eq__(self, other):
-        return (isinstance(other, Trace) and self.world_size == other.world_size
-                and self.spans == other.spans and self.messages == other.messages)
+        return (
+            isinstance(other, Trace)
+            and self.world_size == other.world_size
+            and self.spans == other.spans
+            and self.messages == other.messages
+        )
 
     def __repr__(self):
         return f"Trace({len(self.spans)} spans, {len(self.messages)} messages, {self.world_size} ranks)"
@@ -83,8 +87,11 @@ class Trace:
 
     def to_rows(self) -> dict:
         """The trace as plain lists (JSON, e.g. a stored result): ``from_rows`` gives it back, equal."""
-        return {"world_size": self.world_size, "spans": [list(s) for s in self.spans],
-                "messages": [list(m) for m in self.messages]}
+        return {
+            "world_size": self.world_size,
+            "spans": [list(s) for s in self.spans],
+            "messages": [list(m) for m in self.messages],
+        }
 
     @classmethod
     def from_rows(cls, rows: dict) -> Trace:
@@ -94,16 +101,34 @@ class Trace:
         """Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing);
         ``memory``: the ranks' ``dlsys.machine.ledger.MemoryLedger``s, drawn as counters."""
         us = 1e6
-        events = [{"name": "process_name", "ph": "M", "pid": r, "args": {"name": f"rank {r}"}}
-                  for r in range(self.world_size)]
+        events = [
+            {"name": "process_name", "ph": "M", "pid": r, "args": {"name": f"rank {r}"}} for r in range(self.world_size)
+        ]
         for s in self.spans:
-            events.append({"name": s.label or s.kind, "cat": s.kind, "ph": "X", "pid": s.rank,
-                           "tid": 0, "ts": s.start_s * us, "dur": (s.end_s - s.start_s) * us})
+            events.append(
+                {
+                    "name": s.label or s.kind,
+                    "cat": s.kind,
+                    "ph": "X",
+                    "pid": s.rank,
+                    "tid": 0,
+                    "ts": s.start_s * us,
+                    "dur": (s.end_s - s.start_s) * us,
+                }
+            )
         for m in self.messages:
-            events.append({"name": m.label or f"{m.src}->{m.dst}", "cat": "message", "ph": "X",
-                           "pid": m.src, "tid": 1, "ts": m.depart_s * us,
-                           "dur": (m.arrive_s - m.depart_s) * us,
-                           "args": {"dst": m.dst, "nbytes": m.nbytes, "tag": m.tag}})
+            events.append(
+                {
+                    "name": m.label or f"{m.src}->{m.dst}",
+                    "cat": "message",
+                    "ph": "X",
+                    "pid": m.src,
+                    "tid": 1,
+                    "ts": m.depart_s * us,
+                    "dur": (m.arrive_s - m.depart_s) * us,
+                    "args": {"dst": m.dst, "nbytes": m.nbytes, "tag": m.tag},
+                }
+            )
         for ledger in memory:
             events += ledger.chrome_counters()
         return {"traceEvents": events, "displayTimeUnit": "ns"}

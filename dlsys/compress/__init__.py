@@ -7,11 +7,21 @@ options if asked for an unknown one); stochastic methods get a Generator seeded 
 ``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each
 method's ``memory`` attribute names the one its paper uses.
 """
+
 import numpy as np
 
 from .. import checks
-from .compressor import (Compressor, Memory, NoneMemory, ResidualMemory, frame, pack_payload, payload_nbytes, unframe,
-                   unpack_payload)
+from .compressor import (
+    Compressor,
+    Memory,
+    NoneMemory,
+    ResidualMemory,
+    frame,
+    pack_payload,
+    payload_nbytes,
+    unframe,
+    unpack_payload,
+)
 from .dgc import DGCCompressor, DGCMemory
 from .dropping import GradientDroppingCompressor
 from .fp16 import FP16Compressor
@@ -58,5 +68,20 @@ def make_memory(name: str, **options) -> Memory:
     return MEMORIES[name](**options)
 
 
-__all__ = ["COMPRESSORS", "MEMORIES", "Compressor", "DGCMemory", "Memory", "NoneMemory", "ResidualMemory", "make",
-           "make_memory", "options_of", "frame", "pack_payload", "payload_nbytes", "unframe", "unpack_payload"]
+__all__ = [
+    "COMPRESSORS",
+    "MEMORIES",
+    "Compressor",
+    "DGCMemory",
+    "Memory",
+    "NoneMemory",
+    "ResidualMemory",
+    "make",
+    "make_memory",
+    "options_of",
+    "frame",
+    "pack_payload",
+    "payload_nbytes",
+    "unframe",
+    "unpack_payload",
+]

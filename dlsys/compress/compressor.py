@@ -24,6 +24,7 @@ code. ``cost(n, itemsize)`` turns them into (flops, nbytes) for the node model's
 (``comm.compute(flops=..., nbytes=...)``); ``benchmarks/compress_cost.py`` measures them
 against a memcpy on this machine.
 """
+
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -74,7 +75,9 @@ def unpack_bits(packed: np.ndarray, bits: int, n: int) -> np.ndarray:
 
 def pack_payload(payload) -> np.ndarray:
     """The payload's arrays end to end as one uint8 buffer (one message; same bytes)."""
-    return np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in payload] or [np.empty(0, np.uint8)])
+    return np.concatenate(
+        [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in payload] or [np.empty(0, np.uint8)]
+    )
 
 
 def unpack_payload(buffer: np.ndarray, like, part_nbytes=None) -> tuple:
@@ -93,16 +96,17 @@ def frame(payload) -> np.ndarray:
     part as int64, then the packed parts: 8 + 16 * parts bytes more than the payload (a
     point-to-point push has no collective to exchange the lengths first)."""
     header = np.array([(a.nbytes, ord(a.dtype.char)) for a in payload], np.int64).reshape(-1)
-    return np.concatenate([np.array([len(payload)], np.int64).view(np.uint8), header.view(np.uint8),
-                           pack_payload(payload)])
+    return np.concatenate(
+        [np.array([len(payload)], np.int64).view(np.uint8), header.view(np.uint8), pack_payload(payload)]
+    )
 
 
 def unframe(buffer: np.ndarray) -> tuple:
     """The payload of a ``frame``."""
     parts = int(buffer[:8].view(np.int64)[0])
-    header = buffer[8:8 + 16 * parts].view(np.int64).reshape(parts, 2)
+    header = buffer[8 : 8 + 16 * parts].view(np.int64).reshape(parts, 2)
     like = [np.empty(0, np.dtype(chr(code))) for code in header[:, 1]]
-    return unpack_payload(buffer[8 + 16 * parts:], like, header[:, 0])
+    return unpack_payload(buffer[8 + 16 * parts :], like, header[:, 0])
 
 
 class Compressor(ABC):

@@ -34,6 +34,7 @@ a gap longer than 65535 is preceded by escape codes 0, each worth 65535 position
 carrying no value. Bytes: 2 * (k' + escapes) + itemsize * k', k' <= k; at 0.1% density the
 mean gap is 1000 and escapes are rare.
 """
+
 import numpy as np
 
 from .compressor import Memory, count, scatter
@@ -76,7 +77,7 @@ class DGCCompressor(GradientDroppingCompressor):
         (indices, values), ctx = super().compress(tensor, name)
         k = count(self.ratio, np.size(tensor))
         if indices.size > k:
-            indices = indices[np.argpartition(np.abs(values), values.size - k)[values.size - k:]]
+            indices = indices[np.argpartition(np.abs(values), values.size - k)[values.size - k :]]
         indices = np.sort(indices)
         return (encode_gaps(indices), np.ravel(tensor)[indices]), ctx
 

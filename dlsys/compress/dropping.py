@@ -20,6 +20,7 @@ largest |g_i| (``np.partition``, O(n)), and exactly k = ceil(ratio * n) entries 
 any tied with the k-th. Above that size the sample costs O(PER_KEPT / ratio), a shrinking
 share of the tensor (1.6e5 of 1e6 entries at 1%), as the paper intends.
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float, check_ratio, count, scatter

@@ -2,6 +2,7 @@
 
 Relative error at most 2**-11 for |g| in float16's normal range (6.1e-5 .. 65504).
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float

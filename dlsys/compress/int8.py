@@ -3,6 +3,7 @@
 Decoded as min + q * scale, so the error per entry is at most scale / 2.
 Bytes: n (uint8 codes) + 2 * 4 (float32 min and scale).
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float

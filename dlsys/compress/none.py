@@ -1,4 +1,5 @@
 """No compression: the gradient travels as it is. Bytes: n * itemsize."""
+
 from .compressor import Compressor, check_float
 
 

@@ -5,6 +5,7 @@ mu_+ = mean(g_i : g_i >= 0) or mu_- = mean(g_i : g_i < 0). The quantization erro
 large, so use it with ``ResidualMemory`` (error feedback), as the paper does.
 Bytes: ceil(n / 8) (np.packbits) + 2 * 4 (float32 mu_-, mu_+).
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float
@@ -22,8 +23,7 @@ class OneBitCompressor(Compressor):
         tensor = check_float(tensor)
         flat = tensor.ravel()
         positive = flat >= 0
-        means = [flat[~positive].mean() if (~positive).any() else 0.0,
-                 flat[positive].mean() if positive.any() else 0.0]
+        means = [flat[~positive].mean() if (~positive).any() else 0.0, flat[positive].mean() if positive.any() else 0.0]
         return (np.packbits(positive), np.array(means, np.float32)), (tensor.shape, tensor.dtype)
 
     def decompress(self, payload, ctx):

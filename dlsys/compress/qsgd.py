@@ -7,6 +7,7 @@ E[l_i] = r, so E[Q(v_i)] = v_i. With ``bits`` b in {2, 4, 8}, s = 2**(b-1) - 1 a
 signed level sign * l + s in [0, 2 s] is packed at b bits.
 Bytes: ceil(n * b / 8) + 4 * ceil(n / d) (one float32 norm per bucket).
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float, pack_bits, unpack_bits

@@ -6,6 +6,7 @@ Only the values travel. Every rank builds the compressor with an identically see
 Generator, so each draws the same indices at the same step; ctx holds them locally.
 Bytes: k * itemsize.
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float, check_ratio, count, scatter

@@ -10,6 +10,7 @@ communication step passes ``scale`` = that max of ``local_scale`` (dlsys.collect
 Codes sign * b + 1 in {0, 1, 2} are packed 2 bits each, 4 per byte.
 Bytes: ceil(n / 4) + 4 (float32 s).
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float, pack_bits, unpack_bits

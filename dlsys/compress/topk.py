@@ -2,6 +2,7 @@
 entries of largest magnitude as (index, value) pairs; the rest decode to zero.
 Biased: use with ``ResidualMemory``. Bytes: k * (4 + itemsize) (int32 index, value).
 """
+
 import numpy as np
 
 from .compressor import Compressor, check_float, check_ratio, count, scatter
@@ -26,7 +27,7 @@ class TopKCompressor(Compressor):
         # BEGIN SOLUTION topk_error_feedback
         flat = tensor.ravel()
         k = count(self.ratio, flat.size)
-        indices = np.argpartition(np.abs(flat), flat.size - k)[flat.size - k:].astype(np.int32)
+        indices = np.argpartition(np.abs(flat), flat.size - k)[flat.size - k :].astype(np.int32)
         return (indices, flat[indices]), (tensor.shape, tensor.dtype)
         # END SOLUTION
 

@@ -17,15 +17,20 @@ from typing import Sequence
 DONE = 1e-12  # a flow with less than this fraction of its bytes left has finished (rounding)
 
 
-def check_step(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[float],
-               nbytes: Sequence[float] | None = None, latency_s: float = 0.0) -> None:
+def check_step(
+    routes: Sequence[Sequence[int]],
+    capacities_Bps: Sequence[float],
+    nbytes: Sequence[float] | None = None,
+    latency_s: float = 0.0,
+) -> None:
     """ValueError naming the argument, for a step that cannot be simulated."""
     if not all(isinstance(c, (int, float)) and math.isfinite(c) and c > 0 for c in capacities_Bps):
         raise ValueError(f"capacities_Bps must be finite numbers > 0, got {list(capacities_Bps)!r}")
     for route in routes:
         if not route or any(not (isinstance(l, int) and 0 <= l < len(capacities_Bps)) for l in route):
-            raise ValueError(f"routes must be non-empty lists of link ids in 0..{len(capacities_Bps) - 1}, "
-                             f"got {route!r}")
+            raise ValueError(
+                f"routes must be non-empty lists of link ids in 0..{len(capacities_Bps) - 1}, got {route!r}"
+            )
     if nbytes is not None:
         if len(nbytes) != len(routes):
             raise ValueError(f"nbytes must give one size per route ({len(routes)}), got {len(nbytes)}")
@@ -59,8 +64,9 @@ def max_min_rates(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[floa
     # END SOLUTION
 
 
-def flow_finish_s(routes: Sequence[Sequence[int]], nbytes: Sequence[float], capacities_Bps: Sequence[float],
-                  latency_s: float) -> list[float]:
+def flow_finish_s(
+    routes: Sequence[Sequence[int]], nbytes: Sequence[float], capacities_Bps: Sequence[float], latency_s: float
+) -> list[float]:
     """When each flow of the step has arrived: ``latency_s``, then its bytes at max-min
     rates, re-solved among the flows still moving whenever one finishes."""
     check_step(routes, capacities_Bps, nbytes, latency_s)
@@ -82,7 +88,8 @@ def flow_finish_s(routes: Sequence[Sequence[int]], nbytes: Sequence[float], capa
     # END SOLUTION
 
 
-def step_time_s(routes: Sequence[Sequence[int]], nbytes: Sequence[float], capacities_Bps: Sequence[float],
-                latency_s: float) -> float:
+def step_time_s(
+    routes: Sequence[Sequence[int]], nbytes: Sequence[float], capacities_Bps: Sequence[float], latency_s: float
+) -> float:
     """The step ends when its last flow arrives (0 for a step without flows)."""
     return max(flow_finish_s(routes, nbytes, capacities_Bps, latency_s), default=0.0)

@@ -10,8 +10,9 @@ profiles, where communication hides behind backward only partly.
 from __future__ import annotations
 
 
-def wfbp_iteration_s(forward_s: list[float], params: list[int], latency_s: float, bandwidth_Bps: float,
-                     update_s: list[float]) -> float:
+def wfbp_iteration_s(
+    forward_s: list[float], params: list[int], latency_s: float, bandwidth_Bps: float, update_s: list[float]
+) -> float:
     """Seconds per iteration (steady state: from one backward's end to the next's) of WFBP.
 
     Layer l (0 = the input layer) takes ``forward_s[l]`` forward and ``2 * forward_s[l]``

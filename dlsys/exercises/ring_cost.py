@@ -18,7 +18,7 @@ def ring_allreduce_time_s(p: int, nbytes: float, alpha_s: float, beta_s_per_byte
     from its left neighbour, so a step costs one message of a block.
     """
     # BEGIN SOLUTION ring_allreduce_cost
-    steps = 2 * (p - 1)             # p - 1 of reduce-scatter, p - 1 of all-gather
+    steps = 2 * (p - 1)  # p - 1 of reduce-scatter, p - 1 of all-gather
     block_nbytes = nbytes / p
     return steps * (alpha_s + block_nbytes * beta_s_per_byte)
     # END SOLUTION
@@ -40,7 +40,7 @@ def ring_vs_doubling_crossover_nbytes(p: int, alpha_s: float, beta_s_per_byte: f
     """
     # BEGIN SOLUTION ring_allreduce_cost
     lg_p = math.log2(p)
-    extra_latency_s = (2 * (p - 1) - lg_p) * alpha_s                    # the ring sends more messages...
-    saved_s_per_byte = (lg_p - 2 * (p - 1) / p) * beta_s_per_byte       # ...but fewer bytes
+    extra_latency_s = (2 * (p - 1) - lg_p) * alpha_s  # the ring sends more messages...
+    saved_s_per_byte = (lg_p - 2 * (p - 1) / p) * beta_s_per_byte  # ...but fewer bytes
     return extra_latency_s / saved_s_per_byte if saved_s_per_byte > 0 else math.inf
     # END SOLUTION

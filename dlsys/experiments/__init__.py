@@ -18,23 +18,63 @@ docs/ generated from the code).
 import importlib
 
 from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers
-from .collectives import (DTYPES, collective_plan, collective_program, expected_values, plan_record,
-                          ring_allreduce_steps, simulate_collective)
-from .costs import (ALLREDUCE_ALGORITHMS, allreduce_costs, choice_changes, crossovers, emulated_allreduce_costs,
-                    library_choice, link_table)
+from .collectives import (
+    DTYPES,
+    collective_plan,
+    collective_program,
+    expected_values,
+    plan_record,
+    ring_allreduce_steps,
+    simulate_collective,
+)
+from .costs import (
+    ALLREDUCE_ALGORITHMS,
+    allreduce_costs,
+    choice_changes,
+    crossovers,
+    emulated_allreduce_costs,
+    library_choice,
+    link_table,
+)
 from .ps_vs_ring import ps_closed_form_s, ps_vs_ring, ps_vs_ring_scaling, simulate_ps
 from .records import to_csv, without_values
 
 # The training topics are imported on first use (PEP 562): `dlsys simulate` needs none of
 # them, and they took 0.12 s to import (the trainers, tqdm, the loss landscape).
-_LAZY = {"train": "training", **dict.fromkeys(
-    ["QUICK", "RULES", "Study", "large_batch_study", "largest_good_batch", "load_study", "lr_schedules"], "large_batch")}
+_LAZY = {
+    "train": "training",
+    **dict.fromkeys(
+        ["QUICK", "RULES", "Study", "large_batch_study", "largest_good_batch", "load_study", "lr_schedules"],
+        "large_batch",
+    ),
+}
 
-__all__ = ["DEFAULT_MAX_MEMORY_BYTES", "BufferPlan", "plan_buffers", "DTYPES", "collective_plan",
-           "collective_program", "expected_values", "plan_record",
-           "ring_allreduce_steps", "simulate_collective", "ALLREDUCE_ALGORITHMS", "allreduce_costs",
-           "library_choice", "choice_changes", "crossovers", "emulated_allreduce_costs", "link_table", "ps_closed_form_s",
-           "ps_vs_ring", "ps_vs_ring_scaling", "simulate_ps", "to_csv", "without_values", *_LAZY]
+__all__ = [
+    "DEFAULT_MAX_MEMORY_BYTES",
+    "BufferPlan",
+    "plan_buffers",
+    "DTYPES",
+    "collective_plan",
+    "collective_program",
+    "expected_values",
+    "plan_record",
+    "ring_allreduce_steps",
+    "simulate_collective",
+    "ALLREDUCE_ALGORITHMS",
+    "allreduce_costs",
+    "library_choice",
+    "choice_changes",
+    "crossovers",
+    "emulated_allreduce_costs",
+    "link_table",
+    "ps_closed_form_s",
+    "ps_vs_ring",
+    "ps_vs_ring_scaling",
+    "simulate_ps",
+    "to_csv",
+    "without_values",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str):

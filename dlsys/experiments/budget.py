@@ -62,9 +62,18 @@ class BufferPlan:
         return self.wrap(np.full(self.real_count, fill, self.dtype))
 
 
-def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int = 1, copies: int = 3,
-                 split_per_block: bool = False, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
-                 real: bool = False, overhead_bytes: int = 0) -> BufferPlan:
+def plan_buffers(
+    logical_count: int,
+    ranks: int,
+    dtype="float32",
+    *,
+    unit: int = 1,
+    copies: int = 3,
+    split_per_block: bool = False,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    real: bool = False,
+    overhead_bytes: int = 0,
+) -> BufferPlan:
     """Real buffers for ``ranks`` ranks that each stand for ``logical_count`` elements,
     within ``max_memory_bytes`` for all ranks together, ``copies`` buffers per rank (the
     input, the result, the working copies of the algorithm).
@@ -90,17 +99,23 @@ def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int =
 
     budget = format_bytes(max_memory_bytes)
     if overhead_bytes >= max_memory_bytes:
-        raise ValueError(f"the run needs {format_bytes(overhead_bytes)} besides its buffers ({ranks} ranks), "
-                         f"more than the memory budget {budget} (--max-memory): use fewer ranks or the threads backend")
+        raise ValueError(
+            f"the run needs {format_bytes(overhead_bytes)} besides its buffers ({ranks} ranks), "
+            f"more than the memory budget {budget} (--max-memory): use fewer ranks or the threads backend"
+        )
     if memory(logical_count) <= max_memory_bytes:
         return plan(logical_count, (1,))
     if real:
-        raise ValueError(f"real buffers of {ranks} ranks x {format_bytes(logical_count * itemsize)} need about "
-                         f"{format_bytes(memory(logical_count))} ({copies} copies per rank), more than the memory "
-                         f"budget {budget} (--max-memory): raise it, or let each element stand for several (drop --real)")
+        raise ValueError(
+            f"real buffers of {ranks} ranks x {format_bytes(logical_count * itemsize)} need about "
+            f"{format_bytes(memory(logical_count))} ({copies} copies per rank), more than the memory "
+            f"budget {budget} (--max-memory): raise it, or let each element stand for several (drop --real)"
+        )
     if memory(unit) > max_memory_bytes:
-        raise ValueError(f"even one real element per block ({ranks} ranks x {unit} blocks x {copies} copies) needs "
-                         f"{format_bytes(memory(unit))}, more than the memory budget {budget} (--max-memory)")
+        raise ValueError(
+            f"even one real element per block ({ranks} ranks x {unit} blocks x {copies} copies) needs "
+            f"{format_bytes(memory(unit))}, more than the memory budget {budget} (--max-memory)"
+        )
     blocks, rest = divmod(logical_count, unit)
     if rest == 0:
         k = _largest_divisor_at_most(blocks, (max_memory_bytes - overhead_bytes) // (memory(unit) - overhead_bytes))
@@ -108,9 +123,11 @@ def plan_buffers(logical_count: int, ranks: int, dtype="float32", *, unit: int =
     if split_per_block and blocks >= 1:
         return plan(unit, tuple(blocks + (i < rest) for i in range(unit)))
     low, high = blocks * unit, (blocks + 1) * unit
-    raise ValueError(f"{logical_count} elements do not split into {unit} equal blocks, so they cannot be scaled "
-                     f"exactly within the memory budget {budget} (--max-memory): use a multiple of {unit} elements "
-                     f"(e.g. {low} or {high}) or raise the budget")
+    raise ValueError(
+        f"{logical_count} elements do not split into {unit} equal blocks, so they cannot be scaled "
+        f"exactly within the memory budget {budget} (--max-memory): use a multiple of {unit} elements "
+        f"(e.g. {low} or {high}) or raise the budget"
+    )
 
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:

@@ -17,8 +17,9 @@ from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, pl
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
-def collective_program(comm, collective: str, algorithm: str, count: int, dtype: str, op: str, seed: int,
-                       plan: BufferPlan | None = None):
+def collective_program(
+    comm, collective: str, algorithm: str, count: int, dtype: str, op: str, seed: int, plan: BufferPlan | None = None
+):
     """Rank program: every rank builds its own seeded data and runs one collective.
     With ``plan``, the ``count`` real elements stand for ``plan.logical_count``."""
     if collective == "barrier":
@@ -47,9 +48,17 @@ def _counted_program(comm, *args):
     return collective_program(comm, *args), comm.bytes_sent
 
 
-def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dtype: str = "float32",
-                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
-                    backend: str = "threads", network: Topology | None = None) -> BufferPlan:
+def collective_plan(
+    collective: str,
+    algorithm: str,
+    ranks: int,
+    count: int,
+    dtype: str = "float32",
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    real: bool = False,
+    backend: str = "threads",
+    network: Topology | None = None,
+) -> BufferPlan:
     """The real buffers for one collective of ``count`` logical elements per rank
     (``budget.plan_buffers``): ``unit`` is the number of blocks the algorithm cuts a buffer
     into (its registry entry's ``blocks``); gather and all-gather hold every rank's buffer,
@@ -59,9 +68,17 @@ def collective_plan(collective: str, algorithm: str, ranks: int, count: int, dty
     entry = collectives.REGISTRY[collective, algorithm]
     unit = entry.blocks(ranks, 1 if network is None else len(network.supernodes(ranks)))
     copies = ranks + 3 if collective in ("gather", "allgather") else 4
-    return plan_buffers(0 if collective == "barrier" else count, ranks, dtype, unit=unit, copies=copies,
-                        split_per_block=entry.block_scales, max_memory_bytes=max_memory_bytes, real=real,
-                        overhead_bytes=ranks * PROCESS_RANK_BYTES if backend != "threads" else 0)
+    return plan_buffers(
+        0 if collective == "barrier" else count,
+        ranks,
+        dtype,
+        unit=unit,
+        copies=copies,
+        split_per_block=entry.block_scales,
+        max_memory_bytes=max_memory_bytes,
+        real=real,
+        overhead_bytes=ranks * PROCESS_RANK_BYTES if backend != "threads" else 0,
+    )
 
 
 def rank_data(seed: int, rank: int, count: int, dtype: str, op: str) -> np.ndarray:
@@ -76,9 +93,17 @@ def expected_values(collective: str, ranks: int, count: int, dtype: str, op: str
     """What every rank must return, computed directly with numpy (the oracle)."""
     xs = [rank_data(seed, r, count, dtype, op) for r in range(ranks)]
     stacked = np.stack(xs) if collective in ("gather", "allgather") else None  # one copy, not one per rank
-    reduced = {"sum": lambda: np.sum(xs, axis=0, dtype=np.float64), "mean": lambda: np.mean(xs, axis=0, dtype=np.float64),
-               "max": lambda: np.max(xs, axis=0), "min": lambda: np.min(xs, axis=0),
-               "prod": lambda: np.prod(xs, axis=0)}[op]() if xs else None
+    reduced = (
+        {
+            "sum": lambda: np.sum(xs, axis=0, dtype=np.float64),
+            "mean": lambda: np.mean(xs, axis=0, dtype=np.float64),
+            "max": lambda: np.max(xs, axis=0),
+            "min": lambda: np.min(xs, axis=0),
+            "prod": lambda: np.prod(xs, axis=0),
+        }[op]()
+        if xs
+        else None
+    )
     table = {
         "barrier": lambda r: None,
         "allreduce": lambda r: reduced,
@@ -107,16 +132,32 @@ def rounding_bounds(collective: str, ranks: int, count: int, dtype: str, op: str
     gamma = ranks * u / (1 - ranks * u)
     abs_sum = sum(np.abs(rank_data(seed, r, count, dtype, op), dtype=np.float64) for r in range(ranks))
     bound = gamma * abs_sum / (ranks if op == "mean" else 1)
-    return {"allreduce": [bound] * ranks, "reduce": [bound] + [0.0] * (ranks - 1),
-            "reduce_scatter": np.array_split(bound, ranks)}[collective]
+    return {
+        "allreduce": [bound] * ranks,
+        "reduce": [bound] + [0.0] * (ranks - 1),
+        "reduce_scatter": np.array_split(bound, ranks),
+    }[collective]
 
 
-def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", ranks: int = 8,
-                        size="64MiB", link="tcp-10gbe", node="laptop-cpu", backend: str = "threads",
-                        dtype: str = "float32", op: str = "sum", seed: int = 0,
-                        charge_reductions: bool = False, check: bool = True,
-                        max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, real: bool = False,
-                        record: bool = True, topology=None, sharing: bool = False) -> dict:
+def simulate_collective(
+    collective: str = "allreduce",
+    algorithm: str = "ring",
+    ranks: int = 8,
+    size="64MiB",
+    link="tcp-10gbe",
+    node="laptop-cpu",
+    backend: str = "threads",
+    dtype: str = "float32",
+    op: str = "sum",
+    seed: int = 0,
+    charge_reductions: bool = False,
+    check: bool = True,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    real: bool = False,
+    record: bool = True,
+    topology=None,
+    sharing: bool = False,
+) -> dict:
     """Run one collective on ``ranks`` ranks over ``size`` bytes and compare with its closed form.
 
     ``size`` is the per-rank buffer (the whole result for gather/allgather is ranks * size).
@@ -149,12 +190,22 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if nbytes % itemsize:
         raise ValueError(f"size must be a multiple of the {dtype} item size ({itemsize} bytes), got {nbytes}")
     network = get_network(topology, link, "topology")
-    plan = collective_plan(collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real, backend,
-                           network)
+    plan = collective_plan(
+        collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real, backend, network
+    )
     count = plan.real_count
-    result = launch(_counted_program, ranks, backend, node=node, seed=seed, record=record,
-                    args=(collective, algorithm, count, dtype, op, seed, plan), charge_reductions=charge_reductions,
-                    topology=network, sharing=sharing)
+    result = launch(
+        _counted_program,
+        ranks,
+        backend,
+        node=node,
+        seed=seed,
+        record=record,
+        args=(collective, algorithm, count, dtype, op, seed, plan),
+        charge_reductions=charge_reductions,
+        topology=network,
+        sharing=sharing,
+    )
     values, sent_nbytes = zip(*result.values)
     result = replace(result, values=list(values))
     if check:
@@ -169,25 +220,40 @@ def simulate_collective(collective: str = "allreduce", algorithm: str = "ring", 
     if collective == "barrier":
         model_bytes = 0
     # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
-    known = network.is_flat_for(ranks) or (collectives.REGISTRY[(collective, algorithm)].tiered is not None
-                                           and not sharing)
+    known = network.is_flat_for(ranks) or (
+        collectives.REGISTRY[(collective, algorithm)].tiered is not None and not sharing
+    )
     closed = textbook = None
     if known:
-        closed = collectives.closed_form(collective, algorithm, ranks, model_bytes, network, result.nodes[0],
-                                         charge_reductions, itemsize)
-        textbook = collectives.textbook_form(collective, algorithm, ranks, model_bytes, network, result.nodes[0],
-                                             charge_reductions)
+        closed = collectives.closed_form(
+            collective, algorithm, ranks, model_bytes, network, result.nodes[0], charge_reductions, itemsize
+        )
+        textbook = collectives.textbook_form(
+            collective, algorithm, ranks, model_bytes, network, result.nodes[0], charge_reductions
+        )
     t = result.virtual_time_s
     algbw = nbytes / t if t > 0 else 0.0
     return {
-        "collective": collective, "algorithm": algorithm, "ranks": ranks, "nbytes": nbytes,
-        "dtype": dtype, "op": op, "link": network.link.name, "topology": network.name, "backend": backend,
+        "collective": collective,
+        "algorithm": algorithm,
+        "ranks": ranks,
+        "nbytes": nbytes,
+        "dtype": dtype,
+        "op": op,
+        "link": network.link.name,
+        "topology": network.name,
+        "backend": backend,
         "sharing": sharing,
-        "virtual_time_s": t, "closed_form_s": closed, "textbook_form_s": textbook,
+        "virtual_time_s": t,
+        "closed_form_s": closed,
+        "textbook_form_s": textbook,
         "relative_error": None if closed is None else abs(t - closed) / closed if closed > 0 else abs(t),
-        "algbw_Bps": algbw, "busbw_Bps": algbw * busbw_factor(collective, ranks),
+        "algbw_Bps": algbw,
+        "busbw_Bps": algbw * busbw_factor(collective, ranks),
         "bytes_sent_per_rank": list(sent_nbytes),
-        "wall_time_s": result.wall_time_s, "result": result, **plan_record(plan, max_memory_bytes),
+        "wall_time_s": result.wall_time_s,
+        "result": result,
+        **plan_record(plan, max_memory_bytes),
     }
 
 
@@ -195,16 +261,23 @@ def plan_record(plan: BufferPlan, max_memory_bytes: int) -> dict:
     """A record's account of what really ran: real elements and bytes per rank, logical
     elements per real one (min and max: they differ by one with per-block scales; their
     mean is ``scale``), the estimated real memory of all ranks and the budget."""
-    return {"real_count": plan.real_count, "real_nbytes": plan.real_count * np.dtype(plan.dtype).itemsize,
-            "scale": plan.scale, "scale_min": min(plan.scales), "scale_max": max(plan.scales),
-            "memory_bytes": plan.memory_bytes, "max_memory_bytes": max_memory_bytes}
+    return {
+        "real_count": plan.real_count,
+        "real_nbytes": plan.real_count * np.dtype(plan.dtype).itemsize,
+        "scale": plan.scale,
+        "scale_min": min(plan.scales),
+        "scale_max": max(plan.scales),
+        "memory_bytes": plan.memory_bytes,
+        "max_memory_bytes": max_memory_bytes,
+    }
 
 
 # --- the ring, step by step -------------------------------------------------------------
 
+
 def _powers_of_two_allreduce(comm, count: int):
     """Rank r contributes 2**r: a reduced value, read in binary, names its contributors."""
-    return collectives.allreduce(comm, np.full(count, 2.0 ** comm.rank), algorithm="ring")
+    return collectives.allreduce(comm, np.full(count, 2.0**comm.rank), algorithm="ring")
 
 
 def ring_allreduce_steps(ranks: int = 4, link="tcp-10gbe") -> list[dict]:

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import compress
+from ..checks import check_int
+from ..collectives.compressed import compressed_allreduce
+from ..comm import launch
 from ..learn import nn
 from ..machine import profiles
-from ..collectives.compressed import compressed_allreduce
-from ..checks import check_int
-from ..comm import launch
 from ..machine.net import get_node
 from ..outputs import write_atomic
 from ..train import Compression, TrainConfig, build_model, load_task
@@ -40,9 +40,18 @@ PARETO_CACHE = Path(__file__).with_name("compression_pareto.json")
 # ImageNet's early epochs and would dominate the bytes of a 10-epoch run). DGC keeps the
 # paper's 0.1%, and on digits it shows: 5 entries of a 4096-entry tensor a step, 1 of a
 # bias (the training loop hands flat tensors, so biases are not sent dense), 82% accuracy.
-SETTINGS = {"none": {}, "fp16": {}, "int8": {}, "onebit": {}, "terngrad": {}, "qsgd": {"bits": 4},
-            "topk": {"ratio": 0.01}, "randomk": {"ratio": 0.25}, "dropping": {"ratio": 0.01},
-            "dgc": {"ratio": 0.001, "warmup_epochs": 0}}
+SETTINGS = {
+    "none": {},
+    "fp16": {},
+    "int8": {},
+    "onebit": {},
+    "terngrad": {},
+    "qsgd": {"bits": 4},
+    "topk": {"ratio": 0.01},
+    "randomk": {"ratio": 0.25},
+    "dropping": {"ratio": 0.01},
+    "dgc": {"ratio": 0.001, "warmup_epochs": 0},
+}
 LINKS = ("tcp-1gbe", "rdma-edr")
 FEEDBACK_CACHE = Path(__file__).with_name("compression_feedback.json")
 FEEDBACK_METHODS = ("onebit", "topk", "dropping", "dgc")  # the biased methods, whose papers keep a residual
@@ -75,13 +84,19 @@ def compress_once(method: str, options: dict | None = None, seed: int = 0) -> di
     grad = digits_gradient()
     compressor = compress.make(method, seed, 0, **(options or {}))
     payload, ctx = compressor.compress(grad, "grads")
-    return {"method": method, "gradient": grad, "decoded": compressor.decompress(payload, ctx),
-            "dense_nbytes": grad.nbytes, "encoded_nbytes": compress.payload_nbytes(payload),
-            "kept_fraction": compressor.kept(payload, grad.size) / grad.size}
+    return {
+        "method": method,
+        "gradient": grad,
+        "decoded": compressor.decompress(payload, ctx),
+        "dense_nbytes": grad.nbytes,
+        "encoded_nbytes": compress.payload_nbytes(payload),
+        "kept_fraction": compressor.kept(payload, grad.size) / grad.size,
+    }
 
 
-def residual_history(method: str, options: dict | None = None, steps: int = 40, lr: float = 0.1,
-                     seed: int = 0) -> list[dict]:
+def residual_history(
+    method: str, options: dict | None = None, steps: int = 40, lr: float = 0.1, seed: int = 0
+) -> list[dict]:
     """One worker's SGD on digits with compression: per step the norms of the gradient, of
     what was sent (decoded) and of what was not, e = g + e_prev - D(C(g + e_prev)). Methods
     whose paper uses a memory carry e to the next step (error feedback; DGC's momentum
@@ -101,10 +116,16 @@ def residual_history(method: str, options: dict | None = None, steps: int = 40, 
         memory.update(g, "grads", compressor, payload, ctx)
         sent = compressor.decompress(payload, ctx)
         model.params -= lr * sent
-        rows.append({"step": step, "kept_fraction": compressor.kept(payload, g.size) / g.size,
-                     "gradient_norm": float(np.linalg.norm(model.grads)),
-                     "sent_norm": float(np.linalg.norm(sent)), "error_norm": float(np.linalg.norm(g - sent)),
-                     "carried": compressor.memory != "none"})
+        rows.append(
+            {
+                "step": step,
+                "kept_fraction": compressor.kept(payload, g.size) / g.size,
+                "gradient_norm": float(np.linalg.norm(model.grads)),
+                "sent_norm": float(np.linalg.norm(sent)),
+                "error_norm": float(np.linalg.norm(g - sent)),
+                "carried": compressor.memory != "none",
+            }
+        )
     return rows
 
 
@@ -124,15 +145,30 @@ def model_bytes(model: str, method: str, options: dict | None = None, node: str 
         dense_vectors = 0 if compressor.compresses(1) else layer.vectors
         compressed = layer.params - dense_vectors
         (cflops, cbytes), (dflops, dbytes) = compressor.cost(compressed, 4)
-        rows.append({"layer": layer.name, "params": layer.params, "dense_nbytes": 4 * layer.params,
-                     "encoded_nbytes": compressor.encoded_nbytes(compressed, 4) + 4 * dense_vectors,
-                     "dense_vectors": dense_vectors,
-                     "compress_s": node_model.kernel_s(cflops, cbytes),
-                     "decompress_s": node_model.kernel_s(dflops, dbytes)})
+        rows.append(
+            {
+                "layer": layer.name,
+                "params": layer.params,
+                "dense_nbytes": 4 * layer.params,
+                "encoded_nbytes": compressor.encoded_nbytes(compressed, 4) + 4 * dense_vectors,
+                "dense_vectors": dense_vectors,
+                "compress_s": node_model.kernel_s(cflops, cbytes),
+                "decompress_s": node_model.kernel_s(dflops, dbytes),
+            }
+        )
     dense, encoded = sum(r["dense_nbytes"] for r in rows), sum(r["encoded_nbytes"] for r in rows)
-    return {"model": model, "method": method, "options": options or {}, "node": node, "layers": rows,
-            "dense_nbytes": dense, "encoded_nbytes": encoded, "ratio": dense / encoded,
-            "compress_s": sum(r["compress_s"] for r in rows), "decompress_s": sum(r["decompress_s"] for r in rows)}
+    return {
+        "model": model,
+        "method": method,
+        "options": options or {},
+        "node": node,
+        "layers": rows,
+        "dense_nbytes": dense,
+        "encoded_nbytes": encoded,
+        "ratio": dense / encoded,
+        "compress_s": sum(r["compress_s"] for r in rows),
+        "decompress_s": sum(r["decompress_s"] for r in rows),
+    }
 
 
 # DGC's published compression ratios at 99.9% sparsity (Lin et al. 2018, Table 2: ImageNet)
@@ -151,22 +187,56 @@ def dgc_ratios() -> list[dict]:
     for model in profiles.PROFILES:
         table = model_bytes(model, "dgc")
         vectors = sum(r["dense_vectors"] for r in table["layers"])
-        rows.append({"model": model, "params": sum(r["params"] for r in table["layers"]), "dense_vectors": vectors,
-                     "dense_nbytes": table["dense_nbytes"], "encoded_nbytes": table["encoded_nbytes"],
-                     "ratio": table["ratio"], "published": DGC_PUBLISHED.get(model)})
+        rows.append(
+            {
+                "model": model,
+                "params": sum(r["params"] for r in table["layers"]),
+                "dense_vectors": vectors,
+                "dense_nbytes": table["dense_nbytes"],
+                "encoded_nbytes": table["encoded_nbytes"],
+                "ratio": table["ratio"],
+                "published": DGC_PUBLISHED.get(model),
+            }
+        )
     return rows
 
 
-def train_row(method: str, options: dict, epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe",
-              seed: int = 0, memory: str | None = None) -> dict:
+def train_row(
+    method: str,
+    options: dict,
+    epochs: int = 10,
+    workers: int = 4,
+    link: str = "tcp-10gbe",
+    seed: int = 0,
+    memory: str | None = None,
+) -> dict:
     """One compressed training run on digits, summarized as a flat row (``memory``: None
     for the paper's, "none" to train without error feedback)."""
-    record = train("allreduce", TrainConfig(epochs=epochs, seed=seed), workers, link=link,
-                   compression=compression(method, options, memory))
-    keys = ("test_accuracy", "virtual_time_s", "bytes_moved", "bytes_per_step", "compression_ratio",
-            "kept_fraction", "compress_s", "decompress_s")
-    return {"method": method, "options": options, "epochs": epochs, "workers": workers, "link": link,
-            **{k: record[k] for k in keys}}
+    record = train(
+        "allreduce",
+        TrainConfig(epochs=epochs, seed=seed),
+        workers,
+        link=link,
+        compression=compression(method, options, memory),
+    )
+    keys = (
+        "test_accuracy",
+        "virtual_time_s",
+        "bytes_moved",
+        "bytes_per_step",
+        "compression_ratio",
+        "kept_fraction",
+        "compress_s",
+        "decompress_s",
+    )
+    return {
+        "method": method,
+        "options": options,
+        "epochs": epochs,
+        "workers": workers,
+        "link": link,
+        **{k: record[k] for k in keys},
+    }
 
 
 def feedback_runs(methods, epochs: int, seeds, workers: int = 4, link: str = "tcp-10gbe") -> list[dict]:
@@ -187,8 +257,9 @@ def feedback_runs(methods, epochs: int, seeds, workers: int = 4, link: str = "tc
         for method, feedback in runs:
             memory = None if feedback else "none"
             accuracy = train_row(method, SETTINGS[method], epochs, workers, link, seed, memory)["test_accuracy"]
-            rows.append({"method": method, "feedback": feedback, "epochs": epochs, "seed": seed,
-                         "test_accuracy": accuracy})
+            rows.append(
+                {"method": method, "feedback": feedback, "epochs": epochs, "seed": seed, "test_accuracy": accuracy}
+            )
     return rows
 
 
@@ -213,8 +284,9 @@ def write_feedback_cache(rows: list[dict]) -> Path:
     return FEEDBACK_CACHE
 
 
-def pareto(epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe", settings: dict | None = None,
-           progress=None) -> list[dict]:
+def pareto(
+    epochs: int = 10, workers: int = 4, link: str = "tcp-10gbe", settings: dict | None = None, progress=None
+) -> list[dict]:
     """Every method trained with ``SETTINGS``: accuracy against bytes per step."""
     rows = []
     for method, options in (settings or SETTINGS).items():
@@ -234,31 +306,45 @@ def write_pareto_cache(rows: list[dict]) -> Path:
     return PARETO_CACHE
 
 
-def iteration_split(method: str, options: dict | None = None, links=LINKS, workers: int = 4,
-                    node: str = "laptop-cpu") -> list[dict]:
+def iteration_split(
+    method: str, options: dict | None = None, links=LINKS, workers: int = 4, node: str = "laptop-cpu"
+) -> list[dict]:
     """The mean iteration of one epoch on each link, split into compute (forward and
     backward), compression (compress and decode) and communication (the rest: sends,
     receives, waiting), from worker 0's trace; dense beside it for comparison."""
     rows = []
     for link in links:
         for name, opts in (("none", {}), (method, options or {})):
-            record = train("allreduce", TrainConfig(epochs=1), workers, link=link, node=node,
-                           compression=compression(name, opts))
+            record = train(
+                "allreduce", TrainConfig(epochs=1), workers, link=link, node=node, compression=compression(name, opts)
+            )
             trace, steps = record["result"].trace, len(record["losses"]) / workers
             spent = {"compute": 0.0, "compression": 0.0, "communication": 0.0}
             for span in trace.spans:
                 if span.rank == 0:
                     word = span.label.split(" ")[0]
-                    part = "compute" if span.label == "forward+backward" else \
-                        "compression" if word in ("compress", "decompress") else "communication"
+                    part = (
+                        "compute"
+                        if span.label == "forward+backward"
+                        else "compression"
+                        if word in ("compress", "decompress")
+                        else "communication"
+                    )
                     spent[part] += span.end_s - span.start_s
-            rows.append({"link": link, "method": name, **{f"{k}_s": v / steps for k, v in spent.items()},
-                         "iteration_s": sum(spent.values()) / steps})
+            rows.append(
+                {
+                    "link": link,
+                    "method": name,
+                    **{f"{k}_s": v / steps for k, v in spent.items()},
+                    "iteration_s": sum(spent.values()) / steps,
+                }
+            )
     return rows
 
 
-def one_exchange(method: str, options: dict | None = None, workers: int = 4, link: str = "tcp-10gbe",
-                 backend: str = "threads"):
+def one_exchange(
+    method: str, options: dict | None = None, workers: int = 4, link: str = "tcp-10gbe", backend: str = "threads"
+):
     """One compressed all-reduce of real digits gradients (a different batch per worker):
     the LaunchResult, whose trace's messages are sized by the encoded bytes."""
     compression(method, options)
@@ -267,5 +353,6 @@ def one_exchange(method: str, options: dict | None = None, workers: int = 4, lin
 
 def _exchange_program(comm, method: str, options: dict):
     compressor = compress.make(method, 0, comm.rank, **options)
-    return compressed_allreduce(comm, digits_gradient(batch=comm.rank), compressor,
-                                compress.make_memory(compressor.memory), "grads")
+    return compressed_allreduce(
+        comm, digits_gradient(batch=comm.rank), compressor, compress.make_memory(compressor.memory), "grads"
+    )

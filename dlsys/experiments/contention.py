@@ -45,8 +45,9 @@ MEMORY_BYTES = 2**24  # real buffers of all ranks together: each real element st
 ITEMSIZE = 4  # float32
 
 
-def contention_network(fabric: str, ranks: int, link="rdma-edr", oversubscription: float = 4.0,
-                       supernode_size: int = 4) -> Topology:
+def contention_network(
+    fabric: str, ranks: int, link="rdma-edr", oversubscription: float = 4.0, supernode_size: int = 4
+) -> Topology:
     """The network of a contention run: "flat" on ``link``; "two-level", supernodes of
     ``supernode_size`` with uplinks of supernode_size B / oversubscription; "fat-tree",
     the smallest even k with k^3/4 >= ranks, switch links at B / oversubscription."""
@@ -56,7 +57,7 @@ def contention_network(fabric: str, ranks: int, link="rdma-edr", oversubscriptio
         return two_level(link, supernode_size, oversubscription)
     if fabric == "fat-tree":
         k = 2
-        while k ** 3 // 4 < ranks:
+        while k**3 // 4 < ranks:
             k += 2
         return fat_tree(k, oversubscription, link)
     raise ValueError(f"fabric must be one of {', '.join(FABRICS)}, got {fabric!r}")
@@ -79,9 +80,18 @@ def pattern_program(comm, pattern: str, block, seed: int):
     return collective_program(comm, "allreduce", pattern, block.real_count, "float32", "sum", seed, block)
 
 
-def run_pattern(pattern: str = "ring", fabric: str = "two-level", ranks: int = 8, size="16MiB",
-                sharing: bool = True, link="rdma-edr", oversubscription: float = 4.0, supernode_size: int = 4,
-                bins: int = 40, seed: int = 0) -> dict:
+def run_pattern(
+    pattern: str = "ring",
+    fabric: str = "two-level",
+    ranks: int = 8,
+    size="16MiB",
+    sharing: bool = True,
+    link="rdma-edr",
+    oversubscription: float = 4.0,
+    supernode_size: int = 4,
+    bins: int = 40,
+    seed: int = 0,
+) -> dict:
     """Run ``pattern`` (PATTERNS) on ``ranks`` ranks of ``fabric`` (FABRICS) with a buffer of
     ``size`` bytes per rank, sharing on or off, and return a tidy record: the virtual time,
     the link-load rows (``dlsys.comm.replay.link_load`` in ``bins`` time bins), every
@@ -99,15 +109,19 @@ def run_pattern(pattern: str = "ring", fabric: str = "two-level", ranks: int = 8
     nbytes = parse_size(size)
     parts = ranks if pattern == "alltoall" else 1
     if nbytes <= 0 or nbytes % (parts * ITEMSIZE):
-        raise ValueError(f"size must be a positive multiple of {parts * ITEMSIZE} bytes (float32 elements"
-                         + (f", cut into {ranks} equal blocks" if parts > 1 else "") + f"), got {nbytes}")
+        raise ValueError(
+            f"size must be a positive multiple of {parts * ITEMSIZE} bytes (float32 elements"
+            + (f", cut into {ranks} equal blocks" if parts > 1 else "")
+            + f"), got {nbytes}"
+        )
     count = nbytes // (parts * ITEMSIZE)
     if pattern in ALLREDUCES:
         plan = collective_plan("allreduce", pattern, ranks, count, "float32", MEMORY_BYTES, network=network)
     else:
         plan = plan_buffers(count, ranks, "float32", copies=ranks + 1, max_memory_bytes=MEMORY_BYTES)
-    result = launch(pattern_program, ranks, "threads", topology=network, sharing=sharing, seed=seed,
-                    args=(pattern, plan, seed))
+    result = launch(
+        pattern_program, ranks, "threads", topology=network, sharing=sharing, seed=seed, args=(pattern, plan, seed)
+    )
     routes = network.fabric(ranks)
     fabric_links = routes.links
     rows = link_load(result, bins)
@@ -117,20 +131,31 @@ def run_pattern(pattern: str = "ring", fabric: str = "two-level", ranks: int = 8
     hottest = max(carried, key=lambda link: carried[link] / fabric_links[link].capacity_Bps)
     across = [m for m in result.trace.messages if m.src != m.dst and len(routes.route(m.src, m.dst)) > 2]
     return {
-        "pattern": pattern, "fabric": fabric, "topology": network.name, "ranks": ranks,
-        "nbytes": nbytes, "sharing": sharing, "link": network.link.name, "oversubscription": oversubscription,
-        "virtual_time_s": result.virtual_time_s, "latency_s": network.link.latency_s,
-        "bins": bins, "rows": rows,
+        "pattern": pattern,
+        "fabric": fabric,
+        "topology": network.name,
+        "ranks": ranks,
+        "nbytes": nbytes,
+        "sharing": sharing,
+        "link": network.link.name,
+        "oversubscription": oversubscription,
+        "virtual_time_s": result.virtual_time_s,
+        "latency_s": network.link.latency_s,
+        "bins": bins,
+        "rows": rows,
         "capacities_Bps": {link: fabric_links[link].capacity_Bps for link in carried},
         "hottest_link": fabric_links[hottest].name,
-        "hottest_nbytes": carried[hottest], "link_bound_s": carried[hottest] / fabric_links[hottest].capacity_Bps,
-        "messages": len(result.trace.messages), "switch_messages": len(across),
+        "hottest_nbytes": carried[hottest],
+        "link_bound_s": carried[hottest] / fabric_links[hottest].capacity_Bps,
+        "messages": len(result.trace.messages),
+        "switch_messages": len(across),
         "switch_nbytes": sum(m.nbytes for m in across),
         "result": result,
     }
 
 
-def sharing_pair(pattern: str = "ring", fabric: str = "two-level", ranks: int = 8, size="16MiB", **options) -> list[dict]:
+def sharing_pair(
+    pattern: str = "ring", fabric: str = "two-level", ranks: int = 8, size="16MiB", **options
+) -> list[dict]:
     """``run_pattern`` with sharing off, then on (the same messages: what sharing changes is when they arrive)."""
     return [run_pattern(pattern, fabric, ranks, size, sharing, **options) for sharing in (False, True)]
-

@@ -14,9 +14,12 @@ from .collectives import simulate_collective
 # The cost model is one flat link; there a topology-aware algorithm (a ``tiered`` form) is
 # one of the others (the hierarchical all-reduce is the binomial reduce + broadcast), and a
 # step-order variant (``variant_of``) costs what its original costs.
-ALLREDUCE_ALGORITHMS = tuple(a for a in collectives.ALGORITHMS["allreduce"]
-                             if collectives.REGISTRY[("allreduce", a)].tiered is None
-                             and collectives.REGISTRY[("allreduce", a)].variant_of is None)
+ALLREDUCE_ALGORITHMS = tuple(
+    a
+    for a in collectives.ALGORITHMS["allreduce"]
+    if collectives.REGISTRY[("allreduce", a)].tiered is None
+    and collectives.REGISTRY[("allreduce", a)].variant_of is None
+)
 
 
 def allreduce_costs(links=("tcp-10gbe",), ranks=(8,), sizes=(2**20,)) -> list[dict]:
@@ -32,22 +35,40 @@ def allreduce_costs(links=("tcp-10gbe",), ranks=(8,), sizes=(2**20,)) -> list[di
                 latency = closed_form("allreduce", algorithm, p, 0, link)
                 for n in sizes:
                     t = closed_form("allreduce", algorithm, p, n, link)
-                    rows.append({"link": link.name, "algorithm": algorithm, "ranks": p, "nbytes": n,
-                                 "time_s": t, "latency_s": latency, "bandwidth_s": t - latency,
-                                 "source": "closed form"})
+                    rows.append(
+                        {
+                            "link": link.name,
+                            "algorithm": algorithm,
+                            "ranks": p,
+                            "nbytes": n,
+                            "time_s": t,
+                            "latency_s": latency,
+                            "bandwidth_s": t - latency,
+                            "source": "closed form",
+                        }
+                    )
     return rows
 
 
-def emulated_allreduce_costs(link="tcp-10gbe", ranks: int = 8, sizes=(2**10, 2**20, 2**30),
-                             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> list[dict]:
+def emulated_allreduce_costs(
+    link="tcp-10gbe", ranks: int = 8, sizes=(2**10, 2**20, 2**30), max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES
+) -> list[dict]:
     """The same rows as ``allreduce_costs``, measured by running every algorithm (real
     buffers within ``max_memory_bytes``; sizes must split exactly, see ``budget``)."""
     rows = []
     for algorithm in ALLREDUCE_ALGORITHMS:
         for n in sizes:
             rec = simulate_collective("allreduce", algorithm, ranks, n, link, max_memory_bytes=max_memory_bytes)
-            rows.append({"link": rec["link"], "algorithm": algorithm, "ranks": ranks, "nbytes": n,
-                         "time_s": rec["virtual_time_s"], "source": "emulated"})
+            rows.append(
+                {
+                    "link": rec["link"],
+                    "algorithm": algorithm,
+                    "ranks": ranks,
+                    "nbytes": n,
+                    "time_s": rec["virtual_time_s"],
+                    "source": "emulated",
+                }
+            )
     return rows
 
 
@@ -63,8 +84,15 @@ def library_choice(library: str = "mpich", link="tcp-10gbe", ranks=(8,), sizes=(
     for p in ranks:
         for n in sizes:
             algorithm = lib.algorithm(n, p)
-            rows.append({"library": library, "ranks": p, "nbytes": n, "algorithm": algorithm,
-                         "time_s": closed_form("allreduce", algorithm, p, n, link)})
+            rows.append(
+                {
+                    "library": library,
+                    "ranks": p,
+                    "nbytes": n,
+                    "algorithm": algorithm,
+                    "time_s": closed_form("allreduce", algorithm, p, n, link),
+                }
+            )
     return rows
 
 
@@ -72,8 +100,11 @@ def choice_changes(rows: list[dict], x: str = "nbytes") -> list[dict]:
     """Where a library's choice (rows of ``library_choice``, one slice along ``x``) changes:
     {x: the first value with the new algorithm, "from", "to"}."""
     rows = sorted(rows, key=lambda r: r[x])
-    return [{x: b[x], "from": a["algorithm"], "to": b["algorithm"]}
-            for a, b in zip(rows, rows[1:]) if a["algorithm"] != b["algorithm"]]
+    return [
+        {x: b[x], "from": a["algorithm"], "to": b["algorithm"]}
+        for a, b in zip(rows, rows[1:])
+        if a["algorithm"] != b["algorithm"]
+    ]
 
 
 def crossovers(rows: list[dict], x: str = "nbytes", rel_tol: float = 1e-9) -> list[dict]:
@@ -107,6 +138,14 @@ def crossovers(rows: list[dict], x: str = "nbytes", rel_tol: float = 1e-9) -> li
 def link_table() -> list[dict]:
     """Every link preset's alpha, beta and half-bandwidth size n_1/2 = alpha / beta (the
     message size at which latency and bandwidth cost the same)."""
-    return [{"link": l.name, "kind": "RDMA / zero copy" if l.kernel_copies == 0 else "TCP / kernel copies",
-             "alpha_s": l.alpha_s, "beta_s_per_byte": l.beta_s_per_byte, "bandwidth_Bps": l.bandwidth_Bps,
-             "n_half_bytes": l.alpha_s / l.beta_s_per_byte} for l in LINK_PRESETS.values()]
+    return [
+        {
+            "link": l.name,
+            "kind": "RDMA / zero copy" if l.kernel_copies == 0 else "TCP / kernel copies",
+            "alpha_s": l.alpha_s,
+            "beta_s_per_byte": l.beta_s_per_byte,
+            "bandwidth_Bps": l.bandwidth_Bps,
+            "n_half_bytes": l.alpha_s / l.beta_s_per_byte,
+        }
+        for l in LINK_PRESETS.values()
+    ]

@@ -34,11 +34,18 @@ def app_alltoall(algorithm: str, ranks: int, block_nbytes: int, link: str, max_m
     dlsys.experiments.precomputed can store: ``simulate_collective``'s virtual time and
     closed form, and its trace under "trace" (``Trace.to_rows``; ``records.with_trace``
     gives the Trace back)."""
-    record = simulate_collective("alltoall", algorithm, ranks, ranks * block_nbytes, link,
-                                 max_memory_bytes=max_memory_bytes)
-    return {"algorithm": algorithm, "ranks": ranks, "block_nbytes": block_nbytes, "link": link,
-            "virtual_time_s": record["virtual_time_s"], "closed_form_s": record["closed_form_s"],
-            "trace": record["result"].trace.to_rows()}
+    record = simulate_collective(
+        "alltoall", algorithm, ranks, ranks * block_nbytes, link, max_memory_bytes=max_memory_bytes
+    )
+    return {
+        "algorithm": algorithm,
+        "ranks": ranks,
+        "block_nbytes": block_nbytes,
+        "link": link,
+        "virtual_time_s": record["virtual_time_s"],
+        "closed_form_s": record["closed_form_s"],
+        "trace": record["result"].trace.to_rows(),
+    }
 
 
 def alltoall_costs(ranks: int = 16, block_sizes=(8, 64, 256, 2048, 2**14, 2**17), link="rdma-edr") -> list[dict]:
@@ -49,17 +56,24 @@ def alltoall_costs(ranks: int = 16, block_sizes=(8, 64, 256, 2048, 2**14, 2**17)
     for algorithm in collectives.ALGORITHMS["alltoall"]:
         for block in block_sizes:
             rec = simulate_collective("alltoall", algorithm, ranks, ranks * block, link)
-            rows.append({"algorithm": algorithm, "ranks": ranks, "block_nbytes": block, "nbytes": ranks * block,
-                         "time_s": rec["virtual_time_s"], "closed_form_s": rec["closed_form_s"],
-                         "mpich": mpich_alltoall_algorithm(block, ranks)})
+            rows.append(
+                {
+                    "algorithm": algorithm,
+                    "ranks": ranks,
+                    "block_nbytes": block,
+                    "nbytes": ranks * block,
+                    "time_s": rec["virtual_time_s"],
+                    "closed_form_s": rec["closed_form_s"],
+                    "mpich": mpich_alltoall_algorithm(block, ranks),
+                }
+            )
     return rows
 
 
 def _tagged_alltoall(comm, algorithm: str):
     """Row d of rank r's buffer is the number p r + d: a value names its source and destination."""
     p = comm.size
-    return collectives.alltoall(comm, p * comm.rank + np.arange(p, dtype=np.float64).reshape(p, 1),
-                                algorithm=algorithm)
+    return collectives.alltoall(comm, p * comm.rank + np.arange(p, dtype=np.float64).reshape(p, 1), algorithm=algorithm)
 
 
 def alltoall_steps(ranks: int = 4, algorithm: str = "pairwise", link="rdma-edr") -> list[dict]:
@@ -81,8 +95,17 @@ def alltoall_steps(ranks: int = 4, algorithm: str = "pairwise", link="rdma-edr")
         else:
             k = 1 << m.step
             blocks = [((m.src - j % k) % ranks, (m.src - j % k + j) % ranks) for j in range(1, ranks) if j & k]
-        rows.append({"step": m.step, "src": m.src, "dst": m.dst, "nbytes": m.nbytes, "depart_s": m.depart_s,
-                     "arrive_s": m.arrive_s, "blocks": blocks})
+        rows.append(
+            {
+                "step": m.step,
+                "src": m.src,
+                "dst": m.dst,
+                "nbytes": m.nbytes,
+                "depart_s": m.depart_s,
+                "arrive_s": m.arrive_s,
+                "blocks": blocks,
+            }
+        )
     for r, got in enumerate(result.values):
         if [int(v) for v in got.ravel()] != [ranks * s + r for s in range(ranks)]:
             raise AssertionError(f"alltoall/{algorithm}: rank {r} returned {got.ravel()}")
@@ -100,14 +123,22 @@ def bruck_step_blocks(ranks: int) -> list[int]:
 def bruck_crossover_block_nbytes(ranks: int, link="rdma-edr") -> float:
     """The block size below which Bruck beats the pairwise exchange, from the closed forms
     (both linear in the block b: (p-1)(alpha + b beta) = sum_k (alpha + c_k b beta))."""
-    at = {b: [collectives.textbook_form("alltoall", a, ranks, ranks * b, link) for a in ("pairwise", "bruck")]
-          for b in (0, 1)}
+    at = {
+        b: [collectives.textbook_form("alltoall", a, ranks, ranks * b, link) for a in ("pairwise", "bruck")]
+        for b in (0, 1)
+    }
     (pw0, br0), (pw1, br1) = at[0], at[1]
     return (pw0 - br0) / ((br1 - br0) - (pw1 - pw0))
 
 
-def expert_load(capacity_factors=(0.5, 0.75, 1.0, 1.25, 1.5, 2.0), top_ks=(1, 2), ep: int = 4, experts: int = 8,
-                tokens: int = 64, seed: int = 0) -> list[dict]:
+def expert_load(
+    capacity_factors=(0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
+    top_ks=(1, 2),
+    ep: int = 4,
+    experts: int = 8,
+    tokens: int = 64,
+    seed: int = 0,
+) -> list[dict]:
     """Tokens per expert and dropped tokens for each (top-k, capacity factor): one forward
     step of the expert-parallel layer on ``ep`` ranks, ``tokens`` per rank. Rows, one per
     expert: top_k, capacity_factor, expert, wanted (tokens routed to it, all ranks), kept,
@@ -116,23 +147,35 @@ def expert_load(capacity_factors=(0.5, 0.75, 1.0, 1.25, 1.5, 2.0), top_ks=(1, 2)
     rows = []
     for k in top_ks:
         for cf in capacity_factors:
-            config = MoEConfig(d_model=16, d_ff=32, experts=experts, top_k=k, capacity_factor=cf, tokens=tokens,
-                               seed=seed)
+            config = MoEConfig(
+                d_model=16, d_ff=32, experts=experts, top_k=k, capacity_factor=cf, tokens=tokens, seed=seed
+            )
             stats = [v["stats"][0] for v in train_expert_parallel(config, ep, steps=1).values]
             wanted, kept = sum(s["wanted"] for s in stats), sum(s["kept"] for s in stats)
             dropped = sum(s["dropped"] for s in stats)
             for e in range(experts):
-                rows.append({"top_k": k, "capacity_factor": cf, "expert": e, "wanted": int(wanted[e]),
-                             "kept": int(kept[e]), "capacity": stats[0]["capacity"] * ep, "dropped": dropped,
-                             "choices": tokens * k * ep})
+                rows.append(
+                    {
+                        "top_k": k,
+                        "capacity_factor": cf,
+                        "expert": e,
+                        "wanted": int(wanted[e]),
+                        "kept": int(kept[e]),
+                        "capacity": stats[0]["capacity"] * ep,
+                        "dropped": dropped,
+                        "choices": tokens * k * ep,
+                    }
+                )
     return rows
 
 
 def dropped_fraction(rows: list[dict]) -> list[dict]:
     """One row per (top_k, capacity_factor) of ``expert_load``: the fraction of choices dropped."""
     seen = {(r["top_k"], r["capacity_factor"]): r for r in rows}
-    return [{"top_k": k, "capacity_factor": cf, "dropped": r["dropped"], "dropped_fraction": r["dropped"] / r["choices"]}
-            for (k, cf), r in seen.items()]
+    return [
+        {"top_k": k, "capacity_factor": cf, "dropped": r["dropped"], "dropped_fraction": r["dropped"] / r["choices"]}
+        for (k, cf), r in seen.items()
+    ]
 
 
 # --- tables of docs/experts.md (dlsys.experiments.docs) -----------------------------------
@@ -147,13 +190,31 @@ def table_alltoall() -> tuple[list[str], list[list]]:
     out = []
     for block in dict.fromkeys(r["block_nbytes"] for r in rows):
         pw, br = by["pairwise", block], by["bruck", block]
-        out.append([f"{block:,}", f"{pw['time_s'] * 1e6:,.2f}", f"{pw['closed_form_s'] * 1e6:,.2f}",
-                    f"{br['time_s'] * 1e6:,.2f}", f"{br['closed_form_s'] * 1e6:,.2f}",
-                    "bruck" if br["time_s"] < pw["time_s"] else "pairwise", pw["mpich"]])
+        out.append(
+            [
+                f"{block:,}",
+                f"{pw['time_s'] * 1e6:,.2f}",
+                f"{pw['closed_form_s'] * 1e6:,.2f}",
+                f"{br['time_s'] * 1e6:,.2f}",
+                f"{br['closed_form_s'] * 1e6:,.2f}",
+                "bruck" if br["time_s"] < pw["time_s"] else "pairwise",
+                pw["mpich"],
+            ]
+        )
     crossover = bruck_crossover_block_nbytes(TABLE_RANKS, TABLE_LINK)
     out.append([f"crossover {crossover:,.0f}", "", "", "", "", "", f"MPICH: {MPICH_ALLTOALL_SHORT_MSG_SIZE}"])
-    return (["block (B), 16 ranks, rdma-edr", "pairwise emulated (µs)", "pairwise form (µs)", "Bruck emulated (µs)",
-             "Bruck form (µs)", "faster", "MPICH runs"], out)
+    return (
+        [
+            "block (B), 16 ranks, rdma-edr",
+            "pairwise emulated (µs)",
+            "pairwise form (µs)",
+            "Bruck emulated (µs)",
+            "Bruck form (µs)",
+            "faster",
+            "MPICH runs",
+        ],
+        out,
+    )
 
 
 def table_dropped() -> tuple[list[str], list[list]]:
@@ -161,9 +222,10 @@ def table_dropped() -> tuple[list[str], list[list]]:
     fractions = dropped_fraction(expert_load())
     factors = sorted({f["capacity_factor"] for f in fractions})
     by = {(f["top_k"], f["capacity_factor"]): f for f in fractions}
-    return (["capacity factor", "top-1 (Switch) dropped", "top-2 (GShard) dropped"],
-            [[f"{cf:g}", f"{by[1, cf]['dropped_fraction']:.1%}", f"{by[2, cf]['dropped_fraction']:.1%}"]
-             for cf in factors])
+    return (
+        ["capacity factor", "top-1 (Switch) dropped", "top-2 (GShard) dropped"],
+        [[f"{cf:g}", f"{by[1, cf]['dropped_fraction']:.1%}", f"{by[2, cf]['dropped_fraction']:.1%}"] for cf in factors],
+    )
 
 
 def table_equality() -> tuple[list[str], list[list]]:
@@ -176,8 +238,11 @@ def table_equality() -> tuple[list[str], list[list]]:
             single = train_single(config, ep, steps=3)
             diffs = [np.abs(np.concatenate([v["y"] for v in values]) - single["y"]).max()]
             for name, w in single["params"].items():
-                got = values[0]["params"][name] if name == "router" else \
-                    np.concatenate([v["params"][name] for v in values])
+                got = (
+                    values[0]["params"][name]
+                    if name == "router"
+                    else np.concatenate([v["params"][name] for v in values])
+                )
                 diffs.append(np.abs(got - w).max())
             dropped = sum(v["stats"][0]["dropped"] for v in values)
             rows.append([f"top-{k}, capacity factor {cf:g}", ep, dropped, f"{max(diffs):.1e}"])

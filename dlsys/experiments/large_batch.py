@@ -29,13 +29,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from ..learn import landscape
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS
+from ..learn import landscape
 from ..learn.optim import scale_lr
-from ..train import TrainConfig, build_model, load_task, steps_per_epoch
 from ..learn.task import lr_schedule
 from ..outputs import write_atomic
+from ..train import TrainConfig, build_model, load_task, steps_per_epoch
 from .training import train
 
 CACHE_PATH = Path(__file__).resolve().parents[2] / "results" / "large_batch.json"
@@ -53,6 +53,7 @@ class Study:
     """Every setting of the large-batch study. ``batches`` are global batches split over
     ``workers``; the rules scale ``base_lr`` from ``base_batch``; warm-up starts at
     ``base_lr`` (Goyal et al. 2017); LARS and LAMB warm up to their own peak rates."""
+
     dataset: str = "digits-aug"
     hidden: tuple[int, ...] = (64, 64, 64, 64, 64)
     epochs: int = 8
@@ -82,10 +83,24 @@ class Study:
     seed: int = 0
 
 
-QUICK = Study(dataset="digits", hidden=(32, 32), epochs=4, batches=(8, 32, 128, 512), base_batch=8,
-              base_lr=0.01, warmup_epochs=1, large_batches=(512,), lars_lr=5.0, lamb_lr=0.02,
-              scaling_workers=(1, 2, 4), scaling_batches=(8, 64), landscape_alphas=(-0.5, 0.0, 0.5, 1.0, 1.5),
-              landscape_samples=300, sharpness_samples=3, target_accuracy=0.9)
+QUICK = Study(
+    dataset="digits",
+    hidden=(32, 32),
+    epochs=4,
+    batches=(8, 32, 128, 512),
+    base_batch=8,
+    base_lr=0.01,
+    warmup_epochs=1,
+    large_batches=(512,),
+    lars_lr=5.0,
+    lamb_lr=0.02,
+    scaling_workers=(1, 2, 4),
+    scaling_batches=(8, 64),
+    landscape_alphas=(-0.5, 0.0, 0.5, 1.0, 1.5),
+    landscape_samples=300,
+    sharpness_samples=3,
+    target_accuracy=0.9,
+)
 """A study small enough for tests and lessons: the 8x8 digits, seconds instead of minutes."""
 
 
@@ -127,9 +142,18 @@ def rule_config(study: Study, rule: str, batch: int, workers: int | None = None)
     workers = workers or study.workers
     lr = rule_lr(study, rule, batch)
     warm = rule == "linear + warm-up" and lr != study.base_lr
-    return TrainConfig("mlp", study.hidden, study.dataset, study.epochs, batch // workers, lr, study.momentum,
-                       study.seed, warmup_epochs=study.warmup_epochs if warm else 0,
-                       warmup_start_lr=study.base_lr if warm else 0.0)
+    return TrainConfig(
+        "mlp",
+        study.hidden,
+        study.dataset,
+        study.epochs,
+        batch // workers,
+        lr,
+        study.momentum,
+        study.seed,
+        warmup_epochs=study.warmup_epochs if warm else 0,
+        warmup_start_lr=study.base_lr if warm else 0.0,
+    )
 
 
 def optimizer_config(study: Study, optimizer: str, batch: int) -> TrainConfig:
@@ -139,11 +163,24 @@ def optimizer_config(study: Study, optimizer: str, batch: int) -> TrainConfig:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     config = rule_config(study, "linear + warm-up", batch)
     if optimizer == "lars":
-        return replace(config, optimizer="lars", lr=study.lars_lr, weight_decay=study.lars_weight_decay,
-                       trust_coefficient=study.trust_coefficient, warmup_start_lr=0.0, warmup_epochs=study.warmup_epochs)
+        return replace(
+            config,
+            optimizer="lars",
+            lr=study.lars_lr,
+            weight_decay=study.lars_weight_decay,
+            trust_coefficient=study.trust_coefficient,
+            warmup_start_lr=0.0,
+            warmup_epochs=study.warmup_epochs,
+        )
     if optimizer == "lamb":
-        return replace(config, optimizer="lamb", lr=study.lamb_lr, weight_decay=study.lamb_weight_decay,
-                       warmup_start_lr=0.0, warmup_epochs=study.warmup_epochs)
+        return replace(
+            config,
+            optimizer="lamb",
+            lr=study.lamb_lr,
+            weight_decay=study.lamb_weight_decay,
+            warmup_start_lr=0.0,
+            warmup_epochs=study.warmup_epochs,
+        )
     return config
 
 
@@ -160,9 +197,10 @@ def lr_schedules(study: Study, batch: int, train_samples: int | None = None) -> 
     rows = []
     for name, config in configs.items():
         schedule = lr_schedule(config, per_epoch)
-        rows += [{"rule": name, "epoch": step / per_epoch,
-                  "lr": float(schedule(step)) if callable(schedule) else schedule}
-                 for step in range(study.epochs * per_epoch)]
+        rows += [
+            {"rule": name, "epoch": step / per_epoch, "lr": float(schedule(step)) if callable(schedule) else schedule}
+            for step in range(study.epochs * per_epoch)
+        ]
     return rows
 
 
@@ -176,9 +214,16 @@ class _Runner:
         key = (config, workers, record_layers)
         if key not in self.runs:
             self.bar.set_postfix_str(f"{config.optimizer} batch {config.batch_size * workers} on {workers} workers")
-            record = train("allreduce", config, workers, backend=self.backend, link=self.study.link,
-                           node=self.study.node, evals_per_epoch=self.study.evals_per_epoch,
-                           record_layers=record_layers)
+            record = train(
+                "allreduce",
+                config,
+                workers,
+                backend=self.backend,
+                link=self.study.link,
+                node=self.study.node,
+                evals_per_epoch=self.study.evals_per_epoch,
+                record_layers=record_layers,
+            )
             self.runs[key] = record
             self.bar.update()
         return self.runs[key]
@@ -186,60 +231,102 @@ class _Runner:
 
 def _row(record: dict) -> dict:
     losses = [row["loss"] for row in record["losses"]]
-    return {"test_accuracy": record["test_accuracy"], "virtual_time_s": record["virtual_time_s"],
-            "final_loss": float(np.mean(losses[-record["workers"]:])), "curve": record["accuracy_curve"]}
+    return {
+        "test_accuracy": record["test_accuracy"],
+        "virtual_time_s": record["virtual_time_s"],
+        "final_loss": float(np.mean(losses[-record["workers"] :])),
+        "curve": record["accuracy_curve"],
+    }
 
 
 def run_study(study: Study = Study(), progress: bool = False, backend: str = "threads") -> dict:
     """Run every experiment of ``study`` (real training; minutes for the default study on
     2 cores) and return the tidy record (what ``large_batch_study`` caches)."""
     n = check_study(study)
-    runs = (len(study.batches) * len(RULES) + len(study.large_batches) * len(OPTIMIZERS)
-            + len(study.scaling_workers) * len(study.scaling_batches))
+    runs = (
+        len(study.batches) * len(RULES)
+        + len(study.large_batches) * len(OPTIMIZERS)
+        + len(study.scaling_workers) * len(study.scaling_batches)
+    )
     # BLAS threads would fight the rank threads for the 2 cores (10x slower at batch 256);
     # runs whose rate is too large overflow, which is a result (the rule failed), not a fault
-    with threadpool_limits(1, user_api="blas"), warnings.catch_warnings(), \
-            tqdm(total=runs, desc="large-batch study", unit="run", disable=None if progress else True) as bar:
+    with (
+        threadpool_limits(1, user_api="blas"),
+        warnings.catch_warnings(),
+        tqdm(total=runs, desc="large-batch study", unit="run", disable=None if progress else True) as bar,
+    ):
         warnings.simplefilter("ignore", RuntimeWarning)
         run = _Runner(study, bar, backend)
         largest = max(study.batches)
-        sweep = [{"rule": rule, "batch": batch, "lr": rule_lr(study, rule, batch),
-                  **_row(run(rule_config(study, rule, batch), study.workers, batch == largest))}
-                 for rule in RULES for batch in study.batches]
+        sweep = [
+            {
+                "rule": rule,
+                "batch": batch,
+                "lr": rule_lr(study, rule, batch),
+                **_row(run(rule_config(study, rule, batch), study.workers, batch == largest)),
+            }
+            for rule in RULES
+            for batch in study.batches
+        ]
         optimizers, layers, params = [], [], {}
         for name in OPTIMIZERS:
             for batch in study.large_batches:
                 record = run(optimizer_config(study, name, batch), study.workers, batch == largest)
-                optimizers.append({"optimizer": name, "batch": batch, "lr": optimizer_config(study, name, batch).lr,
-                                   **_row(record)})
+                optimizers.append(
+                    {"optimizer": name, "batch": batch, "lr": optimizer_config(study, name, batch).lr, **_row(record)}
+                )
                 if batch == largest:
                     layers += [{"optimizer": name, **row} for row in record["layers"]]
                     params[name] = record["params"]
         small = run(rule_config(study, "fixed", study.base_batch), study.workers)
         best = max(optimizers + [r for r in sweep if r["batch"] == largest], key=lambda r: r["test_accuracy"])
         best_name = best.get("optimizer") or best["rule"]
-        large = run(optimizer_config(study, best_name, largest) if "optimizer" in best
-                    else rule_config(study, best_name, largest), study.workers, True)
+        large = run(
+            optimizer_config(study, best_name, largest)
+            if "optimizer" in best
+            else rule_config(study, best_name, largest),
+            study.workers,
+            True,
+        )
         scaling = []
         for batch in study.scaling_batches:
             for workers in study.scaling_workers:
                 config = rule_config(study, "linear + warm-up", workers * batch, workers)
-                scaling.append({"workers": workers, "batch_per_worker": batch, "global_batch": workers * batch,
-                                **time_to_target(run(config, workers), study.target_accuracy)})
-    return {"study": _jsonable(asdict(study)), "version": CACHE_VERSION, "train_samples": n,
-            "sweep": sweep, "optimizers": optimizers, "layers": layers,
-            "landscape": sharp_vs_flat(study, small["params"], large["params"],
-                                       f"batch {study.base_batch}, fixed lr",
-                                       f"batch {largest}, {best_name}"),
-            "time_to_accuracy": scaling}
+                scaling.append(
+                    {
+                        "workers": workers,
+                        "batch_per_worker": batch,
+                        "global_batch": workers * batch,
+                        **time_to_target(run(config, workers), study.target_accuracy),
+                    }
+                )
+    return {
+        "study": _jsonable(asdict(study)),
+        "version": CACHE_VERSION,
+        "train_samples": n,
+        "sweep": sweep,
+        "optimizers": optimizers,
+        "layers": layers,
+        "landscape": sharp_vs_flat(
+            study,
+            small["params"],
+            large["params"],
+            f"batch {study.base_batch}, fixed lr",
+            f"batch {largest}, {best_name}",
+        ),
+        "time_to_accuracy": scaling,
+    }
 
 
 def time_to_target(record: dict, target: float) -> dict:
     """The virtual time at the first evaluation reaching ``target`` test accuracy (None if
     none did), the run's whole virtual time and final accuracy."""
     reached = [row["time_s"] for row in record["accuracy_curve"] if row["test_accuracy"] >= target]
-    return {"time_to_target_s": reached[0] if reached else None, "virtual_time_s": record["virtual_time_s"],
-            "test_accuracy": record["test_accuracy"]}
+    return {
+        "time_to_target_s": reached[0] if reached else None,
+        "virtual_time_s": record["virtual_time_s"],
+        "test_accuracy": record["test_accuracy"],
+    }
 
 
 def sharp_vs_flat(study: Study, small: np.ndarray, large: np.ndarray, small_name: str, large_name: str) -> dict:
@@ -247,15 +334,20 @@ def sharp_vs_flat(study: Study, small: np.ndarray, large: np.ndarray, small_name
     samples, and the sharpness of each solution on the training samples (``dlsys.learn.landscape``)."""
     task = load_task(study.dataset, False, study.seed)
     model = build_model(rule_config(study, "fixed", study.base_batch))
-    pick = np.random.default_rng(study.seed).permutation(len(task.y_train))[:study.landscape_samples]
+    pick = np.random.default_rng(study.seed).permutation(len(task.y_train))[: study.landscape_samples]
     X, y = task.X_train[pick], task.y_train[pick]
     alphas = list(study.landscape_alphas)
-    return {"small": small_name, "large": large_name, "alpha": alphas,
-            "train_loss": landscape.loss_along_line(model, small, large, X, y, alphas),
-            "test_loss": landscape.loss_along_line(model, small, large, task.X_test, task.y_test, alphas),
-            "sharpness": {which: landscape.sharpness(model, w, X, y, study.sharpness_epsilon,
-                                                     study.sharpness_samples, study.seed)
-                          for which, w in (("small", small), ("large", large))}}
+    return {
+        "small": small_name,
+        "large": large_name,
+        "alpha": alphas,
+        "train_loss": landscape.loss_along_line(model, small, large, X, y, alphas),
+        "test_loss": landscape.loss_along_line(model, small, large, task.X_test, task.y_test, alphas),
+        "sharpness": {
+            which: landscape.sharpness(model, w, X, y, study.sharpness_epsilon, study.sharpness_samples, study.seed)
+            for which, w in (("small", small), ("large", large))
+        },
+    }
 
 
 def largest_good_batch(sweep: list[dict], rule: str, tolerance: float) -> int:
@@ -280,7 +372,10 @@ def quick_check(record: dict) -> list[list]:
     """A study's fingerprint: (rule or optimizer, batch, test accuracy) of every sweep and
     optimizer run. The cache stores the quick study's, so a cold quick run (seconds) tells
     whether the training code still gives what the cache was made with."""
-    return [[r.get("optimizer") or r["rule"], r["batch"], r["test_accuracy"]] for r in record["sweep"] + record["optimizers"]]
+    return [
+        [r.get("optimizer") or r["rule"], r["batch"], r["test_accuracy"]]
+        for r in record["sweep"] + record["optimizers"]
+    ]
 
 
 def cache_problem(study: Study = Study(), path: Path | str = CACHE_PATH) -> str | None:
@@ -291,8 +386,10 @@ def cache_problem(study: Study = Study(), path: Path | str = CACHE_PATH) -> str 
         return f"{path.name} is missing: run `{SWEEP_COMMAND}` (minutes) to make it"
     record = json.loads(path.read_text())
     if record.get("version") != CACHE_VERSION:
-        return (f"{path.name} was made by CACHE_VERSION {record.get('version')} and the code is at {CACHE_VERSION}: "
-                f"the training code changed its results; rerun `{SWEEP_COMMAND}` (minutes)")
+        return (
+            f"{path.name} was made by CACHE_VERSION {record.get('version')} and the code is at {CACHE_VERSION}: "
+            f"the training code changed its results; rerun `{SWEEP_COMMAND}` (minutes)"
+        )
     if record.get("study") != _jsonable(asdict(study)):
         return f"{path.name} was made with other study settings: rerun `{SWEEP_COMMAND}` (minutes)"
     return None
@@ -313,8 +410,13 @@ def require_study(study: Study = Study(), path: Path | str = CACHE_PATH) -> dict
     return json.loads(Path(path).read_text())
 
 
-def large_batch_study(study: Study = Study(), path: Path | str | None = CACHE_PATH, progress: bool = False,
-                      refresh: bool = False, backend: str = "threads") -> dict:
+def large_batch_study(
+    study: Study = Study(),
+    path: Path | str | None = CACHE_PATH,
+    progress: bool = False,
+    refresh: bool = False,
+    backend: str = "threads",
+) -> dict:
     """The study's record from the cache at ``path`` if it matches, else run it (and write
     the cache with the quick study's ``quick_check``, unless ``path`` is None). ``refresh``
     always runs it again."""

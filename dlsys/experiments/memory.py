@@ -53,8 +53,9 @@ def ddp_memory_program(comm, config: TrainConfig, steps: int) -> MemoryLedger:
     return ledger
 
 
-def ddp_memory(model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: int = 32,
-               backend: str = "threads") -> LaunchResult:
+def ddp_memory(
+    model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: int = 32, backend: str = "threads"
+) -> LaunchResult:
     """The run of ``steps`` data-parallel steps on digits: ``values`` are the ranks' ledgers;
     ``result.memory`` too; ``trace.to_chrome(memory=result.memory)`` draws their timelines
     beside the spans."""
@@ -65,8 +66,9 @@ def ddp_memory(model: str = "mlp", ranks: int = 4, steps: int = 3, batch_size: i
 def compare(ledger: MemoryLedger, params: int, ranks: int, optimizer: str = "sgd") -> list[dict]:
     """Kind by kind: the ledger's peak against the closed form (fp32, DDP)."""
     modelled = Layout(params, ranks, zero=0, optimizer=optimizer, precision="fp32").bytes()
-    return [{"kind": kind, "measured_bytes": ledger.peak_by_kind[kind], "model_bytes": modelled[kind]}
-            for kind in KINDS]
+    return [
+        {"kind": kind, "measured_bytes": ledger.peak_by_kind[kind], "model_bytes": modelled[kind]} for kind in KINDS
+    ]
 
 
 def transformer_states(steps: int = 2) -> tuple[int, MemoryLedger]:
@@ -89,24 +91,35 @@ def transformer_states(steps: int = 2) -> tuple[int, MemoryLedger]:
     return model.params.size, ledger
 
 
-def transformer_activations(layers: int = 2, hidden: int = 32, heads: int = 4, seq_len: int = 16,
-                            batch: int = 8) -> dict:
+def transformer_activations(
+    layers: int = 2, hidden: int = 32, heads: int = 4, seq_len: int = 16, batch: int = 8
+) -> dict:
     """The small transformer's kept tensors after one forward against Korthikanti's count
     for its shapes (4-byte elements, no dropout), and the extras the formula leaves out:
     the layer norms' 1/std per row (2 s b a layer), the embedding's token indices, the final
     layer norm and the output layer's input."""
     model = nn.transformer(vocab=11, seq_len=seq_len, d_model=hidden, heads=heads, layers=layers)
     model.forward(np.random.default_rng(0).integers(0, 11, (batch, seq_len)))
-    blocks = model.layers[1:1 + 2 * layers]
+    blocks = model.layers[1 : 1 + 2 * layers]
     measured = sum(a.nbytes for block in blocks for a in block.saved().values())
     formula = activation_bytes(Transformer(layers, hidden, heads, seq_len, batch), element_nbytes=4, dropout=False)
     row_stats = layers * 2 * seq_len * batch * 4
-    return {"measured_blocks_bytes": measured, "formula_bytes": formula, "row_stats_bytes": row_stats,
-            "outside_blocks_bytes": nn.activation_nbytes(model) - measured}
+    return {
+        "measured_blocks_bytes": measured,
+        "formula_bytes": formula,
+        "row_stats_bytes": row_stats,
+        "outside_blocks_bytes": nn.activation_nbytes(model) - measured,
+    }
 
 
-def sharded_layout(model: nn.Sequential, ranks: int, stage: int, unit_layers: int | None = None,
-                   prefetch: bool = False, optimizer: str = "sgd") -> dict[str, float]:
+def sharded_layout(
+    model: nn.Sequential,
+    ranks: int,
+    stage: int,
+    unit_layers: int | None = None,
+    prefetch: bool = False,
+    optimizer: str = "sgd",
+) -> dict[str, float]:
     """The closed form of what rank 0 of ``dlsys.train.zero.Sharded`` holds, by kind (fp32).
 
     Psi is the model's size for what a rank keeps whole and the padded size (every unit
@@ -116,25 +129,45 @@ def sharded_layout(model: nn.Sequential, ranks: int, stage: int, unit_layers: in
     units = units_of(model, ranks, None if stage == 1 else unit_layers or 1)
     padded, largest = sum(u.shard for u in units) * ranks, max(u.shard for u in units) * ranks
     whole = Layout(model.params.size, ranks, zero=stage, optimizer=optimizer, precision="fp32").bytes()
-    sharded = Layout(padded, ranks, zero=stage, optimizer=optimizer, precision="fp32",
-                     unit_params=largest if stage == 3 else 0, prefetch=prefetch,
-                     bucket_params=largest if stage == 2 else 0).bytes()
-    return {"parameters": (sharded if stage == 3 else whole)["parameters"],
-            "gradients": (sharded if stage >= 2 else whole)["gradients"],
-            "optimizer": sharded["optimizer"], "buffers": sharded["buffers"]}
+    sharded = Layout(
+        padded,
+        ranks,
+        zero=stage,
+        optimizer=optimizer,
+        precision="fp32",
+        unit_params=largest if stage == 3 else 0,
+        prefetch=prefetch,
+        bucket_params=largest if stage == 2 else 0,
+    ).bytes()
+    return {
+        "parameters": (sharded if stage == 3 else whole)["parameters"],
+        "gradients": (sharded if stage >= 2 else whole)["gradients"],
+        "optimizer": sharded["optimizer"],
+        "buffers": sharded["buffers"],
+    }
 
 
 # Tables for docs/memory.md: (header, rows) that dlsys.experiments.docs writes between their markers.
+
 
 def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.3f}"
 
 
 def table_zero_figure1() -> tuple[list[str], list[list]]:
-    formulas = {"stage 0": "(2 + 2 + K) Psi", "stage 1": "4 Psi + K Psi / N_d", "stage 2": "2 Psi + (2 + K) Psi / N_d",
-                "stage 3": "(2 + 2 + K) Psi / N_d"}
-    return (["ZeRO", "bytes per device", "paper (GB)", "dlsys (GB)"],
-            [[stage, formulas[stage], f"{ZERO_FIGURE1_PAPER_GB[stage]:g}", _gb(nbytes)] for stage, nbytes in zero_figure1().items()])
+    formulas = {
+        "stage 0": "(2 + 2 + K) Psi",
+        "stage 1": "4 Psi + K Psi / N_d",
+        "stage 2": "2 Psi + (2 + K) Psi / N_d",
+        "stage 3": "(2 + 2 + K) Psi / N_d",
+    }
+    return (
+        ["ZeRO", "bytes per device", "paper (GB)", "dlsys (GB)"],
+        [
+            [stage, formulas[stage], f"{ZERO_FIGURE1_PAPER_GB[stage]:g}", _gb(nbytes)]
+            for stage, nbytes in zero_figure1().items()
+        ],
+    )
 
 
 KORTHIKANTI_SHAPE = Transformer(layers=1, hidden=12288, heads=96, seq_len=2048, batch=1)  # GPT-3 175B's layer
@@ -143,18 +176,41 @@ KORTHIKANTI_SHAPE = Transformer(layers=1, hidden=12288, heads=96, seq_len=2048, 
 def table_korthikanti() -> tuple[list[str], list[list]]:
     shape, t = KORTHIKANTI_SHAPE, 8
     s, b, h, a = shape.seq_len, shape.batch, shape.hidden, shape.heads
-    rows = [("no parallelism", "sbh (34 + 5as/h)", dict(tp=1), s * b * h * (34 + 5 * a * s / h)),
-            (f"tensor parallel t={t}", "sbh (10 + 24/t + 5as/(ht))", dict(tp=t), s * b * h * (10 + 24 / t + 5 * a * s / (h * t))),
-            (f"tensor + sequence parallel t={t}", "sbh (34/t + 5as/(ht))", dict(tp=t, sequence_parallel=True),
-             s * b * h * (34 / t + 5 * a * s / (h * t))),
-            ("tensor parallel + selective recomputation", "sbh (10 + 24/t)", dict(tp=t, recompute="selective"),
-             s * b * h * (10 + 24 / t)),
-            ("tensor + sequence parallel + selective", "sbh 34/t", dict(tp=t, sequence_parallel=True, recompute="selective"),
-             s * b * h * 34 / t),
-            ("full recomputation", "2 sbh", dict(tp=t, recompute="full"), 2 * s * b * h)]
-    return (["layout", "Table 2", "formula evaluated (GB)", "dlsys.machine.memory (GB)"],
-            [[name, formula, _gb(direct), _gb(activation_bytes(shape, **options))]
-             for name, formula, options, direct in rows])
+    rows = [
+        ("no parallelism", "sbh (34 + 5as/h)", dict(tp=1), s * b * h * (34 + 5 * a * s / h)),
+        (
+            f"tensor parallel t={t}",
+            "sbh (10 + 24/t + 5as/(ht))",
+            dict(tp=t),
+            s * b * h * (10 + 24 / t + 5 * a * s / (h * t)),
+        ),
+        (
+            f"tensor + sequence parallel t={t}",
+            "sbh (34/t + 5as/(ht))",
+            dict(tp=t, sequence_parallel=True),
+            s * b * h * (34 / t + 5 * a * s / (h * t)),
+        ),
+        (
+            "tensor parallel + selective recomputation",
+            "sbh (10 + 24/t)",
+            dict(tp=t, recompute="selective"),
+            s * b * h * (10 + 24 / t),
+        ),
+        (
+            "tensor + sequence parallel + selective",
+            "sbh 34/t",
+            dict(tp=t, sequence_parallel=True, recompute="selective"),
+            s * b * h * 34 / t,
+        ),
+        ("full recomputation", "2 sbh", dict(tp=t, recompute="full"), 2 * s * b * h),
+    ]
+    return (
+        ["layout", "Table 2", "formula evaluated (GB)", "dlsys.machine.memory (GB)"],
+        [
+            [name, formula, _gb(direct), _gb(activation_bytes(shape, **options))]
+            for name, formula, options, direct in rows
+        ],
+    )
 
 
 def table_measured() -> tuple[list[str], list[list]]:
@@ -163,16 +219,33 @@ def table_measured() -> tuple[list[str], list[list]]:
         run = ddp_memory(model, ranks=4, steps=2)
         params = build_model(TrainConfig(model=model)).params.size
         for row in compare(run.values[0], params, 4)[:3]:
-            rows.append([f"DDP {model} ({params:,} parameters), 4 ranks", row["kind"], f"{row['measured_bytes']:,}",
-                         f"{row['model_bytes']:,.0f}"])
+            rows.append(
+                [
+                    f"DDP {model} ({params:,} parameters), 4 ranks",
+                    row["kind"],
+                    f"{row['measured_bytes']:,}",
+                    f"{row['model_bytes']:,.0f}",
+                ]
+            )
     params, ledger = transformer_states()
     for row in compare(ledger, params, 1, optimizer="adam")[:3]:
-        rows.append([f"transformer 2 x 32 ({params:,} parameters), Adam, 1 rank", row["kind"],
-                     f"{row['measured_bytes']:,}", f"{row['model_bytes']:,.0f}"])
+        rows.append(
+            [
+                f"transformer 2 x 32 ({params:,} parameters), Adam, 1 rank",
+                row["kind"],
+                f"{row['measured_bytes']:,}",
+                f"{row['model_bytes']:,.0f}",
+            ]
+        )
     act = transformer_activations()
-    rows.append(["transformer 2 x 32, s=16, b=8", "activations in the blocks",
-                 f"{act['measured_blocks_bytes']:,}",
-                 f"{act['formula_bytes']:,} + {act['row_stats_bytes']:,} (layer-norm 1/std)"])
+    rows.append(
+        [
+            "transformer 2 x 32, s=16, b=8",
+            "activations in the blocks",
+            f"{act['measured_blocks_bytes']:,}",
+            f"{act['formula_bytes']:,} + {act['row_stats_bytes']:,} (layer-norm 1/std)",
+        ]
+    )
     return ["run", "kind", "measured numpy bytes (rank 0)", "closed form (bytes)"], rows
 
 
@@ -183,8 +256,11 @@ SHARDED = [name for name, s in STRATEGIES.items() if s.family == "sharded"]
 def step_bytes_sent(record: dict, rank: int = 0, step: int = 1) -> int:
     """Bytes ``rank`` sent from the start of its step ``step`` to the start of the next (the trace's messages)."""
     starts = [row["time_s"] for row in record["losses"] if row["rank"] == rank]
-    return sum(m.nbytes for m in record["result"].trace.messages
-               if m.src == rank and starts[step] <= m.depart_s < starts[step + 1])
+    return sum(
+        m.nbytes
+        for m in record["result"].trace.messages
+        if m.src == rank and starts[step] <= m.depart_s < starts[step + 1]
+    )
 
 
 def zero_memory_rows(ranks: int = 4) -> list[dict]:
@@ -195,13 +271,17 @@ def zero_memory_rows(ranks: int = 4) -> list[dict]:
         fixed = STRATEGIES[name].fixed
         peak = train(name, ZERO_CONFIG, ranks)["memory_peak_bytes"]
         modelled = sharded_layout(model, ranks, fixed["stage"], fixed.get("unit_layers"), fixed.get("prefetch", False))
-        rows += [{"label": name, "kind": kind, "measured_bytes": peak[kind], "model_bytes": nbytes}
-                 for kind, nbytes in modelled.items()]
+        rows += [
+            {"label": name, "kind": kind, "measured_bytes": peak[kind], "model_bytes": nbytes}
+            for kind, nbytes in modelled.items()
+        ]
     return rows
 
 
 def table_zero_memory(ranks: int = 4) -> tuple[list[str], list[list]]:
-    rows = [[r["label"], r["kind"], f"{r['measured_bytes']:,}", f"{r['model_bytes']:,.0f}"] for r in zero_memory_rows(ranks)]
+    rows = [
+        [r["label"], r["kind"], f"{r['measured_bytes']:,}", f"{r['model_bytes']:,.0f}"] for r in zero_memory_rows(ranks)
+    ]
     return ["strategy", "kind", f"measured peak, rank 0 of {ranks} (bytes)", "Layout(...).bytes() (bytes)"], rows
 
 
@@ -210,18 +290,43 @@ def table_zero_volume(ranks: int = 4) -> tuple[list[str], list[list]]:
     model, rows = build_model(ZERO_CONFIG), []
     psi_nbytes = model.params.size * model.params.itemsize
     ddp = step_bytes_sent(train("allreduce", ZERO_CONFIG, ranks))
-    rows.append(["allreduce (DDP)", "2 (P-1)/P Psi", f"{psi_nbytes:,}", f"{ddp:,}",
-                 f"{2 * (ranks - 1) / ranks * psi_nbytes:,.0f}", f"{ddp / psi_nbytes:.3f}"])
+    rows.append(
+        [
+            "allreduce (DDP)",
+            "2 (P-1)/P Psi",
+            f"{psi_nbytes:,}",
+            f"{ddp:,}",
+            f"{2 * (ranks - 1) / ranks * psi_nbytes:,.0f}",
+            f"{ddp / psi_nbytes:.3f}",
+        ]
+    )
     for name in SHARDED:
         fixed = STRATEGIES[name].fixed
         units = units_of(model, ranks, None if fixed["stage"] == 1 else fixed.get("unit_layers", 1))
         padded = sum(u.shard for u in units) * ranks * model.params.itemsize
         times = 3 if fixed["stage"] == 3 else 2
         sent = step_bytes_sent(train(name, ZERO_CONFIG, ranks))
-        rows.append([name, f"{times} (P-1)/P Psi", f"{padded:,}", f"{sent:,}", f"{times * (ranks - 1) / ranks * padded:,.0f}",
-                     f"{sent / psi_nbytes:.3f}"])
-    return (["strategy", "closed form", "Psi (bytes, padded)", f"sent per rank in one step, {ranks} ranks (bytes)",
-             "closed form (bytes)", "x model bytes"], rows)
+        rows.append(
+            [
+                name,
+                f"{times} (P-1)/P Psi",
+                f"{padded:,}",
+                f"{sent:,}",
+                f"{times * (ranks - 1) / ranks * padded:,.0f}",
+                f"{sent / psi_nbytes:.3f}",
+            ]
+        )
+    return (
+        [
+            "strategy",
+            "closed form",
+            "Psi (bytes, padded)",
+            f"sent per rank in one step, {ranks} ranks (bytes)",
+            "closed form (bytes)",
+            "x model bytes",
+        ],
+        rows,
+    )
 
 
 def table_zero_weights() -> tuple[list[str], list[list]]:
@@ -243,15 +348,26 @@ def table_zero_time(ranks: int = 4, hidden: tuple[int, ...] = (256, 256, 256)) -
     config, rows = replace(ZERO_CONFIG, hidden=hidden), []
     for name in ["allreduce", *SHARDED]:
         record = train(name, config, ranks)
-        rows.append([name, f"{record['virtual_time_s'] * 1e3:.2f}", f"{record['bytes_moved'] / 1e6:.2f}",
-                     f"{record['test_accuracy']:.1%}"])
+        rows.append(
+            [
+                name,
+                f"{record['virtual_time_s'] * 1e3:.2f}",
+                f"{record['bytes_moved'] / 1e6:.2f}",
+                f"{record['test_accuracy']:.1%}",
+            ]
+        )
     return ["strategy", "virtual time (ms)", "bytes moved (MB)", "test accuracy"], rows
 
 
-TABLES = {"memory.zero_figure1": table_zero_figure1, "memory.korthikanti": table_korthikanti,
-          "memory.measured": table_measured, "memory.zero_memory": table_zero_memory,
-          "memory.zero_volume": table_zero_volume, "memory.zero_weights": table_zero_weights,
-          "memory.zero_time": table_zero_time}
+TABLES = {
+    "memory.zero_figure1": table_zero_figure1,
+    "memory.korthikanti": table_korthikanti,
+    "memory.measured": table_measured,
+    "memory.zero_memory": table_zero_memory,
+    "memory.zero_volume": table_zero_volume,
+    "memory.zero_weights": table_zero_weights,
+    "memory.zero_time": table_zero_time,
+}
 
 
 # The app's "Memory and sharding" page and lesson 14: every layout of one model side by side.
@@ -270,8 +386,15 @@ LAYOUT_NAMES = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP")
 ZERO_FIGURE1_PAPER_GB = {"stage 0": 120.0, "stage 1": 31.4, "stage 2": 16.6, "stage 3": 1.9}  # Rajbhandari Fig. 1
 
 
-def page_layouts(params: int, ranks: int, shape: Transformer | None = None, optimizer: str = "adam",
-                 precision: str = "mixed", tp: int = 2, recompute: str = "none") -> list[dict]:
+def page_layouts(
+    params: int,
+    ranks: int,
+    shape: Transformer | None = None,
+    optimizer: str = "adam",
+    precision: str = "mixed",
+    tp: int = 2,
+    recompute: str = "none",
+) -> list[dict]:
     """One row per layout of ``LAYOUT_NAMES`` for ``params`` parameters on ``ranks`` ranks:
     its ``Layout``, a rank's bytes by kind, the total and the bytes a rank sends per step.
 
@@ -289,30 +412,47 @@ def page_layouts(params: int, ranks: int, shape: Transformer | None = None, opti
     the last term the four all-reduces of the activations a layer runs forward and backward
     (not counted without a shape)."""
     if tp < 1 or ranks % tp:
-        raise ValueError(f"tp must divide ranks={ranks}: one of "
-                         f"{[k for k in range(1, ranks + 1) if ranks % k == 0]}, got {tp}")
+        raise ValueError(
+            f"tp must divide ranks={ranks}: one of {[k for k in range(1, ranks + 1) if ranks % k == 0]}, got {tp}"
+        )
     w_b, g_b, _ = bytes_per_param(optimizer, precision)
     common = dict(optimizer=optimizer, precision=precision, model=shape, recompute=recompute)
     unit = params // shape.layers if shape else 0
-    layouts = {"DDP": Layout(params, ranks, zero=0, **common),
-               "ZeRO-1": Layout(params, ranks, zero=1, **common),
-               "ZeRO-2": Layout(params, ranks, zero=2, **common),
-               "ZeRO-3": Layout(params, ranks, zero=3, **common),
-               "FSDP": fsdp(params, ranks, unit_params=unit, prefetch=True, **common),
-               "TP": Layout(params, ranks, tp=tp, sequence_parallel=True, **common)}
+    layouts = {
+        "DDP": Layout(params, ranks, zero=0, **common),
+        "ZeRO-1": Layout(params, ranks, zero=1, **common),
+        "ZeRO-2": Layout(params, ranks, zero=2, **common),
+        "ZeRO-3": Layout(params, ranks, zero=3, **common),
+        "FSDP": fsdp(params, ranks, unit_params=unit, prefetch=True, **common),
+        "TP": Layout(params, ranks, tp=tp, sequence_parallel=True, **common),
+    }
     share = (ranks - 1) / ranks
-    sent = {"DDP": 2 * share * g_b * params, "ZeRO-1": share * (g_b + w_b) * params,
-            "ZeRO-2": share * (g_b + w_b) * params, "ZeRO-3": share * (g_b + 2 * w_b) * params,
-            "FSDP": share * (g_b + 2 * w_b) * params}
+    sent = {
+        "DDP": 2 * share * g_b * params,
+        "ZeRO-1": share * (g_b + w_b) * params,
+        "ZeRO-2": share * (g_b + w_b) * params,
+        "ZeRO-3": share * (g_b + 2 * w_b) * params,
+        "FSDP": share * (g_b + 2 * w_b) * params,
+    }
     dp = ranks // tp
-    tp_activations = 0 if shape is None else 4 * shape.layers * 2 * (tp - 1) / tp * (
-        shape.seq_len * shape.batch * shape.hidden * w_b)
+    tp_activations = (
+        0
+        if shape is None
+        else 4 * shape.layers * 2 * (tp - 1) / tp * (shape.seq_len * shape.batch * shape.hidden * w_b)
+    )
     sent["TP"] = 2 * (dp - 1) / dp * g_b * params / tp + tp_activations
     rows = []
     for name, layout in layouts.items():
         nbytes = layout.bytes()
-        rows.append({"layout": name, "describe": describe_layout(layout), "bytes": nbytes,
-                     "total_bytes": sum(nbytes.values()), "sent_bytes": sent[name]})
+        rows.append(
+            {
+                "layout": name,
+                "describe": describe_layout(layout),
+                "bytes": nbytes,
+                "total_bytes": sum(nbytes.values()),
+                "sent_bytes": sent[name],
+            }
+        )
     return rows
 
 
@@ -332,8 +472,10 @@ def fitting(rows: list[dict], device_bytes: float) -> list[str]:
 
 def zero_figure1_rows() -> list[dict]:
     """ZeRO Figure 1, the paper's GB beside ``zero_figure1``'s bytes."""
-    return [{"stage": stage, "paper_GB": ZERO_FIGURE1_PAPER_GB[stage], "model_bytes": nbytes}
-            for stage, nbytes in zero_figure1().items()]
+    return [
+        {"stage": stage, "paper_GB": ZERO_FIGURE1_PAPER_GB[stage], "model_bytes": nbytes}
+        for stage, nbytes in zero_figure1().items()
+    ]
 
 
 def step_record(strategy: str, ranks: int = 4) -> dict:
@@ -352,7 +494,15 @@ def app_step(strategy: str, ranks: int = 4) -> dict:
     ``records.with_trace`` gives the Trace back)."""
     record = step_record(strategy, ranks)
     (start_s, stop_s), trace = record["step_s"], record["result"].trace
-    step = Trace([s for s in trace.spans if start_s <= s.start_s < stop_s],
-                 [m for m in trace.messages if start_s <= m.depart_s < stop_s], trace.world_size)
-    return {"strategy": strategy, "ranks": ranks, "step_s": list(record["step_s"]),
-            "step_sent_bytes": record["step_sent_bytes"], "trace": step.to_rows()}
+    step = Trace(
+        [s for s in trace.spans if start_s <= s.start_s < stop_s],
+        [m for m in trace.messages if start_s <= m.depart_s < stop_s],
+        trace.world_size,
+    )
+    return {
+        "strategy": strategy,
+        "ranks": ranks,
+        "step_s": list(record["step_s"]),
+        "step_sent_bytes": record["step_sent_bytes"],
+        "trace": step.to_rows(),
+    }

@@ -24,8 +24,17 @@ def message_path(nbytes: float, links=MESSAGE_LINKS, protocol: str = "basic") ->
         start_s = 0.0
         for stage in stages(link, nbytes, protocol):
             time_s = stage.time_s(nbytes)
-            rows.append({"link": link, "stage": stage.name, "side": stage.side, "start_s": start_s,
-                         "end_s": start_s + time_s, "time_s": time_s, "source": stage.source})
+            rows.append(
+                {
+                    "link": link,
+                    "stage": stage.name,
+                    "side": stage.side,
+                    "start_s": start_s,
+                    "end_s": start_s + time_s,
+                    "time_s": time_s,
+                    "source": stage.source,
+                }
+            )
             start_s += time_s
     return rows
 
@@ -36,8 +45,10 @@ def library_message_times(sizes) -> list[dict]:
     rows = []
     for lib in LIBRARIES.values():
         link = lib.transport()
-        rows += [{"library": lib.name, "link": lib.link, "nbytes": n, "time_s": link.alpha_s + n * link.beta_s_per_byte}
-                 for n in sizes]
+        rows += [
+            {"library": lib.name, "link": lib.link, "nbytes": n, "time_s": link.alpha_s + n * link.beta_s_per_byte}
+            for n in sizes
+        ]
     return rows
 
 
@@ -46,8 +57,14 @@ def compute_step_s(model: str = "resnet50", node: str = "v100", batch_size: int 
     return 3 * totals(model)[1] * batch_size / get_node(node).sustained_flops
 
 
-def loader_timeline(storage: str = "nvme", workers: int = 0, prefetch: int = 2, model: str = "resnet50",
-                    node: str = "v100", steps: int = 24) -> dict:
+def loader_timeline(
+    storage: str = "nvme",
+    workers: int = 0,
+    prefetch: int = 2,
+    model: str = "resnet50",
+    node: str = "v100",
+    steps: int = 24,
+) -> dict:
     """A trainer of ``model`` on ``node`` (batch 32 of ImageNet-sized JPEGs, ``IOModel``'s
     defaults) fed by ``workers`` loaders through a queue of ``prefetch``: the timeline's
     rows, the compute per step, a loader worker's and the device's time per batch, the
@@ -58,10 +75,21 @@ def loader_timeline(storage: str = "nvme", workers: int = 0, prefetch: int = 2, 
     compute_s = compute_step_s(model, node, io.batch_size)
     rows = io_timeline(io, compute_s, steps)
     hidden = io.device_batch_s() <= compute_s  # else no number of workers keeps up: the device is the bottleneck
-    return {"storage": storage, "workers": workers, "prefetch": prefetch, "model": model, "node": node,
-            "batch_size": io.batch_size, "sample_nbytes": io.sample_nbytes, "decode_s": io.decode_s,
-            "rows": rows, "compute_s": compute_s, "worker_batch_s": io.worker_batch_s(),
-            "device_batch_s": io.device_batch_s(), "steady_step_s": io.steady_step_s(compute_s),
-            "workers_to_keep_up": math.ceil(io.worker_batch_s() / compute_s) if hidden else None,
-            "io_wait_s": sum(r["io_wait_s"] for r in rows),
-            "run_s": rows[-1]["compute_end_s"]}
+    return {
+        "storage": storage,
+        "workers": workers,
+        "prefetch": prefetch,
+        "model": model,
+        "node": node,
+        "batch_size": io.batch_size,
+        "sample_nbytes": io.sample_nbytes,
+        "decode_s": io.decode_s,
+        "rows": rows,
+        "compute_s": compute_s,
+        "worker_batch_s": io.worker_batch_s(),
+        "device_batch_s": io.device_batch_s(),
+        "steady_step_s": io.steady_step_s(compute_s),
+        "workers_to_keep_up": math.ceil(io.worker_batch_s() / compute_s) if hidden else None,
+        "io_wait_s": sum(r["io_wait_s"] for r in rows),
+        "run_s": rows[-1]["compute_end_s"],
+    }

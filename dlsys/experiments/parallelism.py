@@ -11,8 +11,15 @@ from ..comm import Grid, launch
 from ..machine.memory import Layout
 from ..train import tensor_parallel as tpm
 
-LAYOUTS = [dict(tp=1), dict(tp=2), dict(tp=4), dict(dp=2, tp=2), dict(tp=2, sequence_parallel=True),
-           dict(tp=4, sequence_parallel=True), dict(dp=2, tp=2, sequence_parallel=True)]
+LAYOUTS = [
+    dict(tp=1),
+    dict(tp=2),
+    dict(tp=4),
+    dict(dp=2, tp=2),
+    dict(tp=2, sequence_parallel=True),
+    dict(tp=4, sequence_parallel=True),
+    dict(dp=2, tp=2, sequence_parallel=True),
+]
 STEPS = 3
 GROUP_NBYTES = 1 << 22  # 4 MiB: big enough that bandwidth, not latency, sets the time
 GROUP_WORLD = 16
@@ -29,9 +36,11 @@ def max_differences(config: tpm.TPConfig) -> tuple[float, float, float]:
     grid, ref, values = config.check(), tpm.unsplit_run(config), tpm.run(config, "threads").values
     logits = np.concatenate([values[grid.rank_of(d, 0)]["logits"] for d in range(grid.dp)])
     grads, params = tpm.gather_tensors(values, grid, "grads"), tpm.gather_tensors(values, grid, "params")
-    return (float(np.abs(logits - ref["logits"]).max()),
-            max(float(np.abs(grads[k] - ref["grads"][k]).max()) for k in grads),
-            max(float(np.abs(params[k] - ref["params"][k]).max()) for k in params))
+    return (
+        float(np.abs(logits - ref["logits"]).max()),
+        max(float(np.abs(grads[k] - ref["grads"][k]).max()) for k in grads),
+        max(float(np.abs(params[k] - ref["params"][k]).max()) for k in params),
+    )
 
 
 def table_equality() -> tuple[list[str], list[list]]:
@@ -50,10 +59,15 @@ def table_communication() -> tuple[list[str], list[list]]:
         trace = tpm.run(config, "threads").trace
         counts = ", ".join(f"{k} {v}" for k, v in tpm.collectives_per_step(config).items())
         closed = tpm.bytes_per_step(config)
-        rows.append([name(layout), counts, f"{sum(m.nbytes for m in trace.messages):,}",
-                     f"{closed['tp']:,} + {closed['dp']:,}"])
-    return ["layout (2 layers)", "collectives a TP rank runs per step", "bytes on the wire (trace)",
-            "closed form: TP + DP groups"], rows
+        rows.append(
+            [name(layout), counts, f"{sum(m.nbytes for m in trace.messages):,}", f"{closed['tp']:,} + {closed['dp']:,}"]
+        )
+    return [
+        "layout (2 layers)",
+        "collectives a TP rank runs per step",
+        "bytes on the wire (trace)",
+        "closed form: TP + DP groups",
+    ], rows
 
 
 def table_memory() -> tuple[list[str], list[list]]:
@@ -63,10 +77,22 @@ def table_memory() -> tuple[list[str], list[list]]:
         value = tpm.run(config, "threads").values[0]
         params = config.model().params.size
         model_params = Layout(params, ranks=config.tp, tp=config.tp, precision="fp32").bytes()["parameters"]
-        rows.append([name(layout), f"{value['block_activation_nbytes']:,}", f"{tpm.activation_model(config):,}",
-                     f"{value['parameter_nbytes']:,}", f"{model_params:,.0f}"])
-    return ["layout (float32)", "block activations measured (B)", "Korthikanti + layer-norm 1/std (B)",
-            "parameters measured (B)", "Layout(tp) parameters (B)"], rows
+        rows.append(
+            [
+                name(layout),
+                f"{value['block_activation_nbytes']:,}",
+                f"{tpm.activation_model(config):,}",
+                f"{value['parameter_nbytes']:,}",
+                f"{model_params:,.0f}",
+            ]
+        )
+    return [
+        "layout (float32)",
+        "block activations measured (B)",
+        "Korthikanti + layer-norm 1/std (B)",
+        "parameters measured (B)",
+        "Layout(tp) parameters (B)",
+    ], rows
 
 
 def _allreduce_on(comm, grid: Grid, axis: str, nbytes: int) -> None:
@@ -82,17 +108,26 @@ def table_groups() -> tuple[list[str], list[list]]:
         costs = tpm.group_costs(grid, GROUP_NBYTES, "gpu-cluster")
         row = [f"dp {grid.dp} x tp {grid.tp}"]
         for axis in ("tp", "dp"):
-            measured = launch(_allreduce_on, GROUP_WORLD, "threads", topology="gpu-cluster",
-                              args=(grid, axis, GROUP_NBYTES)).virtual_time_s
+            measured = launch(
+                _allreduce_on, GROUP_WORLD, "threads", topology="gpu-cluster", args=(grid, axis, GROUP_NBYTES)
+            ).virtual_time_s
             c = costs[axis]
             link = c["link"] if c["one_link"] else f"{c['link']} (mixed)"
             row += [link, f"{c['allreduce_s'] * 1e6:,.1f}", f"{measured * 1e6:,.1f}"]
         rows.append(row)
         tp *= 2
-    return (["layout, 16 GPUs", "TP ring's link", "TP all-reduce, form (µs)", "measured (µs)",
-             "DP ring's link", "DP all-reduce, form (µs)", "measured (µs)"], rows)
-
-
+    return (
+        [
+            "layout, 16 GPUs",
+            "TP ring's link",
+            "TP all-reduce, form (µs)",
+            "measured (µs)",
+            "DP ring's link",
+            "DP all-reduce, form (µs)",
+            "measured (µs)",
+        ],
+        rows,
+    )
 
 
 TIME_CONFIG = dict(d_model=128, heads=8, d_ff=512, seq_len=64, batch=8, dtype="float32")  # a wider model: compute shows
@@ -107,12 +142,25 @@ def table_time() -> tuple[list[str], list[list]]:
         config = tpm.TPConfig(**TIME_CONFIG, **layout)
         result = tpm.run(config, "threads", topology="gpu-cluster", node="a100")
         compute_s = sum(s.end_s - s.start_s for s in result.trace.spans if s.rank == 0 and s.kind == "compute")
-        rows.append([name(layout), f"{compute_s * 1e6:,.2f}", f"{result.virtual_time_s * 1e6:,.2f}",
-                     f"{(result.virtual_time_s - compute_s) * 1e6:,.2f}"])
+        rows.append(
+            [
+                name(layout),
+                f"{compute_s * 1e6:,.2f}",
+                f"{result.virtual_time_s * 1e6:,.2f}",
+                f"{(result.virtual_time_s - compute_s) * 1e6:,.2f}",
+            ]
+        )
     shape = f"d_model {TIME_CONFIG['d_model']}, s {TIME_CONFIG['seq_len']}, batch {TIME_CONFIG['batch']}"
-    return ([f"layout ({shape}, 2 layers)", "compute, rank 0 (µs)", "virtual time (µs)",
-             "exposed communication (µs)"], rows)
+    return (
+        [f"layout ({shape}, 2 layers)", "compute, rank 0 (µs)", "virtual time (µs)", "exposed communication (µs)"],
+        rows,
+    )
 
 
-TABLES = {"parallelism.equality": table_equality, "parallelism.communication": table_communication,
-          "parallelism.memory": table_memory, "parallelism.groups": table_groups, "parallelism.time": table_time}
+TABLES = {
+    "parallelism.equality": table_equality,
+    "parallelism.communication": table_communication,
+    "parallelism.memory": table_memory,
+    "parallelism.groups": table_groups,
+    "parallelism.time": table_time,
+}

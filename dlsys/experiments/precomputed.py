@@ -31,9 +31,9 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from ..outputs import write_atomic
 from ..learn.optim import scale_lr
 from ..machine.profiles import PROFILES
+from ..outputs import write_atomic
 from ..schedule import default_of
 from ..train.pipeline import SCHEDULES
 from . import reproduce, schedule, taihulight
@@ -47,18 +47,28 @@ WALL_CLOCK_KEYS = ("wall_time_s",)
 # reuses the points it had). tests/test_app.py checks that each page's default view finds
 # its calls here.
 _SCHEDULE = dict(model="resnet50", workers=2)
-_SCHEDULE_OPTIONS = {"p3": {"slice_params": default_of("slice_params")},
-                     "bytescheduler": {"credit_bytes": default_of("credit_bytes")},
-                     "fusion": {"bucket_mb": default_of("bucket_mb")}}
+_SCHEDULE_OPTIONS = {
+    "p3": {"slice_params": default_of("slice_params")},
+    "bytescheduler": {"credit_bytes": default_of("credit_bytes")},
+    "fusion": {"bucket_mb": default_of("bucket_mb")},
+}
 _THL = dict(contiguous=True, topology="taihulight", sharing=True)
 _THL_LINK_NODES = taihulight.SWEEP_NODES[-1]
 # the training page's runs (app/views/training.py): BSP, SSP and ASP with a straggler; one
 # epoch of pushes and pulls; data parallel against model parallel, local SGD and a larger batch
-_TRAINING = dict(link="rdma-edr", workers=4, straggler_factor=1.0, batch_size=32, lr=0.1)  # as app/cached.py spells them
-_TRAINING_RUNS = [("ps-bsp", 3, dict(straggler_factor=4.0)), ("ps-ssp", 3, dict(straggler_factor=4.0, staleness=2)),
-                  ("ps-asp", 3, dict(straggler_factor=4.0)), ("ps-bsp", 1, dict(servers=1)), ("allreduce", 3, {}),
-                  ("model-parallel", 3, dict(micro_batches=4)), ("local-sgd", 3, dict(period=4)),
-                  ("allreduce", 3, dict(batch_size=128, lr=scale_lr(0.1, 128, 32, "linear")))]
+_TRAINING = dict(
+    link="rdma-edr", workers=4, straggler_factor=1.0, batch_size=32, lr=0.1
+)  # as app/cached.py spells them
+_TRAINING_RUNS = [
+    ("ps-bsp", 3, dict(straggler_factor=4.0)),
+    ("ps-ssp", 3, dict(straggler_factor=4.0, staleness=2)),
+    ("ps-asp", 3, dict(straggler_factor=4.0)),
+    ("ps-bsp", 1, dict(servers=1)),
+    ("allreduce", 3, {}),
+    ("model-parallel", 3, dict(micro_batches=4)),
+    ("local-sgd", 3, dict(period=4)),
+    ("allreduce", 3, dict(batch_size=128, lr=scale_lr(0.1, 128, 32, "linear"))),
+]
 # real buffers of all ranks together in the app's runs (app/cached.py's MAX_MEMORY_BYTES)
 APP_MEMORY_BYTES = 16 * 2**20
 
@@ -69,13 +79,28 @@ def _taihulight_points() -> list[tuple[str, dict]]:
     to each count from the default up (one call per count: its sizes are rounded for the
     largest node count)."""
     counts = taihulight.SWEEP_NODES
-    return [*[("taihulight:sweep", dict(model=model, design=design, nodes=[n], **_THL))
-              for model in taihulight.MODELS for design in ("ps", "ring") for n in counts],
-            *[("taihulight:ring_vs_mpi", dict(nbytes=[taihulight.PAPER_MESSAGE_BYTES,
-                                                      taihulight.model_gradient_nbytes(taihulight.MODELS[0])],
-                                              nodes=[n for n in counts if n <= largest], topology="taihulight",
-                                              library=taihulight.LIBRARY, sharing=True))
-              for largest in counts if largest >= taihulight.DEFAULT_LARGEST_NODES]]
+    return [
+        *[
+            ("taihulight:sweep", dict(model=model, design=design, nodes=[n], **_THL))
+            for model in taihulight.MODELS
+            for design in ("ps", "ring")
+            for n in counts
+        ],
+        *[
+            (
+                "taihulight:ring_vs_mpi",
+                dict(
+                    nbytes=[taihulight.PAPER_MESSAGE_BYTES, taihulight.model_gradient_nbytes(taihulight.MODELS[0])],
+                    nodes=[n for n in counts if n <= largest],
+                    topology="taihulight",
+                    library=taihulight.LIBRARY,
+                    sharing=True,
+                ),
+            )
+            for largest in counts
+            if largest >= taihulight.DEFAULT_LARGEST_NODES
+        ],
+    ]
 
 
 def _schedule_points(model: str, workers: int) -> list[tuple[str, dict]]:
@@ -85,34 +110,65 @@ def _schedule_points(model: str, workers: int) -> list[tuple[str, dict]]:
     and workers only (a timeline keeps every span: P3's on VGG-19 over 8 workers are MBs)."""
     at = dict(_SCHEDULE, model=model, workers=workers)
     timeline = (model, workers) == (_SCHEDULE["model"], _SCHEDULE["workers"])
-    return [*[("schedule:compare_policies", dict(policies=[policy], **at, link="10Gbps", options=_SCHEDULE_OPTIONS))
-              for policy in schedule.SHOWN_POLICIES if timeline],
-            *[("schedule:bandwidth_sweep", dict(**at, links=[link], policies=[policy], options=_SCHEDULE_OPTIONS))
-              for link in schedule.BANDWIDTHS for policy in schedule.SHOWN_POLICIES],
-            *[("schedule:option_sweep", dict(option=option, values=[value], **at, link="10Gbps", options={}))
-              for option, values in schedule.SWEEPS.items() for value in values]]
+    return [
+        *[
+            ("schedule:compare_policies", dict(policies=[policy], **at, link="10Gbps", options=_SCHEDULE_OPTIONS))
+            for policy in schedule.SHOWN_POLICIES
+            if timeline
+        ],
+        *[
+            ("schedule:bandwidth_sweep", dict(**at, links=[link], policies=[policy], options=_SCHEDULE_OPTIONS))
+            for link in schedule.BANDWIDTHS
+            for policy in schedule.SHOWN_POLICIES
+        ],
+        *[
+            ("schedule:option_sweep", dict(option=option, values=[value], **at, link="10Gbps", options={}))
+            for option, values in schedule.SWEEPS.items()
+            for value in values
+        ],
+    ]
 
 
 DEFAULTS: list[tuple[str, dict]] = [
     *[point for model in PROFILES for workers in schedule.WORKER_COUNTS for point in _schedule_points(model, workers)],
     *_taihulight_points(),
-    *[("taihulight:link_load_rows", dict(algorithm=algorithm, nodes=_THL_LINK_NODES, sharing=True,
-                                         links=taihulight.boundary_links(_THL_LINK_NODES)))
-      for algorithm in ("ring", "recursive_doubling")],
-    *[("costs:emulated_allreduce_costs", dict(link="tcp-10gbe", ranks=ranks, max_memory_bytes=APP_MEMORY_BYTES))
-      for ranks in (2, 4, 8, 16)],
-    ("ps_vs_ring:ps_vs_ring_scaling", dict(workers=[2, 4, 8, 16, 32], size=64 * 2**20, link="tcp-10gbe",
-                                           max_memory_bytes=APP_MEMORY_BYTES)),
+    *[
+        (
+            "taihulight:link_load_rows",
+            dict(
+                algorithm=algorithm,
+                nodes=_THL_LINK_NODES,
+                sharing=True,
+                links=taihulight.boundary_links(_THL_LINK_NODES),
+            ),
+        )
+        for algorithm in ("ring", "recursive_doubling")
+    ],
+    *[
+        ("costs:emulated_allreduce_costs", dict(link="tcp-10gbe", ranks=ranks, max_memory_bytes=APP_MEMORY_BYTES))
+        for ranks in (2, 4, 8, 16)
+    ],
+    (
+        "ps_vs_ring:ps_vs_ring_scaling",
+        dict(workers=[2, 4, 8, 16, 32], size=64 * 2**20, link="tcp-10gbe", max_memory_bytes=APP_MEMORY_BYTES),
+    ),
     ("compression:iteration_split", dict(method="topk", options={"ratio": 0.01}, workers=4)),
     *[("reproduce:run_claims", dict(names=[name], quick=True)) for name in reproduce.CLAIMS],
-    *[("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=m, chunks=2 if s.chunked else 1))
-      for name, s in SCHEDULES.items() for m in (4, 8, 12, 16)],
+    *[
+        ("pipeline:pipeline_schedule", dict(schedule=name, stages=4, micro_batches=m, chunks=2 if s.chunked else 1))
+        for name, s in SCHEDULES.items()
+        for m in (4, 8, 12, 16)
+    ],
     ("experts:alltoall_costs", dict(ranks=16, link="rdma-edr")),
     ("experts:expert_load", dict(ep=4, experts=8)),
-    ("experts:app_alltoall", dict(algorithm="pairwise", ranks=5, block_nbytes=2**12, link="rdma-edr",
-                                  max_memory_bytes=APP_MEMORY_BYTES)),
-    *[("training:app_record", dict(strategy=strategy, epochs=epochs, **(_TRAINING | options)))
-      for strategy, epochs, options in _TRAINING_RUNS],
+    (
+        "experts:app_alltoall",
+        dict(algorithm="pairwise", ranks=5, block_nbytes=2**12, link="rdma-edr", max_memory_bytes=APP_MEMORY_BYTES),
+    ),
+    *[
+        ("training:app_record", dict(strategy=strategy, epochs=epochs, **(_TRAINING | options)))
+        for strategy, epochs, options in _TRAINING_RUNS
+    ],
     ("memory:zero_memory_rows", dict(ranks=4)),
     ("memory:app_step", dict(strategy="zero3", ranks=4)),
 ]
@@ -212,8 +268,13 @@ def write(fresh: bool = False, path: Path = PATH) -> None:
     missing = [(name, kwargs) for name, kwargs in DEFAULTS if key_of(name, kwargs) not in kept]
     results = kept | compute(missing)
     wanted = {key_of(name, kwargs) for name, kwargs in DEFAULTS}
-    write_atomic(path, json.dumps({"version": VERSION, "results": {k: v for k, v in results.items() if k in wanted}},
-                                  separators=(",", ":")) + "\n")
+    write_atomic(
+        path,
+        json.dumps(
+            {"version": VERSION, "results": {k: v for k, v in results.items() if k in wanted}}, separators=(",", ":")
+        )
+        + "\n",
+    )
     _store.cache_clear()
 
 

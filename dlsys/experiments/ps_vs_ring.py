@@ -31,8 +31,14 @@ def ps_closed_form_s(workers: int, nbytes: float, link) -> float:
     return 2 * link.message_s(nbytes) + 2 * (workers - 1) * per_message_s
 
 
-def simulate_ps(workers: int = 8, size="64MiB", link="tcp-10gbe", node="laptop-cpu", seed: int = 0,
-                max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+def simulate_ps(
+    workers: int = 8,
+    size="64MiB",
+    link="tcp-10gbe",
+    node="laptop-cpu",
+    seed: int = 0,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+) -> dict:
     """One PS round with ``workers`` workers plus a server (rank 0), checked and timed.
 
     Record keys as ``simulate_collective`` where they apply, plus ``scheme`` and ``workers``.
@@ -46,19 +52,31 @@ def simulate_ps(workers: int = 8, size="64MiB", link="tcp-10gbe", node="laptop-c
     plan = plan_buffers(nbytes // 4, workers + 1, "float32", copies=4, max_memory_bytes=max_memory_bytes)
     count, link = plan.real_count, get_link(link)
     result = launch(_ps_program, workers + 1, "threads", link=link, node=node, seed=seed, args=(count, seed, plan))
-    want = np.mean([np.random.default_rng([seed, w]).standard_normal(count).astype(np.float32)
-                    for w in range(workers)], axis=0)
+    want = np.mean(
+        [np.random.default_rng([seed, w]).standard_normal(count).astype(np.float32) for w in range(workers)], axis=0
+    )
     if not all(np.allclose(v, want, rtol=1e-4, atol=1e-5) for v in result.values):
         raise AssertionError("parameter server: a worker got a wrong mean")
     t, closed = result.virtual_time_s, ps_closed_form_s(workers, nbytes, link)
-    return {"scheme": "parameter server", "workers": workers, "ranks": workers + 1, "nbytes": nbytes,
-            "link": link.name, "virtual_time_s": t, "closed_form_s": closed,
-            "relative_error": abs(t - closed) / closed, "bytes_sent_per_rank": result.trace.bytes_sent_per_rank(),
-            "wall_time_s": result.wall_time_s, "result": result, **plan_record(plan, max_memory_bytes)}
+    return {
+        "scheme": "parameter server",
+        "workers": workers,
+        "ranks": workers + 1,
+        "nbytes": nbytes,
+        "link": link.name,
+        "virtual_time_s": t,
+        "closed_form_s": closed,
+        "relative_error": abs(t - closed) / closed,
+        "bytes_sent_per_rank": result.trace.bytes_sent_per_rank(),
+        "wall_time_s": result.wall_time_s,
+        "result": result,
+        **plan_record(plan, max_memory_bytes),
+    }
 
 
-def ps_vs_ring(workers: int = 8, size="64MiB", link="tcp-10gbe",
-               max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> dict:
+def ps_vs_ring(
+    workers: int = 8, size="64MiB", link="tcp-10gbe", max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES
+) -> dict:
     """The same gradients averaged by a parameter server and by ring all-reduce (op mean).
 
     Returns {"parameter server": record, "ring all-reduce": record}; the two means agree.
@@ -69,8 +87,9 @@ def ps_vs_ring(workers: int = 8, size="64MiB", link="tcp-10gbe",
     return {"parameter server": ps, "ring all-reduce": ring}
 
 
-def ps_vs_ring_scaling(workers=(2, 4, 8, 16, 32), size="64MiB", link="tcp-10gbe",
-                       max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> list[dict]:
+def ps_vs_ring_scaling(
+    workers=(2, 4, 8, 16, 32), size="64MiB", link="tcp-10gbe", max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES
+) -> list[dict]:
     """Emulated and closed-form communication time of both schemes for each worker count,
     and the busiest rank's traffic (bytes sent + received): the server's link for PS."""
     rows = []
@@ -78,7 +97,15 @@ def ps_vs_ring_scaling(workers=(2, 4, 8, 16, 32), size="64MiB", link="tcp-10gbe"
         for name, rec in ps_vs_ring(w, size, link, max_memory_bytes).items():
             trace = rec["result"].trace
             traffic = [s + r for s, r in zip(trace.bytes_sent_per_rank(), trace.bytes_received_per_rank())]
-            rows.append({"scheme": name, "workers": w, "nbytes": rec["nbytes"], "link": rec["link"],
-                         "virtual_time_s": rec["virtual_time_s"], "closed_form_s": rec["closed_form_s"],
-                         "busiest_rank_bytes": max(traffic)})
+            rows.append(
+                {
+                    "scheme": name,
+                    "workers": w,
+                    "nbytes": rec["nbytes"],
+                    "link": rec["link"],
+                    "virtual_time_s": rec["virtual_time_s"],
+                    "closed_form_s": rec["closed_form_s"],
+                    "busiest_rank_bytes": max(traffic),
+                }
+            )
     return rows

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 from ..comm import Trace
 
+
 def without_values(record: dict) -> dict:
     """The record without the ranks' returned arrays (trace kept): small enough to cache."""
     result = record["result"]
     return {**record, "result": replace(result, values=[None] * result.world_size)}
-
 
 
 def with_trace(record: dict) -> dict:

@@ -17,13 +17,13 @@ import math
 from dataclasses import replace
 
 from .. import schedule
-from ..machine import profiles
 from ..checks import check_int
 from ..comm import SIGNAL, launch
+from ..machine import profiles
 from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node, parse_bandwidth
 from ..machine.topology import flat, placed
-from ..train import TrainConfig, build_model
 from ..schedule.policy import slice_count
+from ..train import TrainConfig, build_model
 from ..viz.units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
@@ -45,8 +45,15 @@ def parse_link(text) -> LinkModel:
     except ValueError as exc:
         raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth; {exc}") from None
     base = get_link("tcp-10gbe")
-    return LinkModel(f"{text}", base.latency_s, bandwidth_Bps, base.overhead_s, base.kernel_copies, base.copy_bandwidth_Bps,
-                     f"{text}: tcp-10gbe's latency and overheads at this bandwidth")
+    return LinkModel(
+        f"{text}",
+        base.latency_s,
+        bandwidth_Bps,
+        base.overhead_s,
+        base.kernel_copies,
+        base.copy_bandwidth_Bps,
+        f"{text}: tcp-10gbe's latency and overheads at this bandwidth",
+    )
 
 
 def layers(model: str, batch: int) -> tuple:
@@ -62,11 +69,23 @@ def layers(model: str, batch: int) -> tuple:
     return tuple(out)
 
 
-def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: int = 4, link="tcp-10gbe",
-                      node: str = "v100", scheme: str = "ps", servers: int = 1, batch: int = 32,
-                      iterations: int = 3, backend: str = "threads", options: dict | None = None,
-                      max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, colocated: bool = False,
-                      server_slice_s: float = 0.0, sharing: bool | None = None) -> dict:
+def simulate_schedule(
+    policy: str = "wfbp",
+    model: str = "resnet50",
+    workers: int = 4,
+    link="tcp-10gbe",
+    node: str = "v100",
+    scheme: str = "ps",
+    servers: int = 1,
+    batch: int = 32,
+    iterations: int = 3,
+    backend: str = "threads",
+    options: dict | None = None,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    colocated: bool = False,
+    server_slice_s: float = 0.0,
+    sharing: bool | None = None,
+) -> dict:
     """One policy on an emulated model: a tidy record with iteration_s (steady state: the
     last iteration), throughput (samples/s over all workers), compute_s, overlap (the share
     of worker 0's push time on the wire that its compute hides) and the LaunchResult.
@@ -77,8 +96,19 @@ def simulate_schedule(policy: str = "wfbp", model: str = "resnet50", workers: in
     links (the run's rule: an optimistic bound for co-located streams);
     ``server_slice_s``: a server's time per item besides the update
     (``schedule.MXNET_SERVER_SLICE_S``)."""
-    job = make_job(policy, model, workers, scheme, servers, batch, iterations, options, colocated=colocated,
-                   server_slice_s=server_slice_s, max_memory_bytes=max_memory_bytes)
+    job = make_job(
+        policy,
+        model,
+        workers,
+        scheme,
+        servers,
+        batch,
+        iterations,
+        options,
+        colocated=colocated,
+        server_slice_s=server_slice_s,
+        max_memory_bytes=max_memory_bytes,
+    )
     link = parse_link(link)
     network = placed(flat(link), job.machine_of)
     sharing = colocated if sharing is None else sharing
@@ -97,21 +127,50 @@ def shared_record(job: schedule.Job, network, node: str, batch: int, backend: st
     (it needs a trace). ``result`` is the longer run's LaunchResult."""
     ends, result = [], None
     for iterations in sorted({max(job.iterations - 1, 1), job.iterations}):
-        result = launch(schedule.program, job.ranks, backend, topology=network, node=node,
-                        args=(replace(job, iterations=iterations),), timeout_s=900, sharing=True, record=False)
+        result = launch(
+            schedule.program,
+            job.ranks,
+            backend,
+            topology=network,
+            node=node,
+            args=(replace(job, iterations=iterations),),
+            timeout_s=900,
+            sharing=True,
+            record=False,
+        )
         ends.append(result.clocks_s[job.rank_of("compute", 0)])
     iteration_s = ends[-1] - ends[0] if len(ends) > 1 else ends[-1]
     compute_s = sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers)
-    return {"policy": job.policy.name, "describe": job.policy.describe(), "scheme": job.scheme,
-            "workers": job.workers, "iteration_s": iteration_s, "compute_s": compute_s, "overlap": None,
-            "virtual_time_s": result.virtual_time_s, "throughput": job.workers * batch / iteration_s, "batch": batch,
-            "messages": None, "result": result}
+    return {
+        "policy": job.policy.name,
+        "describe": job.policy.describe(),
+        "scheme": job.scheme,
+        "workers": job.workers,
+        "iteration_s": iteration_s,
+        "compute_s": compute_s,
+        "overlap": None,
+        "virtual_time_s": result.virtual_time_s,
+        "throughput": job.workers * batch / iteration_s,
+        "batch": batch,
+        "messages": None,
+        "result": result,
+    }
 
 
-def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers: int = 1, batch: int = 32,
-             iterations: int = 3, options: dict | None = None, config: TrainConfig | None = None,
-             colocated: bool = False, server_slice_s: float = 0.0,
-             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> schedule.Job:
+def make_job(
+    policy: str,
+    model: str,
+    workers: int,
+    scheme: str = "ps",
+    servers: int = 1,
+    batch: int = 32,
+    iterations: int = 3,
+    options: dict | None = None,
+    config: TrainConfig | None = None,
+    colocated: bool = False,
+    server_slice_s: float = 0.0,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+) -> schedule.Job:
     """A checked Job (bad inputs fail here, before any rank starts, a run over the memory
     budget included: ``check_memory``)."""
     check_int("workers", workers, 1, 256)
@@ -125,18 +184,30 @@ def make_job(policy: str, model: str, workers: int, scheme: str = "ps", servers:
     if scheme == "allreduce" and policy == "odsgd":
         raise ValueError("policy: OD-SGD is a parameter-server method (its global update comes from the servers)")
     if colocated and (scheme != "ps" or servers != workers):
-        raise ValueError(f"colocated: servers on the workers' machines need the ps scheme and as many servers as "
-                         f"workers, got scheme {scheme!r}, {servers} servers, {workers} workers")
+        raise ValueError(
+            f"colocated: servers on the workers' machines need the ps scheme and as many servers as "
+            f"workers, got scheme {scheme!r}, {servers} servers, {workers} workers"
+        )
     if not 0 <= server_slice_s < math.inf:
         raise ValueError(f"server_slice_s: expected seconds >= 0, got {server_slice_s!r}")
     job_layers, made = layers(model, batch), schedule.make(policy, **(options or {}))
     check_memory(made, job_layers, scheme, workers, iterations, max_memory_bytes)
-    return schedule.Job(job_layers, made, scheme, workers, servers if scheme == "ps" else 0, iterations, config,
-                        colocated, server_slice_s)
+    return schedule.Job(
+        job_layers,
+        made,
+        scheme,
+        workers,
+        servers if scheme == "ps" else 0,
+        iterations,
+        config,
+        colocated,
+        server_slice_s,
+    )
 
 
-def check_memory(policy: schedule.Policy, job_layers, scheme: str, workers: int, iterations: int,
-                 max_memory_bytes: int) -> None:
+def check_memory(
+    policy: schedule.Policy, job_layers, scheme: str, workers: int, iterations: int, max_memory_bytes: int
+) -> None:
     """A ValueError if the run would hold more than ``max_memory_bytes``: items x messages per
     item (ps: a push and a pull per worker; allreduce: a ring's 2(p-1) per worker) x iterations
     x ``MESSAGE_BYTES``. It names what fits: the smallest item size (``policy.cut``), the most
@@ -152,16 +223,21 @@ def check_memory(policy: schedule.Policy, job_layers, scheme: str, workers: int,
         if slice_count(job_layers, high) * per_item * iterations <= most_messages:
             while low < high:  # the item count falls as the item size grows: bisect for the smallest that fits
                 mid = (low + high) // 2
-                low, high = (low, mid) if slice_count(job_layers, mid) * per_item * iterations <= most_messages \
+                low, high = (
+                    (low, mid)
+                    if slice_count(job_layers, mid) * per_item * iterations <= most_messages
                     else (mid + 1, high)
+                )
             fits.append(f"{policy.cut} >= {low:,}")
     if most_messages // (items * per_item) >= 1:
         fits.append(f"iterations <= {most_messages // (items * per_item):,}")
-    raise ValueError(f"{policy.describe()}: {items:,} items x {per_item:,} messages x {iterations:,} iterations "
-                     f"= {items * per_item * iterations:,} messages, about "
-                     f"{format_bytes(items * per_item * iterations * MESSAGE_BYTES)} at {MESSAGE_BYTES:,} bytes "
-                     f"each, over the {format_bytes(max_memory_bytes)} memory budget; "
-                     f"{' or '.join(fits) or 'fewer workers'} fits")
+    raise ValueError(
+        f"{policy.describe()}: {items:,} items x {per_item:,} messages x {iterations:,} iterations "
+        f"= {items * per_item * iterations:,} messages, about "
+        f"{format_bytes(items * per_item * iterations * MESSAGE_BYTES)} at {MESSAGE_BYTES:,} bytes "
+        f"each, over the {format_bytes(max_memory_bytes)} memory budget; "
+        f"{' or '.join(fits) or 'fewer workers'} fits"
+    )
 
 
 def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
@@ -170,12 +246,21 @@ def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
     iteration_s = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
     node = result.nodes[compute_rank]
     compute_s = sum(3 * node.compute_s(layer.flops) for layer in job.layers)
-    return {"policy": job.policy.name, "describe": job.policy.describe(), "scheme": job.scheme,
-            "workers": job.workers, "iteration_s": iteration_s, "compute_s": compute_s,
-            "overlap": overlap(job, result), "virtual_time_s": result.virtual_time_s,
-            "throughput": job.workers * batch / iteration_s, "batch": batch,
-            "messages": sum(m.phase != SIGNAL for m in result.trace.messages),
-            "result": result, **extra}
+    return {
+        "policy": job.policy.name,
+        "describe": job.policy.describe(),
+        "scheme": job.scheme,
+        "workers": job.workers,
+        "iteration_s": iteration_s,
+        "compute_s": compute_s,
+        "overlap": overlap(job, result),
+        "virtual_time_s": result.virtual_time_s,
+        "throughput": job.workers * batch / iteration_s,
+        "batch": batch,
+        "messages": sum(m.phase != SIGNAL for m in result.trace.messages),
+        "result": result,
+        **extra,
+    }
 
 
 def overlap(job: schedule.Job, result) -> float:
@@ -188,8 +273,11 @@ def overlap(job: schedule.Job, result) -> float:
     since = ends[-2] if len(ends) > 1 else 0.0
     busy: list[list[float]] = []
     wire_s = result.network.link_between
-    for start, end in sorted((m.depart_s, m.depart_s + wire_s(m.src, m.dst).wire_s(m.nbytes)) for m in result.trace.messages
-                             if m.src == sender and m.phase != SIGNAL and m.depart_s >= since):
+    for start, end in sorted(
+        (m.depart_s, m.depart_s + wire_s(m.src, m.dst).wire_s(m.nbytes))
+        for m in result.trace.messages
+        if m.src == sender and m.phase != SIGNAL and m.depart_s >= since
+    ):
         if busy and start <= busy[-1][1]:
             busy[-1][1] = max(busy[-1][1], end)
         else:
@@ -209,23 +297,46 @@ def _overlap_s(busy: list, computing: list) -> float:
     starts, ends = [c for c, _ in computing], [d for _, d in computing]
     if any(ends[i] > starts[i + 1] for i in range(len(computing) - 1)):
         return sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy for c, d in computing)
-    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy
-               for c, d in computing[bisect.bisect_left(ends, a):bisect.bisect_right(starts, b)])
+    return sum(
+        max(0.0, min(b, d) - max(a, c))
+        for a, b in busy
+        for c, d in computing[bisect.bisect_left(ends, a) : bisect.bisect_right(starts, b)]
+    )
 
 
-def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: str = "v100", scheme: str = "ps",
-                    servers: int | None = None, options: dict | None = None, colocated: bool = False,
-                    server_slice_s: float = 0.0) -> list[dict]:
+def bandwidth_sweep(
+    model: str,
+    links,
+    policies=None,
+    workers: int = 4,
+    node: str = "v100",
+    scheme: str = "ps",
+    servers: int | None = None,
+    options: dict | None = None,
+    colocated: bool = False,
+    server_slice_s: float = 0.0,
+) -> list[dict]:
     """Iteration time of every policy at every link (preset or bandwidth); ``servers``
     defaults to one per worker; ``options`` maps a policy to its options."""
     rows = []
     policies = policies or [p for p in schedule.POLICIES if scheme == "ps" or p != "odsgd"]
     for link in links:
         for policy in policies:
-            record = simulate_schedule(policy, model, workers, link, node, scheme, servers or workers,
-                                       options=(options or {}).get(policy), colocated=colocated,
-                                       server_slice_s=server_slice_s)
-            rows.append({k: v for k, v in record.items() if k != "result"} | {"bandwidth_Bps": parse_link(link).bandwidth_Bps})
+            record = simulate_schedule(
+                policy,
+                model,
+                workers,
+                link,
+                node,
+                scheme,
+                servers or workers,
+                options=(options or {}).get(policy),
+                colocated=colocated,
+                server_slice_s=server_slice_s,
+            )
+            rows.append(
+                {k: v for k, v in record.items() if k != "result"} | {"bandwidth_Bps": parse_link(link).bandwidth_Bps}
+            )
     return rows
 
 
@@ -238,8 +349,9 @@ def bandwidth_sweep(model: str, links, policies=None, workers: int = 4, node: st
 P3_PAPER_MAX_GAIN = {"resnet50": 0.25, "vgg19": 0.66}
 
 
-def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", iterations: int = 3,
-                    sharing: bool = True) -> list[dict]:
+def p3_reproduction(
+    model: str, links, workers: int = 4, node: str = "v100", iterations: int = 3, sharing: bool = True
+) -> list[dict]:
     """P3 as its paper ran it: ``p3`` against MXNet's KVStore (``mxnet``), servers
     co-located with the workers, MXNet's per-slice server cost; one row per link with both
     iteration times, P3's ``gain`` (MXNet's time over P3's, less 1; the throughput gain)
@@ -250,24 +362,45 @@ def p3_reproduction(model: str, links, workers: int = 4, node: str = "v100", ite
     rows = []
     params = sum(layer.params for layer in layers(model, 1))
     for link in links:
-        times = {policy: simulate_schedule(policy, model, workers, link, node, "ps", workers, iterations=iterations,
-                                           colocated=True, server_slice_s=schedule.MXNET_SERVER_SLICE_S,
-                                           sharing=sharing)
-                 for policy in ("mxnet", "p3")}
+        times = {
+            policy: simulate_schedule(
+                policy,
+                model,
+                workers,
+                link,
+                node,
+                "ps",
+                workers,
+                iterations=iterations,
+                colocated=True,
+                server_slice_s=schedule.MXNET_SERVER_SLICE_S,
+                sharing=sharing,
+            )
+            for policy in ("mxnet", "p3")
+        }
         bandwidth_Bps = parse_link(link).bandwidth_Bps
         bound_s = 2 * (workers - 1) / workers * 4 * params / bandwidth_Bps
-        rows.append({"model": model, "link": times["p3"]["link"], "bandwidth_Bps": bandwidth_Bps, "sharing": sharing,
-                     "mxnet_s": times["mxnet"]["iteration_s"], "p3_s": times["p3"]["iteration_s"],
-                     "compute_s": times["p3"]["compute_s"],
-                     "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
-                     "bound_s": bound_s,
-                     "ceiling_gain": times["mxnet"]["iteration_s"] / max(times["p3"]["compute_s"], bound_s) - 1,
-                     "paper_max_gain": P3_PAPER_MAX_GAIN.get(model)})
+        rows.append(
+            {
+                "model": model,
+                "link": times["p3"]["link"],
+                "bandwidth_Bps": bandwidth_Bps,
+                "sharing": sharing,
+                "mxnet_s": times["mxnet"]["iteration_s"],
+                "p3_s": times["p3"]["iteration_s"],
+                "compute_s": times["p3"]["compute_s"],
+                "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
+                "bound_s": bound_s,
+                "ceiling_gain": times["mxnet"]["iteration_s"] / max(times["p3"]["compute_s"], bound_s) - 1,
+                "paper_max_gain": P3_PAPER_MAX_GAIN.get(model),
+            }
+        )
     return rows
 
 
-def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iterations: int = 3,
-               sharing: bool = True) -> list[dict]:
+def p3_anatomy(
+    model: str, link, workers: int = 4, node: str = "v100", iterations: int = 3, sharing: bool = True
+) -> list[dict]:
     """Where an iteration of MXNet and of P3 (as ``p3_reproduction`` runs them) goes, from
     a recorded run or shared replay: one row per policy with worker 0's ``iteration_s``
     (from the end of one backward to the end of the next), ``compute_s``, ``first_wait_s``
@@ -283,19 +416,42 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
     link = parse_link(link)
     rows = []
     for policy in ("mxnet", "p3"):
-        job = make_job(policy, model, workers, "ps", workers, 32, iterations, colocated=True,
-                       server_slice_s=schedule.MXNET_SERVER_SLICE_S)
+        job = make_job(
+            policy,
+            model,
+            workers,
+            "ps",
+            workers,
+            32,
+            iterations,
+            colocated=True,
+            server_slice_s=schedule.MXNET_SERVER_SLICE_S,
+        )
         network = placed(flat(link), job.machine_of)
-        result = launch(schedule.program, job.ranks, "threads", topology=network, node=node, args=(job,),
-                        timeout_s=900, sharing=sharing)
+        result = launch(
+            schedule.program,
+            job.ranks,
+            "threads",
+            topology=network,
+            node=node,
+            args=(job,),
+            timeout_s=900,
+            sharing=sharing,
+        )
         compute = job.rank_of("compute", 0)
         spans = [s for s in result.trace.spans if s.rank == compute]
-        ends = [s.end_s for s, after in zip(spans, spans[1:] + [None]) if s.kind == "compute"
-                and s.label.startswith("backward") and (after is None or not after.label.startswith("backward"))]
+        ends = [
+            s.end_s
+            for s, after in zip(spans, spans[1:] + [None])
+            if s.kind == "compute"
+            and s.label.startswith("backward")
+            and (after is None or not after.label.startswith("backward"))
+        ]
         since, until = ends[-2], ends[-1]
         first_forward = min(s.start_s for s in spans if s.kind == "compute" and s.start_s >= since)
-        first = min(item.index for item in job.items if item.layers == (min(i for i, l in enumerate(job.layers)
-                                                                            if l.params),))
+        first = min(
+            item.index for item in job.items if item.layers == (min(i for i, l in enumerate(job.layers) if l.params),)
+        )
         server, tag = job.server_of[first], f"[item {first}]"
         sent: dict[tuple[int, int], list] = {}  # (src, dst) -> that item's messages, one an iteration
         for m in sorted(result.trace.messages, key=lambda m: m.depart_s):
@@ -307,38 +463,70 @@ def p3_anatomy(model: str, link, workers: int = 4, node: str = "v100", iteration
         reply = min(m[it].depart_s for (src, dst), m in sent.items() if src == server)
         # the server's waits, while that item's pushes are in, for a push it takes first:
         # in the shared replay, one the run saw arrive first (its recv_any order, kept)
-        kept = sum(min(span.end_s, reply) - max(span.start_s, pushes_in) for span in result.trace.spans
-                   if span.rank == server and span.kind == "wait" and span.label.startswith("push")
-                   and span.end_s > pushes_in and span.start_s < reply)
+        kept = sum(
+            min(span.end_s, reply) - max(span.start_s, pushes_in)
+            for span in result.trace.spans
+            if span.rank == server
+            and span.kind == "wait"
+            and span.label.startswith("push")
+            and span.end_s > pushes_in
+            and span.start_s < reply
+        )
         busy = None
         if result.segments is not None:
             egress = network.fabric(job.ranks).route(job.rank_of("sender", 0), 1)[0]  # to server 1's machine
-            busy = sum(rate * max(0.0, min(b, until) - max(a, since)) for route, a, b, rate in result.segments
-                       if egress in route) / (link.bandwidth_Bps * (until - since))
-        rows.append({"model": model, "link": link.name, "policy": policy, "sharing": sharing,
-                     "iteration_s": until - since,
-                     "compute_s": sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers),
-                     "first_wait_s": first_forward - since, "posted_s": posted - since, "pushes_in_s": pushes_in - since,
-                     "reply_s": reply - since, "held_s": reply - pushes_in, "kept_wait_s": kept, "egress_busy": busy})
+            busy = sum(
+                rate * max(0.0, min(b, until) - max(a, since))
+                for route, a, b, rate in result.segments
+                if egress in route
+            ) / (link.bandwidth_Bps * (until - since))
+        rows.append(
+            {
+                "model": model,
+                "link": link.name,
+                "policy": policy,
+                "sharing": sharing,
+                "iteration_s": until - since,
+                "compute_s": sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers),
+                "first_wait_s": first_forward - since,
+                "posted_s": posted - since,
+                "pushes_in_s": pushes_in - since,
+                "reply_s": reply - since,
+                "held_s": reply - pushes_in,
+                "kept_wait_s": kept,
+                "egress_busy": busy,
+            }
+        )
     return rows
 
 
-def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), workers: int = 2,
-                   scheme: str = "ps", link="tcp-10gbe", node: str = "laptop-cpu", backend: str = "threads",
-                   options: dict | None = None) -> dict:
+def train_schedule(
+    policy: str,
+    config: TrainConfig = TrainConfig(epochs=1),
+    workers: int = 2,
+    scheme: str = "ps",
+    link="tcp-10gbe",
+    node: str = "laptop-cpu",
+    backend: str = "threads",
+    options: dict | None = None,
+) -> dict:
     """Real digits training under a policy: the numbers are the unscheduled run's (the
     parameter server's BSP rounds), only the time changes."""
-    job = make_job(policy, "digits", workers, scheme, 1, config.batch_size, schedule.steps_of(config, workers),
-                   options, config)
+    job = make_job(
+        policy, "digits", workers, scheme, 1, config.batch_size, schedule.steps_of(config, workers), options, config
+    )
     link = parse_link(link)
-    result = launch(schedule.program, job.ranks, backend, link=link, node=node, seed=config.seed, args=(job,),
-                    timeout_s=900)
+    result = launch(
+        schedule.program, job.ranks, backend, link=link, node=node, seed=config.seed, args=(job,), timeout_s=900
+    )
     record = summarize(job, result, config.batch_size, link=link.name)
     worker0 = result.values[job.rank_of("compute", 0)]
-    record.update(params=worker0["params"], test_accuracy=worker0["test_accuracy"],
-                  losses=[loss for v in result.values for loss in v.get("losses", [])])
+    record.update(
+        params=worker0["params"],
+        test_accuracy=worker0["test_accuracy"],
+        losses=[loss for v in result.values for loss in v.get("losses", [])],
+    )
     return record
-
 
 
 # --- what the app page and lesson 10 draw -------------------------------------------------
@@ -349,9 +537,11 @@ def train_schedule(policy: str, config: TrainConfig = TrainConfig(epochs=1), wor
 SHOWN_POLICIES = ("fifo", "wfbp", "p3", "bytescheduler", "fusion")
 BANDWIDTHS = ("1Gbps", "3Gbps", "10Gbps", "25Gbps", "100Gbps")
 WORKER_COUNTS = range(1, 9)  # the app's workers slider
-SWEEPS = {"slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000, 25_000_000),
-          "credit_bytes": (4e6, 8e6, 16e6, 32e6, 64e6, 256e6),
-          "bucket_mb": (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)}
+SWEEPS = {
+    "slice_params": (20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000, 25_000_000),
+    "credit_bytes": (4e6, 8e6, 16e6, 32e6, 64e6, 256e6),
+    "bucket_mb": (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0),
+}
 # the option each trade-off sweeps -> the policy it belongs to (the policies' swept Options)
 KNOBS = {name: policy for name, (policy, option) in schedule.OPTIONS.items() if option.swept}
 
@@ -369,8 +559,16 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
     bars = []
     for s in result.trace.spans:
         if s.rank == compute and (s.kind == "compute" or s.label.startswith("wait for ")):
-            bars.append({"lane": "compute", "start_s": s.start_s, "end_s": s.end_s, "kind": s.label.split()[0],
-                         "layer": index[s.label.rsplit(" ", 1)[1]], "label": s.label})
+            bars.append(
+                {
+                    "lane": "compute",
+                    "start_s": s.start_s,
+                    "end_s": s.end_s,
+                    "kind": s.label.split()[0],
+                    "layer": index[s.label.rsplit(" ", 1)[1]],
+                    "label": s.label,
+                }
+            )
     sender = job.rank_of("sender" if job.scheme == "ps" else "comm", worker)
     receiver = job.rank_of("receiver", worker) if job.scheme == "ps" else None
     for m in result.trace.messages:
@@ -380,14 +578,30 @@ def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
         layer = min(items[int(item)].layers) if item.isdigit() else -1
         wire_s = result.network.link_between(m.src, m.dst).wire_s(m.nbytes)
         start_s, lane = (m.depart_s, "push") if m.src == sender else (m.arrive_s - wire_s, "pull")
-        bars.append({"lane": lane, "start_s": start_s, "end_s": start_s + wire_s, "kind": lane, "layer": layer,
-                     "label": m.label})
+        bars.append(
+            {
+                "lane": lane,
+                "start_s": start_s,
+                "end_s": start_s + wire_s,
+                "kind": lane,
+                "layer": layer,
+                "label": m.label,
+            }
+        )
     return bars
 
 
-def compare_policies(policies, model: str = "resnet50", workers: int = 2, link="10Gbps", node: str = "v100",
-                     servers: int | None = None, batch: int = 32, iterations: int = 3,
-                     options: dict | None = None) -> list[dict]:
+def compare_policies(
+    policies,
+    model: str = "resnet50",
+    workers: int = 2,
+    link="10Gbps",
+    node: str = "v100",
+    servers: int | None = None,
+    batch: int = 32,
+    iterations: int = 3,
+    options: dict | None = None,
+) -> list[dict]:
     """Every policy on the same model and cluster (parameter server, ``servers`` defaulting
     to one per worker): each record without its LaunchResult, plus worker 0's ``lanes``,
     the ``layers``' names (forward order), ``items`` per iteration and ``end_s`` (the run's
@@ -396,18 +610,36 @@ def compare_policies(policies, model: str = "resnet50", workers: int = 2, link="
     for policy in policies:
         opts = (options or {}).get(policy)
         job = make_job(policy, model, workers, "ps", servers or workers, batch, iterations, opts)
-        record = simulate_schedule(policy, model, workers, link, node, "ps", servers or workers, batch, iterations,
-                                   options=opts)
+        record = simulate_schedule(
+            policy, model, workers, link, node, "ps", servers or workers, batch, iterations, options=opts
+        )
         result = record.pop("result")
-        records.append(record | {"model": model, "iterations": iterations, "lanes": lanes(job, result),
-                                 "end_s": result.virtual_time_s,
-                                 "layers": [layer.name for layer in job.layers],
-                                 "items": len(job.items)})
+        records.append(
+            record
+            | {
+                "model": model,
+                "iterations": iterations,
+                "lanes": lanes(job, result),
+                "end_s": result.virtual_time_s,
+                "layers": [layer.name for layer in job.layers],
+                "items": len(job.items),
+            }
+        )
     return records
 
 
-def option_sweep(option: str, values, model: str = "resnet50", workers: int = 2, link="10Gbps", node: str = "v100",
-                 servers: int | None = None, batch: int = 32, iterations: int = 3, options: dict | None = None) -> list[dict]:
+def option_sweep(
+    option: str,
+    values,
+    model: str = "resnet50",
+    workers: int = 2,
+    link="10Gbps",
+    node: str = "v100",
+    servers: int | None = None,
+    batch: int = 32,
+    iterations: int = 3,
+    options: dict | None = None,
+) -> list[dict]:
     """The trade-off of one option (``KNOBS``: slice size, partition size, credit, bucket
     size) of its policy: iteration time, overlap and items per iteration at each value,
     the policy's other options from ``options``. Smaller items preempt sooner and overlap
@@ -418,10 +650,13 @@ def option_sweep(option: str, values, model: str = "resnet50", workers: int = 2,
     for value in values:
         opts = (options or {}) | {option: value}
         job = make_job(policy, model, workers, "ps", servers or workers, batch, iterations, opts)
-        record = simulate_schedule(policy, model, workers, link, node, "ps", servers or workers, batch, iterations,
-                                   options=opts)
-        rows.append({k: v for k, v in record.items() if k != "result"}
-                    | {"option": option, "value": value, "model": model, "items": len(job.items)})
+        record = simulate_schedule(
+            policy, model, workers, link, node, "ps", servers or workers, batch, iterations, options=opts
+        )
+        rows.append(
+            {k: v for k, v in record.items() if k != "result"}
+            | {"option": option, "value": value, "model": model, "items": len(job.items)}
+        )
     return rows
 
 
@@ -432,5 +667,8 @@ def widest_gap(rows: list[dict]) -> dict:
     for row in rows:
         by_link.setdefault(row["bandwidth_Bps"], []).append(row)
     mine = max(by_link.values(), key=lambda rs: max(r["iteration_s"] for r in rs) / min(r["iteration_s"] for r in rs))
-    return {"bandwidth_Bps": mine[0]["bandwidth_Bps"], "fastest": min(mine, key=lambda r: r["iteration_s"]),
-            "slowest": max(mine, key=lambda r: r["iteration_s"])}
+    return {
+        "bandwidth_Bps": mine[0]["bandwidth_Bps"],
+        "fastest": min(mine, key=lambda r: r["iteration_s"]),
+        "slowest": max(mine, key=lambda r: r["iteration_s"]),
+    }

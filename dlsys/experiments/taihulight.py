@@ -22,7 +22,6 @@ import math
 from dataclasses import replace
 
 from .. import collectives
-from ..train.caffe import DESIGNS, MPI_DESIGNS, design_program, real_sizes
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
 from ..comm.replay import link_load
@@ -30,16 +29,17 @@ from ..machine.net import get_node
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library
 from ..machine.profiles import profile
 from ..machine.topology import get_network
+from ..train.caffe import DESIGNS, MPI_DESIGNS, design_program, real_sizes
 from .collectives import simulate_collective
 
 MODELS = ("alexnet", "googlenet", "resnet50")
 NODE = "sw26010"
-LINK = "sw26010"           # the TaihuLight's link (dlsys.machine.net): a flat topology's, and inside a supernode
-BATCH = 64                 # images per node and iteration (a teaching default; the paper tunes it per model)
+LINK = "sw26010"  # the TaihuLight's link (dlsys.machine.net): a flat topology's, and inside a supernode
+BATCH = 64  # images per node and iteration (a teaching default; the paper tunes it per model)
 SWEEP_NODES = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512: the paper's range
 DEFAULT_LARGEST_NODES = 64  # the app's sweeps run up to this by default
 PAPER_MESSAGE_BYTES = 60_970_000  # the 60.97 MB message of the paper's figs 7-8 (AlexNet's gradient, about)
-COPIES = 6                 # real buffers per rank: W, its diff, the packed copy, the ring's result and blocks
+COPIES = 6  # real buffers per rank: W, its diff, the packed copy, the ring's result and blocks
 LIBRARY = "taihulight-mpi"  # the MPI the paper measured (dlsys.machine.netstack.LIBRARIES)
 # The values are stand-ins (dlsys.train.caffe), so a small budget loses nothing and keeps a
 # 512-node iteration to a few seconds: the real arrays are what numpy spends time on.
@@ -73,8 +73,9 @@ def check_case(model: str, design: str, nodes: int, topology, library: str = LIB
             lib.rooted_algorithm(collective)
     get_network(topology, LINK, "topology").check_nodes(nodes)
     if nodes > MAX_THREAD_RANKS:
-        raise ValueError(f"nodes must be an integer in 1..{MAX_THREAD_RANKS} (the ranks one machine emulates), "
-                         f"got {nodes}")
+        raise ValueError(
+            f"nodes must be an integer in 1..{MAX_THREAD_RANKS} (the ranks one machine emulates), got {nodes}"
+        )
 
 
 def memory_scale(model: str, nodes: int, max_memory_bytes: int = MAX_MEMORY_BYTES) -> int:
@@ -178,8 +179,9 @@ def binomial_tree(p: int, v: int, up: bool) -> list[tuple]:
     return ops
 
 
-def ps_mpi_rank0_s(p: int, sizes: list, forward_s: list, backward_s: list, link, copy_s: float, update_s: float,
-                   aggregate: str) -> float:
+def ps_mpi_rank0_s(
+    p: int, sizes: list, forward_s: list, backward_s: list, link, copy_s: float, update_s: float, aggregate: str
+) -> float:
     """Rank 0's clock at the end of an MPI-built PS iteration (dlsys.train.caffe.ps_mpi_iteration
     with binomial trees, the TaihuLight MPI's): ``replay`` of its rank programs,
 
@@ -200,8 +202,10 @@ def ps_mpi_rank0_s(p: int, sizes: list, forward_s: list, backward_s: list, link,
         ops += [("compute", (copy_s if v else 0.0) + sum(forward_s))]
         for j in reversed(range(len(sizes))):
             ops.append(("compute", backward_s[j]))
-            ops += [(kind, peer, sizes[j] * (blocks if aggregate == "gather" else 1))
-                    for kind, peer, blocks in binomial_tree(p, v, up=True)]
+            ops += [
+                (kind, peer, sizes[j] * (blocks if aggregate == "gather" else 1))
+                for kind, peer, blocks in binomial_tree(p, v, up=True)
+            ]
         programs.append(ops + ([("compute", update_s)] if v == 0 else []))
     return replay(programs, link)[0]
 
@@ -216,11 +220,21 @@ def ring_shares_no_link(network, nodes: int) -> bool:
     routes = [fabric.route(r, (r + 1) % nodes) for r in range(nodes) if nodes > 1]
     used = [link for route in routes for link in route]
     return len(used) == len(set(used)) and all(
-        fabric.links[link].capacity_Bps >= network.link.bandwidth_Bps for link in used)
+        fabric.links[link].capacity_Bps >= network.link.bandwidth_Bps for link in used
+    )
 
 
-def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool = True, batch: int = BATCH,
-                         topology="taihulight", scale: int = 1, node=NODE, sharing: bool = False) -> dict:
+def design_closed_form_s(
+    design: str,
+    model: str,
+    nodes: int,
+    contiguous: bool = True,
+    batch: int = BATCH,
+    topology="taihulight",
+    scale: int = 1,
+    node=NODE,
+    sharing: bool = False,
+) -> dict:
     """The design's time from the alpha-beta model, split as ``run_design`` splits it.
 
     ring: compute + packing copies (scattered: 2 x 2n / memory bandwidth) + the ring's
@@ -242,25 +256,41 @@ def design_closed_form_s(design: str, model: str, nodes: int, contiguous: bool =
     copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
     packing = 2 * copy if design == "ring" else copy  # a PS: rank 0 packs W; its workers unpack it
     if sharing:
-        comm = (collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
-                if design == "ring" and ring_shares_no_link(network, nodes) else None)
+        comm = (
+            collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
+            if design == "ring" and ring_shares_no_link(network, nodes)
+            else None
+        )
     elif not network.is_flat_for(nodes):  # messages cross the upper level: no closed form
         comm = None
     elif design == "ring":
         comm = collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
     elif design == "ps":
-        comm = (ps_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update)
-                - compute - packing - update)
+        comm = ps_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update) - compute - packing - update
     else:
-        comm = (ps_mpi_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update, design.removeprefix("ps-"))
-                - compute - packing - update)
+        comm = (
+            ps_mpi_rank0_s(nodes, sizes, forward_s, backward_s, network.link, copy, update, design.removeprefix("ps-"))
+            - compute
+            - packing
+            - update
+        )
     return {"compute_s": compute, "pack_s": packing, "update_s": update, "communication_s": comm}
 
 
-def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, contiguous: bool = True,
-               topology="taihulight", batch: int = BATCH, seed: int = 0, record: bool = False,
-               max_memory_bytes: int = MAX_MEMORY_BYTES, library: str = LIBRARY, node=NODE,
-               sharing: bool = False) -> dict:
+def run_design(
+    model: str = "alexnet",
+    design: str = "ring",
+    nodes: int = 8,
+    contiguous: bool = True,
+    topology="taihulight",
+    batch: int = BATCH,
+    seed: int = 0,
+    record: bool = False,
+    max_memory_bytes: int = MAX_MEMORY_BYTES,
+    library: str = LIBRARY,
+    node=NODE,
+    sharing: bool = False,
+) -> dict:
     """One iteration of ``design`` on ``nodes`` nodes (``node``: a preset or NodeModel, the
     SW26010 by default) of ``topology`` (any network ``get_network`` takes); the MPI designs
     use ``library``'s collectives; ``sharing``: messages share the fabric's links (module
@@ -276,38 +306,79 @@ def run_design(model: str = "alexnet", design: str = "ring", nodes: int = 8, con
     check_int("batch", batch, 1)
     scale = memory_scale(model, nodes, max_memory_bytes)
     layers = profile(model)
-    result = launch(design_program, nodes, "threads", node=node, topology=network,
-                    seed=seed, record=record, args=(design, layers, scale, contiguous, batch, seed, library),
-                    sharing=sharing)
+    result = launch(
+        design_program,
+        nodes,
+        "threads",
+        node=node,
+        topology=network,
+        seed=seed,
+        record=record,
+        args=(design, layers, scale, contiguous, batch, seed, library),
+        sharing=sharing,
+    )
     account = result.values[0]
     iteration = result.virtual_time_s
     parts = {k: account[k] for k in ("compute_s", "pack_s", "update_s")}
     closed = design_closed_form_s(design, model, nodes, contiguous, batch, network, scale, node, sharing)
     closed_total = None if closed["communication_s"] is None else sum(closed.values())
-    return {"model": model, "design": design, "nodes": nodes, "layout": "contiguous" if contiguous else "scattered",
-            "topology": network.name, "sharing": sharing, "batch": batch,
-            "library": library if design in MPI_DESIGNS else None, **parts,
-            "communication_s": iteration - sum(parts.values()), "iteration_s": iteration,
-            "closed_communication_s": closed["communication_s"], "closed_iteration_s": closed_total,
-            "gradient_nbytes": sum(real_sizes(layers, scale)) * scale * 4,
-            "layers": len(layers), "scale": scale, "weights": account["weights"],
-            "wall_time_s": result.wall_time_s, "result": result}
+    return {
+        "model": model,
+        "design": design,
+        "nodes": nodes,
+        "layout": "contiguous" if contiguous else "scattered",
+        "topology": network.name,
+        "sharing": sharing,
+        "batch": batch,
+        "library": library if design in MPI_DESIGNS else None,
+        **parts,
+        "communication_s": iteration - sum(parts.values()),
+        "iteration_s": iteration,
+        "closed_communication_s": closed["communication_s"],
+        "closed_iteration_s": closed_total,
+        "gradient_nbytes": sum(real_sizes(layers, scale)) * scale * 4,
+        "layers": len(layers),
+        "scale": scale,
+        "weights": account["weights"],
+        "wall_time_s": result.wall_time_s,
+        "result": result,
+    }
 
 
-def sweep(model: str = "alexnet", design: str = "ring", nodes=SWEEP_NODES, contiguous: bool = True,
-          topology="taihulight", batch: int = BATCH, library: str = LIBRARY, node=NODE,
-          sharing: bool = False) -> list[dict]:
+def sweep(
+    model: str = "alexnet",
+    design: str = "ring",
+    nodes=SWEEP_NODES,
+    contiguous: bool = True,
+    topology="taihulight",
+    batch: int = BATCH,
+    library: str = LIBRARY,
+    node=NODE,
+    sharing: bool = False,
+) -> list[dict]:
     """``run_design`` for every node count, without traces or weights (one row each)."""
     network = get_network(topology, LINK, "topology")
     for n in nodes:
         check_case(model, design, n, network, library, sharing)
-    return [{k: v for k, v in run_design(model, design, n, contiguous, network, batch, library=library,
-                                         node=node, sharing=sharing).items()
-             if k not in ("result", "weights")} for n in nodes]
+    return [
+        {
+            k: v
+            for k, v in run_design(
+                model, design, n, contiguous, network, batch, library=library, node=node, sharing=sharing
+            ).items()
+            if k not in ("result", "weights")
+        }
+        for n in nodes
+    ]
 
 
-def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taihulight",
-                library: str = LIBRARY, sharing: bool = False) -> list[dict]:
+def ring_vs_mpi(
+    nbytes=(PAPER_MESSAGE_BYTES,),
+    nodes=SWEEP_NODES,
+    topology="taihulight",
+    library: str = LIBRARY,
+    sharing: bool = False,
+) -> list[dict]:
     """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce as ``library`` runs
     it (``Library.algorithm``: its choice by message size and node count) for each message
     size and node count, emulated on ``topology`` (any network ``get_network`` takes), with
@@ -326,16 +397,35 @@ def ring_vs_mpi(nbytes=(PAPER_MESSAGE_BYTES,), nodes=SWEEP_NODES, topology="taih
         size = -(-size // unit) * unit
         for p in nodes:
             for who, algorithm in (("ring", "ring"), ("MPI_Allreduce", lib.algorithm(size, p))):
-                rec = simulate_collective("allreduce", algorithm, p, size, record=False, topology=network,
-                                          max_memory_bytes=MAX_MEMORY_BYTES, sharing=sharing)
+                rec = simulate_collective(
+                    "allreduce",
+                    algorithm,
+                    p,
+                    size,
+                    record=False,
+                    topology=network,
+                    max_memory_bytes=MAX_MEMORY_BYTES,
+                    sharing=sharing,
+                )
                 closed = rec["closed_form_s"]
                 if closed is None and sharing and algorithm == "ring" and ring_shares_no_link(network, p):
                     closed = collectives.closed_form("allreduce", "ring", p, size, network.link, itemsize=4)
                 elif closed is None and sharing and algorithm == "recursive_doubling" and p & (p - 1) == 0:
                     closed = recursive_doubling_form_s(p, size, network)
-                rows.append({"library": who, "preset": library, "algorithm": algorithm, "nodes": p, "nbytes": size,
-                             "topology": network.name, "sharing": sharing, "virtual_time_s": rec["virtual_time_s"],
-                             "closed_form_s": closed, "wall_time_s": rec["wall_time_s"]})
+                rows.append(
+                    {
+                        "library": who,
+                        "preset": library,
+                        "algorithm": algorithm,
+                        "nodes": p,
+                        "nbytes": size,
+                        "topology": network.name,
+                        "sharing": sharing,
+                        "virtual_time_s": rec["virtual_time_s"],
+                        "closed_form_s": closed,
+                        "wall_time_s": rec["wall_time_s"],
+                    }
+                )
     return rows
 
 
@@ -374,8 +464,9 @@ def recursive_doubling_form_s(nodes: int, nbytes: float, topology="taihulight", 
     return total
 
 
-def mpi_ratio_bounds(nodes: int = 512, topology="taihulight", sharing: bool = True,
-                     nbytes: float = PAPER_MESSAGE_BYTES) -> dict:
+def mpi_ratio_bounds(
+    nodes: int = 512, topology="taihulight", sharing: bool = True, nbytes: float = PAPER_MESSAGE_BYTES
+) -> dict:
     """The paper's MPI (recursive doubling) over the ring, from the closed forms, with links
     shared (``sharing``; the ring's form holds where ``ring_shares_no_link``, the TaihuLight
     at every node count) or not (then one supernode only). Both times are affine in the
@@ -386,8 +477,10 @@ def mpi_ratio_bounds(nodes: int = 512, topology="taihulight", sharing: bool = Tr
     no message does)."""
     network = get_network(topology, LINK, "topology")
     if not (sharing and ring_shares_no_link(network, nodes)) and not network.is_flat_for(nodes):
-        raise ValueError(f"nodes: the ring has no closed form on {nodes} nodes of {network.name} without sharing; "
-                         f"at most {network.supernode_size}")
+        raise ValueError(
+            f"nodes: the ring has no closed form on {nodes} nodes of {network.name} without sharing; "
+            f"at most {network.supernode_size}"
+        )
 
     def ring(n: float) -> float:
         return collectives.closed_form("allreduce", "ring", nodes, n, network.link)
@@ -398,28 +491,48 @@ def mpi_ratio_bounds(nodes: int = 512, topology="taihulight", sharing: bool = Tr
     unit = 2.0**30  # the affine coefficients from two sizes (the forms are exact in n)
     c0, d0 = rd(0.0), ring(0.0)
     c1, d1 = (rd(unit) - c0) / unit, (ring(unit) - d0) / unit
-    sizes = {r: ((r * d0 - c0) / (c1 - r * d1) if min(c0 / d0, c1 / d1) <= r <= max(c0 / d0, c1 / d1) else None)
-             for r in PAPER_MPI_RATIOS}
-    return {"nodes": nodes, "topology": network.name, "sharing": sharing, "nbytes": nbytes,
-            "ratio": rd(nbytes) / ring(nbytes), "latency_ratio": c0 / d0, "bandwidth_ratio": c1 / d1,
-            "nbytes_for_ratio": sizes}
+    sizes = {
+        r: ((r * d0 - c0) / (c1 - r * d1) if min(c0 / d0, c1 / d1) <= r <= max(c0 / d0, c1 / d1) else None)
+        for r in PAPER_MPI_RATIOS
+    }
+    return {
+        "nodes": nodes,
+        "topology": network.name,
+        "sharing": sharing,
+        "nbytes": nbytes,
+        "ratio": rd(nbytes) / ring(nbytes),
+        "latency_ratio": c0 / d0,
+        "bandwidth_ratio": c1 / d1,
+        "nbytes_for_ratio": sizes,
+    }
 
 
-def link_load_rows(algorithm: str = "ring", nodes: int = 512, sharing: bool = True, nbytes=PAPER_MESSAGE_BYTES,
-                   topology="taihulight", bins: int = 40, links=None) -> list[dict]:
+def link_load_rows(
+    algorithm: str = "ring",
+    nodes: int = 512,
+    sharing: bool = True,
+    nbytes=PAPER_MESSAGE_BYTES,
+    topology="taihulight",
+    bins: int = 40,
+    links=None,
+) -> list[dict]:
     """Bytes per link per time bin of one all-reduce (``dlsys.comm.replay.link_load``) on
     ``topology``'s fabric, each row with the link's ``capacity_Bps`` and a "series" naming
     the algorithm and whether messages shared the links (for dlsys.viz.links); only the
     links named in ``links`` if given (``boundary_links``)."""
     network = get_network(topology, LINK, "topology")
     check_case(MODELS[0], "ring", nodes, network, sharing=sharing)
-    rec = simulate_collective("allreduce", algorithm, nodes, nbytes, topology=network, sharing=sharing,
-                              max_memory_bytes=MAX_MEMORY_BYTES)
+    rec = simulate_collective(
+        "allreduce", algorithm, nodes, nbytes, topology=network, sharing=sharing, max_memory_bytes=MAX_MEMORY_BYTES
+    )
     fabric_links = network.fabric(nodes).links
     series = f"{algorithm}, {'links shared' if sharing else 'a link per pair'}"
     kept = None if links is None else set(links)
-    return [r | {"series": series, "capacity_Bps": fabric_links[r["link_id"]].capacity_Bps}
-            for r in link_load(rec["result"], bins) if kept is None or r["link"] in kept]
+    return [
+        r | {"series": series, "capacity_Bps": fabric_links[r["link_id"]].capacity_Bps}
+        for r in link_load(rec["result"], bins)
+        if kept is None or r["link"] in kept
+    ]
 
 
 def boundary_links(nodes: int, topology="taihulight") -> list[str]:
@@ -453,8 +566,9 @@ LITTLE_DIFFERENCE = (("alexnet", 8), ("googlenet", 4), ("resnet50", 4))
 LITTLE_DIFFERENCE_RATIO = 2.0
 PS_DESIGNS = ("ps", "ps-gather", "ps-reduce")
 # a node that computes in no time: what is left of an iteration is its communication
-NO_COMPUTE_NODE = replace(get_node(NODE), name="sw26010, compute free", peak_flops=math.inf,
-                          memory_bandwidth_Bps=math.inf)
+NO_COMPUTE_NODE = replace(
+    get_node(NODE), name="sw26010, compute free", peak_flops=math.inf, memory_bandwidth_Bps=math.inf
+)
 
 
 def ratio_bounds(design: str, model: str, nodes: int, link=LINK, scale: int = 1) -> dict:
@@ -490,13 +604,24 @@ def ratio_bounds(design: str, model: str, nodes: int, link=LINK, scale: int = 1)
     p, k, layers, n = nodes, nodes.bit_length() - 1, len(sizes), sum(sizes)
     ring = collectives.closed_form("allreduce", "ring", p, n, link, itemsize=4 * scale)
     lower = {"ps": (2, p), "ps-gather": (2, p), "ps-reduce": (2, 2 * k)}[design]  # (A, B) of T_lo
-    upper = {"ps": ((p - 1) * (layers + 1), 2 * (p - 1)), "ps-gather": (k * (layers + 1), k + p - 1),
-             "ps-reduce": (k * (layers + 1), 2 * k)}[design]
+    upper = {
+        "ps": ((p - 1) * (layers + 1), 2 * (p - 1)),
+        "ps-gather": (k * (layers + 1), k + p - 1),
+        "ps-reduce": (k * (layers + 1), 2 * k),
+    }[design]
     c = 2 * (p - 1)
     d = (ring - c * a) / (n * b)  # 2 (p-1) m / N
-    return {"design": design, "model": model, "nodes": p, "layers": layers, "gradient_nbytes": n,
-            "lo": (lower[0] * a + lower[1] * n * b) / ring, "hi": (upper[0] * a + upper[1] * n * b) / ring,
-            "any_lo": min(lower[0] / c, lower[1] / d), "any_hi": max(upper[0] / c, upper[1] / d)}
+    return {
+        "design": design,
+        "model": model,
+        "nodes": p,
+        "layers": layers,
+        "gradient_nbytes": n,
+        "lo": (lower[0] * a + lower[1] * n * b) / ring,
+        "hi": (upper[0] * a + upper[1] * n * b) / ring,
+        "any_lo": min(lower[0] / c, lower[1] / d),
+        "any_hi": max(upper[0] / c, upper[1] / d),
+    }
 
 
 def communication_only(model: str, design: str, nodes: int, topology=LINK) -> dict:
@@ -526,13 +651,30 @@ def published_figures(emulate: bool = False, link=LINK) -> list[dict]:
                 here = bound["lo"] <= ratio <= bound["hi"]
                 anywhere = bound["any_lo"] <= ratio <= bound["any_hi"]
                 target = f"{ratio:g}x"
-            side = "" if here else (" (it can only be larger)" if ratio is None or ratio < bound["lo"]
-                                    else " (it can only be smaller)")
-            why = (f"{design} gives {bound['lo']:.3g}x to {bound['hi']:.3g}x on this link{side}, "
-                   f"{bound['any_lo']:.3g}x to {bound['any_hi']:.3g}x on any link; the paper: {target}")
-            rows.append({"figure": figure, "model": model, "nodes": nodes, "paper_ratio": ratio, **bound,
-                         "here": here, "anywhere": anywhere, "why": why,
-                         "emulated": ps["communication_s"] / ring["communication_s"] if emulate else None})
+            side = (
+                ""
+                if here
+                else (
+                    " (it can only be larger)" if ratio is None or ratio < bound["lo"] else " (it can only be smaller)"
+                )
+            )
+            why = (
+                f"{design} gives {bound['lo']:.3g}x to {bound['hi']:.3g}x on this link{side}, "
+                f"{bound['any_lo']:.3g}x to {bound['any_hi']:.3g}x on any link; the paper: {target}"
+            )
+            rows.append(
+                {
+                    "figure": figure,
+                    "model": model,
+                    "nodes": nodes,
+                    "paper_ratio": ratio,
+                    **bound,
+                    "here": here,
+                    "anywhere": anywhere,
+                    "why": why,
+                    "emulated": ps["communication_s"] / ring["communication_s"] if emulate else None,
+                }
+            )
     return rows
 
 
@@ -550,6 +692,15 @@ def verdicts(rows: list[dict]) -> list[dict]:
             text = f"not reachable on this link by any design; on a link of other alpha/beta by {', '.join(anywhere)}"
         else:
             text = "not reachable by any single-server alpha-beta model of these designs, on any link"
-        out.append({"figure": figure, "model": mine[0]["model"], "nodes": mine[0]["nodes"], "here": here,
-                    "anywhere": anywhere, "verdict": text, "why": "; ".join(r["why"] for r in mine)})
+        out.append(
+            {
+                "figure": figure,
+                "model": mine[0]["model"],
+                "nodes": mine[0]["nodes"],
+                "here": here,
+                "anywhere": anywhere,
+                "verdict": text,
+                "why": "; ".join(r["why"] for r in mine),
+            }
+        )
     return out

@@ -21,23 +21,40 @@ import numpy as np
 
 from ..checks import check_int
 from ..comm import MAX_THREAD_RANKS, launch
+from ..learn.task import INPUT_FEATURES
 from ..machine.net import get_node
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel
-from ..learn.task import INPUT_FEATURES
 from ..train import Compression, TrainConfig, load_task, steps_per_epoch
 from ..train.strategies import Strategy, given_in, strategy_named
 from ..viz.units import format_bytes
 from . import records
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
-def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), workers: int = 4, *,
-          backend: str = "threads", link="tcp-10gbe", node="laptop-cpu",
-          straggler: tuple[int, float] | None = None, staleness: int | None = None, period: int | None = None,
-          micro_batches: int | None = None, servers: int | None = None, fail: tuple[int, int] | None = None,
-          checkpoint=None, resume=None, progress: bool = False, timeout_s: float = 600.0,
-          max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, evals_per_epoch: int | None = None,
-          record_layers: bool | None = None, compression: Compression | None = None,
-          io: IOModel | None = None) -> dict:
+
+def train(
+    strategy: str = "allreduce",
+    config: TrainConfig = TrainConfig(),
+    workers: int = 4,
+    *,
+    backend: str = "threads",
+    link="tcp-10gbe",
+    node="laptop-cpu",
+    straggler: tuple[int, float] | None = None,
+    staleness: int | None = None,
+    period: int | None = None,
+    micro_batches: int | None = None,
+    servers: int | None = None,
+    fail: tuple[int, int] | None = None,
+    checkpoint=None,
+    resume=None,
+    progress: bool = False,
+    timeout_s: float = 600.0,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    evals_per_epoch: int | None = None,
+    record_layers: bool | None = None,
+    compression: Compression | None = None,
+    io: IOModel | None = None,
+) -> dict:
     """Train ``config`` with ``strategy`` (a name in ``dlsys.train.STRATEGIES``) on
     ``workers`` workers and return a tidy record.
 
@@ -67,34 +84,71 @@ def train(strategy: str = "allreduce", config: TrainConfig = TrainConfig(), work
     loader_step_s (the loader's own pace per batch, ``IOModel.steady_step_s(0)``).
     """
     entry = strategy_named(strategy)
-    options = entry.settings({"servers": servers, "staleness": staleness, "period": period,
-                              "micro_batches": micro_batches, "fail": fail, "checkpoint": checkpoint,
-                              "resume": resume, "evals_per_epoch": evals_per_epoch, "record_layers": record_layers,
-                              "compression": compression, "io": io, **given_in(config)})
+    options = entry.settings(
+        {
+            "servers": servers,
+            "staleness": staleness,
+            "period": period,
+            "micro_batches": micro_batches,
+            "fail": fail,
+            "checkpoint": checkpoint,
+            "resume": resume,
+            "evals_per_epoch": evals_per_epoch,
+            "record_layers": record_layers,
+            "compression": compression,
+            "io": io,
+            **given_in(config),
+        }
+    )
     check(entry, config, workers, options, straggler, max_memory_bytes)
     first_worker = entry.first_worker(options.get("servers"))
     nodes = [get_node(node)] * (first_worker + workers)
     if straggler is not None:
         worker, factor = straggler
         nodes[first_worker + worker] = nodes[first_worker + worker].slowed(factor)
-    result = launch(entry.program, first_worker + workers, backend, link=link, node=nodes, seed=config.seed,
-                    args=(config,), kwargs={**entry.fixed, **options, "progress": progress}, timeout_s=timeout_s)
+    result = launch(
+        entry.program,
+        first_worker + workers,
+        backend,
+        link=link,
+        node=nodes,
+        seed=config.seed,
+        args=(config,),
+        kwargs={**entry.fixed, **options, "progress": progress},
+        timeout_s=timeout_s,
+    )
     return summarize(result, strategy, config, record_of(result, workers, first_worker, options))
 
 
-def app_record(strategy: str, epochs: int, link: str, workers: int = 4, straggler_factor: float = 1.0,
-               batch_size: int = 32, lr: float = 0.1, **options) -> dict:
+def app_record(
+    strategy: str,
+    epochs: int,
+    link: str,
+    workers: int = 4,
+    straggler_factor: float = 1.0,
+    batch_size: int = 32,
+    lr: float = 0.1,
+    **options,
+) -> dict:
     """``train`` of the digits MLP as the app shows it, on ``workers`` workers (threads), the
     last one ``straggler_factor`` times slower (none at 1), in plain data (JSON) that
     dlsys.experiments.precomputed can store: the record without the weights and the
     LaunchResult, the run's trace as ``Trace.to_rows`` under "trace", the staleness
     histogram as [clocks, reads] pairs. ``with_trace`` gives the figures' form back."""
     straggler = (workers - 1, straggler_factor) if straggler_factor > 1 else None
-    record = train(strategy, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr), workers, link=link,
-                   straggler=straggler, **options)
-    return {**{k: v for k, v in record.items() if k not in ("params", "result")},
-            "staleness_histogram": sorted(record["staleness_histogram"].items()),
-            "trace": record["result"].trace.to_rows()}
+    record = train(
+        strategy,
+        TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr),
+        workers,
+        link=link,
+        straggler=straggler,
+        **options,
+    )
+    return {
+        **{k: v for k, v in record.items() if k not in ("params", "result")},
+        "staleness_histogram": sorted(record["staleness_histogram"].items()),
+        "trace": record["result"].trace.to_rows(),
+    }
 
 
 def with_trace(record: dict) -> dict:
@@ -102,12 +156,23 @@ def with_trace(record: dict) -> dict:
     return {**records.with_trace(record), "staleness_histogram": dict(record["staleness_histogram"])}
 
 
-def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, straggler: tuple[int, float] | None,
-          max_memory_bytes: int) -> None:
+def check(
+    entry: Strategy,
+    config: TrainConfig,
+    workers: int,
+    options: dict,
+    straggler: tuple[int, float] | None,
+    max_memory_bytes: int,
+) -> None:
     """Every value ``entry`` runs with, in range, before any rank starts."""
     check_int("workers", workers, 1, MAX_THREAD_RANKS)
-    for name, low, high in (("servers", 1, MAX_THREAD_RANKS - workers), ("staleness", 0, None), ("period", 1, None),
-                            ("micro_batches", 1, workers * config.batch_size), ("evals_per_epoch", 1, None)):
+    for name, low, high in (
+        ("servers", 1, MAX_THREAD_RANKS - workers),
+        ("staleness", 0, None),
+        ("period", 1, None),
+        ("micro_batches", 1, workers * config.batch_size),
+        ("evals_per_epoch", 1, None),
+    ):
         if name in options:
             check_int(name, options[name], low, high)
     if straggler is not None:
@@ -115,19 +180,26 @@ def check(entry: Strategy, config: TrainConfig, workers: int, options: dict, str
     ranks = entry.ranks(workers, options.get("servers"))
     model_nbytes = mlp_params(config) * np.dtype(config.dtype).itemsize if config.model == "mlp" else 0
     if 4 * model_nbytes * ranks > max_memory_bytes:
-        raise ValueError(f"{ranks} ranks x 4 copies of a {format_bytes(model_nbytes)} model need "
-                         f"{format_bytes(4 * model_nbytes * ranks)}, more than the memory budget "
-                         f"{format_bytes(max_memory_bytes)}: use fewer or narrower hidden layers, or fewer workers")
+        raise ValueError(
+            f"{ranks} ranks x 4 copies of a {format_bytes(model_nbytes)} model need "
+            f"{format_bytes(4 * model_nbytes * ranks)}, more than the memory budget "
+            f"{format_bytes(max_memory_bytes)}: use fewer or narrower hidden layers, or fewer workers"
+        )
     if entry.check is not None:
         entry.check(config, workers, options)
-    steps_per_epoch(len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers,
-                    config.batch_size)
+    steps_per_epoch(
+        len(load_task(config.dataset, config.model == "cnn", config.seed).y_train), workers, config.batch_size
+    )
     io = options.get("io")
     if io is not None:
         if io.batch_size != config.batch_size:
             raise ValueError(f"io.batch_size must be the training batch size {config.batch_size}, got {io.batch_size}")
-        check_int(f"loader workers per worker ({workers} workers share at most {MAX_LOADER_WORKERS} loader "
-                  "processes)", io.workers, 0, MAX_LOADER_WORKERS // workers)
+        check_int(
+            f"loader workers per worker ({workers} workers share at most {MAX_LOADER_WORKERS} loader processes)",
+            io.workers,
+            0,
+            MAX_LOADER_WORKERS // workers,
+        )
 
 
 def record_of(result, workers: int, first_worker: int, options: dict) -> dict:
@@ -157,11 +229,19 @@ def record_of(result, workers: int, first_worker: int, options: dict) -> dict:
 
 def io_record(result, io: IOModel, worker: int) -> dict:
     """What the loader cost ``worker``: its "io wait" in virtual time, and the loader's own pace."""
-    wait_s = sum(s.end_s - s.start_s for s in result.trace.spans
-                 if s.rank == worker and s.kind == "wait" and s.label == "io wait")
-    return {"storage": io.storage, "loader_workers": io.workers, "prefetch": io.prefetch,
-            "io_wait_s": wait_s, "io_wait_fraction": wait_s / result.virtual_time_s if result.virtual_time_s else 0.0,
-            "loader_step_s": io.steady_step_s(0.0)}
+    wait_s = sum(
+        s.end_s - s.start_s
+        for s in result.trace.spans
+        if s.rank == worker and s.kind == "wait" and s.label == "io wait"
+    )
+    return {
+        "storage": io.storage,
+        "loader_workers": io.workers,
+        "prefetch": io.prefetch,
+        "io_wait_s": wait_s,
+        "io_wait_fraction": wait_s / result.virtual_time_s if result.virtual_time_s else 0.0,
+        "loader_step_s": io.steady_step_s(0.0),
+    }
 
 
 def compression_record(result, compression: Compression, worker: dict, steps: float) -> dict:
@@ -172,11 +252,16 @@ def compression_record(result, compression: Compression, worker: dict, steps: fl
     for span in result.trace.spans:
         if span.kind == "compute" and span.label.split(" ")[0] in ("compress", "decompress"):
             spent[span.label.split(" ")[0]] += span.end_s - span.start_s
-    return {"compression": compression.method, "compression_options": dict(compression.options),
-            "encoded_nbytes_per_step": worker["encoded_nbytes_per_step"], "kept_fraction": worker["kept_fraction"],
-            "compression_ratio": worker["dense_nbytes_per_step"] / max(worker["encoded_nbytes_per_step"], 1),
-            "bytes_per_step": sum(m.nbytes for m in result.trace.messages) / max(1.0, steps),
-            "compress_s": spent["compress"], "decompress_s": spent["decompress"]}
+    return {
+        "compression": compression.method,
+        "compression_options": dict(compression.options),
+        "encoded_nbytes_per_step": worker["encoded_nbytes_per_step"],
+        "kept_fraction": worker["kept_fraction"],
+        "compression_ratio": worker["dense_nbytes_per_step"] / max(worker["encoded_nbytes_per_step"], 1),
+        "bytes_per_step": sum(m.nbytes for m in result.trace.messages) / max(1.0, steps),
+        "compress_s": spent["compress"],
+        "decompress_s": spent["decompress"],
+    }
 
 
 def mlp_params(config: TrainConfig) -> int:
@@ -189,8 +274,13 @@ def mlp_params(config: TrainConfig) -> int:
 def summarize(result, strategy: str, config: TrainConfig, record: dict) -> dict:
     """The tidy record every strategy returns: config, the program's record, and the
     run's virtual time and bytes (summed over every message in the trace)."""
-    return {"strategy": strategy, **config.__dict__, **record,
-            "virtual_time_s": result.virtual_time_s,
-            "bytes_moved": int(sum(m.nbytes for m in result.trace.messages)),
-            "messages": len(result.trace.messages), "wall_time_s": result.wall_time_s,
-            "result": result}
+    return {
+        "strategy": strategy,
+        **config.__dict__,
+        **record,
+        "virtual_time_s": result.virtual_time_s,
+        "bytes_moved": int(sum(m.nbytes for m in result.trace.messages)),
+        "messages": len(result.trace.messages),
+        "wall_time_s": result.wall_time_s,
+        "result": result,
+    }

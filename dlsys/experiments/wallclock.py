@@ -36,13 +36,13 @@ from .. import collectives
 from ..checks import check_int
 from ..collectives import closed_form
 from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
-from . import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
-from .budget import PROCESS_RANK_BYTES
 from ..machine.net import busbw_factor, get_link, parse_size
 from ..machine.netstack import fit_alpha_beta
 from ..machine.profiles import totals
 from ..ps import ps_round
 from ..viz.units import format_bytes
+from . import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
+from .budget import PROCESS_RANK_BYTES
 
 MAX_BENCH_NBYTES = 2**30
 # per rank: the pattern, the input, the expected sum (bench_data); x and out; rank 0's memcpy target
@@ -51,6 +51,7 @@ PATTERN = 251  # inputs are small integers, so float32 sums over <= 256 ranks ar
 
 
 # --- the real data path -----------------------------------------------------------------
+
 
 def bench_data(count: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(rank's input, the exact sum every rank must get): small integers times rank + 1."""
@@ -66,8 +67,9 @@ RING_PAIR_BYTES = 400  # per pair of ranks in the ring emulation, measured (issu
 BENCH_BACKENDS = ("processes", "mpi")  # the real data paths (threads share one process: nothing moves)
 
 
-def _allreduce_program(comm, count: int, algorithm: str, warmup: int, repeats: int, buffers: str = "alloc",
-                       peer: bool = False):
+def _allreduce_program(
+    comm, count: int, algorithm: str, warmup: int, repeats: int, buffers: str = "alloc", peer: bool = False
+):
     """Rank program: time ``warmup + repeats`` all-reduces; rank 0 also times memcpy.
 
     Returns (seconds per timed all-reduce, seconds per memcpy, the peer's) for this rank;
@@ -124,9 +126,17 @@ def library_allreduce(x: np.ndarray, want: np.ndarray, warmup: int, repeats: int
     return MPI.Get_library_version().split(",")[0].strip("\x00 "), times
 
 
-def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repeats: int = 10,
-                    warmup: int = 3, timeout_s: float = 600.0, buffers: str = "alloc",
-                    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, backend: str = "processes") -> dict:
+def allreduce_bench(
+    ranks: int = 2,
+    size="64MiB",
+    algorithm: str = "ring",
+    repeats: int = 10,
+    warmup: int = 3,
+    timeout_s: float = 600.0,
+    buffers: str = "alloc",
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    backend: str = "processes",
+) -> dict:
     """Wall-clock all-reduce of float32 data on ``ranks`` processes, vs memcpy (see module doc).
 
     ``backend``: ``processes`` (shared memory) or ``mpi`` (MPI messages; then the record's
@@ -152,21 +162,48 @@ def allreduce_bench(ranks: int = 2, size="64MiB", algorithm: str = "ring", repea
         raise ValueError(f"size must be a multiple of 4 bytes (float32) in 4..{MAX_BENCH_NBYTES}, got {nbytes}")
     need = ranks * (REAL_BUFFERS * nbytes + PROCESS_RANK_BYTES)
     if need > max_memory_bytes:
-        raise ValueError(f"{ranks} rank processes with {REAL_BUFFERS} real buffers of {format_bytes(nbytes)} each need "
-                         f"{format_bytes(need)}, "
-                         f"more than the memory budget {format_bytes(max_memory_bytes)} (--max-memory): "
-                         "the real data path cannot scale its buffers; lower --ranks or --size")
+        raise ValueError(
+            f"{ranks} rank processes with {REAL_BUFFERS} real buffers of {format_bytes(nbytes)} each need "
+            f"{format_bytes(need)}, "
+            f"more than the memory budget {format_bytes(max_memory_bytes)} (--max-memory): "
+            "the real data path cannot scale its buffers; lower --ranks or --size"
+        )
     peer = backend == "mpi"
-    result = launch(_allreduce_program, ranks, backend, args=(nbytes // 4, algorithm, warmup, repeats, buffers, peer),
-                    record=False, timeout_s=timeout_s)
+    result = launch(
+        _allreduce_program,
+        ranks,
+        backend,
+        args=(nbytes // 4, algorithm, warmup, repeats, buffers, peer),
+        record=False,
+        timeout_s=timeout_s,
+    )
     per_repeat = [max(ts) for ts in zip(*(times for times, _, _ in result.values))]
     memcpy = result.values[0][1]
-    record = bandwidth_record(ranks, nbytes, per_repeat, memcpy, benchmark="allreduce", backend=backend,
-                              algorithm=algorithm, buffers=buffers, repeats=repeats, warmup=warmup)
+    record = bandwidth_record(
+        ranks,
+        nbytes,
+        per_repeat,
+        memcpy,
+        benchmark="allreduce",
+        backend=backend,
+        algorithm=algorithm,
+        buffers=buffers,
+        repeats=repeats,
+        warmup=warmup,
+    )
     if peer:
         library, times = result.values[0][2]
-        record["peer"] = bandwidth_record(ranks, nbytes, times, memcpy, benchmark="allreduce", backend="mpi4py",
-                                          algorithm=library, repeats=repeats, warmup=warmup)
+        record["peer"] = bandwidth_record(
+            ranks,
+            nbytes,
+            times,
+            memcpy,
+            benchmark="allreduce",
+            backend="mpi4py",
+            algorithm=library,
+            repeats=repeats,
+            warmup=warmup,
+        )
         record["ratio_to_peer"] = record["busbw_Bps"] / record["peer"]["busbw_Bps"]
     return record
 
@@ -179,9 +216,19 @@ def bandwidth_record(ranks: int, nbytes: int, times_s, memcpy_times_s, **about) 
     algbw = nbytes / t
     busbw = algbw * busbw_factor("allreduce", ranks)
     memcpy_bps = nbytes / statistics.median(memcpy_times_s)
-    return {**about, "ranks": ranks, "nbytes": nbytes, "dtype": "float32", "correct": True,
-            "wall_time_s": t, "times_s": list(times_s), "algbw_Bps": algbw, "busbw_Bps": busbw,
-            "memcpy_Bps": memcpy_bps, "ratio_to_memcpy": busbw / memcpy_bps}
+    return {
+        **about,
+        "ranks": ranks,
+        "nbytes": nbytes,
+        "dtype": "float32",
+        "correct": True,
+        "wall_time_s": t,
+        "times_s": list(times_s),
+        "algbw_Bps": algbw,
+        "busbw_Bps": busbw,
+        "memcpy_Bps": memcpy_bps,
+        "ratio_to_memcpy": busbw / memcpy_bps,
+    }
 
 
 def _pingpong_program(comm, nbytes: int, warmup: int, repeats: int) -> list[float]:
@@ -230,8 +277,9 @@ def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
     back_r, back_w = os.pipe()
     # its own session: a terminal's Ctrl-C reaches only us, not a child that would print a
     # traceback; closing to_w (finally) ends it, as does our death
-    echo = subprocess.Popen([sys.executable, "-c", _PIPE_ECHO, str(to_r), str(back_w)], pass_fds=(to_r, back_w),
-                            start_new_session=True)
+    echo = subprocess.Popen(
+        [sys.executable, "-c", _PIPE_ECHO, str(to_r), str(back_w)], pass_fds=(to_r, back_w), start_new_session=True
+    )
     os.close(to_r), os.close(back_w)
     message, times = memoryview(b"x" * nbytes), []
 
@@ -239,6 +287,7 @@ def _pipe_round_trips(nbytes: int, warmup: int, repeats: int) -> list[float]:
         sent = 0
         while sent < nbytes:
             sent += os.write(to_w, message[sent:])
+
     try:
         for i in range(warmup + repeats):
             start = time.perf_counter()
@@ -258,12 +307,23 @@ def latency_bench(size="8B", repeats: int = 1000, warmup: int = 50, timeout_s: f
     repeats, warmup = check_int("repeats", repeats, 1, 1_000_000), check_int("warmup", warmup, 0, 1_000_000)
     nbytes = parse_size(size)
     if not 1 <= nbytes <= 4096:
-        raise ValueError(f"size must be 1..4096 bytes (a small message; use bench allreduce for bandwidth), got {nbytes}")
-    result = launch(_pingpong_program, 2, "processes", args=(nbytes, warmup, repeats), record=False, timeout_s=timeout_s)
+        raise ValueError(
+            f"size must be 1..4096 bytes (a small message; use bench allreduce for bandwidth), got {nbytes}"
+        )
+    result = launch(
+        _pingpong_program, 2, "processes", args=(nbytes, warmup, repeats), record=False, timeout_s=timeout_s
+    )
     ours = statistics.median(result.values[0])
     pipes = statistics.median(_pipe_round_trips(nbytes, warmup, repeats))
-    return {"benchmark": "latency", "backend": "processes", "nbytes": nbytes, "repeats": repeats,
-            "round_trip_s": ours, "pipe_round_trip_s": pipes, "ratio_to_pipes": ours / pipes}
+    return {
+        "benchmark": "latency",
+        "backend": "processes",
+        "nbytes": nbytes,
+        "repeats": repeats,
+        "round_trip_s": ours,
+        "pipe_round_trip_s": pipes,
+        "ratio_to_pipes": ours / pipes,
+    }
 
 
 # --- one message through real local transports ----------------------------------------------
@@ -296,8 +356,10 @@ def _repeats(nbytes: int) -> int:
 def _tcp_round_trips(nbytes: int, nodelay: bool, warmup: int, repeats: int) -> list[float]:
     """Round trips over a TCP loopback socket to an echoing child (Nagle's algorithm on or off)."""
     import socket
-    echo = subprocess.Popen([sys.executable, "-c", _TCP_ECHO, str(int(nodelay))], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+
+    echo = subprocess.Popen(
+        [sys.executable, "-c", _TCP_ECHO, str(int(nodelay))], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         port = int(echo.stdout.readline())
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
@@ -305,7 +367,9 @@ def _tcp_round_trips(nbytes: int, nodelay: bool, warmup: int, repeats: int) -> l
             message, back, times = b"x" * nbytes, memoryview(bytearray(nbytes)), []
             for i in range(warmup + repeats):
                 start = time.perf_counter()
-                _while_reading(lambda: sock.sendall(message), lambda need: sock.recv_into(back[nbytes - need:]), nbytes)
+                _while_reading(
+                    lambda: sock.sendall(message), lambda need: sock.recv_into(back[nbytes - need :]), nbytes
+                )
                 if i >= warmup:
                     times.append(time.perf_counter() - start)
     finally:
@@ -330,13 +394,20 @@ def stack_bench(sizes=STACK_SIZES, transports=TRANSPORTS, timeout_s: float = 600
     rows = []
     for transport in transports:
         if transport in BACKEND_OF:
-            per_size = launch(_pingpong_sizes_program, 2, BACKEND_OF[transport], args=(sizes,), record=False,
-                              timeout_s=timeout_s).values[0]
+            per_size = launch(
+                _pingpong_sizes_program, 2, BACKEND_OF[transport], args=(sizes,), record=False, timeout_s=timeout_s
+            ).values[0]
         else:
-            per_size = [_pipe_round_trips(n, 2, _repeats(n)) if transport == "pipe" else
-                        _tcp_round_trips(n, transport == "tcp-nodelay", 2, _repeats(n)) for n in sizes]
-        rows += [{"transport": transport, "nbytes": nbytes, "one_way_s": statistics.median(times) / 2,
-                  "repeats": len(times)} for nbytes, times in zip(sizes, per_size)]
+            per_size = [
+                _pipe_round_trips(n, 2, _repeats(n))
+                if transport == "pipe"
+                else _tcp_round_trips(n, transport == "tcp-nodelay", 2, _repeats(n))
+                for n in sizes
+            ]
+        rows += [
+            {"transport": transport, "nbytes": nbytes, "one_way_s": statistics.median(times) / 2, "repeats": len(times)}
+            for nbytes, times in zip(sizes, per_size)
+        ]
     fits = {}
     for transport in transports:
         mine = [r for r in rows if r["transport"] == transport]
@@ -346,6 +417,7 @@ def stack_bench(sizes=STACK_SIZES, transports=TRANSPORTS, timeout_s: float = 600
 
 
 # --- the emulation's scale ----------------------------------------------------------------
+
 
 def _ring_program(comm, plan: BufferPlan):
     total = collectives.allreduce(comm, plan.full(comm.rank + 1), algorithm="ring")
@@ -358,8 +430,14 @@ def _ps_program(comm, plan: BufferPlan):
     return bool(np.all(weights == comm.size / 2))
 
 
-def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, link="tcp-10gbe",
-            max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, timeout_s: float = 600.0) -> dict:
+def emulate(
+    scheme: str = "ring",
+    ranks: int = 512,
+    params: int | None = None,
+    link="tcp-10gbe",
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    timeout_s: float = 600.0,
+) -> dict:
     """Emulate one all-reduce (``ring``) or one parameter-server round (``ps``, rank 0 the
     server) of a ``params``-float32 gradient (default: AlexNet) on ``ranks`` threads, on
     real buffers within ``max_memory_bytes`` (``experiments.plan_buffers``: exact logical
@@ -377,12 +455,15 @@ def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, l
     pair_bytes = RING_PAIR_BYTES if scheme == "ring" else BOARD_PAIR_BYTES
     overhead = ranks * ranks * pair_bytes  # what grows with the ranks squared, besides the buffers
     if overhead >= max_memory_bytes:
-        raise ValueError(f"ranks must be in 2..{math.isqrt(max_memory_bytes // pair_bytes - 1)} for the {scheme} "
-                         f"emulation within the memory budget {format_bytes(max_memory_bytes)}: {ranks} ranks need "
-                         f"about {format_bytes(overhead)} besides their buffers ({pair_bytes} B per pair of ranks)")
+        raise ValueError(
+            f"ranks must be in 2..{math.isqrt(max_memory_bytes // pair_bytes - 1)} for the {scheme} "
+            f"emulation within the memory budget {format_bytes(max_memory_bytes)}: {ranks} ranks need "
+            f"about {format_bytes(overhead)} besides their buffers ({pair_bytes} B per pair of ranks)"
+        )
     if scheme == "ring":
-        plan = plan_buffers(params, ranks, unit=ranks, split_per_block=True, max_memory_bytes=max_memory_bytes,
-                            overhead_bytes=overhead)
+        plan = plan_buffers(
+            params, ranks, unit=ranks, split_per_block=True, max_memory_bytes=max_memory_bytes, overhead_bytes=overhead
+        )
         program, messages = _ring_program, 2 * ranks * (ranks - 1)
         closed = closed_form("allreduce", "ring", ranks, ranks * -(-params // ranks) * 4, link)
     else:
@@ -393,11 +474,23 @@ def emulate(scheme: str = "ring", ranks: int = 512, params: int | None = None, l
     if not all(result.values):
         raise AssertionError(f"{scheme}: a rank returned a wrong result")
     t = result.virtual_time_s
-    return {"benchmark": "emulate", "scheme": scheme, "backend": "threads", "ranks": ranks,
-            "params": params, "logical_nbytes": params * 4, "link": link.name, "messages": messages,
-            "wall_time_s": result.wall_time_s, "messages_per_s": messages / result.wall_time_s,
-            "peak_rss_bytes": _peak_rss_bytes(), "virtual_time_s": t, "closed_form_s": closed,
-            "relative_error": abs(t - closed) / closed, **plan_record(plan, max_memory_bytes)}
+    return {
+        "benchmark": "emulate",
+        "scheme": scheme,
+        "backend": "threads",
+        "ranks": ranks,
+        "params": params,
+        "logical_nbytes": params * 4,
+        "link": link.name,
+        "messages": messages,
+        "wall_time_s": result.wall_time_s,
+        "messages_per_s": messages / result.wall_time_s,
+        "peak_rss_bytes": _peak_rss_bytes(),
+        "virtual_time_s": t,
+        "closed_form_s": closed,
+        "relative_error": abs(t - closed) / closed,
+        **plan_record(plan, max_memory_bytes),
+    }
 
 
 def _peak_rss_bytes() -> int:

@@ -38,8 +38,12 @@ MEMORY_BYTES = 1 << 30
 MAX_OUTPUT_CHARS = 4000
 _KILL_GRACE_S = 5.0  # pytest-timeout reports first (every thread's stack); the kill is the backstop
 # Entry-point plugins (hypothesis, anyio) cost a second per process; the tests need none.
-_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1"}
+_ENV = {
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
 _PYTEST_ARGS = ["-p", "no:cacheprovider", "-q", "--no-header", "--tb=short", "-rN"]  # the sandbox adds pytest-timeout
 _TIMEOUT_BANNER = re.compile(r"^\++ Timeout \++$", re.MULTILINE)  # pytest-timeout's, before it ends the process
 _STOP_GRACE_S = 10.0  # an interrupted sandbox kills its tests, then exits
@@ -47,22 +51,31 @@ _STOP_GRACE_S = 10.0  # an interrupted sandbox kills its tests, then exits
 
 @dataclass
 class TestResult:
-    name: str          # pytest node id
+    name: str  # pytest node id
     exercise: str
     passed: bool
     score: float
     max_score: float
     seconds: float
-    output: str        # pytest's full report
-    reason: str = ""   # why it failed, one line ("NotImplementedError: ring_allreduce")
+    output: str  # pytest's full report
+    reason: str = ""  # why it failed, one line ("NotImplementedError: ring_allreduce")
 
 
 def collect(exercises: list[Exercise], root: Path = REPO_ROOT) -> list[tuple[Exercise, str]]:
     """(exercise, node id) of every graded test of ``exercises``, from the tests under ``root``
     (the reference checkout's, or an autograder bundle's copy of them)."""
     # --rootdir: node ids relative to root, where a bundle has no pyproject.toml to say so
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "pytest_timeout", *_PYTEST_ARGS,
-           f"--rootdir={root}", *(e.tests for e in exercises)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-p",
+        "pytest_timeout",
+        *_PYTEST_ARGS,
+        f"--rootdir={root}",
+        *(e.tests for e in exercises),
+    ]
     done = subprocess.run(cmd, cwd=root, env=os.environ | _ENV, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"collecting the graded tests failed:\n{done.stdout}{done.stderr}")
@@ -76,7 +89,7 @@ def _clip(text: str) -> str:
     if len(text) <= MAX_OUTPUT_CHARS:
         return text
     head = MAX_OUTPUT_CHARS * 2 // 5
-    return f"{text[:head]}\n[... {len(text) - MAX_OUTPUT_CHARS} characters left out ...]\n{text[head - MAX_OUTPUT_CHARS:]}"
+    return f"{text[:head]}\n[... {len(text) - MAX_OUTPUT_CHARS} characters left out ...]\n{text[head - MAX_OUTPUT_CHARS :]}"
 
 
 def _graded_files(root: Path, student_dir: Path | None) -> dict[str, str]:
@@ -84,14 +97,23 @@ def _graded_files(root: Path, student_dir: Path | None) -> dict[str, str]:
     files = {f"tests/exercises/{t.name}": t.read_text() for t in sorted((root / "tests" / "exercises").glob("*.py"))}
     if student_dir is not None:
         names = sorted({n for e in EXERCISES for n in e.student_files})
-        files |= {f"submission/{n}": found.read_text(errors="replace")
-                  for n in names if (found := locate(student_dir, n)) is not None}
+        files |= {
+            f"submission/{n}": found.read_text(errors="replace")
+            for n in names
+            if (found := locate(student_dir, n)) is not None
+        }
     return files
 
 
-def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memory_bytes: int,
-              jobs: int, root: Path = REPO_ROOT, student_exercises: list[str] | None = None
-              ) -> list[tuple[bool, str, str, float]]:
+def run_tests(
+    nodes: list[str],
+    student_dir: Path | None,
+    timeout_s: float,
+    memory_bytes: int,
+    jobs: int,
+    root: Path = REPO_ROOT,
+    student_exercises: list[str] | None = None,
+) -> list[tuple[bool, str, str, float]]:
     """Run graded tests in the sandbox, ``jobs`` at a time: (passed, output, reason, seconds) each.
     ``student_exercises``: the exercises whose modules come from ``student_dir`` (default: all).
     Call inside ``isolation.grade_run()``: the copies of the tests and of the student's files
@@ -105,14 +127,23 @@ def run_tests(nodes: list[str], student_dir: Path | None, timeout_s: float, memo
     course = Path(os.environ[isolation.RUN_ENV]) / isolation.COURSE
     if not course.exists():  # the untrusted children import it (a run grading twice builds it once)
         isolation.course_build(course)
-    with tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir, \
-            tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir:
+    with (
+        tempfile.TemporaryDirectory(prefix="out-", dir=os.environ[isolation.RUN_ENV]) as out_dir,
+        tempfile.TemporaryDirectory(prefix="work-", dir=os.environ[isolation.RUN_ENV]) as work_dir,
+    ):
         os.chmod(work_dir, 0o711)  # an untrusted child reaches its own folder in it, lists nothing
-        spec = {"tests": nodes, "jobs": jobs, "kill_after_s": kill_after_s, "grader_pid": os.getpid(),
-                "memory_bytes": memory_bytes, "out_dir": out_dir,
-                "work_dir": work_dir, "files": _graded_files(root, student_dir),
-                "student_dir": None if student_dir is None else "submission",
-                "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s + _KILL_GRACE_S:g}", "--timeout-method=thread"]}
+        spec = {
+            "tests": nodes,
+            "jobs": jobs,
+            "kill_after_s": kill_after_s,
+            "grader_pid": os.getpid(),
+            "memory_bytes": memory_bytes,
+            "out_dir": out_dir,
+            "work_dir": work_dir,
+            "files": _graded_files(root, student_dir),
+            "student_dir": None if student_dir is None else "submission",
+            "pytest_args": [*_PYTEST_ARGS, f"--timeout={timeout_s + _KILL_GRACE_S:g}", "--timeout-method=thread"],
+        }
         budget_s = (math.ceil(len(nodes) / jobs) + 1) * (kill_after_s + 1) + 60
         code, stdout, stderr = _run_sandbox(json.dumps(spec), env, budget_s)
         if code != 0:
@@ -140,8 +171,15 @@ def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
     as ``isolation.Stopped``), first stop the sandbox with SIGTERM so that it kills its tests
     (they lead their own sessions, and subprocess.run would SIGKILL it at once, leaving them
     running), then re-raise. SIGKILLed, the sandbox dies by its parent-death signal."""
-    with subprocess.Popen([sys.executable, "-m", "dlsys.grading.sandbox"], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "dlsys.grading.sandbox"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+    ) as proc:
         try:
             stdout, stderr = proc.communicate(spec, timeout=budget_s)
         except BaseException:
@@ -154,9 +192,15 @@ def _run_sandbox(spec: str, env: dict, budget_s: float) -> tuple[int, str, str]:
     return proc.returncode, stdout, stderr
 
 
-def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
-          memory_bytes: int = MEMORY_BYTES, jobs: int | None = None, root: Path = REPO_ROOT,
-          homework: bool = False) -> list[TestResult]:
+def grade(
+    student_dir=None,
+    exercise_ids=None,
+    timeout_s: float = TIMEOUT_S,
+    memory_bytes: int = MEMORY_BYTES,
+    jobs: int | None = None,
+    root: Path = REPO_ROOT,
+    homework: bool = False,
+) -> list[TestResult]:
     """Run the graded tests of ``exercise_ids`` (default: all) against the student files in
     ``student_dir`` (default: the reference). ``jobs`` tests run at once (default: CPUs).
     ``root`` holds tests/exercises/. A ``homework`` takes only its exercises' files from the
@@ -167,24 +211,43 @@ def grade(student_dir=None, exercise_ids=None, timeout_s: float = TIMEOUT_S,
         if not student_dir.is_dir():
             raise ValueError(f"DIR must be a directory holding the student files, got {str(student_dir)!r}")
     if not (timeout_s > 0 and memory_bytes > 0 and (jobs is None or jobs >= 1)):
-        raise ValueError(f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}")
+        raise ValueError(
+            f"timeout_s and memory_bytes must be > 0 and jobs >= 1, got {timeout_s!r}, {memory_bytes!r}, {jobs!r}"
+        )
     with isolation.grade_run():
         tests = collect(exercises, root)
-        present = [(e, node) for e, node in tests
-                   if student_dir is None or all(locate(student_dir, name) for name in e.student_files)]
-        ran = dict(zip(present, run_tests([node for _, node in present], student_dir, timeout_s, memory_bytes,
-                                          jobs or os.cpu_count() or 1, root,
-                                          [e.id for e in exercises] if homework else None)))
+        present = [
+            (e, node)
+            for e, node in tests
+            if student_dir is None or all(locate(student_dir, name) for name in e.student_files)
+        ]
+        ran = dict(
+            zip(
+                present,
+                run_tests(
+                    [node for _, node in present],
+                    student_dir,
+                    timeout_s,
+                    memory_bytes,
+                    jobs or os.cpu_count() or 1,
+                    root,
+                    [e.id for e in exercises] if homework else None,
+                ),
+            )
+        )
     results = []
     for exercise, node in tests:
         if (exercise, node) in ran:
             passed, output, reason, seconds = ran[exercise, node]
         else:
-            missing = f"the submission has no {', '.join(n for n in exercise.student_files if not locate(student_dir, n))}"
+            missing = (
+                f"the submission has no {', '.join(n for n in exercise.student_files if not locate(student_dir, n))}"
+            )
             passed, output, reason, seconds = False, missing, missing, 0.0
         max_score = exercise.points / sum(1 for e, _ in tests if e is exercise)
-        results.append(TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds,
-                                  output, reason))
+        results.append(
+            TestResult(node, exercise.id, passed, max_score if passed else 0.0, max_score, seconds, output, reason)
+        )
     return results
 
 
@@ -198,8 +261,9 @@ def score_table(results: list[TestResult]) -> str:
             score, max_score = sum(r.score for r in mine), sum(r.max_score for r in mine)
             rows.append(f"{exercise.id:<22} {f'{passed}/{len(mine)}':>12} {f'{score:.2f}/{max_score:.2f}':>14}")
     total, max_total = sum(r.score for r in results), sum(r.max_score for r in results)
-    rows.append(f"{'total':<22} {f'{sum(r.passed for r in results)}/{len(results)}':>12} "
-                f"{f'{total:.2f}/{max_total:.2f}':>14}")
+    rows.append(
+        f"{'total':<22} {f'{sum(r.passed for r in results)}/{len(results)}':>12} {f'{total:.2f}/{max_total:.2f}':>14}"
+    )
     return "\n".join(rows)
 
 
@@ -208,8 +272,17 @@ def gradescope_results(results: list[TestResult]) -> dict:
     return {
         "score": round(sum(r.score for r in results), 6),
         "max_score": round(sum(r.max_score for r in results), 6),
-        "tests": [{"name": r.name, "score": round(r.score, 6), "max_score": round(r.max_score, 6),
-                   "status": "passed" if r.passed else "failed", "output": r.output, "tags": [r.exercise]} for r in results],
+        "tests": [
+            {
+                "name": r.name,
+                "score": round(r.score, 6),
+                "max_score": round(r.max_score, 6),
+                "status": "passed" if r.passed else "failed",
+                "output": r.output,
+                "tags": [r.exercise],
+            }
+            for r in results
+        ],
     }
 
 

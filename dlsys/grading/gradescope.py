@@ -85,10 +85,17 @@ exec "$root/source/.venv/bin/python" -m dlsys.grading.gradescope run "$root"
 def _commit() -> str:
     """This checkout's commit, '+dirty' if it has uncommitted changes; 'unknown' outside git."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                             timeout=30, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dlsys", "tests/exercises", "pyproject.toml"],
-                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "dlsys", "tests/exercises", "pyproject.toml"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return sha + ("+dirty" if dirty else "")
@@ -101,9 +108,23 @@ def build_wheel(out_dir: Path) -> Path:
         shutil.copytree(REPO_ROOT / "dlsys", src / "dlsys", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         for name in ("pyproject.toml", "README.md"):
             shutil.copyfile(REPO_ROOT / name, src / name)
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                               "--disable-pip-version-check", "-w", str(out_dir), str(src)],
-                              capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-w",
+                str(out_dir),
+                str(src),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=_BUILD_TIMEOUT_S,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"building the dlsys wheel failed:\n{done.stdout}{done.stderr}")
     (wheel,) = Path(out_dir).glob("dlsys-*.whl")
@@ -115,7 +136,7 @@ def _readme(name: str, exercises, files: list[str], visibility: str) -> str:
     return f"""# {name}: dlsys autograder for Gradescope
 
 Upload this zip as a Programming Assignment's autograder (base image: Ubuntu 22.04 or
-24.04). Students upload {', '.join(f'`{f}`' for f in files)} (from `dlsys exercises release`;
+24.04). Students upload {", ".join(f"`{f}`" for f in files)} (from `dlsys exercises release`;
 in folders or not). Test results are `{visibility}` to students.
 
 | exercise | points | task |
@@ -124,8 +145,14 @@ in folders or not). Test results are `{visibility}` to students.
 """
 
 
-def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
-          timeout_s: float = TIMEOUT_S, memory_mib: int = MEMORY_BYTES >> 20) -> dict:
+def build(
+    name: str,
+    exercise_ids: list[str],
+    out,
+    visibility: str = "visible",
+    timeout_s: float = TIMEOUT_S,
+    memory_mib: int = MEMORY_BYTES >> 20,
+) -> dict:
     """Write the autograder zip of homework ``name`` grading ``exercise_ids`` to ``out``;
     returns its config (dlsys-autograder.json)."""
     if not exercise_ids:
@@ -138,9 +165,17 @@ def build(name: str, exercise_ids: list[str], out, visibility: str = "visible",
     files = list(dict.fromkeys(n for e in exercises for n in e.student_files))
     with tempfile.TemporaryDirectory(prefix="dlsys-bundle-") as tmp:
         wheel = build_wheel(Path(tmp))
-        config = {"name": name, "exercises": [e.id for e in exercises], "files": files,
-                  "points": sum(e.points for e in exercises), "visibility": visibility,
-                  "timeout_s": timeout_s, "memory_mib": memory_mib, "wheel": wheel.name, "commit": _commit()}
+        config = {
+            "name": name,
+            "exercises": [e.id for e in exercises],
+            "files": files,
+            "points": sum(e.points for e in exercises),
+            "visibility": visibility,
+            "timeout_s": timeout_s,
+            "memory_mib": memory_mib,
+            "wheel": wheel.name,
+            "commit": _commit(),
+        }
         tests = [REPO_ROOT / "tests" / "exercises" / "conftest.py", *(REPO_ROOT / e.tests for e in exercises)]
         bundle = io.BytesIO()  # a few MiB: built in memory, written whole (outputs.write_atomic)
         with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as z:
@@ -164,8 +199,10 @@ def gather(submission: Path, files: list[str], dest: Path) -> list[str]:
     unique); returns notes for the student."""
     notes = []
     for name in files:
-        found = sorted((p for p in submission.rglob(Path(name).name) if p.is_file() and "__MACOSX" not in p.parts),
-                       key=lambda p: (not p.as_posix().endswith(f"/{name}"), len(p.parts), str(p)))
+        found = sorted(
+            (p for p in submission.rglob(Path(name).name) if p.is_file() and "__MACOSX" not in p.parts),
+            key=lambda p: (not p.as_posix().endswith(f"/{name}"), len(p.parts), str(p)),
+        )
         if not found:
             notes.append(f"missing: {name} (its exercises score 0)")
             continue
@@ -204,12 +241,19 @@ def run(root) -> int:
         try:
             (folder / "submission").mkdir()
             notes = gather(root / "submission", config["files"], folder / "submission")
-            results = grade(folder / "submission", config["exercises"], config["timeout_s"],
-                            config["memory_mib"] << 20, root=root / "source", homework=True)
+            results = grade(
+                folder / "submission",
+                config["exercises"],
+                config["timeout_s"],
+                config["memory_mib"] << 20,
+                root=root / "source",
+                homework=True,
+            )
         except Exception as exc:  # the student must see a result, not Gradescope's "no results.json"
             isolation.kill_descendants()
-            _write_results(root, {"score": 0.0, "output": f"the autograder failed: {exc}",
-                                  "visibility": config["visibility"]})
+            _write_results(
+                root, {"score": 0.0, "output": f"the autograder failed: {exc}", "visibility": config["visibility"]}
+            )
             print(f"the autograder failed: {exc}", file=sys.stderr)
             return 1
         isolation.kill_descendants()

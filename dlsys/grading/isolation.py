@@ -79,8 +79,14 @@ def _call(name: str, *args) -> None:
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _call("mount", source.encode(), target.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
-          data and data.encode())
+    _call(
+        "mount",
+        source.encode(),
+        target.encode(),
+        fstype and fstype.encode(),
+        ctypes.c_ulong(flags),
+        data and data.encode(),
+    )
 
 
 class Stopped(BaseException):
@@ -119,8 +125,13 @@ def sweep_stale(tmp: str | None = None) -> list[Path]:
     stale = []
     for path in Path(tmp or tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"):
         name = _RUN_NAME.match(path.name)
-        if name and int(name.group(1)) == os.stat("/proc/self/ns/pid").st_ino and path.is_dir() \
-                and path.stat().st_uid == os.geteuid() and not _owner_alive(int(name.group(2)), int(name.group(3))):
+        if (
+            name
+            and int(name.group(1)) == os.stat("/proc/self/ns/pid").st_ino
+            and path.is_dir()
+            and path.stat().st_uid == os.geteuid()
+            and not _owner_alive(int(name.group(2)), int(name.group(3)))
+        ):
             if os.geteuid() == 0 and (path / "uids").is_dir():  # tests that ran without namespaces
                 for uid in (path / "uids").iterdir():
                     _kill_uid(int(uid.name))
@@ -290,8 +301,13 @@ def _expose(needed: list[Path], uid: int) -> None:
     raise RuntimeError(f"cannot expose {needed} to uid {uid}")
 
 
-def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] | None = None,
-            writable: tuple[str, ...] = (), needed: tuple[str, ...] = ()) -> None:
+def contain(
+    memory_bytes: int,
+    max_processes: int,
+    cover: dict[str, str | None] | None = None,
+    writable: tuple[str, ...] = (),
+    needed: tuple[str, ...] = (),
+) -> None:
     """Call in a forked child of a watched parent (``watch_parent``), or as Popen's
     ``preexec_fn``, before running untrusted code; returns in the process that runs it. As root, where namespaces are allowed: the
     caller becomes a shepherd that waits for its own child, exits with its status and never
@@ -310,8 +326,11 @@ def contain(memory_bytes: int, max_processes: int, cover: dict[str, str | None] 
     if os.getppid() != parent:
         os._exit(128 + signal.SIGKILL)
     ids = unprivileged_ids()
-    reach = [Path(p) for p in dict.fromkeys([*needed, sys.base_prefix, sys.prefix,
-                                             *(p for p in sys.path if os.path.isabs(p))]) if os.path.exists(p)]
+    reach = [
+        Path(p)
+        for p in dict.fromkeys([*needed, sys.base_prefix, sys.prefix, *(p for p in sys.path if os.path.isabs(p))])
+        if os.path.exists(p)
+    ]
     if ids is not None and _unshare_namespaces():
         _become_namespace_init(memory_bytes, cover or {}, reach, ids[0])
     elif ids is not None and not _reachable(reach, ids[0]):
@@ -389,8 +408,12 @@ def course_build(dest) -> Path:
     package = dest / "dlsys"
     if package.exists():
         raise FileExistsError(f"dest already holds a dlsys package: {package}")
-    shutil.copytree(REPO_ROOT / "dlsys", package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                    copy_function=shutil.copyfile)
+    shutil.copytree(
+        REPO_ROOT / "dlsys",
+        package,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        copy_function=shutil.copyfile,
+    )
     for file in dict.fromkeys(f for e in EXERCISES for f in e.files):
         (dest / file).write_text(student_source((REPO_ROOT / file).read_text(), file))
     for folder, _, files in os.walk(package):  # readable by the unprivileged user, whatever the reference's modes

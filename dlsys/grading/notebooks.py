@@ -53,8 +53,13 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path = REPO_ROOT) -> nbformat.
     previous = os.environ.get("PLOTLY_RENDERER")
     os.environ["PLOTLY_RENDERER"] = PLOTLY_RENDERER  # the kernel inherits it: fig.show() emits plotly's JSON
     try:
-        NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", record_timing=False,
-                       resources={"metadata": {"path": str(cwd)}}).execute()
+        NotebookClient(
+            notebook,
+            timeout=CELL_TIMEOUT_S,
+            kernel_name="python3",
+            record_timing=False,
+            resources={"metadata": {"path": str(cwd)}},
+        ).execute()
     finally:
         if previous is None:
             del os.environ["PLOTLY_RENDERER"]
@@ -70,22 +75,30 @@ def exercise_notebook(lesson: Path) -> nbformat.NotebookNode | None:
         return None
     files = dict.fromkeys((f, name) for e in mine for f, name in zip(e.files, e.student_files))
     ids = " ".join(f"`{e.id}` ({e.points} points)" for e in mine)
-    cells = [nbformat.v4.new_markdown_cell(
-        f"# Exercises of lesson {lesson.name[:2]}: {ids}\n\n"
-        f"The lesson is `lessons/{lesson.name}` (or `notebooks/{lesson.stem}.ipynb`). In each cell below, "
-        "replace every `raise NotImplementedError(\"<exercise id>: see <lesson>\")` with your code; the docstring "
-        "above it says what to write. Running a cell writes its file next to this notebook, at its path inside "
-        "the dlsys package (`%%writefile`); the last cell grades those files with the graded tests, as the "
-        "autograder will."),
-        nbformat.v4.new_code_cell("import os\n\n"
-                                  f"for folder in {sorted({str(Path(n).parent) for _, n in files})!r}:\n"
-                                  "    os.makedirs(folder, exist_ok=True)")]
+    cells = [
+        nbformat.v4.new_markdown_cell(
+            f"# Exercises of lesson {lesson.name[:2]}: {ids}\n\n"
+            f"The lesson is `lessons/{lesson.name}` (or `notebooks/{lesson.stem}.ipynb`). In each cell below, "
+            'replace every `raise NotImplementedError("<exercise id>: see <lesson>")` with your code; the docstring '
+            "above it says what to write. Running a cell writes its file next to this notebook, at its path inside "
+            "the dlsys package (`%%writefile`); the last cell grades those files with the graded tests, as the "
+            "autograder will."
+        ),
+        nbformat.v4.new_code_cell(
+            "import os\n\n"
+            f"for folder in {sorted({str(Path(n).parent) for _, n in files})!r}:\n"
+            "    os.makedirs(folder, exist_ok=True)"
+        ),
+    ]
     for file, name in files:
         source = student_source((REPO_ROOT / file).read_text(), file)
         cells.append(nbformat.v4.new_code_cell(f"%%writefile {name}\n{source}"))
     # the kernel's own python: the dlsys it imports, whatever the shell's PATH holds
-    cells.append(nbformat.v4.new_code_cell("import sys\n\n!{sys.executable} -m dlsys.cli grade . "
-                                           + " ".join(f"--exercise {e.id}" for e in mine)))
+    cells.append(
+        nbformat.v4.new_code_cell(
+            "import sys\n\n!{sys.executable} -m dlsys.cli grade . " + " ".join(f"--exercise {e.id}" for e in mine)
+        )
+    )
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     return notebook
@@ -130,8 +143,9 @@ def write(notebook: nbformat.NotebookNode, path: Path) -> Path:
     return path
 
 
-def build(out: Path = NOTEBOOKS_DIR, only: list[str] | None = None, lessons_too: bool = True,
-          force: bool = False) -> list[Path]:
+def build(
+    out: Path = NOTEBOOKS_DIR, only: list[str] | None = None, lessons_too: bool = True, force: bool = False
+) -> list[Path]:
     """Write every student exercise notebook under ``out`` and, unless not ``lessons_too``,
     every lesson's executed notebook; ``only``: lessons whose names start with these (01, 03_ring).
     Before any lesson runs, refuses (FileExistsError) to overwrite a notebook someone has
@@ -145,8 +159,10 @@ def build(out: Path = NOTEBOOKS_DIR, only: list[str] | None = None, lessons_too:
             plan.append((lesson_notebook(lesson), out / f"{lesson.stem}.ipynb", True))
     mine = [str(path) for notebook, path, _ in plan if edited(path, notebook)]
     if mine and not force:
-        raise FileExistsError(f"{', '.join(mine)}: edited since the last build; a rebuild would lose that work "
-                              "(move it away, or pass --force to overwrite)")
+        raise FileExistsError(
+            f"{', '.join(mine)}: edited since the last build; a rebuild would lose that work "
+            "(move it away, or pass --force to overwrite)"
+        )
     return [write(execute(notebook) if run else notebook, path) for notebook, path, run in plan]
 
 
@@ -167,7 +183,8 @@ def out_of_sync(out: Path = NOTEBOOKS_DIR) -> list[str]:
             problems.append(f"{path} differs from {lesson.relative_to(REPO_ROOT)}")
         exercises = exercise_notebook(lesson)
         student = out / "exercises" / f"{lesson.stem}.ipynb"
-        if exercises is not None and (not student.is_file() or cell_sources(nbformat.read(student, as_version=4))
-                                      != cell_sources(exercises)):
+        if exercises is not None and (
+            not student.is_file() or cell_sources(nbformat.read(student, as_version=4)) != cell_sources(exercises)
+        ):
             problems.append(f"{student} is missing or differs from the exercises of {lesson.name}")
     return problems

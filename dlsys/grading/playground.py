@@ -34,21 +34,21 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..checks import check_int
 from ..comm import ANY_SOURCE, ANY_TAG, Status, launch
 from ..comm.supervise import DeadlockError, RankFailed, RunTimeout
 from ..comm.trace import Message, Span, Trace
-from ..checks import check_int
 from ..machine.topology import get_network
 from .untrusted import CALL, DEFAULT_MEMORY_BYTES, Submission, SubmissionFailed
 
 MPI = SimpleNamespace(ANY_SOURCE=ANY_SOURCE, ANY_TAG=ANY_TAG, Status=Status)  # mpi4py's names a program uses
 PROGRAM_FILE = "<your program>"  # the student's code's file name in tracebacks
-TIME_LIMIT_S = 20.0               # wall clock for one run, the child's start included
+TIME_LIMIT_S = 20.0  # wall clock for one run, the child's start included
 MEMORY_BYTES = DEFAULT_MEMORY_BYTES  # RLIMIT_AS of the child (and its /dev/shm under a namespace)
 MAX_RANKS = 16
-MAX_NBYTES = 1 << 20              # the real arrays the starters make: n bytes per rank
-REPORT_S = 4.0                    # the launcher's deadline comes this much before the kill, to say who waited
-VALUE_CHARS = 120                 # of a rank's value's repr
+MAX_NBYTES = 1 << 20  # the real arrays the starters make: n bytes per rank
+REPORT_S = 4.0  # the launcher's deadline comes this much before the kill, to say who waited
+VALUE_CHARS = 120  # of a rank's value's repr
 
 TOKEN_RING = '''\
 def program(comm):
@@ -112,21 +112,31 @@ STARTERS = {
 
 # --- the child: runs the program ------------------------------------------------------
 
+
 def _line(text: str) -> int | None:
     """The last line of the student's code in a traceback's text."""
     found = re.findall(rf'File "{re.escape(PROGRAM_FILE)}", line (\d+)', text)
     return int(found[-1]) if found else None
 
 
-WAIT = re.compile(r"rank (\d+) waits for (rank \d+|any rank)(?: \((?:tag (\d+)|any tag)\)|( to receive its synchronous send))")
+WAIT = re.compile(
+    r"rank (\d+) waits for (rank \d+|any rank)(?: \((?:tag (\d+)|any tag)\)|( to receive its synchronous send))"
+)
 
 
 def _waits(report: str) -> list[dict]:
     """[{"rank", "source" (None: any), "tag" (None: any, or a synchronous send's match),
     "text"}] from the board's 'rank 1 waits for rank 0 (tag 3)', '... (any tag)' and 'rank 0
     waits for rank 1 to receive its synchronous send' (dlsys.comm.board.waits_text)."""
-    return [{"rank": int(m[1]), "source": None if m[2] == "any rank" else int(m[2].split()[1]),
-             "tag": None if m[3] is None else int(m[3]), "text": m[0]} for m in WAIT.finditer(report)]
+    return [
+        {
+            "rank": int(m[1]),
+            "source": None if m[2] == "any rank" else int(m[2].split()[1]),
+            "tag": None if m[3] is None else int(m[3]),
+            "text": m[0],
+        }
+        for m in WAIT.finditer(report)
+    ]
 
 
 def _short(value) -> str:
@@ -135,7 +145,7 @@ def _short(value) -> str:
         value = value.item()
     with np.printoptions(threshold=8, precision=6, edgeitems=3):
         text = repr(value)
-    return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS - 3] + "..."
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
 
 
 def observe_program(source: str, ranks: int, link: str, topology: str, nbytes: int, timeout_s: float) -> dict:
@@ -149,28 +159,51 @@ def observe_program(source: str, ranks: int, link: str, topology: str, nbytes: i
     try:
         exec(code, namespace)  # the sandboxed child: the student's code is meant to run here
     except Exception as exc:
-        return {"error": {"kind": "exception", "rank": None, "message": f"{type(exc).__name__}: {exc}",
-                          "line": _line("".join(traceback.format_tb(exc.__traceback__)))}}
+        return {
+            "error": {
+                "kind": "exception",
+                "rank": None,
+                "message": f"{type(exc).__name__}: {exc}",
+                "line": _line("".join(traceback.format_tb(exc.__traceback__))),
+            }
+        }
     program = namespace.get("program")
     if not callable(program):
-        return {"error": {"kind": "exception", "rank": None, "line": None,
-                          "message": "the code defines no function program(comm)"}}
+        return {
+            "error": {
+                "kind": "exception",
+                "rank": None,
+                "line": None,
+                "message": "the code defines no function program(comm)",
+            }
+        }
     try:
         run = launch(program, ranks, "threads", link=link, topology=topology, timeout_s=timeout_s)
     except DeadlockError as exc:
         return {"error": {"kind": "deadlock", "message": str(exc), "waits": _waits(str(exc))}}
     except RunTimeout as exc:
-        return {"error": {"kind": "timeout", "waits": _waits(exc.ranks),
-                          "message": f"the ranks did not finish within {timeout_s:g} s (an infinite loop?): {exc.ranks}"}}
+        return {
+            "error": {
+                "kind": "timeout",
+                "waits": _waits(exc.ranks),
+                "message": f"the ranks did not finish within {timeout_s:g} s (an infinite loop?): {exc.ranks}",
+            }
+        }
     except RankFailed as exc:
-        return {"error": {"kind": "exception", "rank": exc.rank, "message": exc.summary,
-                          "line": _line(exc.rank_traceback)}}
+        return {
+            "error": {"kind": "exception", "rank": exc.rank, "message": exc.summary, "line": _line(exc.rank_traceback)}
+        }
     spans, messages = run.trace.records()
-    return {"values": [_short(v) for v in run.values], "spans": spans, "messages": messages,
-            "time_s": run.virtual_time_s}
+    return {
+        "values": [_short(v) for v in run.values],
+        "spans": spans,
+        "messages": messages,
+        "time_s": run.virtual_time_s,
+    }
 
 
 # --- the trusted side -----------------------------------------------------------------
+
 
 class _Sandbox(Submission):
     """``Submission``'s child and its limits with no exercise: the child imports dlsys as it
@@ -181,8 +214,12 @@ class _Sandbox(Submission):
         self.deadline = time.monotonic() + timeout_s
 
     def _write_call(self, private: Path, observe, kwargs: dict) -> None:
-        call = {"exercise": None, "foreign": {}, "observe": [observe.__module__, observe.__qualname__, None],
-                "kwargs": pickle.dumps(kwargs)}
+        call = {
+            "exercise": None,
+            "foreign": {},
+            "observe": [observe.__module__, observe.__qualname__, None],
+            "kwargs": pickle.dumps(kwargs),
+        }
         (private / CALL).write_bytes(pickle.dumps(call))
 
 
@@ -190,6 +227,7 @@ class _Sandbox(Submission):
 class PlaygroundRun:
     """One run's plain data: ``values`` (a repr per rank), ``trace``, ``time_s``; or
     ``error`` ({"kind": "syntax" | "exception" | "deadlock" | "timeout" | "sandbox", "message", ...})."""
+
     values: list[str] = field(default_factory=list)
     trace: Trace | None = None
     time_s: float | None = None
@@ -199,8 +237,14 @@ class PlaygroundRun:
 _one_at_a_time = threading.Lock()  # a run makes this process a subreaper for a while: one run at a time
 
 
-def run_program(source: str, ranks: int, link: str = "tcp-10gbe", topology: str = "flat", nbytes: int = 1024,
-                time_limit_s: float = TIME_LIMIT_S) -> PlaygroundRun:
+def run_program(
+    source: str,
+    ranks: int,
+    link: str = "tcp-10gbe",
+    topology: str = "flat",
+    nbytes: int = 1024,
+    time_limit_s: float = TIME_LIMIT_S,
+) -> PlaygroundRun:
     """Run ``source``'s ``program(comm)`` on ``ranks`` ranks in the sandbox (module doc),
     within ``time_limit_s`` of wall clock and ``MEMORY_BYTES`` of address space (the
     untrusted child's default, which a process without RLIMIT_AS gives it)."""
@@ -211,16 +255,19 @@ def run_program(source: str, ranks: int, link: str = "tcp-10gbe", topology: str 
         raise ValueError(f"source must be the program's text, got {type(source).__name__}")
     if not time_limit_s > REPORT_S:
         raise ValueError(f"time_limit_s must be > {REPORT_S:g}, got {time_limit_s!r}")
-    kwargs = dict(source=source, ranks=ranks, link=link, topology=topology, nbytes=nbytes,
-                  timeout_s=time_limit_s - REPORT_S)
+    kwargs = dict(
+        source=source, ranks=ranks, link=link, topology=topology, nbytes=nbytes, timeout_s=time_limit_s - REPORT_S
+    )
     try:
         with _one_at_a_time:
             answer = _Sandbox(time_limit_s).run(observe_program, **kwargs)
     except SubmissionFailed as exc:
         message = str(exc)
         if message.startswith("timed out"):
-            message = (f"the program did not end within the time limit of {time_limit_s:g} s and was "
-                       f"killed (an infinite loop outside the ranks?)" + message.partition("?)")[2])
+            message = (
+                f"the program did not end within the time limit of {time_limit_s:g} s and was "
+                f"killed (an infinite loop outside the ranks?)" + message.partition("?)")[2]
+            )
         return PlaygroundRun(error={"kind": "timeout" if "timed out" in str(exc) else "sandbox", "message": message})
     if "error" in answer:
         return PlaygroundRun(error=answer["error"])
@@ -246,8 +293,15 @@ def describe_error(error: dict) -> str:
 
 NAMES = ("p", "n", "alpha", "beta")
 FUNCTIONS = {"log2": math.log2, "ceil": math.ceil, "floor": math.floor}
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 MAX_FORMULA_CHARS = 300
 
@@ -274,12 +328,19 @@ def closed_form_s(text: str, p: int, n: int, alpha: float, beta: float) -> float
             return float(_BINARY[type(node.op)](value(node.left), value(node.right)))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             return _UNARY[type(node.op)](value(node.operand))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS \
-                and len(node.args) == 1 and not node.keywords:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FUNCTIONS
+            and len(node.args) == 1
+            and not node.keywords
+        ):
             return float(FUNCTIONS[node.func.id](value(node.args[0])))
         shown = ast.get_source_segment(text.strip(), node) or type(node).__name__
-        raise ValueError(f"the closed form may use numbers, + - * / // % **, the names {', '.join(NAMES)} and "
-                         f"{', '.join(FUNCTIONS)}(...); not {shown!r}")
+        raise ValueError(
+            f"the closed form may use numbers, + - * / // % **, the names {', '.join(NAMES)} and "
+            f"{', '.join(FUNCTIONS)}(...); not {shown!r}"
+        )
 
     try:
         return value(tree.body)

@@ -26,9 +26,9 @@ _END = re.compile(r"^\s*# END SOLUTION\s*$")
 class Region(NamedTuple):
     exercise: str
     indent: str
-    begin: int   # line index of the BEGIN marker
-    end: int     # line index of the END marker
-    body: str    # the lines in between
+    begin: int  # line index of the BEGIN marker
+    end: int  # line index of the END marker
+    body: str  # the lines in between
 
 
 def find_regions(source: str, path: str = "<source>") -> list[Region]:
@@ -41,13 +41,15 @@ def find_regions(source: str, path: str = "<source>") -> list[Region]:
             if open_at is not None:
                 raise ValueError(f"{path}:{i + 1}: BEGIN SOLUTION inside the region opened at line {open_at + 1}")
             if begin.group(2) not in known:
-                raise ValueError(f"{path}:{i + 1}: BEGIN SOLUTION needs a known exercise id "
-                                 f"({', '.join(sorted(known))}), got {begin.group(2)!r}")
+                raise ValueError(
+                    f"{path}:{i + 1}: BEGIN SOLUTION needs a known exercise id "
+                    f"({', '.join(sorted(known))}), got {begin.group(2)!r}"
+                )
             open_at, exercise, indent = i, begin.group(2), begin.group(1)
         elif _END.match(line):
             if open_at is None:
                 raise ValueError(f"{path}:{i + 1}: END SOLUTION without BEGIN SOLUTION")
-            regions.append(Region(exercise, indent, open_at, i, "".join(lines[open_at + 1:i])))
+            regions.append(Region(exercise, indent, open_at, i, "".join(lines[open_at + 1 : i])))
             open_at = None
     if open_at is not None:
         raise ValueError(f"{path}:{open_at + 1}: BEGIN SOLUTION is never closed")
@@ -58,7 +60,7 @@ def replace_regions(source: str, new_body: Callable[[Region], str], path: str = 
     """``source`` with every region (markers included) replaced by ``new_body(region)``."""
     lines = source.splitlines(keepends=True)
     for region in reversed(find_regions(source, path)):
-        lines[region.begin:region.end + 1] = [new_body(region)]
+        lines[region.begin : region.end + 1] = [new_body(region)]
     return "".join(lines)
 
 
@@ -72,7 +74,10 @@ def student_source(source: str, path: str = "<source>") -> str:
 
 
 def _readme() -> str:
-    rows = "\n".join(f"| `{e.id}` | {e.points} | {', '.join(f'`{n}`' for n in e.student_files)} | `{e.lesson}` | {e.title} |" for e in EXERCISES)
+    rows = "\n".join(
+        f"| `{e.id}` | {e.points} | {', '.join(f'`{n}`' for n in e.student_files)} | `{e.lesson}` | {e.title} |"
+        for e in EXERCISES
+    )
     return f"""# dlsys exercises
 
 Fill in every `raise NotImplementedError("<exercise id>: see <lesson>")` in the files

@@ -57,7 +57,7 @@ def reason(exc: BaseException) -> str:
     else:
         lines = str(exc).strip().splitlines()
         text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 
 class _Verdict:
@@ -109,8 +109,12 @@ def _child(i: int, node: str, spec: dict, verdict_fd: int) -> None:
     finally:
         sys.stdout.flush(), sys.stderr.flush()
         with contextlib.suppress(OSError):
-            os.write(verdict_fd, json.dumps({"passed": code == 0 and verdict.called and not verdict.failed,
-                                             "reason": verdict.reason}).encode())
+            os.write(
+                verdict_fd,
+                json.dumps(
+                    {"passed": code == 0 and verdict.called and not verdict.failed, "reason": verdict.reason}
+                ).encode(),
+            )
         os._exit(int(code))
 
 
@@ -154,8 +158,12 @@ def _loop(spec, pending, running, killed, results) -> None:
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid and pid in running:
             i, start, read_fd = running.pop(pid)
-            results[i] = {"code": os.waitstatus_to_exitcode(status), "timed_out": pid in killed,
-                          "seconds": time.monotonic() - start, **_read_verdict(read_fd)}
+            results[i] = {
+                "code": os.waitstatus_to_exitcode(status),
+                "timed_out": pid in killed,
+                "seconds": time.monotonic() - start,
+                **_read_verdict(read_fd),
+            }
             isolation.kill_descendants(spare=set(running))  # what a killed test's untrusted child left here
             continue
         if pid:

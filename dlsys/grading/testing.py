@@ -92,8 +92,9 @@ class _StudentFinder(importlib.abc.MetaPathFinder):
         return module
 
 
-def use_student_files(root, exercise_ids=None, reference_functions: dict[str, list[str]] | None = None,
-                      reference=None) -> None:
+def use_student_files(
+    root, exercise_ids=None, reference_functions: dict[str, list[str]] | None = None, reference=None
+) -> None:
     """From now on, the modules of ``exercise_ids`` (default: every exercise) are imported
     from the student directory ``root``, with the functions named in ``reference_functions``
     ({module: ["KVServer.aggregate", ...]}) taken from the folder ``reference``, which also
@@ -102,9 +103,15 @@ def use_student_files(root, exercise_ids=None, reference_functions: dict[str, li
     if imported:
         raise RuntimeError(f"too late to grade student files: {', '.join(imported)} already imported")
     exercises = [e for e in EXERCISES if exercise_ids is None or e.id in exercise_ids]
-    sys.meta_path.insert(0, _StudentFinder(Path(root).resolve(), exercises,
-                                           None if reference is None else Path(reference).resolve(),
-                                           reference_functions or {}))
+    sys.meta_path.insert(
+        0,
+        _StudentFinder(
+            Path(root).resolve(),
+            exercises,
+            None if reference is None else Path(reference).resolve(),
+            reference_functions or {},
+        ),
+    )
 
 
 def student_exercises() -> list[str] | None:

@@ -60,13 +60,13 @@ from . import isolation
 from .release import find_regions, replace_regions, stub
 from .testing import locate
 
-MAX_ANSWER_BYTES = 64 << 20   # an answer larger than this is an attack or a bug, not a result
-MAX_OUTPUT_CHARS = 2000       # of what the child printed, shown with a failure
-MAX_FILE_BYTES = 64 << 20     # RLIMIT_FSIZE: a file the child writes
+MAX_ANSWER_BYTES = 64 << 20  # an answer larger than this is an attack or a bug, not a result
+MAX_OUTPUT_CHARS = 2000  # of what the child printed, shown with a failure
+MAX_FILE_BYTES = 64 << 20  # RLIMIT_FSIZE: a file the child writes
 DEFAULT_MEMORY_BYTES = 1 << 30  # RLIMIT_AS (and /dev/shm) of a child whose test has no limit (plain pytest)
-CHILD_PROCESSES = 256         # not root (no uid of its own): RLIMIT_NPROC above the user's tasks now
-MAX_PROCESSES = 64            # as root: tasks (processes and threads) the child's own uid may have
-_ARRAY_KINDS = "biuf"         # numpy dtypes an answer may hold: bool, int, uint, float
+CHILD_PROCESSES = 256  # not root (no uid of its own): RLIMIT_NPROC above the user's tasks now
+MAX_PROCESSES = 64  # as root: tasks (processes and threads) the child's own uid may have
+_ARRAY_KINDS = "biuf"  # numpy dtypes an answer may hold: bool, int, uint, float
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 # the untrusted child's private directory: its call, the files it imports, what it printed
 CALL, STUDENT, REFERENCE, OBSERVE, OUTPUT = "call.pickle", "student", "reference", "observe", "output.txt"
@@ -92,6 +92,7 @@ def prctl(option: int, value: int) -> None:
 
 # --- the answer: plain data, as JSON ---------------------------------------------------
 
+
 def encode(value, depth: int = 0):
     """``value`` as JSON-ready data; numpy arrays as {"__ndarray__": {dtype, shape, data}}.
     Exact types only: a subclass of float or dict could lie."""
@@ -105,15 +106,20 @@ def encode(value, depth: int = 0):
         array = np.ascontiguousarray(value)
         if array.dtype.kind not in _ARRAY_KINDS:
             raise TypeError(f"an answer's arrays hold numbers, not {array.dtype}")
-        item = {"dtype": array.dtype.str, "shape": list(array.shape),
-                "data": base64.b64encode(array.tobytes()).decode()}
+        item = {
+            "dtype": array.dtype.str,
+            "shape": list(array.shape),
+            "data": base64.b64encode(array.tobytes()).decode(),
+        }
         return {"__ndarray__" if type(value) is np.ndarray else "__scalar__": item}
     if type(value) in (list, tuple):
         return [encode(v, depth + 1) for v in value]
     if type(value) is dict and all(type(k) is str and not k.startswith("__") for k in value):
         return {k: encode(v, depth + 1) for k, v in value.items()}
-    raise TypeError(f"an observe function returns plain data (numbers, strings, lists, dicts with "
-                    f"str keys, numpy arrays), not {type(value).__name__}")
+    raise TypeError(
+        f"an observe function returns plain data (numbers, strings, lists, dicts with "
+        f"str keys, numpy arrays), not {type(value).__name__}"
+    )
 
 
 def _reject_constant(name: str):
@@ -126,7 +132,7 @@ def _decode_object(item: dict):
             raise ValueError(f"not a special float: {item['__float__']!r}")
         return float(item["__float__"])
     if set(item) in ({"__ndarray__"}, {"__scalar__"}):
-        (kind, spec), = item.items()
+        ((kind, spec),) = item.items()
         dtype = np.dtype(spec["dtype"])
         shape = tuple(int(n) for n in spec["shape"])
         data = base64.b64decode(spec["data"], validate=True)
@@ -161,11 +167,15 @@ def observe_calls(module: str, calls: list) -> list:
 def trace_summary(run) -> dict:
     """What a graded test reads of a LaunchResult: values, messages (src, dst, nbytes) and the
     virtual time; plain data for the answer."""
-    return {"values": run.values, "time_s": run.virtual_time_s,
-            "messages": [[m.src, m.dst, m.nbytes] for m in run.trace.messages]}
+    return {
+        "values": run.values,
+        "time_s": run.virtual_time_s,
+        "messages": [[m.src, m.dst, m.nbytes] for m in run.trace.messages],
+    }
 
 
 # --- the child -------------------------------------------------------------------------
+
 
 def _where(exc: BaseException | None, private: str) -> str:
     """'collectives/ring.py:12': the deepest frame (or the syntax error) in the student's files."""
@@ -185,9 +195,13 @@ def describe(exc: BaseException, private: str) -> dict:
     else:
         rank, summary = None, f"{type(exc).__name__}: {exc}".strip().rstrip(":")
     text = getattr(exc, "rank_traceback", "") or "".join(traceback.format_exception(exc))
-    return {"type": type(exc).__name__, "summary": summary.splitlines()[0] if summary else type(exc).__name__,
-            "rank": rank, "where": _where(exc, private),
-            "traceback": text.replace(private + "/", "")[-MAX_OUTPUT_CHARS:]}
+    return {
+        "type": type(exc).__name__,
+        "summary": summary.splitlines()[0] if summary else type(exc).__name__,
+        "rank": rank,
+        "where": _where(exc, private),
+        "traceback": text.replace(private + "/", "")[-MAX_OUTPUT_CHARS:],
+    }
 
 
 def _limit(cpu_s: float) -> None:
@@ -195,7 +209,9 @@ def _limit(cpu_s: float) -> None:
     and not as root (where ``contain`` limits the child's own uid) the user's processes."""
     limits = [(resource.RLIMIT_CPU, int(cpu_s) + 1), (resource.RLIMIT_FSIZE, MAX_FILE_BYTES), (resource.RLIMIT_CORE, 0)]
     if os.getuid() != 0:  # every task of the user counts toward RLIMIT_NPROC
-        limits.append((resource.RLIMIT_NPROC, sum(1 for _ in Path("/proc").glob("[0-9]*/task/[0-9]*")) + CHILD_PROCESSES))
+        limits.append(
+            (resource.RLIMIT_NPROC, sum(1 for _ in Path("/proc").glob("[0-9]*/task/[0-9]*")) + CHILD_PROCESSES)
+        )
     for limit, value in limits:
         hard = resource.getrlimit(limit)[1]
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -208,8 +224,10 @@ def enclosing(source: str, line: int) -> str:
     best, stack = "", [(node, "") for node in ast.parse(source).body]
     while stack:
         node, prefix = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
-                node.lineno - 1 <= line <= (node.end_lineno or node.lineno) - 1:
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.lineno - 1 <= line <= (node.end_lineno or node.lineno) - 1
+        ):
             name = f"{prefix}{node.name}"
             if not isinstance(node, ast.ClassDef):
                 best = name
@@ -224,8 +242,9 @@ def reference_functions(exercise: Exercise) -> dict[str, list[str]]:
     functions = {}
     for module, file in zip(exercise.modules, exercise.files):
         source = (REPO_ROOT / file).read_text()
-        functions[module] = sorted({enclosing(source, r.begin) for r in find_regions(source, file)
-                                    if r.exercise != exercise.id})
+        functions[module] = sorted(
+            {enclosing(source, r.begin) for r in find_regions(source, file) if r.exercise != exercise.id}
+        )
     return functions
 
 
@@ -233,9 +252,12 @@ def reference_files(exercise: Exercise) -> dict[str, str]:
     """{path in a released directory: text} of every exercise's file, the reference with
     ``exercise``'s regions stubbed: what a child grading ``exercise`` imports the others from."""
     files = dict.fromkeys(zip((n for e in EXERCISES for n in e.student_files), (f for e in EXERCISES for f in e.files)))
-    return {name: replace_regions((REPO_ROOT / file).read_text(),
-                                  lambda r: stub(r) if r.exercise == exercise.id else r.body, file)
-            for name, file in files}
+    return {
+        name: replace_regions(
+            (REPO_ROOT / file).read_text(), lambda r: stub(r) if r.exercise == exercise.id else r.body, file
+        )
+        for name, file in files
+    }
 
 
 def write_answer(answer_fd: int, answer: dict, student_dir: str):
@@ -247,7 +269,7 @@ def write_answer(answer_fd: int, answer: dict, student_dir: str):
         text = json.dumps(answer, allow_nan=False).encode()
         view = memoryview(len(text).to_bytes(8, "big") + text)
         while view:
-            view = view[os.write(answer_fd, view):]
+            view = view[os.write(answer_fd, view) :]
     finally:
         os._exit(0)
 
@@ -267,9 +289,13 @@ def _child(answer_fd: int, private: str, cpu_s: float):
         _limit(cpu_s)
         course = Path(os.environ.get(isolation.RUN_ENV, "/nonexistent")) / isolation.COURSE
         memory_bytes = resource.getrlimit(resource.RLIMIT_AS)[0]  # the sandbox's, for the test
-        isolation.contain(memory_bytes if memory_bytes != resource.RLIM_INFINITY else DEFAULT_MEMORY_BYTES,
-                          MAX_PROCESSES, cover=isolation.course_cover(course) if course.is_dir() else None,
-                          writable=(private,), needed=(private,))
+        isolation.contain(
+            memory_bytes if memory_bytes != resource.RLIM_INFINITY else DEFAULT_MEMORY_BYTES,
+            MAX_PROCESSES,
+            cover=isolation.course_cover(course) if course.is_dir() else None,
+            writable=(private,),
+            needed=(private,),
+        )
         os.chdir(private)
         if course.is_dir():  # without namespaces (Docker) nothing covers the package: the course build comes first
             os.environ["PYTHONPATH"] = str(course)
@@ -280,6 +306,7 @@ def _child(answer_fd: int, private: str, cpu_s: float):
 
 
 # --- the parent ------------------------------------------------------------------------
+
 
 def _read_answer(fd: int, deadline: float) -> tuple[bytes, str]:
     """The child's answer (8 bytes of length, then the JSON): (data, '') or (b'', why not).
@@ -373,8 +400,9 @@ class Submission:
         if stopped:
             raise SubmissionFailed(f"the student's code {stopped}{printed}")
         if not data:
-            raise SubmissionFailed(f"the student's code exited without an answer (os._exit, a signal, "
-                                   f"or out of memory?){printed}")
+            raise SubmissionFailed(
+                f"the student's code exited without an answer (os._exit, a signal, or out of memory?){printed}"
+            )
         try:
             answer = decode(data)
         except (ValueError, TypeError, KeyError, RecursionError) as exc:
@@ -408,8 +436,12 @@ class Submission:
             file = f"{OBSERVE}/{Path(sys.modules[module].__file__).name}"
             (private / OBSERVE).mkdir()
             shutil.copyfile(sys.modules[module].__file__, private / file)
-        call = {"exercise": self.exercise.id, "foreign": self.foreign, "observe": [module, observe.__qualname__, file],
-                "kwargs": pickle.dumps(kwargs)}  # unpickled after the student's modules are in place
+        call = {
+            "exercise": self.exercise.id,
+            "foreign": self.foreign,
+            "observe": [module, observe.__qualname__, file],
+            "kwargs": pickle.dumps(kwargs),
+        }  # unpickled after the student's modules are in place
         (private / CALL).write_bytes(pickle.dumps(call))
 
     def calls(self, module: str, calls: list) -> list:
@@ -426,5 +458,8 @@ class Submission:
             text = f.read(MAX_OUTPUT_CHARS + 1)
         if not text.strip():
             return ""
-        return "\n--- what the student's code printed ---\n" + text[:MAX_OUTPUT_CHARS] + \
-            ("\n[... cut]" if len(text) > MAX_OUTPUT_CHARS else "")
+        return (
+            "\n--- what the student's code printed ---\n"
+            + text[:MAX_OUTPUT_CHARS]
+            + ("\n[... cut]" if len(text) > MAX_OUTPUT_CHARS else "")
+        )

@@ -3,6 +3,7 @@
 Everything is deterministic given a seed: every worker can compute its own shard
 locally, with no communication, and all workers agree on the partition.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,9 +36,16 @@ def load_digits(shape: str = "flat", path: str | Path = DIGITS_PATH) -> tuple[np
     return (X if shape == "flat" else X.reshape(-1, 1, 8, 8)), y
 
 
-def warp_images(images: np.ndarray, size: int, seed: int = 0, max_rotation_deg: float = 12.0,
-                scale_range: tuple[float, float] = (0.9, 1.1), max_shear: float = 0.15,
-                max_shift: float = 0.6, noise: float = 0.05) -> np.ndarray:
+def warp_images(
+    images: np.ndarray,
+    size: int,
+    seed: int = 0,
+    max_rotation_deg: float = 12.0,
+    scale_range: tuple[float, float] = (0.9, 1.1),
+    max_shear: float = 0.15,
+    max_shift: float = 0.6,
+    noise: float = 0.05,
+) -> np.ndarray:
     """Random affine deformations of (N, h, w) images, resampled onto a size x size grid.
 
     Output pixel p (centred coordinates, in units of the input grid) reads the input at
@@ -65,11 +73,16 @@ def warp_images(images: np.ndarray, size: int, seed: int = 0, max_rotation_deg: 
     # two rows/columns of zeros around each image: every clipped index then reads zeros
     padded = np.pad(images.astype(np.float32), ((0, 0), (2, 2), (2, 2)))
     ph, pw = h + 4, w + 4
-    flat = (np.arange(n)[:, None] * (ph * pw) + (np.clip(r0, -2, h).astype(np.int64) + 2) * pw
-            + np.clip(c0, -2, w).astype(np.int64) + 2)
+    flat = (
+        np.arange(n)[:, None] * (ph * pw)
+        + (np.clip(r0, -2, h).astype(np.int64) + 2) * pw
+        + np.clip(c0, -2, w).astype(np.int64)
+        + 2
+    )
     take = padded.ravel().take
-    out = ((1 - fr) * ((1 - fc) * take(flat) + fc * take(flat + 1))
-           + fr * ((1 - fc) * take(flat + pw) + fc * take(flat + pw + 1)))
+    out = (1 - fr) * ((1 - fc) * take(flat) + fc * take(flat + 1)) + fr * (
+        (1 - fc) * take(flat + pw) + fc * take(flat + pw + 1)
+    )
     out += noise * rng.standard_normal(out.shape, dtype=np.float32)
     return np.clip(out, 0.0, 1.0, out=out).reshape(n, size, size)
 
@@ -107,12 +120,13 @@ def train_test_split(X: np.ndarray, y: np.ndarray, test_fraction: float = 0.25, 
     is_test = np.zeros(len(y), bool)
     for label in np.unique(y):
         members = rng.permutation(np.flatnonzero(y == label))
-        is_test[members[:round(test_fraction * len(members))]] = True
+        is_test[members[: round(test_fraction * len(members))]] = True
     return X[~is_test], X[is_test], y[~is_test], y[is_test]
 
 
-def synthetic_classification(n: int, features: int, classes: int, seed: int = 0,
-                             separation: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_classification(
+    n: int, features: int, classes: int, seed: int = 0, separation: float = 3.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Gaussian blobs: class c has centre mu_c ~ N(0, separation^2 I), x = mu_y + N(0, I).
 
     Classes are balanced (sample i has label i mod classes, then shuffled).
@@ -131,16 +145,18 @@ def shard_iid(n_or_indices, workers: int, rank: int, seed: int = 0) -> np.ndarra
     """Indices of worker `rank`'s shard: shuffle once with `seed`, cut into `workers` parts.
 
     The shards partition the data and differ in size by at most one sample."""
-    indices = np.arange(_check_int("n_or_indices", n_or_indices, 1)) if np.ndim(n_or_indices) == 0 \
+    indices = (
+        np.arange(_check_int("n_or_indices", n_or_indices, 1))
+        if np.ndim(n_or_indices) == 0
         else np.asarray(n_or_indices)
+    )
     workers = _check_int("workers", workers, 1, len(indices))
     rank = _check_int("rank", rank, 0, workers - 1)
     shuffled = np.random.default_rng(seed).permutation(indices)
     return np.array_split(shuffled, workers)[rank]
 
 
-def shard_noniid(labels: np.ndarray, workers: int, rank: int, classes_per_worker: int = 2,
-                 seed: int = 0) -> np.ndarray:
+def shard_noniid(labels: np.ndarray, workers: int, rank: int, classes_per_worker: int = 2, seed: int = 0) -> np.ndarray:
     """Label-skewed shard: worker `rank` holds exactly `classes_per_worker` labels.
 
     The labels, in an order shuffled by `seed`, are dealt round-robin into
@@ -152,8 +168,7 @@ def shard_noniid(labels: np.ndarray, workers: int, rank: int, classes_per_worker
     classes = np.unique(labels)
     workers = _check_int("workers", workers, 1)
     rank = _check_int("rank", rank, 0, workers - 1)
-    cpw = _check_int("classes_per_worker", classes_per_worker, -(-len(classes) // workers),
-                     len(classes))
+    cpw = _check_int("classes_per_worker", classes_per_worker, -(-len(classes) // workers), len(classes))
     rng = np.random.default_rng(seed)
     slots = rng.permutation(classes)[np.arange(workers * cpw) % len(classes)].reshape(workers, cpw)
     shuffled = rng.permutation(len(labels))
@@ -165,8 +180,9 @@ def shard_noniid(labels: np.ndarray, workers: int, rank: int, classes_per_worker
     return np.sort(np.concatenate(parts))
 
 
-def batches(X: np.ndarray, y: np.ndarray, batch_size: int, seed: int = 0, epoch: int = 0,
-            drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def batches(
+    X: np.ndarray, y: np.ndarray, batch_size: int, seed: int = 0, epoch: int = 0, drop_last: bool = False
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Minibatches (X_b, y_b) of one epoch in an order drawn from (seed, epoch).
 
     Every epoch gets a fresh but reproducible permutation; the last batch is smaller
@@ -174,9 +190,8 @@ def batches(X: np.ndarray, y: np.ndarray, batch_size: int, seed: int = 0, epoch:
     if len(X) != len(y):
         raise ValueError(f"X and y must have the same length, got {len(X)} and {len(y)}")
     batch_size = _check_int("batch_size", batch_size, 1)
-    order = np.random.default_rng([_check_int("seed", seed, 0),
-                                   _check_int("epoch", epoch, 0)]).permutation(len(X))
+    order = np.random.default_rng([_check_int("seed", seed, 0), _check_int("epoch", epoch, 0)]).permutation(len(X))
     stop = len(X) - len(X) % batch_size if drop_last else len(X)
     for start in range(0, stop, batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         yield X[idx], y[idx]

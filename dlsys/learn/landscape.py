@@ -6,6 +6,7 @@ sharp minima, small-batch SGD to flat ones. Two of their tools:
 - the loss along the line between two solutions (Goodfellow et al. 2015's 1-D plot);
 - sharpness: how much the loss can rise inside a small box around the minimum.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,15 +27,23 @@ def loss_at(model: Sequential, params: np.ndarray, X: np.ndarray, y: np.ndarray)
         model.params[...] = saved
 
 
-def loss_along_line(model: Sequential, w_a: np.ndarray, w_b: np.ndarray, X: np.ndarray, y: np.ndarray,
-                    alphas: Sequence[float]) -> list[float]:
+def loss_along_line(
+    model: Sequential, w_a: np.ndarray, w_b: np.ndarray, X: np.ndarray, y: np.ndarray, alphas: Sequence[float]
+) -> list[float]:
     """L((1 - alpha) w_a + alpha w_b) for every alpha: alpha = 0 is w_a, 1 is w_b, and values
     outside [0, 1] look past each end (Keskar et al. 2017, Figure 3)."""
     return [loss_at(model, (1 - a) * w_a + a * w_b, X, y) for a in alphas]
 
 
-def sharpness(model: Sequential, params: np.ndarray, X: np.ndarray, y: np.ndarray, epsilon: float = 0.05,
-              samples: int = 20, seed: int = 0) -> float:
+def sharpness(
+    model: Sequential,
+    params: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    epsilon: float = 0.05,
+    samples: int = 20,
+    seed: int = 0,
+) -> float:
     """Keskar et al. 2017's sharpness, with random instead of optimized perturbations:
 
         100 * max_delta (L(w + delta) - L(w)) / (1 + L(w)),  |delta_i| <= epsilon (|w_i| + 1),
@@ -48,6 +57,5 @@ def sharpness(model: Sequential, params: np.ndarray, X: np.ndarray, y: np.ndarra
     rng = np.random.default_rng(seed)
     base = loss_at(model, params, X, y)
     box = epsilon * (np.abs(params) + 1)
-    rises = [loss_at(model, params + rng.uniform(-box, box).astype(params.dtype), X, y) - base
-             for _ in range(samples)]
+    rises = [loss_at(model, params + rng.uniform(-box, box).astype(params.dtype), X, y) - base for _ in range(samples)]
     return 100 * max(rises) / (1 + base)

@@ -61,7 +61,7 @@ from ..machine.storage import MAX_LOADER_WORKERS
 SHM_DIR = "/dev/shm"
 MAX_POOL_NBYTES = 1 << 30
 _COMMAND = struct.Struct("<qqq")  # epoch, step, slot
-_REPLY = struct.Struct("<qq")     # step, length of the error text that follows (0: the slot is filled)
+_REPLY = struct.Struct("<qq")  # step, length of the error text that follows (0: the slot is filled)
 _ALIGN = 64
 
 
@@ -111,8 +111,10 @@ class _Layout:
 
     def slot(self, mem, slot: int) -> tuple[np.ndarray, np.ndarray]:
         at = slot * self.slot_nbytes
-        return (np.ndarray((self.batch_size, *self.x_shape), self.x_dtype, mem, at),
-                np.ndarray((self.batch_size, *self.y_shape), self.y_dtype, mem, at + self.x_slot_nbytes))
+        return (
+            np.ndarray((self.batch_size, *self.x_shape), self.x_dtype, mem, at),
+            np.ndarray((self.batch_size, *self.y_shape), self.y_dtype, mem, at + self.x_slot_nbytes),
+        )
 
 
 class _Plan:
@@ -128,13 +130,12 @@ class _Plan:
         if epoch != self._epoch:  # one permutation per epoch, as the plain loader draws it
             self._epoch, self._order = epoch, np.random.default_rng([self.seed, epoch]).permutation(self.n)
         start = (step * self.world + self.rank) * self.batch_size
-        return self._order[start:start + self.batch_size]
+        return self._order[start : start + self.batch_size]
 
 
-def _fill(slot: tuple[np.ndarray, np.ndarray], data: tuple[np.ndarray, np.ndarray], idx: np.ndarray,
-          transform) -> None:
+def _fill(slot: tuple[np.ndarray, np.ndarray], data: tuple[np.ndarray, np.ndarray], idx: np.ndarray, transform) -> None:
     """Gather batch ``idx`` into the slot (no allocation); ``transform`` edits its X in place."""
-    x, y = slot[0][:len(idx)], slot[1][:len(idx)]
+    x, y = slot[0][: len(idx)], slot[1][: len(idx)]
     np.take(data[0], idx, axis=0, out=x)
     np.take(data[1], idx, axis=0, out=y)
     if transform is not None:
@@ -198,9 +199,21 @@ class Loader:
     top level) edits each batch's X in place in the worker. ``timeout_s`` bounds every
     wait for a batch. Arguments are checked before any process starts."""
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, batch_size: int, *, workers: int = 0, prefetch: int = 2,
-                 seed: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, transform=None,
-                 timeout_s: float = 60.0):
+    def __init__(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        batch_size: int,
+        *,
+        workers: int = 0,
+        prefetch: int = 2,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world: int = 1,
+        transform=None,
+        timeout_s: float = 60.0,
+    ):
         X, y = np.ascontiguousarray(X), np.ascontiguousarray(y)
         if len(X) != len(y) or len(X) == 0:
             raise ValueError(f"X and y must have the same length >= 1, got {len(X)} and {len(y)}")
@@ -218,12 +231,15 @@ class Loader:
         try:
             transform_blob = pickle.dumps(transform)
         except Exception as exc:
-            raise ValueError(f"transform must be picklable (a function defined at a module's top level): {exc}") \
-                from None
+            raise ValueError(
+                f"transform must be picklable (a function defined at a module's top level): {exc}"
+            ) from None
         self.layout = _Layout(X, y, batch_size, self.prefetch + 1 if workers else 1)
         if self.layout.slots * self.layout.slot_nbytes > MAX_POOL_NBYTES:
-            raise ValueError(f"prefetch: {self.prefetch} + 1 slots of {self.layout.slot_nbytes} bytes exceed the "
-                             f"pool's limit of {MAX_POOL_NBYTES} bytes; use a smaller prefetch or batch_size")
+            raise ValueError(
+                f"prefetch: {self.prefetch} + 1 slots of {self.layout.slot_nbytes} bytes exceed the "
+                f"pool's limit of {MAX_POOL_NBYTES} bytes; use a smaller prefetch or batch_size"
+            )
         self.plan = _Plan(len(X), batch_size, check_int("seed", seed, 0), rank, world, drop_last)
         self.timeout_s, self.transform = timeout_s, transform
         self.max_queued = 0  # the most batches requested and not yet taken, at any moment (<= prefetch)
@@ -247,8 +263,15 @@ class Loader:
         return self.plan.steps
 
     def _start(self, transform_blob: bytes) -> None:
-        job = pickle.dumps({"layout": self.layout, "plan": self.plan, "prefix": self.prefix,
-                            "transform": transform_blob, "sys_path": sys.path})
+        job = pickle.dumps(
+            {
+                "layout": self.layout,
+                "plan": self.plan,
+                "prefix": self.prefix,
+                "transform": transform_blob,
+                "sys_path": sys.path,
+            }
+        )
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         commands, replies = [], []
@@ -256,9 +279,19 @@ class Loader:
             reply_r, reply_w = os.pipe()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-P", "-c", "from dlsys.learn.loader import _worker_main; _worker_main()",
-                     f"{os.path.basename(self.prefix)}worker{k}", str(reply_w)],  # argv[1] names it in ps
-                    stdin=subprocess.PIPE, pass_fds=[reply_w], start_new_session=True, env=env)
+                    [
+                        sys.executable,
+                        "-P",
+                        "-c",
+                        "from dlsys.learn.loader import _worker_main; _worker_main()",
+                        f"{os.path.basename(self.prefix)}worker{k}",
+                        str(reply_w),
+                    ],  # argv[1] names it in ps
+                    stdin=subprocess.PIPE,
+                    pass_fds=[reply_w],
+                    start_new_session=True,
+                    env=env,
+                )
             finally:
                 os.close(reply_w)
                 self._fds.append(reply_r)
@@ -310,8 +343,11 @@ class Loader:
             reply = _read_exactly(fd, _REPLY.size)
             done, error_nbytes = _REPLY.unpack(reply) if len(reply) == _REPLY.size else (step, -1)
             if error_nbytes:  # -1: end of file, the worker died
-                raise self._failure(worker, step) if error_nbytes < 0 else \
-                    LoaderWorkerError(worker, "raised:\n" + _read_exactly(fd, error_nbytes).decode())
+                raise (
+                    self._failure(worker, step)
+                    if error_nbytes < 0
+                    else LoaderWorkerError(worker, "raised:\n" + _read_exactly(fd, error_nbytes).decode())
+                )
             if done != step:
                 raise LoaderWorkerError(worker, f"answered batch {done}, expected {step}")
         except BaseException:
@@ -330,7 +366,7 @@ class Loader:
             for step in range(steps):
                 idx = self.plan.indices(epoch, step)
                 _fill(slot, self.data, idx, self.transform)
-                yield slot[0][:len(idx)], slot[1][:len(idx)]
+                yield slot[0][: len(idx)], slot[1][: len(idx)]
             return
         requested = taken = 0
 

@@ -14,6 +14,7 @@ aliasing the flat buffer; gradients are overwritten, not accumulated, by each ba
 The transformer's layers also split backward in two, as zero-bubble pipelines need:
 `backward_input(dy) -> dx` now, `backward_weights()` (the weight gradients) later.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,11 +26,12 @@ import numpy as np
 
 class ParamSlice(NamedTuple):
     """Where a parameter tensor (or a whole layer) sits in the flat buffers."""
-    layer: int      # index of the layer in the Sequential
-    name: str       # e.g. "linear0.W" (a tensor) or "linear0" (a layer)
-    offset: int     # first element in model.params / model.grads
-    size: int       # number of elements
-    ndim: int = 1   # dimensions of the tensor (a whole layer: 1, it is flat)
+
+    layer: int  # index of the layer in the Sequential
+    name: str  # e.g. "linear0.W" (a tensor) or "linear0" (a layer)
+    offset: int  # first element in model.params / model.grads
+    size: int  # number of elements
+    ndim: int = 1  # dimensions of the tensor (a whole layer: 1, it is flat)
 
 
 class Layer:
@@ -104,9 +106,11 @@ class Linear(Layer):
 
     def output_shape(self, in_shape):
         if in_shape[-1:] != (self.in_features,):
-            raise ValueError(f"Linear({self.in_features}, {self.out_features}): input shape "
-                             f"must be ({self.in_features},) or (S, {self.in_features}) per sample, "
-                             f"got {in_shape}")
+            raise ValueError(
+                f"Linear({self.in_features}, {self.out_features}): input shape "
+                f"must be ({self.in_features},) or (S, {self.in_features}) per sample, "
+                f"got {in_shape}"
+            )
         return in_shape[:-1] + (self.out_features,)
 
     def init_params(self, rng):
@@ -172,8 +176,7 @@ def _window_output(size: int, kernel: int, stride: int, padding: int, what: str)
     """Output length of a sliding window: (size + 2 padding - kernel) // stride + 1."""
     out = (size + 2 * padding - kernel) // stride + 1
     if out < 1:
-        raise ValueError(f"{what}: kernel_size={kernel} does not fit an input of {size} "
-                         f"pixels with padding={padding}")
+        raise ValueError(f"{what}: kernel_size={kernel} does not fit an input of {size} pixels with padding={padding}")
     return out
 
 
@@ -183,19 +186,18 @@ def im2col(xp: np.ndarray, k: int, stride: int, out_h: int, out_w: int) -> np.nd
     cols = np.empty((n, c, k, k, out_h, out_w), xp.dtype)
     for i in range(k):
         for j in range(k):
-            cols[:, :, i, j] = xp[:, :, i:i + stride * out_h:stride, j:j + stride * out_w:stride]
+            cols[:, :, i, j] = xp[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride]
     return cols.transpose(0, 4, 5, 1, 2, 3).reshape(n * out_h * out_w, c * k * k)
 
 
-def col2im(cols: np.ndarray, x_shape: tuple[int, ...], k: int, stride: int,
-           out_h: int, out_w: int) -> np.ndarray:
+def col2im(cols: np.ndarray, x_shape: tuple[int, ...], k: int, stride: int, out_h: int, out_w: int) -> np.ndarray:
     """Adjoint of `im2col`: add every window's entries back onto the (N, C, H, W) image."""
     n, c = x_shape[:2]
     cols = cols.reshape(n, out_h, out_w, c, k, k).transpose(0, 3, 4, 5, 1, 2)
     dx = np.zeros(x_shape, cols.dtype)
     for i in range(k):
         for j in range(k):
-            dx[:, :, i:i + stride * out_h:stride, j:j + stride * out_w:stride] += cols[:, :, i, j]
+            dx[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += cols[:, :, i, j]
     return dx
 
 
@@ -205,8 +207,7 @@ class Conv2d(Layer):
     With X = im2col(x) and Wm = W reshaped (out, c*k*k): Y = X Wm^T + b,
     dWm = dY^T X, db = column sums of dY, dx = col2im(dY Wm)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int,
-                 stride: int = 1, padding: int = 0):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0):
         super().__init__()
         self.cin, self.cout = in_channels, out_channels
         self.k, self.stride, self.padding = kernel_size, stride, padding
@@ -216,14 +217,12 @@ class Conv2d(Layer):
 
     def output_shape(self, in_shape):
         if len(in_shape) != 3 or in_shape[0] != self.cin:
-            raise ValueError(f"Conv2d: input shape must be ({self.cin}, H, W) per sample, "
-                             f"got {in_shape}")
-        h, w = (_window_output(s, self.k, self.stride, self.padding, "Conv2d")
-                for s in in_shape[1:])
+            raise ValueError(f"Conv2d: input shape must be ({self.cin}, H, W) per sample, got {in_shape}")
+        h, w = (_window_output(s, self.k, self.stride, self.padding, "Conv2d") for s in in_shape[1:])
         return (self.cout, h, w)
 
     def init_params(self, rng):
-        self.params["W"][...] = _he_normal(rng, self.params["W"].shape, self.cin * self.k ** 2)
+        self.params["W"][...] = _he_normal(rng, self.params["W"].shape, self.cin * self.k**2)
         self.params["b"][...] = 0.0
 
     def forward(self, x):
@@ -242,10 +241,10 @@ class Conv2d(Layer):
         dcols = dy @ self.params["W"].reshape(self.cout, -1)
         dxp = col2im(dcols, self.xp_shape, self.k, self.stride, *self.out_shape[1:])
         h, w = self.in_shape[1:]
-        return dxp[:, :, self.padding:self.padding + h, self.padding:self.padding + w]
+        return dxp[:, :, self.padding : self.padding + h, self.padding : self.padding + w]
 
     def flops(self, batch):
-        return batch * prod(self.out_shape) * (2 * self.cin * self.k ** 2 + 1)
+        return batch * prod(self.out_shape) * (2 * self.cin * self.k**2 + 1)
 
     def saved(self):
         return {"cols": self.cols}
@@ -276,7 +275,7 @@ class _Pool2d(Layer):
         return dx.reshape((n,) + self.in_shape)
 
     def flops(self, batch):
-        return batch * prod(self.out_shape) * self.k ** 2
+        return batch * prod(self.out_shape) * self.k**2
 
 
 class MaxPool2d(_Pool2d):
@@ -288,7 +287,7 @@ class MaxPool2d(_Pool2d):
         return cols[np.arange(len(cols)), self.argmax].reshape((len(x),) + self.out_shape)
 
     def backward(self, dy):
-        dcols = np.zeros((dy.size, self.k ** 2), dy.dtype)
+        dcols = np.zeros((dy.size, self.k**2), dy.dtype)
         dcols[np.arange(dy.size), self.argmax] = dy.ravel()
         return self._unwindows(dcols, len(dy))
 
@@ -303,7 +302,7 @@ class AvgPool2d(_Pool2d):
         return self._windows(x).mean(axis=1).reshape((len(x),) + self.out_shape)
 
     def backward(self, dy):
-        dcols = np.repeat(dy.reshape(-1, 1) / self.k ** 2, self.k ** 2, axis=1)
+        dcols = np.repeat(dy.reshape(-1, 1) / self.k**2, self.k**2, axis=1)
         return self._unwindows(dcols, len(dy))
 
 
@@ -313,8 +312,9 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.
     p = softmax(z) = exp(z - max z) / sum exp(z - max z); loss = -mean_n log p[n, y_n];
     dloss/dz = (p - onehot(y)) / N."""
     if logits.ndim != 2 or np.shape(y) != (len(logits),):
-        raise ValueError(f"softmax_cross_entropy: logits must be (N, classes) and y (N,), got "
-                         f"{logits.shape} and {np.shape(y)}")
+        raise ValueError(
+            f"softmax_cross_entropy: logits must be (N, classes) and y (N,), got {logits.shape} and {np.shape(y)}"
+        )
     classes = logits.shape[1]
     if len(y) and (np.min(y) < 0 or np.max(y) >= classes):
         raise ValueError(f"softmax_cross_entropy: labels y must be in [0, {classes - 1}]")
@@ -336,8 +336,7 @@ class Sequential:
     `params` and `grads` are 1-D arrays; every layer's tensors are reshaped views into
     them, so update them in place (`model.params[...] = w`), never rebind them."""
 
-    def __init__(self, layers: list[Layer], input_shape: tuple[int, ...], seed: int = 0,
-                 dtype=np.float32):
+    def __init__(self, layers: list[Layer], input_shape: tuple[int, ...], seed: int = 0, dtype=np.float32):
         self.layers, self.input_shape = list(layers), tuple(input_shape)
         shape = self.input_shape
         for layer in self.layers:
@@ -352,8 +351,8 @@ class Sequential:
         for i, layer in enumerate(self.layers):
             for name, s in layer.param_shapes().items():
                 size = prod(s)
-                layer.params[name] = self.params[offset:offset + size].reshape(s)
-                layer.grads[name] = self.grads[offset:offset + size].reshape(s)
+                layer.params[name] = self.params[offset : offset + size].reshape(s)
+                layer.grads[name] = self.grads[offset : offset + size].reshape(s)
                 self._tensor_slices.append(ParamSlice(i, f"{self.names[i]}.{name}", offset, size, len(s)))
                 offset += size
         self._ready = {s.layer: s for s in self.layer_slices()}
@@ -393,7 +392,7 @@ class Sequential:
             dout = self.layers[i].backward(dout)
             if on_grad_ready is not None and i in self._ready:
                 s = self._ready[i]
-                on_grad_ready(i, s.name, self.grads[s.offset:s.offset + s.size])
+                on_grad_ready(i, s.name, self.grads[s.offset : s.offset + s.size])
         return dout
 
     def flops(self, batch: int) -> list[int]:
@@ -414,9 +413,16 @@ def mlp(sizes: list[int], seed: int = 0, dtype=np.float32) -> Sequential:
 def cnn(seed: int = 0, classes: int = 10, dtype=np.float32) -> Sequential:
     """A small LeNet-style network for (1, 8, 8) digit images:
     conv3x3(8) - ReLU - maxpool2 - conv3x3(16) - ReLU - maxpool2 - linear(classes)."""
-    layers = [Conv2d(1, 8, 3, padding=1), ReLU(), MaxPool2d(2),
-              Conv2d(8, 16, 3, padding=1), ReLU(), MaxPool2d(2),
-              Flatten(), Linear(16 * 2 * 2, classes)]
+    layers = [
+        Conv2d(1, 8, 3, padding=1),
+        ReLU(),
+        MaxPool2d(2),
+        Conv2d(8, 16, 3, padding=1),
+        ReLU(),
+        MaxPool2d(2),
+        Flatten(),
+        Linear(16 * 2 * 2, classes),
+    ]
     return Sequential(layers, (1, 8, 8), seed=seed, dtype=dtype)
 
 
@@ -424,6 +430,7 @@ def cnn(seed: int = 0, classes: int = 10, dtype=np.float32) -> Sequential:
 # A sample is a sequence: tokens (S,) in, vectors (S, D) inside. Every layer's `saved()`
 # lists what it keeps for backward, the tensors Korthikanti et al. 2022 (section 4.1) count:
 # dlsys.machine.memory.activation_bytes holds the formula, tests/test_transformer.py the match.
+
 
 class Embedding(Layer):
     """y[s] = E[x[s]] + P[s]: a learned token table E (vocab, D) plus learned positions P.
@@ -452,7 +459,7 @@ class Embedding(Layer):
         self.idx = x.astype(np.int64)
         if self.idx.size and (self.idx.min() < 0 or self.idx.max() >= self.vocab or np.any(self.idx != x)):
             raise ValueError(f"Embedding: tokens must be integers in 0..{self.vocab - 1}")
-        return self.params["E"][self.idx] + self.params["P"][:x.shape[1]]
+        return self.params["E"][self.idx] + self.params["P"][: x.shape[1]]
 
     def backward(self, dy):
         dx = self.backward_input(dy)
@@ -467,7 +474,7 @@ class Embedding(Layer):
         self.grads["E"][...] = 0.0
         np.add.at(self.grads["E"], self.idx, self.dy)
         self.grads["P"][...] = 0.0
-        self.grads["P"][:self.dy.shape[1]] = self.dy.sum(axis=0)
+        self.grads["P"][: self.dy.shape[1]] = self.dy.sum(axis=0)
 
     def saved(self):
         return {"idx": self.idx}
@@ -495,7 +502,7 @@ class LayerNorm(Layer):
 
     def forward(self, x):
         centred = x - x.mean(axis=-1, keepdims=True)
-        self.rstd = 1.0 / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + self.eps)
+        self.rstd = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + self.eps)
         self.xhat = centred * self.rstd
         return self.xhat * self.params["g"] + self.params["b"]
 
@@ -507,8 +514,9 @@ class LayerNorm(Layer):
     def backward_input(self, dy):
         self.dy = dy
         dxhat = dy * self.params["g"]
-        return self.rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
-                            - self.xhat * (dxhat * self.xhat).mean(axis=-1, keepdims=True))
+        return self.rstd * (
+            dxhat - dxhat.mean(axis=-1, keepdims=True) - self.xhat * (dxhat * self.xhat).mean(axis=-1, keepdims=True)
+        )
 
     def backward_weights(self):
         axes = tuple(range(self.dy.ndim - 1))
@@ -689,8 +697,16 @@ class Residual(Layer):
         return {f"{i}.{name}": a for i, layer in enumerate(self.layers) for name, a in layer.saved().items()}
 
 
-def transformer(vocab: int, seq_len: int, d_model: int = 32, heads: int = 4, layers: int = 2,
-                d_ff: int | None = None, seed: int = 0, dtype=np.float32) -> Sequential:
+def transformer(
+    vocab: int,
+    seq_len: int,
+    d_model: int = 32,
+    heads: int = 4,
+    layers: int = 2,
+    d_ff: int | None = None,
+    seed: int = 0,
+    dtype=np.float32,
+) -> Sequential:
     """A causal GPT-style model: tokens (S,) -> logits (S, vocab).
 
     Embedding, then `layers` pre-norm blocks x + Attn(LN(x)), x + MLP(LN(x)) with
@@ -701,8 +717,10 @@ def transformer(vocab: int, seq_len: int, d_model: int = 32, heads: int = 4, lay
         raise ValueError("vocab, seq_len, d_model, heads, layers and d_ff must be positive integers")
     blocks: list[Layer] = [Embedding(vocab, d_model, seq_len)]
     for _ in range(layers):
-        blocks += [Residual(LayerNorm(d_model), MultiHeadAttention(d_model, heads)),
-                   Residual(LayerNorm(d_model), Linear(d_model, d_ff), GELU(), Linear(d_ff, d_model))]
+        blocks += [
+            Residual(LayerNorm(d_model), MultiHeadAttention(d_model, heads)),
+            Residual(LayerNorm(d_model), Linear(d_model, d_ff), GELU(), Linear(d_ff, d_model)),
+        ]
     blocks += [LayerNorm(d_model), Linear(d_model, vocab)]
     return Sequential(blocks, (seq_len,), seed=seed, dtype=dtype)
 

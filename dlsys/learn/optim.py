@@ -9,6 +9,7 @@ so a checkpoint restores training exactly.
 `lr` is a float or a schedule: a function of the step index (0 for the first step)
 returning the learning rate, e.g. `goyal_schedule(...)`.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -28,13 +29,15 @@ class Optimizer:
     """Shared bookkeeping: the flat buffers, the step counter and the state arrays.
     Layer-wise methods keep the per-layer trust ratios of their last step in
     ``trust_ratios`` (for plots; not state: the next step recomputes them)."""
+
     state_names: tuple[str, ...] = ()
     trust_ratios: np.ndarray | None = None
 
     def __init__(self, params: np.ndarray, grads: np.ndarray, lr: float | Schedule):
         if params.ndim != 1 or grads.shape != params.shape:
-            raise ValueError(f"params and grads must be 1-D buffers of equal shape, got "
-                             f"{params.shape} and {grads.shape}")
+            raise ValueError(
+                f"params and grads must be 1-D buffers of equal shape, got {params.shape} and {grads.shape}"
+            )
         if not callable(lr) and not lr > 0:
             raise ValueError(f"lr must be > 0 or a schedule step -> lr, got {lr!r}")
         self.params, self.grads, self.lr = params, grads, lr
@@ -62,8 +65,7 @@ class Optimizer:
         """Restore a `state_dict()` exactly (bit for bit), writing into the existing arrays."""
         for name in self.state_names:
             if np.shape(state[name]) != self.params.shape:
-                raise ValueError(f"state[{name!r}] must have shape {self.params.shape}, "
-                                 f"got {np.shape(state[name])}")
+                raise ValueError(f"state[{name!r}] must have shape {self.params.shape}, got {np.shape(state[name])}")
             getattr(self, name)[...] = state[name]
         self.steps = int(state["steps"])
 
@@ -72,10 +74,10 @@ class SGD(Optimizer):
     """SGD with momentum mu and weight decay wd (PyTorch's formulation):
 
     d = g + wd w;  v <- mu v + d;  w <- w - lr v   (Nesterov: w <- w - lr (d + mu v))."""
+
     state_names = ("velocity",)
 
-    def __init__(self, params, grads, lr, momentum: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False):
+    def __init__(self, params, grads, lr, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
         super().__init__(params, grads, lr)
         _check_range("momentum", momentum, 0.0, 1.0)
         _check_range("weight_decay", weight_decay, 0.0)
@@ -98,12 +100,14 @@ class Adam(Optimizer):
     w <- w - lr (m / (1-b1^t) / (sqrt(v / (1-b2^t)) + eps) + wd w).
     Its state, m and v, is the 8 of ZeRO's K = 12 bytes per parameter (the other 4 are the
     fp32 master copy mixed precision keeps; dlsys.machine.memory)."""
+
     state_names = ("m", "v")
     m: np.ndarray  # made by Optimizer.__init__ from state_names
     v: np.ndarray
 
-    def __init__(self, params, grads, lr, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(
+        self, params, grads, lr, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0
+    ):
         super().__init__(params, grads, lr)
         _check_range("betas[0]", betas[0], 0.0, 1.0)
         _check_range("betas[1]", betas[1], 0.0, 1.0)
@@ -120,8 +124,8 @@ class Adam(Optimizer):
         self.m *= b1
         self.m += (1 - b1) * self.grads
         self.v *= b2
-        self.v += (1 - b2) * self.grads ** 2
-        step = (self.m / (1 - b1 ** t)) / (np.sqrt(self.v / (1 - b2 ** t)) + self.eps)
+        self.v += (1 - b2) * self.grads**2
+        step = (self.m / (1 - b1**t)) / (np.sqrt(self.v / (1 - b2**t)) + self.eps)
         return step + self.weight_decay * self.params
 
 
@@ -130,10 +134,16 @@ def _segments(slices: Sequence, size: int) -> tuple[np.ndarray, np.ndarray]:
     model.param_slices()), checked to tile the buffer [0, size) in order."""
     offsets = np.array([s.offset for s in slices], dtype=np.int64)
     sizes = np.array([s.size for s in slices], dtype=np.int64)
-    if len(slices) == 0 or offsets[0] != 0 or np.any(sizes < 1) \
-            or np.any(offsets[1:] != offsets[:-1] + sizes[:-1]) or offsets[-1] + sizes[-1] != size:
-        raise ValueError(f"slices must tile the parameter buffer of {size} elements in order "
-                         f"(pass model.param_slices())")
+    if (
+        len(slices) == 0
+        or offsets[0] != 0
+        or np.any(sizes < 1)
+        or np.any(offsets[1:] != offsets[:-1] + sizes[:-1])
+        or offsets[-1] + sizes[-1] != size
+    ):
+        raise ValueError(
+            f"slices must tile the parameter buffer of {size} elements in order (pass model.param_slices())"
+        )
     return offsets, sizes
 
 
@@ -157,10 +167,19 @@ class LARS(Optimizer):
 
     Per layer l: local_lr = eta ||w_l|| / (||g_l|| + beta ||w_l||)  (trust coefficient eta,
     weight decay beta);  v <- m v + lr * local_lr * (g + beta w);  w <- w - v."""
+
     state_names = ("velocity",)
 
-    def __init__(self, params, grads, lr, slices: Sequence, momentum: float = 0.9,
-                 weight_decay: float = 5e-4, trust_coefficient: float = 0.001):
+    def __init__(
+        self,
+        params,
+        grads,
+        lr,
+        slices: Sequence,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+        trust_coefficient: float = 0.001,
+    ):
         super().__init__(params, grads, lr)
         self.offsets, self.sizes = _segments(slices, params.size)
         _check_range("momentum", momentum, 0.0, 1.0)
@@ -193,8 +212,16 @@ class LAMB(Adam):
     bias corrections m_hat = m / (1-b1^t), v_hat = v / (1-b2^t);  then per layer l:
     w_l <- w_l - lr * ||w_l|| / ||r_l + lambda w_l|| * (r_l + lambda w_l)   (phi = identity)."""
 
-    def __init__(self, params, grads, lr, slices: Sequence, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.01):
+    def __init__(
+        self,
+        params,
+        grads,
+        lr,
+        slices: Sequence,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+    ):
         super().__init__(params, grads, lr, betas, eps, weight_decay)
         self.offsets, self.sizes = _segments(slices, params.size)
 
@@ -231,12 +258,12 @@ def step_decay_lr(step: int, lr: float, milestones: Sequence[int], gamma: float 
     # END SOLUTION
 
 
-def goyal_schedule(base_lr: float, k: float, warmup_steps: int, milestones: Sequence[int] = (),
-                   gamma: float = 0.1) -> Schedule:
+def goyal_schedule(
+    base_lr: float, k: float, warmup_steps: int, milestones: Sequence[int] = (), gamma: float = 0.1
+) -> Schedule:
     """Goyal et al. 2017's recipe for k times more workers (k times the batch): warm up
     linearly from base_lr to k * base_lr over warmup_steps, then step decay. Exercise
     ``goyal_schedule``."""
     # BEGIN SOLUTION goyal_schedule
-    return lambda step: step_decay_lr(step, warmup_lr(step, warmup_steps, base_lr, k * base_lr),
-                                      milestones, gamma)
+    return lambda step: step_decay_lr(step, warmup_lr(step, warmup_steps, base_lr, k * base_lr), milestones, gamma)
     # END SOLUTION

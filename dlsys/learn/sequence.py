@@ -26,6 +26,7 @@ from . import nn, optim
 
 class Reversal(NamedTuple):
     """Inputs (n, 2L) tokens and targets (n, L): the next tokens of the answer positions."""
+
     inputs: np.ndarray
     targets: np.ndarray
     length: int
@@ -54,7 +55,7 @@ def answer_loss(logits: np.ndarray, task: Reversal) -> tuple[float, np.ndarray]:
 
 def accuracy(model: nn.Sequential, task: Reversal) -> tuple[float, float]:
     """(token accuracy, sequence accuracy) over the answer positions."""
-    right = model.forward(task.inputs)[:, task.length:].argmax(axis=-1) == task.targets
+    right = model.forward(task.inputs)[:, task.length :].argmax(axis=-1) == task.targets
     return float(right.mean()), float(right.all(axis=1).mean())
 
 
@@ -66,8 +67,17 @@ class Result(NamedTuple):
     losses: list[float]
 
 
-def train_reversal(length: int = 8, d_model: int = 32, heads: int = 4, layers: int = 2, steps: int = 150,
-                   batch: int = 64, lr: float = 3e-3, seed: int = 0, n_test: int = 1000) -> tuple[nn.Sequential, Result]:
+def train_reversal(
+    length: int = 8,
+    d_model: int = 32,
+    heads: int = 4,
+    layers: int = 2,
+    steps: int = 150,
+    batch: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+    n_test: int = 1000,
+) -> tuple[nn.Sequential, Result]:
     """Adam on fresh batches of the reversal task; accuracy on `n_test` held-out samples.
 
     BLAS runs on one thread: these matrices are small, and on a shared 2-core machine
@@ -91,6 +101,8 @@ def train_reversal(length: int = 8, d_model: int = 32, heads: int = 4, layers: i
 
 if __name__ == "__main__":
     _, result = train_reversal()
-    print(f"reversal of 8 digits, 2 blocks of width 32, {result.steps} Adam steps of 64 samples: "
-          f"token accuracy {result.token_accuracy:.4f}, sequence accuracy {result.sequence_accuracy:.4f} "
-          f"on 1000 held-out samples, {result.wall_s:.1f} s")
+    print(
+        f"reversal of 8 digits, 2 blocks of width 32, {result.steps} Adam steps of 64 samples: "
+        f"token accuracy {result.token_accuracy:.4f}, sequence accuracy {result.sequence_accuracy:.4f} "
+        f"on 1000 held-out samples, {result.wall_s:.1f} s"
+    )

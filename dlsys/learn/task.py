@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 
 from .. import compress
+from ..machine.storage import IOModel, LoaderTimeline
 from . import data, nn, optim
 from .loader import Loader
-from ..machine.storage import IOModel, LoaderTimeline
 
 MODELS = ("mlp", "cnn")
 DATASETS = ("digits", "synthetic", "digits-aug")
@@ -34,6 +34,7 @@ class TrainConfig:
     ``momentum`` and ``trust_coefficient``, or LAMB) with ``weight_decay``. Gradual warm-up
     (Goyal et al. 2017) raises the rate linearly from ``warmup_start_lr`` at step 0 to
     ``lr`` after ``warmup_epochs`` epochs (``optim.warmup_lr``)."""
+
     model: str = "mlp"
     hidden: tuple[int, ...] = (64, 64)
     dataset: str = "digits"
@@ -50,8 +51,7 @@ class TrainConfig:
     warmup_start_lr: float = 0.0
 
     def __post_init__(self):
-        for name, choices in (("model", MODELS), ("dataset", DATASETS), ("dtype", DTYPES),
-                              ("optimizer", OPTIMIZERS)):
+        for name, choices in (("model", MODELS), ("dataset", DATASETS), ("dtype", DTYPES), ("optimizer", OPTIMIZERS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if self.model == "cnn" and self.dataset != "digits":
@@ -64,14 +64,17 @@ class TrainConfig:
         if not self.lr > 0 or not 0 <= self.momentum < 1:
             raise ValueError(f"need lr > 0 and momentum in [0, 1), got lr={self.lr!r}, momentum={self.momentum!r}")
         if not (isinstance(self.warmup_epochs, int) and 0 <= self.warmup_epochs <= self.epochs):
-            raise ValueError(f"warmup_epochs must be an integer in 0..epochs ({self.epochs}): the warm-up cannot "
-                             f"be longer than training, got {self.warmup_epochs!r}")
+            raise ValueError(
+                f"warmup_epochs must be an integer in 0..epochs ({self.epochs}): the warm-up cannot "
+                f"be longer than training, got {self.warmup_epochs!r}"
+            )
         for name in ("weight_decay", "warmup_start_lr"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not self.trust_coefficient > 0:
-            raise ValueError(f"trust_coefficient must be > 0 (LARS's eta, 0.001 in You et al. 2017), "
-                             f"got {self.trust_coefficient!r}")
+            raise ValueError(
+                f"trust_coefficient must be > 0 (LARS's eta, 0.001 in You et al. 2017), got {self.trust_coefficient!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Compression:
     """A gradient compression method (``dlsys.compress``), its options as (name, value)
     pairs, and its memory (default: the one its paper uses). Checked when made, so a bad
     method or option fails before any rank starts."""
+
     method: str = "none"
     options: tuple = ()
     memory: str | None = None
@@ -145,8 +149,15 @@ def build_optimizer(config: TrainConfig, model: nn.Sequential, per_epoch: int) -
     parameter tensor (``model.param_slices()``). The rate follows ``lr_schedule``."""
     lr = lr_schedule(config, per_epoch)
     if config.optimizer == "lars":
-        return optim.LARS(model.params, model.grads, lr, model.param_slices(), config.momentum,
-                          config.weight_decay, config.trust_coefficient)
+        return optim.LARS(
+            model.params,
+            model.grads,
+            lr,
+            model.param_slices(),
+            config.momentum,
+            config.weight_decay,
+            config.trust_coefficient,
+        )
     if config.optimizer == "lamb":
         return optim.LAMB(model.params, model.grads, lr, model.param_slices(), weight_decay=config.weight_decay)
     return optim.SGD(model.params, model.grads, lr, config.momentum, config.weight_decay)
@@ -156,8 +167,10 @@ def steps_per_epoch(n: int, workers: int, batch_size: int) -> int:
     """Global steps in one epoch; the last incomplete global batch is dropped."""
     steps = n // (workers * batch_size)
     if steps < 1:
-        raise ValueError(f"batch_size must be an integer in 1..{max(1, n // workers)} for {workers} workers: "
-                         f"workers * batch_size = {workers * batch_size} exceeds the {n} training samples")
+        raise ValueError(
+            f"batch_size must be an integer in 1..{max(1, n // workers)} for {workers} workers: "
+            f"workers * batch_size = {workers * batch_size} exceeds the {n} training samples"
+        )
     return steps
 
 
@@ -166,11 +179,10 @@ def batch_indices(n: int, step: int, rank: int, workers: int, batch_size: int, s
     epoch, i = divmod(step, steps_per_epoch(n, workers, batch_size))
     order = np.random.default_rng([seed, epoch]).permutation(n)
     start = (i * workers + rank) * batch_size
-    return order[start:start + batch_size]
+    return order[start : start + batch_size]
 
 
-def training_batches(comm, config: TrainConfig, task: Task, per_epoch: int, start: int = 0,
-                     io: IOModel | None = None):
+def training_batches(comm, config: TrainConfig, task: Task, per_epoch: int, start: int = 0, io: IOModel | None = None):
     """This rank's (step, X_b, y_b) from global step ``start`` to the end of training, by
     the plan of ``batch_indices``. With ``io``, through a real ``dlsys.learn.loader.Loader`` of
     ``io.workers`` processes and a queue of ``io.prefetch`` batches (the same batches), and
@@ -184,8 +196,17 @@ def training_batches(comm, config: TrainConfig, task: Task, per_epoch: int, star
             yield step, task.X_train[idx], task.y_train[idx]
         return
     timeline = LoaderTimeline(io)
-    with Loader(task.X_train, task.y_train, config.batch_size, workers=io.workers, prefetch=io.prefetch,
-                seed=config.seed, drop_last=True, rank=comm.rank, world=comm.size) as loader:
+    with Loader(
+        task.X_train,
+        task.y_train,
+        config.batch_size,
+        workers=io.workers,
+        prefetch=io.prefetch,
+        seed=config.seed,
+        drop_last=True,
+        rank=comm.rank,
+        world=comm.size,
+    ) as loader:
         for epoch in range(start // per_epoch, config.epochs):
             for step, (X_b, y_b) in enumerate(loader.epoch(epoch), epoch * per_epoch):
                 comm.wait_until(timeline.take(comm.clock), label="io wait")

@@ -37,7 +37,7 @@ def ring_allreduce_traffic_bytes(p: int, nbytes: float, lent: bool) -> float:
     """Bytes one rank reads plus writes in a ring all-reduce of an nbytes buffer on p ranks."""
     _check(p, 1, nbytes)
     # BEGIN SOLUTION ring_memory_traffic
-    per_step_pair = 5 if lent else 9   # 3 (reduce) + 2 (gather), + 2 x 2 to copy each sent block
+    per_step_pair = 5 if lent else 9  # 3 (reduce) + 2 (gather), + 2 x 2 to copy each sent block
     return per_step_pair * (p - 1) * nbytes / p
     # END SOLUTION
 

@@ -63,9 +63,21 @@ from typing import Callable, Mapping, Sequence
 from .net import LinkModel, get_link
 
 __all__ = [
-    "FabricLink", "Fabric", "explicit", "placed", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster",
-    "FABRIC_PRESETS", "get_fabric",
-    "TAIHULIGHT_UPLINK_Bps", "NVLINK4_Bps", "CONNECTX7_Bps", "GPU_ISLAND",
+    "FabricLink",
+    "Fabric",
+    "explicit",
+    "placed",
+    "flat",
+    "two_level",
+    "taihulight",
+    "fat_tree",
+    "gpu_cluster",
+    "FABRIC_PRESETS",
+    "get_fabric",
+    "TAIHULIGHT_UPLINK_Bps",
+    "NVLINK4_Bps",
+    "CONNECTX7_Bps",
+    "GPU_ISLAND",
 ]
 
 TAIHULIGHT_NODES = 40_960
@@ -73,19 +85,23 @@ TAIHULIGHT_SUPERNODE = 256
 TAIHULIGHT_BISECTION_Bps = 70e12
 # The bisection cuts the 160 supernodes in two halves of 80; the 80 uplinks of one half carry it.
 TAIHULIGHT_UPLINK_Bps = TAIHULIGHT_BISECTION_Bps / (TAIHULIGHT_NODES // TAIHULIGHT_SUPERNODE // 2)
-TAIHULIGHT_SOURCE = ("Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. "
-                     "Sci. 59 (2016): 40,960 SW26010 nodes, supernodes of 256 nodes on a full crossbar, a central "
-                     "network above them; Dongarra, 'Report on the Sunway TaihuLight System' (2016): 14 GB/s per "
-                     "node, 70 TB/s bisection. Each supernode's uplink: 70 TB/s / 80 = 875 GB/s.")
+TAIHULIGHT_SOURCE = (
+    "Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. "
+    "Sci. 59 (2016): 40,960 SW26010 nodes, supernodes of 256 nodes on a full crossbar, a central "
+    "network above them; Dongarra, 'Report on the Sunway TaihuLight System' (2016): 14 GB/s per "
+    "node, 70 TB/s bisection. Each supernode's uplink: 70 TB/s / 80 = 875 GB/s."
+)
 
 GPU_ISLAND = 8
-NVLINK4_Bps = 450e9      # NVLink 4 on H100 SXM: 18 links x 50 GB/s = 900 GB/s bidirectional, 450 GB/s each way
-CONNECTX7_Bps = 50e9     # ConnectX-7 NDR InfiniBand: 400 Gb/s = 50 GB/s each way, one per GPU
-GPU_CLUSTER_SOURCE = ("NVIDIA DGX H100 (DGX H100 User Guide; H100 and ConnectX-7 datasheets, 2023): 8 H100 SXM GPUs "
-                      "on 4 NVSwitch chips, NVLink 4 at 900 GB/s per GPU (bidirectional, 450 GB/s each way); "
-                      "8 single-port ConnectX-7 NICs at 400 Gb/s, one InfiniBand rail per GPU. Latencies are "
-                      "teaching defaults: 2 us inside an island (the nvlink preset), 3 us across (NIC, PCIe "
-                      "switch and two InfiniBand switch hops; NCCL's base latency for IB is a few microseconds).")
+NVLINK4_Bps = 450e9  # NVLink 4 on H100 SXM: 18 links x 50 GB/s = 900 GB/s bidirectional, 450 GB/s each way
+CONNECTX7_Bps = 50e9  # ConnectX-7 NDR InfiniBand: 400 Gb/s = 50 GB/s each way, one per GPU
+GPU_CLUSTER_SOURCE = (
+    "NVIDIA DGX H100 (DGX H100 User Guide; H100 and ConnectX-7 datasheets, 2023): 8 H100 SXM GPUs "
+    "on 4 NVSwitch chips, NVLink 4 at 900 GB/s per GPU (bidirectional, 450 GB/s each way); "
+    "8 single-port ConnectX-7 NICs at 400 Gb/s, one InfiniBand rail per GPU. Latencies are "
+    "teaching defaults: 2 us inside an island (the nvlink preset), 3 us across (NIC, PCIe "
+    "switch and two InfiniBand switch hops; NCCL's base latency for IB is a few microseconds)."
+)
 
 
 @dataclass(frozen=True)
@@ -98,8 +114,9 @@ class FabricLink:
     latency_s: float = 0.0
 
     def __post_init__(self):
-        if not (isinstance(self.capacity_Bps, (int, float)) and self.capacity_Bps > 0
-                and math.isfinite(self.capacity_Bps)):
+        if not (
+            isinstance(self.capacity_Bps, (int, float)) and self.capacity_Bps > 0 and math.isfinite(self.capacity_Bps)
+        ):
             raise ValueError(f"link {self.name!r}: capacity_Bps must be a finite number > 0, got {self.capacity_Bps!r}")
         if not (isinstance(self.latency_s, (int, float)) and self.latency_s >= 0 and math.isfinite(self.latency_s)):
             raise ValueError(f"link {self.name!r}: latency_s must be a finite number >= 0, got {self.latency_s!r}")
@@ -139,15 +156,18 @@ class Fabric:
 
     def check_node(self, node, name: str = "node") -> int:
         if not (isinstance(node, int) and not isinstance(node, bool) and 0 <= node < self.nodes):
-            raise ValueError(f"{name} must be a node of the {self.name} fabric, an integer in 0..{self.nodes - 1}, "
-                             f"got {node!r}")
+            raise ValueError(
+                f"{name} must be a node of the {self.name} fabric, an integer in 0..{self.nodes - 1}, got {node!r}"
+            )
         return node
 
     def check_nodes(self, nodes, name: str = "nodes") -> int:
         """``nodes`` if this fabric holds that many ranks, else a ValueError naming ``name``."""
         if not (isinstance(nodes, int) and not isinstance(nodes, bool) and 1 <= nodes <= self.nodes):
-            raise ValueError(f"{name} must be an integer in 1..{self.nodes} (the {self.name} fabric holds "
-                             f"{self.nodes} nodes), got {nodes!r}")
+            raise ValueError(
+                f"{name} must be an integer in 1..{self.nodes} (the {self.name} fabric holds "
+                f"{self.nodes} nodes), got {nodes!r}"
+            )
         return nodes
 
 
@@ -162,8 +182,10 @@ def _check_int(value, name: str, low: int, high: int | None = None, why: str = "
 def check_oversubscription(value) -> float:
     """``value`` as a float if it is a valid oversubscription factor, else a ValueError."""
     if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 1):
-        raise ValueError(f"oversubscription must be a finite number >= 1 (1: full bisection; 4: the upper level "
-                         f"carries a quarter of what the nodes below it can send), got {value!r}")
+        raise ValueError(
+            f"oversubscription must be a finite number >= 1 (1: full bisection; 4: the upper level "
+            f"carries a quarter of what the nodes below it can send), got {value!r}"
+        )
     return float(value)
 
 
@@ -177,8 +199,13 @@ def _node_links(link: LinkModel, nodes: int, prefix: str = "") -> list[FabricLin
     return out
 
 
-def explicit(name: str, nodes: int, links: Sequence[FabricLink],
-             routes: Mapping[tuple[int, int], Sequence[int]], source: str = "") -> Fabric:
+def explicit(
+    name: str,
+    nodes: int,
+    links: Sequence[FabricLink],
+    routes: Mapping[tuple[int, int], Sequence[int]],
+    source: str = "",
+) -> Fabric:
     """A fabric from a table: ``routes[(src, dst)]`` for every ordered pair src != dst.
     A route must name existing links and cross none twice."""
     _check_int(nodes, "nodes", 1)
@@ -192,7 +219,9 @@ def explicit(name: str, nodes: int, links: Sequence[FabricLink],
                 raise ValueError(f"routes must give every ordered pair of 0..{nodes - 1}; ({src}, {dst}) is missing")
             route = tuple(routes[(src, dst)])
             if any(not (isinstance(l, int) and 0 <= l < len(links)) for l in route) or len(set(route)) != len(route):
-                raise ValueError(f"route ({src}, {dst}) must be distinct link ids in 0..{len(links) - 1}, got {route!r}")
+                raise ValueError(
+                    f"route ({src}, {dst}) must be distinct link ids in 0..{len(links) - 1}, got {route!r}"
+                )
             table[(src, dst)] = route
     return Fabric(name, nodes, links, lambda s, d: table[(s, d)], source)
 
@@ -204,17 +233,26 @@ def placed(fabric: Fabric, machine_of: Sequence[int]) -> Fabric:
     a machine shares that machine's egress and ingress (a worker and a parameter server
     on one host, P3's runs; several GPUs' ranks on one node)."""
     machine_of = tuple(machine_of)
-    if not machine_of or any(not (isinstance(m, int) and not isinstance(m, bool) and 0 <= m < fabric.nodes)
-                             for m in machine_of):
-        raise ValueError(f"machine_of must be a non-empty sequence of machines of the {fabric.name} fabric, "
-                         f"integers in 0..{fabric.nodes - 1}, got {machine_of!r}")
+    if not machine_of or any(
+        not (isinstance(m, int) and not isinstance(m, bool) and 0 <= m < fabric.nodes) for m in machine_of
+    ):
+        raise ValueError(
+            f"machine_of must be a non-empty sequence of machines of the {fabric.name} fabric, "
+            f"integers in 0..{fabric.nodes - 1}, got {machine_of!r}"
+        )
     machines = len(set(machine_of))
-    return Fabric(f"{fabric.name}, {len(machine_of)} ranks on {machines} machines", len(machine_of), fabric.links,
-                  partial(_placed_route, fabric.router, machine_of), fabric.source)
+    return Fabric(
+        f"{fabric.name}, {len(machine_of)} ranks on {machines} machines",
+        len(machine_of),
+        fabric.links,
+        partial(_placed_route, fabric.router, machine_of),
+        fabric.source,
+    )
 
 
-def _placed_route(router: Callable[[int, int], tuple[int, ...]], machine_of: tuple[int, ...], src: int,
-                  dst: int) -> tuple[int, ...]:
+def _placed_route(
+    router: Callable[[int, int], tuple[int, ...]], machine_of: tuple[int, ...], src: int, dst: int
+) -> tuple[int, ...]:
     a, b = machine_of[src], machine_of[dst]
     return () if a == b else router(a, b)
 
@@ -232,9 +270,15 @@ def flat(link="tcp-10gbe", nodes: int = 2**20) -> Fabric:
     return Fabric("flat", nodes, tuple(links), lambda s, d: (2 * s, 2 * d + 1), link.source)
 
 
-def two_level(link, supernode_size: int, upper_bandwidth_Bps: float | None = None,
-              oversubscription: float | None = None, nodes: int | None = None,
-              name: str = "two-level", source: str = "") -> Fabric:
+def two_level(
+    link,
+    supernode_size: int,
+    upper_bandwidth_Bps: float | None = None,
+    oversubscription: float | None = None,
+    nodes: int | None = None,
+    name: str = "two-level",
+    source: str = "",
+) -> Fabric:
     """Supernodes of ``supernode_size`` consecutive nodes on a full crossbar (node links
     only), each joined to a non-blocking upper level by an uplink and a downlink of
     ``upper_bandwidth_Bps``; give that, or ``oversubscription`` (upper = supernode_size x
@@ -246,14 +290,18 @@ def two_level(link, supernode_size: int, upper_bandwidth_Bps: float | None = Non
     _check_int(supernode_size, "supernode_size", 1)
     nodes = 2 * supernode_size if nodes is None else _check_int(nodes, "nodes", 1)
     if (upper_bandwidth_Bps is None) == (oversubscription is None):
-        raise ValueError("give exactly one of upper_bandwidth_Bps (B/s per supernode uplink, > 0) and "
-                         "oversubscription (>= 1)")
+        raise ValueError(
+            "give exactly one of upper_bandwidth_Bps (B/s per supernode uplink, > 0) and oversubscription (>= 1)"
+        )
     if oversubscription is not None:
         upper_bandwidth_Bps = supernode_size * link.bandwidth_Bps / check_oversubscription(oversubscription)
-    elif not (isinstance(upper_bandwidth_Bps, (int, float)) and math.isfinite(upper_bandwidth_Bps)
-              and upper_bandwidth_Bps > 0):
-        raise ValueError(f"upper_bandwidth_Bps must be a finite number > 0 (B/s of each supernode's uplink), "
-                         f"got {upper_bandwidth_Bps!r}")
+    elif not (
+        isinstance(upper_bandwidth_Bps, (int, float)) and math.isfinite(upper_bandwidth_Bps) and upper_bandwidth_Bps > 0
+    ):
+        raise ValueError(
+            f"upper_bandwidth_Bps must be a finite number > 0 (B/s of each supernode's uplink), "
+            f"got {upper_bandwidth_Bps!r}"
+        )
     supernodes = -(-nodes // supernode_size)
     links = _node_links(link, nodes)
     base = len(links)
@@ -267,16 +315,27 @@ def two_level(link, supernode_size: int, upper_bandwidth_Bps: float | None = Non
             return (2 * src, 2 * dst + 1)
         return (2 * src, base + 2 * a, base + 2 * b + 1, 2 * dst + 1)
 
-    return Fabric(name, nodes, tuple(links), router,
-                  source or f"supernodes of {supernode_size} on {link.name}, uplinks of {upper_bandwidth_Bps:.4g} B/s")
+    return Fabric(
+        name,
+        nodes,
+        tuple(links),
+        router,
+        source or f"supernodes of {supernode_size} on {link.name}, uplinks of {upper_bandwidth_Bps:.4g} B/s",
+    )
 
 
 def taihulight(nodes: int = TAIHULIGHT_NODES) -> Fabric:
     """The Sunway TaihuLight's first ``nodes`` nodes (module docstring): supernodes of 256
     sw26010 nodes at 14 GB/s, each with an 875 GB/s uplink (the 70 TB/s bisection)."""
     _check_int(nodes, "nodes", 1, TAIHULIGHT_NODES, " (the TaihuLight has 40,960 nodes)")
-    return two_level("sw26010", TAIHULIGHT_SUPERNODE, upper_bandwidth_Bps=TAIHULIGHT_UPLINK_Bps, nodes=nodes,
-                     name="taihulight", source=TAIHULIGHT_SOURCE)
+    return two_level(
+        "sw26010",
+        TAIHULIGHT_SUPERNODE,
+        upper_bandwidth_Bps=TAIHULIGHT_UPLINK_Bps,
+        nodes=nodes,
+        name="taihulight",
+        source=TAIHULIGHT_SOURCE,
+    )
 
 
 def fat_tree(k: int, oversubscription: float = 1.0, link="rdma-edr") -> Fabric:
@@ -293,7 +352,7 @@ def fat_tree(k: int, oversubscription: float = 1.0, link="rdma-edr") -> Fabric:
     over = check_oversubscription(oversubscription)
     link = get_link(link)
     half = k // 2
-    hosts, per_pod = k ** 3 // 4, half * half
+    hosts, per_pod = k**3 // 4, half * half
     links = _node_links(link, hosts)
     upper = link.bandwidth_Bps / over
     index: dict[tuple, int] = {}
@@ -319,14 +378,29 @@ def fat_tree(k: int, oversubscription: float = 1.0, link="rdma-edr") -> Fabric:
             return (2 * src, 2 * dst + 1)
         agg, core = dst % half, dst // half % half
         if pod_s == pod_d:
-            return (2 * src, index[("edge-up", pod_s, edge_s, agg)], index[("agg-down", pod_d, agg, edge_d)],
-                    2 * dst + 1)
-        return (2 * src, index[("edge-up", pod_s, edge_s, agg)], index[("agg-up", pod_s, agg, core)],
-                index[("core-down", pod_d, agg, core)], index[("agg-down", pod_d, agg, edge_d)], 2 * dst + 1)
+            return (
+                2 * src,
+                index[("edge-up", pod_s, edge_s, agg)],
+                index[("agg-down", pod_d, agg, edge_d)],
+                2 * dst + 1,
+            )
+        return (
+            2 * src,
+            index[("edge-up", pod_s, edge_s, agg)],
+            index[("agg-up", pod_s, agg, core)],
+            index[("core-down", pod_d, agg, core)],
+            index[("agg-down", pod_d, agg, edge_d)],
+            2 * dst + 1,
+        )
 
-    return Fabric(f"fat-tree(k={k}, {over:g}:1)", hosts, tuple(links), router,
-                  f"k-ary fat tree (Al-Fares et al. 2008), {hosts} hosts on {link.name}, switch links "
-                  f"oversubscribed {over:g}:1, destination-mod-k routing")
+    return Fabric(
+        f"fat-tree(k={k}, {over:g}:1)",
+        hosts,
+        tuple(links),
+        router,
+        f"k-ary fat tree (Al-Fares et al. 2008), {hosts} hosts on {link.name}, switch links "
+        f"oversubscribed {over:g}:1, destination-mod-k routing",
+    )
 
 
 def gpu_cluster(nodes: int = 16, nvlink_latency_s: float = 2e-6, ib_latency_s: float = 3e-6) -> Fabric:
@@ -369,7 +443,7 @@ def get_fabric(fabric, nodes: int | None = None, link="tcp-10gbe") -> Fabric:
         return taihulight(nodes or TAIHULIGHT_NODES)
     if fabric == "fat-tree":
         k = 2
-        while k ** 3 // 4 < (nodes or 1):
+        while k**3 // 4 < (nodes or 1):
             k += 2
         return fat_tree(k)
     return gpu_cluster(nodes or 2 * GPU_ISLAND)

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Sequence
 
 from .fabric import Fabric
@@ -52,7 +52,7 @@ __all__ = ["Flow", "max_min_rates", "simulate_flows", "FlowTimes", "FlowNetwork"
 
 # A flow whose remaining bytes fall below this fraction of its size when another event
 # happens has finished within rounding of that event (a few ulps of its byte count).
-_RESIDUE = 2.0 ** -40
+_RESIDUE = 2.0**-40
 _SOLVED_KEPT = 1 << 14  # multisets of routes whose rates FlowNetwork remembers (then it forgets them all)
 
 
@@ -67,8 +67,9 @@ class Flow:
     ready_s: float = 0.0
 
 
-def max_min_rates(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[float],
-                  weights: Sequence[float] | None = None) -> list[float]:
+def max_min_rates(
+    routes: Sequence[Sequence[int]], capacities_Bps: Sequence[float], weights: Sequence[float] | None = None
+) -> list[float]:
     """The max-min fair rates (B/s) of flows crossing ``routes`` (link ids) of links of
     ``capacities_Bps``, by progressive filling (module docstring). A flow with an empty
     route is not limited by any link: its rate is ``math.inf``. ``weights`` (default all
@@ -96,12 +97,12 @@ def max_min_rates(routes: Sequence[Sequence[int]], capacities_Bps: Sequence[floa
         return max(remaining, 0.0) / weight
 
     level = {link: level_of(link) for link in users}
-    heap = sorted((lv, link) for link, lv in level.items())   # stale entries are skipped below
+    heap = sorted((lv, link) for link, lv in level.items())  # stale entries are skipped below
     while heap:
         lowest, link = heapq.heappop(heap)
         if unfixed[link] == 0 or level[link] != lowest:
             continue
-        bottlenecks = [link]                          # every link at exactly this level fills now
+        bottlenecks = [link]  # every link at exactly this level fills now
         while heap and heap[0][0] == lowest:
             _, other = heapq.heappop(heap)
             if unfixed[other] and level[other] == lowest:
@@ -164,9 +165,9 @@ class _Dues:
     stale and goes in one pop; a stale entry in a live batch is skipped once."""
 
     def __init__(self, state: dict[int, list]):
-        self.heap: list[tuple[float, int, list]] = []   # (time of its first entry not taken, seq, batch)
+        self.heap: list[tuple[float, int, list]] = []  # (time of its first entry not taken, seq, batch)
         self.seq = 0
-        self.state = state                              # FlowNetwork's: an entry is live while its flow has its version
+        self.state = state  # FlowNetwork's: an entry is live while its flow has its version
 
     @staticmethod
     def batch() -> list:
@@ -243,21 +244,20 @@ class FlowNetwork:
     pays no second latency: clock.py's egress order), or at its own ready + latency if
     later. A flow alone on its connection is unchanged."""
 
-    def __init__(self, fabric: Fabric, weighted: bool = False, record_rates: bool = False,
-                 connections: bool = False):
+    def __init__(self, fabric: Fabric, weighted: bool = False, record_rates: bool = False, connections: bool = False):
         self.fabric, self.weighted = fabric, weighted
         self.capacities = [link.capacity_Bps for link in fabric.links]
         self.now_s, self.events, self.flows = 0.0, 0, 0
-        self.routes: dict[int, tuple[int, ...]] = {}      # the flows not yet finished
-        self.state: dict[int, list] = {}                  # active: [size, left, counted_at, rate, version, weight, its due's batch]
-        self.starts = _Calendar()                         # start -> (flow, nbytes, weight, narrowest capacity)
+        self.routes: dict[int, tuple[int, ...]] = {}  # the flows not yet finished
+        self.state: dict[int, list] = {}  # active: [size, left, counted_at, rate, version, weight, its due's batch]
+        self.starts = _Calendar()  # start -> (flow, nbytes, weight, narrowest capacity)
         self.on_link: dict[int, set[int]] = {}
-        self.due = _Dues(self.state)                      # completion -> (flow, version)
+        self.due = _Dues(self.state)  # completion -> (flow, version)
         self.paths: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}  # route, latency, narrowest
         self.segments: list[tuple[tuple[int, ...], float, float, float]] | None = [] if record_rates else None
         self.last: dict[tuple[int, int], int] | None = {} if connections else None  # a connection's latest flow
         self.behind: dict[int, tuple[float, tuple]] = {}  # a flow -> (start, item) of the next on its connection
-        self.solved: dict[tuple, dict] = {}               # a multiset of routes -> each route's rate (_unweighted)
+        self.solved: dict[tuple, dict] = {}  # a multiset of routes -> each route's rate (_unweighted)
 
     def route(self, flow: int) -> tuple[int, ...]:
         return self.routes[flow]
@@ -270,13 +270,18 @@ class FlowNetwork:
         path = self.paths.get((src, dst))
         if path is None:
             route = self.fabric.route(src, dst)
-            path = self.paths[(src, dst)] = (route, self.fabric.latency_s(src, dst),
-                                             min((self.capacities[link] for link in route), default=math.inf))
+            path = self.paths[(src, dst)] = (
+                route,
+                self.fabric.latency_s(src, dst),
+                min((self.capacities[link] for link in route), default=math.inf),
+            )
         start = ready_s + path[1]
         if not start >= self.now_s:
             if path[0] or not ready_s > -math.inf:
-                raise ValueError(f"ready_s + the route's latency must be >= the network's time {self.now_s!r} "
-                                 f"(its past is settled), got {ready_s!r} + {path[1]!r}")
+                raise ValueError(
+                    f"ready_s + the route's latency must be >= the network's time {self.now_s!r} "
+                    f"(its past is settled), got {ready_s!r} + {path[1]!r}"
+                )
             start = self.now_s
         flow, self.flows = self.flows, self.flows + 1
         self.routes[flow] = path[0]
@@ -284,11 +289,11 @@ class FlowNetwork:
         if self.last is not None:
             ahead = self.last.get((src, dst))
             self.last[(src, dst)] = flow
-            if ahead is not None and ahead in self.routes:      # not finished: queue behind it
+            if ahead is not None and ahead in self.routes:  # not finished: queue behind it
                 self.behind[ahead] = (start, item)
                 return flow
         batch = self.starts.at.get(start)
-        if batch is None:                             # self.starts.add, inline: a million of them
+        if batch is None:  # self.starts.add, inline: a million of them
             self.starts.add(start, item)
         else:
             batch.append(item)
@@ -316,27 +321,27 @@ class FlowNetwork:
             return t, []
         self.now_s = t
         state, routes, on_link, done = self.state, self.routes, self.on_link, []
-        touched: set[int] = set()                     # links whose set of flows changed
+        touched: set[int] = set()  # links whose set of flows changed
         if self.due.first_s() == t:
             segments = self.segments
-            for i, version in sorted(self.due.pop_at(t)):       # in flow id order
+            for i, version in sorted(self.due.pop_at(t)):  # in flow id order
                 s = state.get(i)
-                if s is not None and s[4] == version:             # not rescheduled since
-                    del state[i]                                  # _leave, inline: a million of them
-                    s[6][2] -= 1                                  # its batch: one live entry fewer
+                if s is not None and s[4] == version:  # not rescheduled since
+                    del state[i]  # _leave, inline: a million of them
+                    s[6][2] -= 1  # its batch: one live entry fewer
                     if segments is not None and s[3] and t > s[2]:
                         segments.append((routes[i], s[2], t, s[3]))
                     for link in routes[i]:
                         users = on_link[link]
                         users.discard(i)
-                        if users:                                 # its other flows may speed up
+                        if users:  # its other flows may speed up
                             touched.add(link)
                     done.append(i)
         finished, started, alone = len(done), [], None
         if self.starts.first_s() == t:
-            for i, nbytes, weight, narrowest in self.starts.pop_first():   # in flow id order
+            for i, nbytes, weight, narrowest in self.starts.pop_first():  # in flow id order
                 if nbytes == 0 or not routes[i]:
-                    done.append(i)                    # nothing to move, or a node to itself
+                    done.append(i)  # nothing to move, or a node to itself
                     continue
                 state[i] = [nbytes, nbytes, t, 0.0, 0, weight, None]
                 for link in routes[i]:
@@ -351,8 +356,8 @@ class FlowNetwork:
                 if len(on_link[link]) > 1:
                     touched.update(routes[i])
                     break
-            else:                                     # alone on its links: its narrowest link,
-                s = state[i]                          # what _solve would give it
+            else:  # alone on its links: its narrowest link,
+                s = state[i]  # what _solve would give it
                 s[3], s[4] = narrowest, 1
                 if alone is None:
                     alone = self.due.batch()
@@ -368,7 +373,7 @@ class FlowNetwork:
             del routes[i]
             if self.behind:
                 queued = self.behind.pop(i, None)
-                if queued is not None:                # the next on its connection: now (an event at t) or later
+                if queued is not None:  # the next on its connection: now (an event at t) or later
                     self.starts.add(max(queued[0], t), queued[1])
         return t, sorted(done)
 
@@ -381,19 +386,19 @@ class FlowNetwork:
         seen: set[int] = set()
         for first in sorted(touched):
             if first in seen or not on_link.get(first):
-                continue                              # solved with another link, or empty now
+                continue  # solved with another link, or empty now
             component: set[int] = set()
             frontier = {first}
             seen.add(first)
-            while frontier:                           # breadth first, a level at a time, in set operations:
-                new = set().union(*map(on_link.__getitem__, frontier))   # an incast's hundred flows at C speed
+            while frontier:  # breadth first, a level at a time, in set operations:
+                new = set().union(*map(on_link.__getitem__, frontier))  # an incast's hundred flows at C speed
                 new -= component
                 component |= new
                 frontier = set(chain.from_iterable(map(routes.__getitem__, new)))
                 frontier -= seen
                 seen |= frontier
             members = sorted(component)
-            rows = [state[i] for i in members]        # bytes left now; a rounding residue means done
+            rows = [state[i] for i in members]  # bytes left now; a rounding residue means done
             residue = [s[3] and s[1] - s[3] * (t - s[2]) <= s[0] * _RESIDUE for s in rows]
             if any(residue):
                 for i, gone in zip(members, residue):
@@ -418,13 +423,12 @@ class FlowNetwork:
                     s[1] -= s[3] * (t - s[2])
                     s[2], s[3] = t, new
                     s[4] += 1
-                    if s[6] is not None:                  # its old completion is stale now
+                    if s[6] is not None:  # its old completion is stale now
                         s[6][2] -= 1
                     s[6] = batch
                     rescheduled.append((t + s[1] / new, i, s[4]))
             if rescheduled:
                 self.due.add(batch)
-
 
     def _unweighted(self, member_routes: list[tuple[int, ...]]) -> list[float]:
         """``max_min_rates(member_routes, capacities)``, remembered per multiset of routes.

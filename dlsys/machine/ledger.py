@@ -28,6 +28,7 @@ from .memory import KINDS
 
 class Change(NamedTuple):
     """One allocation (nbytes > 0) or free (nbytes < 0) at virtual time time_s."""
+
     time_s: float
     kind: str
     nbytes: int
@@ -85,8 +86,10 @@ class MemoryLedger:
     def chrome_counters(self) -> list[dict]:
         """The timeline as Chrome trace counter events: one "memory" counter per rank
         (pid = rank), a series per kind, times in microseconds as ``Trace.to_chrome``."""
-        return [{"name": "memory (bytes)", "ph": "C", "pid": self.rank, "ts": time_s * 1e6, "args": held}
-                for time_s, held in self.timeline()]
+        return [
+            {"name": "memory (bytes)", "ph": "C", "pid": self.rank, "ts": time_s * 1e6, "args": held}
+            for time_s, held in self.timeline()
+        ]
 
     def __getstate__(self):
         """A ledger crosses processes as data: the clock it read stays with its rank."""

@@ -66,6 +66,7 @@ def bytes_per_param(optimizer: str = "adam", precision: str = "mixed") -> tuple[
 
 class Transformer(NamedTuple):
     """The shapes Korthikanti's activation formula takes: per rank micro-batch."""
+
     layers: int
     hidden: int
     heads: int
@@ -73,8 +74,14 @@ class Transformer(NamedTuple):
     batch: int
 
 
-def activation_bytes(shape: Transformer, tp: int = 1, sequence_parallel: bool = False,
-                     recompute: str = "none", element_nbytes: int = 2, dropout: bool = True) -> int:
+def activation_bytes(
+    shape: Transformer,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    element_nbytes: int = 2,
+    dropout: bool = True,
+) -> int:
     """Bytes of activations a rank keeps for backward over the transformer's layers.
 
     Korthikanti et al. section 4.1 counts, per layer, in elements of s b h (or a s^2 b):
@@ -89,8 +96,9 @@ def activation_bytes(shape: Transformer, tp: int = 1, sequence_parallel: bool = 
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     if tp < 1 or shape.heads % tp or shape.hidden % shape.heads:
-        raise ValueError(f"tp must be >= 1 and divide heads={shape.heads}, and heads must divide "
-                         f"hidden={shape.hidden}; got tp={tp}")
+        raise ValueError(
+            f"tp must be >= 1 and divide heads={shape.heads}, and heads must divide hidden={shape.hidden}; got tp={tp}"
+        )
     s, b, h, a, e = shape.seq_len, shape.batch, shape.hidden, shape.heads, element_nbytes
     sbh = s * b * h
     if recompute == "full":
@@ -118,6 +126,7 @@ class Layout:
     transformer's shapes for the activations (``activation_bytes``: elements of the
     weights' precision, 2 or 4 bytes, 1-byte dropout masks unless ``dropout`` is False);
     None counts none."""
+
     params: int
     ranks: int = 1
     zero: int = 0
@@ -139,13 +148,16 @@ class Layout:
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be a ZeRO stage 0, 1, 2 or 3, got {self.zero}")
         if self.ranks % self.tp:
-            raise ValueError(f"ranks must be data-parallel copies x tp: tp={self.tp} does not divide "
-                             f"ranks={self.ranks}")
+            raise ValueError(
+                f"ranks must be data-parallel copies x tp: tp={self.tp} does not divide ranks={self.ranks}"
+            )
         if self.unit_params < 0 or self.bucket_params < 0:
             raise ValueError("unit_params and bucket_params must be >= 0")
         if self.model is not None and (self.model.heads % self.tp or self.model.hidden % self.model.heads):
-            raise ValueError(f"tp must divide the heads ({self.model.heads}) and the heads the hidden size "
-                             f"({self.model.hidden}); got tp={self.tp}")
+            raise ValueError(
+                f"tp must divide the heads ({self.model.heads}) and the heads the hidden size "
+                f"({self.model.hidden}); got tp={self.tp}"
+            )
         if self.unit_params and self.zero != 3:
             raise ValueError(f"unit_params is a ZeRO-3/FSDP gather unit: it needs zero=3, got zero={self.zero}")
         bytes_per_param(self.optimizer, self.precision)
@@ -160,14 +172,23 @@ class Layout:
         w_b, g_b, k_b = bytes_per_param(self.optimizer, self.precision)
         psi, n = self.params / self.tp, self.dp
         unit = self.unit_params / self.tp
-        buffers = (unit * (w_b * (2 if self.prefetch else 1) + g_b) if self.zero == 3
-                   else self.bucket_params / self.tp * g_b)
-        activations = 0 if self.model is None else activation_bytes(
-            self.model, self.tp, self.sequence_parallel, self.recompute, element_nbytes=w_b, dropout=self.dropout)
-        return {"parameters": w_b * psi / (n if self.zero >= 3 else 1),
-                "gradients": g_b * psi / (n if self.zero >= 2 else 1),
-                "optimizer": k_b * psi / (n if self.zero >= 1 else 1),
-                "activations": activations, "buffers": buffers}
+        buffers = (
+            unit * (w_b * (2 if self.prefetch else 1) + g_b) if self.zero == 3 else self.bucket_params / self.tp * g_b
+        )
+        activations = (
+            0
+            if self.model is None
+            else activation_bytes(
+                self.model, self.tp, self.sequence_parallel, self.recompute, element_nbytes=w_b, dropout=self.dropout
+            )
+        )
+        return {
+            "parameters": w_b * psi / (n if self.zero >= 3 else 1),
+            "gradients": g_b * psi / (n if self.zero >= 2 else 1),
+            "optimizer": k_b * psi / (n if self.zero >= 1 else 1),
+            "activations": activations,
+            "buffers": buffers,
+        }
 
     def total(self) -> float:
         return sum(self.bytes().values())

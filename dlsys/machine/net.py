@@ -23,8 +23,17 @@ import re
 from dataclasses import dataclass, replace
 
 __all__ = [
-    "LinkModel", "NodeModel", "LINK_PRESETS", "NODE_PRESETS", "get_link", "get_node",
-    "busbw_factor", "parse_size", "parse_bandwidth", "SIZE_UNITS", "BANDWIDTH_UNITS",
+    "LinkModel",
+    "NodeModel",
+    "LINK_PRESETS",
+    "NODE_PRESETS",
+    "get_link",
+    "get_node",
+    "busbw_factor",
+    "parse_size",
+    "parse_bandwidth",
+    "SIZE_UNITS",
+    "BANDWIDTH_UNITS",
 ]
 
 
@@ -49,8 +58,7 @@ class LinkModel:
         for field, value in (("latency_s", self.latency_s), ("overhead_s", self.overhead_s)):
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
-        for field, value in (("bandwidth_Bps", self.bandwidth_Bps),
-                             ("copy_bandwidth_Bps", self.copy_bandwidth_Bps)):
+        for field, value in (("bandwidth_Bps", self.bandwidth_Bps), ("copy_bandwidth_Bps", self.copy_bandwidth_Bps)):
             if not value > 0:
                 raise ValueError(f"{field} must be > 0 (math.inf allowed), got {value!r}")
         if self.kernel_copies not in (0, 1, 2):
@@ -129,26 +137,105 @@ class NodeModel:
 _TCP = "Kernel TCP: one copy into and one out of the kernel per side; per-message cost from netperf-style ping-pong measurements of commodity NICs (tens of microseconds)."
 _IB = "InfiniBand verbs: zero copy, kernel bypass; latency and data rate from the InfiniBand Trade Association roadmap and vendor OSU micro-benchmark reports."
 
-LINK_PRESETS: dict[str, LinkModel] = {l.name: l for l in [
-    LinkModel("tcp-1gbe", 50e-6, 125e6, 10e-6, 1, 5e9, "1 Gb/s Ethernet = 125 MB/s. " + _TCP),
-    LinkModel("tcp-10gbe", 25e-6, 1.25e9, 8e-6, 1, 5e9, "10 Gb/s Ethernet = 1.25 GB/s. " + _TCP),
-    LinkModel("tcp-25gbe", 15e-6, 3.125e9, 6e-6, 1, 5e9, "25 Gb/s Ethernet = 3.125 GB/s. " + _TCP),
-    LinkModel("rdma-fdr", 0.7e-6, 6.8e9, 0.3e-6, 0, source="InfiniBand FDR 4x, 54.5 Gb/s data rate = 6.8 GB/s, about 0.7 us MPI latency. " + _IB),
-    LinkModel("rdma-edr", 0.6e-6, 12.5e9, 0.3e-6, 0, source="InfiniBand EDR 4x, 100 Gb/s = 12.5 GB/s, about 0.6 us. " + _IB),
-    LinkModel("rdma-hdr", 0.6e-6, 25e9, 0.3e-6, 0, source="InfiniBand HDR 4x, 200 Gb/s = 25 GB/s, about 0.6 us. " + _IB),
-    LinkModel("nvlink", 2e-6, 150e9, 0.5e-6, 0, source="NVLink 2.0 on V100 (DGX-1): 6 links x 25 GB/s per direction = 150 GB/s; GPU peer copy latency about 2 us (NVIDIA Tesla V100 whitepaper, 2017)."),
-    LinkModel("pcie3", 1.5e-6, 12e9, 0.5e-6, 0, source="PCIe 3.0 x16: 15.75 GB/s raw, about 12 GB/s achieved by cudaMemcpy; about 1.5 us latency (PCI-SIG spec; NVIDIA bandwidthTest)."),
-    LinkModel("sw26010", 1e-6, 14e9, 0.5e-6, 0, source="Sunway TaihuLight network: about 14-16 GB/s per node, about 1 us MPI latency (Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. Sci. 2016; Dongarra, 'Report on the Sunway TaihuLight System', 2016)."),
-]}
+LINK_PRESETS: dict[str, LinkModel] = {
+    l.name: l
+    for l in [
+        LinkModel("tcp-1gbe", 50e-6, 125e6, 10e-6, 1, 5e9, "1 Gb/s Ethernet = 125 MB/s. " + _TCP),
+        LinkModel("tcp-10gbe", 25e-6, 1.25e9, 8e-6, 1, 5e9, "10 Gb/s Ethernet = 1.25 GB/s. " + _TCP),
+        LinkModel("tcp-25gbe", 15e-6, 3.125e9, 6e-6, 1, 5e9, "25 Gb/s Ethernet = 3.125 GB/s. " + _TCP),
+        LinkModel(
+            "rdma-fdr",
+            0.7e-6,
+            6.8e9,
+            0.3e-6,
+            0,
+            source="InfiniBand FDR 4x, 54.5 Gb/s data rate = 6.8 GB/s, about 0.7 us MPI latency. " + _IB,
+        ),
+        LinkModel(
+            "rdma-edr",
+            0.6e-6,
+            12.5e9,
+            0.3e-6,
+            0,
+            source="InfiniBand EDR 4x, 100 Gb/s = 12.5 GB/s, about 0.6 us. " + _IB,
+        ),
+        LinkModel(
+            "rdma-hdr", 0.6e-6, 25e9, 0.3e-6, 0, source="InfiniBand HDR 4x, 200 Gb/s = 25 GB/s, about 0.6 us. " + _IB
+        ),
+        LinkModel(
+            "nvlink",
+            2e-6,
+            150e9,
+            0.5e-6,
+            0,
+            source="NVLink 2.0 on V100 (DGX-1): 6 links x 25 GB/s per direction = 150 GB/s; GPU peer copy latency about 2 us (NVIDIA Tesla V100 whitepaper, 2017).",
+        ),
+        LinkModel(
+            "pcie3",
+            1.5e-6,
+            12e9,
+            0.5e-6,
+            0,
+            source="PCIe 3.0 x16: 15.75 GB/s raw, about 12 GB/s achieved by cudaMemcpy; about 1.5 us latency (PCI-SIG spec; NVIDIA bandwidthTest).",
+        ),
+        LinkModel(
+            "sw26010",
+            1e-6,
+            14e9,
+            0.5e-6,
+            0,
+            source="Sunway TaihuLight network: about 14-16 GB/s per node, about 1 us MPI latency (Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. Sci. 2016; Dongarra, 'Report on the Sunway TaihuLight System', 2016).",
+        ),
+    ]
+}
 
-NODE_PRESETS: dict[str, NodeModel] = {n.name: n for n in [
-    NodeModel("sw26010", 3.06e12, 0.3, 136e9, source="SW26010, the node of the Sunway TaihuLight: 4 core groups x (1 MPE + 64 CPEs) = 260 cores, 3.06 TFLOP/s peak, 32 GB at about 136 GB/s (Fu et al. 2016). Sustained 30% is a teaching default for DNN layers (swDNN, Fang et al. IPDPS 2017, reports 30-50%)."),
-    NodeModel("k40m", 4.29e12, 0.5, 288e9, source="NVIDIA Tesla K40m datasheet: 4.29 TFLOP/s FP32 (boost), 288 GB/s GDDR5. Sustained 50%: teaching default."),
-    NodeModel("p100", 10.6e12, 0.5, 732e9, source="NVIDIA Tesla P100 SXM2 datasheet: 10.6 TFLOP/s FP32, 732 GB/s HBM2. Sustained 50%: teaching default."),
-    NodeModel("v100", 15.7e12, 0.5, 900e9, source="NVIDIA Tesla V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 900 GB/s HBM2. Sustained 50%: teaching default."),
-    NodeModel("a100", 19.5e12, 0.5, 1555e9, source="NVIDIA A100 40GB datasheet: 19.5 TFLOP/s FP32 (non-tensor), 1555 GB/s HBM2. Sustained 50%: teaching default."),
-    NodeModel("laptop-cpu", 400e9, 0.25, 40e9, source="A 4-core AVX2 laptop CPU: 4 cores x 3.1 GHz x 32 FP32 FLOP/cycle (2 FMA x 8 lanes x 2) = about 400 GFLOP/s peak; dual-channel DDR4 about 40 GB/s."),
-]}
+NODE_PRESETS: dict[str, NodeModel] = {
+    n.name: n
+    for n in [
+        NodeModel(
+            "sw26010",
+            3.06e12,
+            0.3,
+            136e9,
+            source="SW26010, the node of the Sunway TaihuLight: 4 core groups x (1 MPE + 64 CPEs) = 260 cores, 3.06 TFLOP/s peak, 32 GB at about 136 GB/s (Fu et al. 2016). Sustained 30% is a teaching default for DNN layers (swDNN, Fang et al. IPDPS 2017, reports 30-50%).",
+        ),
+        NodeModel(
+            "k40m",
+            4.29e12,
+            0.5,
+            288e9,
+            source="NVIDIA Tesla K40m datasheet: 4.29 TFLOP/s FP32 (boost), 288 GB/s GDDR5. Sustained 50%: teaching default.",
+        ),
+        NodeModel(
+            "p100",
+            10.6e12,
+            0.5,
+            732e9,
+            source="NVIDIA Tesla P100 SXM2 datasheet: 10.6 TFLOP/s FP32, 732 GB/s HBM2. Sustained 50%: teaching default.",
+        ),
+        NodeModel(
+            "v100",
+            15.7e12,
+            0.5,
+            900e9,
+            source="NVIDIA Tesla V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 900 GB/s HBM2. Sustained 50%: teaching default.",
+        ),
+        NodeModel(
+            "a100",
+            19.5e12,
+            0.5,
+            1555e9,
+            source="NVIDIA A100 40GB datasheet: 19.5 TFLOP/s FP32 (non-tensor), 1555 GB/s HBM2. Sustained 50%: teaching default.",
+        ),
+        NodeModel(
+            "laptop-cpu",
+            400e9,
+            0.25,
+            40e9,
+            source="A 4-core AVX2 laptop CPU: 4 cores x 3.1 GHz x 32 FP32 FLOP/cycle (2 FMA x 8 lanes x 2) = about 400 GFLOP/s peak; dual-channel DDR4 about 40 GB/s.",
+        ),
+    ]
+}
 
 
 def _get(kind: str, presets: dict, value):
@@ -187,7 +274,8 @@ SIZE_UNITS: dict[str, int] = {"": 1} | {p + "B": f for p, f in (_SI | _IEC).item
 BANDWIDTH_UNITS: dict[str, float] = (
     {p + u: f / 8 for p, f in _SI.items() for u in ("b/s", "bps", "bit/s")}
     | {p + u: f for p, f in _SI.items() for u in ("B/s", "Bps")}
-    | {p + "B/s": f for p, f in _IEC.items()})
+    | {p + "B/s": f for p, f in _IEC.items()}
+)
 SIZE_SPELLINGS = "1024, 64kB, 61MB, 1GB (powers of 1000) or 64KiB, 16MiB, 1GiB (powers of 1024)"
 BANDWIDTH_SPELLINGS = "10Gbps, 10Gb/s, 10Gbit/s (bits per second) or 1.25GB/s, 1.25GBps, 1GiB/s (bytes per second)"
 _QUANTITY = re.compile(r"\s*(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(\S*)\s*")

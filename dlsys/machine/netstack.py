@@ -47,8 +47,8 @@ POLL_S = 0.1e-6  # the same: polling a completion queue entry
 
 class Stage(NamedTuple):
     name: str
-    side: str          # "sender" (its CPU), "wire" (NICs, switches, cable), "receiver" (its CPU)
-    fixed_s: float     # per message
+    side: str  # "sender" (its CPU), "wire" (NICs, switches, cable), "receiver" (its CPU)
+    fixed_s: float  # per message
     per_byte_s: float  # per byte
     source: str
 
@@ -64,12 +64,26 @@ def _cpu_stages(link: LinkModel, side: str, named: list[tuple[str, float, str]])
         scale = link.overhead_s / sum(s for _, s, _ in named)
         out, rest = [st._replace(fixed_s=st.fixed_s * scale) for st in out], 0.0
     if rest > 0:
-        out.append(Stage("rest of the stack (the preset's measured overhead minus the stages above)", side, rest, 0.0,
-                         link.source))
+        out.append(
+            Stage(
+                "rest of the stack (the preset's measured overhead minus the stages above)",
+                side,
+                rest,
+                0.0,
+                link.source,
+            )
+        )
     if link.kernel_copies:
         verb = "user buffer -> kernel socket buffer" if side == "sender" else "kernel socket buffer -> user buffer"
-        out.append(Stage(f"copy {verb}", side, 0.0, link.kernel_copies / link.copy_bandwidth_Bps,
-                         "one memcpy of every byte per kernel copy, at the preset's copy bandwidth"))
+        out.append(
+            Stage(
+                f"copy {verb}",
+                side,
+                0.0,
+                link.kernel_copies / link.copy_bandwidth_Bps,
+                "one memcpy of every byte per kernel copy, at the preset's copy bandwidth",
+            )
+        )
     return out
 
 
@@ -83,34 +97,64 @@ def stages(link, nbytes: float = 0, protocol: str = "basic") -> list[Stage]:
     if protocol not in ("basic", "eager", "rendezvous"):
         raise ValueError(f"protocol: expected basic, eager or rendezvous, got {protocol!r}")
     if link.kernel_copies:  # a kernel TCP/IP stack
-        send = _cpu_stages(link, "sender", [("system call (send)", SYSCALL_S, "Soares & Stumm 2010, FlexSC (OSDI)"),
-                                             ("TCP/IP stack and driver", TCPIP_S, "Cai et al. 2021 (SIGCOMM)")])
-        recv = _cpu_stages(link, "receiver", [("interrupt and softirq", INTERRUPT_S, "Cai et al. 2021 (SIGCOMM)"),
-                                               ("wake-up of the receiving thread", WAKEUP_S, "Li, Ding & Shen 2007"),
-                                               ("system call (recv)", SYSCALL_S, "Soares & Stumm 2010")])
+        send = _cpu_stages(
+            link,
+            "sender",
+            [
+                ("system call (send)", SYSCALL_S, "Soares & Stumm 2010, FlexSC (OSDI)"),
+                ("TCP/IP stack and driver", TCPIP_S, "Cai et al. 2021 (SIGCOMM)"),
+            ],
+        )
+        recv = _cpu_stages(
+            link,
+            "receiver",
+            [
+                ("interrupt and softirq", INTERRUPT_S, "Cai et al. 2021 (SIGCOMM)"),
+                ("wake-up of the receiving thread", WAKEUP_S, "Li, Ding & Shen 2007"),
+                ("system call (recv)", SYSCALL_S, "Soares & Stumm 2010"),
+            ],
+        )
     else:  # RDMA verbs: kernel bypass, zero copy
-        send = _cpu_stages(link, "sender", [("post work request, ring the doorbell", DOORBELL_S,
-                                             "Kalia et al. 2016 (USENIX ATC)")])
+        send = _cpu_stages(
+            link, "sender", [("post work request, ring the doorbell", DOORBELL_S, "Kalia et al. 2016 (USENIX ATC)")]
+        )
         recv = _cpu_stages(link, "receiver", [("poll the completion queue", POLL_S, "Kalia et al. 2016 (USENIX ATC)")])
-    wire = [Stage("latency: NICs, switches, propagation", "wire", link.latency_s, 0.0, link.source),
-            Stage("serialization at the link's bandwidth", "wire", 0.0, 1 / link.bandwidth_Bps, link.source)]
+    wire = [
+        Stage("latency: NICs, switches, propagation", "wire", link.latency_s, 0.0, link.source),
+        Stage("serialization at the link's bandwidth", "wire", 0.0, 1 / link.bandwidth_Bps, link.source),
+    ]
     extra = []
     if protocol == "rendezvous":
         handshake = 2 * (link.latency_s + 2 * link.overhead_s)
-        extra = [Stage("rendezvous: request-to-send and clear-to-send (a round trip of small messages)", "wire",
-                       handshake, 0.0, "MPI/UCX rendezvous protocol; threshold about "
-                       f"{RENDEZVOUS_THRESHOLD_BYTES} bytes")]
+        extra = [
+            Stage(
+                "rendezvous: request-to-send and clear-to-send (a round trip of small messages)",
+                "wire",
+                handshake,
+                0.0,
+                f"MPI/UCX rendezvous protocol; threshold about {RENDEZVOUS_THRESHOLD_BYTES} bytes",
+            )
+        ]
     elif protocol == "eager" and not link.kernel_copies:
-        extra = [Stage(f"eager: copy into a registered bounce buffer ({side})", side, 0.0, 1 / MEMCPY_BANDWIDTH_BPS,
-                       "MPI/UCX eager protocol: one copy per side, at one core's memcpy bandwidth")
-                 for side in ("sender", "receiver")]
+        extra = [
+            Stage(
+                f"eager: copy into a registered bounce buffer ({side})",
+                side,
+                0.0,
+                1 / MEMCPY_BANDWIDTH_BPS,
+                "MPI/UCX eager protocol: one copy per side, at one core's memcpy bandwidth",
+            )
+            for side in ("sender", "receiver")
+        ]
     return send + extra + wire + recv
 
 
 def breakdown(link, nbytes: float, protocol: str = "basic") -> list[dict]:
     """One row per stage: name, side, seconds for this message, source."""
-    return [{"stage": s.name, "side": s.side, "time_s": s.time_s(nbytes), "source": s.source}
-            for s in stages(link, nbytes, protocol)]
+    return [
+        {"stage": s.name, "side": s.side, "time_s": s.time_s(nbytes), "source": s.source}
+        for s in stages(link, nbytes, protocol)
+    ]
 
 
 def protocol_for(nbytes: float) -> str:
@@ -119,6 +163,7 @@ def protocol_for(nbytes: float) -> str:
 
 
 # --- message libraries: an algorithm choice on a transport --------------------------------
+
 
 class Library(NamedTuple):
     """A communication library as the emulator sees it: the all-reduce algorithm it picks by
@@ -133,6 +178,7 @@ class Library(NamedTuple):
     largest power of two <= p (MPICH's ``count < pof2``), whatever the size. ``rooted``:
     its MPI_Bcast, MPI_Reduce and MPI_Gather, ``(("broadcast", algorithm), ...)``, where the
     collectives registry has them (a parameter server built on MPI uses them)."""
+
     name: str
     link: str
     algorithms: tuple
@@ -153,17 +199,24 @@ class Library(NamedTuple):
         """Its algorithm for a rooted collective ("broadcast", "reduce", "gather")."""
         choices = dict(self.rooted)
         if collective not in choices:
-            raise ValueError(f"library: {self.name} has no {collective} algorithm here; libraries with rooted "
-                             f"collectives: {', '.join(n for n, lib in LIBRARIES.items() if lib.rooted)}")
+            raise ValueError(
+                f"library: {self.name} has no {collective} algorithm here; libraries with rooted "
+                f"collectives: {', '.join(n for n, lib in LIBRARIES.items() if lib.rooted)}"
+            )
         return choices[collective]
 
     def transport(self) -> LinkModel:
         """The link with the library's own costs folded into the per-side overhead and copies."""
         link = get_link(self.link)
         copies = link.kernel_copies / link.copy_bandwidth_Bps + self.per_byte_s  # per byte per side
-        return replace(link, name=f"{self.name} on {link.name}", overhead_s=link.overhead_s + self.per_message_s,
-                       kernel_copies=1 if copies else 0, copy_bandwidth_Bps=1 / copies if copies else float("inf"),
-                       source=self.source)
+        return replace(
+            link,
+            name=f"{self.name} on {link.name}",
+            overhead_s=link.overhead_s + self.per_message_s,
+            kernel_copies=1 if copies else 0,
+            copy_bandwidth_Bps=1 / copies if copies else float("inf"),
+            source=self.source,
+        )
 
 
 INF = float("inf")
@@ -195,44 +248,101 @@ OPENMPI_ALLREDUCE = (
     (INF, ((2048, TREES), (16384, RING), (32768, RD), (INF, RABENSEIFNER))),
 )
 
-LIBRARIES = {lib.name: lib for lib in [
-    Library("mpich", "rdma-edr", ((INF, ((2049, RD), (INF, RABENSEIFNER))),), 0.0, 0.0,
+LIBRARIES = {
+    lib.name: lib
+    for lib in [
+        Library(
+            "mpich",
+            "rdma-edr",
+            ((INF, ((2049, RD), (INF, RABENSEIFNER))),),
+            0.0,
+            0.0,
             "MPICH 3.2's MPI_Allreduce (src/mpi/coll/allreduce.c lines 398-400, MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE = "
             "2048 at line 17): recursive doubling up to 2048 bytes or for fewer elements than the largest power of "
             "two <= p, else Rabenseifner's reduce-scatter + all-gather, its halving from distance 1 (lines 462-573; "
             "Thakur, Rabenseifner & Gropp 2005); over InfiniBand verbs. MPICH 4's collective selection "
             "(maint/tuning/coll/mpir/generic.json) keeps the rule with 8 bytes for 2048",
-            count_below_pof2=RD),
-    Library("openmpi", "rdma-edr", OPENMPI_ALLREDUCE, 0.0, 0.0,
+            count_below_pof2=RD,
+        ),
+        Library(
+            "openmpi",
+            "rdma-edr",
+            OPENMPI_ALLREDUCE,
+            0.0,
+            0.0,
             "Open MPI 5.0's tuned fixed decision for commutative operations "
             "(ompi/mca/coll/tuned/coll_tuned_decision_fixed.c lines 120-215, ompi_coll_tuned_allreduce_intra_dec_fixed): "
             "by communicator size and bytes, recursive doubling, ring, MPI_Reduce + MPI_Bcast or Rabenseifner "
-            "(coll_base_allreduce.c); over InfiniBand verbs"),
-    Library("taihulight-mpi", "sw26010", everywhere(RD), 0.0, 0.0,
+            "(coll_base_allreduce.c); over InfiniBand verbs",
+        ),
+        Library(
+            "taihulight-mpi",
+            "sw26010",
+            everywhere(RD),
+            0.0,
+            0.0,
             "The TaihuLight MPI the Caffe case study measured (SPEC section 11): the paper explains the ring's lead "
             "with 'the traditional MPI_Allreduce algorithm was designed for low-latency networks', i.e. an "
             "algorithm that takes the fewest steps and sends the whole message at each: recursive doubling for "
             "the all-reduce, binomial trees for MPI_Bcast, MPI_Reduce and MPI_Gather (Thakur, Rabenseifner & "
             "Gropp 2005, the short-message algorithms), at every size; over the sw26010 link",
-            rooted=(("broadcast", "binomial"), ("reduce", "binomial"), ("gather", "binomial"))),
-    Library("nccl-ring", "rdma-edr", everywhere(RING), 0.0, 0.0,
+            rooted=(("broadcast", "binomial"), ("reduce", "binomial"), ("gather", "binomial")),
+        ),
+        Library(
+            "nccl-ring",
+            "rdma-edr",
+            everywhere(RING),
+            0.0,
+            0.0,
             "NCCL's ring all-reduce (NVIDIA NCCL documentation, 'Collective operations'; the bandwidth-optimal "
-            "ring of Patarasuk & Yuan 2009), over InfiniBand"),
-    Library("nccl-tree", "rdma-edr", everywhere(TREES), 0.0, 0.0,
+            "ring of Patarasuk & Yuan 2009), over InfiniBand",
+        ),
+        Library(
+            "nccl-tree",
+            "rdma-edr",
+            everywhere(TREES),
+            0.0,
+            0.0,
             "NCCL 2.4's tree all-reduce for latency-bound sizes (Sanders et al. 2009 double binary trees; here a "
-            "binomial reduce + broadcast), over InfiniBand"),
-    Library("gloo", "tcp-10gbe", everywhere(RING), 0.0, 0.0,
-            "Gloo's allreduce_ring_chunked (facebookincubator/gloo, gloo/allreduce_ring_chunked.h) over TCP"),
-    Library("baidu", "tcp-10gbe", everywhere(RING), 0.0, 0.0,
-            "Baidu's ring all-reduce (Gibiansky 2017, baidu-research/baidu-allreduce), MPI send/recv over TCP"),
-    Library("grpc-ps", "tcp-10gbe", everywhere("ps"), 20e-6, 1 / 1e9,
+            "binomial reduce + broadcast), over InfiniBand",
+        ),
+        Library(
+            "gloo",
+            "tcp-10gbe",
+            everywhere(RING),
+            0.0,
+            0.0,
+            "Gloo's allreduce_ring_chunked (facebookincubator/gloo, gloo/allreduce_ring_chunked.h) over TCP",
+        ),
+        Library(
+            "baidu",
+            "tcp-10gbe",
+            everywhere(RING),
+            0.0,
+            0.0,
+            "Baidu's ring all-reduce (Gibiansky 2017, baidu-research/baidu-allreduce), MPI send/recv over TCP",
+        ),
+        Library(
+            "grpc-ps",
+            "tcp-10gbe",
+            everywhere("ps"),
+            20e-6,
+            1 / 1e9,
             "a gRPC parameter server (TensorFlow 1.x): HTTP/2 framing and a protobuf serialization copy of every "
             "tensor on each side; per-RPC overhead of tens of microseconds (gRPC performance dashboard, "
-            "grpc.io/docs/guides/benchmarking) and serialization at about 1 GB/s per core: teaching defaults"),
-    Library("zeromq-ps", "tcp-10gbe", everywhere("ps"), 5e-6, 0.0,
+            "grpc.io/docs/guides/benchmarking) and serialization at about 1 GB/s per core: teaching defaults",
+        ),
+        Library(
+            "zeromq-ps",
+            "tcp-10gbe",
+            everywhere("ps"),
+            5e-6,
+            0.0,
             "a ZeroMQ parameter server (ps-lite's van): zero-copy message frames, a few microseconds of "
-            "per-message overhead on top of TCP (zeromq.org performance tests): teaching default"),
-]}
+            "per-message overhead on top of TCP (zeromq.org performance tests): teaching default",
+        ),
+    ]
+}
 MPI_LIBRARIES = ("mpich", "openmpi", "taihulight-mpi")  # the MPI_Allreduce presets a case study compares
 
 

@@ -43,27 +43,50 @@ from ..checks import check_int
 class Storage(NamedTuple):
     name: str
     bandwidth_Bps: float
-    latency_s: float   # one small random read, request to first byte
+    latency_s: float  # one small random read, request to first byte
     source: str
 
 
-STORAGE_PRESETS = {s.name: s for s in [
-    Storage("nvme", 3.5e9, 53e-6,
+STORAGE_PRESETS = {
+    s.name: s
+    for s in [
+        Storage(
+            "nvme",
+            3.5e9,
+            53e-6,
             "Samsung 970 EVO Plus data sheet (2019): 3,500 MB/s sequential read; 4 KB random read at queue "
-            "depth 1, 19,000 IOPS = 53 us per read"),
-    Storage("sata-ssd", 550e6, 100e-6,
+            "depth 1, 19,000 IOPS = 53 us per read",
+        ),
+        Storage(
+            "sata-ssd",
+            550e6,
+            100e-6,
             "Samsung 860 EVO data sheet (2018): 550 MB/s sequential read (the SATA III limit); 4 KB random read "
-            "at queue depth 1, 10,000 IOPS = 100 us per read"),
-    Storage("hdd", 200e6, 12.7e-3,
+            "at queue depth 1, 10,000 IOPS = 100 us per read",
+        ),
+        Storage(
+            "hdd",
+            200e6,
+            12.7e-3,
             "a 7,200 rpm disk (Seagate BarraCuda data sheet): about 200 MB/s sequential; a random read waits an "
-            "average seek of 8.5 ms plus half a revolution, 4.2 ms"),
-    Storage("nfs", 1.1e9, 0.5e-3,
+            "average seek of 8.5 ms plus half a revolution, 4.2 ms",
+        ),
+        Storage(
+            "nfs",
+            1.1e9,
+            0.5e-3,
             "NFS over 10 GbE: 1.25 GB/s line rate less TCP and RPC framing; one READ round trip through the "
-            "network and the server of about half a millisecond (teaching default)"),
-    Storage("s3", 90e6, 0.1,
+            "network and the server of about half a millisecond (teaching default)",
+        ),
+        Storage(
+            "s3",
+            90e6,
+            0.1,
             "Amazon S3 performance guidelines (AWS documentation, 'Performance design patterns'): 100-200 ms "
-            "to the first byte of a small object, about 85-90 MB/s per request"),
-]}
+            "to the first byte of a small object, about 85-90 MB/s per request",
+        ),
+    ]
+}
 
 MAX_LOADER_WORKERS = 64  # processes per trainer; more would only contend for this machine's cores
 # Decoding and randomly cropping one ImageNet JPEG on one core takes milliseconds (teaching
@@ -76,6 +99,7 @@ class IOModel:
     """A loader's configuration: ``workers`` K (0: load in the trainer's process),
     ``prefetch`` D (batches the queue may hold), ``storage`` (a preset name), ``batch_size``
     B, ``sample_nbytes`` s and ``decode_s`` per sample. Checked when made."""
+
     storage: str = "nvme"
     workers: int = 0
     prefetch: int = 2
@@ -115,7 +139,7 @@ class IOModel:
 
 class Load(NamedTuple):
     batch: int
-    worker: int       # -1: the trainer's own process (K = 0)
+    worker: int  # -1: the trainer's own process (K = 0)
     start_s: float
     ready_s: float
 
@@ -165,7 +189,16 @@ def io_timeline(model: IOModel, compute_s: float, steps: int) -> list[dict]:
     for step in range(steps):
         taken_s = timeline.take(now_s)
         load = timeline.loads[step]
-        rows.append({"step": step, "worker": load.worker, "load_start_s": load.start_s, "ready_s": load.ready_s,
-                     "taken_s": taken_s, "io_wait_s": taken_s - now_s, "compute_end_s": taken_s + compute_s})
+        rows.append(
+            {
+                "step": step,
+                "worker": load.worker,
+                "load_start_s": load.start_s,
+                "ready_s": load.ready_s,
+                "taken_s": taken_s,
+                "io_wait_s": taken_s - now_s,
+                "compute_end_s": taken_s + compute_s,
+            }
+        )
         now_s = taken_s + compute_s
     return rows

@@ -48,18 +48,31 @@ from functools import partial
 from . import fabric as fabrics
 from .net import LINK_PRESETS, LinkModel, get_link
 
-__all__ = ["Topology", "placed", "flat", "two_level", "taihulight", "fat_tree", "gpu_cluster", "TOPOLOGY_PRESETS", "get_topology", "get_network",
-           "DEFAULT_LINK"]
+__all__ = [
+    "Topology",
+    "placed",
+    "flat",
+    "two_level",
+    "taihulight",
+    "fat_tree",
+    "gpu_cluster",
+    "TOPOLOGY_PRESETS",
+    "get_topology",
+    "get_network",
+    "DEFAULT_LINK",
+]
 
 DEFAULT_LINK = "tcp-10gbe"
 
 TAIHULIGHT_NODES = 40_960
 TAIHULIGHT_SUPERNODE = 256
 TAIHULIGHT_BISECTION_Bps = 70e12
-TAIHULIGHT_SOURCE = ("Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. "
-                     "Sci. 59 (2016): 40,960 SW26010 nodes, supernodes of 256 nodes on a full crossbar, "
-                     "a central network above them; Dongarra, 'Report on the Sunway TaihuLight System' (2016): "
-                     "14 GB/s per node, 70 TB/s bisection.")
+TAIHULIGHT_SOURCE = (
+    "Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. "
+    "Sci. 59 (2016): 40,960 SW26010 nodes, supernodes of 256 nodes on a full crossbar, "
+    "a central network above them; Dongarra, 'Report on the Sunway TaihuLight System' (2016): "
+    "14 GB/s per node, 70 TB/s bisection."
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +99,9 @@ class Topology:
         self.check_nodes(nodes)
         if self.machine_of is not None:
             machines = max(self.machine_of[:nodes]) + 1
-            return fabrics.placed(replace(self, machine_of=None, max_nodes=machines).fabric(machines),
-                                  self.machine_of[:nodes])
+            return fabrics.placed(
+                replace(self, machine_of=None, max_nodes=machines).fabric(machines), self.machine_of[:nodes]
+            )
         return fabrics.flat(self.link, nodes) if self.fabric_of is None else self.fabric_of(nodes)
 
     @property
@@ -109,8 +123,9 @@ class Topology:
         """The least time from a rank's receive to the arrival of a message it sends in
         response, on any of this network's links: latency plus per-message overhead (the
         lookahead of conservative simulation; comm.board.least_pending needs it > 0)."""
-        return min(link.latency_s + link.overhead_s
-                   for link in (self.link, self.uplink, self.loopback) if link is not None)
+        return min(
+            link.latency_s + link.overhead_s for link in (self.link, self.uplink, self.loopback) if link is not None
+        )
 
     def link_between(self, src: int, dst: int) -> LinkModel:
         """The link a message from src to dst crosses."""
@@ -135,8 +150,10 @@ class Topology:
     def check_nodes(self, nodes: int, name: str = "nodes") -> int:
         """``nodes`` if this topology holds that many, else a ValueError naming ``name``."""
         if not (isinstance(nodes, int) and not isinstance(nodes, bool) and 1 <= nodes <= self.max_nodes):
-            raise ValueError(f"{name} must be an integer in 1..{self.max_nodes} (the {self.name} topology holds "
-                             f"{self.max_nodes} nodes), got {nodes!r}")
+            raise ValueError(
+                f"{name} must be an integer in 1..{self.max_nodes} (the {self.name} topology holds "
+                f"{self.max_nodes} nodes), got {nodes!r}"
+            )
         return nodes
 
 
@@ -146,14 +163,23 @@ def placed(topology: Topology, machine_of) -> Topology:
     machine_of = tuple(machine_of)
     if topology.machine_of is not None:
         raise ValueError(f"topology: {topology.name} already places its ranks; give an unplaced topology")
-    if not machine_of or any(not (isinstance(m, int) and not isinstance(m, bool) and 0 <= m < topology.max_nodes)
-                             for m in machine_of):
-        raise ValueError(f"machine_of must be a non-empty sequence of machines of the {topology.name} topology, "
-                         f"integers in 0..{topology.max_nodes - 1}, got {machine_of!r}")
-    loopback = replace(topology.link, name=f"{topology.link.name} loopback", latency_s=0.0, bandwidth_Bps=math.inf,
-                       source=f"two ranks of one machine: no wire, {topology.link.name}'s CPU overheads")
-    return replace(topology, name=f"{topology.name}, placed", max_nodes=len(machine_of), machine_of=machine_of,
-                   loopback=loopback)
+    if not machine_of or any(
+        not (isinstance(m, int) and not isinstance(m, bool) and 0 <= m < topology.max_nodes) for m in machine_of
+    ):
+        raise ValueError(
+            f"machine_of must be a non-empty sequence of machines of the {topology.name} topology, "
+            f"integers in 0..{topology.max_nodes - 1}, got {machine_of!r}"
+        )
+    loopback = replace(
+        topology.link,
+        name=f"{topology.link.name} loopback",
+        latency_s=0.0,
+        bandwidth_Bps=math.inf,
+        source=f"two ranks of one machine: no wire, {topology.link.name}'s CPU overheads",
+    )
+    return replace(
+        topology, name=f"{topology.name}, placed", max_nodes=len(machine_of), machine_of=machine_of, loopback=loopback
+    )
 
 
 def flat(link=DEFAULT_LINK, max_nodes: int = 2**20) -> Topology:
@@ -162,24 +188,32 @@ def flat(link=DEFAULT_LINK, max_nodes: int = 2**20) -> Topology:
     return Topology("flat", link, max_nodes, source=link.source)
 
 
-def two_level(link, supernode_size: int, oversubscription: float, supernodes: int = 2**20 // 256,
-              name: str = "two-level") -> Topology:
+def two_level(
+    link, supernode_size: int, oversubscription: float, supernodes: int = 2**20 // 256, name: str = "two-level"
+) -> Topology:
     """A two-level tree: supernodes of ``supernode_size`` nodes on ``link``, joined by an
     upper level ``oversubscription`` times thinner per node (same latency and overheads)."""
     link = get_link(link)
     if not (isinstance(supernode_size, int) and supernode_size >= 1):
         raise ValueError(f"supernode_size must be an integer >= 1, got {supernode_size!r}")
     oversubscription = fabrics.check_oversubscription(oversubscription)
-    uplink = replace(link, name=f"{link.name}/{oversubscription:g}",
-                     bandwidth_Bps=link.bandwidth_Bps / oversubscription)
-    return Topology(name, link, supernode_size * supernodes, supernode_size, uplink,
-                    f"supernodes of {supernode_size} on {link.name}, upper level oversubscribed "
-                    f"{oversubscription:g}:1",
-                    partial(_two_level_fabric, link, supernode_size, oversubscription, name))
+    uplink = replace(
+        link, name=f"{link.name}/{oversubscription:g}", bandwidth_Bps=link.bandwidth_Bps / oversubscription
+    )
+    return Topology(
+        name,
+        link,
+        supernode_size * supernodes,
+        supernode_size,
+        uplink,
+        f"supernodes of {supernode_size} on {link.name}, upper level oversubscribed {oversubscription:g}:1",
+        partial(_two_level_fabric, link, supernode_size, oversubscription, name),
+    )
 
 
-def _two_level_fabric(link: LinkModel, supernode_size: int, oversubscription: float, name: str,
-                      nodes: int) -> fabrics.Fabric:
+def _two_level_fabric(
+    link: LinkModel, supernode_size: int, oversubscription: float, name: str, nodes: int
+) -> fabrics.Fabric:
     return fabrics.two_level(link, supernode_size, oversubscription=oversubscription, nodes=nodes, name=name)
 
 
@@ -187,8 +221,9 @@ def taihulight() -> Topology:
     """The Sunway TaihuLight (module docstring): 160 supernodes of 256 sw26010 nodes."""
     link = get_link("sw26010")
     oversubscription = TAIHULIGHT_NODES / 2 * link.bandwidth_Bps / TAIHULIGHT_BISECTION_Bps
-    topology = two_level(link, TAIHULIGHT_SUPERNODE, oversubscription, TAIHULIGHT_NODES // TAIHULIGHT_SUPERNODE,
-                         "taihulight")
+    topology = two_level(
+        link, TAIHULIGHT_SUPERNODE, oversubscription, TAIHULIGHT_NODES // TAIHULIGHT_SUPERNODE, "taihulight"
+    )
     return replace(topology, source=TAIHULIGHT_SOURCE, fabric_of=fabrics.taihulight)
 
 
@@ -202,9 +237,12 @@ def fat_tree(k: int = 16, oversubscription: float = 1.0, link="rdma-edr") -> Top
         raise ValueError(f"k must be an even integer >= 2 (switches of k ports), got {k!r}")
     over = fabrics.check_oversubscription(oversubscription)
     topology = two_level(link, k // 2, over, k * k // 2, "fat-tree")
-    return replace(topology, source=f"k-ary fat tree, k = {k} ({k ** 3 // 4} hosts; Al-Fares et al., SIGCOMM "
-                                    f"2008) on {link.name}, switch links oversubscribed {over:g}:1",
-                   fabric_of=partial(_fat_tree_fabric, k, over, link))
+    return replace(
+        topology,
+        source=f"k-ary fat tree, k = {k} ({k**3 // 4} hosts; Al-Fares et al., SIGCOMM "
+        f"2008) on {link.name}, switch links oversubscribed {over:g}:1",
+        fabric_of=partial(_fat_tree_fabric, k, over, link),
+    )
 
 
 def _fat_tree_fabric(k: int, oversubscription: float, link: LinkModel, nodes: int) -> fabrics.Fabric:
@@ -216,8 +254,15 @@ def gpu_cluster(nvlink_latency_s: float = 2e-6, ib_latency_s: float = 3e-6, max_
     at 450 GB/s each way inside an island, a 400 Gb/s InfiniBand rail per GPU across."""
     nvlink = LinkModel("nvlink4", nvlink_latency_s, fabrics.NVLINK4_Bps, source=fabrics.GPU_CLUSTER_SOURCE)
     ib = LinkModel("connectx7-ndr", ib_latency_s, fabrics.CONNECTX7_Bps, source=fabrics.GPU_CLUSTER_SOURCE)
-    return Topology("gpu-cluster", nvlink, max_nodes, fabrics.GPU_ISLAND, ib, fabrics.GPU_CLUSTER_SOURCE,
-                    partial(fabrics.gpu_cluster, nvlink_latency_s=nvlink_latency_s, ib_latency_s=ib_latency_s))
+    return Topology(
+        "gpu-cluster",
+        nvlink,
+        max_nodes,
+        fabrics.GPU_ISLAND,
+        ib,
+        fabrics.GPU_CLUSTER_SOURCE,
+        partial(fabrics.gpu_cluster, nvlink_latency_s=nvlink_latency_s, ib_latency_s=ib_latency_s),
+    )
 
 
 TOPOLOGY_PRESETS = ("flat", "two-level", "taihulight", "fat-tree", "gpu-cluster")
@@ -264,5 +309,7 @@ def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> T
     if isinstance(network, str) and network in TOPOLOGY_PRESETS:
         return get_topology(network, link)
     what = "link preset" if argument == "link" else argument
-    raise ValueError(f"{argument}: unknown {what} {network!r}; valid: {', '.join(LINK_PRESETS)} (links), "
-                     f"{', '.join(TOPOLOGY_PRESETS)} (topologies), a LinkModel or a Topology")
+    raise ValueError(
+        f"{argument}: unknown {what} {network!r}; valid: {', '.join(LINK_PRESETS)} (links), "
+        f"{', '.join(TOPOLOGY_PRESETS)} (topologies), a LinkModel or a Topology"
+    )

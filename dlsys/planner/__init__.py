@@ -6,5 +6,17 @@ from .cost import COMPONENTS, Plan, breakdown, memory, step_time
 from .models import DEVICES, MODELS, Device, Model, device_of, model_of
 from .search import search
 
-__all__ = ["COMPONENTS", "DEVICES", "MODELS", "Device", "Model", "Plan", "breakdown", "device_of", "memory", "model_of",
-           "search", "step_time"]
+__all__ = [
+    "COMPONENTS",
+    "DEVICES",
+    "MODELS",
+    "Device",
+    "Model",
+    "Plan",
+    "breakdown",
+    "device_of",
+    "memory",
+    "model_of",
+    "search",
+    "step_time",
+]

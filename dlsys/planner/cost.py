@@ -87,6 +87,7 @@ class Plan:
     ``sequence_parallel`` defaults to tp > 1 (Megatron's practice); ``dropout`` False counts
     no dropout masks (a model trained without dropout, as the small transformer the rank
     programs run)."""
+
     model: Model
     gpus: int
     tp: int = 1
@@ -109,31 +110,42 @@ class Plan:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if self.tp not in [k for k in divisors(ISLAND) if m.heads % k == 0 and m.kv_heads % k == 0]:
-            raise ValueError(f"tp must divide the NVLink island of {ISLAND} GPUs and the heads ({m.heads}, "
-                             f"{m.kv_heads} key-value): one of "
-                             f"{[k for k in divisors(ISLAND) if m.heads % k == 0 and m.kv_heads % k == 0]}, "
-                             f"got {self.tp}")
+            raise ValueError(
+                f"tp must divide the NVLink island of {ISLAND} GPUs and the heads ({m.heads}, "
+                f"{m.kv_heads} key-value): one of "
+                f"{[k for k in divisors(ISLAND) if m.heads % k == 0 and m.kv_heads % k == 0]}, "
+                f"got {self.tp}"
+            )
         if self.pp > m.layers or m.layers % self.pp:
-            raise ValueError(f"pp must divide the layer count {m.layers} (at most {m.layers} stages): one of "
-                             f"{divisors(m.layers)}, got {self.pp}")
+            raise ValueError(
+                f"pp must divide the layer count {m.layers} (at most {m.layers} stages): one of "
+                f"{divisors(m.layers)}, got {self.pp}"
+            )
         if self.gpus % (self.tp * self.pp):
-            raise ValueError(f"gpus must be dp x tp x pp: tp x pp = {self.tp} x {self.pp} does not divide "
-                             f"gpus = {self.gpus}")
+            raise ValueError(
+                f"gpus must be dp x tp x pp: tp x pp = {self.tp} x {self.pp} does not divide gpus = {self.gpus}"
+            )
         if self.ep != 1 and not m.experts:
             raise ValueError(f"ep must be 1 for a dense model (experts = 0), got {self.ep!r}")
         if self.ep not in ep_degrees(m, self.dp):
-            raise ValueError(f"ep must divide the experts ({m.experts}) and dp ({self.dp}): one of "
-                             f"{ep_degrees(m, self.dp)}, got {self.ep!r}")
+            raise ValueError(
+                f"ep must divide the experts ({m.experts}) and dp ({self.dp}): one of "
+                f"{ep_degrees(m, self.dp)}, got {self.ep!r}"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise ValueError(f"zero must be a ZeRO stage 0, 1, 2 or 3, got {self.zero}")
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         if self.global_batch % (self.dp * self.micro_batch):
-            raise ValueError(f"global_batch must be dp x micro-batches x micro_batch: dp x micro_batch = "
-                             f"{self.dp} x {self.micro_batch} does not divide global_batch = {self.global_batch}")
+            raise ValueError(
+                f"global_batch must be dp x micro-batches x micro_batch: dp x micro_batch = "
+                f"{self.dp} x {self.micro_batch} does not divide global_batch = {self.global_batch}"
+            )
         if self.microbatches < self.pp:
-            raise ValueError(f"microbatches must be >= pp = {self.pp} for 1F1B (every stage busy in the steady "
-                             f"state), got {self.microbatches} (global_batch / (dp x micro_batch))")
+            raise ValueError(
+                f"microbatches must be >= pp = {self.pp} for 1F1B (every stage busy in the steady "
+                f"state), got {self.microbatches} (global_batch / (dp x micro_batch))"
+            )
         bytes_per_param(self.optimizer, self.precision)
 
     @property
@@ -166,11 +178,20 @@ class Plan:
         m = self.model
         shape = Transformer(m.layers // self.pp, m.hidden, m.heads, m.seq_len, self.micro_batch)
         unit = m.layer_params() - m.expert_layer_params() if self.zero == 3 else 0
-        return Layout(self.stage_params() - self.stage_expert_params(), self.dp * self.tp, self.zero, self.tp,
-                      self.optimizer, self.precision, unit_params=unit, prefetch=self.zero == 3, model=shape,
-                      sequence_parallel=self.tp > 1 if self.sequence_parallel is None else self.sequence_parallel,
-                      recompute=self.recompute, dropout=self.dropout)
-
+        return Layout(
+            self.stage_params() - self.stage_expert_params(),
+            self.dp * self.tp,
+            self.zero,
+            self.tp,
+            self.optimizer,
+            self.precision,
+            unit_params=unit,
+            prefetch=self.zero == 3,
+            model=shape,
+            sequence_parallel=self.tp > 1 if self.sequence_parallel is None else self.sequence_parallel,
+            recompute=self.recompute,
+            dropout=self.dropout,
+        )
 
     def expert_layout(self) -> Layout | None:
         """Stage 0's rank's experts: 1/ep of the stage's, split by tp, ZeRO-sharded over the
@@ -178,8 +199,16 @@ class Plan:
         if not self.model.experts:
             return None
         unit = self.model.expert_layer_params() // self.ep if self.zero == 3 else 0
-        return Layout(self.stage_expert_params() // self.ep, self.dp // self.ep * self.tp, self.zero, self.tp,
-                      self.optimizer, self.precision, unit_params=unit, prefetch=self.zero == 3)
+        return Layout(
+            self.stage_expert_params() // self.ep,
+            self.dp // self.ep * self.tp,
+            self.zero,
+            self.tp,
+            self.optimizer,
+            self.precision,
+            unit_params=unit,
+            prefetch=self.zero == 3,
+        )
 
 
 def ep_degrees(model: Model, dp: int) -> list[int]:
@@ -213,15 +242,18 @@ def step_time(plan: Plan, device: Device = DEVICES["h100"], network: Topology | 
     m, grid, mb = plan.model, plan.grid, plan.microbatches
     w_b, g_b, _ = bytes_per_param(plan.optimizer, plan.precision)
     full = plan.recompute == "full"
-    compute = 6 * m.active_params() * plan.global_batch * m.seq_len / (plan.gpus * device.peak_flops) * (8 / 6 if full else 1)
+    compute = (
+        6 * m.active_params() * plan.global_batch * m.seq_len / (plan.gpus * device.peak_flops) * (8 / 6 if full else 1)
+    )
     per_mb = compute / mb
     t_f = per_mb / (4 if full else 3)
     t_b = per_mb - t_f
     activation_nbytes = plan.micro_batch * m.seq_len * m.hidden * w_b
     tp = 0.0
     if plan.tp > 1:
-        per_layer = (6 if full else 4) * closed_form("allreduce", "ring", plan.tp, activation_nbytes,
-                                                     slowest_link(network, grid.tp_members(0)))
+        per_layer = (6 if full else 4) * closed_form(
+            "allreduce", "ring", plan.tp, activation_nbytes, slowest_link(network, grid.tp_members(0))
+        )
         tp = mb * (m.layers // plan.pp) * per_layer
     pp = 0.0
     if plan.pp > 1:
@@ -230,21 +262,34 @@ def step_time(plan: Plan, device: Device = DEVICES["h100"], network: Topology | 
     ep = 0.0
     if plan.ep > 1:
         tokens_nbytes = activation_nbytes * m.top_k / plan.tp
-        ep = mb * (m.layers // plan.pp) * (6 if full else 4) * closed_form(
-            "alltoall", "pairwise", plan.ep, tokens_nbytes, slowest_link(network, grid.ep_members(0)))
+        ep = (
+            mb
+            * (m.layers // plan.pp)
+            * (6 if full else 4)
+            * closed_form("alltoall", "pairwise", plan.ep, tokens_nbytes, slowest_link(network, grid.ep_members(0)))
+        )
     bubble = (plan.pp - 1) / mb * (compute + tp)
     dp = 0.0
     if plan.dp > 1:
         # (group, parameters of a rank it reduces): the experts over the copies holding them, the rest over dp
-        shares = [(members, n_r, slowest_link(network, members)) for members, n_r in (
-            (grid.dp_members(0), (plan.stage_params() - plan.stage_expert_params()) / plan.tp),
-            (grid.expert_dp_members(0), plan.stage_expert_params() / (plan.ep * plan.tp))) if n_r and len(members) > 1]
-        ar, rs, ag = (sum(closed_form(c, "ring", len(members), n_r * e, link) for members, n_r, link in shares)
-                      for c, e in (("allreduce", g_b), ("reduce_scatter", g_b), ("allgather", w_b)))
-        dp = {0: max(0.0, ar - t_b),
-              1: max(0.0, rs - t_b) + ag,
-              2: mb * max(0.0, rs - t_b) + ag,
-              3: mb * (max(0.0, ag - t_f) + max(0.0, ag + rs - t_b))}[plan.zero]
+        shares = [
+            (members, n_r, slowest_link(network, members))
+            for members, n_r in (
+                (grid.dp_members(0), (plan.stage_params() - plan.stage_expert_params()) / plan.tp),
+                (grid.expert_dp_members(0), plan.stage_expert_params() / (plan.ep * plan.tp)),
+            )
+            if n_r and len(members) > 1
+        ]
+        ar, rs, ag = (
+            sum(closed_form(c, "ring", len(members), n_r * e, link) for members, n_r, link in shares)
+            for c, e in (("allreduce", g_b), ("reduce_scatter", g_b), ("allgather", w_b))
+        )
+        dp = {
+            0: max(0.0, ar - t_b),
+            1: max(0.0, rs - t_b) + ag,
+            2: mb * max(0.0, rs - t_b) + ag,
+            3: mb * (max(0.0, ag - t_f) + max(0.0, ag + rs - t_b)),
+        }[plan.zero]
     parts = {"compute": compute, "tp": tp, "pp": pp, "dp": dp, "ep": ep, "bubble": bubble}
     return {**parts, "total": sum(parts.values())}
 
@@ -256,9 +301,24 @@ def breakdown(plan: Plan, device: Device = DEVICES["h100"], network: Topology | 
     seconds, nbytes = step_time(plan, device, network), memory(plan)
     total_bytes = sum(nbytes.values())
     flops = 6 * plan.model.active_params() * plan.global_batch * plan.model.seq_len
-    return {"model": plan.model.name, "gpus": plan.gpus, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "ep": plan.ep,
-            "zero": plan.zero, "micro_batch": plan.micro_batch, "microbatches": plan.microbatches,
-            "global_batch": plan.global_batch, "recompute": plan.recompute,
-            "seconds": seconds, "step_s": seconds["total"], "bytes": nbytes, "memory_bytes": total_bytes,
-            "device": device.name, "device_bytes": device.memory_bytes, "fits": total_bytes <= device.memory_bytes,
-            "mfu": flops / (plan.gpus * device.peak_flops * seconds["total"])}
+    return {
+        "model": plan.model.name,
+        "gpus": plan.gpus,
+        "dp": plan.dp,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "ep": plan.ep,
+        "zero": plan.zero,
+        "micro_batch": plan.micro_batch,
+        "microbatches": plan.microbatches,
+        "global_batch": plan.global_batch,
+        "recompute": plan.recompute,
+        "seconds": seconds,
+        "step_s": seconds["total"],
+        "bytes": nbytes,
+        "memory_bytes": total_bytes,
+        "device": device.name,
+        "device_bytes": device.memory_bytes,
+        "fits": total_bytes <= device.memory_bytes,
+        "mfu": flops / (plan.gpus * device.peak_flops * seconds["total"]),
+    }

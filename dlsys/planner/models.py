@@ -30,6 +30,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Model:
     """A transformer's shape (the fields of a Hugging Face Llama config.json) and where it comes from."""
+
     name: str
     layers: int
     hidden: int
@@ -42,7 +43,7 @@ class Model:
     published_params: int = 0
     source: str = ""
     experts: int = 0  # 0: a dense MLP; E: E SwiGLU experts a layer and a router
-    top_k: int = 0    # experts a token runs through (1..E when experts > 0)
+    top_k: int = 0  # experts a token runs through (1..E when experts > 0)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
@@ -50,8 +51,10 @@ class Model:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise ValueError(f"heads must divide hidden ({self.hidden}) and kv_heads must divide heads "
-                             f"({self.heads}); got heads={self.heads}, kv_heads={self.kv_heads}")
+            raise ValueError(
+                f"heads must divide hidden ({self.hidden}) and kv_heads must divide heads "
+                f"({self.heads}); got heads={self.heads}, kv_heads={self.kv_heads}"
+            )
         if isinstance(self.experts, bool) or not isinstance(self.experts, int) or self.experts < 0:
             raise ValueError(f"experts must be an integer >= 0 (0: a dense MLP), got {self.experts!r}")
         if self.experts and not (isinstance(self.top_k, int) and 1 <= self.top_k <= self.experts):
@@ -88,31 +91,70 @@ class Model:
 _HF = "Hugging Face config.json of {}; parameter count: the checkpoint's tensors ({} parameters)"
 
 MODELS = {
-    "1b": Model("TinyLlama-1.1B", layers=22, hidden=2048, heads=32, kv_heads=4, ffn=5632, vocab=32000,
-                seq_len=2048, published_params=1_100_048_384,
-                source="Zhang et al. 2024, 'TinyLlama: An Open-Source Small Language Model', section 2.2 "
-                       "(Llama 2's architecture: 22 layers, 2048 hidden, 32 heads, 4 query groups, "
-                       "5632 intermediate, 2048 context); "
-                       + _HF.format("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "1,100,048,384")),
-    "7b": Model("Llama-2-7B", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000,
-                seq_len=4096, published_params=6_738_415_616,
-                source="Touvron et al. 2023, 'Llama 2', Table 1 (7B, 4k context, no GQA); "
-                       + _HF.format("meta-llama/Llama-2-7b-hf", "6,738,415,616")),
-    "70b": Model("Llama-2-70B", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000,
-                 seq_len=4096, published_params=68_976_648_192,
-                 source="Touvron et al. 2023, 'Llama 2', Table 1 (70B, 4k context, GQA with 8 key-value "
-                        "heads); " + _HF.format("meta-llama/Llama-2-70b-hf", "68,976,648,192")),
-    "8x7b": Model("Mixtral-8x7B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
-                  seq_len=32768, experts=8, top_k=2, published_params=46_700_000_000,
-                  source="Jiang et al. 2024, 'Mixtral of Experts', Table 1 (dim 4096, 32 layers, 32 heads, 8 "
-                         "key-value heads, hidden_dim 14336, context 32768, vocab 32000, 8 experts, top 2) and "
-                         "section 2 (46.7 B parameters, 12.9 B active a token)"),
+    "1b": Model(
+        "TinyLlama-1.1B",
+        layers=22,
+        hidden=2048,
+        heads=32,
+        kv_heads=4,
+        ffn=5632,
+        vocab=32000,
+        seq_len=2048,
+        published_params=1_100_048_384,
+        source="Zhang et al. 2024, 'TinyLlama: An Open-Source Small Language Model', section 2.2 "
+        "(Llama 2's architecture: 22 layers, 2048 hidden, 32 heads, 4 query groups, "
+        "5632 intermediate, 2048 context); "
+        + _HF.format("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "1,100,048,384"),
+    ),
+    "7b": Model(
+        "Llama-2-7B",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=32,
+        ffn=11008,
+        vocab=32000,
+        seq_len=4096,
+        published_params=6_738_415_616,
+        source="Touvron et al. 2023, 'Llama 2', Table 1 (7B, 4k context, no GQA); "
+        + _HF.format("meta-llama/Llama-2-7b-hf", "6,738,415,616"),
+    ),
+    "70b": Model(
+        "Llama-2-70B",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=28672,
+        vocab=32000,
+        seq_len=4096,
+        published_params=68_976_648_192,
+        source="Touvron et al. 2023, 'Llama 2', Table 1 (70B, 4k context, GQA with 8 key-value "
+        "heads); " + _HF.format("meta-llama/Llama-2-70b-hf", "68,976,648,192"),
+    ),
+    "8x7b": Model(
+        "Mixtral-8x7B",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=32000,
+        seq_len=32768,
+        experts=8,
+        top_k=2,
+        published_params=46_700_000_000,
+        source="Jiang et al. 2024, 'Mixtral of Experts', Table 1 (dim 4096, 32 layers, 32 heads, 8 "
+        "key-value heads, hidden_dim 14336, context 32768, vocab 32000, 8 experts, top 2) and "
+        "section 2 (46.7 B parameters, 12.9 B active a token)",
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Device:
     """An accelerator: its dense peak rate in the training precision and its memory."""
+
     name: str
     peak_flops: float
     memory_bytes: int
@@ -120,9 +162,13 @@ class Device:
 
 
 DEVICES = {
-    "h100": Device("H100 SXM", 989.4e12, 80 * 2**30,
-                   "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5: 1,979 TFLOP/s BF16 with 2:4 "
-                   "sparsity, 989.4 dense; 80 GB of HBM3 (80 GiB of memory on the board)"),
+    "h100": Device(
+        "H100 SXM",
+        989.4e12,
+        80 * 2**30,
+        "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5: 1,979 TFLOP/s BF16 with 2:4 "
+        "sparsity, 989.4 dense; 80 GB of HBM3 (80 GiB of memory on the board)",
+    ),
 }
 
 
@@ -131,8 +177,9 @@ def model_of(preset: str | None = None, **shape) -> Model:
     if preset is None:
         missing = [f for f in ("layers", "hidden", "heads", "ffn", "vocab", "seq_len") if shape.get(f) is None]
         if missing:
-            raise ValueError(f"model: give a preset ({', '.join(MODELS)}) or every shape field; missing "
-                             f"{', '.join(missing)}")
+            raise ValueError(
+                f"model: give a preset ({', '.join(MODELS)}) or every shape field; missing {', '.join(missing)}"
+            )
         given = {k: v for k, v in shape.items() if v is not None}
         given.setdefault("kv_heads", given["heads"])
         return Model("custom", **given)
@@ -142,8 +189,10 @@ def model_of(preset: str | None = None, **shape) -> Model:
     changed = {k: v for k, v in shape.items() if v is not None}
     if not changed:
         return base
-    fields = {f: getattr(base, f) for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len",
-                                             "tied", "experts", "top_k")}
+    fields = {
+        f: getattr(base, f)
+        for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "tied", "experts", "top_k")
+    }
     return Model(f"{base.name} (modified)", **{**fields, **changed})
 
 

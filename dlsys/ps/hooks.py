@@ -43,8 +43,9 @@ class Compressed(Dense):
         self.kept, self.entries = 0, 0  # entries pushed with a value, and entries, so far
 
     def encode(self, comm, values, server):
-        payload, _ = compressed.encode(comm, values, self.compressor, self.memory, f"server {server}",
-                                       share_scale=False)
+        payload, _ = compressed.encode(
+            comm, values, self.compressor, self.memory, f"server {server}", share_scale=False
+        )
         self.encoded_nbytes += payload_nbytes(payload)
         self.kept += self.compressor.kept(payload, values.size)
         self.entries += values.size
@@ -110,12 +111,20 @@ class ReadLog(ServerHooks):
 
     def read(self, server, src):
         clock, slowest = server.clock[src], server.slowest()
-        self.reads.append({"worker": src - server.layout.servers, "clock": clock, "slowest": slowest,
-                           "staleness": clock - slowest, "time_s": server.comm.clock})
+        self.reads.append(
+            {
+                "worker": src - server.layout.servers,
+                "clock": clock,
+                "slowest": slowest,
+                "staleness": clock - slowest,
+                "time_s": server.comm.clock,
+            }
+        )
 
     def left(self, server, src):
-        self.failed.append({"worker": src - server.layout.servers, "clock": server.clock[src],
-                            "time_s": server.comm.clock})
+        self.failed.append(
+            {"worker": src - server.layout.servers, "clock": server.clock[src], "time_s": server.comm.clock}
+        )
 
 
 class ProgressBar(ServerHooks):
@@ -145,8 +154,9 @@ class Checkpoint(ServerHooks):
             if ckpt["weights"].shape != server.weights.shape or len(ckpt["clocks"]) != len(server.workers):
                 raise ValueError(f"checkpoint in {self.resume} is for another model, server group or worker count")
             server.weights[...] = ckpt["weights"]
-            server.sgd.load_state_dict({k[len("optimizer_"):]: ckpt[k] for k in ckpt.files
-                                        if k.startswith("optimizer_")})
+            server.sgd.load_state_dict(
+                {k[len("optimizer_") :]: ckpt[k] for k in ckpt.files if k.startswith("optimizer_")}
+            )
             server.pushes = int(ckpt["pushes"])
             server.clock = dict(zip(server.workers, (int(c) for c in ckpt["clocks"])))
 
@@ -156,8 +166,13 @@ class Checkpoint(ServerHooks):
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, f"server{server.comm.rank}.npz")
         state = {f"optimizer_{k}": v for k, v in server.sgd.state_dict().items()}
-        np.savez(f"{path}.tmp.npz", weights=server.weights, pushes=server.pushes,
-                 clocks=[server.clock[w] for w in server.workers], **state)
+        np.savez(
+            f"{path}.tmp.npz",
+            weights=server.weights,
+            pushes=server.pushes,
+            clocks=[server.clock[w] for w in server.workers],
+            **state,
+        )
         os.replace(f"{path}.tmp.npz", path)
 
 

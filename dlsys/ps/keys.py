@@ -26,7 +26,8 @@ class KeyLayout:
             if not all(0 <= k < len(self.offsets) - 1 for k in keys):
                 raise ValueError(f"keys must be in 0..{len(self.offsets) - 2}, got {keys}")
             elements = np.concatenate([np.arange(self.offsets[k], self.offsets[k + 1]) for k in keys])
-            self._parts[keys] = [(np.flatnonzero((elements >= lo) & (elements < hi)),
-                                  elements[(elements >= lo) & (elements < hi)] - lo)
-                                 for lo, hi in zip(self.bounds, self.bounds[1:])]
+            self._parts[keys] = [
+                (np.flatnonzero((elements >= lo) & (elements < hi)), elements[(elements >= lo) & (elements < hi)] - lo)
+                for lo, hi in zip(self.bounds, self.bounds[1:])
+            ]
         return self._parts[keys]

@@ -25,13 +25,25 @@ class KVServer:
     """One server of the group (rank < layout.servers), for `workers` workers, until
     `budget` gradients are applied. `config` gives lr and momentum (`momentum` overrides it)."""
 
-    def __init__(self, comm, layout: KeyLayout, config, workers: int, consistency: str, staleness: int,
-                 budget: int, initial: np.ndarray, momentum=None, codec=DENSE, hooks=NO_HOOKS):
+    def __init__(
+        self,
+        comm,
+        layout: KeyLayout,
+        config,
+        workers: int,
+        consistency: str,
+        staleness: int,
+        budget: int,
+        initial: np.ndarray,
+        momentum=None,
+        codec=DENSE,
+        hooks=NO_HOOKS,
+    ):
         if consistency not in CONSISTENCY:
             raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY)}, got {consistency!r}")
         self.comm, self.layout, self.consistency, self.codec, self.hooks = comm, layout, consistency, codec, hooks
         self.staleness = {"bsp": 0, "ssp": staleness, "asp": math.inf}[consistency]
-        self.weights = initial[layout.bounds[comm.rank]:layout.bounds[comm.rank + 1]].copy()
+        self.weights = initial[layout.bounds[comm.rank] : layout.bounds[comm.rank + 1]].copy()
         self.grad = np.zeros_like(self.weights)
         self.sgd = optim.SGD(self.weights, self.grad, config.lr, config.momentum if momentum is None else momentum)
         self.workers = list(range(layout.servers, layout.servers + workers))
@@ -120,8 +132,10 @@ class KVServer:
     def leave(self, src: int) -> None:
         """A worker left: BSP cannot go on; SSP/ASP drop it from the gate."""
         if self.consistency == "bsp":
-            raise WorkerFailed(f"worker {src - self.layout.servers} (rank {src}) failed at clock {self.clock[src]}; "
-                               f"BSP cannot continue: every round needs all workers' gradients")
+            raise WorkerFailed(
+                f"worker {src - self.layout.servers} (rank {src}) failed at clock {self.clock[src]}; "
+                f"BSP cannot continue: every round needs all workers' gradients"
+            )
         self.active.discard(src)
         self.hooks.left(self, src)
 
@@ -137,8 +151,12 @@ class KVServer:
             elif self.may_read(src):
                 self.hooks.read(self, src)
                 local = self.layout.parts(keys)[self.comm.rank][1]
-                self.comm.send(np.concatenate([[c], self.weights[local]]).astype(self.weights.dtype), src,
-                               REPLY, label=f"pull reply clock {c} slowest {self.slowest()}")
+                self.comm.send(
+                    np.concatenate([[c], self.weights[local]]).astype(self.weights.dtype),
+                    src,
+                    REPLY,
+                    label=f"pull reply clock {c} slowest {self.slowest()}",
+                )
             else:
                 waiting.append((src, keys))
         self.held = waiting

@@ -15,10 +15,10 @@ command line's flags, the sweeps and the figures read them; ``OPTIONS`` indexes 
 name); ``make(name, **options)`` checks the options.
 Launching a job and summarizing its trace is an experiment: ``dlsys.experiments.schedule``.
 """
+
 import inspect
 
 from .. import checks
-from .policy import Item, Layer, Option, Policy
 from .bytescheduler import ByteScheduler
 from .engine import MXNET_SERVER_SLICE_S, SCHEMES, Job, layers_of, program, steps_of
 from .fifo import FIFO
@@ -26,10 +26,18 @@ from .fusion import Fusion
 from .mxnet import MXNet
 from .odsgd import ODSGD
 from .p3 import P3
+from .policy import Item, Layer, Option, Policy
 from .wfbp import WFBP
 
-POLICIES = {"fifo": FIFO, "wfbp": WFBP, "p3": P3, "bytescheduler": ByteScheduler, "fusion": Fusion, "odsgd": ODSGD,
-            "mxnet": MXNet}
+POLICIES = {
+    "fifo": FIFO,
+    "wfbp": WFBP,
+    "p3": P3,
+    "bytescheduler": ByteScheduler,
+    "fusion": Fusion,
+    "odsgd": ODSGD,
+    "mxnet": MXNet,
+}
 # an option's name -> (the policy that takes it, its Option)
 OPTIONS = {option.name: (name, option) for name, policy in POLICIES.items() for option in policy.options}
 
@@ -47,5 +55,20 @@ def make(name: str, **options) -> Policy:
     return checks.registered(POLICIES, "policy", name, options)(**options)
 
 
-__all__ = ["MXNET_SERVER_SLICE_S", "OPTIONS", "POLICIES", "SCHEMES", "Item", "Job", "Layer", "Option", "Policy",
-           "default_of", "layers_of", "make", "options_of", "program", "steps_of"]
+__all__ = [
+    "MXNET_SERVER_SLICE_S",
+    "OPTIONS",
+    "POLICIES",
+    "SCHEMES",
+    "Item",
+    "Job",
+    "Layer",
+    "Option",
+    "Policy",
+    "default_of",
+    "layers_of",
+    "make",
+    "options_of",
+    "program",
+    "steps_of",
+]

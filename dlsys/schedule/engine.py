@@ -57,9 +57,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import collectives
-from ..learn import nn, optim
 from ..comm import Group
 from ..comm.logical import LogicalArray, per_block
+from ..learn import nn, optim
 from ..learn.task import TrainConfig, batch_indices, build_model, steps_per_epoch, task_of
 from .policy import Item, Layer, Policy
 
@@ -141,11 +141,13 @@ def layers_of(model: nn.Sequential, batch: int) -> tuple[Layer, ...]:
 def program(comm, job: Job):
     """The rank program: dispatch on this rank's role."""
     role, index = job.role(comm.rank)
-    return {"server": _server, "compute": _compute, "sender": _sender, "receiver": _receiver,
-            "comm": _allreduce_comm}[role](comm, job, index)
+    return {"server": _server, "compute": _compute, "sender": _sender, "receiver": _receiver, "comm": _allreduce_comm}[
+        role
+    ](comm, job, index)
 
 
 # --- the compute thread -----------------------------------------------------------------
+
 
 def _compute(comm, job: Job, w: int):
     """Forward layer by layer (waiting for each layer's update as the policy says), then
@@ -156,8 +158,16 @@ def _compute(comm, job: Job, w: int):
     model = build_model(job.config) if real else None
     optimizers = {}
     if real and job.scheme == "allreduce":  # the workers update their own copies, layer by layer
-        optimizers = {i: optim.SGD(model.params[l.offset:l.offset + l.params], model.grads[l.offset:l.offset + l.params],
-                                   job.config.lr, job.config.momentum) for i, l in enumerate(layers) if l.params}
+        optimizers = {
+            i: optim.SGD(
+                model.params[l.offset : l.offset + l.params],
+                model.grads[l.offset : l.offset + l.params],
+                job.config.lr,
+                job.config.momentum,
+            )
+            for i, l in enumerate(layers)
+            if l.params
+        }
     task = task_of(job.config) if real else None
     with_params = [i for i, l in enumerate(layers) if l.params]
     backward_ends, losses, local_grads = [], [], None
@@ -206,8 +216,12 @@ def _compute(comm, job: Job, w: int):
             comm.compute(flops=2 * layers[i].flops, label=f"backward {layers[i].name}")
             if layers[i].params:
                 lo, hi = layers[i].offset, layers[i].offset + layers[i].params
-                comm.signal(model.grads[lo:hi].copy() if real else np.zeros(0), send_to, TAG_GRAD + i,
-                            f"gradient of {layers[i].name}")
+                comm.signal(
+                    model.grads[lo:hi].copy() if real else np.zeros(0),
+                    send_to,
+                    TAG_GRAD + i,
+                    f"gradient of {layers[i].name}",
+                )
         backward_ends.append(comm.clock)
         if real and job.policy.forward == "stale":
             local_grads = model.grads.copy()
@@ -216,12 +230,15 @@ def _compute(comm, job: Job, w: int):
             update(i)
     record = {"backward_ends_s": backward_ends, "end_s": comm.clock, "losses": losses}
     if real and w == 0:
-        record.update(params=model.params.copy(),
-                      test_accuracy=float(np.mean(model.forward(task.X_test).argmax(axis=1) == task.y_test)))
+        record.update(
+            params=model.params.copy(),
+            test_accuracy=float(np.mean(model.forward(task.X_test).argmax(axis=1) == task.y_test)),
+        )
     return record
 
 
 # --- the communication threads ----------------------------------------------------------
+
 
 def _payload(job: Job, item: Item, grads: dict, dtype) -> np.ndarray:
     """Item index first (ps-lite sends keys with values), then the item's values."""
@@ -230,7 +247,7 @@ def _payload(job: Job, item: Item, grads: dict, dtype) -> np.ndarray:
     # the item's layers are adjacent in the flat buffer: join them, then cut [lo, hi)
     layers = sorted(item.layers, key=lambda i: job.layers[i].offset)
     start = job.layers[layers[0]].offset
-    values = np.concatenate([grads[i] for i in layers])[item.lo - start:item.hi - start]
+    values = np.concatenate([grads[i] for i in layers])[item.lo - start : item.hi - start]
     return np.concatenate([np.array([item.index], dtype), values]).astype(dtype)
 
 
@@ -246,8 +263,8 @@ class _Sockets:
 
     def __init__(self, comm, hwm: int):
         self.comm, self.hwm = comm, hwm
-        self.flight: dict[int, list] = {}   # peer -> [(post number, egress end)] not yet left
-        self.waited: dict[int, int] = {}    # peer -> the latest post a wait was logged for
+        self.flight: dict[int, list] = {}  # peer -> [(post number, egress end)] not yet left
+        self.waited: dict[int, int] = {}  # peer -> the latest post a wait was logged for
 
     def send(self, peer: int, post) -> None:
         comm, flight, gone = self.comm, self.flight.setdefault(peer, []), None
@@ -275,8 +292,9 @@ def _schedule(comm, job: Job, w: int, post, sockets: _Sockets | None = None) -> 
     ready_s = comm.wait_signal(compute, TAG_READY)
     ready = dict(zip([i for i, l in enumerate(layers) if l.params], ready_s.tolist()))
     # items by release time; the released ones in a heap by priority (P3 has thousands)
-    timed = sorted(((policy.release_s(item, ready), item.priority, item) for item in job.items),
-                   key=lambda entry: entry[:2])
+    timed = sorted(
+        ((policy.release_s(item, ready), item.priority, item) for item in job.items), key=lambda entry: entry[:2]
+    )
     released, grads, flight, j = [], {}, [], 0
     gone = logged = None  # (post number, egress end) of the latest item known to have left
     while j < len(timed) or released:
@@ -341,7 +359,18 @@ def _sender(comm, job: Job, w: int):
     dtype = np.dtype(job.config.dtype) if job.config else np.float32
     sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     for it in range(job.iterations):
-        _schedule(comm, job, w, lambda item, grads: comm.send(_payload(job, item, grads, dtype), job.server_of[item.index], TAG_PUSH, label=f"push {_label(job, item)}"), sockets)
+        _schedule(
+            comm,
+            job,
+            w,
+            lambda item, grads: comm.send(
+                _payload(job, item, grads, dtype),
+                job.server_of[item.index],
+                TAG_PUSH,
+                label=f"push {_label(job, item)}",
+            ),
+            sockets,
+        )
     return {}
 
 
@@ -370,8 +399,9 @@ def _receiver(comm, job: Job, w: int):
         for i in item.layers:
             missing[i] -= 1
             if not missing[i]:
-                comm.signal(_layer_values(job, i, items, weights), compute, TAG_PARAMS + i,
-                            f"weights of {job.layers[i].name}")
+                comm.signal(
+                    _layer_values(job, i, items, weights), compute, TAG_PARAMS + i, f"weights of {job.layers[i].name}"
+                )
                 missing[i] = covering[i]
     return {}
 
@@ -394,7 +424,7 @@ def _layer_values(job: Job, i: int, items: list[Item], values: dict) -> np.ndarr
     for item in items:
         a, b = max(lo, item.lo), min(hi, item.hi)
         if a < b:
-            out[a - lo:b - lo] = values[item.index][a - item.lo:b - item.lo]
+            out[a - lo : b - lo] = values[item.index][a - item.lo : b - item.lo]
     return out
 
 
@@ -417,8 +447,12 @@ def _server(comm, job: Job, s: int):
     if real:
         weights = build_model(job.config).params
         grad = np.zeros_like(weights)
-        sgd = {item.index: optim.SGD(weights[item.lo:item.hi], grad[item.lo:item.hi], job.config.lr,
-                                     job.config.momentum) for item in mine}
+        sgd = {
+            item.index: optim.SGD(
+                weights[item.lo : item.hi], grad[item.lo : item.hi], job.config.lr, job.config.momentum
+            )
+            for item in mine
+        }
     sockets = None if job.policy.socket_hwm is None else _Sockets(comm, job.policy.socket_hwm)
     owed = {sender: 0 for sender in senders}  # pushes each worker still owes this round
     arrived: dict[int, dict[int, np.ndarray]] = {}  # item -> worker -> values
@@ -441,12 +475,12 @@ def _server(comm, job: Job, s: int):
         comm.compute(flops=UPDATE_FLOPS_PER_ELEMENT * item.size, label=f"update {_label(job, item)}")
         comm.compute(seconds=job.server_slice_s, label=f"server's per-slice cost {_label(job, item)}")
         if real:
-            g = grad[item.lo:item.hi]
+            g = grad[item.lo : item.hi]
             g[...] = 0
             for w in range(job.workers):
                 g += values[w] / job.workers
             sgd[k].step()
-            reply = np.concatenate([[k], weights[item.lo:item.hi]]).astype(weights.dtype)
+            reply = np.concatenate([[k], weights[item.lo : item.hi]]).astype(weights.dtype)
         else:
             reply = LogicalArray(np.array([k], np.float32), scale=item.size + 1)
         for w in range(job.workers):
@@ -501,8 +535,12 @@ def _allreduce_comm(comm, job: Job, w: int):
             for i in item.layers:
                 missing[i] -= 1
                 if not missing[i]:
-                    comm.signal(_layer_values(job, i, items, reduced), compute, TAG_PARAMS + i,
-                                f"mean gradient of {job.layers[i].name}")
+                    comm.signal(
+                        _layer_values(job, i, items, reduced),
+                        compute,
+                        TAG_PARAMS + i,
+                        f"mean gradient of {job.layers[i].name}",
+                    )
 
         _schedule(comm, job, w, post)
     return {}

@@ -1,6 +1,7 @@
 """FIFO: the baseline. Backward runs to the end, then the gradients go out in backprop order
 (last layer first), and the next forward waits for every layer's update: compute and
 communication never overlap, T = sum(f + b) + T_comm."""
+
 from .policy import Policy
 
 

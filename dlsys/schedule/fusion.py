@@ -7,6 +7,7 @@ bucket of its own); a bucket goes out, as one message, once all its layers are r
 buckets in order. Fewer, larger messages pay alpha less often, at the price of waiting for
 a bucket to fill. Horovod's fusion buffer does the same with a threshold and a ``cycle_ms``
 tick: a bucket released between ticks waits for the next one."""
+
 import math
 
 from .policy import Item, Option, Policy
@@ -16,10 +17,20 @@ class Fusion(Policy):
     name = "fusion"
     paper = "Li et al. 2020, PyTorch distributed (VLDB); Sergeev & Del Balso 2018, Horovod"
     colour = "#54a24b"
-    options = (Option("bucket_mb", "number", 0, 1e6, "bucket cap in MiB (DDP's bucket_cap_mb: 25)",
-                      "DDP bucket size (MiB)", low_open=True),
-               Option("cycle_ms", "number", 0, 1e6, "Horovod's cycle time in ms (0: none)", "Horovod cycle time (ms)",
-                      swept=False))
+    options = (
+        Option(
+            "bucket_mb",
+            "number",
+            0,
+            1e6,
+            "bucket cap in MiB (DDP's bucket_cap_mb: 25)",
+            "DDP bucket size (MiB)",
+            low_open=True,
+        ),
+        Option(
+            "cycle_ms", "number", 0, 1e6, "Horovod's cycle time in ms (0: none)", "Horovod cycle time (ms)", swept=False
+        ),
+    )
 
     def __init__(self, bucket_mb: float = 25.0, cycle_ms: float = 0.0):
         if not 0 < bucket_mb < math.inf:
@@ -46,8 +57,10 @@ class Fusion(Policy):
             nbytes += size
         buckets += [current] if current else []
         # a bucket's layers are adjacent in the buffer: from its lowest layer's offset up
-        return [Item(k, tuple(b), layers[b[-1]].offset, layers[b[0]].offset + layers[b[0]].params, (k,))
-                for k, b in enumerate(buckets)]
+        return [
+            Item(k, tuple(b), layers[b[-1]].offset, layers[b[0]].offset + layers[b[0]].params, (k,))
+            for k, b in enumerate(buckets)
+        ]
         # END SOLUTION
 
     def release_s(self, item, ready_s):
@@ -59,4 +72,6 @@ class Fusion(Policy):
         return start + math.ceil((ready - start) / tick - 1e-12) * tick
 
     def describe(self):
-        return f"fusion (buckets of {self.bucket_mb:g} MiB" + (f", cycle {self.cycle_ms:g} ms)" if self.cycle_ms else ")")
+        return f"fusion (buckets of {self.bucket_mb:g} MiB" + (
+            f", cycle {self.cycle_ms:g} ms)" if self.cycle_ms else ")"
+        )

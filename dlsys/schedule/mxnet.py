@@ -15,6 +15,7 @@ server gets what
 so VGG-19's fc6 (103M parameters) goes to all S servers at once instead of one. A key is a
 layer's number among the layers with parameters, in forward order (MXNet numbers its
 arrays in the order it initializes them; it keeps a layer's weight and bias apart)."""
+
 import math
 
 from .policy import Item, Option, Policy, check_positive_int
@@ -24,8 +25,17 @@ class MXNet(Policy):
     name = "mxnet"
     paper = "Chen et al. 2015, MXNet; its KVStore (src/kvstore/kvstore_dist.h)"
     colour = "#72b7b2"
-    options = (Option("bigarray_bound", "integer", 1, 2**31, "parameters from which an array is split over every "
-                      "server (MXNet: 1000000)", "MXNet big-array bound (parameters)", swept=False),)
+    options = (
+        Option(
+            "bigarray_bound",
+            "integer",
+            1,
+            2**31,
+            "parameters from which an array is split over every server (MXNet: 1000000)",
+            "MXNet big-array bound (parameters)",
+            swept=False,
+        ),
+    )
     forward = "layer"
 
     def __init__(self, bigarray_bound: int = 1_000_000):

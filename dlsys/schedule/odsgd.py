@@ -5,6 +5,7 @@ updated weights, w_{t+1} = W_t - lr g_t, where W_t is the newest global weights 
 (the parameter server's, one step behind) and g_t its own gradient; the global update
 of step t arrives during step t+1 and is used at step t+2. Sends as WFBP does; unlike the
 other policies it changes the numbers (the weights a forward sees), not only the time."""
+
 from .wfbp import WFBP
 
 

@@ -22,6 +22,7 @@ message it receives into the customer's ``recv_queue_`` (src/van.cc line 354,
 wire carries (src/van.cc lines 369 and 409), so a slice near the input that arrives while
 the handler is blocked on a reply goes before the pushes queued ahead of it
 (``server_priority``; stock ps-lite's queue, MXNet's, is first in first out)."""
+
 from .policy import Option, Policy, check_positive_int, slices
 
 
@@ -29,8 +30,11 @@ class P3(Policy):
     name = "p3"
     paper = "Jayarajan et al. 2019, Priority-based parameter propagation (SysML)"
     colour = "#e45756"
-    options = (Option("slice_params", "integer", 1, 2**31, "parameters per slice (paper: 40000)",
-                      "P3 slice size (parameters)"),)
+    options = (
+        Option(
+            "slice_params", "integer", 1, 2**31, "parameters per slice (paper: 40000)", "P3 slice size (parameters)"
+        ),
+    )
     forward = "layer"
     credit_bytes = 0  # the allreduce scheme (no sockets): one slice on the egress
     socket_hwm = 1

@@ -33,14 +33,16 @@ from typing import NamedTuple
 
 class Layer(NamedTuple):
     """One layer of a worker's model, in forward order."""
+
     name: str
-    params: int        # parameters (0: nothing to send)
-    offset: int        # its first element in the flat gradient buffer
-    flops: float       # its forward FLOPs on one worker's batch (backward: 2x, input and weight gradients)
+    params: int  # parameters (0: nothing to send)
+    offset: int  # its first element in the flat gradient buffer
+    flops: float  # its forward FLOPs on one worker's batch (backward: 2x, input and weight gradients)
 
 
 class Item(NamedTuple):
     """One message a policy sends: elements [lo, hi) of the gradient, from ``layers``."""
+
     index: int  # type: ignore[assignment]  # the item's number; shadows tuple.index on purpose
     layers: tuple[int, ...]
     lo: int
@@ -59,6 +61,7 @@ class Option(NamedTuple):
     trade-off figure's x axis is ``axis_title``, in the value times ``axis_factor``;
     ``swept``: ``experiments.schedule.option_sweep`` sweeps it (a trade-off of item size
     or credit)."""
+
     name: str
     kind: str
     low: float
@@ -96,8 +99,7 @@ class Policy:
     def items(self, layers: list[Layer]) -> list[Item]:
         """Default: one item per layer with parameters, in backprop order (last layer first)."""
         order = [i for i in reversed(range(len(layers))) if layers[i].params]
-        return [Item(k, (i,), layers[i].offset, layers[i].offset + layers[i].params, (k,))
-                for k, i in enumerate(order)]
+        return [Item(k, (i,), layers[i].offset, layers[i].offset + layers[i].params, (k,)) for k, i in enumerate(order)]
 
     def placed(self, layers: list[Layer], servers: int) -> list[tuple[Item, int]]:
         """The items and the server each goes to. Default: item k to server k mod S,

@@ -5,6 +5,7 @@ the layers below; the next forward still waits for every layer. For a chain of l
 whose sends queue on one link (sizes s_l, wire time w_l = alpha + s_l / B):
     T = max over l of (ready_l + sum of w_k for the layers k sent after and including l ... )
 the last send ends at max_l (r_l + sum_{k <= l} w_k), r_l the ready time of layer l."""
+
 from .policy import Policy
 
 

@@ -14,6 +14,21 @@ from .data_parallel import DistributedOptimizer, allreduce_program, broadcast_pa
 from .model_parallel import bubble_fraction, pipeline_program, split_stages
 from .strategies import STRATEGIES, Strategy
 
-__all__ = ["STRATEGIES", "Strategy", "Compression", "TrainConfig", "DistributedOptimizer", "broadcast_parameters", "allreduce_program",
-           "local_sgd_program", "pipeline_program", "split_stages", "bubble_fraction", "build_model",
-           "load_task", "batch_indices", "steps_per_epoch", "accuracy"]
+__all__ = [
+    "STRATEGIES",
+    "Strategy",
+    "Compression",
+    "TrainConfig",
+    "DistributedOptimizer",
+    "broadcast_parameters",
+    "allreduce_program",
+    "local_sgd_program",
+    "pipeline_program",
+    "split_stages",
+    "bubble_fraction",
+    "build_model",
+    "load_task",
+    "batch_indices",
+    "steps_per_epoch",
+    "accuracy",
+]

@@ -79,8 +79,11 @@ class Net:
         self.layers, offset = [], 0
         for i, (profile, size) in enumerate(zip(layers, sizes)):
             part = slice(offset, offset + size)
-            blob = Blob(self.data[part], self.diff[part]) if contiguous else Blob(weights[part].copy(),
-                                                                                  np.zeros(size, np.float32))
+            blob = (
+                Blob(self.data[part], self.diff[part])
+                if contiguous
+                else Blob(weights[part].copy(), np.zeros(size, np.float32))
+            )
             self.layers.append(Layer(profile, blob, ParamSlice(i, profile.name, offset, size)))
             offset += size
 
@@ -104,7 +107,7 @@ class Net:
         """Write ``flat`` back into every blob's ``field`` (the unpacking copy if scattered)."""
         for layer in self.layers:
             s = layer.slice
-            getattr(layer.blob, field)[...] = flat[s.offset:s.offset + s.size]
+            getattr(layer.blob, field)[...] = flat[s.offset : s.offset + s.size]
 
 
 class Solver:
@@ -119,6 +122,7 @@ class Solver:
 
 
 # --- the two designs: rank code ----------------------------------------------------------
+
 
 def _timed(comm, account: dict, kind: str, **charge) -> None:
     """``comm.compute(**charge)``, its seconds added to ``account[kind]``."""
@@ -189,8 +193,9 @@ def ps_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     return account | {"weights": net.flat("data").copy() if comm.rank == 0 else None}
 
 
-def ps_mpi_iteration(comm, solver: Solver, batch: int, seed: int = 0, aggregate: str = "reduce",
-                     library: str = "taihulight-mpi") -> dict:
+def ps_mpi_iteration(
+    comm, solver: Solver, batch: int, seed: int = 0, aggregate: str = "reduce", library: str = "taihulight-mpi"
+) -> dict:
     """The parameter server on MPI's collectives, each by ``library``'s algorithm: rank 0
     broadcasts W; forward; per layer (last first) its backward, then the layer's gradient
     is reduced to rank 0 (``aggregate="reduce"``: MPI_Reduce, the tree adds on the way) or
@@ -202,7 +207,12 @@ def ps_mpi_iteration(comm, solver: Solver, batch: int, seed: int = 0, aggregate:
         for j = L-1 .. 0: backward j;  g_j = MPI_Reduce(g_j, root 0)   or   sum of MPI_Gather(g_j, root 0)
         rank 0: g /= p; update
     """
-    net, account, p, lib = solver.net, dict.fromkeys(("compute_s", "pack_s", "update_s"), 0.0), comm.size, LIBRARIES[library]
+    net, account, p, lib = (
+        solver.net,
+        dict.fromkeys(("compute_s", "pack_s", "update_s"), 0.0),
+        comm.size,
+        LIBRARIES[library],
+    )
     if comm.rank == 0:
         _copy(comm, net, account, "pack W")
     weights = collectives.broadcast(comm, net.logical(net.flat("data")), 0, lib.rooted_algorithm("broadcast"))
@@ -239,13 +249,25 @@ def ring_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     return account | {"weights": net.flat("data").copy()}
 
 
-ITERATIONS = {"ps": ps_iteration, "ps-gather": partial(ps_mpi_iteration, aggregate="gather"),
-              "ps-reduce": partial(ps_mpi_iteration, aggregate="reduce"), "ring": ring_iteration}
+ITERATIONS = {
+    "ps": ps_iteration,
+    "ps-gather": partial(ps_mpi_iteration, aggregate="gather"),
+    "ps-reduce": partial(ps_mpi_iteration, aggregate="reduce"),
+    "ring": ring_iteration,
+}
 MPI_DESIGNS = ("ps-gather", "ps-reduce")  # the designs that run an MPI library's collectives
 
 
-def design_program(comm, design: str, layers: list[LayerProfile], scale: int, contiguous: bool, batch: int,
-                   seed: int = 0, library: str = "taihulight-mpi") -> dict:
+def design_program(
+    comm,
+    design: str,
+    layers: list[LayerProfile],
+    scale: int,
+    contiguous: bool,
+    batch: int,
+    seed: int = 0,
+    library: str = "taihulight-mpi",
+) -> dict:
     """Rank program: build the net (every rank the same initial weights) and run one
     iteration of ``design`` (the MPI designs with ``library``'s collectives)."""
     solver = Solver(Net(layers, scale, contiguous, seed))

@@ -13,12 +13,22 @@ from dataclasses import replace
 import numpy as np
 
 from .. import collectives
-from ..learn import optim
 from ..collectives.compressed import encode, exchange
 from ..compress import DGCMemory, NoneCompressor, NoneMemory, payload_nbytes
+from ..learn import optim
+from ..learn.task import (
+    Compression,
+    TrainConfig,
+    accuracy,
+    build_model,
+    build_optimizer,
+    gradient,
+    progress_bar,
+    steps_per_epoch,
+    task_of,
+    training_batches,
+)
 from ..machine.storage import IOModel
-from ..learn.task import (Compression, TrainConfig, accuracy, build_model, build_optimizer, gradient, progress_bar,
-                          steps_per_epoch, task_of, training_batches)
 from .step_hooks import Checkpoints, CompressorEpochs, Evaluation, Hooks, LayerNorms, ProgressBar, restore_checkpoint
 
 
@@ -35,13 +45,21 @@ class DistributedOptimizer:
     payloads, so the copies still stay identical. A tensor the method's paper leaves
     uncompressed (``compresses(ndim)``: DGC's biases) goes dense through the same memory."""
 
-    def __init__(self, optimizer: optim.Optimizer, comm, algorithm: str = "ring", compression=None,
-                 memory=None, named_parameters=None):
+    def __init__(
+        self,
+        optimizer: optim.Optimizer,
+        comm,
+        algorithm: str = "ring",
+        compression=None,
+        memory=None,
+        named_parameters=None,
+    ):
         collectives.check_algorithm("allreduce", algorithm)
         self.optimizer, self.comm, self.algorithm = optimizer, comm, algorithm
         self.compression, self.memory = compression, memory or NoneMemory()
-        self.tensors = [(s.name, slice(s.offset, s.offset + s.size), s.ndim) for s in named_parameters or []] \
-            or [("grads", slice(None), 1)]
+        self.tensors = [(s.name, slice(s.offset, s.offset + s.size), s.ndim) for s in named_parameters or []] or [
+            ("grads", slice(None), 1)
+        ]
         self.dense = NoneCompressor()
         self.encoded_nbytes = 0  # this rank's payload bytes over every step so far
         self.kept, self.entries = 0, 0  # entries sent with a value, and entries, over every step so far
@@ -71,9 +89,18 @@ def broadcast_parameters(comm, params: np.ndarray, root: int = 0) -> None:
     params[...] = collectives.broadcast(comm, params, root)
 
 
-def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkpoint=None, resume=None,
-                      progress: bool = False, evals_per_epoch: int = 1, record_layers: bool = False,
-                      compression: Compression | None = None, io: IOModel | None = None):
+def allreduce_program(
+    comm,
+    config: TrainConfig,
+    algorithm: str = "ring",
+    checkpoint=None,
+    resume=None,
+    progress: bool = False,
+    evals_per_epoch: int = 1,
+    record_layers: bool = False,
+    compression: Compression | None = None,
+    io: IOModel | None = None,
+):
     """Synchronous data-parallel training: W(t+1) = W(t) - update((1/P) sum_r grad_r(t)) by
     ``config.optimizer`` (SGD: update = lr * g, with momentum).
 
@@ -86,8 +113,9 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     batches come through a real loader, and wait on the IO model (``training_batches``).
     All but the compression itself are hooks (``dlsys.train.step_hooks``) at fixed places."""
     task, model = task_of(config), build_model(config)
-    compressor, memory = (compression.build(config.seed, comm.rank, comm.size, config.momentum)
-                          if compression else (None, None))
+    compressor, memory = (
+        compression.build(config.seed, comm.rank, comm.size, config.momentum) if compression else (None, None)
+    )
     if isinstance(memory, DGCMemory):  # DGC's memory carries the momentum
         config = replace(config, momentum=0.0)
     per_epoch = steps_per_epoch(len(task.y_train), comm.size, config.batch_size)
@@ -99,11 +127,13 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
 
     lead, steps = comm.rank == 0, config.epochs * per_epoch - start  # rank 0 alone evaluates, records, saves
     evaluation = Evaluation(comm, model, task, config.epochs, per_epoch, evals_per_epoch if lead else 0)
-    hooks = Hooks(ProgressBar(steps, progress and lead, "allreduce"),
-                  CompressorEpochs(compressor, opt, per_epoch, max(1, steps), model.grads.size * 4) if compressor else None,
-                  LayerNorms(model, optimizer) if record_layers and lead else None,
-                  evaluation,
-                  Checkpoints(checkpoint, model, optimizer, per_epoch) if checkpoint and lead else None)
+    hooks = Hooks(
+        ProgressBar(steps, progress and lead, "allreduce"),
+        CompressorEpochs(compressor, opt, per_epoch, max(1, steps), model.grads.size * 4) if compressor else None,
+        LayerNorms(model, optimizer) if record_layers and lead else None,
+        evaluation,
+        Checkpoints(checkpoint, model, optimizer, per_epoch) if checkpoint and lead else None,
+    )
     losses = []
     for step, X_b, y_b in training_batches(comm, config, task, per_epoch, start, io):  # io: through a loader
         hooks.begin(step)
@@ -117,8 +147,7 @@ def allreduce_program(comm, config: TrainConfig, algorithm: str = "ring", checkp
     return record
 
 
-def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False,
-                      io: IOModel | None = None):
+def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool = False, io: IOModel | None = None):
     """Local SGD / periodic model averaging (Zinkevich et al. 2010; Stich 2019; Lin et al.
     2020): every worker takes ``period`` SGD steps on its own batches, then all average
     their weights, w <- (1/P) sum_r w_r: one all-reduce every ``period`` steps instead of
@@ -147,6 +176,9 @@ def _rank_record(comm, model, task, losses, curve) -> dict:
     """Every rank reports its losses; rank 0 also the weights and test accuracy."""
     record = {"losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": loss} for s, t, loss in losses]}
     if comm.rank == 0:
-        record.update(params=model.params.copy(), test_accuracy=accuracy(model, task.X_test, task.y_test),
-                      accuracy_curve=[{"epoch": e, "time_s": t, "test_accuracy": a} for e, t, a in curve])
+        record.update(
+            params=model.params.copy(),
+            test_accuracy=accuracy(model, task.X_test, task.y_test),
+            accuracy_curve=[{"epoch": e, "time_s": t, "test_accuracy": a} for e, t, a in curve],
+        )
     return record

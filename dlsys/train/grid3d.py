@@ -46,6 +46,7 @@ class GridConfig:
     """The small transformer (``nn.transformer``, d_ff = 4 d_model) over dp x tp x pp ranks:
     ``micro_batches`` micro-batches of ``micro_batch_size`` sequences per data-parallel copy
     a step, ``steps`` SGD steps."""
+
     dp: int = 2
     tp: int = 2
     pp: int = 2
@@ -77,8 +78,10 @@ class GridConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if self.schedule in SCHEDULES and self.schedule not in UNSPLIT:
-            raise ValueError(f"schedule must be one of {', '.join(UNSPLIT)} for a DP x TP x PP run (the split "
-                             f"layers compute weight and input gradients together), got {self.schedule!r}")
+            raise ValueError(
+                f"schedule must be one of {', '.join(UNSPLIT)} for a DP x TP x PP run (the split "
+                f"layers compute weight and input gradients together), got {self.schedule!r}"
+            )
         self.reference().check()  # dtype, sizes
         entry = check_schedule(self.schedule, self.pp, self.micro_batches, self.chunks, self.layers)
         check_layout(self.dp * self.tp * self.pp, self.tp, self.heads, self.d_model, 4 * self.d_model, self.seq_len)
@@ -90,7 +93,9 @@ def owners(model: TensorParallelTransformer) -> dict[str, int]:
     parallelism), so a chunk's tensors are those of its layers."""
     index = {}
     for key, (layer, _, _) in model.tensors.items():
-        index[key] = next(i for i, top in enumerate(model.layers) if layer is top or layer in getattr(top, "layers", ()))
+        index[key] = next(
+            i for i, top in enumerate(model.layers) if layer is top or layer in getattr(top, "layers", ())
+        )
     return index
 
 
@@ -107,8 +112,9 @@ def grid_program(comm, config: GridConfig) -> dict:
     full = reference.model()
     model = TensorParallelTransformer(full, tp_group)
     ranges, owner, last = chunk_layers(full, p * v), owners(model), p * v - 1
-    keys = {c: [key for key in model.tensors if ranges[c * p + s][0] <= owner[key] < ranges[c * p + s][1]]
-            for c in range(v)}
+    keys = {
+        c: [key for key in model.tensors if ranges[c * p + s][0] <= owner[key] < ranges[c * p + s][1]] for c in range(v)
+    }
     tensors = {key: model.tensors[key] for c in range(v) for key in keys[c]}
     params = {key: layer.params[name] for key, (layer, name, _) in tensors.items()}
     grads = {key: layer.grads[name] for key, (layer, name, _) in tensors.items()}
@@ -116,8 +122,9 @@ def grid_program(comm, config: GridConfig) -> dict:
     # sharing the weights, the gradients and the TP group (the memo), not what forward caches
     shared = {id(a): a for a in (*params.values(), *grads.values())}
     shared[id(tp_group)] = tp_group
-    replicas = {(c, i): copy.deepcopy(model.layers[slice(*ranges[c * p + s])], dict(shared))
-                for c in range(v) for i in range(m)}
+    replicas = {
+        (c, i): copy.deepcopy(model.layers[slice(*ranges[c * p + s])], dict(shared)) for c in range(v) for i in range(m)
+    }
     ledger = comm.memory
     ledger.alloc("parameters", sum(a.nbytes for a in params.values()), "parameters")
     ledger.alloc("gradients", sum(a.nbytes for a in grads.values()), "gradients")
@@ -132,23 +139,38 @@ def grid_program(comm, config: GridConfig) -> dict:
                 x = tokens if k == 0 else comm.recv(source=pipe[(k - 1) % p], tag=tag(i, k - 1, p * v, False))
                 for layer in layers:
                     x = layer.forward(x)
-                ledger.alloc("activations", sum(a.nbytes for layer in layers for a in layer.saved().values()),
-                             f"micro-batch {i} chunk {c}")
+                ledger.alloc(
+                    "activations",
+                    sum(a.nbytes for layer in layers for a in layer.saved().values()),
+                    f"micro-batch {i} chunk {c}",
+                )
                 if k == last:
                     part, dlogits[i] = loss_and_grad(x, targets, reference.micro_batches)
                     loss += part
                 else:
                     comm.send(x, pipe[(k + 1) % p], tag(i, k, p * v, False), label=f"activations {name}")
             else:
-                dy = dlogits.pop(i) if k == last else comm.recv(source=pipe[(k + 1) % p], tag=tag(i, k + 1, p * v, True))
+                dy = (
+                    dlogits.pop(i) if k == last else comm.recv(source=pipe[(k + 1) % p], tag=tag(i, k + 1, p * v, True))
+                )
                 for layer in reversed(layers):
                     dy = layer.backward(dy)
                 kept[c, i] = {key: grads[key].copy() for key in keys[c]}
                 ledger.free(f"micro-batch {i} chunk {c}")
                 if k > 0:
                     comm.send(dy, pipe[(k - 1) % p], tag(i, k, p * v, True), label=f"activation gradients {name}")
-            records.append({"step": step, "rank": comm.rank, "stage": s, "action": kind, "micro_batch": i,
-                            "chunk": c, "start_s": begin, "end_s": comm.clock})
+            records.append(
+                {
+                    "step": step,
+                    "rank": comm.rank,
+                    "stage": s,
+                    "action": kind,
+                    "micro_batch": i,
+                    "chunk": c,
+                    "start_s": begin,
+                    "end_s": comm.clock,
+                }
+            )
         summed = {}
         for c in range(v):
             for key in keys[c]:  # micro-batch order, whatever the schedule's
@@ -160,9 +182,15 @@ def grid_program(comm, config: GridConfig) -> dict:
             params[key] -= config.lr * part.reshape(g.shape)
         if s == p - 1:
             losses.append(loss)
-    return {"stage": s, "coords": grid.coords(comm.rank), "losses": losses, "actions": records,
-            "params": {key: a.copy() for key, a in params.items()},
-            "how": {key: how for key, (_, _, how) in tensors.items()}, "peak_by_kind": dict(ledger.peak_by_kind)}
+    return {
+        "stage": s,
+        "coords": grid.coords(comm.rank),
+        "losses": losses,
+        "actions": records,
+        "params": {key: a.copy() for key, a in params.items()},
+        "how": {key: how for key, (_, _, how) in tensors.items()},
+        "peak_by_kind": dict(ledger.peak_by_kind),
+    }
 
 
 def run(config: GridConfig, backend: str = "threads", world_size: int | None = None, **launch_options):
@@ -170,8 +198,9 @@ def run(config: GridConfig, backend: str = "threads", world_size: int | None = N
     dp x tp x pp ranks; a ``world_size`` given must be that product."""
     grid, _ = config.check()
     if world_size is not None and world_size != grid.world_size:
-        raise ValueError(f"world_size must be dp x tp x pp = {grid.dp} x {grid.tp} x {grid.pp} = {grid.world_size}, "
-                         f"got {world_size}")
+        raise ValueError(
+            f"world_size must be dp x tp x pp = {grid.dp} x {grid.tp} x {grid.pp} = {grid.world_size}, got {world_size}"
+        )
     return launch(grid_program, grid.world_size, backend, args=(config,), **launch_options)
 
 

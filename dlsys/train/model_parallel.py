@@ -25,8 +25,10 @@ def split_stages(model: nn.Sequential, stages: int) -> list[tuple[int, int]]:
     the layer where the cumulative FLOPs first reach (s + 1) / S of the total."""
     layers = len(model.layers)
     if not 1 <= stages <= layers:
-        raise ValueError(f"model parallelism needs 1 <= stages <= layers ({layers}), got {stages} stages; "
-                         f"use fewer workers or a deeper model (more hidden layers)")
+        raise ValueError(
+            f"model parallelism needs 1 <= stages <= layers ({layers}), got {stages} stages; "
+            f"use fewer workers or a deeper model (more hidden layers)"
+        )
     cumulative = np.cumsum(model.flops(1))
     bounds = [0]
     for s in range(1, stages):
@@ -95,8 +97,12 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
         return {"losses": losses, "layers": (start, stop)}
     for r in range(1, comm.size):
         params = comm.recv(source=r, tag=GATHER)
-        model.params[hi:hi + params.size] = params
+        model.params[hi : hi + params.size] = params
         hi += params.size
-    return {"losses": losses, "layers": (start, stop), "params": model.params.copy(),
-            "test_accuracy": accuracy(model, task.X_test, task.y_test),
-            "bubble_fraction": bubble_fraction(comm.size, micro_batches)}
+    return {
+        "losses": losses,
+        "layers": (start, stop),
+        "params": model.params.copy(),
+        "test_accuracy": accuracy(model, task.X_test, task.y_test),
+        "bubble_fraction": bubble_fraction(comm.size, micro_batches),
+    }

@@ -42,6 +42,7 @@ from ..comm import launch
 class MoEConfig:
     """The layer's sizes and gating: d_model, the experts' hidden width d_ff, E experts,
     top-k, capacity factor; ``tokens`` per rank (a group) for the experiments."""
+
     d_model: int = 8
     d_ff: int = 16
     experts: int = 4
@@ -67,15 +68,20 @@ def check_moe(config: MoEConfig, ep: int = 1) -> None:
 def init_params(config: MoEConfig) -> dict:
     """Router (d, E) and the E experts' weights stacked along a first axis (float64)."""
     rng, d, f, e = np.random.default_rng(config.seed), config.d_model, config.d_ff, config.experts
-    return {"router": rng.standard_normal((d, e)) / np.sqrt(d),
-            "W1": rng.standard_normal((e, d, f)) * np.sqrt(2 / d), "b1": np.zeros((e, f)),
-            "W2": rng.standard_normal((e, f, d)) / np.sqrt(f), "b2": np.zeros((e, d))}
+    return {
+        "router": rng.standard_normal((d, e)) / np.sqrt(d),
+        "W1": rng.standard_normal((e, d, f)) * np.sqrt(2 / d),
+        "b1": np.zeros((e, f)),
+        "W2": rng.standard_normal((e, f, d)) / np.sqrt(f),
+        "b2": np.zeros((e, d)),
+    }
 
 
 @dataclass
 class Routing:
     """One group's routing: probabilities (T, E), chosen experts and gates (T, k), which
     choices were kept (T, k), the capacity, tokens wanting each expert and kept per expert."""
+
     probs: np.ndarray
     choice: np.ndarray
     gates: np.ndarray
@@ -174,8 +180,9 @@ class MoE:
         self.routings = [route(x[i], self.params["router"], cfg.top_k, cfg.capacity_factor) for i in self.chunks]
         self.pairs = [assignments(r, e) for r in self.routings]
         # expert j's rows: group by group, as the ranks' rows reach it in expert parallelism
-        self.inputs = [np.concatenate([x[i][pairs[j][0]] for i, pairs in zip(self.chunks, self.pairs)])
-                       for j in range(e)]
+        self.inputs = [
+            np.concatenate([x[i][pairs[j][0]] for i, pairs in zip(self.chunks, self.pairs)]) for j in range(e)
+        ]
         self.outs, self.hidden = zip(*(expert_forward(self.params, j, self.inputs[j]) for j in range(e)))
         y = np.zeros_like(x)
         for g, (i, r, pairs) in enumerate(zip(self.chunks, self.routings, self.pairs)):
@@ -185,7 +192,7 @@ class MoE:
     def rows(self, j: int, g: int, of=None) -> np.ndarray:
         """Group g's rows of expert j's outputs (or of ``of[j]``)."""
         counts = np.cumsum([0] + [len(p[j][0]) for p in self.pairs])
-        return (self.outs if of is None else of)[j][counts[g]:counts[g + 1]]
+        return (self.outs if of is None else of)[j][counts[g] : counts[g + 1]]
 
     def backward(self, dy: np.ndarray) -> np.ndarray:
         e, dx = self.config.experts, np.zeros_like(self.x)
@@ -197,8 +204,10 @@ class MoE:
                 douts[j].append(d[j])
             drouter, dx[i] = router_backward(self.x[i], self.params["router"], r, dgates)
             self.grads["router"] += drouter
-        dins = [expert_backward(self.params, self.grads, j, self.inputs[j], self.hidden[j], np.concatenate(douts[j]))
-                for j in range(e)]
+        dins = [
+            expert_backward(self.params, self.grads, j, self.inputs[j], self.hidden[j], np.concatenate(douts[j]))
+            for j in range(e)
+        ]
         for g, (i, pairs) in enumerate(zip(self.chunks, self.pairs)):
             for j in range(e):
                 np.add.at(dx, i[pairs[j][0]], self.rows(j, g, dins))  # dx[i] would be a copy
@@ -228,10 +237,10 @@ class ExpertParallelMoE:
         self.pairs = assignments(self.routing, cfg.experts)
         self.sent = np.array([len(t) for t, _ in self.pairs]).reshape(p, k)  # rows to each rank's experts
         self.got = alltoall(self.comm, self.sent).reshape(p, k)  # rows from each rank for my experts
-        pieces = self.exchange([x[t] for t, _ in self.pairs], self.sent, self.got)       # dispatch
+        pieces = self.exchange([x[t] for t, _ in self.pairs], self.sent, self.got)  # dispatch
         self.inputs = [np.concatenate(self.split(pieces)[j]) for j in range(k)]
         self.outs, self.hidden = zip(*(expert_forward(self.params, j, self.inputs[j]) for j in range(k)))
-        back = self.exchange(self.by_source(self.outs), self.got, self.sent)              # combine
+        back = self.exchange(self.by_source(self.outs), self.got, self.sent)  # combine
         self.returned = [rows for piece, n in zip(back, self.sent) for rows in np.split(piece, np.cumsum(n)[:-1])]
         return combine(len(x), cfg.d_model, self.pairs, self.returned, self.routing.gates)
 
@@ -248,8 +257,12 @@ class ExpertParallelMoE:
     def backward(self, dy: np.ndarray) -> np.ndarray:
         douts, dgates = gate_grads(dy, self.pairs, self.returned, self.routing.gates)
         pieces = self.exchange(douts, self.sent, self.got)
-        dins = [expert_backward(self.params, self.grads, j, self.inputs[j], self.hidden[j],
-                                np.concatenate(self.split(pieces)[j])) for j in range(self.local)]
+        dins = [
+            expert_backward(
+                self.params, self.grads, j, self.inputs[j], self.hidden[j], np.concatenate(self.split(pieces)[j])
+            )
+            for j in range(self.local)
+        ]
         back = self.exchange(self.by_source(dins), self.got, self.sent)
         dx_rows = [rows for piece, n in zip(back, self.sent) for rows in np.split(piece, np.cumsum(n)[:-1])]
         self.grads["router"][...], dx = router_backward(self.x, self.params["router"], self.routing, dgates)
@@ -259,6 +272,7 @@ class ExpertParallelMoE:
 
 
 # --- training a few steps: expert parallel vs one rank ------------------------------------
+
 
 def batch(config: MoEConfig, ranks: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded tokens and regression targets: ``tokens`` per rank, ``ranks`` groups."""
@@ -270,7 +284,7 @@ def batch(config: MoEConfig, ranks: int) -> tuple[np.ndarray, np.ndarray]:
 def shard(params: dict, rank: int, ep: int) -> dict:
     """Rank ``rank``'s parameters: the router and experts rank E/ep .. (rank + 1) E/ep - 1."""
     k = params["W1"].shape[0] // ep
-    return {n: w.copy() if n == "router" else w[rank * k:(rank + 1) * k].copy() for n, w in params.items()}
+    return {n: w.copy() if n == "router" else w[rank * k : (rank + 1) * k].copy() for n, w in params.items()}
 
 
 def ep_program(comm, config: MoEConfig, steps: int, lr: float) -> dict:
@@ -294,8 +308,9 @@ def ep_program(comm, config: MoEConfig, steps: int, lr: float) -> dict:
     return {"params": layer.params, "y": first, "dx": dx, "stats": stats}
 
 
-def train_expert_parallel(config: MoEConfig, ep: int, steps: int = 3, lr: float = 0.1,
-                          backend: str = "threads", link="rdma-edr"):
+def train_expert_parallel(
+    config: MoEConfig, ep: int, steps: int = 3, lr: float = 0.1, backend: str = "threads", link="rdma-edr"
+):
     """``ep_program`` on ep ranks (checked before any rank starts); the LaunchResult."""
     check_moe(config, ep)
     return launch(ep_program, ep, backend, link=link, args=(config, steps, lr))

@@ -33,6 +33,7 @@ from ..learn import nn
 class Action(NamedTuple):
     """One step of a stage: kind "F", "B" (the whole backward, or only the input gradient
     when the schedule splits it) or "W" (the weight gradient), of a micro-batch and a chunk."""
+
     kind: str
     micro_batch: int
     chunk: int = 0
@@ -41,8 +42,7 @@ class Action(NamedTuple):
 def gpipe(stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Action]:
     """GPipe (Huang et al. 2019, Figure 2c): every forward, then every backward, last
     micro-batch first (as ``model_parallel.pipeline_program``). Holds all m micro-batches."""
-    return ([Action("F", i) for i in range(micro_batches)]
-            + [Action("B", i) for i in reversed(range(micro_batches))])
+    return [Action("F", i) for i in range(micro_batches)] + [Action("B", i) for i in reversed(range(micro_batches))]
 
 
 def one_f_one_b(stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Action]:
@@ -103,6 +103,7 @@ class Schedule:
     """A registry entry. ``bubble(p, m, v)``: idle time over the step time on every stage,
     with free communication and F : B : W = 1 : 1 : 1; ``in_flight(s, p, m, v)``: the most
     (micro-batch, chunk) activations stage s holds at once (a chunk's are 1/v of a stage's)."""
+
     name: str
     actions: Callable[[int, int, int, int], list[Action]]
     bubble: Callable[[int, int, int], float]
@@ -110,7 +111,7 @@ class Schedule:
     in_flight: Callable[[int, int, int, int], int]
     split_backward: bool
     citation: str
-    chunked: bool = False       # takes v >= 1 chunks per stage; the others run v = 1
+    chunked: bool = False  # takes v >= 1 chunks per stage; the others run v = 1
     needs_stages: bool = False  # m >= p (1F1B's warm-up fits)
     needs_multiple: bool = False  # m divisible by p (Megatron's interleaving)
 
@@ -120,21 +121,54 @@ def _interleaved_in_flight(s: int, p: int, m: int, v: int) -> int:
 
 
 NARAYANAN = "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM"
-SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
-    Schedule("gpipe", gpipe, lambda p, m, v: (p - 1) / (m + p - 1), r"\frac{p-1}{m+p-1}",
-             lambda s, p, m, v: m, False, "Huang et al. 2019, GPipe, section 2.3 and Figure 2c"),
-    Schedule("1f1b", one_f_one_b, lambda p, m, v: (p - 1) / (m + p - 1), r"\frac{p-1}{m+p-1}",
-             lambda s, p, m, v: p - s, False, f"{NARAYANAN}, section 2.2, Figure 4 top", needs_stages=True),
-    # Narayanan's bubble time fraction is idle over ideal time, (p-1)/(v m); over the step: (p-1)/(v m + p - 1)
-    Schedule("interleaved", interleaved_1f1b, lambda p, m, v: (p - 1) / (v * m + p - 1), r"\frac{p-1}{vm+p-1}",
-             _interleaved_in_flight, False, f"{NARAYANAN}, section 2.2.1, Figure 4 bottom; Megatron-LM "
-             "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving",
-             chunked=True, needs_multiple=True),
-    # idle (p - 1)(T_F + T_B - T_W) = p - 1 units per stage over a step of 3 m + p - 1
-    Schedule("zb-h1", zb_h1, lambda p, m, v: (p - 1) / (3 * m + p - 1), r"\frac{p-1}{3m+p-1}",
-             lambda s, p, m, v: p, True, "Qi et al. 2024, Zero Bubble Pipeline Parallelism (ICLR), section 3.1, "
-             "Figure 3 top (ZB-H1)", needs_stages=True),
-)}
+SCHEDULES: dict[str, Schedule] = {
+    s.name: s
+    for s in (
+        Schedule(
+            "gpipe",
+            gpipe,
+            lambda p, m, v: (p - 1) / (m + p - 1),
+            r"\frac{p-1}{m+p-1}",
+            lambda s, p, m, v: m,
+            False,
+            "Huang et al. 2019, GPipe, section 2.3 and Figure 2c",
+        ),
+        Schedule(
+            "1f1b",
+            one_f_one_b,
+            lambda p, m, v: (p - 1) / (m + p - 1),
+            r"\frac{p-1}{m+p-1}",
+            lambda s, p, m, v: p - s,
+            False,
+            f"{NARAYANAN}, section 2.2, Figure 4 top",
+            needs_stages=True,
+        ),
+        # Narayanan's bubble time fraction is idle over ideal time, (p-1)/(v m); over the step: (p-1)/(v m + p - 1)
+        Schedule(
+            "interleaved",
+            interleaved_1f1b,
+            lambda p, m, v: (p - 1) / (v * m + p - 1),
+            r"\frac{p-1}{vm+p-1}",
+            _interleaved_in_flight,
+            False,
+            f"{NARAYANAN}, section 2.2.1, Figure 4 bottom; Megatron-LM "
+            "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving",
+            chunked=True,
+            needs_multiple=True,
+        ),
+        # idle (p - 1)(T_F + T_B - T_W) = p - 1 units per stage over a step of 3 m + p - 1
+        Schedule(
+            "zb-h1",
+            zb_h1,
+            lambda p, m, v: (p - 1) / (3 * m + p - 1),
+            r"\frac{p-1}{3m+p-1}",
+            lambda s, p, m, v: p,
+            True,
+            "Qi et al. 2024, Zero Bubble Pipeline Parallelism (ICLR), section 3.1, Figure 3 top (ZB-H1)",
+            needs_stages=True,
+        ),
+    )
+}
 
 
 def check_schedule(schedule: str, stages: int, micro_batches: int, chunks: int, layers: int) -> Schedule:
@@ -145,18 +179,24 @@ def check_schedule(schedule: str, stages: int, micro_batches: int, chunks: int, 
     if chunks < 1:
         raise ValueError(f"chunks (v) must be >= 1, got {chunks}")
     if chunks != 1 and not entry.chunked:
-        raise ValueError(f"chunks (v) must be 1 for {schedule}: only interleaved runs several chunks a stage, got {chunks}")
+        raise ValueError(
+            f"chunks (v) must be 1 for {schedule}: only interleaved runs several chunks a stage, got {chunks}"
+        )
     if not 2 <= stages * chunks <= layers:
-        raise ValueError(f"stages (pipeline degree) x chunks must be in 2..{layers} (the transformer's layers), "
-                         f"got {stages} x {chunks}")
+        raise ValueError(
+            f"stages (pipeline degree) x chunks must be in 2..{layers} (the transformer's layers), "
+            f"got {stages} x {chunks}"
+        )
     if stages < 2:
         raise ValueError(f"stages must be >= 2 for a pipeline, got {stages}")
     if micro_batches < 1 or (entry.needs_stages and micro_batches < stages):
         low = stages if entry.needs_stages else 1
         raise ValueError(f"micro_batches must be >= {low} for {schedule} on {stages} stages, got {micro_batches}")
     if entry.needs_multiple and micro_batches % stages:
-        raise ValueError(f"micro_batches must be a multiple of stages ({stages}) for {schedule} "
-                         f"(Megatron's interleaving), got {micro_batches}")
+        raise ValueError(
+            f"micro_batches must be a multiple of stages ({stages}) for {schedule} "
+            f"(Megatron's interleaving), got {micro_batches}"
+        )
     return entry
 
 
@@ -164,6 +204,7 @@ def check_schedule(schedule: str, stages: int, micro_batches: int, chunks: int, 
 class PipelineConfig:
     """A small causal transformer trained ``steps`` SGD steps, each on ``micro_batches`` x
     ``micro_batch_size`` random sequences, its layers pipelined over ``stages`` ranks."""
+
     schedule: str = "1f1b"
     stages: int = 2
     micro_batches: int = 4
@@ -190,8 +231,9 @@ class PipelineConfig:
         return check_schedule(self.schedule, self.stages, self.micro_batches, self.chunks, self.layers)
 
     def model(self) -> nn.Sequential:
-        return nn.transformer(self.vocab, self.seq_len, self.d_model, self.heads, self.layers,
-                              seed=self.seed, dtype=np.dtype(self.dtype))
+        return nn.transformer(
+            self.vocab, self.seq_len, self.d_model, self.heads, self.layers, seed=self.seed, dtype=np.dtype(self.dtype)
+        )
 
     def batch(self, step: int, micro_batch: int) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, next tokens) of one micro-batch, (micro_batch_size, seq_len) each."""
@@ -241,11 +283,18 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
         start, stop = ranges[c * p + s]
         held = [offsets[i] for i in range(start, stop) if i in offsets]
         blocks = range(max(start, 1), min(stop, len(model.layers) - 2))  # the transformer layers
-        mine[c] = (c * p + s, slice(held[0][0], held[-1][1]), sum(model.flops(config.micro_batch_size)[i] for i in blocks))
+        mine[c] = (
+            c * p + s,
+            slice(held[0][0], held[-1][1]),
+            sum(model.flops(config.micro_batch_size)[i] for i in blocks),
+        )
     # each (chunk, micro-batch) keeps its own activations: a copy of the chunk's layers that
     # shares the parameter and gradient views but not what forward caches
-    replicas = {(c, i): [layer.replica() for layer in model.layers[slice(*ranges[k])]]
-                for c, (k, _, _) in mine.items() for i in range(m)}
+    replicas = {
+        (c, i): [layer.replica() for layer in model.layers[slice(*ranges[k])]]
+        for c, (k, _, _) in mine.items()
+        for i in range(m)
+    }
     ledger, actions, losses = comm.memory, entry.actions(s, p, m, v), []
     records = []
     for step in range(config.steps):
@@ -260,8 +309,11 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
                 for layer in layers:
                     x = layer.forward(x)
                 comm.compute(flops=flops, label=name)
-                ledger.alloc("activations", sum(a.nbytes for layer in layers for a in layer.saved().values()),
-                             f"micro-batch {i} chunk {c}")
+                ledger.alloc(
+                    "activations",
+                    sum(a.nbytes for layer in layers for a in layer.saved().values()),
+                    f"micro-batch {i} chunk {c}",
+                )
                 if k == last:
                     part, dlogits[i] = loss_and_grad(x, targets, m)
                     loss += part
@@ -285,8 +337,17 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
                 comm.compute(flops=flops, label=name)
                 grads[c, i] = model.grads[flat].copy()
                 ledger.free(f"micro-batch {i} chunk {c}")
-            records.append({"step": step, "stage": s, "action": kind, "micro_batch": i, "chunk": c,
-                            "start_s": begin, "end_s": comm.clock})
+            records.append(
+                {
+                    "step": step,
+                    "stage": s,
+                    "action": kind,
+                    "micro_batch": i,
+                    "chunk": c,
+                    "start_s": begin,
+                    "end_s": comm.clock,
+                }
+            )
         for c, (_, flat, _) in mine.items():
             total = grads[c, 0]
             for i in range(1, m):  # micro-batch order, whatever the schedule's: the sum is the single rank's
@@ -294,8 +355,12 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
             model.params[flat] -= config.lr * total
         if s == p - 1:
             losses.append(loss)
-    return {"actions": records, "losses": losses, "activation_peak_nbytes": ledger.peak_by_kind["activations"],
-            "params": {k: model.params[flat].copy() for k, flat, _ in mine.values()}}
+    return {
+        "actions": records,
+        "losses": losses,
+        "activation_peak_nbytes": ledger.peak_by_kind["activations"],
+        "params": {k: model.params[flat].copy() for k, flat, _ in mine.values()},
+    }
 
 
 def single_rank_run(config: PipelineConfig) -> dict:

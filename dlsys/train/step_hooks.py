@@ -86,8 +86,11 @@ class CompressorEpochs(Hook):
             self.compressor.set_epoch(step // self.per_epoch)
 
     def finish(self, record: dict) -> None:
-        record.update(encoded_nbytes_per_step=self.opt.encoded_nbytes / self.steps,
-                      dense_nbytes_per_step=self.dense_nbytes, kept_fraction=self.opt.kept / max(self.opt.entries, 1))
+        record.update(
+            encoded_nbytes_per_step=self.opt.encoded_nbytes / self.steps,
+            dense_nbytes_per_step=self.dense_nbytes,
+            kept_fraction=self.opt.kept / max(self.opt.entries, 1),
+        )
 
 
 class LayerNorms(Hook):
@@ -104,8 +107,10 @@ class LayerNorms(Hook):
         ratios = self.optimizer.trust_ratios
         if ratios is None:
             ratios = np.full(len(self.slices), np.nan)
-        self.rows += [{"step": step, "tensor": s.name, "w_norm": w, "g_norm": g, "trust_ratio": float(t)}
-                      for s, w, g, t in zip(self.slices, self.w_norm, self.g_norm, ratios)]
+        self.rows += [
+            {"step": step, "tensor": s.name, "w_norm": w, "g_norm": g, "trust_ratio": float(t)}
+            for s, w, g, t in zip(self.slices, self.w_norm, self.g_norm, ratios)
+        ]
 
     def finish(self, record: dict) -> None:
         record["layers"] = self.rows
@@ -113,7 +118,7 @@ class LayerNorms(Hook):
 
 def layer_norms(x: np.ndarray, slices) -> list[float]:
     """||x restricted to each slice||_2."""
-    return [float(np.linalg.norm(x[s.offset:s.offset + s.size])) for s in slices]
+    return [float(np.linalg.norm(x[s.offset : s.offset + s.size])) for s in slices]
 
 
 class Evaluation(Hook):
@@ -122,14 +127,16 @@ class Evaluation(Hook):
 
     def __init__(self, comm, model, task, epochs: int, per_epoch: int, evals_per_epoch: int):
         self.comm, self.model, self.task, self.per_epoch = comm, model, task, per_epoch
-        self.after_steps = {round(per_epoch * (e + i / evals_per_epoch))
-                            for e in range(epochs) for i in range(1, evals_per_epoch + 1)}
+        self.after_steps = {
+            round(per_epoch * (e + i / evals_per_epoch)) for e in range(epochs) for i in range(1, evals_per_epoch + 1)
+        }
         self.curve: list[tuple[float, float, float]] = []
 
     def stepped(self, step: int) -> None:
         if step + 1 in self.after_steps:
-            self.curve.append(((step + 1) / self.per_epoch, self.comm.clock,
-                               accuracy(self.model, self.task.X_test, self.task.y_test)))
+            self.curve.append(
+                ((step + 1) / self.per_epoch, self.comm.clock, accuracy(self.model, self.task.X_test, self.task.y_test))
+            )
 
 
 class Checkpoints(Hook):
@@ -157,7 +164,9 @@ def restore_checkpoint(comm, path, params: np.ndarray, optimizer: optim.Optimize
     if comm.rank == 0:
         with np.load(path) as ckpt:
             params[...] = ckpt["params"]
-            optimizer.load_state_dict({k[len("optimizer_"):]: ckpt[k] for k in ckpt.files if k.startswith("optimizer_")})
+            optimizer.load_state_dict(
+                {k[len("optimizer_") :]: ckpt[k] for k in ckpt.files if k.startswith("optimizer_")}
+            )
             step = int(ckpt["step"])
     else:
         step = 0

@@ -24,9 +24,21 @@ from .data_parallel import allreduce_program, local_sgd_program
 from .model_parallel import pipeline_program, split_stages
 from .zero import zero_program
 
-OPTIONS = MappingProxyType({
-    "servers": 1, "staleness": 2, "period": 4, "micro_batches": 4, "fail": None, "checkpoint": None,
-    "resume": None, "evals_per_epoch": 1, "record_layers": False, "compression": None, "io": None})
+OPTIONS = MappingProxyType(
+    {
+        "servers": 1,
+        "staleness": 2,
+        "period": 4,
+        "micro_batches": 4,
+        "fail": None,
+        "checkpoint": None,
+        "resume": None,
+        "evals_per_epoch": 1,
+        "record_layers": False,
+        "compression": None,
+        "io": None,
+    }
+)
 CONFIG_OPTIONS = ("optimizer", "warmup_epochs")
 
 
@@ -36,6 +48,7 @@ class Strategy:
     every rank. A strategy taking ``servers`` runs them as ranks 0..servers-1, its
     workers after them; the others run the workers alone. ``check(config, workers,
     options)`` refuses, before any rank starts, what only this strategy cannot run."""
+
     name: str
     program: Callable
     title: str
@@ -67,32 +80,79 @@ def check_stages(config: TrainConfig, workers: int, options: dict) -> None:
 def check_pushable(config: TrainConfig, workers: int, options: dict) -> None:
     compression = options["compression"]
     if compression is not None and COMPRESSORS[compression.method].same_draws_on_every_rank:
-        raise ValueError(f"compression: {compression.method} cannot push to a parameter server (the server "
-                         "would need every worker's draw of indices); use it with allreduce")
+        raise ValueError(
+            f"compression: {compression.method} cannot push to a parameter server (the server "
+            "would need every worker's draw of indices); use it with allreduce"
+        )
 
 
 PS_OPTIONS = frozenset({"servers", "fail", "checkpoint", "resume", "compression"})
-STRATEGIES = MappingProxyType({s.name: s for s in [
-    Strategy("allreduce", allreduce_program, "Horovod-style data parallel: all-reduce the gradients every step",
-             frozenset({"checkpoint", "resume", "evals_per_epoch", "record_layers", "compression", "io",
-                        *CONFIG_OPTIONS})),
-    Strategy("local-sgd", local_sgd_program, "local SGD: average the weights every period steps",
-             frozenset({"period", "io"})),
-    Strategy("model-parallel", pipeline_program, "GPipe: a pipeline of layer stages over micro-batches",
-             frozenset({"micro_batches"}), check=check_stages),
-    *(Strategy(f"ps-{c}", ps_program, f"parameter server, {title} consistency",
-               PS_OPTIONS | extra, {"consistency": c}, "parameter-server", check_pushable)
-      for c, title, extra in (("bsp", "bulk synchronous", frozenset()),
-                              ("ssp", "stale synchronous", frozenset({"staleness"})),
-                              ("asp", "asynchronous", frozenset()))),
-    *(Strategy(name, zero_program, title, frozenset(), fixed, "sharded") for name, title, fixed in (
-        ("zero1", "ZeRO-1: optimizer state sharded; reduce-scatter, update the shard, all-gather", {"stage": 1}),
-        ("zero2", "ZeRO-2: gradients sharded too, reduce-scattered a layer at a time", {"stage": 2}),
-        ("zero3", "ZeRO-3: parameters sharded too, all-gathered a layer at a time", {"stage": 3}),
-        ("fsdp", "FSDP: ZeRO-3 over units of 2 layers, one flat parameter each", {"stage": 3, "unit_layers": 2}),
-        ("fsdp-prefetch", "FSDP gathering the next unit while one computes",
-         {"stage": 3, "unit_layers": 2, "prefetch": True}))),
-]})
+STRATEGIES = MappingProxyType(
+    {
+        s.name: s
+        for s in [
+            Strategy(
+                "allreduce",
+                allreduce_program,
+                "Horovod-style data parallel: all-reduce the gradients every step",
+                frozenset(
+                    {"checkpoint", "resume", "evals_per_epoch", "record_layers", "compression", "io", *CONFIG_OPTIONS}
+                ),
+            ),
+            Strategy(
+                "local-sgd",
+                local_sgd_program,
+                "local SGD: average the weights every period steps",
+                frozenset({"period", "io"}),
+            ),
+            Strategy(
+                "model-parallel",
+                pipeline_program,
+                "GPipe: a pipeline of layer stages over micro-batches",
+                frozenset({"micro_batches"}),
+                check=check_stages,
+            ),
+            *(
+                Strategy(
+                    f"ps-{c}",
+                    ps_program,
+                    f"parameter server, {title} consistency",
+                    PS_OPTIONS | extra,
+                    {"consistency": c},
+                    "parameter-server",
+                    check_pushable,
+                )
+                for c, title, extra in (
+                    ("bsp", "bulk synchronous", frozenset()),
+                    ("ssp", "stale synchronous", frozenset({"staleness"})),
+                    ("asp", "asynchronous", frozenset()),
+                )
+            ),
+            *(
+                Strategy(name, zero_program, title, frozenset(), fixed, "sharded")
+                for name, title, fixed in (
+                    (
+                        "zero1",
+                        "ZeRO-1: optimizer state sharded; reduce-scatter, update the shard, all-gather",
+                        {"stage": 1},
+                    ),
+                    ("zero2", "ZeRO-2: gradients sharded too, reduce-scattered a layer at a time", {"stage": 2}),
+                    ("zero3", "ZeRO-3: parameters sharded too, all-gathered a layer at a time", {"stage": 3}),
+                    (
+                        "fsdp",
+                        "FSDP: ZeRO-3 over units of 2 layers, one flat parameter each",
+                        {"stage": 3, "unit_layers": 2},
+                    ),
+                    (
+                        "fsdp-prefetch",
+                        "FSDP gathering the next unit while one computes",
+                        {"stage": 3, "unit_layers": 2, "prefetch": True},
+                    ),
+                )
+            ),
+        ]
+    }
+)
 
 
 def strategy_named(name: str) -> Strategy:

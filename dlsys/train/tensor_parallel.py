@@ -50,11 +50,12 @@ from ..learn import nn
 from ..machine.memory import Transformer, activation_bytes
 from ..machine.topology import get_topology
 
-
 # --- the layout ---------------------------------------------------------------------
 
-def check_layout(world_size: int, tp: int, heads: int, d_model: int, d_ff: int, seq_len: int,
-                 sequence_parallel: bool = False) -> Grid:
+
+def check_layout(
+    world_size: int, tp: int, heads: int, d_model: int, d_ff: int, seq_len: int, sequence_parallel: bool = False
+) -> Grid:
     """The DP x TP grid of ``world_size`` ranks, or a ValueError listing the accepted TP
     degrees: tp must divide the world size, the heads, d_model and d_ff (and, with
     sequence parallelism, the sequence length)."""
@@ -69,6 +70,7 @@ def check_layout(world_size: int, tp: int, heads: int, d_model: int, d_ff: int, 
 
 
 # --- entering and leaving the split region: f and g (Shoeybi), or g and g-bar (Korthikanti)
+
 
 class Region:
     """The four operators around a tensor-parallel region, on the TP ``group``.
@@ -135,10 +137,11 @@ class Region:
     def shard(self, x):
         """This rank's sequence shard of a replicated (N, S, D)."""
         s = x.shape[1] // self.group.size
-        return x[:, self.group.rank * s:(self.group.rank + 1) * s]
+        return x[:, self.group.rank * s : (self.group.rank + 1) * s]
 
 
 # --- the split layers ----------------------------------------------------------------
+
 
 class ColumnParallelLinear(nn.Layer):
     """Y_i = X A_i + b_i: this rank's columns of A (in, out / t) and of b.
@@ -254,8 +257,13 @@ class HeadsAttention(nn.Layer):
         dv = self.attn.transpose(0, 1, 3, 2) @ dctx
         dscores = self.attn * (dattn - (dattn * self.attn).sum(axis=-1, keepdims=True)) * self.scale
         dq, dk = dscores @ self.k, dscores.transpose(0, 1, 3, 2) @ self.q
-        self.region.compute((dctx, self.v.transpose(0, 1, 3, 2)), (self.attn.transpose(0, 1, 3, 2), dctx),
-                            (dscores, self.k), (dscores.transpose(0, 1, 3, 2), self.q), label="attention backward")
+        self.region.compute(
+            (dctx, self.v.transpose(0, 1, 3, 2)),
+            (self.attn.transpose(0, 1, 3, 2), dctx),
+            (dscores, self.k),
+            (dscores.transpose(0, 1, 3, 2), self.q),
+            label="attention backward",
+        )
         return np.concatenate([self._merge(t) for t in (dq, dk, dv)], axis=-1)
 
     def saved(self):
@@ -297,9 +305,14 @@ class GatherSequence(nn.Layer):
 
 # How each tensor of nn.transformer is split (by its name in the layer): "columns", "rows",
 # "qkv" (the columns of this rank's heads in each of Q, K and V); anything else is replicated.
-SPLIT = {("MultiHeadAttention", "Wqkv"): "qkv", ("MultiHeadAttention", "bqkv"): "qkv",
-         ("MultiHeadAttention", "Wo"): "rows", ("mlp_in", "W"): "columns", ("mlp_in", "b"): "columns",
-         ("mlp_out", "W"): "rows"}
+SPLIT = {
+    ("MultiHeadAttention", "Wqkv"): "qkv",
+    ("MultiHeadAttention", "bqkv"): "qkv",
+    ("MultiHeadAttention", "Wo"): "rows",
+    ("mlp_in", "W"): "columns",
+    ("mlp_in", "b"): "columns",
+    ("mlp_out", "W"): "rows",
+}
 
 
 def shard_of(full: np.ndarray, how: str | None, i: int, t: int) -> np.ndarray:
@@ -320,8 +333,9 @@ def unshard(parts: list[np.ndarray], how: str | None) -> np.ndarray:
     if how == "rows":
         return np.concatenate(parts, axis=0)
     if how == "qkv":
-        return np.concatenate([np.concatenate([np.split(p, 3, axis=-1)[k] for p in parts], axis=-1)
-                               for k in range(3)], axis=-1)
+        return np.concatenate(
+            [np.concatenate([np.split(p, 3, axis=-1)[k] for p in parts], axis=-1) for k in range(3)], axis=-1
+        )
     return parts[0]
 
 
@@ -368,8 +382,11 @@ class TensorParallelTransformer:
                 split += [qkv, HeadsAttention(attn.heads // t, region), out]
             else:
                 fc1, _, fc2 = inner  # Linear, GELU, Linear
-                split += [take(ColumnParallelLinear(region), fc1, f"{prefix}.1", "mlp_in"), nn.GELU(),
-                          take(RowParallelLinear(region), fc2, f"{prefix}.3", "mlp_out")]
+                split += [
+                    take(ColumnParallelLinear(region), fc1, f"{prefix}.1", "mlp_in"),
+                    nn.GELU(),
+                    take(RowParallelLinear(region), fc2, f"{prefix}.3", "mlp_out"),
+                ]
             self.layers.append(nn.Residual(*split))
         final_norm, head = model.layers[-2:]
         self.layers.append(replicate(final_norm, names[final_norm]))
@@ -397,8 +414,11 @@ class TensorParallelTransformer:
     def partial_grads(self) -> list[np.ndarray]:
         """Under sequence parallelism, the gradients each rank holds only a part of: every
         layer norm's inside the blocks and after them, every row-parallel bias."""
-        return [layer.grads[name] for layer, name, how in self.tensors.values()
-                if how is None and isinstance(layer, (nn.LayerNorm, RowParallelLinear))]
+        return [
+            layer.grads[name]
+            for layer, name, how in self.tensors.values()
+            if how is None and isinstance(layer, (nn.LayerNorm, RowParallelLinear))
+        ]
 
     def params(self) -> dict[str, np.ndarray]:
         return {key: layer.params[name] for key, (layer, name, _) in self.tensors.items()}
@@ -414,6 +434,7 @@ class TensorParallelTransformer:
 
 # --- what each group's collectives cost on a machine -------------------------------------
 
+
 def group_costs(grid: Grid, nbytes: float, topology="gpu-cluster", algorithm: str = "ring") -> dict[str, dict]:
     """For the TP and the DP groups of ``grid`` placed on ``topology`` (rank r on node r):
     the link the group's ring crosses (its slowest, by bandwidth then latency), whether every
@@ -428,17 +449,23 @@ def group_costs(grid: Grid, nbytes: float, topology="gpu-cluster", algorithm: st
         ring = list(zip(members, members[1:] + members[:1])) if len(members) > 1 else []
         hops = [network.link_between(a, b) for a, b in ring]
         link = max(hops, key=lambda h: (h.beta_s_per_byte, h.alpha_s), default=network.link)
-        costs[axis] = {"ranks": len(members), "link": link.name, "one_link": len(set(hops)) <= 1,
-                       "allreduce_s": closed_form("allreduce", algorithm, len(members), nbytes, link)}
+        costs[axis] = {
+            "ranks": len(members),
+            "link": link.name,
+            "one_link": len(set(hops)) <= 1,
+            "allreduce_s": closed_form("allreduce", algorithm, len(members), nbytes, link),
+        }
     return costs
 
 
 # --- the rank program and the unsplit reference ------------------------------------------
 
+
 @dataclass(frozen=True)
 class TPConfig:
     """A small causal transformer (``nn.transformer``) trained for ``steps`` SGD steps on a
     fixed random batch of ``batch`` sequences, over dp x tp ranks."""
+
     tp: int = 2
     dp: int = 1
     sequence_parallel: bool = False
@@ -464,14 +491,25 @@ class TPConfig:
         if self.d_model % self.heads:
             raise ValueError(f"heads must divide d_model = {self.d_model}, got heads = {self.heads}")
         if self.batch % self.dp:
-            raise ValueError(f"dp must divide the batch {self.batch}: one of "
-                             f"{[k for k in range(1, self.batch + 1) if self.batch % k == 0]}, got {self.dp}")
-        return check_layout(self.dp * self.tp, self.tp, self.heads, self.d_model, self.d_ff, self.seq_len,
-                            self.sequence_parallel)
+            raise ValueError(
+                f"dp must divide the batch {self.batch}: one of "
+                f"{[k for k in range(1, self.batch + 1) if self.batch % k == 0]}, got {self.dp}"
+            )
+        return check_layout(
+            self.dp * self.tp, self.tp, self.heads, self.d_model, self.d_ff, self.seq_len, self.sequence_parallel
+        )
 
     def model(self) -> nn.Sequential:
-        return nn.transformer(self.vocab, self.seq_len, self.d_model, self.heads, self.layers, self.d_ff,
-                              seed=self.seed, dtype=np.dtype(self.dtype))
+        return nn.transformer(
+            self.vocab,
+            self.seq_len,
+            self.d_model,
+            self.heads,
+            self.layers,
+            self.d_ff,
+            seed=self.seed,
+            dtype=np.dtype(self.dtype),
+        )
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, next tokens to predict), both (batch, seq_len)."""
@@ -538,14 +576,24 @@ def tensor_parallel_program(comm, config: TPConfig) -> dict:
             for g, part in zip(grads.values(), np.split(flat, np.cumsum([g.size for g in grads.values()])[:-1])):
                 g[...] = part.reshape(g.shape)
         if step == 0:
-            result = {"logits": logits.copy(), "loss": loss, "grads": {k: g.copy() for k, g in grads.items()},
-                      "activation_nbytes": activations, "block_activation_nbytes": model.activation_nbytes(True),
-                      "bytes_sent": comm.bytes_sent}
+            result = {
+                "logits": logits.copy(),
+                "loss": loss,
+                "grads": {k: g.copy() for k, g in grads.items()},
+                "activation_nbytes": activations,
+                "block_activation_nbytes": model.activation_nbytes(True),
+                "bytes_sent": comm.bytes_sent,
+            }
         for key in params:
             params[key] -= config.lr * grads[key]
     how = {key: how for key, (_, _, how) in model.tensors.items()}
-    return {**result, "params": {k: p.copy() for k, p in params.items()}, "how": how,
-            "parameter_nbytes": ledger.peak_by_kind["parameters"], "coords": grid.coords(comm.rank)}
+    return {
+        **result,
+        "params": {k: p.copy() for k, p in params.items()},
+        "how": how,
+        "parameter_nbytes": ledger.peak_by_kind["parameters"],
+        "coords": grid.coords(comm.rank),
+    }
 
 
 def run(config: TPConfig, backend: str = "threads", world_size: int | None = None, **launch_options):
@@ -586,8 +634,13 @@ def collectives_per_step(config: TPConfig) -> dict[str, int]:
         return {}
     if not config.sequence_parallel:
         return {"forward allreduce": 2 * L, "backward allreduce": 2 * L}
-    return {"forward allgather": 2 * L + 1, "forward reduce_scatter": 2 * L,
-            "backward allgather": 4 * L + 1, "backward reduce_scatter": 2 * L, "backward allreduce": 1}
+    return {
+        "forward allgather": 2 * L + 1,
+        "forward reduce_scatter": 2 * L,
+        "backward allgather": 4 * L + 1,
+        "backward reduce_scatter": 2 * L,
+        "backward allreduce": 1,
+    }
 
 
 def bytes_per_step(config: TPConfig) -> dict[str, int]:

@@ -40,8 +40,16 @@ import numpy as np
 
 from .. import collectives
 from ..learn import nn, optim
-from ..learn.task import TrainConfig, accuracy, build_model, lr_schedule, progress_bar, steps_per_epoch, \
-    task_of, training_batches
+from ..learn.task import (
+    TrainConfig,
+    accuracy,
+    build_model,
+    lr_schedule,
+    progress_bar,
+    steps_per_epoch,
+    task_of,
+    training_batches,
+)
 
 STAGES = (1, 2, 3)
 PREFETCH_TAG = 26  # a program tag (the collectives use their own, 1 << 20)
@@ -51,6 +59,7 @@ MakeOptimizer = Callable[[np.ndarray, np.ndarray], optim.Optimizer]  # (params, 
 class Unit(NamedTuple):
     """Layers ``layers`` of the model, parameters ``[start, stop)`` of its flat buffers, and
     ``shard`` elements per rank: ceil((stop - start) / P), the padded slice over P."""
+
     layers: range
     start: int
     stop: int
@@ -62,24 +71,30 @@ def units_of(model: nn.Sequential, world: int, unit_layers: int | None = None) -
     A unit also runs the parameter-free layers (ReLU, GELU) that follow its own."""
     check_sharding(3, unit_layers)
     firsts = [s.layer for s in model.layer_slices()]
-    groups = [firsts[i:i + (unit_layers or len(firsts))] for i in range(0, len(firsts), unit_layers or len(firsts))]
+    groups = [firsts[i : i + (unit_layers or len(firsts))] for i in range(0, len(firsts), unit_layers or len(firsts))]
     bounds = [0] + [g[0] for g in groups[1:]] + [len(model.layers)]
     offsets = [s.offset for s in model.layer_slices()] + [model.params.size]
     starts = [offsets[firsts.index(g[0])] for g in groups] + [model.params.size]
-    return [Unit(range(bounds[k], bounds[k + 1]), starts[k], starts[k + 1], -(-(starts[k + 1] - starts[k]) // world))
-            for k in range(len(groups))]
+    return [
+        Unit(range(bounds[k], bounds[k + 1]), starts[k], starts[k + 1], -(-(starts[k + 1] - starts[k]) // world))
+        for k in range(len(groups))
+    ]
 
 
 def check_sharding(stage: int, unit_layers: int | None = None, prefetch: bool = False) -> None:
     """ValueError naming the argument and the accepted values."""
     if stage not in STAGES:
-        raise ValueError(f"stage must be a ZeRO stage 1, 2 or 3 (stage 0 is plain data parallel: the allreduce "
-                         f"strategy), got {stage!r}")
+        raise ValueError(
+            f"stage must be a ZeRO stage 1, 2 or 3 (stage 0 is plain data parallel: the allreduce "
+            f"strategy), got {stage!r}"
+        )
     if unit_layers is not None and not (isinstance(unit_layers, int) and unit_layers >= 1):
         raise ValueError(f"unit_layers must be an integer >= 1 (layers with parameters per unit), got {unit_layers!r}")
     if prefetch and (stage != 3 or unit_layers is None):
-        raise ValueError("prefetch gathers the next FSDP unit early: it needs stage 3 with unit_layers (fsdp), "
-                         f"got stage {stage}, unit_layers {unit_layers}")
+        raise ValueError(
+            "prefetch gathers the next FSDP unit early: it needs stage 3 with unit_layers (fsdp), "
+            f"got stage {stage}, unit_layers {unit_layers}"
+        )
 
 
 class Sharded:
@@ -91,16 +106,24 @@ class Sharded:
     ``self.g[k]``; ``self.opts[k]`` (``make_optimizer(w, g)``) updates it. Elementwise
     optimizers only (SGD, Adam): a layer-wise one (LARS, LAMB) needs a whole layer's norm."""
 
-    def __init__(self, comm, model: nn.Sequential, stage: int, make_optimizer: MakeOptimizer,
-                 unit_layers: int | None = None, prefetch: bool = False):
+    def __init__(
+        self,
+        comm,
+        model: nn.Sequential,
+        stage: int,
+        make_optimizer: MakeOptimizer,
+        unit_layers: int | None = None,
+        prefetch: bool = False,
+    ):
         check_sharding(stage, unit_layers, prefetch)
         self.comm, self.model, self.stage, self.prefetch = comm, model, stage, prefetch
         self.units = units_of(model, comm.size, None if stage == 1 else unit_layers or 1)
         self.memory, r = comm.memory, comm.rank
         self.gathered: set[int] = set()  # stage 3: the units whose parameters are in the model
         self.posted: set[int] = set()  # prefetch: the units whose shards are on their way
-        self.mine = [slice(min(u.start + r * u.shard, u.stop), min(u.start + (r + 1) * u.shard, u.stop))
-                     for u in self.units]  # this rank's real elements of every unit (padding is not stored)
+        self.mine = [
+            slice(min(u.start + r * u.shard, u.stop), min(u.start + (r + 1) * u.shard, u.stop)) for u in self.units
+        ]  # this rank's real elements of every unit (padding is not stored)
         self.w = [model.params[s].copy() if stage == 3 else model.params[s] for s in self.mine]
         self.g = [np.zeros_like(w) for w in self.w] if stage >= 2 else [model.grads[s] for s in self.mine]
         self.opts = [make_optimizer(w, g) for w, g in zip(self.w, self.g)]
@@ -155,8 +178,9 @@ class Sharded:
             if self.prefetch:
                 self._prefetch(k - 1)
             if self.stage >= 2:  # the unit's gradient, held from its backward to its reduce-scatter
-                self.memory.alloc("buffers", self.units[k].shard * self.comm.size * self.model.grads.itemsize,
-                                  f"grad unit {k}")
+                self.memory.alloc(
+                    "buffers", self.units[k].shard * self.comm.size * self.model.grads.itemsize, f"grad unit {k}"
+                )
             for i in reversed(self.units[k].layers):
                 dout = self.model.layers[i].backward(dout)
             self.comm.compute(flops=2 * sum(flops[i] for i in self.units[k].layers), label=f"backward unit {k}")
@@ -179,14 +203,14 @@ class Sharded:
         # BEGIN SOLUTION zero2_step
         unit, mine = self.units[k], self.mine[k]
         padded = np.zeros(unit.shard * self.comm.size, self.model.grads.dtype)
-        padded[:unit.stop - unit.start] = self.model.grads[unit.start:unit.stop]
-        self.g[k][...] = collectives.reduce_scatter(self.comm, padded, op="mean")[:mine.stop - mine.start]
+        padded[: unit.stop - unit.start] = self.model.grads[unit.start : unit.stop]
+        self.g[k][...] = collectives.reduce_scatter(self.comm, padded, op="mean")[: mine.stop - mine.start]
         # END SOLUTION
 
     def _padded_shard(self, k: int) -> np.ndarray:
         """This rank's shard of unit k as it travels: its real elements, then zeros."""
         shard = np.zeros(self.units[k].shard, self.model.params.dtype)
-        shard[:self.w[k].size] = self.w[k]
+        shard[: self.w[k].size] = self.w[k]
         return shard
 
     def _allgather(self, k: int) -> int:
@@ -196,7 +220,7 @@ class Sharded:
         # BEGIN SOLUTION zero2_step
         unit = self.units[k]
         full = collectives.allgather(self.comm, self._padded_shard(k))
-        self.model.params[unit.start:unit.stop] = full.ravel()[:unit.stop - unit.start]
+        self.model.params[unit.start : unit.stop] = full.ravel()[: unit.stop - unit.start]
         return full.nbytes
         # END SOLUTION
 
@@ -207,9 +231,15 @@ class Sharded:
             return
         if k in self.posted:
             unit, r = self.units[k], self.comm.rank
-            full = np.concatenate([self._padded_shard(k) if src == r else
-                                   self.comm.recv(source=src, tag=PREFETCH_TAG, label=f"prefetch unit {k}") for src in range(self.comm.size)])
-            self.model.params[unit.start:unit.stop] = full[:unit.stop - unit.start]
+            full = np.concatenate(
+                [
+                    self._padded_shard(k)
+                    if src == r
+                    else self.comm.recv(source=src, tag=PREFETCH_TAG, label=f"prefetch unit {k}")
+                    for src in range(self.comm.size)
+                ]
+            )
+            self.model.params[unit.start : unit.stop] = full[: unit.stop - unit.start]
             self.posted.discard(k)
         else:
             self.memory.alloc("buffers", self._allgather(k), f"params unit {k}")
@@ -233,13 +263,19 @@ class Sharded:
         """Stage 3: drop unit k's gathered parameters (NaN, so a use without a gather shows)."""
         if self.stage == 3:
             unit = self.units[k]
-            self.model.params[unit.start:unit.stop] = np.nan
+            self.model.params[unit.start : unit.stop] = np.nan
             self.memory.free(f"params unit {k}")
             self.gathered.discard(k)
 
 
-def zero_program(comm, config: TrainConfig, stage: int, unit_layers: int | None = None, prefetch: bool = False,
-                 progress: bool = False) -> dict:
+def zero_program(
+    comm,
+    config: TrainConfig,
+    stage: int,
+    unit_layers: int | None = None,
+    prefetch: bool = False,
+    progress: bool = False,
+) -> dict:
     """Synchronous data parallelism under ZeRO ``stage`` (FSDP: stage 3 with ``unit_layers``):
     the batches, the model and SGD with momentum of ``allreduce_program``, so the weights
     after k steps equal its weights (``tests/test_zero.py``: bitwise where the summation
@@ -250,8 +286,14 @@ def zero_program(comm, config: TrainConfig, stage: int, unit_layers: int | None 
     task, model = task_of(config), build_model(config)
     per_epoch = steps_per_epoch(len(task.y_train), comm.size, config.batch_size)
     lr = lr_schedule(config, per_epoch)
-    sharded = Sharded(comm, model, stage, lambda w, g: optim.SGD(w, g, lr, config.momentum, config.weight_decay),
-                      unit_layers, prefetch)
+    sharded = Sharded(
+        comm,
+        model,
+        stage,
+        lambda w, g: optim.SGD(w, g, lr, config.momentum, config.weight_decay),
+        unit_layers,
+        prefetch,
+    )
     bar = progress_bar(config.epochs * per_epoch, progress and comm.rank == 0, f"ZeRO-{stage}")
     losses = []
     for step, X_b, y_b in training_batches(comm, config, task, per_epoch):
@@ -259,9 +301,10 @@ def zero_program(comm, config: TrainConfig, stage: int, unit_layers: int | None 
         losses.append((step, comm.clock, sharded.step(X_b, lambda logits: nn.softmax_cross_entropy(logits, y_b))))
     bar.close()
     params = sharded.params()
-    record: dict = {"losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": v} for s, t, v in losses],
-                    "memory_peak_bytes": dict(comm.memory.peak_by_kind)}
+    record: dict = {
+        "losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": v} for s, t, v in losses],
+        "memory_peak_bytes": dict(comm.memory.peak_by_kind),
+    }
     if comm.rank == 0:
         record.update(params=params, test_accuracy=accuracy(model, task.X_test, task.y_test), accuracy_curve=[])
     return record
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import plotly.graph_objects as go
+
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 
 WHERE_COLORS = {"app": "#4c78a8", "lesson": "#f58518", "planned": "#d9d9d9"}
@@ -17,8 +18,10 @@ FONT_PX = 15
 def _columns(sections: dict[str, list[tuple[str, str]]]) -> list[list[str]]:
     """The sections, in order, cut into COLUMNS runs of about equal lines (a header, a
     line per concept line, a blank line between sections)."""
-    lines = {s: 2 + sum(len(textwrap.wrap(c, WRAP_CHARS, break_long_words=False, break_on_hyphens=False)) for c, _ in cs)
-             for s, cs in sections.items()}
+    lines = {
+        s: 2 + sum(len(textwrap.wrap(c, WRAP_CHARS, break_long_words=False, break_on_hyphens=False)) for c, _ in cs)
+        for s, cs in sections.items()
+    }
     per_column = sum(lines.values()) / COLUMNS
     columns: list[list[str]] = [[]]
     used = 0.0
@@ -58,17 +61,40 @@ def concept_map(concepts: list[tuple[str, str, str]], title: str = "") -> go.Fig
                 line += len(wrapped)
             line += 1
         depth = max(depth, line - 1)
-    fig = go.Figure(go.Scatter(**headers, mode="text", textposition="middle right", hoverinfo="skip",
-                               showlegend=False, textfont=dict(size=FONT_PX + 1, color="#222")))
+    fig = go.Figure(
+        go.Scatter(
+            **headers,
+            mode="text",
+            textposition="middle right",
+            hoverinfo="skip",
+            showlegend=False,
+            textfont=dict(size=FONT_PX + 1, color="#222"),
+        )
+    )
     for where, tile in ((w, t) for w, t in tiles.items() if t["x"]):
-        fig.add_trace(go.Scatter(x=tile["x"], y=tile["y"], text=tile["text"], hovertext=tile["hovertext"],
-                                 hoverinfo="text", mode="markers+text", textposition="middle right", name=where,
-                                 textfont=dict(size=FONT_PX, color="#222"), cliponaxis=False,
-                                 marker=dict(size=14, color=WHERE_COLORS[where], symbol="square")))
+        fig.add_trace(
+            go.Scatter(
+                x=tile["x"],
+                y=tile["y"],
+                text=tile["text"],
+                hovertext=tile["hovertext"],
+                hoverinfo="text",
+                mode="markers+text",
+                textposition="middle right",
+                name=where,
+                textfont=dict(size=FONT_PX, color="#222"),
+                cliponaxis=False,
+                marker=dict(size=14, color=WHERE_COLORS[where], symbol="square"),
+            )
+        )
     # the legend goes below, to leave the columns the full width
-    fig.update_layout(title=title, height=LINE_PX * (depth + 1) + (60 if title else 24) + 40,
-                      margin=dict(l=0, r=0, t=24 if not title else 60, b=40),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="top"),
-                      xaxis=dict(visible=False, range=[0, COLUMNS], fixedrange=True),
-                      yaxis=dict(visible=False, range=[depth + 0.5, -0.5], fixedrange=True), plot_bgcolor="white")
+    fig.update_layout(
+        title=title,
+        height=LINE_PX * (depth + 1) + (60 if title else 24) + 40,
+        margin=dict(l=0, r=0, t=24 if not title else 60, b=40),
+        legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="top"),
+        xaxis=dict(visible=False, range=[0, COLUMNS], fixedrange=True),
+        yaxis=dict(visible=False, range=[depth + 0.5, -0.5], fixedrange=True),
+        plot_bgcolor="white",
+    )
     return fig

@@ -13,15 +13,23 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
-from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from .style import CONCEPT_COLOURS  # importing style registers the "dlsys" template as plotly's default
+from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 
-KIND_COLORS = {kind: CONCEPT_COLOURS[concept] for kind, concept in
-               (("compute", "compute"), ("send", "send"), ("wait", "idle"), ("recv", "recv"))}
+KIND_COLORS = {
+    kind: CONCEPT_COLOURS[concept]
+    for kind, concept in (("compute", "compute"), ("send", "send"), ("wait", "idle"), ("recv", "recv"))
+}
 # a phase's steps shade one sequential scale light -> dark; messages outside a collective
 # (a parameter server's push and pull) take one solid colour per label. Neither uses the
 # blue, orange or green that outline a computing, sending or receiving node (style.CONCEPT_COLOURS).
-PHASE_SCALES = ["Purp", "RdPu", "Burg", "Magenta", "Reds"]  # saturated even at their light ends: a projector washes pale ones out
+PHASE_SCALES = [
+    "Purp",
+    "RdPu",
+    "Burg",
+    "Magenta",
+    "Reds",
+]  # saturated even at their light ends: a projector washes pale ones out
 LABEL_COLORS = ["#7570b3", "#e7298a", "#a6761d", "#e6ab02", "#666666", "#1b9e77", "#d95f02", "#66a61e"]
 ARC_BOW = 0.12  # how far a message's path bows to its right (fraction of the chord)
 AT_NODE = 0.17  # where a message waits beside its sender or receiver (data units from the node)
@@ -98,8 +106,10 @@ def _tree(members: list[int]) -> np.ndarray:
     x in [0, 1] with each subtree over its own span, so no two edges cross."""
     p = len(members)
     # children of v: v + k for the powers of two k below v's lowest bit (the root: below p)
-    kids = [[v + k for k in (1 << b for b in range(p.bit_length())) if v + k < p and (v == 0 or k < v & -v)]
-            for v in range(p)]
+    kids = [
+        [v + k for k in (1 << b for b in range(p.bit_length())) if v + k < p and (v == 0 or k < v & -v)]
+        for v in range(p)
+    ]
     leaves = sum(not k for k in kids)
     slots = iter(np.linspace(0.0, 1.0, leaves) if leaves > 1 else [0.5])
     xy = np.zeros((p, 2))
@@ -149,14 +159,19 @@ def message_lives(trace) -> np.ndarray:
     listed in program order, each recv span starting at or after its arrival. A message
     whose span was not recorded (zero overhead, or cut off by ``first_seconds``) gets a
     zero-length phase there."""
-    lives = np.array([[m.depart_s, m.depart_s, m.depart_s, m.arrive_s, m.arrive_s, m.arrive_s]
-                      for m in trace.messages], dtype=float).reshape(-1, 6)
-    spans = {(r, kind): sorted((s for s in trace.spans if s.rank == r and s.kind == kind), key=lambda s: s.start_s)
-             for r in range(trace.world_size) for kind in ("send", "recv")}
+    lives = np.array(
+        [[m.depart_s, m.depart_s, m.depart_s, m.arrive_s, m.arrive_s, m.arrive_s] for m in trace.messages], dtype=float
+    ).reshape(-1, 6)
+    spans = {
+        (r, kind): sorted((s for s in trace.spans if s.rank == r and s.kind == kind), key=lambda s: s.start_s)
+        for r in range(trace.world_size)
+        for kind in ("send", "recv")
+    }
     sent = sorted(range(len(trace.messages)), key=lambda i: trace.messages[i].depart_s)
     for side, order, fits, cols in (
-            ("send", sent, lambda s, m: s.end_s <= m.depart_s, (0, 1)),
-            ("recv", range(len(trace.messages)), lambda s, m: s.start_s >= m.arrive_s, (4, 5))):
+        ("send", sent, lambda s, m: s.end_s <= m.depart_s, (0, 1)),
+        ("recv", range(len(trace.messages)), lambda s, m: s.start_s >= m.arrive_s, (4, 5)),
+    ):
         nxt = {}
         for i in order:
             m = trace.messages[i]
@@ -192,13 +207,15 @@ def _colours(messages) -> tuple[list[str], dict]:
     shade = {}
     for g, key in enumerate(phased):
         n = len(steps[key])
-        shades = sample_colorscale(PHASE_SCALES[g % len(PHASE_SCALES)],
-                                   [0.45 + 0.55 * i / max(n - 1, 1) for i in range(n)])
+        shades = sample_colorscale(
+            PHASE_SCALES[g % len(PHASE_SCALES)], [0.45 + 0.55 * i / max(n - 1, 1) for i in range(n)]
+        )
         shade.update({(key, s): c for s, c in zip(steps[key], shades)})
     solid = {k: LABEL_COLORS[i % len(LABEL_COLORS)] for i, k in enumerate(k for k in steps if k not in phased)}
     colours = [shade[key, m.step] if (key, m.step) in shade else solid[key] for key, m in zip(keys, messages)]
-    legend = {k: (shade[k, steps[k][len(steps[k]) // 2]], f"{k}: steps 1 → {len(steps[k])}, light → dark")
-              for k in phased}
+    legend = {
+        k: (shade[k, steps[k][len(steps[k]) // 2]], f"{k}: steps 1 → {len(steps[k])}, light → dark") for k in phased
+    }
     legend.update({k: (c, k) for k, c in solid.items()})
     return colours, legend
 
@@ -233,12 +250,19 @@ class _Panel:
         biggest = max((m.nbytes for m in trace.messages), default=0) or 1
         # area grows with bytes; the smallest message stays visible
         self.sizes = [12 + 18 * math.sqrt(m.nbytes / biggest) for m in trace.messages]
-        self.busy = {kind: [[(s.start_s, s.end_s) for s in trace.spans if s.rank == r and s.kind == kind]
-                            for r in range(trace.world_size)] for kind in ("send", "recv")}
+        self.busy = {
+            kind: [
+                [(s.start_s, s.end_s) for s in trace.spans if s.rank == r and s.kind == kind]
+                for r in range(trace.world_size)
+            ]
+            for kind in ("send", "recv")
+        }
         # the block a message carries, written on it: the same number as Ring step by step's columns
         self.blocks = [str(m.block) if m.block >= 0 else "" for m in trace.messages]
-        self.hover = [f"{names[m.src]} → {names[m.dst]}<br>{_describe(m, self.steps)}<br>{format_bytes(m.nbytes)}"
-                      for m in trace.messages]
+        self.hover = [
+            f"{names[m.src]} → {names[m.dst]}<br>{_describe(m, self.steps)}<br>{format_bytes(m.nbytes)}"
+            for m in trace.messages
+        ]
         self.ends = []  # where it waits beside its sender (arc fraction; beside the receiver: 1 minus it)
         for m in trace.messages:
             chord = float(np.hypot(*(pos[m.dst] - pos[m.src])))
@@ -250,8 +274,12 @@ class _Panel:
             kind = next((k for k in ("send", "recv") if any(a <= t < b for a, b in self.busy[k][r])), None)
             colour.append(KIND_COLORS[kind] if kind else "#444")
             width.append(5 if kind else 2)
-        return dict(type="scatter", x=self.pos[:, 0].tolist(), y=self.pos[:, 1].tolist(),
-                    marker=dict(line=dict(color=colour, width=width)))
+        return dict(
+            type="scatter",
+            x=self.pos[:, 0].tolist(),
+            y=self.pos[:, 1].tolist(),
+            marker=dict(line=dict(color=colour, width=width)),
+        )
 
     def alive(self, t: float) -> list[int]:
         """The messages whose life (send span start to recv span end) contains t."""
@@ -267,19 +295,34 @@ class _Panel:
             along = f0 + (1 - 2 * f0) * min(max((t - depart) / max(arrive - depart, 1e-30), 0.0), 1.0)
             at = _arc_point(self.pos[m.src], self.pos[m.dst], [along])[0]
             xy.append(at)
-            progress = ((t - s0) / (s1 - s0) if s0 <= t < s1 and s1 > s0 else
-                        (t - r0) / (r1 - r0) if r0 <= t <= r1 and r1 > r0 else None)
+            progress = (
+                (t - s0) / (s1 - s0)
+                if s0 <= t < s1 and s1 > s0
+                else (t - r0) / (r1 - r0)
+                if r0 <= t <= r1 and r1 > r0
+                else None
+            )
             if progress is not None:
                 x0, y = at[0] - BAR / 2, at[1] - 0.13
                 back[0].extend([x0, x0 + BAR, None]), back[1].extend([y, y, None])
                 fill[0].extend([x0, x0 + BAR * progress, None]), fill[1].extend([y, y, None])
         xy = np.array(xy).reshape(-1, 2)
-        messages = dict(type="scatter", x=xy[:, 0].tolist(), y=xy[:, 1].tolist(), customdata=live,
-                        hovertext=[self.hover[i] for i in live], text=[self.blocks[i] for i in live],
-                        marker=dict(size=[self.sizes[i] for i in live], color=[self.colours[i] for i in live]))
-        return [self.nodes(t), messages, dict(type="scatter", x=back[0], y=back[1]),
-                dict(type="scatter", x=fill[0], y=fill[1]),
-                dict(type="scatter", x=[0.0], y=[CAPTION_Y], text=[f"<b>{self.caption(t)}</b>"])]
+        messages = dict(
+            type="scatter",
+            x=xy[:, 0].tolist(),
+            y=xy[:, 1].tolist(),
+            customdata=live,
+            hovertext=[self.hover[i] for i in live],
+            text=[self.blocks[i] for i in live],
+            marker=dict(size=[self.sizes[i] for i in live], color=[self.colours[i] for i in live]),
+        )
+        return [
+            self.nodes(t),
+            messages,
+            dict(type="scatter", x=back[0], y=back[1]),
+            dict(type="scatter", x=fill[0], y=fill[1]),
+            dict(type="scatter", x=[0.0], y=[CAPTION_Y], text=[f"<b>{self.caption(t)}</b>"]),
+        ]
 
     def caption(self, t: float) -> str:
         """What the class sees now: the step most live messages belong to (ties: the earlier);
@@ -311,8 +354,14 @@ def _text_position(x: float, y: float) -> str:
     return "middle right" if x > 0 else "middle left"
 
 
-def message_animation(panels: dict, layouts: dict | None = None, names: dict | None = None,
-                      frames: int | None = None, frame_ms: int | None = None, height: int = 620) -> go.Figure:
+def message_animation(
+    panels: dict,
+    layouts: dict | None = None,
+    names: dict | None = None,
+    frames: int | None = None,
+    frame_ms: int | None = None,
+    height: int = 620,
+) -> go.Figure:
     """Ranks as nodes and every message drawn for its whole life: beside its sender while
     the sender's CPU copies it (a filling bar) or its egress is busy, along the arc from
     departure to arrival, beside its receiver until the receive overhead ends (a filling
@@ -341,8 +390,9 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
         frames = min(FRAMES_RANGE[1], max(FRAMES_RANGE[0], FRAMES_PER_STEP * steps))
     if frame_ms is None:
         frame_ms = max(1, round(min(PLAY_MS_RANGE[1], max(PLAY_MS_RANGE[0], STEP_MS * steps)) / frames))
-    end_s = max(max(t.makespan_s, float(p.lives.max(initial=0.0))) for t, p in
-                zip(panels.values(), built.values())) or 1e-9
+    end_s = (
+        max(max(t.makespan_s, float(p.lives.max(initial=0.0))) for t, p in zip(panels.values(), built.values())) or 1e-9
+    )
     div, unit = time_unit(end_s)
     times = np.linspace(0.0, end_s, frames + 1)
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.04)
@@ -354,52 +404,133 @@ def message_animation(panels: dict, layouts: dict | None = None, names: dict | N
             arc = _arc_point(pos[a], pos[b], np.linspace(0, 1, 16))
             arc_x += arc[:, 0].tolist() + [None]
             arc_y += arc[:, 1].tolist() + [None]
-        fig.add_trace(go.Scatter(x=arc_x, y=arc_y, mode="lines", hoverinfo="skip", showlegend=False,
-                                 line=dict(color="#d0d0d0", width=1.5)), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=arc_x,
+                y=arc_y,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                line=dict(color="#d0d0d0", width=1.5),
+            ),
+            row=1,
+            col=col,
+        )
         for k, t in enumerate(times):
             frame_data[k].extend(panel.moving(t))
         nodes, messages, back, fill, caption = frame_data[0][-5:]
         moving.extend(range(len(fig.data), len(fig.data) + 5))
-        fig.add_trace(go.Scatter(nodes, mode="markers+text", text=[_node_label(n) for n in panel.names],
-                                 textposition=[_text_position(x, y) for x, y in pos], textfont=LEGIBLE,
-                                 hovertext=panel.names, hoverinfo="text", showlegend=False, cliponaxis=False,
-                                 marker=dict(size=30, color="white", **nodes["marker"])), row=1, col=col)
-        fig.add_trace(go.Scatter(messages, mode="markers+text", hoverinfo="text", showlegend=False, cliponaxis=False,
-                                 textposition="middle center", textfont=BLOCK_FONT,
-                                 marker=dict(line=dict(width=1, color="#222"), opacity=0.95, **messages["marker"])),
-                      row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                nodes,
+                mode="markers+text",
+                text=[_node_label(n) for n in panel.names],
+                textposition=[_text_position(x, y) for x, y in pos],
+                textfont=LEGIBLE,
+                hovertext=panel.names,
+                hoverinfo="text",
+                showlegend=False,
+                cliponaxis=False,
+                marker=dict(size=30, color="white", **nodes["marker"]),
+            ),
+            row=1,
+            col=col,
+        )
+        fig.add_trace(
+            go.Scatter(
+                messages,
+                mode="markers+text",
+                hoverinfo="text",
+                showlegend=False,
+                cliponaxis=False,
+                textposition="middle center",
+                textfont=BLOCK_FONT,
+                marker=dict(line=dict(width=1, color="#222"), opacity=0.95, **messages["marker"]),
+            ),
+            row=1,
+            col=col,
+        )
         for bar, colour in ((back, "#cfcfcf"), (fill, "#222")):
-            fig.add_trace(go.Scatter(bar, mode="lines", hoverinfo="skip", showlegend=False,
-                                     line=dict(color=colour, width=7)), row=1, col=col)
-        fig.add_trace(go.Scatter(caption, mode="text", hoverinfo="skip", showlegend=False, cliponaxis=False,
-                                 textfont=dict(size=20, color="#222")), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(bar, mode="lines", hoverinfo="skip", showlegend=False, line=dict(color=colour, width=7)),
+                row=1,
+                col=col,
+            )
+        fig.add_trace(
+            go.Scatter(
+                caption,
+                mode="text",
+                hoverinfo="skip",
+                showlegend=False,
+                cliponaxis=False,
+                textfont=dict(size=20, color="#222"),
+            ),
+            row=1,
+            col=col,
+        )
         legend.update(panel.legend)
         fig.update_xaxes(visible=False, range=[-1.55, 1.55], fixedrange=True, row=1, col=col)
         fig.update_yaxes(visible=False, range=list(Y_RANGE), fixedrange=True, row=1, col=col)
     # with many labels (a training run's "pull reply clock 7 ...") the caption and the
     # hover name each message instead
-    for colour, text in (legend.values() if len(legend) <= LEGEND_MAX else ()):
+    for colour, text in legend.values() if len(legend) <= LEGEND_MAX else ():
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=text, marker=dict(size=14, color=colour)))
 
     # redraw=True: Streamlit's plotly.js (4.2) drops the traces a frame does not name when redraw=False
     pause = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
-    play = [dict(label=label, method="animate",
-                 args=[None, dict(frame=dict(duration=round(frame_ms / speed), redraw=True), fromcurrent=True,
-                                  mode="immediate", transition=dict(duration=0))])
-            for label, speed in SPEEDS.items()]
+    play = [
+        dict(
+            label=label,
+            method="animate",
+            args=[
+                None,
+                dict(
+                    frame=dict(duration=round(frame_ms / speed), redraw=True),
+                    fromcurrent=True,
+                    mode="immediate",
+                    transition=dict(duration=0),
+                ),
+            ],
+        )
+        for label, speed in SPEEDS.items()
+    ]
     fig.update_layout(
-        height=height, margin=dict(l=10, r=10, t=40, b=BOTTOM), plot_bgcolor="white",
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=BOTTOM),
+        plot_bgcolor="white",
         # under the buttons and the slider (paper units, from the plot area's height in px)
-        legend=dict(orientation="h", x=0, y=-(BOTTOM - 40) / (height - 40 - BOTTOM), yanchor="top",
-                    font=dict(size=13)),
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.01, xanchor="left", yanchor="top",
-                          showactive=False, font=dict(size=14),
-                          buttons=play + [dict(label="❚❚ Pause", method="animate", args=[[None], pause])])],
-        sliders=[dict(active=0, x=0, len=1, y=-0.01, yanchor="top", pad=dict(t=45, b=0), ticklen=0, minorticklen=0,
-                      font=dict(color="rgba(0,0,0,0)"),  # a label per frame would overlap: show only the current one
-                      currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
-                      steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause])
-                             for k, t in enumerate(times)])])
+        legend=dict(orientation="h", x=0, y=-(BOTTOM - 40) / (height - 40 - BOTTOM), yanchor="top", font=dict(size=13)),
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=0,
+                y=-0.01,
+                xanchor="left",
+                yanchor="top",
+                showactive=False,
+                font=dict(size=14),
+                buttons=play + [dict(label="❚❚ Pause", method="animate", args=[[None], pause])],
+            )
+        ],
+        sliders=[
+            dict(
+                active=0,
+                x=0,
+                len=1,
+                y=-0.01,
+                yanchor="top",
+                pad=dict(t=45, b=0),
+                ticklen=0,
+                minorticklen=0,
+                font=dict(color="rgba(0,0,0,0)"),  # a label per frame would overlap: show only the current one
+                currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
+                steps=[
+                    dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], pause]) for k, t in enumerate(times)
+                ],
+            )
+        ],
+    )
     captions = [tuple(d["text"][0] for d in data[4::5]) for data in frame_data]
     fig.update_layout(meta=dict(stops=_stops(captions), captions=_toolbar_captions(captions, list(panels))))
     return _Animation(fig, [dict(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)])
@@ -458,22 +589,38 @@ def timeline(trace, title: str = "Timeline") -> go.Figure:
     fig = go.Figure()
     for kind, color in KIND_COLORS.items():
         spans = [s for s in trace.spans if s.kind == kind]
-        fig.add_trace(go.Bar(
-            name=kind, orientation="h", marker_color=color, y=[f"rank {s.rank}" for s in spans],
-            base=[s.start_s / div for s in spans], x=[(s.end_s - s.start_s) / div for s in spans],
-            hovertext=[f"rank {s.rank} {kind}: {s.label}<br>{format_seconds(s.end_s - s.start_s)}" for s in spans],
-            hoverinfo="text"))
+        fig.add_trace(
+            go.Bar(
+                name=kind,
+                orientation="h",
+                marker_color=color,
+                y=[f"rank {s.rank}" for s in spans],
+                base=[s.start_s / div for s in spans],
+                x=[(s.end_s - s.start_s) / div for s in spans],
+                hovertext=[f"rank {s.rank} {kind}: {s.label}<br>{format_seconds(s.end_s - s.start_s)}" for s in spans],
+                hoverinfo="text",
+            )
+        )
     xs, ys = [], []
     for m in trace.messages:
         xs += [m.depart_s / div, m.arrive_s / div, None]
         ys += [f"rank {m.src}", f"rank {m.dst}", None]
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="message", hoverinfo="skip",
-                             line=dict(color="rgba(80,80,80,0.35)", width=1)))
-    fig.update_layout(barmode="overlay", title=title, height=120 + 28 * trace.world_size,
-                      xaxis_title=f"virtual time ({unit})", legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
-                      margin=dict(l=10, r=10, t=60, b=40))
-    fig.update_yaxes(categoryorder="array", categoryarray=[f"rank {r}" for r in range(trace.world_size)],
-                     autorange="reversed")
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=ys, mode="lines", name="message", hoverinfo="skip", line=dict(color="rgba(80,80,80,0.35)", width=1)
+        )
+    )
+    fig.update_layout(
+        barmode="overlay",
+        title=title,
+        height=120 + 28 * trace.world_size,
+        xaxis_title=f"virtual time ({unit})",
+        legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+        margin=dict(l=10, r=10, t=60, b=40),
+    )
+    fig.update_yaxes(
+        categoryorder="array", categoryarray=[f"rank {r}" for r in range(trace.world_size)], autorange="reversed"
+    )
     return fig
 
 
@@ -484,10 +631,18 @@ def link_bytes(trace, title: str = "Bytes per link") -> go.Figure:
     for (src, dst), n in trace.bytes_per_link().items():
         z[src, dst] = n
     text = [[format_bytes(v) if v else "" for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(z=z / 2**20, x=list(range(p)), y=list(range(p)), colorscale="Blues",
-                               text=text, texttemplate="%{text}" if p <= 16 else None,
-                               hovertemplate="rank %{y} → rank %{x}: %{text}<extra></extra>",
-                               colorbar=dict(title="MiB")))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z / 2**20,
+            x=list(range(p)),
+            y=list(range(p)),
+            colorscale="Blues",
+            text=text,
+            texttemplate="%{text}" if p <= 16 else None,
+            hovertemplate="rank %{y} → rank %{x}: %{text}<extra></extra>",
+            colorbar=dict(title="MiB"),
+        )
+    )
     # cells of about 40 px hold a label like "112 MiB" at a readable size (plotly shrinks the text to fit)
     fig.update_layout(title=title, height=200 + (40 if p <= 16 else 22) * p, margin=dict(l=10, r=10, t=50, b=40))
     # Square cells without widening the axes past the ranks (a wide page stretched them to -7..22):
@@ -497,24 +652,39 @@ def link_bytes(trace, title: str = "Bytes per link") -> go.Figure:
     return fig
 
 
-def traffic_per_rank(panels: dict, names: dict | None = None, title: str = "Bytes through each rank's link") -> go.Figure:
+def traffic_per_rank(
+    panels: dict, names: dict | None = None, title: str = "Bytes through each rank's link"
+) -> go.Figure:
     """Bytes each rank sent and received, one panel per trace: a server's link stands out.
     ``names`` maps a panel title to the rank names (default "rank r")."""
     names = names or {}
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), shared_yaxes=True)
     for col, (panel, trace) in enumerate(panels.items(), 1):
         x = names.get(panel, [f"rank {r}" for r in range(trace.world_size)])
-        for label, values, color in (("sent", trace.bytes_sent_per_rank(), CONCEPT_COLOURS["send"]),
-                                     ("received", trace.bytes_received_per_rank(), CONCEPT_COLOURS["recv"])):
-            fig.add_trace(go.Bar(x=x, y=list(values), name=label, marker_color=color,
-                                 showlegend=col == 1, hovertext=[format_bytes(v) for v in values],
-                                 hoverinfo="x+text"), row=1, col=col)
+        for label, values, color in (
+            ("sent", trace.bytes_sent_per_rank(), CONCEPT_COLOURS["send"]),
+            ("received", trace.bytes_received_per_rank(), CONCEPT_COLOURS["recv"]),
+        ):
+            fig.add_trace(
+                go.Bar(
+                    x=x,
+                    y=list(values),
+                    name=label,
+                    marker_color=color,
+                    showlegend=col == 1,
+                    hovertext=[format_bytes(v) for v in values],
+                    hoverinfo="x+text",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_layout(barmode="stack", title=title, height=380, margin=dict(l=10, r=10, t=70, b=40))
     # ticks in one binary unit at any size (MiB numbers read "35k" past 10 GiB)
     top = max(max(np.add(t.bytes_sent_per_rank(), t.bytes_received_per_rank())) for t in panels.values())
     tickvals, ticktext = linear_byte_ticks(top)
-    fig.update_yaxes(title_text="bytes sent + received", tickmode="array", tickvals=tickvals, ticktext=ticktext,
-                     row=1, col=1)
+    fig.update_yaxes(
+        title_text="bytes sent + received", tickmode="array", tickvals=tickvals, ticktext=ticktext, row=1, col=1
+    )
     return fig
 
 
@@ -558,10 +728,23 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
     def heat(state):
         z = [[bin(v).count("1") for v in row] for row in state["chunks"]]
         names = [[_contributors(v, ranks) for v in row] for row in state["chunks"]]
-        return dict(type="heatmap", z=z, x=chunk_axis, y=rank_axis, text=[[_wrap(n, width) for n in row] for row in names],
-                    customdata=names, zmin=1, zmax=ranks, texttemplate="%{text}", textfont=dict(size=font),
-                    colorscale="YlGnBu", colorbar=dict(title="inputs<br>summed"), xgap=2, ygap=2,
-                    hovertemplate="rank %{y}, block %{x}: sum of ranks %{customdata}<extra></extra>")
+        return dict(
+            type="heatmap",
+            z=z,
+            x=chunk_axis,
+            y=rank_axis,
+            text=[[_wrap(n, width) for n in row] for row in names],
+            customdata=names,
+            zmin=1,
+            zmax=ranks,
+            texttemplate="%{text}",
+            textfont=dict(size=font),
+            colorscale="YlGnBu",
+            colorbar=dict(title="inputs<br>summed"),
+            xgap=2,
+            ygap=2,
+            hovertemplate="rank %{y}, block %{x}: sum of ranks %{customdata}<extra></extra>",
+        )
 
     def moved(state, end: int = 1, dash: str = "solid", width: int = 4):
         """Outlines exactly the size of the cells the step's messages touch (data units, not
@@ -574,8 +757,15 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
             x0, x1, y0, y1 = chunk - 0.47, chunk + 0.47, rank - 0.47, rank + 0.47
             xs += [x0, x1, x1, x0, x0, None]
             ys += [y0, y0, y1, y1, y0, None]
-        return dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                    line=dict(color="#d62728", width=width, dash=dash))
+        return dict(
+            type="scatter",
+            x=xs,
+            y=ys,
+            mode="lines",
+            hoverinfo="skip",
+            showlegend=False,
+            line=dict(color="#d62728", width=width, dash=dash),
+        )
 
     def sent(state):
         return moved(state, 0, "dot", 2)
@@ -586,26 +776,53 @@ def ring_steps(states: list[dict], height: int | None = None) -> go.Figure:
         if state["phase"] == "start":
             return "start: rank r holds its own input x_r in every block (a cell lists the ranks summed in it)"
         verb = "adds" if state["phase"] == "reduce-scatter" else "copies"
-        return (f"<b>{state['phase']} step {state['step'] + 1} of {steps_in[state['phase']]}</b>: "
-                f"each rank {verb} the block from its left neighbour (dotted: sent, solid: received)")
+        return (
+            f"<b>{state['phase']} step {state['step'] + 1} of {steps_in[state['phase']]}</b>: "
+            f"each rank {verb} the block from its left neighbour (dotted: sent, solid: received)"
+        )
 
     fig = go.Figure([go.Heatmap(heat(states[0])), go.Scatter(moved(states[0])), go.Scatter(sent(states[0]))])
     fig.update_layout(meta=dict(captions=[re.sub(r"<[^>]+>", "", caption(s)) for s in states]))
-    fig.frames = [go.Frame(name=str(k), data=[heat(s), moved(s), sent(s)], traces=[0, 1, 2], layout=dict(title_text=caption(s)))
-                  for k, s in enumerate(states)]
+    fig.frames = [
+        go.Frame(name=str(k), data=[heat(s), moved(s), sent(s)], traces=[0, 1, 2], layout=dict(title_text=caption(s)))
+        for k, s in enumerate(states)
+    ]
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     play = dict(frame=dict(duration=1200, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
     labels = ["start"] + [f"{'RS' if s['phase'] == 'reduce-scatter' else 'AG'} {s['step'] + 1}" for s in states[1:]]
     fig.update_layout(
         title=dict(text=caption(states[0]), y=0.99, yanchor="top", font=dict(size=17)),
-        height=height or max(420, 190 + 34 * ranks), margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white",
-        sliders=[dict(active=0, x=0.28, len=0.72, currentvalue=dict(prefix="after: ", font=dict(size=15)),
-                      pad=dict(t=40), steps=[dict(label=lab, method="animate", args=[[str(k)], still])
-                                             for k, lab in enumerate(labels)])],
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=0, xanchor="left", yanchor="top", pad=dict(t=45),
-                          showactive=False, font=dict(size=14),
-                          buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
-                                   dict(label="❚❚ Pause", method="animate", args=[[None], still])])])
+        height=height or max(420, 190 + 34 * ranks),
+        margin=dict(l=10, r=10, t=90, b=10),
+        plot_bgcolor="white",
+        sliders=[
+            dict(
+                active=0,
+                x=0.28,
+                len=0.72,
+                currentvalue=dict(prefix="after: ", font=dict(size=15)),
+                pad=dict(t=40),
+                steps=[dict(label=lab, method="animate", args=[[str(k)], still]) for k, lab in enumerate(labels)],
+            )
+        ],
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=0,
+                y=0,
+                xanchor="left",
+                yanchor="top",
+                pad=dict(t=45),
+                showactive=False,
+                font=dict(size=14),
+                buttons=[
+                    dict(label="▶ Play", method="animate", args=[None, play]),
+                    dict(label="❚❚ Pause", method="animate", args=[[None], still]),
+                ],
+            )
+        ],
+    )
     fig.update_xaxes(title="block", dtick=1, side="top", range=[-0.5, ranks - 0.5], showgrid=False, zeroline=False)
     fig.update_yaxes(title="rank", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
     return fig

@@ -13,8 +13,11 @@ from .style import log_axis
 from .units import format_bytes, format_seconds, time_unit
 
 HEIGHT = 420
-PARTS = (("compute_s", "compute", "#4c78a8"), ("compression_s", "compression", "#f58518"),
-         ("communication_s", "communication", "#54a24b"))
+PARTS = (
+    ("compute_s", "compute", "#4c78a8"),
+    ("compression_s", "compression", "#f58518"),
+    ("communication_s", "communication", "#54a24b"),
+)
 
 
 def histogram(once: dict, bins: int = 80) -> go.Figure:
@@ -26,10 +29,14 @@ def histogram(once: dict, bins: int = 80) -> go.Figure:
     for name, values, colour in (("gradient", grad, "#4c78a8"), ("decoded", decoded, "#e45756")):
         counts, _ = np.histogram(values, edges)
         fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, name=name, marker_color=colour, opacity=0.6))
-    fig.update_layout(barmode="overlay", height=HEIGHT, bargap=0,
-                      title=f"{once['method']}: {format_bytes(once['dense_nbytes'])} -> "
-                            f"{format_bytes(once['encoded_nbytes'])} "
-                            f"({once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x)")
+    fig.update_layout(
+        barmode="overlay",
+        height=HEIGHT,
+        bargap=0,
+        title=f"{once['method']}: {format_bytes(once['dense_nbytes'])} -> "
+        f"{format_bytes(once['encoded_nbytes'])} "
+        f"({once['dense_nbytes'] / max(once['encoded_nbytes'], 1):.1f}x)",
+    )
     fig.update_xaxes(title="entry value")
     counts = [c for t in fig.data for c in t.y if c > 0]
     fig.update_yaxes(**log_axis(counts, title="entries"))
@@ -41,11 +48,17 @@ def residual(rows: list[dict], method: str) -> go.Figure:
     residual with error feedback, lost without)."""
     fig = go.Figure()
     steps, carried = [r["step"] for r in rows], rows[0]["carried"]
-    for key, name, colour in (("gradient_norm", "gradient ||g||", "#4c78a8"), ("sent_norm", "sent ||D(C(g + e))||", "#54a24b"),
-                              ("error_norm", "residual ||e||" if carried else "not sent (lost)", "#e45756")):
+    for key, name, colour in (
+        ("gradient_norm", "gradient ||g||", "#4c78a8"),
+        ("sent_norm", "sent ||D(C(g + e))||", "#54a24b"),
+        ("error_norm", "residual ||e||" if carried else "not sent (lost)", "#e45756"),
+    ):
         fig.add_trace(go.Scatter(x=steps, y=[r[key] for r in rows], name=name, mode="lines", line_color=colour))
-    title = ("what one step does not send, the next one adds" if carried
-             else "unbiased: no memory, what is not sent is noise that averages out")
+    title = (
+        "what one step does not send, the next one adds"
+        if carried
+        else "unbiased: no memory, what is not sent is noise that averages out"
+    )
     fig.update_layout(title=f"{method}: {title}", height=HEIGHT)
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="L2 norm")
@@ -61,8 +74,15 @@ def pareto(rows: list[dict]) -> go.Figure:
         if r["test_accuracy"] > best:
             front.append(r)
             best = r["test_accuracy"]
-    fig = go.Figure(go.Scatter(x=[r["bytes_per_step"] for r in front], y=[r["test_accuracy"] for r in front],
-                               mode="lines", line=dict(color="#bab0ac", dash="dot"), name="Pareto front"))
+    fig = go.Figure(
+        go.Scatter(
+            x=[r["bytes_per_step"] for r in front],
+            y=[r["test_accuracy"] for r in front],
+            mode="lines",
+            line=dict(color="#bab0ac", dash="dot"),
+            name="Pareto front",
+        )
+    )
     # methods at one point share one label (fp16 and int8 send as many bytes, reach the same
     # accuracy); neighbours' labels alternate above and below, so they do not run into each other
     labels = {}
@@ -70,13 +90,20 @@ def pareto(rows: list[dict]) -> go.Figure:
         labels.setdefault((round(math.log2(r["bytes_per_step"]), 1), r["test_accuracy"]), []).append(r["method"])
     text = [" / ".join(labels[round(math.log2(r["bytes_per_step"]), 1), r["test_accuracy"]]) for r in rows]
     text = [t if i == 0 or t != text[i - 1] else "" for i, t in enumerate(text)]
-    fig.add_trace(go.Scatter(
-        x=[r["bytes_per_step"] for r in rows], y=[r["test_accuracy"] for r in rows], mode="markers+text",
-        text=text, textposition=["top center" if i % 2 else "bottom center" for i in range(len(rows))],
-        marker=dict(size=12, color="#4c78a8"),
-        name="method", customdata=[[format_bytes(r["bytes_per_step"]), r["compression_ratio"]] for r in rows],
-        hovertext=[r["method"] for r in rows],
-        hovertemplate="%{hovertext}: %{y:.1%} accuracy, %{customdata[0]} per step, %{customdata[1]:.1f}x<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=[r["bytes_per_step"] for r in rows],
+            y=[r["test_accuracy"] for r in rows],
+            mode="markers+text",
+            text=text,
+            textposition=["top center" if i % 2 else "bottom center" for i in range(len(rows))],
+            marker=dict(size=12, color="#4c78a8"),
+            name="method",
+            customdata=[[format_bytes(r["bytes_per_step"]), r["compression_ratio"]] for r in rows],
+            hovertext=[r["method"] for r in rows],
+            hovertemplate="%{hovertext}: %{y:.1%} accuracy, %{customdata[0]} per step, %{customdata[1]:.1f}x<extra></extra>",
+        )
+    )
     fig.update_layout(title="Accuracy against bytes on the wire (every rank, per step)", height=HEIGHT)
     fig.update_xaxes(title="bytes per step", **log_axis([r["bytes_per_step"] for r in rows], "bytes"))
     # the methods differ by a few points of accuracy: the axis shows that band (and says so),
@@ -94,8 +121,15 @@ def iteration_split(rows: list[dict]) -> go.Figure:
     div, unit = time_unit(max(r["iteration_s"] for r in rows))
     fig = go.Figure()
     for key, name, colour in PARTS:
-        fig.add_trace(go.Bar(x=labels, y=[r[key] / div for r in rows], name=name, marker_color=colour,
-                             hovertext=[format_seconds(r[key]) for r in rows]))
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=[r[key] / div for r in rows],
+                name=name,
+                marker_color=colour,
+                hovertext=[format_seconds(r[key]) for r in rows],
+            )
+        )
     fig.update_layout(barmode="stack", height=HEIGHT, title="Where one iteration's time goes (worker 0)")
     fig.update_yaxes(title=f"virtual time per iteration ({unit})")
     return fig
@@ -105,11 +139,17 @@ def layer_bytes(table: dict) -> go.Figure:
     """Dense and encoded bytes of each layer's gradient (log scale)."""
     names = [r["layer"] for r in table["layers"]]
     fig = go.Figure()
-    for key, name, colour in (("dense_nbytes", "dense fp32", "#bab0ac"), ("encoded_nbytes", table["method"], "#4c78a8")):
+    for key, name, colour in (
+        ("dense_nbytes", "dense fp32", "#bab0ac"),
+        ("encoded_nbytes", table["method"], "#4c78a8"),
+    ):
         fig.add_trace(go.Bar(x=names, y=[r[key] for r in table["layers"]], name=name, marker_color=colour))
     values = [r[k] for r in table["layers"] for k in ("dense_nbytes", "encoded_nbytes")]
-    fig.update_layout(barmode="group", height=HEIGHT,
-                      title=f"{table['model']}: {format_bytes(table['dense_nbytes'])} -> "
-                            f"{format_bytes(table['encoded_nbytes'])} per iteration ({table['ratio']:.1f}x)")
+    fig.update_layout(
+        barmode="group",
+        height=HEIGHT,
+        title=f"{table['model']}: {format_bytes(table['dense_nbytes'])} -> "
+        f"{format_bytes(table['encoded_nbytes'])} per iteration ({table['ratio']:.1f}x)",
+    )
     fig.update_yaxes(title="bytes", **log_axis(values, "bytes"))
     return fig

@@ -32,17 +32,34 @@ def show(fig: go.Figure, name: str) -> Path | None:
     return path
 
 
-def lines(rows: list[dict], x: str, y: str, by: str, title: str, x_title: str, y_title: str,
-          log_x: bool = False, log_y: bool = False, markers: bool = True,
-          x_unit: str | None = None, y_unit: str | None = None) -> go.Figure:
+def lines(
+    rows: list[dict],
+    x: str,
+    y: str,
+    by: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    markers: bool = True,
+    x_unit: str | None = None,
+    y_unit: str | None = None,
+) -> go.Figure:
     """One line per value of ``rows[i][by]``, through (``x``, ``y``); rows are tidy dicts.
     A log axis gets ``style.log_axis`` ticks in its unit ("bytes", "seconds", "count", or
     None for plain decades)."""
     fig = go.Figure()
     for name in dict.fromkeys(r[by] for r in rows):
         mine = sorted((r for r in rows if r[by] == name), key=lambda r: r[x])
-        fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r[y] for r in mine], name=str(name),
-                                 mode="lines+markers" if markers else "lines"))
+        fig.add_trace(
+            go.Scatter(
+                x=[r[x] for r in mine],
+                y=[r[y] for r in mine],
+                name=str(name),
+                mode="lines+markers" if markers else "lines",
+            )
+        )
     fig.update_layout(title=title, height=460)
     fig.update_xaxes(**log_axis([r[x] for r in rows], x_unit) if log_x else {}, title=x_title)
     fig.update_yaxes(**log_axis([r[y] for r in rows], y_unit) if log_y else {}, title=y_title)
@@ -59,20 +76,53 @@ def strong_scaling(rows: list[dict], title: str = "") -> go.Figure:
         mine = sorted((r for r in rows if r["link"] == link), key=lambda r: r["ranks"])
         p = [f"{r['ranks']}" for r in mine]
         group = dict(offsetgroup=str(i), legendgroup=link)
-        fig.add_trace(go.Bar(x=p, y=[r["compute_s"] * 1e3 for r in mine], name=f"{link}: compute",
-                             marker_color="#4c78a8", opacity=1 - 0.35 * i, **group), row=1, col=1)
-        fig.add_trace(go.Bar(x=p, y=[r["communication_s"] * 1e3 for r in mine], name=f"{link}: communication",
-                             marker_color="#f58518", opacity=1 - 0.35 * i,
-                             base=[r["compute_s"] * 1e3 for r in mine], **group), row=1, col=1)
-        fig.add_trace(go.Scatter(x=[r["ranks"] for r in mine], y=[r["speedup"] for r in mine], name=f"{link}: speedup",
-                                 mode="lines+markers", legendgroup=link), row=1, col=2)
+        fig.add_trace(
+            go.Bar(
+                x=p,
+                y=[r["compute_s"] * 1e3 for r in mine],
+                name=f"{link}: compute",
+                marker_color="#4c78a8",
+                opacity=1 - 0.35 * i,
+                **group,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=p,
+                y=[r["communication_s"] * 1e3 for r in mine],
+                name=f"{link}: communication",
+                marker_color="#f58518",
+                opacity=1 - 0.35 * i,
+                base=[r["compute_s"] * 1e3 for r in mine],
+                **group,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[r["ranks"] for r in mine],
+                y=[r["speedup"] for r in mine],
+                name=f"{link}: speedup",
+                mode="lines+markers",
+                legendgroup=link,
+            ),
+            row=1,
+            col=2,
+        )
     ideal = sorted({r["ranks"] for r in rows})
-    fig.add_trace(go.Scatter(x=ideal, y=ideal, name="ideal (speedup = p)", mode="lines",
-                             line=dict(dash="dot", color="gray")), row=1, col=2)
+    fig.add_trace(
+        go.Scatter(x=ideal, y=ideal, name="ideal (speedup = p)", mode="lines", line=dict(dash="dot", color="gray")),
+        row=1,
+        col=2,
+    )
     fig.update_layout(title=title, height=460, barmode="group")
     fig.update_xaxes(title_text="workers p", type="category", row=1, col=1)
     fig.update_xaxes(**log_axis(ideal, "count", title_text="workers p"), row=1, col=2)
     fig.update_yaxes(title_text="ms", row=1, col=1)
-    fig.update_yaxes(**log_axis(ideal + [r["speedup"] for r in rows], "count", title_text="speedup t(1) / t(p)"),
-                     row=1, col=2)
+    fig.update_yaxes(
+        **log_axis(ideal + [r["speedup"] for r in rows], "count", title_text="speedup t(1) / t(p)"), row=1, col=2
+    )
     return fig

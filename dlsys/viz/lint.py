@@ -46,24 +46,67 @@ CROWDED = 0.01  # a linear axis where half the points sit in its first hundredth
 TINY_SPREAD = 0.1  # spread / size below which a linear axis not from zero magnifies a tiny difference
 OVERLAP_PX = 3  # boxes overlapping by less than this in either direction are touching, not overlapping
 
-_UNIT = re.compile(r"\((?:[^()]*[a-zA-Zµ%×/][^()]*)\)|\b(?:s|ms|µs|us|ns|B|KiB|MiB|GiB|TiB|b/s|bit/s|Gbit/s|Gbps"
-                   r"|Mbps|GB/s|MB/s|B/s|FLOP/s|TFLOP/s|bytes?|seconds?|%|x|×)(?=$|[\s,)/])|%")
-_COUNT = re.compile(r"\b(?:ranks?|workers?|servers?|nodes?|GPUs?|count|number|entries|messages|items|steps?|epochs?"
-                    r"|iterations?|layers?|stages?|micro-batch(?:es)?|batch(?:es)?|tokens?|experts?|ratio|speedup|loss"
-                    r"|accuracy|norm|fraction|share|p|W|M|k|value|factor|tensors?|parameters|elements|chunks?|blocks?"
-                    r"|times|capacity factor|probability|density|frequency|distance|alpha|position|index|gradients|reads|pushes|draws|clocks?"
-                    r"|pulls)\b|\S / \S", re.I)
+_UNIT = re.compile(
+    r"\((?:[^()]*[a-zA-Zµ%×/][^()]*)\)|\b(?:s|ms|µs|us|ns|B|KiB|MiB|GiB|TiB|b/s|bit/s|Gbit/s|Gbps"
+    r"|Mbps|GB/s|MB/s|B/s|FLOP/s|TFLOP/s|bytes?|seconds?|%|x|×)(?=$|[\s,)/])|%"
+)
+_COUNT = re.compile(
+    r"\b(?:ranks?|workers?|servers?|nodes?|GPUs?|count|number|entries|messages|items|steps?|epochs?"
+    r"|iterations?|layers?|stages?|micro-batch(?:es)?|batch(?:es)?|tokens?|experts?|ratio|speedup|loss"
+    r"|accuracy|norm|fraction|share|p|W|M|k|value|factor|tensors?|parameters|elements|chunks?|blocks?"
+    r"|times|capacity factor|probability|density|frequency|distance|alpha|position|index|gradients|reads|pushes|draws|clocks?"
+    r"|pulls)\b|\S / \S",
+    re.I,
+)
 _DECIMAL_BYTES = re.compile(r"\d\s*(?:kB|KB|MB|GB|TB)\b(?!/s)|\((?:kB|KB|MB|GB|TB)\)")
 _BYTE_AXIS = re.compile(r"\bbytes?\b|\b(?:B|KiB|MiB|GiB|TiB)\b")
-_NAMED_NUMBERS = {"rank", "worker", "server", "step", "layer", "stage", "group", "node", "block", "chunk", "iteration",
-                  "epoch", "batch", "of", "p", "s", "m", "k", "n", "top", "and", "at", "to", "worker(s)", "resnet",
-                  "gpt", "llama", "vgg", "w", "in", "v", "by", "for", "on", "per", "x", "bucket", "lane"}
+_NAMED_NUMBERS = {
+    "rank",
+    "worker",
+    "server",
+    "step",
+    "layer",
+    "stage",
+    "group",
+    "node",
+    "block",
+    "chunk",
+    "iteration",
+    "epoch",
+    "batch",
+    "of",
+    "p",
+    "s",
+    "m",
+    "k",
+    "n",
+    "top",
+    "and",
+    "at",
+    "to",
+    "worker(s)",
+    "resnet",
+    "gpt",
+    "llama",
+    "vgg",
+    "w",
+    "in",
+    "v",
+    "by",
+    "for",
+    "on",
+    "per",
+    "x",
+    "bucket",
+    "lane",
+}
 _TAG = re.compile(r"<[^>]+>")
 
 
 @dataclass
 class _Box:
     """A text label's extent in figure pixels (y down), and what to call it."""
+
     name: str
     x0: float
     y0: float
@@ -73,8 +116,10 @@ class _Box:
     grows: str = ""  # the letters of the autoranged axes that grow to hold it
 
     def overlap(self, other: _Box) -> bool:
-        return (min(self.x1, other.x1) - max(self.x0, other.x0) > OVERLAP_PX
-                and min(self.y1, other.y1) - max(self.y0, other.y0) > OVERLAP_PX)
+        return (
+            min(self.x1, other.x1) - max(self.x0, other.x0) > OVERLAP_PX
+            and min(self.y1, other.y1) - max(self.y0, other.y0) > OVERLAP_PX
+        )
 
 
 def text_size_px(text: str, font_px: float, angle: float = 0) -> tuple[float, float]:
@@ -96,12 +141,18 @@ class _Figure:
 
     def __init__(self, fig: go.Figure | dict, width_px: float):
         # an animation's frames are not drawn until played: the first frame is the figure itself
-        self.fig = fig if isinstance(fig, go.Figure) else go.Figure(
-            _decoded({k: v for k, v in fig.items() if k in ("data", "layout")}))
+        self.fig = (
+            fig
+            if isinstance(fig, go.Figure)
+            else go.Figure(_decoded({k: v for k, v in fig.items() if k in ("data", "layout")}))
+        )
         self.layout = self.fig.layout.to_plotly_json()
         template = self.fig.layout.template
-        self.template = (template.layout.to_plotly_json() if template and template.layout
-                         else pio.templates[pio.templates.default].layout.to_plotly_json())
+        self.template = (
+            template.layout.to_plotly_json()
+            if template and template.layout
+            else pio.templates[pio.templates.default].layout.to_plotly_json()
+        )
         self.traces = [t.to_plotly_json() for t in self.fig.data]
         self.width = self.layout.get("width") or width_px
         self.height = self.layout.get("height") or DEFAULT_HEIGHT_PX
@@ -120,12 +171,18 @@ class _Figure:
         return default
 
     def font(self, own: dict | None, *template_path) -> float:
-        return ((own or {}).get("size") or self.get(*template_path, "font", "size", default=None)
-                or self.get("font", "size", default=12))
+        return (
+            (own or {}).get("size")
+            or self.get(*template_path, "font", "size", default=None)
+            or self.get("font", "size", default=12)
+        )
 
     def tick_font(self, axis: str) -> float:
-        return (self.axes[axis].get("tickfont", {}).get("size") or self.get(axis[0] + "axis", "tickfont", "size")
-                or self.get("font", "size", default=12))
+        return (
+            self.axes[axis].get("tickfont", {}).get("size")
+            or self.get(axis[0] + "axis", "tickfont", "size")
+            or self.get("font", "size", default=12)
+        )
 
     # --- axes ----------------------------------------------------------------------------
     def _axis_names(self) -> list[str]:
@@ -161,7 +218,9 @@ class _Figure:
             if t.get("type") == "bar" and (letter == "x") == horizontal:  # the bar's value axis
                 base = t.get("base")
                 bases = list(base) if isinstance(base, (list, tuple)) else [base or 0] * len(own)
-                own = [b + v if _number(v) and _number(b) else v for v, b in zip(own, bases)] + [b for b in bases if _number(b)]
+                own = [b + v if _number(v) and _number(b) else v for v, b in zip(own, bases)] + [
+                    b for b in bases if _number(b)
+                ]
             out += [v for v in own if v is not None]
         if self.get("barmode") in ("stack", "relative") and self._has_bars(axis):
             out += self._stack_tops(axis)
@@ -214,14 +273,18 @@ class _Figure:
         lo, hi = min(numbers), max(numbers)
         if kind != "log" and (self._has_bars(axis) or ax.get("rangemode") == "tozero"):
             lo, hi = min(lo, 0.0), max(hi, 0.0)
-        pad = 0.05 * (hi - lo) if any("markers" in t.get("mode", "") or "text" in t.get("mode", "")
-                                      for t in self.traces_on(axis)) else 0
+        pad = (
+            0.05 * (hi - lo)
+            if any("markers" in t.get("mode", "") or "text" in t.get("mode", "") for t in self.traces_on(axis))
+            else 0
+        )
         return (lo - pad, hi + pad) if hi > lo else (lo - 1, hi + 1)
 
     def _has_bars(self, axis: str) -> bool:
         letter = axis[0]
-        return any(t.get("type") == "bar" and (letter == "x") == (t.get("orientation") == "h")
-                   for t in self.traces_on(axis))
+        return any(
+            t.get("type") == "bar" and (letter == "x") == (t.get("orientation") == "h") for t in self.traces_on(axis)
+        )
 
     def reversed(self, axis: str) -> bool:
         return self.axes[axis].get("autorange") == "reversed"
@@ -253,9 +316,16 @@ class _Figure:
 
     def subplot_rect(self, subplot: str) -> tuple[float, float, float, float]:
         xa, ya = _subplot_axes(subplot)
-        (x0, x1), (y0, y1) = self.domain(xa) if xa in self.axes else (0, 1), self.domain(ya) if ya in self.axes else (0, 1)
-        return (self.left + x0 * self.plot_w, self.top + (1 - y1) * self.plot_h,
-                self.left + x1 * self.plot_w, self.top + (1 - y0) * self.plot_h)
+        (x0, x1), (y0, y1) = (
+            self.domain(xa) if xa in self.axes else (0, 1),
+            self.domain(ya) if ya in self.axes else (0, 1),
+        )
+        return (
+            self.left + x0 * self.plot_w,
+            self.top + (1 - y1) * self.plot_h,
+            self.left + x1 * self.plot_w,
+            self.top + (1 - y0) * self.plot_h,
+        )
 
     # --- the plot area -------------------------------------------------------------------
     def _plot_area(self) -> None:
@@ -269,7 +339,9 @@ class _Figure:
                 continue
             tick = self.tick_font(name)
             labels = ax.get("ticktext") or [_auto_label(v) for v in self.values(name)[:200] if v is not None] or [""]
-            title_px = LINE_EM * self.font(ax.get("title", {}).get("font"), name[0] + "axis", "title") if _title(ax) else 0
+            title_px = (
+                LINE_EM * self.font(ax.get("title", {}).get("font"), name[0] + "axis", "title") if _title(ax) else 0
+            )
             if name[0] == "y" and self.domain(_x_of(self, name))[0] <= 0.01 and ax.get("side") != "right":
                 label_w = max(text_size_px(str(t), tick)[0] for t in labels) if ax.get("showticklabels", True) else 0
                 left = max(left, margin["l"] + label_w + title_px + 8)
@@ -290,8 +362,11 @@ class _Figure:
         return trace.get("showlegend") is True or trace.get("type", "scatter") not in ("heatmap",)
 
     def _legend_right(self) -> bool:
-        if self.layout.get("showlegend") is False or sum(self._in_legend(t) for t in self.traces) < 2 and not any(
-                t.get("showlegend") is True for t in self.traces):
+        if (
+            self.layout.get("showlegend") is False
+            or sum(self._in_legend(t) for t in self.traces) < 2
+            and not any(t.get("showlegend") is True for t in self.traces)
+        ):
             return False
         orientation = self.get("legend", "orientation", default="v")
         x = self.get("legend", "x", default=1.02)
@@ -314,7 +389,7 @@ def _decoded(node):
 
 
 def _axis_key(ref: str) -> str:
-    """"x2" -> "xaxis2", "y" -> "yaxis"."""
+    """ "x2" -> "xaxis2", "y" -> "yaxis"."""
     return f"{ref[0]}axis{ref[1:]}"
 
 
@@ -350,6 +425,7 @@ def _title(ax: dict) -> str:
 
 # --- the checks ---------------------------------------------------------------------------
 
+
 def _check_axes(f: _Figure) -> list[str]:
     problems = []
     for name, ax in f.axes.items():
@@ -362,8 +438,13 @@ def _check_axes(f: _Figure) -> list[str]:
         target = _axis_key(ax["matches"]) if ax.get("matches") else None
         if not title and shows and not (target and _title(f.axes.get(target, {}))):
             problems.append(f"{name}: no title")
-        elif title and not (_UNIT.search(title) or _COUNT.search(title) or any(_UNIT.search(t) for t in ticktext)
-                            or "%" in (ax.get("tickformat") or "") or ax.get("ticksuffix")):
+        elif title and not (
+            _UNIT.search(title)
+            or _COUNT.search(title)
+            or any(_UNIT.search(t) for t in ticktext)
+            or "%" in (ax.get("tickformat") or "")
+            or ax.get("ticksuffix")
+        ):
             problems.append(f"{name} '{_short(title)}': no unit (and not a count)")
         rng = f.data_range(name)
         numbers = [float(v) for v in f.values(name) if _number(v)]
@@ -376,7 +457,9 @@ def _check_axes(f: _Figure) -> list[str]:
             if shows and len(inside) < 2:
                 problems.append(f"{name} '{_short(title)}': {len(inside)} labelled tick(s) in its range")
         elif kind == "log":
-            problems.append(f"{name} '{_short(title)}': a log axis without its tick labels (style.log_axis: decades or binary sizes)")
+            problems.append(
+                f"{name} '{_short(title)}': a log axis without its tick labels (style.log_axis: decades or binary sizes)"
+            )
         for t in ticktext + [title]:
             if _DECIMAL_BYTES.search(t):
                 problems.append(f"{name}: decimal byte unit in '{_short(t)}' (use KiB, MiB, GiB)")
@@ -395,38 +478,58 @@ def _check_linear(f: _Figure, name: str, ax: dict, title: str, numbers: list[flo
         if len(positive) >= 4 and max(positive) / min(positive) > 100:
             crowded = sum(v < CROWDED * max(positive) for v in positive)
             if crowded >= len(positive) / 2:
-                problems.append(f"{name} '{_short(title)}': {crowded} of {len(positive)} {what} within the first "
-                                f"{CROWDED:.0%} of a linear axis over {math.log10(max(positive) / min(positive)):.1f} "
-                                "decades (use style.log_axis)")
-    if points and not bars and not f._has_bars(name) and ax.get("rangemode") != "tozero" and not ax.get("range") \
-            and "zoom" not in title.lower():
+                problems.append(
+                    f"{name} '{_short(title)}': {crowded} of {len(positive)} {what} within the first "
+                    f"{CROWDED:.0%} of a linear axis over {math.log10(max(positive) / min(positive)):.1f} "
+                    "decades (use style.log_axis)"
+                )
+    if (
+        points
+        and not bars
+        and not f._has_bars(name)
+        and ax.get("rangemode") != "tozero"
+        and not ax.get("range")
+        and "zoom" not in title.lower()
+    ):
         lo, hi = min(points), max(points)
         size = max(abs(lo), abs(hi))
         if lo * hi > 0 and 0 < hi - lo < TINY_SPREAD * size:
-            problems.append(f"{name} '{_short(title)}': a difference of {hi - lo:.3g} fills an axis of values near "
-                            f"{size:.3g} ({(hi - lo) / size:.1%}): start it at zero (rangemode='tozero') or say 'zoomed'")
-    if ax.get("tickvals") is None and ax.get("exponentformat") not in ("none", "power", "e", "E") and (
-            _UNIT.search(title) or _BYTE_AXIS.search(title)):
+            problems.append(
+                f"{name} '{_short(title)}': a difference of {hi - lo:.3g} fills an axis of values near "
+                f"{size:.3g} ({(hi - lo) / size:.1%}): start it at zero (rangemode='tozero') or say 'zoomed'"
+            )
+    if (
+        ax.get("tickvals") is None
+        and ax.get("exponentformat") not in ("none", "power", "e", "E")
+        and (_UNIT.search(title) or _BYTE_AXIS.search(title))
+    ):
         rng = f.data_range(name)
         top = max(abs(rng[0]), abs(rng[1])) if rng else 0
         if top >= 1e4 or 0 < top < 1e-3:
-            problems.append(f"{name} '{_short(title)}': auto ticks reach {top:.3g} and get an SI suffix ('35k') beside "
-                            "the unit in the title: use a larger or smaller unit")
+            problems.append(
+                f"{name} '{_short(title)}': auto ticks reach {top:.3g} and get an SI suffix ('35k') beside "
+                "the unit in the title: use a larger or smaller unit"
+            )
     return problems
 
 
 def _check_text_units(f: _Figure) -> list[str]:
     """Decimal byte units anywhere a reader sees them: title, notes, labels, legend, colour bars."""
     texts = [("title", f.get("title", "text") or "")]
-    texts += [(f"annotation {i} '{_short(a.get('text', ''))}'", a.get("text", "")) for i, a in
-              enumerate(f.layout.get("annotations", []))]
+    texts += [
+        (f"annotation {i} '{_short(a.get('text', ''))}'", a.get("text", ""))
+        for i, a in enumerate(f.layout.get("annotations", []))
+    ]
     for t in f.traces:
         texts.append((f"trace '{_short(t.get('name', ''))}'", t.get("name") or ""))
         for label in t.get("text") if isinstance(t.get("text"), (list, tuple)) else [t.get("text") or ""]:
             texts.append((f"trace '{_short(t.get('name', ''))}' text", str(label)))
         texts.append((f"trace '{_short(t.get('name', ''))}' colour bar", _title(t.get("colorbar", {}))))
-    return [f"{where}: decimal byte unit in '{_short(text)}' (use KiB, MiB, GiB)"
-            for where, text in texts if text and _DECIMAL_BYTES.search(str(text))]
+    return [
+        f"{where}: decimal byte unit in '{_short(text)}' (use KiB, MiB, GiB)"
+        for where, text in texts
+        if text and _DECIMAL_BYTES.search(str(text))
+    ]
 
 
 def internal_label(name: str) -> bool:
@@ -440,8 +543,11 @@ def internal_label(name: str) -> bool:
 
 
 def _check_legend(f: _Figure) -> list[str]:
-    return [f"legend entry '{_short(t['name'])}': reads like an internal label (raw field names)"
-            for t in f.traces if f._in_legend(t) and internal_label(str(t["name"]))]
+    return [
+        f"legend entry '{_short(t['name'])}': reads like an internal label (raw field names)"
+        for t in f.traces
+        if f._in_legend(t) and internal_label(str(t["name"]))
+    ]
 
 
 def _labels(f: _Figure) -> list[_Box]:
@@ -458,23 +564,37 @@ def _labels(f: _Figure) -> list[_Box]:
             continue
         x, y = x + (a.get("xshift") or 0), y - (a.get("yshift") or 0)
         if a.get("showarrow", True):
-            x, y = x + (a.get("ax") if a.get("ax") is not None else -10), y + (a.get("ay") if a.get("ay") is not None else -30)
+            x, y = (
+                x + (a.get("ax") if a.get("ax") is not None else -10),
+                y + (a.get("ay") if a.get("ay") is not None else -30),
+            )
         xanchor = a.get("xanchor", "auto")
         if xanchor == "auto":
-            xanchor = "center" if a.get("showarrow", True) or not xref.startswith("paper") else (
-                "left" if a.get("x", 0.5) < 1 / 3 else "right" if a.get("x", 0.5) > 2 / 3 else "center")
+            xanchor = (
+                "center"
+                if a.get("showarrow", True) or not xref.startswith("paper")
+                else ("left" if a.get("x", 0.5) < 1 / 3 else "right" if a.get("x", 0.5) > 2 / 3 else "center")
+            )
         yanchor = a.get("yanchor", "auto")
         x0 = x - {"left": 0, "center": w / 2, "right": w}[xanchor]
         y0 = y - {"top": 0, "middle": h / 2, "bottom": h, "auto": h / 2}[yanchor]
         data = not xref.startswith("paper") and not yref.startswith("paper")
         subplot = f"{xref.split()[0]}{yref.split()[0]}" if data else None
         # plotly's autorange grows a data axis until the annotations placed on it fit
-        grows = "".join(r[0] for r in (xref, yref) if not r.startswith("paper") and not r.endswith("domain")
-                        and not f.axes.get(_axis_key(r.split()[0]), {}).get("range"))
+        grows = "".join(
+            r[0]
+            for r in (xref, yref)
+            if not r.startswith("paper")
+            and not r.endswith("domain")
+            and not f.axes.get(_axis_key(r.split()[0]), {}).get("range")
+        )
         boxes.append(_Box(f"annotation {i} '{_short(a['text'])}'", x0, y0, x0 + w, y0 + h, subplot, grows))
     for t in f.traces:
-        if t.get("type", "scatter") not in ("scatter", "scattergl") or "text" not in t.get("mode", "") \
-                or t.get("visible") is False:
+        if (
+            t.get("type", "scatter") not in ("scatter", "scattergl")
+            or "text" not in t.get("mode", "")
+            or t.get("visible") is False
+        ):
             continue
         size = (t.get("textfont") or {}).get("size") or f.get("font", "size", default=12)
         marker = (t.get("marker") or {}).get("size", 6)
@@ -495,8 +615,9 @@ def _labels(f: _Figure) -> list[_Box]:
             x0 = {"left": px - gap - w, "center": px - w / 2, "right": px + gap}[horizontal]
             y0 = {"top": py - gap - h, "middle": py - h / 2, "bottom": py + gap}[vertical]
             subplot = t.get("xaxis", "x") + t.get("yaxis", "y")
-            boxes.append(_Box(f"trace '{_short(t.get('name', ''))}' text '{_short(text)}'", x0, y0, x0 + w, y0 + h,
-                              subplot))
+            boxes.append(
+                _Box(f"trace '{_short(t.get('name', ''))}' text '{_short(text)}'", x0, y0, x0 + w, y0 + h, subplot)
+            )
     return boxes
 
 
@@ -523,11 +644,13 @@ def _check_labels(f: _Figure) -> list[str]:
         out_y = "y" not in b.grows and (b.y0 < rect[1] - 2 or b.y1 > rect[3] + 2)
         if out_x or out_y:
             where = f"its plot {b.subplot}" if b.subplot else "the figure"
-            problems.append(f"{b.name}: outside {where} at {f.width:.0f} px "
-                            f"(box {b.x0:.0f}..{b.x1:.0f} x {b.y0:.0f}..{b.y1:.0f}, area {rect[0]:.0f}..{rect[2]:.0f} x "
-                            f"{rect[1]:.0f}..{rect[3]:.0f})")
+            problems.append(
+                f"{b.name}: outside {where} at {f.width:.0f} px "
+                f"(box {b.x0:.0f}..{b.x1:.0f} x {b.y0:.0f}..{b.y1:.0f}, area {rect[0]:.0f}..{rect[2]:.0f} x "
+                f"{rect[1]:.0f}..{rect[3]:.0f})"
+            )
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             if a.overlap(b):
                 problems.append(f"{a.name} overlaps {b.name} at {f.width:.0f} px")
     return problems
@@ -551,8 +674,10 @@ def _check_heatmap_cells(f: _Figure) -> list[str]:
         fixed = (t.get("textfont") or {}).get("size")
         fits = min(cell_w / (longest * CHAR_EM), cell_h / LINE_EM)
         if (fixed and fixed > fits) or (not fixed and fits < MIN_CELL_FONT_PX):
-            problems.append(f"heatmap '{_short(t.get('name', ''))}': cells of {cell_w:.0f} x {cell_h:.0f} px fit labels "
-                            f"of {longest} characters only at {fits:.0f} px (at least {MIN_CELL_FONT_PX} px to read)")
+            problems.append(
+                f"heatmap '{_short(t.get('name', ''))}': cells of {cell_w:.0f} x {cell_h:.0f} px fit labels "
+                f"of {longest} characters only at {fits:.0f} px (at least {MIN_CELL_FONT_PX} px to read)"
+            )
     return problems
 
 
@@ -568,8 +693,10 @@ def _check_shared(f: _Figure) -> list[str]:
             roots = {_root(f, n) for n in names}
             ranges = {tuple(round(v, 9) for v in f.data_range(n) or ()) for n in names}
             if len(roots) > 1 and len(ranges) > 1:
-                problems.append(f"{', '.join(names)} '{_short(title)}': one quantity on {len(names)} subplots with "
-                                "different scales (matches=...)")
+                problems.append(
+                    f"{', '.join(names)} '{_short(title)}': one quantity on {len(names)} subplots with "
+                    "different scales (matches=...)"
+                )
     return problems
 
 
@@ -584,22 +711,34 @@ def _root(f: _Figure, name: str) -> str:
 def _check_lines(f: _Figure) -> list[str]:
     """Lines of one plot that coincide on screen must differ in dash or marker symbol."""
     problems = []
-    lines = [t for t in f.traces if t.get("type", "scatter") == "scatter" and "lines" in t.get("mode", "lines")
-             and t.get("visible") is not False and t.get("x") is not None and len(t.get("x")) > 1 and f._in_legend(t)]
+    lines = [
+        t
+        for t in f.traces
+        if t.get("type", "scatter") == "scatter"
+        and "lines" in t.get("mode", "lines")
+        and t.get("visible") is not False
+        and t.get("x") is not None
+        and len(t.get("x")) > 1
+        and f._in_legend(t)
+    ]
     for i, a in enumerate(lines):
-        for b in lines[i + 1:]:
+        for b in lines[i + 1 :]:
             if (a.get("xaxis", "x"), a.get("yaxis", "y")) != (b.get("xaxis", "x"), b.get("yaxis", "y")):
                 continue
-            if (a.get("line") or {}).get("dash") != (b.get("line") or {}).get("dash") or \
-                    ("markers" in a.get("mode", "")) != ("markers" in b.get("mode", "")) or \
-                    (a.get("marker") or {}).get("symbol") != (b.get("marker") or {}).get("symbol"):
+            if (
+                (a.get("line") or {}).get("dash") != (b.get("line") or {}).get("dash")
+                or ("markers" in a.get("mode", "")) != ("markers" in b.get("mode", ""))
+                or (a.get("marker") or {}).get("symbol") != (b.get("marker") or {}).get("symbol")
+            ):
                 continue
             widths = sorted(((a.get("line") or {}).get("width") or 2, (b.get("line") or {}).get("width") or 2))
             if widths[1] >= 3 * widths[0]:
                 continue  # a wide band under a line: both show
             if _coincide(f, a, b):
-                problems.append(f"traces '{_short(a.get('name', ''))}' and '{_short(b.get('name', ''))}' coincide "
-                                "on screen: give them different dashes or markers")
+                problems.append(
+                    f"traces '{_short(a.get('name', ''))}' and '{_short(b.get('name', ''))}' coincide "
+                    "on screen: give them different dashes or markers"
+                )
     return problems
 
 
@@ -640,12 +779,23 @@ def _check_notes_on_lines(f: _Figure) -> list[str]:
 
 def _segment_hits(p, q, box: _Box, steps: int = 20) -> bool:
     inset = OVERLAP_PX
-    return any(box.x0 + inset < p[0] + (q[0] - p[0]) * k / steps < box.x1 - inset
-               and box.y0 + inset < p[1] + (q[1] - p[1]) * k / steps < box.y1 - inset for k in range(steps + 1))
+    return any(
+        box.x0 + inset < p[0] + (q[0] - p[0]) * k / steps < box.x1 - inset
+        and box.y0 + inset < p[1] + (q[1] - p[1]) * k / steps < box.y1 - inset
+        for k in range(steps + 1)
+    )
 
 
-CHECKS = (_check_axes, _check_text_units, _check_legend, _check_labels, _check_heatmap_cells, _check_shared,
-          _check_lines, _check_notes_on_lines)
+CHECKS = (
+    _check_axes,
+    _check_text_units,
+    _check_legend,
+    _check_labels,
+    _check_heatmap_cells,
+    _check_shared,
+    _check_lines,
+    _check_notes_on_lines,
+)
 
 
 def lint(fig: go.Figure | dict, width_px: float = 1280) -> list[str]:

@@ -17,8 +17,17 @@ from .style import CONCEPT_COLOURS, DASHES, log_axis
 from .units import format_seconds, time_unit
 
 SIDE_COLOURS = {"sender": CONCEPT_COLOURS["send"], "wire": CONCEPT_COLOURS["wire"], "receiver": CONCEPT_COLOURS["recv"]}
-LIBRARY_COLOURS = {"mpich": "#4c78a8", "openmpi": "#9ecae9", "taihulight-mpi": "#b279a2", "nccl-ring": "#54a24b", "nccl-tree": "#88d27a", "gloo": "#f58518",
-                   "baidu": "#e45756", "grpc-ps": "#b279a2", "zeromq-ps": "#9d755d"}
+LIBRARY_COLOURS = {
+    "mpich": "#4c78a8",
+    "openmpi": "#9ecae9",
+    "taihulight-mpi": "#b279a2",
+    "nccl-ring": "#54a24b",
+    "nccl-tree": "#88d27a",
+    "gloo": "#f58518",
+    "baidu": "#e45756",
+    "grpc-ps": "#b279a2",
+    "zeromq-ps": "#9d755d",
+}
 MEASURED_SYMBOLS = {"pipe": "circle", "tcp-nodelay": "diamond", "tcp": "square", "shared-memory": "triangle-up"}
 LANE_COLOURS = {"compute": CONCEPT_COLOURS["compute"], "io wait": "#e45756", "load": "#9d755d"}
 ROW_PX = 34
@@ -41,8 +50,12 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
     totals = {link: max(r["end_s"] for r in rows if r["link"] == link) for link in links}
     end_s = max(totals.values())
     times = np.linspace(0.0, end_s, frames + 1)
-    fig = make_subplots(rows=1, cols=len(links), horizontal_spacing=0.12,
-                        subplot_titles=[f"<b>{link}</b><br>{format_seconds(totals[link])} in all" for link in links])
+    fig = make_subplots(
+        rows=1,
+        cols=len(links),
+        horizontal_spacing=0.12,
+        subplot_titles=[f"<b>{link}</b><br>{format_seconds(totals[link])} in all" for link in links],
+    )
     moving, frame_data, where = [], [[] for _ in times], [[] for _ in times]
     for col, link in enumerate(links, 1):
         mine = [r for r in rows if r["link"] == link]
@@ -51,20 +64,40 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         names = [f"{i + 1}. {_short(r['stage'])}: {format_seconds(r['time_s'])}" for i, r in enumerate(mine)]
         for side, colour in SIDE_COLOURS.items():
             part = [(n, r) for n, r in zip(names, mine) if r["side"] == side]
-            fig.add_trace(go.Bar(y=[n for n, _ in part], x=[r["time_s"] / div for _, r in part],
-                                 base=[r["start_s"] / div for _, r in part], orientation="h", marker_color=colour,
-                                 name=side, legendgroup=side, showlegend=col == 1,
-                                 hovertext=[f"{r['stage']}: {format_seconds(r['time_s'])}<br>{r['source']}"
-                                            for _, r in part],
-                                 hoverinfo="text"), row=1, col=col)
+            fig.add_trace(
+                go.Bar(
+                    y=[n for n, _ in part],
+                    x=[r["time_s"] / div for _, r in part],
+                    base=[r["start_s"] / div for _, r in part],
+                    orientation="h",
+                    marker_color=colour,
+                    name=side,
+                    legendgroup=side,
+                    showlegend=col == 1,
+                    hovertext=[f"{r['stage']}: {format_seconds(r['time_s'])}<br>{r['source']}" for _, r in part],
+                    hoverinfo="text",
+                ),
+                row=1,
+                col=col,
+            )
 
         def dot(t: float, mine=mine, names=names, div=div) -> go.Scatter:
             t = min(t, totals[mine[0]["link"]])
             at = next((i for i, r in enumerate(mine) if t < r["end_s"]), len(mine) - 1)
             delivered = t >= totals[mine[0]["link"]]  # the dot turns from black to a green star
-            return go.Scatter(x=[t / div], y=[names[at]], mode="markers", showlegend=False, hoverinfo="skip",
-                              marker=dict(size=20 if delivered else 16, color="#2ca02c" if delivered else "#222",
-                                          symbol="star" if delivered else "circle", line=dict(color="white", width=1)))
+            return go.Scatter(
+                x=[t / div],
+                y=[names[at]],
+                mode="markers",
+                showlegend=False,
+                hoverinfo="skip",
+                marker=dict(
+                    size=20 if delivered else 16,
+                    color="#2ca02c" if delivered else "#222",
+                    symbol="star" if delivered else "circle",
+                    line=dict(color="white", width=1),
+                ),
+            )
 
         moving.append(len(fig.data))
         fig.add_trace(dot(0.0), row=1, col=col)
@@ -72,28 +105,63 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
             frame_data[k].append(dot(t))
             stage = next((f"{i + 1}. {_short(r['stage'])}" for i, r in enumerate(mine) if t < r["end_s"]), None)
             where[k].append(f"{link}: {stage}" if stage else f"{link}: delivered")
-        fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names,
-                         side="left" if col == 1 else "right", row=1, col=col)
+        fig.update_yaxes(
+            autorange="reversed",
+            categoryorder="array",
+            categoryarray=names,
+            side="left" if col == 1 else "right",
+            row=1,
+            col=col,
+        )
         fig.update_xaxes(title=f"time since<br>the send ({unit})", range=[0, totals[link] / div * 1.02], row=1, col=col)
     fig.frames = [go.Frame(name=str(k), data=data, traces=moving) for k, data in enumerate(frame_data)]
     # the app's player: its step keys stop where a message enters a stage, its toolbar says which
-    fig.update_layout(meta=dict(stops=[k for k in range(len(times)) if k == 0 or where[k] != where[k - 1]],
-                                captions=[" · ".join(w) for w in where]))
+    fig.update_layout(
+        meta=dict(
+            stops=[k for k in range(len(times)) if k == 0 or where[k] != where[k - 1]],
+            captions=[" · ".join(w) for w in where],
+        )
+    )
     div, unit = time_unit(end_s)
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
     play = dict(frame=dict(duration=80, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
     fig.update_layout(
-        barmode="overlay", height=160 + ROW_PX * max(sum(r["link"] == link for r in rows) for link in links),
+        barmode="overlay",
+        height=160 + ROW_PX * max(sum(r["link"] == link for r in rows) for link in links),
         margin=dict(l=10, r=10, t=100, b=120),
         legend=dict(orientation="h", x=0, yref="container", y=1, yanchor="top"),  # above the panels' two-line titles
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.25, xanchor="left", yanchor="top",
-                          showactive=False, buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
-                                                     dict(label="❚❚ Pause", method="animate", args=[[None], still])])],
-        sliders=[dict(active=0, x=0.2, len=0.8, y=-0.25, yanchor="top", ticklen=0, minorticklen=0,
-                      font=dict(color="rgba(0,0,0,0)"),
-                      currentvalue=dict(prefix="time since the send: ", suffix=f" {unit}"),
-                      steps=[dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], still])
-                             for k, t in enumerate(times)])])
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=0,
+                y=-0.25,
+                xanchor="left",
+                yanchor="top",
+                showactive=False,
+                buttons=[
+                    dict(label="▶ Play", method="animate", args=[None, play]),
+                    dict(label="❚❚ Pause", method="animate", args=[[None], still]),
+                ],
+            )
+        ],
+        sliders=[
+            dict(
+                active=0,
+                x=0.2,
+                len=0.8,
+                y=-0.25,
+                yanchor="top",
+                ticklen=0,
+                minorticklen=0,
+                font=dict(color="rgba(0,0,0,0)"),
+                currentvalue=dict(prefix="time since the send: ", suffix=f" {unit}"),
+                steps=[
+                    dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], still]) for k, t in enumerate(times)
+                ],
+            )
+        ],
+    )
     return fig
 
 
@@ -104,14 +172,26 @@ def library_times(rows: list[dict], measured: list[dict] | None = None) -> go.Fi
     # libraries on one link draw one line (their alpha and beta agree): a dash each keeps every one in sight
     for lib, dash in zip(dict.fromkeys(r["library"] for r in rows), itertools.cycle(DASHES)):
         mine = [r for r in rows if r["library"] == lib]
-        fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["time_s"] for r in mine], mode="lines",
-                                 name=f"{lib} ({mine[0]['link']})",
-                                 line=dict(color=LIBRARY_COLOURS.get(lib), width=3, dash=dash)))
+        fig.add_trace(
+            go.Scatter(
+                x=[r["nbytes"] for r in mine],
+                y=[r["time_s"] for r in mine],
+                mode="lines",
+                name=f"{lib} ({mine[0]['link']})",
+                line=dict(color=LIBRARY_COLOURS.get(lib), width=3, dash=dash),
+            )
+        )
     for transport in dict.fromkeys(r["transport"] for r in measured or []):
         mine = [r for r in measured or [] if r["transport"] == transport]
-        fig.add_trace(go.Scatter(x=[r["nbytes"] for r in mine], y=[r["one_way_s"] for r in mine], mode="markers",
-                                 name=f"measured here: {transport}",
-                                 marker=dict(size=13, color="#222", symbol=MEASURED_SYMBOLS.get(transport, "x"))))
+        fig.add_trace(
+            go.Scatter(
+                x=[r["nbytes"] for r in mine],
+                y=[r["one_way_s"] for r in mine],
+                mode="markers",
+                name=f"measured here: {transport}",
+                marker=dict(size=13, color="#222", symbol=MEASURED_SYMBOLS.get(transport, "x")),
+            )
+        )
     times = [r["time_s"] for r in rows] + [r["one_way_s"] for r in measured or []]
     sizes = [r["nbytes"] for r in rows]
     fig.update_xaxes(title="message size", **log_axis(sizes, "bytes"))
@@ -130,21 +210,39 @@ def loader_gantt(record: dict) -> go.Figure:
     for r in rows:
         bars["compute"].append(("trainer", r["taken_s"], r["compute_end_s"], f"step {r['step']}: compute"))
         if r["io_wait_s"] > 0:
-            bars["io wait"].append(("trainer", r["taken_s"] - r["io_wait_s"], r["taken_s"],
-                                    f"step {r['step']}: waits {format_seconds(r['io_wait_s'])} for its batch"))
+            bars["io wait"].append(
+                (
+                    "trainer",
+                    r["taken_s"] - r["io_wait_s"],
+                    r["taken_s"],
+                    f"step {r['step']}: waits {format_seconds(r['io_wait_s'])} for its batch",
+                )
+            )
         if r["worker"] >= 0:
-            bars["load"].append((f"loader worker {r['worker']}", r["load_start_s"], r["ready_s"],
-                                 f"batch {r['step']}: loading"))
+            bars["load"].append(
+                (f"loader worker {r['worker']}", r["load_start_s"], r["ready_s"], f"batch {r['step']}: loading")
+            )
     fig = go.Figure()
     for kind, items in bars.items():
         if items:
-            fig.add_trace(go.Bar(y=[lane for lane, *_ in items], x=[(end - start) / div for _, start, end, _ in items],
-                                 base=[start / div for _, start, _, _ in items], orientation="h", name=kind,
-                                 marker=dict(color=LANE_COLOURS[kind], line=dict(color="white", width=1)),
-                                 hovertext=[text for *_, text in items], hoverinfo="text"))
+            fig.add_trace(
+                go.Bar(
+                    y=[lane for lane, *_ in items],
+                    x=[(end - start) / div for _, start, end, _ in items],
+                    base=[start / div for _, start, _, _ in items],
+                    orientation="h",
+                    name=kind,
+                    marker=dict(color=LANE_COLOURS[kind], line=dict(color="white", width=1)),
+                    hovertext=[text for *_, text in items],
+                    hoverinfo="text",
+                )
+            )
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=lanes)
     fig.update_xaxes(title=f"virtual time ({unit})")
-    fig.update_layout(barmode="overlay", height=170 + ROW_PX * len(lanes),
-                      title=f"{record['model']} on {record['node']}, data on {record['storage']}: "
-                            f"{record['workers']} loader worker(s), a queue of {record['prefetch']}")
+    fig.update_layout(
+        barmode="overlay",
+        height=170 + ROW_PX * len(lanes),
+        title=f"{record['model']} on {record['node']}, data on {record['storage']}: "
+        f"{record['workers']} loader worker(s), a queue of {record['prefetch']}",
+    )
     return fig

@@ -7,15 +7,27 @@ import plotly.graph_objects as go
 
 from ..machine.memory import KINDS
 from ..planner import COMPONENTS
-from .memory import KIND_COLOURS, HEIGHT
+from .memory import HEIGHT, KIND_COLOURS
 from .style import CONCEPT_COLOURS
 from .units import format_bytes, linear_byte_ticks
 
 # compute and the bubble as everywhere (style.CONCEPT_COLOURS); the communications in shades of the wire's
-COMPONENT_COLOURS = {"compute": CONCEPT_COLOURS["compute"], "tp": "#7b4173", "pp": CONCEPT_COLOURS["wire"],
-                     "dp": "#dbb6d2", "ep": "#a55194", "bubble": CONCEPT_COLOURS["idle"]}
-COMPONENT_NAMES = {"compute": "compute", "tp": "TP (exposed)", "pp": "PP send/receive", "dp": "DP (exposed)",
-                   "ep": "EP all-to-all", "bubble": "pipeline bubble"}
+COMPONENT_COLOURS = {
+    "compute": CONCEPT_COLOURS["compute"],
+    "tp": "#7b4173",
+    "pp": CONCEPT_COLOURS["wire"],
+    "dp": "#dbb6d2",
+    "ep": "#a55194",
+    "bubble": CONCEPT_COLOURS["idle"],
+}
+COMPONENT_NAMES = {
+    "compute": "compute",
+    "tp": "TP (exposed)",
+    "pp": "PP send/receive",
+    "dp": "DP (exposed)",
+    "ep": "EP all-to-all",
+    "bubble": "pipeline bubble",
+}
 
 
 def layout_label(row: dict) -> str:
@@ -29,13 +41,27 @@ def step_bars(rows: list[dict], title: str = "The fastest layouts: one step by c
     names = [layout_label(row) for row in rows]
     fig = go.Figure()
     for c in COMPONENTS:
-        fig.add_trace(go.Bar(name=COMPONENT_NAMES[c], x=names, y=[row[f"{c}_s"] for row in rows],
-                             marker_color=COMPONENT_COLOURS[c], hoverinfo="text",
-                             hovertext=[f"{layout_label(row)}, recompute {row['recompute']}, m = {row['microbatches']}"
-                                        f"<br>{COMPONENT_NAMES[c]}: {row[f'{c}_s']:.3f} s of {row['step_s']:.3f} s"
-                                        for row in rows]))
-    fig.update_layout(barmode="stack", title=title, height=HEIGHT, xaxis_title="layout (ranked by step time)",
-                      yaxis_title="seconds per step")
+        fig.add_trace(
+            go.Bar(
+                name=COMPONENT_NAMES[c],
+                x=names,
+                y=[row[f"{c}_s"] for row in rows],
+                marker_color=COMPONENT_COLOURS[c],
+                hoverinfo="text",
+                hovertext=[
+                    f"{layout_label(row)}, recompute {row['recompute']}, m = {row['microbatches']}"
+                    f"<br>{COMPONENT_NAMES[c]}: {row[f'{c}_s']:.3f} s of {row['step_s']:.3f} s"
+                    for row in rows
+                ],
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        title=title,
+        height=HEIGHT,
+        xaxis_title="layout (ranked by step time)",
+        yaxis_title="seconds per step",
+    )
     return fig
 
 
@@ -43,14 +69,31 @@ def memory_bar(record: dict, title: str | None = None) -> go.Figure:
     """One layout's (``experiments.plan.layout_record``) bytes per rank by kind, stacked,
     with a dashed line at the device's memory."""
     name = f"tp{record['tp']} pp{record['pp']} dp{record['dp']} ZeRO {record['zero']}"
-    fig = go.Figure([go.Bar(name=kind, x=[name], y=[record["bytes"][kind]], marker_color=KIND_COLOURS[kind],
-                            hovertext=[f"{kind}: {format_bytes(record['bytes'][kind])}"], hoverinfo="text")
-                     for kind in KINDS])
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=kind,
+                x=[name],
+                y=[record["bytes"][kind]],
+                marker_color=KIND_COLOURS[kind],
+                hovertext=[f"{kind}: {format_bytes(record['bytes'][kind])}"],
+                hoverinfo="text",
+            )
+            for kind in KINDS
+        ]
+    )
     ticks, labels = linear_byte_ticks(max(record["memory_bytes"], record["device_bytes"]))
-    fig.add_hline(y=record["device_bytes"], line_dash="dash", line_color="#333",
-                  annotation_text=f"{record['device']} {format_bytes(record['device_bytes'])}",
-                  annotation_position="top left")
-    fig.update_layout(barmode="stack", height=HEIGHT, yaxis=dict(tickvals=ticks, ticktext=labels,
-                      title="bytes per GPU (pipeline stage 0)"),
-                      title=title or f"{record['model']}: one GPU's memory by kind")
+    fig.add_hline(
+        y=record["device_bytes"],
+        line_dash="dash",
+        line_color="#333",
+        annotation_text=f"{record['device']} {format_bytes(record['device_bytes'])}",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=HEIGHT,
+        yaxis=dict(tickvals=ticks, ticktext=labels, title="bytes per GPU (pipeline stage 0)"),
+        title=title or f"{record['model']}: one GPU's memory by kind",
+    )
     return fig

@@ -32,12 +32,24 @@ def claim_figure(record: dict) -> go.Figure:
         # a dash and a marker each: the paper's series and dlsys's can lie on each other (a closed form and the run that meets it)
         for name, dash, symbol in zip(series, itertools.cycle(DASHES), itertools.cycle(SYMBOLS)):
             points = sorted((r for r in rows if r["series"] == name), key=lambda r: r["x"])
-            fig.add_trace(go.Scatter(x=[r["x"] for r in points], y=[r["y"] for r in points], name=name,
-                                     mode="lines+markers", line=dict(dash=dash), marker=dict(symbol=symbol, size=10)))
-    for update, key, title, log in ((fig.update_xaxes, "x", plot["x_title"], plot["log_x"]),
-                                    (fig.update_yaxes, "y", plot["y_title"], plot["log_y"])):
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["x"] for r in points],
+                    y=[r["y"] for r in points],
+                    name=name,
+                    mode="lines+markers",
+                    line=dict(dash=dash),
+                    marker=dict(symbol=symbol, size=10),
+                )
+            )
+    for update, key, title, log in (
+        (fig.update_xaxes, "x", plot["x_title"], plot["log_x"]),
+        (fig.update_yaxes, "y", plot["y_title"], plot["log_y"]),
+    ):
         # a title with its unit in brackets gets decades; a count (ranks, batch) powers of two
         values = [r[key] for r in rows if isinstance(r[key], (int, float))]
-        update(**log_axis(values, None if "(" in title else "count", title=title) if log and values else dict(title=title))
+        update(
+            **log_axis(values, None if "(" in title else "count", title=title) if log and values else dict(title=title)
+        )
     fig.update_layout(title=f"{record['claim']}: {record['verdict']}", height=HEIGHT)
     return fig

@@ -51,12 +51,18 @@ def _merge(bars: list[dict], tolerance_s: float) -> list[dict]:
     out = []
     for bar in bars:
         last = out[-1] if out else None
-        if (last and (last["lane"], last["kind"], last["layer"]) == (bar["lane"], bar["kind"], bar["layer"])
-                and bar["start_s"] - last["end_s"] < tolerance_s):
+        if (
+            last
+            and (last["lane"], last["kind"], last["layer"]) == (bar["lane"], bar["kind"], bar["layer"])
+            and bar["start_s"] - last["end_s"] < tolerance_s
+        ):
             count = last.get("count", 1) + 1
             first = last["label"].split(" … ")[0]
-            out[-1] = last | {"end_s": max(last["end_s"], bar["end_s"]), "count": count,
-                              "label": f"{first} … {bar['label']}: {count} items"}
+            out[-1] = last | {
+                "end_s": max(last["end_s"], bar["end_s"]),
+                "count": count,
+                "label": f"{first} … {bar['label']}: {count} items",
+            }
         else:
             out.append(bar)
     return out
@@ -74,60 +80,163 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
     colours = layer_colours(len(names))
     end_s = max(r["end_s"] for r in records)
     div, unit = time_unit(end_s)
-    titles = [f"<b>{r['policy']}</b>: {format_seconds(r['iteration_s'])} per iteration, {r['overlap']:.0%} of "
-              "pushes hidden" for r in records]
-    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.5 / (n * ROW_PX / 100 + 1))
+    titles = [
+        f"<b>{r['policy']}</b>: {format_seconds(r['iteration_s'])} per iteration, {r['overlap']:.0%} of pushes hidden"
+        for r in records
+    ]
+    fig = make_subplots(
+        rows=n, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.5 / (n * ROW_PX / 100 + 1)
+    )
     per_lane = []
     for row, record in enumerate(records, 1):
-        lanes = {lane: sorted((b for b in record["lanes"] if b["lane"] == lane), key=lambda b: b["start_s"])
-                 for lane in LANES}
+        lanes = {
+            lane: sorted((b for b in record["lanes"] if b["lane"] == lane), key=lambda b: b["start_s"])
+            for lane in LANES
+        }
         per_lane.append(lanes)
         bars = [b for lane in LANES for b in _merge(lanes[lane], end_s / PIXELS)]
         # unvalidated: plotly's checks of P3's thousands of bars took seconds of the page's
         # first render (issue 28), for lists built right here; the JSON draws the same
-        fig.add_trace(go.Bar(
-            orientation="h", y=[LANES[b["lane"]] for b in bars], base=[b["start_s"] / div for b in bars],
-            x=[(b["end_s"] - b["start_s"]) / div for b in bars], showlegend=False, width=0.8,
-            marker=dict(color=[_bar_colour(b, colours) for b in bars], line_width=0,
-                        pattern=dict(shape=["/" if b["kind"] == "backward" else "" for b in bars], fgcolor="white",
-                                     size=6)),
-            hovertext=[f"{b['label']}<br>{b['start_s'] / div:.4g} to {b['end_s'] / div:.4g} {unit}" for b in bars],
-            hoverinfo="text", _validate=False), row=row, col=1)
-        fig.update_yaxes(categoryorder="array", categoryarray=list(LANES.values()), autorange="reversed",
-                         row=row, col=1)
-    for name, pattern, colour in (("forward", "", colours[0]), ("backward", "/", colours[0]),
-                                  ("wait for an update", "", WAIT_COLOUR)):
-        fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=name,
-                             marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white"))), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=dict(
-        color=[0], cmin=0, cmax=len(names) - 1, colorscale=LAYER_SCALE, showscale=True,
-        colorbar=dict(title=dict(text="layer", side="right"), x=1.02, y=0, yanchor="bottom", len=0.6, tickvals=[0, len(names) - 1],
-                      ticktext=[f"{names[0]} (input)", f"{names[-1]} (output)"]))), row=1, col=1)
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                y=[LANES[b["lane"]] for b in bars],
+                base=[b["start_s"] / div for b in bars],
+                x=[(b["end_s"] - b["start_s"]) / div for b in bars],
+                showlegend=False,
+                width=0.8,
+                marker=dict(
+                    color=[_bar_colour(b, colours) for b in bars],
+                    line_width=0,
+                    pattern=dict(shape=["/" if b["kind"] == "backward" else "" for b in bars], fgcolor="white", size=6),
+                ),
+                hovertext=[f"{b['label']}<br>{b['start_s'] / div:.4g} to {b['end_s'] / div:.4g} {unit}" for b in bars],
+                hoverinfo="text",
+                _validate=False,
+            ),
+            row=row,
+            col=1,
+        )
+        fig.update_yaxes(
+            categoryorder="array", categoryarray=list(LANES.values()), autorange="reversed", row=row, col=1
+        )
+    for name, pattern, colour in (
+        ("forward", "", colours[0]),
+        ("backward", "/", colours[0]),
+        ("wait for an update", "", WAIT_COLOUR),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=[None],
+                y=[None],
+                orientation="h",
+                name=name,
+                marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white")),
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            showlegend=False,
+            hoverinfo="skip",
+            marker=dict(
+                color=[0],
+                cmin=0,
+                cmax=len(names) - 1,
+                colorscale=LAYER_SCALE,
+                showscale=True,
+                colorbar=dict(
+                    title=dict(text="layer", side="right"),
+                    x=1.02,
+                    y=0,
+                    yanchor="bottom",
+                    len=0.6,
+                    tickvals=[0, len(names) - 1],
+                    ticktext=[f"{names[0]} (input)", f"{names[-1]} (output)"],
+                ),
+            ),
+        ),
+        row=1,
+        col=1,
+    )
     for annotation in fig.layout.annotations:  # subplot titles to the left: the slider's caption goes right
         annotation.update(x=0, xanchor="left", font=dict(size=15))
     domains = [fig.layout[f"yaxis{'' if i == 0 else i + 1}"].domain for i in range(n)]
     for domain in domains:
-        fig.add_annotation(x=1, y=domain[1], xref="paper", yref="paper", xanchor="right", yanchor="bottom",
-                           text="", showarrow=False, font=dict(size=13, color="#444"))
+        fig.add_annotation(
+            x=1,
+            y=domain[1],
+            xref="paper",
+            yref="paper",
+            xanchor="right",
+            yanchor="bottom",
+            text="",
+            showarrow=False,
+            font=dict(size=13, color="#444"),
+        )
 
     def at(t: float) -> dict:
-        cover = [dict(type="rect", xref="x", yref="paper", x0=t / div, x1=end_s / div, y0=0, y1=1, line_width=0,
-                      fillcolor="white", opacity=0.75, layer="above"),
-                 dict(type="line", xref="x", yref="paper", x0=t / div, x1=t / div, y0=0, y1=1,
-                      line=dict(color="#222", width=2))]
-        texts = {f"annotations[{n + i}].text": f"{_at(lanes['compute'], t, 'compute', 0.0)} · "
-                                                  f"{_at(lanes['push'], t, 'link', end_s / PIXELS)}"
-                 for i, lanes in enumerate(per_lane)}
+        cover = [
+            dict(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=t / div,
+                x1=end_s / div,
+                y0=0,
+                y1=1,
+                line_width=0,
+                fillcolor="white",
+                opacity=0.75,
+                layer="above",
+            ),
+            dict(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=t / div,
+                x1=t / div,
+                y0=0,
+                y1=1,
+                line=dict(color="#222", width=2),
+            ),
+        ]
+        texts = {
+            f"annotations[{n + i}].text": f"{_at(lanes['compute'], t, 'compute', 0.0)} · "
+            f"{_at(lanes['push'], t, 'link', end_s / PIXELS)}"
+            for i, lanes in enumerate(per_lane)
+        }
         return {"shapes": cover, **texts}
 
     times = [end_s * k / SLIDER_STEPS for k in range(SLIDER_STEPS + 1)]
     fig.update_layout(
-        title=title, height=120 + ROW_PX * n, barmode="overlay", bargap=0.2, plot_bgcolor="white",
-        legend=dict(x=1.02, y=1, yanchor="top"), margin=dict(l=10, r=10, t=80, b=110),
-        sliders=[dict(active=SLIDER_STEPS, x=0, len=1, y=0, yanchor="top", pad=dict(t=50, b=0), ticklen=0,
-                      minorticklen=0, font=dict(color="rgba(0,0,0,0)"),  # a label per step would overlap
-                      currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
-                      steps=[dict(label=f"{t / div:.4g}", method="relayout", args=[at(t)]) for t in times])])
+        title=title,
+        height=120 + ROW_PX * n,
+        barmode="overlay",
+        bargap=0.2,
+        plot_bgcolor="white",
+        legend=dict(x=1.02, y=1, yanchor="top"),
+        margin=dict(l=10, r=10, t=80, b=110),
+        sliders=[
+            dict(
+                active=SLIDER_STEPS,
+                x=0,
+                len=1,
+                y=0,
+                yanchor="top",
+                pad=dict(t=50, b=0),
+                ticklen=0,
+                minorticklen=0,
+                font=dict(color="rgba(0,0,0,0)"),  # a label per step would overlap
+                currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
+                steps=[dict(label=f"{t / div:.4g}", method="relayout", args=[at(t)]) for t in times],
+            )
+        ],
+    )
     fig.update_layout(at(end_s))
     fig.update_xaxes(title=f"virtual time ({unit})", row=n, col=1)
     fig.update_xaxes(range=[0, end_s / div])
@@ -145,18 +254,46 @@ def iteration_vs_bandwidth(rows: list[dict], title: str | None = None) -> go.Fig
         mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["bandwidth_Bps"])
         line = dict(color=POLICIES[policy].colour, width=3)
         x = [r["bandwidth_Bps"] * 8e-9 for r in mine]
-        fig.add_trace(go.Scatter(x=x, y=[r["iteration_s"] / div for r in mine], name=mine[0]["describe"],
-                                 mode="lines+markers", line=line, legendgroup=policy,
-                                 hovertemplate="%{x:.3g} Gbit/s: %{y:.4g} " + unit + "<extra>" + policy + "</extra>"),
-                      row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[r["iteration_s"] / div for r in mine],
+                name=mine[0]["describe"],
+                mode="lines+markers",
+                line=line,
+                legendgroup=policy,
+                hovertemplate="%{x:.3g} Gbit/s: %{y:.4g} " + unit + "<extra>" + policy + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
         if fifo:
-            fig.add_trace(go.Scatter(x=x, y=[r["iteration_s"] / fifo[r["bandwidth_Bps"]] for r in mine], name=policy,
-                                     mode="lines+markers", line=line, legendgroup=policy, showlegend=False,
-                                     hovertemplate="%{x:.3g} Gbit/s: %{y:.1%} of FIFO<extra>" + policy + "</extra>"),
-                          row=1, col=2)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[r["iteration_s"] / fifo[r["bandwidth_Bps"]] for r in mine],
+                    name=policy,
+                    mode="lines+markers",
+                    line=line,
+                    legendgroup=policy,
+                    showlegend=False,
+                    hovertemplate="%{x:.3g} Gbit/s: %{y:.1%} of FIFO<extra>" + policy + "</extra>",
+                ),
+                row=1,
+                col=2,
+            )
     compute_s = rows[0]["compute_s"]
-    fig.add_trace(go.Scatter(x=[gbps[0], gbps[-1]], y=[compute_s / div] * 2, name="compute alone", mode="lines",
-                             line=dict(color="#222", dash="dash")), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[gbps[0], gbps[-1]],
+            y=[compute_s / div] * 2,
+            name="compute alone",
+            mode="lines",
+            line=dict(color="#222", dash="dash"),
+        ),
+        row=1,
+        col=1,
+    )
     times = [r["iteration_s"] / div for r in rows] + [compute_s / div]
     fig.update_xaxes(**log_axis(gbps, title="link bandwidth (Gbit/s)"))
     fig.update_yaxes(**log_axis(times, title=f"iteration time ({unit})"), row=1, col=1)
@@ -173,17 +310,41 @@ def option_tradeoff(rows: list[dict], chosen=None, title: str | None = None) -> 
     axis_title, factor = OPTIONS[option][1].axis_title, OPTIONS[option][1].axis_factor
     x = [r["value"] * factor for r in rows]
     div, unit = time_unit(min(r["iteration_s"] for r in rows))
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
-                        subplot_titles=["iteration time", "overlap", "latency: messages"])
+    fig = make_subplots(
+        rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=["iteration time", "overlap", "latency: messages"]
+    )
     colour = POLICIES[rows[0]["policy"]].colour
-    for col, (y, template) in enumerate(((
-            [r["iteration_s"] / div for r in rows], "%{y:.4g} " + unit),
+    for col, (y, template) in enumerate(
+        (
+            ([r["iteration_s"] / div for r in rows], "%{y:.4g} " + unit),
             ([r["overlap"] for r in rows], "%{y:.0%} hidden"),
-            ([r["items"] for r in rows], "%{y:,} items")), 1):
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", line=dict(color=colour, width=3), showlegend=False,
-                                 hovertemplate="%{x:.4g}: " + template + "<extra></extra>"), row=1, col=col)
-    fig.add_trace(go.Scatter(x=[min(x), max(x)], y=[rows[0]["compute_s"] / div] * 2, mode="lines",
-                             name="compute alone", line=dict(color="#222", dash="dash")), row=1, col=1)
+            ([r["items"] for r in rows], "%{y:,} items"),
+        ),
+        1,
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                line=dict(color=colour, width=3),
+                showlegend=False,
+                hovertemplate="%{x:.4g}: " + template + "<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[min(x), max(x)],
+            y=[rows[0]["compute_s"] / div] * 2,
+            mode="lines",
+            name="compute alone",
+            line=dict(color="#222", dash="dash"),
+        ),
+        row=1,
+        col=1,
+    )
     if chosen is not None:
         for col in (1, 2, 3):
             fig.add_vline(x=chosen * factor, line=dict(color="#888", dash="dot"), row=1, col=col)
@@ -192,8 +353,13 @@ def option_tradeoff(rows: list[dict], chosen=None, title: str | None = None) -> 
     fig.update_xaxes(**axis)
     fig.update_yaxes(title=f"iteration time ({unit})", row=1, col=1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1], title="share of push time", row=1, col=2)
-    fig.update_yaxes(**log_axis([r["items"] for r in rows], "count", title="items (messages) per iteration"), row=1, col=3)
+    fig.update_yaxes(
+        **log_axis([r["items"] for r in rows], "count", title="items (messages) per iteration"), row=1, col=3
+    )
     first = rows[0]
-    fig.update_layout(title=title or f"{first['describe'].split(' (')[0]} on {first['model']}: the trade-off of "
-                      f"{axis_title.split(' (')[0]}", height=440)
+    fig.update_layout(
+        title=title
+        or f"{first['describe'].split(' (')[0]} on {first['model']}: the trade-off of {axis_title.split(' (')[0]}",
+        height=440,
+    )
     return fig

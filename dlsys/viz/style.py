@@ -36,8 +36,15 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 def _template(scale: float = 1.0) -> go.layout.Template:
     template = go.layout.Template(pio.templates["plotly_white"])
     font, tick, title = (round(size * scale) for size in (FONT_SIZE, TICK_SIZE, TITLE_SIZE))
-    axis = dict(automargin=True, tickfont=dict(size=tick), title=dict(font=dict(size=font)),
-                showline=True, linecolor="#888", ticks="outside", minor=dict(showgrid=False, ticks=""))
+    axis = dict(
+        automargin=True,
+        tickfont=dict(size=tick),
+        title=dict(font=dict(size=font)),
+        showline=True,
+        linecolor="#888",
+        ticks="outside",
+        minor=dict(showgrid=False, ticks=""),
+    )
     template.layout.update(
         font=dict(size=font, family="Source Sans, Arial, sans-serif"),
         title=dict(font=dict(size=title), x=0, xanchor="left", xref="paper", automargin=True),
@@ -49,7 +56,8 @@ def _template(scale: float = 1.0) -> go.layout.Template:
         # into the slider's "virtual time" label, and the slider's many step labels collide
         updatemenudefaults=dict(font=dict(size=tick)),
         sliderdefaults=dict(font=dict(size=round(12 * scale)), currentvalue=dict(font=dict(size=tick))),
-        xaxis=axis, yaxis=axis,
+        xaxis=axis,
+        yaxis=axis,
     )
     return template
 
@@ -58,13 +66,21 @@ def scale_fonts(fig: go.Figure, scale: float) -> go.Figure:
     """``fig`` with every font size it sets itself (a node's label, a button, a legend, in
     the layout, its traces and its animation frames) ``scale`` times larger: a template
     only sizes the texts a figure leaves unset. Per-point sizes (arrays) scale too."""
+
     def scaled(node, in_font: bool = False):
         if isinstance(node, dict):
-            return {k: (_times(v, scale) if in_font and k == "size" else
-                        scaled(v, k.endswith("font") or (in_font and k == "font"))) for k, v in node.items()}
+            return {
+                k: (
+                    _times(v, scale)
+                    if in_font and k == "size"
+                    else scaled(v, k.endswith("font") or (in_font and k == "font"))
+                )
+                for k, v in node.items()
+            }
         if isinstance(node, list):
             return [scaled(v) for v in node]
         return node
+
     spec = fig.to_dict()
     template = spec["layout"].pop("template", None)
     spec = scaled(spec)
@@ -89,12 +105,14 @@ pio.templates.default = TEMPLATE
 # figure never means a message, a phase or a send in another (docs/app.md). Series that are
 # just categories (libraries, schedules, methods) take their own palettes.
 CONCEPT_COLOURS = {
-    "compute": "#4c78a8", "forward": "#4c78a8",   # a rank's own work; a forward pass is compute
-    "backward": "#1d3f6e", "weight gradient": "#9ecae9",  # the other passes: darker, lighter compute
-    "send": "#f58518",      # the sender's CPU: per-message overhead, copies into the kernel
-    "recv": "#54a24b",      # the receiver's CPU
-    "wire": "#b279a2",      # bytes on a link: a message travelling, a communication time
-    "idle": "#d9d9d9",      # waiting: a blocked receive, a pipeline's bubble
+    "compute": "#4c78a8",
+    "forward": "#4c78a8",  # a rank's own work; a forward pass is compute
+    "backward": "#1d3f6e",
+    "weight gradient": "#9ecae9",  # the other passes: darker, lighter compute
+    "send": "#f58518",  # the sender's CPU: per-message overhead, copies into the kernel
+    "recv": "#54a24b",  # the receiver's CPU
+    "wire": "#b279a2",  # bytes on a link: a message travelling, a communication time
+    "idle": "#d9d9d9",  # waiting: a blocked receive, a pipeline's bubble
 }
 
 _TICKS = {"bytes": byte_ticks, "seconds": time_ticks, "count": count_ticks, None: decade_ticks}
@@ -118,5 +136,6 @@ def rank_name(rank: int) -> str:
 def role_names(workers: int, servers: int = 0) -> list[str]:
     """Names of every rank of a parameter-server or training run, indexed by rank: the
     servers first ("server 0 (rank 0)"), then the workers ("worker 0 (rank 1)")."""
-    return ([f"server {s} (rank {s})" for s in range(servers)]
-            + [f"worker {w} (rank {servers + w})" for w in range(workers)])
+    return [f"server {s} (rank {s})" for s in range(servers)] + [
+        f"worker {w} (rank {servers + w})" for w in range(workers)
+    ]

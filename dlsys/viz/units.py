@@ -43,6 +43,7 @@ def format_rate(bytes_per_s: float, digits: int = 3) -> str:
 # the minor ticks ("2 5" or "9 8 7 6...") when the range is short, and its SI prefixes are
 # decimal ("10kB"), while the app states sizes in binary units.
 
+
 def _spaced(first: int, last: int, strides, max_ticks: int) -> range:
     """Exponents first..last at the smallest stride whose ticks number at most max_ticks,
     aligned to multiples of the stride (so 1 KiB, 1 MiB... stay on the grid)."""

@@ -17,6 +17,7 @@ def observe_broadcast(p, root, x, link="tcp-10gbe"):
 
     def program(comm):
         return broadcast(comm, x if comm.rank == root else np.zeros_like(x), root=root)
+
     return trace_summary(launch(program, p, "threads", link=link, timeout_s=LAUNCH_TIMEOUT_S))
 
 
@@ -24,8 +25,9 @@ def observe_broadcast(p, root, x, link="tcp-10gbe"):
 def test_every_rank_gets_the_roots_array(student, p, root):
     x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
     for r, value in enumerate(student.run(observe_broadcast, p=p, root=root, x=x)["values"]):
-        assert value.shape == x.shape and value.dtype == x.dtype, \
+        assert value.shape == x.shape and value.dtype == x.dtype, (
             f"rank {r} returned {value.dtype} {value.shape}; the root's array is {x.dtype} {x.shape}"
+        )
         assert np.array_equal(value, x), f"rank {r} returned {value.ravel()[:4]}..., not the root's array"
 
 
@@ -40,5 +42,6 @@ def test_lg_p_rounds_of_alpha_plus_n_beta(student):
     p, x = 8, np.ones(16384, np.float32)
     t = student.run(observe_broadcast, p=p, root=0, x=x)["time_s"]
     want = closed_form("broadcast", "binomial", p, x.nbytes, "tcp-10gbe")
-    assert t == pytest.approx(want, rel=1e-9), \
+    assert t == pytest.approx(want, rel=1e-9), (
         f"the broadcast took {t:.6g} s; a binomial tree finishes in lg p rounds of one message: {want:.6g} s"
+    )

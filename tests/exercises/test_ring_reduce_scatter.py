@@ -21,14 +21,16 @@ def observe_reduce_scatter(xs, op="sum", link="tcp-10gbe"):
 
     def program(comm):
         return reduce_scatter(comm, xs[comm.rank], op=op)
+
     return trace_summary(launch(program, len(xs), "threads", link=link, timeout_s=LAUNCH_TIMEOUT_S))
 
 
 def check(xs, op, values):
     want = np.array_split({"sum": np.sum, "max": np.max}[op](xs, axis=0), len(xs))
     for r, (got, block) in enumerate(zip(values, want)):
-        assert got.shape == block.shape, \
+        assert got.shape == block.shape, (
             f"rank {r} returned {got.size} elements; it must return block {r} ({block.size} elements)"
+        )
         assert np.allclose(got, block), f"rank {r} returned a block that is not the full {op} of block {r}"
 
 
@@ -54,15 +56,18 @@ def test_p_minus_1_blocks_to_the_right_neighbour(student):
     for r in range(p):
         sent = [m for m in messages if m[0] == r]
         assert len(sent) == p - 1, f"rank {r} sent {len(sent)} messages; it must send p-1 = {p - 1}"
-        assert all(m[1] == (r + 1) % p for m in sent), \
+        assert all(m[1] == (r + 1) % p for m in sent), (
             f"rank {r} sent to ranks {sorted({m[1] for m in sent})}; it must send only to rank {(r + 1) % p}"
-        assert all(m[2] == n // p * 8 for m in sent), \
+        )
+        assert all(m[2] == n // p * 8 for m in sent), (
             f"rank {r} sent {[m[2] for m in sent]} bytes; every message is one block: n/p elements, {n // p * 8} bytes"
+        )
 
 
 def test_time_is_the_ring_closed_form(student):
     xs = inputs(6, 6 * 4096, np.float32)
     t = student.run(observe_reduce_scatter, xs=xs)["time_s"]
     want = closed_form("reduce_scatter", "ring", 6, xs[0].nbytes, "tcp-10gbe")
-    assert t == pytest.approx(want, rel=1e-9), \
+    assert t == pytest.approx(want, rel=1e-9), (
         f"it took {t:.6g} s; (p-1) steps, each one block of n/p bytes: (p-1)(alpha + n/p beta) = {want:.6g} s"
+    )

@@ -11,11 +11,22 @@ def observe_gate(consistency: str, staleness: int, clocks: list, left=()):
     """Runs in the untrusted child: a server of 4 workers at these clocks; slowest() and
     may_read(r) for every worker r, before and after the workers of ranks ``left`` leave."""
     from types import SimpleNamespace
+
     import numpy as np
+
     from dlsys.ps import KeyLayout, KVServer
     from dlsys.train import TrainConfig
-    s = KVServer(SimpleNamespace(rank=0), KeyLayout([10], 1), TrainConfig(), WORKERS, consistency,
-                 staleness, budget=100, initial=np.zeros(10))
+
+    s = KVServer(
+        SimpleNamespace(rank=0),
+        KeyLayout([10], 1),
+        TrainConfig(),
+        WORKERS,
+        consistency,
+        staleness,
+        budget=100,
+        initial=np.zeros(10),
+    )
     s.clock = dict(zip(s.workers, clocks))
     answers = []
     for gone in (None, *left):
@@ -28,8 +39,9 @@ def observe_gate(consistency: str, staleness: int, clocks: list, left=()):
 def test_slowest_is_the_smallest_clock_of_the_active_workers(student):
     before, after = student.run(observe_gate, consistency="ssp", staleness=2, clocks=[5, 3, 7, 4], left=[2])
     assert before["slowest"] == 3, f"clocks 5, 3, 7, 4: slowest() gave {before['slowest']}, want 3"
-    assert after["slowest"] == 4, \
+    assert after["slowest"] == 4, (
         f"after the worker at clock 3 left, slowest() gave {after['slowest']}, want 4: it no longer holds anybody back"
+    )
 
 
 @pytest.mark.parametrize("staleness", [0, 1, 3])
@@ -43,8 +55,9 @@ def test_ssp_lets_a_worker_read_only_within_s_clocks_of_the_slowest(student, sta
 
 def test_bsp_is_ssp_with_zero_staleness(student):
     may = student.run(observe_gate, consistency="bsp", staleness=5, clocks=[4, 4, 5, 4])[0]["may_read"]
-    assert may["1"] and not may["3"], \
+    assert may["1"] and not may["3"], (
         f"under BSP (whatever s) rank 1 at clock 4 may read: {may['1']}, rank 3 at clock 5 may not: {may['3']}"
+    )
 
 
 def test_asp_never_waits(student):

@@ -15,9 +15,15 @@ N, S, D, F = 3, 4, 6, 8
 
 def tensors() -> dict:
     rng = np.random.default_rng(5)
-    return {"x": rng.standard_normal((N, S, D)), "A": rng.standard_normal((D, F)) / 3, "a": rng.standard_normal(F),
-            "B": rng.standard_normal((F, D)) / 3, "b": rng.standard_normal(D), "dz": rng.standard_normal((N, S, D)),
-            "y": rng.standard_normal((N, S, F))}
+    return {
+        "x": rng.standard_normal((N, S, D)),
+        "A": rng.standard_normal((D, F)) / 3,
+        "a": rng.standard_normal(F),
+        "B": rng.standard_normal((F, D)) / 3,
+        "b": rng.standard_normal(D),
+        "dz": rng.standard_normal((N, S, D)),
+        "y": rng.standard_normal((N, S, F)),
+    }
 
 
 def observe_parallel(t: int, part: str, x, A, a, B, b, dz, y):
@@ -51,14 +57,22 @@ def observe_parallel(t: int, part: str, x, A, a, B, b, dz, y):
             out = row.forward(gelu.forward(column.forward(x)))
             forward_nbytes = comm.bytes_sent
             grad_in = column.backward(gelu.backward(row.backward(dz)))
-        return {"out": out, "grad_in": grad_in, "column_grads": column.grads, "row_grads": row.grads,
-                "forward_nbytes": forward_nbytes, "nbytes": comm.bytes_sent}
+        return {
+            "out": out,
+            "grad_in": grad_in,
+            "column_grads": column.grads,
+            "row_grads": row.grads,
+            "forward_nbytes": forward_nbytes,
+            "nbytes": comm.bytes_sent,
+        }
+
     return launch(program, t, "threads", timeout_s=LAUNCH_TIMEOUT_S).values
 
 
 def unsplit(v: dict) -> dict:
     """The oracle: the whole MLP on one rank (nn.GELU for the nonlinearity)."""
     from dlsys.learn import nn
+
     gelu = nn.GELU()
     h = v["x"] @ v["A"] + v["a"]
     g = gelu.forward(h)
@@ -66,10 +80,20 @@ def unsplit(v: dict) -> dict:
     rows = lambda m: m.reshape(-1, m.shape[-1])  # noqa: E731
     dg = v["dz"] @ v["B"].T
     dh = gelu.backward(dg)
-    return {"z": z, "dx": dh @ v["A"].T, "dA": rows(v["x"]).T @ rows(dh), "da": rows(dh).sum(0),
-            "dB": rows(g).T @ rows(v["dz"]), "db": rows(v["dz"]).sum(0),
-            "h": h, "column_dx": v["y"] @ v["A"].T, "column_dA": rows(v["x"]).T @ rows(v["y"]),
-            "row_z": v["y"] @ v["B"] + v["b"], "row_dy": v["dz"] @ v["B"].T, "row_dB": rows(v["y"]).T @ rows(v["dz"])}
+    return {
+        "z": z,
+        "dx": dh @ v["A"].T,
+        "dA": rows(v["x"]).T @ rows(dh),
+        "da": rows(dh).sum(0),
+        "dB": rows(g).T @ rows(v["dz"]),
+        "db": rows(v["dz"]).sum(0),
+        "h": h,
+        "column_dx": v["y"] @ v["A"].T,
+        "column_dA": rows(v["x"]).T @ rows(v["y"]),
+        "row_z": v["y"] @ v["B"] + v["b"],
+        "row_dy": v["dz"] @ v["B"].T,
+        "row_dB": rows(v["y"]).T @ rows(v["dz"]),
+    }
 
 
 def off(got, want) -> str:
@@ -92,11 +116,13 @@ def test_column_parallel_forward_gives_each_rank_its_columns_without_communicati
     want = unsplit(v)
     for i, r in enumerate(student.run(observe_parallel, t=t, part="column", **v)):
         expected = np.split(want["h"], t, axis=-1)[i]
-        assert close(r["out"], expected), \
-            (f"rank {i}'s column-parallel output is {off(r['out'], expected)}: Y_i = X A_i + a_i, where f is the "
-             "identity in forward (an all-reduce of X would sum t copies of it)")
-        assert r["forward_nbytes"] == 0, \
+        assert close(r["out"], expected), (
+            f"rank {i}'s column-parallel output is {off(r['out'], expected)}: Y_i = X A_i + a_i, where f is the "
+            "identity in forward (an all-reduce of X would sum t copies of it)"
+        )
+        assert r["forward_nbytes"] == 0, (
             f"rank {i} sent {r['forward_nbytes']} B in the column-parallel forward; f sends nothing forward"
+        )
 
 
 @pytest.mark.parametrize("t", [2, 4])
@@ -104,14 +130,18 @@ def test_column_parallel_backward_sums_the_input_gradient_over_the_ranks(student
     v = tensors()
     want = unsplit(v)
     for i, r in enumerate(student.run(observe_parallel, t=t, part="column", **v)):
-        assert close(r["grad_in"], want["column_dx"]), \
-            (f"rank {i}'s dX is {off(r['grad_in'], want['column_dx'])}: each rank's dY_i A_i^T is a partial sum; "
-             "f's backward all-reduces (sums) them over the group")
+        assert close(r["grad_in"], want["column_dx"]), (
+            f"rank {i}'s dX is {off(r['grad_in'], want['column_dx'])}: each rank's dY_i A_i^T is a partial sum; "
+            "f's backward all-reduces (sums) them over the group"
+        )
         dA = np.split(want["column_dA"], t, axis=1)[i]
-        assert close(r["column_grads"]["W"], dA), \
+        assert close(r["column_grads"]["W"], dA), (
             f"rank {i}'s dA_i is {off(r['column_grads']['W'], dA)}: X^T dY_i over every (batch, position) row"
+        )
         da = np.split(v["y"].reshape(-1, F).sum(0), t)[i]
-        assert close(r["column_grads"]["b"], da), f"rank {i}'s da_i is {off(r['column_grads']['b'], da)}: dY_i summed over the rows"
+        assert close(r["column_grads"]["b"], da), (
+            f"rank {i}'s da_i is {off(r['column_grads']['b'], da)}: dY_i summed over the rows"
+        )
 
 
 @pytest.mark.parametrize("t", [2, 4])
@@ -121,9 +151,10 @@ def test_row_parallel_forward_all_reduces_the_partial_products_and_adds_b_once(s
     for i, r in enumerate(student.run(observe_parallel, t=t, part="row", **v)):
         if close(r["out"], want["row_z"] + (t - 1) * v["b"]):
             pytest.fail(f"rank {i} added the bias b on every rank before the all-reduce: add it once, after")
-        assert close(r["out"], want["row_z"]), \
-            (f"rank {i}'s row-parallel output is {off(r['out'], want['row_z'])}: Z = sum_i Y_i B_i + b; g all-reduces "
-             "the ranks' partial products Y_i B_i in forward (without it each rank has only its own part)")
+        assert close(r["out"], want["row_z"]), (
+            f"rank {i}'s row-parallel output is {off(r['out'], want['row_z'])}: Z = sum_i Y_i B_i + b; g all-reduces "
+            "the ranks' partial products Y_i B_i in forward (without it each rank has only its own part)"
+        )
 
 
 @pytest.mark.parametrize("t", [2, 4])
@@ -135,7 +166,9 @@ def test_row_parallel_backward_needs_no_communication(student, t):
         assert close(r["grad_in"], dy), f"rank {i}'s dY_i is {off(r['grad_in'], dy)}: dZ B_i^T"
         dB = np.split(want["row_dB"], t, axis=0)[i]
         assert close(r["row_grads"]["W"], dB), f"rank {i}'s dB_i is {off(r['row_grads']['W'], dB)}: Y_i^T dZ"
-        assert close(r["row_grads"]["b"], want["db"]), f"rank {i}'s db is {off(r['row_grads']['b'], want['db'])}: dZ summed over the rows"
+        assert close(r["row_grads"]["b"], want["db"]), (
+            f"rank {i}'s db is {off(r['row_grads']['b'], want['db'])}: dZ summed over the rows"
+        )
         sent = r["nbytes"] - r["forward_nbytes"]
         assert sent == 0, f"rank {i} sent {sent} B in the row-parallel backward; g's backward is the identity"
 
@@ -150,7 +183,9 @@ def test_the_mlp_equals_the_unsplit_one_forward_and_backward(student, t):
         for layer, name, how, key in (("column", "W", 1, "dA"), ("column", "b", 0, "da"), ("row", "W", 0, "dB")):
             expected = np.split(want[key], t, axis=how)[i]
             got = r[f"{layer}_grads"][name]
-            assert close(got, expected), f"rank {i}'s {key}_{i} is {off(got, expected)} of its part of the unsplit MLP's"
+            assert close(got, expected), (
+                f"rank {i}'s {key}_{i} is {off(got, expected)} of its part of the unsplit MLP's"
+            )
 
 
 @pytest.mark.parametrize("t", [2, 4])
@@ -159,7 +194,8 @@ def test_one_all_reduce_forward_and_one_backward(student, t):
     allreduce_nbytes = 2 * (t - 1) * v["x"].nbytes // t  # a ring all-reduce of an (N, S, D) float64 array, per rank
     for i, r in enumerate(student.run(observe_parallel, t=t, part="mlp", **v)):
         forward, backward = r["forward_nbytes"], r["nbytes"] - r["forward_nbytes"]
-        assert (forward, backward) == (allreduce_nbytes, allreduce_nbytes), \
-            (f"rank {i} sent {forward} B forward and {backward} B backward; Megatron's MLP all-reduces once each "
-             f"way, {allreduce_nbytes} B per rank on the ring: g after the row-parallel layer in forward, f before the "
-             "column-parallel layer in backward (f is the identity forward, g the identity backward)")
+        assert (forward, backward) == (allreduce_nbytes, allreduce_nbytes), (
+            f"rank {i} sent {forward} B forward and {backward} B backward; Megatron's MLP all-reduces once each "
+            f"way, {allreduce_nbytes} B per rank on the ring: g after the row-parallel layer in forward, f before the "
+            "column-parallel layer in backward (f is the identity forward, g the identity backward)"
+        )

@@ -26,14 +26,21 @@ def observe_compress(cases):
     payload (indices, values), its bytes, encoded_nbytes and the decompressed gradient."""
     from dlsys.compress import payload_nbytes
     from dlsys.compress.topk import TopKCompressor
+
     answers = []
     for g, ratio in cases:
         c = TopKCompressor(ratio)
         payload, ctx = c.compress(g, "w")
         indices, values = payload
-        answers.append({"indices": np.asarray(indices), "values": np.asarray(values), "nbytes": int(payload_nbytes(payload)),
-                        "encoded_nbytes": int(c.encoded_nbytes(g.size, g.dtype.itemsize)),
-                        "decoded": c.decompress(payload, ctx)})
+        answers.append(
+            {
+                "indices": np.asarray(indices),
+                "values": np.asarray(values),
+                "nbytes": int(payload_nbytes(payload)),
+                "encoded_nbytes": int(c.encoded_nbytes(g.size, g.dtype.itemsize)),
+                "decoded": c.decompress(payload, ctx),
+            }
+        )
     return answers
 
 
@@ -43,14 +50,20 @@ def observe_error_feedback(ratio, steps):
     compensate(gradient, name) gives before the step."""
     from dlsys.compress.compressor import ResidualMemory
     from dlsys.compress.topk import TopKCompressor
+
     memory, c = ResidualMemory(), TopKCompressor(ratio)
     answers = []
     for name, g in steps:
         compensated = memory.compensate(g, name)
         payload, ctx = c.compress(compensated, name)
         memory.update(compensated, name, c, payload, ctx)
-        answers.append({"compensated": compensated, "sent": c.decompress(payload, ctx),
-                        "residuals": {k: np.asarray(v) for k, v in memory.residuals.items()}})
+        answers.append(
+            {
+                "compensated": compensated,
+                "sent": c.decompress(payload, ctx),
+                "residuals": {k: np.asarray(v) for k, v in memory.residuals.items()},
+            }
+        )
     return answers
 
 
@@ -62,9 +75,10 @@ def test_keeps_exactly_the_k_largest_magnitudes(student, n):
         indices, values = answer["indices"], answer["values"]
         k = min(n, max(1, math.ceil(ratio * n)))
         largest = np.argsort(-np.abs(g))[:k]  # the oracle: a full sort by magnitude
-        assert sorted(indices.tolist()) == sorted(largest.tolist()), \
-            (f"n={n}, ratio={ratio}: kept {indices.size} indices, not the {k} of largest |g| "
-             "(negative entries count by magnitude)")
+        assert sorted(indices.tolist()) == sorted(largest.tolist()), (
+            f"n={n}, ratio={ratio}: kept {indices.size} indices, not the {k} of largest |g| "
+            "(negative entries count by magnitude)"
+        )
         assert np.array_equal(values, g[indices]), "the values sent are not g at those indices, sign included"
 
 
@@ -75,18 +89,21 @@ def test_payload_is_int32_indices_and_values_in_the_gradients_dtype(student, dty
     answers = student.run(observe_compress, cases=[(distinct(n, dtype=dtype), ratio) for n, ratio in cases])
     for (n, ratio), answer in zip(cases, answers):
         k = math.ceil(ratio * n)
-        assert answer["nbytes"] == k * (4 + itemsize), \
-            (f"n={n}, ratio={ratio}, {np.dtype(dtype).name}: the payload takes {answer['nbytes']} bytes, "
-             f"want k (4 + {itemsize}) = {k * (4 + itemsize)}: int32 indices, values in the gradient's dtype")
-        assert answer["encoded_nbytes"] == answer["nbytes"], \
+        assert answer["nbytes"] == k * (4 + itemsize), (
+            f"n={n}, ratio={ratio}, {np.dtype(dtype).name}: the payload takes {answer['nbytes']} bytes, "
+            f"want k (4 + {itemsize}) = {k * (4 + itemsize)}: int32 indices, values in the gradient's dtype"
+        )
+        assert answer["encoded_nbytes"] == answer["nbytes"], (
             f"encoded_nbytes says {answer['encoded_nbytes']}, the payload takes {answer['nbytes']}"
+        )
 
 
 def test_decodes_to_the_kept_entries_and_zeros_elsewhere(student):
     g = distinct(60, seed=3, dtype=np.float64).reshape(3, 4, 5)
     decoded = student.run(observe_compress, cases=[(g, 0.1)])[0]["decoded"]
-    assert decoded.shape == g.shape and decoded.dtype == g.dtype, \
+    assert decoded.shape == g.shape and decoded.dtype == g.dtype, (
         f"decoded to {decoded.dtype} {decoded.shape}, not the gradient's {g.dtype} {g.shape}"
+    )
     want = np.where(np.abs(g) > 54, g, 0)  # the 6 largest of |g| = 1..60
     assert np.array_equal(decoded, want), "decoded is not the 6 largest entries of |g| in place and zeros elsewhere"
 
@@ -98,30 +115,36 @@ def test_error_feedback_loses_nothing(student):
     for t, (g, answer) in enumerate(zip(gs, answers)):
         transmitted += answer["sent"]
         total += g
-        assert np.array_equal(transmitted + answer["residuals"]["w"], total), \
+        assert np.array_equal(transmitted + answer["residuals"]["w"], total), (
             f"step {t}: sum(transmitted) + residual differs from sum(gradients): error feedback lost something"
+        )
 
 
 def test_the_residual_drains_once_the_gradients_stop(student):
     g = integer_gradient(50, seed=7)
     answers = student.run(observe_error_feedback, ratio=0.1, steps=[("w", g)] + [("w", np.zeros(50))] * 9)
-    assert np.count_nonzero(answers[0]["sent"]) == 5, \
+    assert np.count_nonzero(answers[0]["sent"]) == 5, (
         f"the first step sent {np.count_nonzero(answers[0]['sent'])} entries; it sends only the top 10%: 5"
+    )
     transmitted = sum(a["sent"] for a in answers)
-    assert np.array_equal(transmitted, g), \
+    assert np.array_equal(transmitted, g), (
         "after nine zero gradients, what was sent is not the gradient: what was held back must be sent later"
+    )
     assert not answers[-1]["residuals"]["w"].any(), "the residual is not empty once everything is sent"
 
 
 def test_first_step_compensates_nothing_and_each_name_has_its_own_residual(student):
     a, b = integer_gradient(8, seed=1), integer_gradient(12, seed=2).reshape(3, 4)
-    first_a, first_b, again_a, again_b = student.run(observe_error_feedback, ratio=0.25,
-                                                     steps=[("a", a), ("b", b), ("a", a), ("b", b)])
+    first_a, first_b, again_a, again_b = student.run(
+        observe_error_feedback, ratio=0.25, steps=[("a", a), ("b", b), ("a", a), ("b", b)]
+    )
     assert np.array_equal(first_a["compensated"], a), "no residual yet: compensate must give the gradient itself"
     sent_a, sent_b = first_a["sent"], first_b["sent"]
     residuals = first_b["residuals"]
-    assert np.array_equal(residuals["a"], a - sent_a) and np.array_equal(residuals["b"], b - sent_b), \
+    assert np.array_equal(residuals["a"], a - sent_a) and np.array_equal(residuals["b"], b - sent_b), (
         "each name's residual is its gradient minus what was sent"
+    )
     assert np.array_equal(again_a["compensated"], a + a - sent_a), "the next step adds what was held back"
-    assert np.shape(again_b["compensated"]) == (3, 4), \
+    assert np.shape(again_b["compensated"]) == (3, 4), (
         f"compensate gave shape {np.shape(again_b['compensated'])}, not the gradient's (3, 4)"
+    )

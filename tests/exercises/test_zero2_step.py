@@ -34,9 +34,16 @@ def observe_zero2(world: int, steps: int, batches: list):
         out = []
         for _ in range(steps):
             loss = sharded.step(x, lambda logits: nn.softmax_cross_entropy(logits, y))
-            out.append({"loss": float(loss), "g": [g.copy() for g in sharded.g], "w": [w.copy() for w in sharded.w],
-                        "params": model.params.copy()})
+            out.append(
+                {
+                    "loss": float(loss),
+                    "g": [g.copy() for g in sharded.g],
+                    "w": [w.copy() for w in sharded.w],
+                    "params": model.params.copy(),
+                }
+            )
         return out
+
     run = launch(program, world, "threads", timeout_s=LAUNCH_TIMEOUT_S)
     return {"values": run.values, "messages": [[m.src, m.dst, m.nbytes] for m in run.trace.messages]}
 
@@ -44,6 +51,7 @@ def observe_zero2(world: int, steps: int, batches: list):
 def data_parallel(world: int, steps: int) -> list[dict]:
     """The oracle, step by step: the losses on each rank's batch, the mean gradient, the weights after."""
     from dlsys.learn import nn
+
     model = nn.mlp(SIZES, seed=3, dtype=np.float64)
     out = []
     for _ in range(steps):
@@ -68,7 +76,7 @@ def shards(flat: np.ndarray, world: int) -> list[list[np.ndarray]]:
         mine = []
         for start, stop in bounds:
             shard = -(-(stop - start) // world)
-            mine.append(flat[min(start + r * shard, stop):min(start + (r + 1) * shard, stop)])
+            mine.append(flat[min(start + r * shard, stop) : min(start + (r + 1) * shard, stop)])
         out.append(mine)
     return out
 
@@ -88,12 +96,14 @@ def test_each_rank_keeps_its_shard_of_the_mean_gradient(student, world):
     for r, value in enumerate(answer["values"]):
         for k, (got, expected) in enumerate(zip(value[0]["g"], want[r])):
             got = np.asarray(got)
-            assert got.shape == expected.shape, \
-                (f"rank {r} kept {got.shape[0]} gradient elements of unit {k}; its shard has {expected.shape[0]} "
-                 f"(unit padded to a multiple of P = {world}, padding not kept)")
-            assert np.allclose(got, expected), \
-                (f"rank {r}'s gradient shard of unit {k} is {ratio(got, expected)}: reduce-scatter with op='mean' "
-                 f"gives (1/P) sum_r g_r once; did you divide by P twice, or not at all?")
+            assert got.shape == expected.shape, (
+                f"rank {r} kept {got.shape[0]} gradient elements of unit {k}; its shard has {expected.shape[0]} "
+                f"(unit padded to a multiple of P = {world}, padding not kept)"
+            )
+            assert np.allclose(got, expected), (
+                f"rank {r}'s gradient shard of unit {k} is {ratio(got, expected)}: reduce-scatter with op='mean' "
+                f"gives (1/P) sum_r g_r once; did you divide by P twice, or not at all?"
+            )
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -101,13 +111,15 @@ def test_the_update_moves_the_own_shard_by_sgd_on_it(student, world):
     """Judged on the student's own gradient shard, so a wrong gradient costs only the test above."""
     answer = student.run(observe_zero2, world=world, steps=1, batches=[batch(r) for r in range(world)])
     from dlsys.learn import nn
+
     before = shards(nn.mlp(SIZES, seed=3, dtype=np.float64).params, world)
     for r, value in enumerate(answer["values"]):
         for k, (w, g) in enumerate(zip(value[0]["w"], value[0]["g"])):
             want = before[r][k] - LR * np.asarray(g)
-            assert np.allclose(w, want), \
-                (f"rank {r}'s parameter shard of unit {k} is off by up to {np.max(np.abs(w - want)):.3g} from "
-                 f"w - lr g on its own gradient shard: each unit's optimizer steps once per step")
+            assert np.allclose(w, want), (
+                f"rank {r}'s parameter shard of unit {k} is off by up to {np.max(np.abs(w - want)):.3g} from "
+                f"w - lr g on its own gradient shard: each unit's optimizer steps once per step"
+            )
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -122,9 +134,11 @@ def test_after_a_step_every_rank_holds_every_ranks_updated_shard(student, world)
             for k in range(2):
                 if not np.allclose(got[owner][k], values[owner][0]["w"][k]):
                     stale = owner != r
-                    pytest.fail(f"after the step, rank {r}'s model holds {'an old' if stale else 'a wrong'} copy of "
-                                f"rank {owner}'s shard of unit {k}: all-gather every unit's updated shards into "
-                                f"model.params before the next forward, or its ranks compute on stale weights")
+                    pytest.fail(
+                        f"after the step, rank {r}'s model holds {'an old' if stale else 'a wrong'} copy of "
+                        f"rank {owner}'s shard of unit {k}: all-gather every unit's updated shards into "
+                        f"model.params before the next forward, or its ranks compute on stale weights"
+                    )
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -134,13 +148,15 @@ def test_losses_and_weights_equal_plain_data_parallel(student, world):
     for step, want in enumerate(oracle):
         for r, value in enumerate(answer["values"]):
             got = value[step]
-            assert got["loss"] == pytest.approx(want["losses"][r], rel=1e-9), \
-                (f"rank {r}'s loss at step {step + 1} is {got['loss']:.6g}, data parallelism's {want['losses'][r]:.6g}: "
-                 "the forward saw other weights than DDP's (a stale or wrongly scaled update earlier)")
-            assert np.allclose(got["params"], want["params"]), \
-                (f"rank {r}'s weights after step {step + 1} are off by up to "
-                 f"{np.max(np.abs(np.asarray(got['params']) - want['params'])):.3g} from data parallelism's "
-                 "(w - lr x the mean gradient)")
+            assert got["loss"] == pytest.approx(want["losses"][r], rel=1e-9), (
+                f"rank {r}'s loss at step {step + 1} is {got['loss']:.6g}, data parallelism's {want['losses'][r]:.6g}: "
+                "the forward saw other weights than DDP's (a stale or wrongly scaled update earlier)"
+            )
+            assert np.allclose(got["params"], want["params"]), (
+                f"rank {r}'s weights after step {step + 1} are off by up to "
+                f"{np.max(np.abs(np.asarray(got['params']) - want['params'])):.3g} from data parallelism's "
+                "(w - lr x the mean gradient)"
+            )
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -150,7 +166,8 @@ def test_each_rank_sends_2_p_minus_1_over_p_of_the_model_per_step(student, world
     want = 2 * (world - 1) * padded_nbytes // world
     for r in range(world):
         sent = sum(m[2] for m in answer["messages"] if m[0] == r)
-        assert sent == want, \
-            (f"rank {r} sent {sent} bytes in a step; a reduce-scatter of the (padded) gradient and an all-gather of "
-             f"the parameters send (P-1)/P of the model each, 2 (P-1)/P x {padded_nbytes} B = {want} B "
-             "(ZeRO section 7.2): no all-reduce, and no all-gather missed")
+        assert sent == want, (
+            f"rank {r} sent {sent} bytes in a step; a reduce-scatter of the (padded) gradient and an all-gather of "
+            f"the parameters send (P-1)/P of the model each, 2 (P-1)/P x {padded_nbytes} B = {want} B "
+            "(ZeRO section 7.2): no all-reduce, and no all-gather missed"
+        )

@@ -45,15 +45,18 @@ def digest(value) -> str:
                 feed(item)
         else:
             h.update(repr(v).encode())
+
     feed(value)
     return h.hexdigest()
 
 
 def trace_record(result) -> dict:
     t = result.trace
-    return {"messages": [[m.src, m.dst, m.nbytes, m.depart_s, m.arrive_s, m.tag, m.label] for m in t.messages],
-            "spans": [[s.rank, s.start_s, s.end_s, s.kind, s.label] for s in t.spans],
-            "clocks_s": list(result.clocks_s)}
+    return {
+        "messages": [[m.src, m.dst, m.nbytes, m.depart_s, m.arrive_s, m.tag, m.label] for m in t.messages],
+        "spans": [[s.rank, s.start_s, s.end_s, s.kind, s.label] for s in t.spans],
+        "clocks_s": list(result.clocks_s),
+    }
 
 
 COLLECTIVE_COUNT = 1001  # elements: uneven blocks at 4 and 5 ranks
@@ -61,6 +64,7 @@ COLLECTIVE_COUNT = 1001  # elements: uneven blocks at 4 and 5 ranks
 
 def collective_cases():
     from dlsys import collectives
+
     for collective, algorithms in collectives.ALGORITHMS.items():
         for algorithm in algorithms:
             for ranks in (4, 5):
@@ -89,24 +93,34 @@ TRAIN_ATOL = math.sqrt(INNER_MAX * UPDATES) * 2.0**-24
 
 def train_options(strategy):
     from dlsys.train import STRATEGIES
+
     return {k: v for k, v in TRAIN_OPTIONS.items() if k in STRATEGIES[strategy].options}
 
 
 def train_config():
     from dlsys.train import TrainConfig
+
     return TrainConfig(epochs=1, batch_size=16)
 
 
 def run_collective(collective, algorithm, ranks, backend="threads"):
     import dlsys
     from dlsys.experiments import collective_program
-    return dlsys.launch(collective_program, ranks, backend, link="tcp-10gbe", seed=3,
-                        args=(collective, algorithm, COLLECTIVE_COUNT, "float32", "sum", 3),
-                        charge_reductions=True)
+
+    return dlsys.launch(
+        collective_program,
+        ranks,
+        backend,
+        link="tcp-10gbe",
+        seed=3,
+        args=(collective, algorithm, COLLECTIVE_COUNT, "float32", "sum", 3),
+        charge_reductions=True,
+    )
 
 
 def run_train(strategy, backend="threads"):
     from dlsys.experiments import train
+
     record = train(strategy, train_config(), 3, backend=backend, straggler=(2, 3.0), **train_options(strategy))
     return record["result"], record["params"]
 

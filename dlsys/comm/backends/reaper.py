@@ -193,8 +193,11 @@ def end_descendants(spare: set[int] = frozenset(), since_ticks: int = 0, timeout
     outlive the rank, nor keep mpirun waiting for its output pipes)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        left = [pid for pid, start in descendants().items()
-                if pid not in spare and start >= since_ticks and not _of_another_run(pid)]
+        left = [
+            pid
+            for pid, start in descendants().items()
+            if pid not in spare and start >= since_ticks and not _of_another_run(pid)
+        ]
         if not left:
             return
         for pid in left:
@@ -228,9 +231,13 @@ class Reaper:
         # the reaper itself must not carry the marker, or it would be among what it kills
         env = {k: v for k, v in os.environ.items() if k != MARKER}
         env[REAPER_MARKER] = "1"
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _REAPER, run_id, *patterns],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     start_new_session=True, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _REAPER, run_id, *patterns],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
 
     def pipe_fd(self) -> int:
         """The write end of the reaper's pipe (``dlsys mpirun`` hands it to mpirun by exec)."""

@@ -31,9 +31,9 @@ from ..board import DONE, STATE, board_row, new_board
 from ..communicator import Communicator
 from ..mailbox import Aborted, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, RunTimeout, supervise
+from .baton import Baton, BatonCondition
 from .reaper import end_descendants, now_ticks
 from .transport import Backend, MailboxTransport
-from .baton import Baton, BatonCondition
 
 MAX_THREAD_RANKS = 4096
 JOIN_S = 0.5  # how long a torn-down rank has to end, before and after Aborted is raised in it
@@ -89,8 +89,10 @@ class RankExit(SystemExit):
 
 def _exit_from_rank(code: int) -> None:
     if threading.get_ident() in _rank_threads:
-        raise RankExit(f"os._exit({code}) in a rank: on the threads backend a rank is a thread of the "
-                       "launcher's process, which must not end; return from the program instead")
+        raise RankExit(
+            f"os._exit({code}) in a rank: on the threads backend a rank is a thread of the "
+            "launcher's process, which must not end; return from the program instead"
+        )
     _real_exit(code)
 
 
@@ -152,9 +154,11 @@ class ThreadsBackend(Backend):
 
     def run(self, spec: RunSpec) -> list[Outcome]:
         if (stuck := _still_abandoned()) is not None:
-            raise RuntimeError(f"ranks of an earlier threads run could not be stopped and still run in this "
-                               f"process ({stuck}), inside a call that never returned to Python; they would "
-                               "slow every later run: restart the process, or use backend='processes'")
+            raise RuntimeError(
+                f"ranks of an earlier threads run could not be stopped and still run in this "
+                f"process ({stuck}), inside a call that never returned to Python; they would "
+                "slow every later run: restart the process, or use backend='processes'"
+            )
         started = now_ticks()
         board = new_board(spec.size)
         baton = Baton(spec.size)
@@ -166,10 +170,21 @@ class ThreadsBackend(Backend):
         def body(rank):
             _rank_threads.add(threading.get_ident())
             baton.enter(rank)
-            comm = Communicator(rank, spec.size, ThreadTransport(boxes, rank), spec.network,
-                                spec.nodes[rank], spec.seed, spec.deadline, board,
-                                spec.charge_reductions, spec.record, spec.log_ops,
-                                spec.log_labels, spec.eager_limit_bytes)
+            comm = Communicator(
+                rank,
+                spec.size,
+                ThreadTransport(boxes, rank),
+                spec.network,
+                spec.nodes[rank],
+                spec.seed,
+                spec.deadline,
+                board,
+                spec.charge_reductions,
+                spec.record,
+                spec.log_ops,
+                spec.log_labels,
+                spec.eager_limit_bytes,
+            )
             try:
                 value = spec.program(comm, *spec.args, **spec.kwargs)
                 outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)
@@ -194,8 +209,9 @@ class ThreadsBackend(Backend):
             changed.wait(timeout)
             changed.clear()
 
-        threads = [threading.Thread(target=body, args=(r,), name=f"dlsys-rank-{r}", daemon=True)
-                   for r in range(spec.size)]
+        threads = [
+            threading.Thread(target=body, args=(r,), name=f"dlsys-rank-{r}", daemon=True) for r in range(spec.size)
+        ]
         with cyclic_gc_paused(), _rank_exits_fail():
             try:
                 for t in threads:
@@ -206,9 +222,11 @@ class ThreadsBackend(Backend):
                 stuck = _teardown(boxes, baton, threads)
                 end_descendants(since_ticks=started)
                 if stuck and isinstance(exc, RunTimeout):
-                    raise RunTimeout(f"{exc.ranks}; {_names(stuck)} could not be stopped "
-                                     "(inside a call that never returns to Python) and keep running in this "
-                                     "process, which refuses further threads runs") from None
+                    raise RunTimeout(
+                        f"{exc.ranks}; {_names(stuck)} could not be stopped "
+                        "(inside a call that never returns to Python) and keep running in this "
+                        "process, which refuses further threads runs"
+                    ) from None
                 raise
             _teardown(boxes, baton, threads)
         end_descendants(since_ticks=started)
