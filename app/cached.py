@@ -2,7 +2,7 @@
 records are cached without the ranks' real arrays (``experiments.without_values``).
 
 Sweeps go point by point (``points``): a point of a default view comes from
-dlsys.experiments.precomputed's committed store, any other runs once per server (cached)
+dlsys.course.precomputed's committed store, any other runs once per server (cached)
 under a progress bar that counts the points and estimates the time left from the points
 it has measured."""
 
@@ -12,6 +12,8 @@ import time
 import streamlit as st
 
 from dlsys import experiments
+from dlsys.course import precomputed
+from dlsys.course import reproduce as ex_reproduce
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
 from dlsys.experiments import experts as ex_experts
@@ -19,15 +21,14 @@ from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
 from dlsys.experiments import pipeline as ex_pipeline
 from dlsys.experiments import plan as ex_plan
-from dlsys.experiments import precomputed, wallclock
 from dlsys.experiments import records as ex_records
-from dlsys.experiments import reproduce as ex_reproduce
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments import training as ex_training
+from dlsys.experiments import wallclock
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.train.pipeline import SCHEDULES
-from dlsys.viz.units import format_seconds
+from dlsys.units import format_seconds
 
 # real buffers of all ranks together (experiments.plan_buffers): pages stay quick; larger
 # sizes run on real elements that each stand for several, charged at the logical size
@@ -139,7 +140,7 @@ def large_batch_study() -> dict | None:
 
 
 def reproductions() -> list[dict]:
-    """experiments.reproduce.run_claims at quick settings: every claim, paper vs dlsys.
+    """course.reproduce.run_claims at quick settings: every claim, paper vs dlsys.
     A stale large-batch cache raises ValueError saying what to run."""
     return points(
         "running every claim at quick settings",

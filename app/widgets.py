@@ -7,7 +7,7 @@ from urlstate import url_key
 
 from dlsys.comm import BACKENDS
 from dlsys.machine.net import LINK_PRESETS
-from dlsys.viz.units import format_bytes
+from dlsys.units import format_bytes
 
 SIZES = [4, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20, 2**30, 4 * 2**30]
 

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from dlsys.experiments.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import add_write_docs, report_benchmark
 from dlsys.train import grid3d
 from dlsys.train.pipeline import single_rank_run
 

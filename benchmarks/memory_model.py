@@ -16,7 +16,7 @@ import argparse
 import itertools
 import time
 
-from dlsys.experiments.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import add_write_docs, report_benchmark
 from dlsys.machine.memory import Layout, Transformer
 
 TARGET_S = 1.0  # issue 26: a thousand layouts in under a second

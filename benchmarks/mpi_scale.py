@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import dlsys  # noqa: E402
 from dlsys import collectives  # noqa: E402
-from dlsys.experiments.docs import markdown_table, write_measured  # noqa: E402
+from dlsys.course.docs import markdown_table, write_measured  # noqa: E402
 from dlsys.experiments.wallclock import allreduce_bench  # noqa: E402
 
 

@@ -26,7 +26,7 @@ import streamlit as st
 import streamlit.logger
 from streamlit.testing.v1 import AppTest
 
-from dlsys.experiments.docs import add_write_docs, markdown_table, write_measured
+from dlsys.course.docs import add_write_docs, markdown_table, write_measured
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 sys.path.insert(0, str(APP_DIR))

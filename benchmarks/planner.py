@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from dlsys.experiments.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import add_write_docs, report_benchmark
 from dlsys.planner import MODELS, search
 from dlsys.planner.search import candidates
 

@@ -48,10 +48,10 @@ if __name__ == "__main__":
     _in_project_python()
 
 from dlsys.comm.backends.mpi import mpi_unavailable, mpirun_command  # noqa: E402
-from dlsys.experiments.docs import markdown_table, write_measured  # noqa: E402
+from dlsys.course.docs import markdown_table, write_measured  # noqa: E402
 from dlsys.experiments.wallclock import allreduce_bench, latency_bench  # noqa: E402
 from dlsys.machine.net import parse_size  # noqa: E402
-from dlsys.viz.units import format_bytes, format_rate, format_seconds  # noqa: E402
+from dlsys.units import format_bytes, format_rate, format_seconds  # noqa: E402
 
 TARGET_RATIO = 0.35  # issue 3: busbw >= 35% of memcpy at P=2, 64 MiB
 FULL_RUN_BYTES = 4 * 2**30  # P = 4 at 64 MiB holds 1.6 GiB of real buffers: above the CLI's default budget

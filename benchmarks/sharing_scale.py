@@ -52,8 +52,8 @@ def measure(algorithm: str, ranks: int, sharing: bool) -> dict:
 
 def measured_tables(pairs: list[tuple[dict, dict]], algorithms: list[dict]) -> dict[str, str]:
     """docs/performance.md's measured blocks (``docs.write_measured``) for what ran, Markdown."""
-    from dlsys.experiments.docs import markdown_table
-    from dlsys.viz.units import format_seconds
+    from dlsys.course.docs import markdown_table
+    from dlsys.units import format_seconds
 
     def run(r: dict) -> str:
         return (
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.write_docs:
-        from dlsys.experiments.docs import write_measured
+        from dlsys.course.docs import write_measured
 
         pairs = [] if args.skip_1024 else [(rows[2 * i], rows[2 * i + 1]) for i in range(args.pairs)]
         command = " ".join(["python benchmarks/sharing_scale.py", *(sys.argv[1:] if argv is None else argv)])

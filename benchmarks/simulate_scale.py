@@ -70,8 +70,8 @@ def measure(ranks: int, size: str) -> dict:
 
 def measured_table(rows: list[dict]) -> str:
     """docs/performance.md's measured block ``bench.simulate_scale``, Markdown."""
-    from dlsys.experiments.docs import markdown_table
-    from dlsys.viz.units import format_seconds
+    from dlsys.course.docs import markdown_table
+    from dlsys.units import format_seconds
 
     return markdown_table(
         ["command", "messages", "wall (target)", "CPU (user+sys)", "peak RSS", "messages / wall s", "virtual time"],
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.write_docs:
-        from dlsys.experiments.docs import write_measured
+        from dlsys.course.docs import write_measured
 
         command = " ".join(["python benchmarks/simulate_scale.py", *(sys.argv[1:] if argv is None else argv)])
         write_measured({"bench.simulate_scale": measured_table(rows)}, command, args.write_docs)

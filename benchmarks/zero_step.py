@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from dlsys.comm import launch
-from dlsys.experiments.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import add_write_docs, report_benchmark
 from dlsys.learn import nn, optim
 from dlsys.learn.sequence import answer_loss, reversal
 from dlsys.train.zero import Sharded

@@ -30,7 +30,7 @@ from dlsys.learn.data import load_digits
 from dlsys.experiments import collective_plan
 from dlsys.machine.net import get_link, get_node
 from dlsys.viz.lessons import show, strong_scaling
-from dlsys.viz.units import format_bytes
+from dlsys.units import format_bytes
 
 # %% [markdown]
 # ## One program, many worlds

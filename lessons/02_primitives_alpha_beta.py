@@ -30,7 +30,7 @@ from dlsys.machine.net import get_link
 from dlsys.viz.comm import timeline
 from dlsys.viz.costs import link_comparison
 from dlsys.viz.lessons import lines, show
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from dlsys.units import format_bytes, format_rate, format_seconds
 
 # %% [markdown]
 # ## Point to point: send and recv

@@ -28,7 +28,7 @@ from dlsys.experiments import allreduce_costs, ring_allreduce_steps, simulate_co
 from dlsys.viz.comm import ring_steps, timeline
 from dlsys.viz.costs import cost_curves
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_bytes, format_seconds
+from dlsys.units import format_bytes, format_seconds
 
 # %% [markdown]
 # ## The algorithm

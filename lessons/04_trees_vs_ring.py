@@ -24,7 +24,7 @@ from dlsys.collectives import textbook_form as closed_form
 from dlsys.machine.net import get_link
 from dlsys.viz.costs import alpha_beta_split, cost_curves
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_bytes, format_seconds
+from dlsys.units import format_bytes, format_seconds
 
 # %% [markdown]
 # ## Four ways to all-reduce

@@ -34,7 +34,7 @@ from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_by
 from dlsys.collectives import closed_form
 from dlsys.viz.datapath import emulation_scaling, ratio_bars, traffic_bars
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from dlsys.units import format_bytes, format_rate, format_seconds
 
 # %% [markdown]
 # ## No wire, only memory

@@ -33,7 +33,7 @@ from dlsys.train import Compression, TrainConfig, build_model, load_task
 from dlsys.learn.task import gradient
 from dlsys.viz.lessons import show
 from dlsys.viz.style import log_axis
-from dlsys.viz.units import format_bytes, format_seconds
+from dlsys.units import format_bytes, format_seconds
 
 CONFIG = TrainConfig(epochs=3)
 TASK = load_task()

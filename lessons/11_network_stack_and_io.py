@@ -34,7 +34,7 @@ from dlsys.machine.storage import STORAGE_PRESETS, IOModel
 from dlsys.train import TrainConfig
 from dlsys.viz import network_stack as nviz
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_bytes, format_seconds
+from dlsys.units import format_bytes, format_seconds
 
 NBYTES = 16 * 2**10
 

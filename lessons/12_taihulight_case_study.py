@@ -31,7 +31,7 @@ from dlsys.machine.net import get_node
 from dlsys.machine.topology import taihulight, two_level
 from dlsys.viz import taihulight as tviz
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_rate
+from dlsys.units import format_rate
 
 NODES = (2, 4, 8, 16, 32)  # the app and the CLI go to 512; the lesson stays quick
 MEMORY_BYTES = 2**24  # real buffers of all ranks together: each real element stands for many (lesson 07)

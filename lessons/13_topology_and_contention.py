@@ -27,7 +27,7 @@ from dlsys.experiments import contention as ex
 from dlsys.machine.flows import max_min_rates
 from dlsys.viz.lessons import show
 from dlsys.viz.links import link_load_figure
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
+from dlsys.units import format_bytes, format_rate, format_seconds
 
 RANKS, SIZE, LINK = 8, 16 * 2**20, "rdma-edr"  # 16 MiB per rank on InfiniBand EDR
 

@@ -37,7 +37,7 @@ from dlsys.machine.memory import Layout, bytes_per_param
 from dlsys.train import tensor_parallel as tpm
 from dlsys.viz import memory as viz
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_bytes, format_seconds
+from dlsys.units import format_bytes, format_seconds
 
 RANKS = 4
 

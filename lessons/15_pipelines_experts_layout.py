@@ -36,7 +36,7 @@ from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz import plan as viz_plan
 from dlsys.viz.lessons import show
-from dlsys.viz.units import format_bytes
+from dlsys.units import format_bytes
 
 P, M = 4, 8  # pipeline stages and micro-batches
 

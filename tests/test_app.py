@@ -145,9 +145,9 @@ def test_the_page_registry_the_navigation_and_homes_links_agree(monkeypatch):
     ],
 )
 def test_default_views_read_the_precomputed_store(page, tabs, monkeypatch):
-    """Every sweep a default view shows is in dlsys.experiments.precomputed's store: with
+    """Every sweep a default view shows is in dlsys.course.precomputed's store: with
     running any point forbidden, each of the page's sweeping tabs renders."""
-    from dlsys.experiments import precomputed
+    from dlsys.course import precomputed
 
     def no_run(name, kwargs):
         raise AssertionError(f"{name}{kwargs} is not precomputed: add it to precomputed.DEFAULTS")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dlsys.experiments import docs, reproduce
+from dlsys.course import docs, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"```.*?```", re.S)
@@ -137,7 +137,7 @@ def test_no_typed_results_beyond_what_is_left():
     grown = {f: len(lines) for f, lines in found.items() if len(lines) > TYPED_LEFT.get(f, 0)}
     assert not grown, (
         f"typed results (a time, ratio or percentage) in {grown}: generate them "
-        "(dlsys/experiments/docs.py, a code cell's print, an f-string) or list them with "
+        "(dlsys/course/docs.py, a code cell's print, an f-string) or list them with "
         "`python tests/test_docs.py`"
     )
     shrunk = {f: len(found.get(f, [])) for f, n in TYPED_LEFT.items() if len(found.get(f, [])) < n}
@@ -173,7 +173,7 @@ def test_slow_generated_tables_are_what_the_code_gives(quick_records):
 def test_the_sampled_slow_tables_hold_a_row_the_code_gives_now():
     assert docs.SAMPLED <= docs.SLOW and set(docs.SAMPLES) == docs.SAMPLED
     missing = docs.sampled_rows_missing()
-    assert not missing, f"rows the code gives now, not in docs: {missing}; run `python -m dlsys.experiments.docs`"
+    assert not missing, f"rows the code gives now, not in docs: {missing}; run `python -m dlsys.course.docs`"
 
 
 def test_a_sampled_row_that_changed_is_found(tmp_path, monkeypatch):

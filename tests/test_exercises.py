@@ -291,7 +291,7 @@ COMPRESSION_MISTAKES = {
     ),
     "int64_indices": (
         "topk_error_feedback",
-        [("dlsys/compress/topk.py", "[flat.size - k:].astype(np.int32)", "[flat.size - k:]")],
+        [("dlsys/compress/topk.py", "[flat.size - k :].astype(np.int32)", "[flat.size - k :]")],
         {
             "test_keeps_exactly_the_k_largest_magnitudes[1]",
             "test_keeps_exactly_the_k_largest_magnitudes[10]",
@@ -616,8 +616,8 @@ ZERO_MISTAKES = {
         },
     ),
     "divided_twice": (
-        'op="mean")[:mine.stop - mine.start]',
-        'op="mean")[:mine.stop - mine.start] / self.comm.size',
+        'op="mean")[: mine.stop - mine.start]',
+        'op="mean")[: mine.stop - mine.start] / self.comm.size',
         {
             "test_the_update_moves_the_own_shard_by_sgd_on_it[2]",
             "test_the_update_moves_the_own_shard_by_sgd_on_it[4]",

@@ -9,7 +9,7 @@ import pytest
 
 from dlsys.cli import main as cli_main
 from dlsys.comm import launch
-from dlsys.experiments import docs
+from dlsys.course import docs
 from dlsys.experiments.memory import compare, ddp_memory, transformer_states
 from dlsys.learn import nn
 from dlsys.learn.task import TrainConfig, build_model
@@ -108,7 +108,7 @@ def test_memory_tables_in_docs_are_what_the_code_gives():
         "memory.korthikanti",
         "memory.measured",
     }
-    assert docs.render(text, docs.Sources(claims=[])) == text, "run python -m dlsys.experiments.docs"
+    assert docs.render(text, docs.Sources(claims=[])) == text, "run python -m dlsys.course.docs"
 
 
 def test_transformer_with_adam_measures_4_4_8_bytes_a_parameter():

@@ -1,4 +1,4 @@
-"""dlsys.experiments.precomputed: the committed results of the app's default views are
+"""dlsys.course.precomputed: the committed results of the app's default views are
 what a rerun gives, a call finds them whatever the spelling of its arguments, and the
 progress bar's estimate of the time left follows the points measured."""
 
@@ -6,12 +6,12 @@ import functools
 
 import pytest
 
-from dlsys.experiments import precomputed as P
+from dlsys.course import precomputed as P
 
 
 def test_the_store_holds_every_default_call_under_the_code_version():
     store = P._store()
-    assert store, f"{P.PATH.name} is missing or of another VERSION: run python -m dlsys.experiments.precomputed"
+    assert store, f"{P.PATH.name} is missing or of another VERSION: run python -m dlsys.course.precomputed"
     assert set(store) == {P.key_of(name, kwargs) for name, kwargs in P.DEFAULTS}
 
 

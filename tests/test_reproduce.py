@@ -1,4 +1,4 @@
-"""The reproduction suite (dlsys.experiments.reproduce): every claim is complete and runs at
+"""The reproduction suite (dlsys.course.reproduce): every claim is complete and runs at
 quick settings to one of the three verdicts; `dlsys reproduce` (JSON, table, bad names).
 docs/'s generated tables: tests/test_docs.py."""
 
@@ -10,7 +10,7 @@ import pytest
 from test_figure_lint import assert_lint_clean
 
 from dlsys.cli import main
-from dlsys.experiments import reproduce
+from dlsys.course import reproduce
 from dlsys.viz.reproduce import claim_figure
 
 RECORD_KEYS = {

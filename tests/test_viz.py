@@ -14,8 +14,7 @@ from dlsys.collectives import REGISTRY, closed_form
 from dlsys.comm import Message, Span, Trace
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.machine.datapath import ring_allreduce_traffic_bytes
-from dlsys.viz import catalogue, comm, costs, datapath, lessons, schedule, style, training
-from dlsys.viz.units import (
+from dlsys.units import (
     byte_ticks,
     count_ticks,
     format_bytes,
@@ -25,6 +24,7 @@ from dlsys.viz.units import (
     time_ticks,
     time_unit,
 )
+from dlsys.viz import catalogue, comm, costs, datapath, lessons, schedule, style, training
 
 
 @pytest.fixture(scope="module")

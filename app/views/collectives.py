@@ -9,10 +9,10 @@ from widgets import backend_select, link_select, real_data_note, size_slider
 
 from dlsys.collectives import ALGORITHMS
 from dlsys.experiments.contention import ALLREDUCES, FABRICS, PATTERNS
+from dlsys.units import format_bytes, format_rate, format_seconds
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import CLOSED_FORM_LATEX
 from dlsys.viz.links import link_load_figure
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 OVERSUBSCRIPTIONS = [1, 2, 4, 8]
 

@@ -8,9 +8,9 @@ from urlstate import url_key
 
 from dlsys.compress import COMPRESSORS, options_of
 from dlsys.machine.profiles import PROFILES
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz_comm
 from dlsys.viz import compression as viz
-from dlsys.viz.units import format_bytes, format_seconds
 
 RATIOS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
 BITS = [2, 4, 8]

@@ -10,8 +10,8 @@ from widgets import link_select, size_slider
 from dlsys import experiments
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.netstack import MPI_LIBRARIES
+from dlsys.units import format_bytes, format_rate, format_seconds
 from dlsys.viz import costs as viz
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 SIZE_GRID = [2**k for k in range(0, 33)]  # 1 B .. 4 GiB
 RANK_GRID = [2**k for k in range(1, 11)]  # 2 .. 1024, powers of two: the tree forms are exact there

@@ -9,8 +9,8 @@ from urlstate import url_key
 
 from dlsys.experiments import RULES, largest_good_batch
 from dlsys.experiments.large_batch import cache_problem
+from dlsys.units import format_seconds
 from dlsys.viz import large_batch as lbviz
-from dlsys.viz.units import format_seconds
 
 study = cached.large_batch_study()
 if study is None:

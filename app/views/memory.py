@@ -10,9 +10,9 @@ from urlstate import url_key
 
 from dlsys.experiments import memory as ex
 from dlsys.machine.memory import OPTIMIZERS, PRECISIONS, RECOMPUTE, bytes_per_param
+from dlsys.units import format_bytes
 from dlsys.viz import comm as viz_comm
 from dlsys.viz import memory as viz
-from dlsys.viz.units import format_bytes
 
 FREE = "free size"
 RANKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]

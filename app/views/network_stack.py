@@ -12,8 +12,8 @@ from widgets import size_slider
 from dlsys.experiments import network_stack as ex
 from dlsys.machine.netstack import LIBRARIES, protocol_for
 from dlsys.machine.storage import STORAGE_PRESETS
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import network_stack as viz
-from dlsys.viz.units import format_bytes, format_seconds
 
 LIBRARY_SIZES = [2**k for k in range(0, 31)]
 MAX_LOADERS, MAX_PREFETCH = 16, 16

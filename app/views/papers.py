@@ -1,5 +1,5 @@
 """Papers: every published claim dlsys teaches, the paper's figure beside ours with a verdict
-(dlsys.experiments.reproduce at quick settings; ``dlsys reproduce`` prints the same)."""
+(dlsys.course.reproduce at quick settings; ``dlsys reproduce`` prints the same)."""
 
 import cached
 import streamlit as st
@@ -7,7 +7,7 @@ from charts import chart
 from layout import caption, markdown
 from urlstate import url_key
 
-from dlsys.experiments.reproduce import VERDICTS
+from dlsys.course.reproduce import VERDICTS
 from dlsys.viz.reproduce import claim_figure
 
 st.title("Papers: reproduced or explained")

@@ -10,8 +10,8 @@ from widgets import SIZES
 
 from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from dlsys.machine.profiles import totals
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import datapath as viz
-from dlsys.viz.units import format_bytes, format_seconds
 
 BENCH_SIZES = [2**20, 4 * 2**20, 16 * 2**20, 64 * 2**20]
 BENCH_RANKS = [2, 4]

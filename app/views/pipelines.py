@@ -13,11 +13,11 @@ from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import plan as ex_plan
 from dlsys.planner import MODELS
 from dlsys.train.pipeline import SCHEDULES
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz_comm
 from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz import plan as viz_plan
-from dlsys.viz.units import format_bytes, format_seconds
 
 STAGES = [2, 3, 4, 6, 8]
 CHUNKS = [2, 3, 4]

@@ -8,8 +8,8 @@ from widgets import link_select
 
 from dlsys.grading import playground as pg
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_network
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
-from dlsys.viz.units import format_bytes, format_seconds
 
 SIZES = [8, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20]
 

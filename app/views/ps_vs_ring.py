@@ -7,10 +7,10 @@ from layout import caption, markdown
 from urlstate import url_key
 from widgets import link_select, real_data_note, size_slider
 
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import ps_vs_ring_scaling
 from dlsys.viz.style import role_names
-from dlsys.viz.units import format_bytes, format_seconds
 
 st.title("Parameter server vs ring all-reduce")
 markdown(

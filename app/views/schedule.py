@@ -12,8 +12,8 @@ from dlsys.experiments.schedule import BANDWIDTHS, KNOBS, SHOWN_POLICIES, SWEEPS
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.machine.profiles import PROFILES
 from dlsys.schedule import OPTIONS, POLICIES, default_of
+from dlsys.units import format_seconds
 from dlsys.viz import schedule as viz
-from dlsys.viz.units import format_seconds
 
 SLICES = [20_000, 40_000, 100_000, 250_000, 1_000_000, 4_000_000]
 CREDITS_MB = [4, 8, 16, 32, 64]

@@ -22,11 +22,11 @@ from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
 from dlsys.machine.net import NODE_PRESETS
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
 from dlsys.machine.topology import TAIHULIGHT_NODES, TOPOLOGY_PRESETS, TAIHULIGHT_BISECTION_Bps, get_topology
+from dlsys.units import format_bytes, format_rate, format_seconds
 from dlsys.viz import comm as comm_viz
 from dlsys.viz import taihulight as viz
 from dlsys.viz.links import link_load_figure
 from dlsys.viz.style import rank_name
-from dlsys.viz.units import format_bytes, format_rate, format_seconds
 
 PS_DESIGNS = ("ps", "ps-gather", "ps-reduce")
 LAYOUTS = ["contiguous", "scattered"]

@@ -11,10 +11,10 @@ from dlsys.learn.optim import scale_lr
 from dlsys.learn.task import TrainConfig, build_model
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.train import STRATEGIES
+from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
 from dlsys.viz.style import role_names
-from dlsys.viz.units import format_bytes, format_seconds
 
 BIG_BATCHES = [32, 64, 128, 256]
 PARAMETER_SERVERS = [s.name for s in STRATEGIES.values() if s.family == "parameter-server"]

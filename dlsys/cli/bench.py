@@ -9,7 +9,7 @@ from .. import collectives
 from ..comm import MAX_PROCESS_RANKS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, wallclock
 from ..machine.net import LINK_PRESETS
-from ..viz.units import format_bytes, format_rate, format_seconds
+from ..units import format_bytes, format_rate, format_seconds
 from .options import MAX_RANKS, Checked, integer, print_table, real_buffers, size
 
 

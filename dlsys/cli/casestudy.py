@@ -17,7 +17,7 @@ from ..experiments import taihulight as study
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES
 from ..machine.topology import TOPOLOGY_PRESETS
 from ..train.caffe import DESIGNS
-from ..viz.units import format_bytes, format_seconds
+from ..units import format_bytes, format_seconds
 from .options import Checked, integer, network, print_table, refuse_unused
 
 SHARING = {True: ", messages sharing its links (max-min)", False: ", a link per pair (static shares)"}

@@ -24,7 +24,7 @@ from ..experiments import compression as ex
 from ..machine.net import NODE_PRESETS
 from ..machine.profiles import PROFILES
 from ..train import Compression
-from ..viz.units import format_bytes, format_seconds
+from ..units import format_bytes, format_seconds
 from .options import Checked, integer, number, print_table, refuse_unused
 
 # the method's option name -> (flag, checker, help); passed to the method only when given.

@@ -17,7 +17,7 @@ from ..comm import MAX_THREAD_RANKS
 from ..machine.net import parse_size
 from ..machine.topology import Topology, get_network
 from ..outputs import check_writable
-from ..viz.units import format_bytes
+from ..units import format_bytes
 
 # The most ranks a command takes (the processes backend stops sooner: launch says so before
 # starting). Threads could start MAX_THREAD_RANKS, but a ring all-reduce sends 2p(p-1)

@@ -1,5 +1,5 @@
 """``dlsys reproduce``: every published claim dlsys teaches, the paper's figure beside ours,
-with a verdict (dlsys.experiments.reproduce).
+with a verdict (dlsys.course.reproduce).
 
     dlsys reproduce                       # every claim at full settings (minutes)
     dlsys reproduce --quick               # quick settings (seconds; what CI, the app and docs/ use)
@@ -13,7 +13,7 @@ import json
 import sys
 import textwrap
 
-from ..experiments import docs, reproduce
+from ..course import docs, reproduce
 
 WIDTHS = (24, 12, 30)  # claim, verdict, paper's figure; dlsys's figure takes the rest of the line
 

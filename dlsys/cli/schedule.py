@@ -25,7 +25,7 @@ from .. import schedule
 from ..comm import BACKENDS
 from ..experiments import schedule as ex
 from ..machine.net import NODE_PRESETS
-from ..viz.units import format_seconds
+from ..units import format_seconds
 from .options import Checked, integer, number, output_file, print_table, refuse_unused, save_trace, size, trace_row
 
 # an Option's kind -> the command line's checker of its range

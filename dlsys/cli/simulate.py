@@ -13,7 +13,7 @@ from ..machine import netstack
 from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import STORAGE_PRESETS
 from ..machine.topology import TOPOLOGY_PRESETS
-from ..viz.units import format_bytes, format_rate, format_seconds
+from ..units import format_bytes, format_rate, format_seconds
 from .options import (
     MAX_RANKS,
     Checked,

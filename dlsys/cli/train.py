@@ -31,7 +31,7 @@ from ..machine.net import LINK_PRESETS, NODE_PRESETS
 from ..machine.storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
 from ..train import STRATEGIES, TrainConfig
 from ..train.strategies import OPTIONS, taking
-from ..viz.units import format_bytes, format_seconds
+from ..units import format_bytes, format_seconds
 from .compress import add_method_options, compression_from, method_options_given
 from .options import (
     MAX_RANKS,

@@ -10,9 +10,8 @@ server beside ring all-reduce), ``training`` (a model trained under a distribute
 strategy), ``large_batch`` (batch sweeps, scaling rules, warm-up, LARS/LAMB, sharp
 minima, time to accuracy; cached), ``taihulight`` (the Caffe-on-TaihuLight case study: its
 two designs, sweeps to 512 nodes, ring vs MPI_Allreduce; import it as a module),
-``records`` (CSV, cacheable records), ``reproduce`` (every published claim the course
-teaches: paper vs dlsys and a verdict; import it as a module) and ``docs`` (the tables of
-docs/ generated from the code).
+and ``records`` (CSV, cacheable records). The course's tooling that runs these (the
+reproductions, the generated docs, the app's precomputed store) is ``dlsys.course``.
 """
 
 import importlib

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..comm.logical import LogicalArray, per_block
-from ..viz.units import format_bytes
+from ..units import format_bytes
 
 DEFAULT_MAX_MEMORY_BYTES = 2**30  # real buffers of all ranks together: safe on a laptop
 # A rank of the processes backend is a fresh interpreter with numpy: 35 MiB resident,

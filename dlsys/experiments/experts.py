@@ -31,7 +31,7 @@ def mpich_alltoall_algorithm(block_nbytes: float, ranks: int) -> str:
 
 def app_alltoall(algorithm: str, ranks: int, block_nbytes: int, link: str, max_memory_bytes: int) -> dict:
     """One all-to-all as the pipelines page shows it, in plain data (JSON) that
-    dlsys.experiments.precomputed can store: ``simulate_collective``'s virtual time and
+    dlsys.course.precomputed can store: ``simulate_collective``'s virtual time and
     closed form, and its trace under "trace" (``Trace.to_rows``; ``records.with_trace``
     gives the Trace back)."""
     record = simulate_collective(
@@ -178,7 +178,7 @@ def dropped_fraction(rows: list[dict]) -> list[dict]:
     ]
 
 
-# --- tables of docs/experts.md (dlsys.experiments.docs) -----------------------------------
+# --- tables of docs/experts.md (dlsys.course.docs) -----------------------------------
 
 TABLE_RANKS, TABLE_LINK = 16, "rdma-edr"
 

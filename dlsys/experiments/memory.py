@@ -147,7 +147,7 @@ def sharded_layout(
     }
 
 
-# Tables for docs/memory.md: (header, rows) that dlsys.experiments.docs writes between their markers.
+# Tables for docs/memory.md: (header, rows) that dlsys.course.docs writes between their markers.
 
 
 def _gb(nbytes: float) -> str:
@@ -489,7 +489,7 @@ def step_record(strategy: str, ranks: int = 4) -> dict:
 
 def app_step(strategy: str, ranks: int = 4) -> dict:
     """``step_record``'s step as the memory page draws it, in plain data (JSON) that
-    dlsys.experiments.precomputed can store: ``step_s``, ``step_sent_bytes`` and the spans
+    dlsys.course.precomputed can store: ``step_s``, ``step_sent_bytes`` and the spans
     and messages that start in the step under "trace" (``Trace.to_rows``;
     ``records.with_trace`` gives the Trace back)."""
     record = step_record(strategy, ranks)

@@ -1,6 +1,6 @@
 """Tables for docs/parallelism.md: tensor and sequence parallelism measured against the
 unsplit model and the closed forms, and DP x TP groups on gpu_cluster; (header, rows) that
-dlsys.experiments.docs writes between their markers. Each runs in seconds on threads."""
+dlsys.course.docs writes between their markers. Each runs in seconds on threads."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node, parse_ban
 from ..machine.topology import flat, placed
 from ..schedule.policy import slice_count
 from ..train import TrainConfig, build_model
-from ..viz.units import format_bytes
+from ..units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
 MODELS = ("digits", *profiles.PROFILES)

@@ -26,7 +26,7 @@ from ..machine.net import get_node
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel
 from ..train import Compression, TrainConfig, load_task, steps_per_epoch
 from ..train.strategies import Strategy, given_in, strategy_named
-from ..viz.units import format_bytes
+from ..units import format_bytes
 from . import records
 from .budget import DEFAULT_MAX_MEMORY_BYTES
 
@@ -132,7 +132,7 @@ def app_record(
 ) -> dict:
     """``train`` of the digits MLP as the app shows it, on ``workers`` workers (threads), the
     last one ``straggler_factor`` times slower (none at 1), in plain data (JSON) that
-    dlsys.experiments.precomputed can store: the record without the weights and the
+    dlsys.course.precomputed can store: the record without the weights and the
     LaunchResult, the run's trace as ``Trace.to_rows`` under "trace", the staleness
     histogram as [clocks, reads] pairs. ``with_trace`` gives the figures' form back."""
     straggler = (workers - 1, straggler_factor) if straggler_factor > 1 else None

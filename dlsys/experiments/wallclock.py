@@ -40,7 +40,7 @@ from ..machine.net import busbw_factor, get_link, parse_size
 from ..machine.netstack import fit_alpha_beta
 from ..machine.profiles import totals
 from ..ps import ps_round
-from ..viz.units import format_bytes
+from ..units import format_bytes
 from . import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers, plan_record, ps_closed_form_s
 from .budget import PROCESS_RANK_BYTES
 

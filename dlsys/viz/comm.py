@@ -13,8 +13,8 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
+from ..units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from .style import CONCEPT_COLOURS  # importing style registers the "dlsys" template as plotly's default
-from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 
 KIND_COLORS = {
     kind: CONCEPT_COLOURS[concept]

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from ..units import format_bytes, format_seconds, time_unit
 from .style import log_axis
-from .units import format_bytes, format_seconds, time_unit
 
 HEIGHT = 420
 PARTS = (

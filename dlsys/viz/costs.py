@@ -10,8 +10,8 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ..collectives import REGISTRY
+from ..units import format_bytes, format_seconds, linear_byte_ticks
 from .style import DASHES, log_axis
-from .units import format_bytes, format_seconds, linear_byte_ticks
 
 X_TITLES = {"nbytes": "message size per rank", "ranks": "ranks p"}
 X_UNITS = {"nbytes": "bytes", "ranks": "count"}

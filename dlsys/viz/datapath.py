@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
+from ..units import format_bytes, format_seconds, linear_byte_ticks
 from .style import log_axis
-from .units import format_bytes, format_seconds, linear_byte_ticks
 
 BUFFER_NAMES = {"plain": "copied sends (plain memory)", "alloc": "lent sends (comm.alloc)"}
 BUFFER_COLORS = {"plain": qualitative.D3[1], "alloc": qualitative.D3[0]}

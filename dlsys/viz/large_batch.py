@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..units import time_unit
 from .style import log_axis
-from .units import time_unit
 
 HEIGHT = 440
 COLOURS = {

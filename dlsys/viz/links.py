@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..units import format_rate, format_seconds, time_unit
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
-from .units import format_rate, format_seconds, time_unit
 
 TOP_LINKS = 40  # more rows than this are unreadable on a projector: keep the busiest
 ROW_PX = 22

@@ -8,8 +8,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..machine.memory import KINDS
+from ..units import format_bytes, linear_byte_ticks
 from .style import log_axis
-from .units import format_bytes, linear_byte_ticks
 
 KIND_COLOURS = {
     "parameters": "#4c78a8",

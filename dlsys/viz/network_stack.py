@@ -12,9 +12,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..units import format_seconds, time_unit
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 from .style import CONCEPT_COLOURS, DASHES, log_axis
-from .units import format_seconds, time_unit
 
 SIDE_COLOURS = {"sender": CONCEPT_COLOURS["send"], "wire": CONCEPT_COLOURS["wire"], "receiver": CONCEPT_COLOURS["recv"]}
 LIBRARY_COLOURS = {

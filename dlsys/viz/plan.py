@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 
 from ..machine.memory import KINDS
 from ..planner import COMPONENTS
+from ..units import format_bytes, linear_byte_ticks
 from .memory import HEIGHT, KIND_COLOURS
 from .style import CONCEPT_COLOURS
-from .units import format_bytes, linear_byte_ticks
 
 # compute and the bubble as everywhere (style.CONCEPT_COLOURS); the communications in shades of the wire's
 COMPONENT_COLOURS = {

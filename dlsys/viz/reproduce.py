@@ -1,4 +1,4 @@
-"""The reproduction suite's figures (``dlsys.experiments.reproduce``): one per claim, the
+"""The reproduction suite's figures (``dlsys.course.reproduce``): one per claim, the
 paper's figure beside dlsys's, drawn from the record's rows and its claim's ``Plot``."""
 
 from __future__ import annotations

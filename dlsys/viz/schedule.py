@@ -12,9 +12,9 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from ..schedule import OPTIONS, POLICIES
+from ..units import format_seconds, time_unit
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 from .style import log_axis
-from .units import format_seconds, time_unit
 
 LANES = {"compute": "compute", "push": "push (wire)", "pull": "pull (wire)"}
 LAYER_SCALE = "Viridis"  # layer 0 (the input) dark, the output layer yellow

@@ -23,7 +23,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from .units import byte_ticks, count_ticks, decade_ticks, time_ticks
+from ..units import byte_ticks, count_ticks, decade_ticks, time_ticks
 
 FONT_SIZE, TICK_SIZE, TITLE_SIZE = 16, 14, 20
 TEMPLATE = "dlsys"

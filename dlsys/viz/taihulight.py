@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..machine.topology import Topology
+from ..units import format_bytes, format_rate, format_seconds, time_unit
 from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
 from .style import CONCEPT_COLOURS, log_axis
-from .units import format_bytes, format_rate, format_seconds, time_unit
 
 DESIGN_COLORS = {"ps": "#D62728", "ps-gather": "#FF9896", "ps-reduce": "#9467BD", "ring": "#1F77B4"}
 DESIGN_NAMES = {

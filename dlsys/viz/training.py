@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..comm import Trace
+from ..units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from .style import CONCEPT_COLOURS, DASHES, log_axis, role_names
-from .units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 
 HEIGHT = 440
 

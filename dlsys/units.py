@@ -1,4 +1,7 @@
-"""Human-readable units for figures and metrics: seconds, bytes, bytes per second."""
+"""Human-readable units for figures and metrics: seconds, bytes, bytes per second.
+
+At the bottom of the layers (it imports only the standard library), so the command line,
+the experiments and the figures format a number the same way."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ trace as ``Trace.to_rows``) are stored in ``precomputed.json`` beside this file,
 ``VERSION``. ``call(function, **kwargs)`` returns the stored result of exactly that call,
 else runs it: a page at other settings computes as before.
 
-    python -m dlsys.experiments.precomputed            # add the calls not stored yet
-    python -m dlsys.experiments.precomputed --fresh    # rerun them all (minutes)
-    python -m dlsys.experiments.precomputed --check    # which stored results a rerun no longer gives
+    python -m dlsys.course.precomputed            # add the calls not stored yet
+    python -m dlsys.course.precomputed --fresh    # rerun them all (minutes)
+    python -m dlsys.course.precomputed --check    # which stored results a rerun no longer gives
 
 The runs are deterministic (virtual time), so the store is a pure cache: ``stale()``
 reruns every call and compares, and tests/test_precomputed.py does that (the slow calls
@@ -31,12 +31,13 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from ..experiments import schedule, taihulight
 from ..learn.optim import scale_lr
 from ..machine.profiles import PROFILES
 from ..outputs import write_atomic
 from ..schedule import default_of
 from ..train.pipeline import SCHEDULES
-from . import reproduce, schedule, taihulight
+from . import reproduce
 
 VERSION = 1
 PATH = Path(__file__).with_name("precomputed.json")
@@ -191,13 +192,15 @@ def time_left_s(done: list[tuple[float, float]], left: list[float]) -> float | N
 
 
 def name_of(function: Callable) -> str:
-    """``module:function`` relative to dlsys.experiments (the store's and DEFAULTS' names)."""
-    return f"{function.__module__.removeprefix(__package__ + '.')}:{function.__qualname__}"
+    """``module:function``, the module's name within dlsys.experiments or dlsys.course (the
+    store's and DEFAULTS' names)."""
+    return f"{function.__module__.rsplit('.', 1)[-1]}:{function.__qualname__}"
 
 
 def function_of(name: str) -> Callable:
     module, function = name.split(":")
-    return getattr(importlib.import_module(f"{__package__}.{module}"), function)
+    package = __package__ if module == reproduce.__name__.rsplit(".", 1)[-1] else "dlsys.experiments"
+    return getattr(importlib.import_module(f"{package}.{module}"), function)
 
 
 def _same_number(value):

@@ -1,7 +1,7 @@
 """Every published result dlsys teaches, run again: the paper's figure beside dlsys's, and a
 verdict (SPEC's claims; issue 24).
 
-    from dlsys.experiments import reproduce
+    from dlsys.course import reproduce
     reproduce.run_claims(["ring-closed-form"], quick=True)    # one record per claim
     dlsys reproduce [--quick] [--json] [CLAIM ...]            # the same, as a table
 
@@ -34,11 +34,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..experiments import compression, large_batch, schedule, taihulight
+from ..experiments.collectives import simulate_collective
+from ..experiments.training import train
 from ..learn.task import TrainConfig
 from ..machine.net import get_link
-from . import compression, large_batch, schedule, taihulight
-from .collectives import simulate_collective
-from .training import train
 
 VERDICTS = ("holds", "shape holds", "differs")
 RING_LINK, RING_NBYTES = "tcp-10gbe", 64 * 2**20

@@ -20,7 +20,7 @@ two cores (each emulates hundreds of ranks); ``tests/test_docs.py`` checks the f
 every run and the slow ones under ``-m slow``,
 those in ``SAMPLED`` by one row each (``SAMPLES``).
 
-    python -m dlsys.experiments.docs          # rewrite every generated table in docs/
+    python -m dlsys.course.docs          # rewrite every generated table in docs/
     dlsys reproduce --write-docs              # the same
     stale_tables(slow=False)                  # [(file, name)] that differ from the code (the test)
 
@@ -44,12 +44,13 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
+from ..experiments import experts, large_batch, memory, parallelism, plan, schedule, taihulight, training
+from ..experiments.collectives import simulate_collective
 from ..machine.netstack import MPI_LIBRARIES
 from ..outputs import write_atomic
 from ..train.strategies import OPTIONS, STRATEGIES
-from ..viz.units import format_bytes, format_seconds
-from . import experts, large_batch, memory, parallelism, plan, reproduce, schedule, taihulight, training
-from .collectives import simulate_collective
+from ..units import format_bytes, format_seconds
+from . import reproduce
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
