@@ -13,6 +13,7 @@ LAYER = {
     "checks": 0,
     "machine": 0,
     "outputs": 0,
+    "units": 0,
     "learn": 1,
     "compress": 1,
     "comm": 2,
@@ -25,6 +26,7 @@ LAYER = {
     "exercises": 5,
     "experiments": 5,
     "grading": 5,
+    "course": 6,
     "cli": 6,
 }
 
