@@ -174,7 +174,7 @@ def step_time(plan: Plan, network: Topology | None = None) -> dict[str, float]:
         "pp": pp,
         "dp": _dp(plan, network, t_f, t_b),
         "ep": mb * slowest[3],
-        "bubble": max(0.0, total - sum(slowest)) / v,
+        "bubble": max(0.0, total - sum(slowest)) / v if plan.pp > 1 else 0.0,
         "optimizer": _optimizer_s(plan),
     }
     return {**parts, "total": sum(parts.values())}
@@ -211,6 +211,7 @@ def breakdown(plan: Plan, network: Topology | None = None) -> dict:
         "memory_bytes": total_bytes,
         "device": device.name,
         "device_bytes": device.memory_bytes,
+        "device_peak_flops": device.peak_flops,
         "fits": total_bytes <= device.memory_bytes,
         "tflops": achieved / 1e12,
         "hfu": achieved / device.peak_flops,

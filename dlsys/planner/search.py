@@ -39,12 +39,16 @@ def _schedules(model: Model, tp: int, pp: int, microbatches: int, fixed: dict) -
         if overlap and not sp:
             continue
         chosen = {"sequence_parallel": sp, "tp_overlap": overlap, "virtual_stages": v}
-        if all(fixed.get(k) is None or (fixed[k] == chosen[k] or (k == "sequence_parallel" and tp == 1)) for k in SCHEDULE):
+        if all(
+            fixed.get(k) is None or (fixed[k] == chosen[k] or (k == "sequence_parallel" and tp == 1)) for k in SCHEDULE
+        ):
             out.append((sp, overlap, v))
     return out
 
 
-def candidates(model: Model, gpus: int, global_batch: int = 1024, device: Device = DEVICES["h100"], **fixed) -> list[Plan]:
+def candidates(
+    model: Model, gpus: int, global_batch: int = 1024, device: Device = DEVICES["h100"], **fixed
+) -> list[Plan]:
     """Every valid ``Plan`` (``Plan``'s checks pass); ``fixed`` holds any of tp, pp, ep, zero,
     micro_batch, recompute, sequence_parallel, tp_overlap, virtual_stages, optimizer,
     precision at one value."""
