@@ -224,7 +224,7 @@ def stage_memory(plan: Plan, stage: int = 0) -> dict[str, float]:
     experts = plan.expert_layout(stage)
     if experts is not None:
         nbytes = {kind: n + experts.bytes()[kind] for kind, n in nbytes.items()}
-    in_flight = min(plan.pp - stage, plan.microbatches)
+    in_flight: float = min(plan.pp - stage, plan.microbatches)
     if plan.virtual_stages > 1:
         in_flight *= 1 + (plan.pp - 1) / (plan.pp * plan.virtual_stages)
     return {**nbytes, "activations": nbytes["activations"] * in_flight}

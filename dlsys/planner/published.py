@@ -18,7 +18,7 @@ choice. Nothing in ``efficiency`` or ``devices`` is fitted to these rows.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .devices import DEVICES
 from .models import Model
@@ -27,7 +27,7 @@ from .search import search
 SOURCE = "Narayanan et al., SC'21"
 TOLERANCE = 0.20  # |dlsys / paper - 1| a row may miss by
 TOP = 3  # the paper's (tp, pp) among the planner's this many best
-RUN = dict(recompute="full", zero=0, sequence_parallel=False, tp_overlap=False)
+RUN: dict[str, Any] = dict(recompute="full", zero=0, sequence_parallel=False, tp_overlap=False)
 
 
 class Run(NamedTuple):
