@@ -352,9 +352,9 @@ def pipeline_bubbles(stages: int, micro_batches: tuple, chunks: int) -> list:
 
 
 @st.cache_data(max_entries=16, show_spinner="costing every layout...")
-def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int) -> list:
+def plan_ranked(model: str, gpus: int, global_batch: int, device_gib: int, device: str = "h100") -> list:
     """experiments.plan.ranked: every layout that fits, fastest first."""
-    return ex_plan.ranked(model, gpus, global_batch, device_bytes=device_gib * 2**30)
+    return ex_plan.ranked(model, gpus, global_batch, device, device_bytes=device_gib * 2**30)
 
 
 @st.cache_data(**CACHE)

@@ -67,8 +67,10 @@ for s in range(P):
 # %%
 gpipe = ex_pipeline.pipeline_schedule("gpipe", P, M)
 show(viz_pipeline.gantt(gpipe), "15_gpipe")
-print(f"GPipe: bubble measured {gpipe['bubble'][0]['measured']:.4f}, formula (p-1)/(m+p-1) = "
-      f"{gpipe['bubble'][0]['formula']:.4f}")
+print(
+    f"GPipe: bubble measured {gpipe['bubble'][0]['measured']:.4f}, formula (p-1)/(m+p-1) = "
+    f"{gpipe['bubble'][0]['formula']:.4f}"
+)
 
 # %% [markdown]
 # ## 1F1B: the same bubble, p micro-batches instead of m
@@ -86,9 +88,11 @@ for s in range(P):
 one_f = ex_pipeline.pipeline_schedule("1f1b", P, M)
 show(viz_pipeline.gantt(one_f), "15_1f1b")
 for g, o in zip(gpipe["memory"], one_f["memory"]):
-    print(f"stage {g['stage']}: GPipe holds {g['in_flight']} micro-batches "
-          f"({format_bytes(g['activation_peak_nbytes'])}), 1F1B {o['in_flight']} "
-          f"({format_bytes(o['activation_peak_nbytes'])})")
+    print(
+        f"stage {g['stage']}: GPipe holds {g['in_flight']} micro-batches "
+        f"({format_bytes(g['activation_peak_nbytes'])}), 1F1B {o['in_flight']} "
+        f"({format_bytes(o['activation_peak_nbytes'])})"
+    )
 
 # %% [markdown]
 # The peaks are the memory ledger's (lesson 14): each stage records the activations it keeps
@@ -119,9 +123,13 @@ show(viz_pipeline.gantt(records["zb-h1"]), "15_zb_h1")
 show(viz_pipeline.stage_memory(list(records.values())), "15_stage_memory")
 for name, r in records.items():
     b = r["bubble"][0]
-    print(f"{name:>12}: bubble {b['measured']:.4f} (formula {b['formula']:.4f}), stage 0 idle "
-          f"{b['idle_s'] * 1e6:.3f} us, holds {r['memory'][0]['in_flight']} (micro-batch, chunk) activations")
-print(f"ZB-H1's idle time over 1F1B's: {records['zb-h1']['bubble'][0]['idle_s'] / records['1f1b']['bubble'][0]['idle_s']:.4f}")
+    print(
+        f"{name:>12}: bubble {b['measured']:.4f} (formula {b['formula']:.4f}), stage 0 idle "
+        f"{b['idle_s'] * 1e6:.3f} us, holds {r['memory'][0]['in_flight']} (micro-batch, chunk) activations"
+    )
+print(
+    f"ZB-H1's idle time over 1F1B's: {records['zb-h1']['bubble'][0]['idle_s'] / records['1f1b']['bubble'][0]['idle_s']:.4f}"
+)
 
 # %%
 show(viz_pipeline.bubble_vs_microbatches(ex_pipeline.bubble_vs_microbatches(P)), "15_bubble_vs_m")
@@ -146,14 +154,21 @@ show(viz_pipeline.bubble_vs_microbatches(ex_pipeline.bubble_vs_microbatches(P)),
 
 # %%
 for algorithm in ("pairwise", "bruck"):
-    show(viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(5, algorithm), algorithm), f"15_alltoall_{algorithm}")
+    show(
+        viz_experts.alltoall_steps_figure(ex_experts.alltoall_steps(5, algorithm), algorithm),
+        f"15_alltoall_{algorithm}",
+    )
 costs = ex_experts.alltoall_costs(16)
 for row in costs:
-    print(f"{row['algorithm']:>8}, blocks of {format_bytes(row['block_nbytes']):>9}: {row['time_s'] * 1e6:9.3f} us "
-          f"(closed form {row['closed_form_s'] * 1e6:9.3f} us); MPICH would run {row['mpich']}")
-print(f"Bruck beats pairwise on 16 ranks below blocks of {format_bytes(ex_experts.bruck_crossover_block_nbytes(16))}; "
-      f"MPICH switches at {ex_experts.MPICH_ALLTOALL_SHORT_MSG_SIZE} B (thresholds measured on its machines, "
-      "with copies our model does not charge)")
+    print(
+        f"{row['algorithm']:>8}, blocks of {format_bytes(row['block_nbytes']):>9}: {row['time_s'] * 1e6:9.3f} us "
+        f"(closed form {row['closed_form_s'] * 1e6:9.3f} us); MPICH would run {row['mpich']}"
+    )
+print(
+    f"Bruck beats pairwise on 16 ranks below blocks of {format_bytes(ex_experts.bruck_crossover_block_nbytes(16))}; "
+    f"MPICH switches at {ex_experts.MPICH_ALLTOALL_SHORT_MSG_SIZE} B (thresholds measured on its machines, "
+    "with copies our model does not charge)"
+)
 
 # %% [markdown]
 # ## Mixture of experts
@@ -180,7 +195,9 @@ load = ex_experts.expert_load()
 show(viz_experts.expert_load_figure(load, 1, 1.0), "15_expert_load")
 show(viz_experts.dropped_figure(ex_experts.dropped_fraction(load)), "15_dropped")
 for d in ex_experts.dropped_fraction(load):
-    print(f"top-{d['top_k']}, capacity factor {d['capacity_factor']:g}: {d['dropped_fraction']:.1%} of the choices dropped")
+    print(
+        f"top-{d['top_k']}, capacity factor {d['capacity_factor']:g}: {d['dropped_fraction']:.1%} of the choices dropped"
+    )
 
 # %% [markdown]
 # ## Choosing a layout
@@ -191,18 +208,24 @@ for d in ex_experts.dropped_fraction(load):
 # rest, with ZeRO if the optimizer state does not fit. Which layout is best is arithmetic
 # (Narayanan et al. 2021, section 3; the Ultra-Scale Playbook; the JAX scaling book): for
 # each layout count what one GPU holds, the FLOPs, and the bytes each collective moves on
-# its link. `dlsys.planner` does this in closed form for Llama-shaped models on
-# `gpu_cluster` (8 GPUs to an NVLink island, an InfiniBand rail per GPU). It runs no rank,
-# so it can rank hundreds of layouts in a fraction of a second.
+# its link. `dlsys.planner` does this in closed form for Llama-shaped models on a device's
+# cluster (A100, H100 or H200 from their datasheets: 8 GPUs to an NVLink island, an
+# InfiniBand rail per GPU). Each kernel is a roofline: its FLOPs at the device's measured
+# matmul ceiling or its bytes at HBM bandwidth, whichever is longer. It runs no rank, so it
+# can rank thousands of layouts in a second or two; docs/planner.md holds it to
+# Megatron-LM's published runs (Narayanan et al. 2021, Table 1), and it comes out about a
+# quarter faster than they measured: read why there.
 
 # %%
 model, gpus = "7b", 64
 rows = ex_plan.ranked(model, gpus)
 print(f"{MODELS[model].name} on {gpus} GPUs: {len(rows)} layouts fit 80 GiB; the five fastest:")
 for r in rows[:5]:
-    print(f"  tp {r['tp']} pp {r['pp']:>2} dp {r['dp']:>2} ZeRO {r['zero']}, {r['microbatches']:>3} micro-batches of "
-          f"{r['micro_batch']}, recompute {r['recompute']:>9}: step {r['step_s']:.3f} s, "
-          f"{format_bytes(r['memory_bytes'])} a GPU")
+    print(
+        f"  tp {r['tp']} pp {r['pp']:>2} dp {r['dp']:>2} ZeRO {r['zero']}, {r['microbatches']:>3} micro-batches of "
+        f"{r['micro_batch']}, recompute {r['recompute']:>9}: step {r['step_s']:.3f} s, "
+        f"{format_bytes(r['memory_bytes'])} a GPU, {r['tflops']:.0f} TFLOP/s, MFU {r['mfu']:.0%}"
+    )
 show(viz_plan.step_bars(rows[:10]), "15_plan_bars")
 
 # %% [markdown]
@@ -229,12 +252,16 @@ show(viz_plan.memory_bar(ddp), "15_plan_ddp_memory")
 config = grid3d.GridConfig(dp=2, tp=2, pp=2, micro_batches=4)
 run = grid3d.run(config)
 error = np.abs(grid3d.gather_params(run.values, config) - single_rank_run(config.reference())["params"]).max()
-print(f"{config.dp * config.tp * config.pp} ranks (dp {config.dp}, tp {config.tp}, pp {config.pp}): "
-      f"{len(run.trace.messages)} messages, {run.virtual_time_s * 1e3:.3f} ms virtual; "
-      f"largest weight difference from one rank {error:.1e}")
-for value in run.values[:config.dp * config.tp]:  # stage 0's ranks
-    print(f"  rank {run.values.index(value)} (stage 0, copy {value['coords'][0]}, TP {value['coords'][1]}): "
-          f"activations peak {format_bytes(value['peak_by_kind']['activations'])}")
+print(
+    f"{config.dp * config.tp * config.pp} ranks (dp {config.dp}, tp {config.tp}, pp {config.pp}): "
+    f"{len(run.trace.messages)} messages, {run.virtual_time_s * 1e3:.3f} ms virtual; "
+    f"largest weight difference from one rank {error:.1e}"
+)
+for value in run.values[: config.dp * config.tp]:  # stage 0's ranks
+    print(
+        f"  rank {run.values.index(value)} (stage 0, copy {value['coords'][0]}, TP {value['coords'][1]}): "
+        f"activations peak {format_bytes(value['peak_by_kind']['activations'])}"
+    )
 
 # %% [markdown]
 # A mixture of experts adds a fourth axis. Mixtral-8x7B (Jiang et al. 2024) has eight
@@ -245,12 +272,16 @@ for value in run.values[:config.dp * config.tp]:  # stage 0's ranks
 
 # %%
 mixtral = MODELS["8x7b"]
-print(f"{mixtral.name}: {mixtral.params() / 1e9:.1f} B parameters, {mixtral.active_params() / 1e9:.1f} B active a token")
+print(
+    f"{mixtral.name}: {mixtral.params() / 1e9:.1f} B parameters, {mixtral.active_params() / 1e9:.1f} B active a token"
+)
 moe = ex_plan.ranked("8x7b", 64, global_batch=256)
 print(f"on 64 GPUs, 256 sequences a step: {len(moe)} layouts fit; the fastest:")
 for r in moe[:5]:
-    print(f"  tp {r['tp']} pp {r['pp']:>2} dp {r['dp']:>2} ep {r['ep']} ZeRO {r['zero']}: step {r['step_s']:.3f} s, "
-          f"EP all-to-all {r['ep_s']:.3f} s, {format_bytes(r['memory_bytes'])} a GPU")
+    print(
+        f"  tp {r['tp']} pp {r['pp']:>2} dp {r['dp']:>2} ep {r['ep']} ZeRO {r['zero']}: step {r['step_s']:.3f} s, "
+        f"EP all-to-all {r['ep_s']:.3f} s, {format_bytes(r['memory_bytes'])} a GPU"
+    )
 
 # %% [markdown]
 # ## Try it

@@ -11,7 +11,7 @@ from widgets import link_select
 
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import plan as ex_plan
-from dlsys.planner import MODELS
+from dlsys.planner import CAVEATS, DEVICES, MODELS
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz_comm
@@ -181,7 +181,7 @@ if tabs[1].open:
         )
 if tabs[2].open:
     with tabs[2]:
-        cols = st.columns(4)
+        cols = st.columns(5)
         model = cols[0].selectbox(
             "model",
             list(MODELS),
@@ -194,10 +194,18 @@ if tabs[2].open:
         global_batch = cols[2].select_slider(
             "global batch (sequences)", BATCHES, value=1024, key=url_key("plan_batch", BATCHES)
         )
-        device_gib = cols[3].selectbox(
+        device = cols[3].selectbox(
+            "device",
+            list(DEVICES),
+            index=1,
+            key=url_key("plan_gpu", list(DEVICES)),
+            format_func=lambda k: DEVICES[k].name,
+            help="; ".join(d.source for d in DEVICES.values()),
+        )
+        device_gib = cols[4].selectbox(
             "device memory (GiB)", DEVICE_GIB, index=2, key=url_key("plan_device", DEVICE_GIB)
         )
-        rows = cached.plan_ranked(model, gpus, global_batch, device_gib)
+        rows = cached.plan_ranked(model, gpus, global_batch, device_gib, device)
         if not rows:
             st.warning(f"No layout of {MODELS[model].name} fits {gpus} GPUs of {device_gib} GiB: add GPUs or memory.")
             st.stop()
@@ -221,8 +229,12 @@ if tabs[2].open:
                     "micro-batch": r["micro_batch"],
                     "micro-batches": r["microbatches"],
                     "recompute": r["recompute"],
+                    "SP": "on" if r["sequence_parallel"] else "off",
+                    "TP overlap": "on" if r["tp_overlap"] else "off",
+                    "v": r["virtual_stages"],
                     "step (s)": round(r["step_s"], 3),
                     "memory / GPU": format_bytes(r["memory_bytes"]),
+                    "TFLOP/s a GPU": round(r["tflops"]),
                     "MFU": f"{r['mfu']:.1%}",
                 }
                 for r in rows[:TOP]
@@ -246,8 +258,12 @@ if tabs[2].open:
             row["micro_batch"],
             global_batch,
             row["recompute"],
-            device_bytes=device_gib * 2**30,
-            ep=row["ep"],
+            device,
+            device_gib * 2**30,
+            row["ep"],
+            sequence_parallel=row["sequence_parallel"],
+            tp_overlap=row["tp_overlap"],
+            virtual_stages=row["virtual_stages"],
         )
         chart(viz_plan.memory_bar(record), "plan_memory")
         parts = ", ".join(
@@ -255,8 +271,10 @@ if tabs[2].open:
         )
         caption(
             f"{len(rows)} layouts fit {device_gib} GiB. Layout #{pick}: a step of {record['step_s']:.3f} s = "
-            f"{parts}; {format_bytes(record['memory_bytes'])} per GPU. Compute is charged at the device's "
-            "dense peak (MFU is therefore an upper bound); TP groups stay inside the 8-GPU NVLink islands "
-            "of `gpu_cluster`, DP and PP cross InfiniBand; a mixture of experts spreads its experts over ep "
-            "data-parallel copies and moves tokens by all-to-all (`dlsys.planner`, docs/planner.md)."
+            f"{parts}; {format_bytes(record['memory_bytes'])} per GPU; {record['tflops']:.0f} TFLOP/s a GPU "
+            f"(Megatron's count, recomputation included), MFU {record['mfu']:.1%} of the {record['device']}'s "
+            "dense peak. Each kernel is a roofline on the device's measured matmul ceiling and HBM bandwidth; "
+            "TP groups stay inside the 8-GPU NVLink islands, DP and PP cross InfiniBand; a mixture of experts "
+            "spreads its experts over ep data-parallel copies and moves tokens by all-to-all (`dlsys.planner`, "
+            f"docs/planner.md, where Megatron's published runs hold it to account). Caveats: {CAVEATS}."
         )

@@ -3,14 +3,18 @@
     dlsys plan --model 7b --gpus 64 --tp 2 --pp 2 [--zero 1] [--microbatches 16 | --micro-batch-size 2]
     dlsys plan --model 8x7b --gpus 256 --tp 2 --pp 4 --ep 8          # a mixture of experts
     dlsys plan --model 70b --gpus 1024 [--zero Z] [--micro-batch-size B] [--recompute R] [--top 10]
+    dlsys plan --model 70B --gpus 1024 --device A100 --tp 8 --pp 8 --virtual-stages 2 --sequence-parallel off
     dlsys plan --layers 24 --hidden 2048 --heads 16 --ffn 8192 --vocab 50304 --seq 2048 --gpus 32
 
 With any of --tp, --pp, --dp: that layout's step (compute, exposed communication per
-dimension, the pipeline bubble) and one rank's memory by kind against the device. Without
-them: every layout that fits (tp dividing the NVLink island of 8, pp dividing the layers,
-ep dividing dp and a mixture's experts, ZeRO 0..3, micro-batches of 1, 2, 4, 8 sequences, each recomputation; an option given holds
-it fixed), fastest first. The model is ``dlsys.planner`` (docs/planner.md); seconds at the
-device's dense peak, times in s, memory in GiB (2^30 bytes).
+dimension, the pipeline bubble, the optimizer), the achieved TFLOP/s a GPU and the MFU, and
+the fullest GPU's memory by kind against the device. Without them: every layout that fits
+(tp dividing the NVLink island of 8, any pp up to the layers, ep dividing dp and a
+mixture's experts, ZeRO 0..3, micro-batches of 1, 2, 4, 8 sequences, each recomputation,
+sequence parallelism on or off, TP overlap, interleaving; an option given holds it fixed),
+fastest first. The model is ``dlsys.planner`` (docs/planner.md): kernels as a roofline on
+the device's measured matmul ceiling and HBM bandwidth; times in s, memory in GiB (2^30
+bytes). Model and device names in any case.
 """
 
 from __future__ import annotations
@@ -19,10 +23,22 @@ import argparse
 import json
 
 from ..machine.memory import KINDS, RECOMPUTE
-from ..planner import COMPONENTS, DEVICES, MODELS, Plan, breakdown, device_of, model_of, search
+from ..planner import CAVEATS, COMPONENTS, DEVICES, MODELS, Plan, breakdown, device_of, model_of, search
 from .options import Checked, integer, print_table, refuse_unused, size
 
 MAX = 10**6
+SWITCH = {"on": True, "off": False}
+
+
+def one_of(names):
+    """Checker: one of ``names``, in any case."""
+
+    def check(text: str) -> str:
+        if text.lower() not in names:
+            raise ValueError(f"must be one of {', '.join(names)} (any case), got {text}")
+        return text.lower()
+
+    return check
 
 
 def add_commands(subparsers) -> None:
@@ -32,7 +48,7 @@ def add_commands(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", choices=MODELS, help="a preset (its fields can be replaced below)")
+    p.add_argument("--model", action=Checked, check=one_of(MODELS), help=f"a preset, any case: {', '.join(MODELS)}")
     for flag, what in (
         ("--layers", "transformer layers"),
         ("--hidden", "hidden size h"),
@@ -64,7 +80,31 @@ def add_commands(subparsers) -> None:
         "--global-batch", default=1024, action=Checked, check=integer(1, 10**9), help="sequences a step (default 1024)"
     )
     p.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (default none for one layout)")
-    p.add_argument("--device", default="h100", choices=DEVICES, help="the accelerator (peak FLOP/s, memory)")
+    p.add_argument(
+        "--virtual-stages",
+        action=Checked,
+        check=integer(1, MAX),
+        help="interleaved 1F1B: chunks a pipeline stage (divides its layers; default 1 for one layout)",
+    )
+    p.add_argument(
+        "--sequence-parallel",
+        action=Checked,
+        check=one_of(SWITCH),
+        help="on or off (default on when tp > 1 for one layout)",
+    )
+    p.add_argument(
+        "--tp-overlap",
+        action=Checked,
+        check=one_of(SWITCH),
+        help="TP collectives overlapped with the GEMMs: on or off (needs sequence parallelism; default off)",
+    )
+    p.add_argument(
+        "--device",
+        default="h100",
+        action=Checked,
+        check=one_of(DEVICES),
+        help=f"the accelerator, any case: {', '.join(DEVICES)} (peaks, memory, links: docs/planner.md)",
+    )
     p.add_argument(
         "--device-memory", action=Checked, check=size(1), help="its memory, e.g. 80GiB (default the preset's)"
     )
@@ -94,8 +134,24 @@ def one_layout(args, model, gpus: int) -> Plan:
                 f"{micro_batch}"
             )
     return Plan(
-        model, gpus, tp, pp, args.zero or 0, micro_batch, args.global_batch, args.recompute or "none", ep=args.ep or 1
+        model,
+        gpus,
+        tp,
+        pp,
+        args.zero or 0,
+        micro_batch,
+        args.global_batch,
+        args.recompute or "none",
+        ep=args.ep or 1,
+        device=device_of(args.device, args.device_memory),
+        sequence_parallel=_switch(args.sequence_parallel),
+        virtual_stages=args.virtual_stages or 1,
+        tp_overlap=bool(_switch(args.tp_overlap)),
     )
+
+
+def _switch(value: str | None) -> bool | None:
+    return None if value is None else SWITCH[value]
 
 
 def cmd_plan(args) -> int:
@@ -113,7 +169,7 @@ def cmd_plan(args) -> int:
     )
     device = device_of(args.device, args.device_memory)
     if any(v is not None for v in (args.tp, args.pp, args.dp)):
-        record = breakdown(one_layout(args, model, args.gpus), device)
+        record = breakdown(one_layout(args, model, args.gpus))
         if args.json:
             print(json.dumps(record))
             return 0
@@ -132,6 +188,9 @@ def cmd_plan(args) -> int:
         micro_batch=args.micro_batch_size,
         recompute=args.recompute,
         ep=args.ep,
+        sequence_parallel=_switch(args.sequence_parallel),
+        tp_overlap=_switch(args.tp_overlap),
+        virtual_stages=args.virtual_stages,
     )
     if args.json:
         print(json.dumps(rows[: args.top]))
@@ -144,28 +203,19 @@ def cmd_plan(args) -> int:
         print(title + "no layout fits; give more GPUs, --device-memory, or allow recomputation")
         return 1
     print(title + f"{len(rows)} layouts fit, the fastest {min(args.top, len(rows))}:")
-    header = (
-        "#",
-        "tp",
-        "pp",
-        "dp",
-        "ep",
-        "ZeRO",
-        "b",
-        "m",
-        "recompute",
-        "step s",
-        *(f"{c} s" for c in COMPONENTS),
-        "GiB/GPU",
-        "MFU",
-    )
+    header = ("#", "tp", "pp", "dp", "ep", "ZeRO", "b", "m", "v", "SP", "overlap", "recompute", "step s")
+    header += (*(f"{c} s" for c in COMPONENTS), "GiB/GPU", "TFLOP/s", "MFU")
     lines = [header] + [
         (
             str(i),
-            *(str(r[k]) for k in ("tp", "pp", "dp", "ep", "zero", "micro_batch", "microbatches", "recompute")),
+            *(str(r[k]) for k in ("tp", "pp", "dp", "ep", "zero", "micro_batch", "microbatches", "virtual_stages")),
+            "on" if r["sequence_parallel"] else "off",
+            "on" if r["tp_overlap"] else "off",
+            r["recompute"],
             f"{r['step_s']:.3f}",
             *(f"{r['seconds'][c]:.3f}" for c in COMPONENTS),
             f"{r['memory_bytes'] / 2**30:.1f}",
+            f"{r['tflops']:.0f}",
             f"{r['mfu']:.1%}",
         )
         for i, r in enumerate(rows[: args.top], start=1)
@@ -174,23 +224,41 @@ def cmd_plan(args) -> int:
     for line in lines:
         print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
     print(
-        "b: sequences a micro-batch, m: micro-batches a step; tp, pp, dp, ep: exposed communication; "
-        "bubble: 1F1B's idle slots; MFU: 6 N tokens / (GPUs x peak x step)"
+        "b: sequences a micro-batch, m: micro-batches a step, v: chunks a stage (interleaved 1F1B); tp, pp, dp, "
+        "ep: exposed communication; bubble: 1F1B's fill and drain"
     )
+    print(RATES.format(peak=device.peak_flops / 1e12, device=device.name))
+    print(f"caveats: {CAVEATS}")
     return 0
+
+
+RATES = (
+    "TFLOP/s: achieved a GPU in Megatron's count (Narayanan et al. 2021, eq. 3: the matrix products the step "
+    "runs, recomputation included); MFU: the model's FLOPs (no recomputation) / (GPUs x {peak:g} TFLOP/s, "
+    "the {device}'s dense BF16 peak x step)"
+)
 
 
 def print_layout(record: dict, model) -> None:
     step = record["step_s"]
     rows = [(c, f"{record['seconds'][c]:10.4f} s  {record['seconds'][c] / step:6.1%}") for c in COMPONENTS]
-    rows.append(("step", f"{step:10.4f} s  MFU {record['mfu']:.1%}"))
+    rows.append(("step", f"{step:10.4f} s"))
+    rows.append(
+        (
+            "achieved",
+            f"{record['tflops']:10.1f} TFLOP/s a GPU ({record['hfu']:.1%} of peak, Megatron's count); "
+            f"MFU {record['mfu']:.1%}",
+        )
+    )
     print_table(
         rows,
         f"{model.name} ({model.params() / 1e9:.2f} B parameters) on {record['gpus']} GPUs: dp {record['dp']} "
         f"x tp {record['tp']} x pp {record['pp']}"
         + (f" (ep {record['ep']})" if record["ep"] > 1 else "")
         + f", ZeRO {record['zero']}, {record['microbatches']} "
-        f"micro-batches of {record['micro_batch']} sequences, recompute {record['recompute']}",
+        f"micro-batches of {record['micro_batch']} sequences, recompute {record['recompute']}, "
+        f"v {record['virtual_stages']}, SP {'on' if record['sequence_parallel'] else 'off'}, "
+        f"TP overlap {'on' if record['tp_overlap'] else 'off'}, {record['device']}",
     )
     rows = [(k, f"{record['bytes'][k] / 2**30:10.2f} GiB") for k in KINDS]
     rows.append(
@@ -200,4 +268,6 @@ def print_layout(record: dict, model) -> None:
             f"({record['device']}): {'fits' if record['fits'] else 'does NOT fit'}",
         )
     )
-    print_table(rows, "one GPU of pipeline stage 0 (embedding, pp micro-batches of activations in flight)")
+    print_table(rows, "the fullest GPU (pipeline stage 0: the embedding, pp micro-batches of activations in flight)")
+    print(RATES.format(peak=record["device_peak_flops"] / 1e12, device=record["device"]))
+    print(f"caveats: {CAVEATS}")

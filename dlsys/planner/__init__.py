@@ -1,12 +1,17 @@
-"""The layout of a large run (issue 27): DP x TP x PP with ZeRO on a GPU cluster, a step's
-time and a rank's memory in closed form (``cost``), model and device presets (``models``),
-and the search over every layout that fits (``search``)."""
+"""The layout of a large run (issues 27 and 35): DP x TP x PP with ZeRO on a GPU cluster.
+Devices as data (``devices``), model presets (``models``), a layout and what a GPU of it
+holds (``layout``), a kernel's time from first principles (``efficiency``), a step's time
+in closed form (``cost``), the search over every layout that fits (``search``), and the
+published runs it is held to (``published``)."""
 
-from .cost import COMPONENTS, Plan, breakdown, memory, step_time
-from .models import DEVICES, MODELS, Device, Model, device_of, model_of
+from .cost import CAVEATS, COMPONENTS, breakdown, step_time
+from .devices import DEVICES, Device, cluster, device_of
+from .layout import Plan, memory
+from .models import MODELS, Model, model_of
 from .search import search
 
 __all__ = [
+    "CAVEATS",
     "COMPONENTS",
     "DEVICES",
     "MODELS",
@@ -14,6 +19,7 @@ __all__ = [
     "Model",
     "Plan",
     "breakdown",
+    "cluster",
     "device_of",
     "memory",
     "model_of",

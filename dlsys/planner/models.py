@@ -1,4 +1,4 @@
-"""Model and device presets for the planner, with their sources.
+"""Model presets for the planner, with their sources (devices: ``devices.py``).
 
 A decoder-only transformer in Llama's shape (Touvron et al. 2023, "Llama 2", section 2.2
 and Table 1; Hugging Face ``LlamaForCausalLM``): pre-norm RMSNorm, attention with
@@ -12,7 +12,10 @@ of width ``ffn`` (three matrices), an input embedding and an output layer of ``v
     whole       P = L P_layer + V h (embedding) + V h (output, unless tied) + h (final norm)
 
 With kv_heads = heads, ffn = 4 h, two matrices in the MLP and no vocabulary this is the
-GPT count 12 L h^2 (Narayanan et al. 2021, section 5.1, without biases and positions).
+GPT count 12 L h^2 (Narayanan et al. 2021, section 5.1). GPT's own shape (``gated=False``:
+h -> 4h -> h with GeLU; ``biases``: 13 h a layer with the norms; learned ``positions``; a
+``tied`` output layer) gives Narayanan's equation 2 exactly, plus the final norm's 2 h:
+P = 12 L h^2 (1 + 13/(12 h) + (V + s)/(12 L h)).
 
 A mixture of experts (Mixtral's shape: Jiang et al. 2024, "Mixtral of Experts", section 2)
 replaces each layer's MLP by ``experts`` SwiGLU experts and a router (h x E); a token runs
@@ -44,6 +47,9 @@ class Model:
     source: str = ""
     experts: int = 0  # 0: a dense MLP; E: E SwiGLU experts a layer and a router
     top_k: int = 0  # experts a token runs through (1..E when experts > 0)
+    gated: bool = True  # SwiGLU's three matrices; False: GPT's two (h -> ffn -> h, GeLU)
+    biases: bool = False  # GPT: every linear layer and layer norm has a bias
+    positions: bool = False  # GPT: learned position embeddings (s x h)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
@@ -61,27 +67,45 @@ class Model:
             raise ValueError(f"top_k must be in 1..experts = {self.experts}, got {self.top_k!r}")
         if not self.experts and self.top_k:
             raise ValueError(f"top_k needs experts > 0 (a mixture of experts), got top_k={self.top_k}")
+        for name in ("tied", "gated", "biases", "positions"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Matrices of h x ffn in an MLP (or an expert): 3 gated (SwiGLU), 2 (GPT)."""
+        return 3 if self.gated else 2
 
     def layer_params(self) -> int:
-        """P_layer: attention (Q, O; K, V of the kv heads), the SwiGLU MLP (or E experts and
-        their router), two norms."""
+        """P_layer: attention (Q, O; K, V of the kv heads), the MLP (or E experts and
+        their router), two norms (and GPT's biases: 9 h in the linear layers, 2 h in the norms)."""
         h, kv = self.hidden, self.kv_heads * (self.hidden // self.heads)
-        mlp = self.expert_layer_params() + h * self.experts if self.experts else 3 * h * self.ffn
-        return 2 * h * h + 2 * h * kv + mlp + 2 * h
+        mlp = self.expert_layer_params() + h * self.experts if self.experts else self.mlp_matrices * h * self.ffn
+        biases = (5 * h + 2 * kv + self.ffn) if self.biases else 0  # q, k, v, o; fc1, fc2; 2 norms
+        return 2 * h * h + 2 * h * kv + mlp + 2 * h + biases
 
     def expert_layer_params(self) -> int:
         """The experts' parameters in one layer, E 3 h ffn (0 for a dense model): what
         expert parallelism spreads over its ranks."""
-        return self.experts * 3 * self.hidden * self.ffn
+        return self.experts * self.mlp_matrices * self.hidden * self.ffn
 
     def active_params(self) -> int:
         """Parameters a token's forward touches: N less the E - k experts it skips a layer."""
-        skipped = (self.experts - self.top_k) * 3 * self.hidden * self.ffn if self.experts else 0
+        skipped = (self.experts - self.top_k) * self.mlp_matrices * self.hidden * self.ffn if self.experts else 0
         return self.params() - self.layers * skipped
 
+    def matmul_params(self) -> int:
+        """A layer's weights a token multiplies by (2 FLOPs each forward): attention's four
+        matrices and its MLP's (top_k experts' and the router under a mixture)."""
+        h, kv = self.hidden, self.kv_heads * (self.hidden // self.heads)
+        experts = self.top_k if self.experts else 1
+        return 2 * h * h + 2 * h * kv + experts * self.mlp_matrices * h * self.ffn + h * self.experts
+
     def outside_params(self) -> int:
-        """The embedding, the output layer (unless tied) and the final norm."""
-        return self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
+        """The embedding, the output layer (unless tied), the final norm (its bias), the positions."""
+        norm = 2 * self.hidden if self.biases else self.hidden
+        positions = self.seq_len * self.hidden if self.positions else 0
+        return self.vocab * self.hidden * (1 if self.tied else 2) + norm + positions
 
     def params(self) -> int:
         """P = L P_layer + V h (x 2 untied) + h."""
@@ -151,29 +175,8 @@ MODELS = {
 }
 
 
-@dataclass(frozen=True)
-class Device:
-    """An accelerator: its dense peak rate in the training precision and its memory."""
-
-    name: str
-    peak_flops: float
-    memory_bytes: int
-    source: str
-
-
-DEVICES = {
-    "h100": Device(
-        "H100 SXM",
-        989.4e12,
-        80 * 2**30,
-        "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5: 1,979 TFLOP/s BF16 with 2:4 "
-        "sparsity, 989.4 dense; 80 GB of HBM3 (80 GiB of memory on the board)",
-    ),
-}
-
-
 def model_of(preset: str | None = None, **shape) -> Model:
-    """A preset ("1b", "7b", "70b") with any field replaced, or a free model from every field."""
+    """A preset ("1b", "7b", "70b", "8x7b"; any case) with any field replaced, or a free model from every field."""
     if preset is None:
         missing = [f for f in ("layers", "hidden", "heads", "ffn", "vocab", "seq_len") if shape.get(f) is None]
         if missing:
@@ -183,22 +186,29 @@ def model_of(preset: str | None = None, **shape) -> Model:
         given = {k: v for k, v in shape.items() if v is not None}
         given.setdefault("kv_heads", given["heads"])
         return Model("custom", **given)
-    if preset not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {preset!r}")
-    base = MODELS[preset]
+    key = preset.lower() if isinstance(preset, str) else preset
+    if key not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)} (any case), got {preset!r}")
+    base = MODELS[key]
     changed = {k: v for k, v in shape.items() if v is not None}
     if not changed:
         return base
     fields = {
         f: getattr(base, f)
-        for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "tied", "experts", "top_k")
+        for f in (
+            "layers",
+            "hidden",
+            "heads",
+            "kv_heads",
+            "ffn",
+            "vocab",
+            "seq_len",
+            "tied",
+            "experts",
+            "top_k",
+            "gated",
+            "biases",
+            "positions",
+        )
     }
     return Model(f"{base.name} (modified)", **{**fields, **changed})
-
-
-def device_of(name: str = "h100", memory_bytes: int | None = None) -> Device:
-    """A device preset, with its memory replaced if ``memory_bytes`` is given."""
-    if name not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
-    base = DEVICES[name]
-    return base if memory_bytes is None else Device(base.name, base.peak_flops, memory_bytes, base.source)

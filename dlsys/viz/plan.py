@@ -19,6 +19,7 @@ COMPONENT_COLOURS = {
     "dp": "#dbb6d2",
     "ep": "#a55194",
     "bubble": CONCEPT_COLOURS["idle"],
+    "optimizer": "#9c9ede",
 }
 COMPONENT_NAMES = {
     "compute": "compute",
@@ -27,6 +28,7 @@ COMPONENT_NAMES = {
     "dp": "DP (exposed)",
     "ep": "EP all-to-all",
     "bubble": "pipeline bubble",
+    "optimizer": "optimizer step",
 }
 
 
@@ -49,7 +51,10 @@ def step_bars(rows: list[dict], title: str = "The fastest layouts: one step by c
                 marker_color=COMPONENT_COLOURS[c],
                 hoverinfo="text",
                 hovertext=[
-                    f"{layout_label(row)}, recompute {row['recompute']}, m = {row['microbatches']}"
+                    f"{layout_label(row)}, recompute {row['recompute']}, m = {row['microbatches']}, "
+                    f"v = {row['virtual_stages']}, SP {'on' if row['sequence_parallel'] else 'off'}, "
+                    f"TP overlap {'on' if row['tp_overlap'] else 'off'}; {row['tflops']:.0f} TFLOP/s a GPU, "
+                    f"MFU {row['mfu']:.0%}"
                     f"<br>{COMPONENT_NAMES[c]}: {row[f'{c}_s']:.3f} s of {row['step_s']:.3f} s"
                     for row in rows
                 ],
