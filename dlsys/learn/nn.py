@@ -68,6 +68,14 @@ class Layer:
         """The arrays the last forward kept for backward: its activation memory (none here)."""
         return {}
 
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """The layer's output; keeps what ``backward`` needs."""
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        """dloss/dinput from dy = dloss/doutput; writes the parameters' gradients into ``grads``."""
+        raise NotImplementedError(f"{type(self).__name__}.backward")
+
     def backward_input(self, dy: np.ndarray) -> np.ndarray:
         """Zero bubble's B (Qi et al. 2024, section 2): dx alone, keeping what
         ``backward_weights`` needs. A layer without parameters has nothing to defer."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import KW_ONLY, dataclass
+from typing import cast
 
 import numpy as np
 
@@ -57,6 +58,14 @@ def check_layout(
         what = ", ".join(f"{name} = {n}" for name, n in sizes.items())
         raise ValueError(f"tp must divide {what}: one of {accepted}, got {tp!r}")
     return Grid.of(world_size, tp)
+
+
+def allreduce_in_place(group, arrays: list[np.ndarray], op: str = "sum") -> None:
+    """All-reduce ``arrays`` over ``group`` as one flat buffer (one collective, not one per
+    tensor) and write each result back into its array."""
+    flat = allreduce(group, np.concatenate([a.ravel() for a in arrays]), op=op)
+    for a, part in zip(arrays, np.split(flat, np.cumsum([a.size for a in arrays])[:-1])):
+        a[...] = part.reshape(a.shape)
 
 
 # --- a rank's part of the model --------------------------------------------------------
@@ -128,7 +137,7 @@ class TensorParallelTransformer:
         self.layers: list[nn.Layer] = [replicate(model.layers[0], names[model.layers[0]])]
         if isinstance(region, SequenceRegion):
             self.layers.append(ScatterSequence(region))
-        for block in model.layers[1:-2]:
+        for block in cast(list[Residual], model.layers[1:-2]):
             norm, *inner = block.layers
             prefix = names[block]
             split: list[nn.Layer] = [replicate(norm, f"{prefix}.0")]
@@ -164,10 +173,7 @@ class TensorParallelTransformer:
         for layer in reversed(self.layers):
             dy = layer.backward(dy)
         if self.sequence_parallel:  # layer norms and row-parallel biases saw only their shard
-            partial = self.partial_grads()
-            summed = allreduce(self.group, np.concatenate([g.ravel() for g in partial]))
-            for g, part in zip(partial, np.split(summed, np.cumsum([g.size for g in partial])[:-1])):
-                g[...] = part.reshape(g.shape)
+            allreduce_in_place(self.group, self.partial_grads())
 
     def partial_grads(self) -> list[np.ndarray]:
         """Under sequence parallelism, the gradients each rank holds only a part of: every
@@ -270,9 +276,7 @@ def tensor_parallel_program(comm, config: TPConfig) -> dict:
         model.backward(dlogits)
         ledger.free(f"forward {step}")
         if grid.dp > 1:
-            flat = allreduce(dp_group, np.concatenate([g.ravel() for g in grads.values()]), op="mean")
-            for g, part in zip(grads.values(), np.split(flat, np.cumsum([g.size for g in grads.values()])[:-1])):
-                g[...] = part.reshape(g.shape)
+            allreduce_in_place(dp_group, list(grads.values()), op="mean")
         if step == 0:
             result = {
                 "logits": logits.copy(),
