@@ -5,7 +5,7 @@ docs/performance.md, "A ZeRO-3 step").
     .venv/bin/python benchmarks/zero_step.py --json        # one JSON line
     .venv/bin/python benchmarks/zero_step.py --write-docs  # docs/performance.md's measured block
 
-Every rank builds the small transformer (``nn.transformer``: 2 pre-norm blocks, d_model 32,
+Every rank builds the small transformer (``learn.transformer``: 2 pre-norm blocks, d_model 32,
 4 heads) on the sequence-reversal task, shards it with ``dlsys.train.zero.Sharded`` at
 stage 3 (a layer gathered at a time) under Adam, and takes ``STEPS`` steps on its own
 batch: per step every layer is all-gathered before its forward and again before its

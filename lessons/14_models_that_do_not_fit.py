@@ -241,10 +241,10 @@ print("TP 8 x DP 8 for GPT-3 6.7B:", format_bytes(Layout(params, 64, tp=8, model
 # update, the gathered model and three steps against numpy data parallelism, and the bytes
 # each rank sends against 2(P-1)/P of the padded model.
 #
-# `tensor_parallel_mlp`: write Megatron's $f$ and $g$ (the non-sequence-parallel branches of
-# `Region`'s `enter`, `enter_backward`, `leave` and `leave_backward`) and the forward and
-# backward of `ColumnParallelLinear` and `RowParallelLinear` in
-# `dlsys/train/tensor_parallel.py`. The tests hold each layer, and the whole MLP, to the
+# `tensor_parallel_mlp`: write Megatron's $f$ and $g$ (`Region`'s `enter`, `enter_backward`,
+# `leave` and `leave_backward`; `SequenceRegion` holds sequence parallelism's) and the forward
+# and backward of `ColumnParallelLinear` and `RowParallelLinear` in
+# `dlsys/train/tensor_parallel_layers.py`, each product through `matmul`, which charges its FLOPs. The tests hold each layer, and the whole MLP, to the
 # unsplit MLP in numpy on 2 and 4 ranks, and count the all-reduces: one forward, one
 # backward.
 #
