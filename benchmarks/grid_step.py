@@ -7,7 +7,7 @@
     .venv/bin/python benchmarks/grid_step.py --write-docs  # docs/performance.md's measured block
 
 Every rank of ``dlsys.train.grid3d`` holds its tensor-parallel part (Megatron's split) of
-its pipeline stage's layers of ``nn.transformer`` (4 blocks, d_model 16, 4 heads), runs
+its pipeline stage's layers of ``learn.transformer`` (4 blocks, d_model 16, 4 heads), runs
 1F1B over ``MICRO_BATCHES`` micro-batches of its data-parallel copy (TP all-reduces inside
 every forward and backward, activations and their gradients between stages), all-reduces
 its gradients over its DP group and takes an SGD step, on the threads backend. The wall time

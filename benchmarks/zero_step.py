@@ -5,7 +5,7 @@ docs/performance.md, "A ZeRO-3 step").
     .venv/bin/python benchmarks/zero_step.py --json        # one JSON line
     .venv/bin/python benchmarks/zero_step.py --write-docs  # docs/performance.md's measured block
 
-Every rank builds the small transformer (``nn.transformer``: 2 pre-norm blocks, d_model 32,
+Every rank builds the small transformer (``learn.transformer``: 2 pre-norm blocks, d_model 32,
 4 heads) on the sequence-reversal task, shards it with ``dlsys.train.zero.Sharded`` at
 stage 3 (a layer gathered at a time) under Adam, and takes ``STEPS`` steps on its own
 batch: per step every layer is all-gathered before its forward and again before its
@@ -22,8 +22,9 @@ import numpy as np
 
 from dlsys.comm import launch
 from dlsys.course.docs import add_write_docs, report_benchmark
-from dlsys.learn import nn, optim
+from dlsys.learn import optim
 from dlsys.learn.sequence import answer_loss, reversal
+from dlsys.learn.transformer import transformer
 from dlsys.train.zero import Sharded
 
 RANKS, STEPS, BATCH, LENGTH = 16, 1, 8, 8
@@ -32,7 +33,7 @@ TARGET_S = 10.0  # issue 26: "finishes in seconds"
 
 def zero3_program(comm, steps: int) -> float:
     task = reversal(BATCH, length=LENGTH, seed=comm.rank)
-    model = nn.transformer(vocab=task.vocab, seq_len=2 * LENGTH, d_model=32, heads=4, layers=2)
+    model = transformer(vocab=task.vocab, seq_len=2 * LENGTH, d_model=32, heads=4, layers=2)
     sharded = Sharded(comm, model, 3, lambda w, g: optim.Adam(w, g, 1e-3))
     loss = 0.0
     for _ in range(steps):
@@ -47,9 +48,7 @@ def measure(ranks: int = RANKS, steps: int = STEPS, repeats: int = 3) -> dict:
         result = launch(zero3_program, ranks, "threads", args=(steps,))
         best = min(best, time.perf_counter() - start)
     assert result is not None and np.isfinite(result.values).all()
-    params = nn.transformer(
-        vocab=reversal(1, LENGTH).vocab, seq_len=2 * LENGTH, d_model=32, heads=4, layers=2
-    ).params.size
+    params = transformer(vocab=reversal(1, LENGTH).vocab, seq_len=2 * LENGTH, d_model=32, heads=4, layers=2).params.size
     return {
         "ranks": ranks,
         "steps": steps,

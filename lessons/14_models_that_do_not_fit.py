@@ -33,8 +33,10 @@ from dlsys.experiments import memory as ex
 from dlsys.experiments.parallelism import max_differences
 from dlsys.experiments.training import train
 from dlsys.learn.task import build_model
+from dlsys.learn.transformer import GELU
 from dlsys.machine.memory import Layout, bytes_per_param
 from dlsys.train import tensor_parallel as tpm
+from dlsys.train import tensor_parallel_costs as tpc
 from dlsys.viz import memory as viz
 from dlsys.viz.lessons import show
 from dlsys.units import format_bytes, format_seconds
@@ -162,7 +164,7 @@ for name in ("zero3", "fsdp", "fsdp-prefetch"):
 # %%
 rng = np.random.default_rng(0)
 X, A, B, t = rng.normal(size=(8, 16)), rng.normal(size=(16, 64)), rng.normal(size=(64, 16)), 4
-gelu = tpm.nn.GELU().forward
+gelu = GELU().forward
 Z = gelu(X @ A) @ B
 parts = [gelu(X @ A_i) @ B_i for A_i, B_i in zip(np.split(A, t, axis=1), np.split(B, t, axis=0))]
 print("max |sum of the ranks' parts - unsplit|:", np.abs(sum(parts) - Z).max())
@@ -179,7 +181,7 @@ for layout in (dict(tp=2), dict(tp=4), dict(dp=2, tp=2)):
     config = tpm.TPConfig(steps=3, **layout)
     logits, grads, weights = max_differences(config)
     print(f"dp {config.dp} x tp {config.tp}: max |difference| logits {logits:.0e}, gradients {grads:.0e}, "
-          f"weights {weights:.0e}; collectives per step {tpm.collectives_per_step(config)}")
+          f"weights {weights:.0e}; collectives per step {tpc.collectives_per_step(config)}")
 
 # %% [markdown]
 # ## Sequence parallelism
@@ -196,7 +198,7 @@ for layout in (dict(tp=1), dict(tp=2), dict(tp=2, sequence_parallel=True), dict(
     config = tpm.TPConfig(dtype="float32", **layout)
     value = tpm.run(config, "threads").values[0]
     print(f"tp {config.tp}{' + SP' if config.sequence_parallel else '     '}: block activations measured "
-          f"{value['block_activation_nbytes']:>6,} B, formula {tpm.activation_model(config):>6,} B")
+          f"{value['block_activation_nbytes']:>6,} B, formula {tpc.activation_model(config):>6,} B")
 
 # %% [markdown]
 # ## DP x TP on a GPU cluster
@@ -210,7 +212,7 @@ for layout in (dict(tp=1), dict(tp=2), dict(tp=2, sequence_parallel=True), dict(
 
 # %%
 for tp in (1, 2, 4, 8, 16):
-    costs = tpm.group_costs(Grid.of(16, tp), 4 * 2**20, "gpu-cluster")
+    costs = tpc.group_costs(Grid.of(16, tp), 4 * 2**20, "gpu-cluster")
     print(f"dp {16 // tp:>2} x tp {tp:>2}: TP ring on {costs['tp']['link']:<10} "
           f"{format_seconds(costs['tp']['allreduce_s']):>10};  DP ring on {costs['dp']['link']:<10} "
           f"{format_seconds(costs['dp']['allreduce_s']):>10}")
@@ -239,10 +241,10 @@ print("TP 8 x DP 8 for GPT-3 6.7B:", format_bytes(Layout(params, 64, tp=8, model
 # update, the gathered model and three steps against numpy data parallelism, and the bytes
 # each rank sends against 2(P-1)/P of the padded model.
 #
-# `tensor_parallel_mlp`: write Megatron's $f$ and $g$ (the non-sequence-parallel branches of
-# `Region`'s `enter`, `enter_backward`, `leave` and `leave_backward`) and the forward and
-# backward of `ColumnParallelLinear` and `RowParallelLinear` in
-# `dlsys/train/tensor_parallel.py`. The tests hold each layer, and the whole MLP, to the
+# `tensor_parallel_mlp`: write Megatron's $f$ and $g$ (`Region`'s `enter`, `enter_backward`,
+# `leave` and `leave_backward`; `SequenceRegion` holds sequence parallelism's) and the forward
+# and backward of `ColumnParallelLinear` and `RowParallelLinear` in
+# `dlsys/train/tensor_parallel_layers.py`, each product through `matmul`, which charges its FLOPs. The tests hold each layer, and the whole MLP, to the
 # unsplit MLP in numpy on 2 and 4 ranks, and count the all-reduces: one forward, one
 # backward.
 #

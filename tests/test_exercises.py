@@ -635,7 +635,7 @@ def test_a_zero2_step_with_stale_params_or_a_gradient_scaled_twice_gets_partial_
     grade_one_edit(tmp_path, "zero2_step", *ZERO_MISTAKES[mistake])
 
 
-# Plausible wrong tensor-parallel MLPs (edits of dlsys/train/tensor_parallel.py): no g
+# Plausible wrong tensor-parallel MLPs (edits of dlsys/train/tensor_parallel_layers.py): no g
 # all-reduce after the row-parallel layer (each rank keeps its partial product), and an
 # all-reduce in forward where f is the identity (t copies of X summed).
 TP_MISTAKES = {

@@ -7,7 +7,7 @@ import pytest
 from dlsys import collectives
 from dlsys.comm import Grid, launch
 from dlsys.machine.topology import gpu_cluster
-from dlsys.train.tensor_parallel import group_costs
+from dlsys.train.tensor_parallel_costs import group_costs
 
 
 def test_coordinates_tp_fastest_varying():

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from dlsys.learn import nn
+from dlsys.learn.transformer import Residual, transformer
 
 RNG = np.random.default_rng(1234)
 
@@ -185,7 +186,7 @@ def test_bad_shapes_raise():
 def test_a_replica_shares_the_weights_and_keeps_its_own_forward_like_a_deepcopy():
     import copy
 
-    model = nn.transformer(11, 8, d_model=16, heads=4, layers=2, dtype=np.float64)
+    model = transformer(11, 8, d_model=16, heads=4, layers=2, dtype=np.float64)
     shared = {id(a): a for layer in model.layers for a in (*layer.params.values(), *layer.grads.values())}
     copied = copy.deepcopy(model.layers, shared)
     twins = [layer.replica() for layer in model.layers]
@@ -203,7 +204,7 @@ def test_a_replica_shares_the_weights_and_keeps_its_own_forward_like_a_deepcopy(
     for twin, layer in zip(twins, model.layers):
         assert all(twin.params[k] is a for k, a in layer.params.items())
         assert all(twin.grads[k] is a for k, a in layer.grads.items())
-    residual = next(layer for layer in twins if isinstance(layer, nn.Residual))
+    residual = next(layer for layer in twins if isinstance(layer, Residual))
     original = model.layers[twins.index(residual)]
     assert all(a is not b for a, b in zip(residual.layers, original.layers))
     assert original.layers[1].params["Wqkv"] is residual.layers[1].params["Wqkv"]

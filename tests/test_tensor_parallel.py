@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from dlsys.comm.backends.mpi import mpi_unavailable
-from dlsys.learn import nn
+from dlsys.learn.transformer import MultiHeadAttention
 from dlsys.machine.memory import Layout
 from dlsys.train import tensor_parallel as tpm
+from dlsys.train import tensor_parallel_costs as tpc
 from dlsys.train.tensor_parallel import TPConfig
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "golden"))
@@ -79,7 +80,7 @@ def test_activation_bytes_match_korthikanti(layout):
     or TP+SP (all / t) count without dropout, plus the layer norms' 1/std."""
     config = TPConfig(**layout)
     for value in tpm.run(config, "threads").values:
-        assert value["block_activation_nbytes"] == tpm.activation_model(config)
+        assert value["block_activation_nbytes"] == tpc.activation_model(config)
         assert value["activation_nbytes"] > value["block_activation_nbytes"]  # embedding, head: outside
 
 
@@ -105,7 +106,7 @@ def test_communication_against_closed_forms(layout):
     message of each phase counts one collective of that kind."""
     config = TPConfig(**layout)
     result = tpm.run(config, "threads")
-    closed = tpm.bytes_per_step(config)
+    closed = tpc.bytes_per_step(config)
     assert sum(m.nbytes for m in result.trace.messages) == closed["tp"] + closed["dp"]
     grid = config.check()
     started = {
@@ -116,7 +117,7 @@ def test_communication_against_closed_forms(layout):
         )
         for phase in ("reduce-scatter", "allgather")
     }
-    counts = tpm.collectives_per_step(config)
+    counts = tpc.collectives_per_step(config)
     allreduces = sum(c for k, c in counts.items() if k.endswith("allreduce"))
     assert started["reduce-scatter"] == allreduces + sum(c for k, c in counts.items() if k.endswith("reduce_scatter"))
     assert started["allgather"] == allreduces + sum(c for k, c in counts.items() if k.endswith("allgather"))
@@ -126,15 +127,15 @@ def test_per_layer_counts():
     """TP: 2 all-reduces a layer forward, 2 backward. SP forward: an all-gather and a
     reduce-scatter where TP has an all-reduce (the same bytes), plus the gather into the
     replicated output layer; backward 2 more all-gathers a layer (the column-parallel inputs)."""
-    assert tpm.collectives_per_step(TPConfig(tp=4, layers=3)) == {"forward allreduce": 6, "backward allreduce": 6}
-    assert tpm.collectives_per_step(TPConfig(tp=4, layers=3, sequence_parallel=True)) == {
+    assert tpc.collectives_per_step(TPConfig(tp=4, layers=3)) == {"forward allreduce": 6, "backward allreduce": 6}
+    assert tpc.collectives_per_step(TPConfig(tp=4, layers=3, sequence_parallel=True)) == {
         "forward allgather": 7,
         "forward reduce_scatter": 6,
         "backward allgather": 13,
         "backward reduce_scatter": 6,
         "backward allreduce": 1,
     }
-    assert tpm.collectives_per_step(TPConfig(tp=1)) == {}
+    assert tpc.collectives_per_step(TPConfig(tp=1)) == {}
 
 
 @pytest.mark.parametrize("backend", ["processes", "mpi"])
@@ -188,7 +189,7 @@ def test_split_layers_follow_megatron():
     put back together give the unsplit tensor."""
     model = TPConfig().model()
     attn = model.layers[1].layers[1]
-    assert isinstance(attn, nn.MultiHeadAttention)
+    assert isinstance(attn, MultiHeadAttention)
     parts = [tpm.shard_of(attn.params["Wqkv"], "qkv", i, 2) for i in range(2)]
     d = attn.d_model
     np.testing.assert_array_equal(parts[1][:, : d // 2], attn.params["Wqkv"][:, d // 2 : d])  # Q of heads 2, 3

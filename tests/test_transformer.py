@@ -6,6 +6,7 @@ import pytest
 
 from dlsys.learn import nn, optim
 from dlsys.learn.sequence import answer_loss, reversal, train_reversal
+from dlsys.learn.transformer import GELU, Embedding, LayerNorm, MultiHeadAttention, Residual, transformer
 from dlsys.machine.memory import Transformer, activation_bytes
 
 
@@ -48,31 +49,31 @@ def seq_input(n=3, s=5, d=8, seed=0):
 @pytest.mark.parametrize(
     "layer",
     [
-        nn.LayerNorm(8),
-        nn.GELU(),
+        LayerNorm(8),
+        GELU(),
         nn.Linear(8, 6),
-        nn.MultiHeadAttention(8, 2),
-        nn.MultiHeadAttention(8, 4, causal=False),
-        nn.Residual(nn.LayerNorm(8), nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8)),
+        MultiHeadAttention(8, 2),
+        MultiHeadAttention(8, 4, causal=False),
+        Residual(LayerNorm(8), nn.Linear(8, 16), GELU(), nn.Linear(16, 8)),
     ],
     ids=["layernorm", "gelu", "linear-seq", "attention", "attention-full", "residual-mlp"],
 )
 def test_layer_gradients_match_finite_differences(layer):
     model = nn.Sequential([layer], (5, 8), seed=3, dtype=np.float64)
-    if isinstance(layer, nn.LayerNorm):  # g = 1, b = 0 at init: perturb them so their gradients matter
+    if isinstance(layer, LayerNorm):  # g = 1, b = 0 at init: perturb them so their gradients matter
         model.params[...] += np.random.default_rng(2).standard_normal(model.params.size) * 0.3
     numeric_check(model, seq_input())
 
 
 def test_embedding_and_whole_transformer_gradients():
     tokens = np.random.default_rng(0).integers(0, 7, (4, 6)).astype(np.float64)
-    numeric_check(nn.Sequential([nn.Embedding(7, 8, 6)], (6,), dtype=np.float64), tokens, check_input=False)
-    model = nn.transformer(vocab=7, seq_len=6, d_model=8, heads=2, layers=2, seed=1, dtype=np.float64)
+    numeric_check(nn.Sequential([Embedding(7, 8, 6)], (6,), dtype=np.float64), tokens, check_input=False)
+    model = transformer(vocab=7, seq_len=6, d_model=8, heads=2, layers=2, seed=1, dtype=np.float64)
     numeric_check(model, tokens, check_input=False, entries=60)
 
 
 def test_attention_is_causal():
-    model = nn.Sequential([nn.MultiHeadAttention(8, 2)], (5, 8), dtype=np.float64)
+    model = nn.Sequential([MultiHeadAttention(8, 2)], (5, 8), dtype=np.float64)
     x = seq_input()
     y = model.forward(x)
     x[:, 3:] += 1.0  # later positions change; earlier outputs must not
@@ -81,7 +82,7 @@ def test_attention_is_causal():
 
 def test_transformer_shapes_parameters_and_flops():
     v, s, d, a, layers = 11, 9, 16, 4, 2
-    model = nn.transformer(vocab=v, seq_len=s, d_model=d, heads=a, layers=layers)
+    model = transformer(vocab=v, seq_len=s, d_model=d, heads=a, layers=layers)
     assert model.output_shape == (s, v)
     per_block = 4 * d * d + 4 * d + 2 * 4 * d * d + 4 * d + d + 2 * 2 * d  # attention, MLP, two layer norms
     assert model.params.size == v * d + s * d + layers * per_block + 2 * d + d * v + v
@@ -93,11 +94,11 @@ def test_transformer_shapes_parameters_and_flops():
 
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="heads must divide"):
-        nn.MultiHeadAttention(10, 3)
+        MultiHeadAttention(10, 3)
     with pytest.raises(ValueError, match="tokens must be integers in 0..6"):
-        nn.transformer(vocab=7, seq_len=4, d_model=8, heads=2, layers=1).forward(np.full((1, 4), 7.0))
+        transformer(vocab=7, seq_len=4, d_model=8, heads=2, layers=1).forward(np.full((1, 4), 7.0))
     with pytest.raises(ValueError, match="S in 1..4"):
-        nn.Sequential([nn.Embedding(7, 8, 4)], (5,))
+        nn.Sequential([Embedding(7, 8, 4)], (5,))
 
 
 def test_activation_bytes_match_korthikanti_count():
@@ -105,7 +106,7 @@ def test_activation_bytes_match_korthikanti_count():
     (16 s b h + a s^2 b elements) plus the layer norms' 1/std per row (2 s b); the embedding's
     token indices and the final layer norm and output layer are outside the formula."""
     s, b, h, a, layers = 12, 3, 16, 4, 2
-    model = nn.transformer(vocab=10, seq_len=s, d_model=h, heads=a, layers=layers)
+    model = transformer(vocab=10, seq_len=s, d_model=h, heads=a, layers=layers)
     model.forward(np.random.default_rng(0).integers(0, 10, (b, s)))
     blocks = sum(a_.nbytes for layer in model.layers[1 : 1 + 2 * layers] for a_ in layer.saved().values())
     formula = activation_bytes(Transformer(layers, h, a, s, b), element_nbytes=4, dropout=False)

@@ -592,7 +592,8 @@ def test_the_player_steps_to_each_new_caption_and_shows_it(ring_trace):
 
 
 def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
-    from dlsys.train import TrainConfig, bubble_fraction
+    from dlsys.train import TrainConfig
+    from dlsys.train.pipeline import fill_drain_bubble
 
     trace = E.train("model-parallel", TrainConfig(epochs=1), 4, link="rdma-edr", micro_batches=4)["result"].trace
     fig = training.pipeline_step(trace, 4)
@@ -605,7 +606,7 @@ def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
     stage0 += [(b, b + x) for y, b, x in zip(backward.y, backward.base, backward.x) if y == idle.y[0]]
     measured = 1 - sum(e - s for s, e in stage0) / step
     assert (
-        f"{measured:.0%}" in fig.layout.title.text and f"formula {bubble_fraction(4, 4):.0%}" in fig.layout.title.text
+        f"{measured:.0%}" in fig.layout.title.text and f"formula {fill_drain_bubble(4, 4):.0%}" in fig.layout.title.text
     )
     assert measured > 0.2  # the pipe fills and drains: stage 0 idles for a visible share of its step
     with pytest.raises(ValueError, match="micro-batches"):

@@ -28,6 +28,7 @@ from dlsys.experiments import train
 from dlsys.experiments.memory import sharded_layout
 from dlsys.learn import nn, optim
 from dlsys.learn.sequence import answer_loss, reversal
+from dlsys.learn.transformer import transformer
 from dlsys.train import STRATEGIES, TrainConfig, build_model
 from dlsys.train.data_parallel import DistributedOptimizer
 from dlsys.train.zero import Sharded, check_sharding, units_of
@@ -67,7 +68,7 @@ def test_digits_mlp_weights_equal_data_parallel(ranks):
 
 
 def small_transformer():
-    return nn.transformer(vocab=11, seq_len=8, d_model=16, heads=2, layers=1, seed=3)
+    return transformer(vocab=11, seq_len=8, d_model=16, heads=2, layers=1, seed=3)
 
 
 LR = {"sgd": 0.05, "adam": 3e-3}

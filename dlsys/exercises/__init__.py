@@ -189,7 +189,7 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         "tensor_parallel_mlp",
         "Megatron's column-then-row parallel MLP: the split layers and their f and g collectives, forward and backward",
-        "dlsys/train/tensor_parallel.py",
+        "dlsys/train/tensor_parallel_layers.py",
         15,
         "lessons/14_models_that_do_not_fit.py",
     ),

@@ -20,6 +20,7 @@ from ..comm import LaunchResult, Trace, launch
 from ..learn import nn, optim
 from ..learn.sequence import answer_loss, reversal
 from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches
+from ..learn.transformer import transformer
 from ..machine.ledger import MemoryLedger
 from ..machine.memory import KINDS, Layout, Transformer, activation_bytes, bytes_per_param, fsdp, zero_figure1
 from ..train.data_parallel import DistributedOptimizer, broadcast_parameters
@@ -74,7 +75,7 @@ def compare(ledger: MemoryLedger, params: int, ranks: int, optimizer: str = "sgd
 def transformer_states(steps: int = 2) -> tuple[int, MemoryLedger]:
     """The small transformer trained with Adam on one rank, its states in a ledger:
     (parameters, ledger); Adam's m and v are K' = 8 bytes a parameter."""
-    model = nn.transformer(vocab=11, seq_len=16, d_model=32, heads=4, layers=2)
+    model = transformer(vocab=11, seq_len=16, d_model=32, heads=4, layers=2)
     adam = optim.Adam(model.params, model.grads, 1e-3)
     ledger = MemoryLedger()
     ledger.alloc("parameters", model.params.nbytes, "model.params")
@@ -98,7 +99,7 @@ def transformer_activations(
     for its shapes (4-byte elements, no dropout), and the extras the formula leaves out:
     the layer norms' 1/std per row (2 s b a layer), the embedding's token indices, the final
     layer norm and the output layer's input."""
-    model = nn.transformer(vocab=11, seq_len=seq_len, d_model=hidden, heads=heads, layers=layers)
+    model = transformer(vocab=11, seq_len=seq_len, d_model=hidden, heads=heads, layers=layers)
     model.forward(np.random.default_rng(0).integers(0, 11, (batch, seq_len)))
     blocks = model.layers[1 : 1 + 2 * layers]
     measured = sum(a.nbytes for block in blocks for a in block.saved().values())

@@ -10,6 +10,7 @@ from ..collectives import allreduce
 from ..comm import Grid, launch
 from ..machine.memory import Layout
 from ..train import tensor_parallel as tpm
+from ..train import tensor_parallel_costs as tpc
 
 LAYOUTS = [
     dict(tp=1),
@@ -57,8 +58,8 @@ def table_communication() -> tuple[list[str], list[list]]:
     for layout in LAYOUTS[1:]:
         config = tpm.TPConfig(**layout)
         trace = tpm.run(config, "threads").trace
-        counts = ", ".join(f"{k} {v}" for k, v in tpm.collectives_per_step(config).items())
-        closed = tpm.bytes_per_step(config)
+        counts = ", ".join(f"{k} {v}" for k, v in tpc.collectives_per_step(config).items())
+        closed = tpc.bytes_per_step(config)
         rows.append(
             [name(layout), counts, f"{sum(m.nbytes for m in trace.messages):,}", f"{closed['tp']:,} + {closed['dp']:,}"]
         )
@@ -81,7 +82,7 @@ def table_memory() -> tuple[list[str], list[list]]:
             [
                 name(layout),
                 f"{value['block_activation_nbytes']:,}",
-                f"{tpm.activation_model(config):,}",
+                f"{tpc.activation_model(config):,}",
                 f"{value['parameter_nbytes']:,}",
                 f"{model_params:,.0f}",
             ]
@@ -105,7 +106,7 @@ def table_groups() -> tuple[list[str], list[list]]:
     tp = 1
     while tp <= GROUP_WORLD:
         grid = Grid.of(GROUP_WORLD, tp)
-        costs = tpm.group_costs(grid, GROUP_NBYTES, "gpu-cluster")
+        costs = tpc.group_costs(grid, GROUP_NBYTES, "gpu-cluster")
         row = [f"dp {grid.dp} x tp {grid.tp}"]
         for axis in ("tp", "dp"):
             measured = launch(

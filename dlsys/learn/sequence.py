@@ -22,6 +22,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import nn, optim
+from .transformer import transformer
 
 
 class Reversal(NamedTuple):
@@ -82,7 +83,7 @@ def train_reversal(
 
     BLAS runs on one thread: these matrices are small, and on a shared 2-core machine
     OpenBLAS's second thread made a step some 50x slower (it waits for a core)."""
-    model = nn.transformer(vocab=11, seq_len=2 * length, d_model=d_model, heads=heads, layers=layers, seed=seed)
+    model = transformer(vocab=11, seq_len=2 * length, d_model=d_model, heads=heads, layers=layers, seed=seed)
     opt = optim.Adam(model.params, model.grads, lr)
     test = reversal(n_test, length, seed=seed + 1)
     rng = np.random.default_rng(seed)

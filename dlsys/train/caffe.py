@@ -31,6 +31,7 @@ per (seed, rank, layer): sums of them are exact, so both designs' averages agree
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable
 
 import numpy as np
 
@@ -249,7 +250,7 @@ def ring_iteration(comm, solver: Solver, batch: int, seed: int = 0) -> dict:
     return account | {"weights": net.flat("data").copy()}
 
 
-ITERATIONS = {
+ITERATIONS: dict[str, Callable[..., dict]] = {
     "ps": ps_iteration,
     "ps-gather": partial(ps_mpi_iteration, aggregate="gather"),
     "ps-reduce": partial(ps_mpi_iteration, aggregate="reduce"),

@@ -174,7 +174,7 @@ def local_sgd_program(comm, config: TrainConfig, period: int = 4, progress: bool
 
 def _rank_record(comm, model, task, losses, curve) -> dict:
     """Every rank reports its losses; rank 0 also the weights and test accuracy."""
-    record = {"losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": loss} for s, t, loss in losses]}
+    record: dict = {"losses": [{"rank": comm.rank, "step": s, "time_s": t, "loss": loss} for s, t, loss in losses]}
     if comm.rank == 0:
         record.update(
             params=model.params.copy(),

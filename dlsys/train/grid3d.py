@@ -35,17 +35,28 @@ import numpy as np
 
 from ..collectives import allreduce
 from ..comm import Grid, launch
-from .pipeline import SCHEDULES, PipelineConfig, Schedule, check_schedule, chunk_layers, loss_and_grad, tag
+from .pipeline import (
+    SCHEDULES,
+    PipelineConfig,
+    Schedule,
+    check_schedule,
+    chunk_layers,
+    keep_activations,
+    label,
+    span,
+    tag,
+)
 from .tensor_parallel import TensorParallelTransformer, check_layout, unshard
+from .transformer_config import TransformerConfig, loss_and_grad
 
 UNSPLIT = tuple(name for name, entry in SCHEDULES.items() if not entry.split_backward)
 
 
 @dataclass(frozen=True)
-class GridConfig:
-    """The small transformer (``nn.transformer``, d_ff = 4 d_model) over dp x tp x pp ranks:
-    ``micro_batches`` micro-batches of ``micro_batch_size`` sequences per data-parallel copy
-    a step, ``steps`` SGD steps."""
+class GridConfig(TransformerConfig):
+    """The transformer (``TransformerConfig``) over dp x tp x pp ranks: ``micro_batches``
+    micro-batches of ``micro_batch_size`` sequences per data-parallel copy a step, ``steps``
+    SGD steps."""
 
     dp: int = 2
     tp: int = 2
@@ -54,15 +65,6 @@ class GridConfig:
     micro_batches: int = 4
     chunks: int = 1
     micro_batch_size: int = 2
-    vocab: int = 11
-    seq_len: int = 8
-    d_model: int = 16
-    heads: int = 4
-    layers: int = 4
-    steps: int = 1
-    lr: float = 0.1
-    seed: int = 0
-    dtype: str = "float64"
 
     def reference(self) -> PipelineConfig:
         """The same model, batch and step on one pipeline of dp m micro-batches: its
@@ -73,30 +75,46 @@ class GridConfig:
     def check(self) -> tuple[Grid, Schedule]:
         """The grid and the schedule, or a ValueError naming the argument and its accepted
         range, before any rank starts."""
-        for name in ("dp", "tp", "pp"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.check_model(("dp", "tp", "pp", "micro_batch_size"))
         if self.schedule in SCHEDULES and self.schedule not in UNSPLIT:
             raise ValueError(
                 f"schedule must be one of {', '.join(UNSPLIT)} for a DP x TP x PP run (the split "
                 f"layers compute weight and input gradients together), got {self.schedule!r}"
             )
-        self.reference().check()  # dtype, sizes
         entry = check_schedule(self.schedule, self.pp, self.micro_batches, self.chunks, self.layers)
-        check_layout(self.dp * self.tp * self.pp, self.tp, self.heads, self.d_model, 4 * self.d_model, self.seq_len)
+        check_layout(self.dp * self.tp * self.pp, self.tp, self.heads, self.d_model, self.ffn, self.seq_len)
         return Grid(self.dp, self.tp, self.pp), entry
 
 
-def owners(model: TensorParallelTransformer) -> dict[str, int]:
-    """Each tensor's layer index in ``model.layers`` (the unsplit model's, without sequence
-    parallelism), so a chunk's tensors are those of its layers."""
-    index = {}
+def stage_tensors(
+    model: TensorParallelTransformer, ranges: list[tuple[int, int]], stages: int, stage: int, chunks: int
+):
+    """Chunk c -> the names of the tensors of its layers (virtual stage c p + s), and every
+    such tensor of the stage -> (layer, name, how it is split), ``model.tensors``' entries."""
+    index = {}  # each tensor's layer in model.layers (the unsplit model's without sequence parallelism)
     for key, (layer, _, _) in model.tensors.items():
         index[key] = next(
             i for i, top in enumerate(model.layers) if layer is top or layer in getattr(top, "layers", ())
         )
-    return index
+    keys = {
+        c: [key for key in model.tensors if ranges[c * stages + stage][0] <= index[key] < ranges[c * stages + stage][1]]
+        for c in range(chunks)
+    }
+    return keys, {key: model.tensors[key] for c in range(chunks) for key in keys[c]}
+
+
+def sgd_step(dp_group, params: dict, kept: dict, keys: dict, micro_batches: int, lr: float) -> None:
+    """Sum each tensor's gradient over micro-batches 0..m-1 (whatever the schedule's order),
+    all-reduce the sums over the DP group, and take an SGD step of rate ``lr``."""
+    summed = {}
+    for c, names in keys.items():
+        for key in names:
+            summed[key] = sum((kept[c, i][key] for i in range(1, micro_batches)), kept[c, 0][key].copy())
+    flat = np.concatenate([g.ravel() for g in summed.values()])
+    if dp_group.size > 1:
+        flat = allreduce(dp_group, flat)
+    for (key, g), part in zip(summed.items(), np.split(flat, np.cumsum([g.size for g in summed.values()])[:-1])):
+        params[key] -= lr * part.reshape(g.shape)
 
 
 def grid_program(comm, config: GridConfig) -> dict:
@@ -111,11 +129,8 @@ def grid_program(comm, config: GridConfig) -> dict:
     reference = config.reference()
     full = reference.model()
     model = TensorParallelTransformer(full, tp_group)
-    ranges, owner, last = chunk_layers(full, p * v), owners(model), p * v - 1
-    keys = {
-        c: [key for key in model.tensors if ranges[c * p + s][0] <= owner[key] < ranges[c * p + s][1]] for c in range(v)
-    }
-    tensors = {key: model.tensors[key] for c in range(v) for key in keys[c]}
+    ranges, last = chunk_layers(full, p * v), p * v - 1
+    keys, tensors = stage_tensors(model, ranges, p, s, v)
     params = {key: layer.params[name] for key, (layer, name, _) in tensors.items()}
     grads = {key: layer.grads[name] for key, (layer, name, _) in tensors.items()}
     # each (chunk, micro-batch) keeps its own activations: a copy of the chunk's layers
@@ -131,19 +146,16 @@ def grid_program(comm, config: GridConfig) -> dict:
     actions, losses, records = entry.actions(s, p, m, v), [], []
     for step in range(config.steps):
         kept, dlogits, loss = {}, {}, 0.0
-        for kind, i, c in actions:
-            k, layers, name = c * p + s, replicas[c, i], f"{kind}{i}" + (f" chunk {c}" if v > 1 else "")
+        for action in actions:
+            kind, i, c = action
+            k, layers, name = c * p + s, replicas[c, i], label(action, v)
             begin = comm.clock
             if kind == "F":
                 tokens, targets = reference.batch(step, d * m + i)
                 x = tokens if k == 0 else comm.recv(source=pipe[(k - 1) % p], tag=tag(i, k - 1, p * v, False))
                 for layer in layers:
                     x = layer.forward(x)
-                ledger.alloc(
-                    "activations",
-                    sum(a.nbytes for layer in layers for a in layer.saved().values()),
-                    f"micro-batch {i} chunk {c}",
-                )
+                keep_activations(ledger, layers, i, c)
                 if k == last:
                     part, dlogits[i] = loss_and_grad(x, targets, reference.micro_batches)
                     loss += part
@@ -159,27 +171,8 @@ def grid_program(comm, config: GridConfig) -> dict:
                 ledger.free(f"micro-batch {i} chunk {c}")
                 if k > 0:
                     comm.send(dy, pipe[(k - 1) % p], tag(i, k, p * v, True), label=f"activation gradients {name}")
-            records.append(
-                {
-                    "step": step,
-                    "rank": comm.rank,
-                    "stage": s,
-                    "action": kind,
-                    "micro_batch": i,
-                    "chunk": c,
-                    "start_s": begin,
-                    "end_s": comm.clock,
-                }
-            )
-        summed = {}
-        for c in range(v):
-            for key in keys[c]:  # micro-batch order, whatever the schedule's
-                summed[key] = sum((kept[c, i][key] for i in range(1, m)), kept[c, 0][key].copy())
-        flat = np.concatenate([g.ravel() for g in summed.values()])
-        if grid.dp > 1:
-            flat = allreduce(dp_group, flat)
-        for (key, g), part in zip(summed.items(), np.split(flat, np.cumsum([g.size for g in summed.values()])[:-1])):
-            params[key] -= config.lr * part.reshape(g.shape)
+            records.append({"step": step, "rank": comm.rank, **span(s, action, begin, comm.clock)})
+        sgd_step(dp_group, params, kept, keys, m, config.lr)
         if s == p - 1:
             losses.append(loss)
     return {

@@ -2,10 +2,11 @@
 
 The contrast to data parallelism: nobody holds the whole model, and what travels are
 activations (forward) and their gradients (backward), not weights or weight gradients.
-The schedule is GPipe's (Huang et al. 2019): cut each batch into M micro-batches, run all
-M forwards through the S stages, then all M backwards in reverse, summing each stage's
-weight gradients; every stage then updates its own layers. Stage s idles while the pipe
-fills and drains: the bubble is (S - 1) / (M + S - 1) of the step.
+The schedule is GPipe's (Huang et al. 2019), the action list ``pipeline.gpipe``: cut each
+batch into M micro-batches, run all M forwards through the S stages, then all M backwards
+in reverse, summing each stage's weight gradients; every stage then updates its own layers.
+Stage s idles while the pipe fills and drains: the bubble is ``pipeline.fill_drain_bubble``,
+(S - 1) / (M + S - 1) of the step. ``pipeline.py`` runs the other schedules, on a transformer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..learn import nn, optim
 from ..learn.task import TrainConfig, accuracy, batch_indices, build_model, progress_bar, steps_per_epoch, task_of
+from .pipeline import fill_drain_bubble, gpipe
 
 FORWARD, BACKWARD, GATHER = 11, 12, 13
 
@@ -35,11 +37,6 @@ def split_stages(model: nn.Sequential, stages: int) -> list[tuple[int, int]]:
         cut = int(np.searchsorted(cumulative, cumulative[-1] * s / stages)) + 1
         bounds.append(min(max(cut, bounds[-1] + 1), layers - (stages - s)))
     return list(zip(bounds, bounds[1:] + [layers]))
-
-
-def bubble_fraction(stages: int, micro_batches: int) -> float:
-    """GPipe's idle share of a pipelined step: (S - 1) / (M + S - 1)."""
-    return (stages - 1) / (micro_batches + stages - 1)
 
 
 def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress: bool = False):
@@ -66,20 +63,22 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
         # each in-flight micro-batch keeps its own activations: a shallow copy of the
         # stage's layers shares the parameter views but not the cached inputs
         replicas = [[copy.copy(layer) for layer in model.layers[start:stop]] for _ in micro]
-        douts, loss = [], 0.0
-        for m, part in enumerate(micro):
-            x = task.X_train[part].astype(model.params.dtype) if s == 0 else comm.recv(source=s - 1, tag=FORWARD)
-            for layer in replicas[m]:
-                x = layer.forward(x)
-            comm.compute(flops=flops(len(part)), label=f"forward micro-batch {m}")
-            if s == last:  # d(mean loss over the batch) = sum over micro-batches of (n_m / N) d(mean over m)
-                part_loss, dlogits = nn.softmax_cross_entropy(x, task.y_train[part])
-                loss += part_loss * len(part) / len(idx)
-                douts.append(dlogits * (len(part) / len(idx)))
-            else:
-                comm.send(x, s + 1, FORWARD, label=f"activations micro-batch {m}")
+        douts, loss = {}, 0.0
         summed[...] = 0
-        for m in reversed(range(len(micro))):
+        for kind, m, _ in gpipe(s, comm.size, micro_batches):
+            if kind == "F":
+                part = micro[m]
+                x = task.X_train[part].astype(model.params.dtype) if s == 0 else comm.recv(source=s - 1, tag=FORWARD)
+                for layer in replicas[m]:
+                    x = layer.forward(x)
+                comm.compute(flops=flops(len(part)), label=f"forward micro-batch {m}")
+                if s == last:  # d(mean loss over the batch) = sum over micro-batches of (n_m / N) d(mean over m)
+                    part_loss, dlogits = nn.softmax_cross_entropy(x, task.y_train[part])
+                    loss += part_loss * len(part) / len(idx)
+                    douts[m] = dlogits * (len(part) / len(idx))
+                else:
+                    comm.send(x, s + 1, FORWARD, label=f"activations micro-batch {m}")
+                continue
             dy = douts[m] if s == last else comm.recv(source=s + 1, tag=BACKWARD)
             for layer in reversed(replicas[m]):
                 dy = layer.backward(dy)
@@ -104,5 +103,5 @@ def pipeline_program(comm, config: TrainConfig, micro_batches: int = 4, progress
         "layers": (start, stop),
         "params": model.params.copy(),
         "test_accuracy": accuracy(model, task.X_test, task.y_test),
-        "bubble_fraction": bubble_fraction(comm.size, micro_batches),
+        "bubble_fraction": fill_drain_bubble(comm.size, micro_batches),
     }

@@ -7,7 +7,7 @@ ordered list of actions that stage runs in one step: ``F i`` (forward of micro-b
 waits for it, so it can fill a bubble). ``SCHEDULES`` maps a name to its action function,
 its bubble's closed form, the activations a stage holds at its peak and its citation.
 
-``pipeline_program`` executes any schedule's list: the transformer (``nn.transformer``) is
+``pipeline_program`` executes any schedule's list: the transformer (``learn.transformer``) is
 cut into p v contiguous chunks, virtual stage k = c p + s being chunk c of rank s
 (Megatron's interleaved layout); forward sends activations to the rank of stage k + 1,
 backward sends their gradients to stage k - 1, each tagged by micro-batch and chunk.
@@ -28,6 +28,7 @@ import numpy as np
 
 from ..comm import launch
 from ..learn import nn
+from .transformer_config import TransformerConfig, loss_and_grad
 
 
 class Action(NamedTuple):
@@ -41,7 +42,8 @@ class Action(NamedTuple):
 
 def gpipe(stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Action]:
     """GPipe (Huang et al. 2019, Figure 2c): every forward, then every backward, last
-    micro-batch first (as ``model_parallel.pipeline_program``). Holds all m micro-batches."""
+    micro-batch first (``model_parallel.pipeline_program`` runs it on an MLP too). Holds all
+    m micro-batches."""
     return [Action("F", i) for i in range(micro_batches)] + [Action("B", i) for i in reversed(range(micro_batches))]
 
 
@@ -116,6 +118,12 @@ class Schedule:
     needs_multiple: bool = False  # m divisible by p (Megatron's interleaving)
 
 
+def fill_drain_bubble(p: int, m: int, v: int = 1) -> float:
+    """The idle share of a step whose pipe fills and drains once (GPipe, Huang et al. 2019,
+    section 2.3; 1F1B the same, Narayanan et al. 2021, section 2.2): (p - 1) / (m + p - 1)."""
+    return (p - 1) / (m + p - 1)
+
+
 def _interleaved_in_flight(s: int, p: int, m: int, v: int) -> int:
     return m * v if m == p else min(m * v, 2 * (p - s - 1) + (v - 1) * p + 1)
 
@@ -127,7 +135,7 @@ SCHEDULES: dict[str, Schedule] = {
         Schedule(
             "gpipe",
             gpipe,
-            lambda p, m, v: (p - 1) / (m + p - 1),
+            fill_drain_bubble,
             r"\frac{p-1}{m+p-1}",
             lambda s, p, m, v: m,
             False,
@@ -136,7 +144,7 @@ SCHEDULES: dict[str, Schedule] = {
         Schedule(
             "1f1b",
             one_f_one_b,
-            lambda p, m, v: (p - 1) / (m + p - 1),
+            fill_drain_bubble,
             r"\frac{p-1}{m+p-1}",
             lambda s, p, m, v: p - s,
             False,
@@ -201,39 +209,21 @@ def check_schedule(schedule: str, stages: int, micro_batches: int, chunks: int, 
 
 
 @dataclass(frozen=True)
-class PipelineConfig:
-    """A small causal transformer trained ``steps`` SGD steps, each on ``micro_batches`` x
-    ``micro_batch_size`` random sequences, its layers pipelined over ``stages`` ranks."""
+class PipelineConfig(TransformerConfig):
+    """The transformer (``TransformerConfig``) trained ``steps`` SGD steps, each on
+    ``micro_batches`` x ``micro_batch_size`` random sequences, its layers pipelined over
+    ``stages`` ranks by ``schedule``."""
 
     schedule: str = "1f1b"
     stages: int = 2
     micro_batches: int = 4
     chunks: int = 1
     micro_batch_size: int = 2
-    vocab: int = 11
-    seq_len: int = 8
-    d_model: int = 16
-    heads: int = 4
-    layers: int = 4
-    steps: int = 1
-    lr: float = 0.1
-    seed: int = 0
-    dtype: str = "float64"
 
     def check(self) -> Schedule:
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        for name in ("micro_batch_size", "vocab", "seq_len", "d_model", "heads", "layers", "steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
-        if self.d_model % self.heads:
-            raise ValueError(f"heads must divide d_model = {self.d_model}, got heads = {self.heads}")
+        """The schedule's entry, or a ValueError naming the argument and its accepted range."""
+        self.check_model(("micro_batch_size",))
         return check_schedule(self.schedule, self.stages, self.micro_batches, self.chunks, self.layers)
-
-    def model(self) -> nn.Sequential:
-        return nn.transformer(
-            self.vocab, self.seq_len, self.d_model, self.heads, self.layers, seed=self.seed, dtype=np.dtype(self.dtype)
-        )
 
     def batch(self, step: int, micro_batch: int) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, next tokens) of one micro-batch, (micro_batch_size, seq_len) each."""
@@ -254,17 +244,50 @@ def chunk_layers(model: nn.Sequential, chunks: int) -> list[tuple[int, int]]:
     return list(zip([0] + stops[:-1], stops))
 
 
-def loss_and_grad(logits: np.ndarray, targets: np.ndarray, micro_batches: int) -> tuple[float, np.ndarray]:
-    """One micro-batch's share of the step's loss, the mean cross-entropy over the whole batch:
-    its own mean / m, and the gradient of that."""
-    loss, dlogits = nn.softmax_cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.ravel())
-    return loss / micro_batches, dlogits.reshape(logits.shape) / micro_batches
+def stage_chunks(model: nn.Sequential, stages: int, stage: int, chunks: int, micro_batch_size: int) -> dict:
+    """Stage ``stage``'s chunks: chunk c -> (its virtual stage c p + s, the flat slice of its
+    parameters, the forward FLOPs of one micro-batch through its transformer layers)."""
+    ranges = chunk_layers(model, stages * chunks)
+    offsets = {sl.layer: (sl.offset, sl.offset + sl.size) for sl in model.layer_slices()}
+    flops = model.flops(micro_batch_size)
+    mine = {}
+    for c in range(chunks):
+        start, stop = ranges[c * stages + stage]
+        held = [offsets[i] for i in range(start, stop) if i in offsets]
+        blocks = range(max(start, 1), min(stop, len(model.layers) - 2))  # the transformer layers
+        mine[c] = (c * stages + stage, slice(held[0][0], held[-1][1]), sum(flops[i] for i in blocks))
+    return mine
 
 
 def tag(micro_batch: int, sender: int, virtual_stages: int, backward: bool) -> int:
     """Keeps every message of a step apart: one tag per micro-batch, sending virtual stage
     (which names the chunk) and direction."""
     return 2 * (micro_batch * virtual_stages + sender) + backward
+
+
+def keep_activations(ledger, layers: list[nn.Layer], micro_batch: int, chunk: int) -> None:
+    """Enter in the ledger what a forward of ``layers`` kept for backward (``Layer.saved``)."""
+    nbytes = sum(a.nbytes for layer in layers for a in layer.saved().values())
+    ledger.alloc("activations", nbytes, f"micro-batch {micro_batch} chunk {chunk}")
+
+
+def label(action: Action, chunks: int) -> str:
+    """'F3', or 'F3 chunk 1' when a stage runs several chunks."""
+    kind, micro_batch, chunk = action
+    return f"{kind}{micro_batch}" + (f" chunk {chunk}" if chunks > 1 else "")
+
+
+def span(stage: int, action: Action, start_s: float, end_s: float) -> dict:
+    """The record of one action: its stage, kind, micro-batch and chunk, and when it ran."""
+    kind, micro_batch, chunk = action
+    return {
+        "stage": stage,
+        "action": kind,
+        "micro_batch": micro_batch,
+        "chunk": chunk,
+        "start_s": start_s,
+        "end_s": end_s,
+    }
 
 
 def pipeline_program(comm, config: PipelineConfig) -> dict:
@@ -276,18 +299,7 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
     entry = config.check()
     p, s, v, m = comm.size, comm.rank, config.chunks, config.micro_batches
     model, last = config.model(), p * v - 1
-    ranges = chunk_layers(model, p * v)
-    offsets = {sl.layer: (sl.offset, sl.offset + sl.size) for sl in model.layer_slices()}
-    mine = {}  # chunk -> (virtual stage, flat slice of its parameters, forward FLOPs of one micro-batch)
-    for c in range(v):
-        start, stop = ranges[c * p + s]
-        held = [offsets[i] for i in range(start, stop) if i in offsets]
-        blocks = range(max(start, 1), min(stop, len(model.layers) - 2))  # the transformer layers
-        mine[c] = (
-            c * p + s,
-            slice(held[0][0], held[-1][1]),
-            sum(model.flops(config.micro_batch_size)[i] for i in blocks),
-        )
+    ranges, mine = chunk_layers(model, p * v), stage_chunks(model, p, s, v, config.micro_batch_size)
     # each (chunk, micro-batch) keeps its own activations: a copy of the chunk's layers that
     # shares the parameter and gradient views but not what forward caches
     replicas = {
@@ -295,13 +307,12 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
         for c, (k, _, _) in mine.items()
         for i in range(m)
     }
-    ledger, actions, losses = comm.memory, entry.actions(s, p, m, v), []
-    records = []
+    ledger, actions, losses, records = comm.memory, entry.actions(s, p, m, v), [], []
     for step in range(config.steps):
         grads, dlogits, loss = {}, {}, 0.0
-        for kind, i, c in actions:
-            k, flat, flops = mine[c]
-            layers, name = replicas[c, i], f"{kind}{i}" + (f" chunk {c}" if v > 1 else "")
+        for action in actions:
+            (kind, i, c), (k, flat, flops) = action, mine[action.chunk]
+            layers, name = replicas[c, i], label(action, v)
             if kind == "F":
                 tokens, targets = config.batch(step, i)
                 x = tokens if k == 0 else comm.recv(source=(k - 1) % p, tag=tag(i, k - 1, p * v, False))
@@ -309,11 +320,7 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
                 for layer in layers:
                     x = layer.forward(x)
                 comm.compute(flops=flops, label=name)
-                ledger.alloc(
-                    "activations",
-                    sum(a.nbytes for layer in layers for a in layer.saved().values()),
-                    f"micro-batch {i} chunk {c}",
-                )
+                keep_activations(ledger, layers, i, c)
                 if k == last:
                     part, dlogits[i] = loss_and_grad(x, targets, m)
                     loss += part
@@ -337,17 +344,7 @@ def pipeline_program(comm, config: PipelineConfig) -> dict:
                 comm.compute(flops=flops, label=name)
                 grads[c, i] = model.grads[flat].copy()
                 ledger.free(f"micro-batch {i} chunk {c}")
-            records.append(
-                {
-                    "step": step,
-                    "stage": s,
-                    "action": kind,
-                    "micro_batch": i,
-                    "chunk": c,
-                    "start_s": begin,
-                    "end_s": comm.clock,
-                }
-            )
+            records.append({"step": step, **span(s, action, begin, comm.clock)})
         for c, (_, flat, _) in mine.items():
             total = grads[c, 0]
             for i in range(1, m):  # micro-batch order, whatever the schedule's: the sum is the single rank's

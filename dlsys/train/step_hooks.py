@@ -98,7 +98,8 @@ class LayerNorms(Hook):
     the trust ratio LARS/LAMB applied (NaN for SGD): ``layers`` in the record."""
 
     def __init__(self, model, optimizer: optim.Optimizer):
-        self.model, self.optimizer, self.slices, self.rows = model, optimizer, model.param_slices(), []
+        self.model, self.optimizer, self.slices = model, optimizer, model.param_slices()
+        self.rows: list[dict] = []
 
     def synchronized(self, step: int) -> None:
         self.w_norm, self.g_norm = (layer_norms(x, self.slices) for x in (self.model.params, self.model.grads))

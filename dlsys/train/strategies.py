@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ..compress import COMPRESSORS
 from ..learn.task import TrainConfig, build_model
@@ -24,7 +24,7 @@ from .data_parallel import allreduce_program, local_sgd_program
 from .model_parallel import pipeline_program, split_stages
 from .zero import zero_program
 
-OPTIONS = MappingProxyType(
+OPTIONS: Mapping[str, Any] = MappingProxyType(
     {
         "servers": 1,
         "staleness": 2,

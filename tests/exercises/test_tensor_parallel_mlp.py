@@ -1,4 +1,4 @@
-"""Graded: exercise tensor_parallel_mlp (dlsys.train.tensor_parallel: Region's f and g
+"""Graded: exercise tensor_parallel_mlp (dlsys.train.tensor_parallel_layers: Region's f and g
 without sequence parallelism, ColumnParallelLinear and RowParallelLinear).
 
 Megatron's MLP Z = GELU(X A + a) B + b on t = 2 and 4 ranks (X of shape (3, 4, 6): batch,
@@ -34,8 +34,8 @@ def observe_parallel(t: int, part: str, x, A, a, B, b, dz, y):
     outputs, the gradients of its shards, its bytes sent after forward and in all."""
     from dlsys import launch
     from dlsys.grading.testing import LAUNCH_TIMEOUT_S
-    from dlsys.learn import nn
-    from dlsys.train.tensor_parallel import ColumnParallelLinear, Region, RowParallelLinear
+    from dlsys.learn.transformer import GELU
+    from dlsys.train.tensor_parallel_layers import ColumnParallelLinear, Region, RowParallelLinear
 
     def program(comm):
         i, region = comm.rank, Region(comm)
@@ -53,7 +53,7 @@ def observe_parallel(t: int, part: str, x, A, a, B, b, dz, y):
             forward_nbytes = comm.bytes_sent
             grad_in = row.backward(dz)
         else:
-            gelu = nn.GELU()
+            gelu = GELU()
             out = row.forward(gelu.forward(column.forward(x)))
             forward_nbytes = comm.bytes_sent
             grad_in = column.backward(gelu.backward(row.backward(dz)))
@@ -70,10 +70,10 @@ def observe_parallel(t: int, part: str, x, A, a, B, b, dz, y):
 
 
 def unsplit(v: dict) -> dict:
-    """The oracle: the whole MLP on one rank (nn.GELU for the nonlinearity)."""
-    from dlsys.learn import nn
+    """The oracle: the whole MLP on one rank (GELU for the nonlinearity)."""
+    from dlsys.learn.transformer import GELU
 
-    gelu = nn.GELU()
+    gelu = GELU()
     h = v["x"] @ v["A"] + v["a"]
     g = gelu.forward(h)
     z = g @ v["B"] + v["b"]
