@@ -73,7 +73,7 @@ CAVEATS = (
 def slowest_link(network: Topology, members: list[int], ring: bool = True):
     """The slowest link (by bandwidth, then latency) between consecutive ``members`` (and from
     the last back to the first, for a ``ring``): a group whose hops mix links is charged as
-    if every hop were on it (as ``train.tensor_parallel.group_costs``)."""
+    if every hop were on it (as ``train.tensor_parallel_costs.group_costs``)."""
     hops = [network.link_between(a, b) for a, b in zip(members, members[1:] + (members[:1] if ring else []))]
     return max(hops, key=lambda link: (link.beta_s_per_byte, link.alpha_s), default=network.link)
 
