@@ -16,8 +16,7 @@ import pytest
 import dlsys
 from dlsys import collectives, schedule
 from dlsys.comm.backends.mpi import mpi_unavailable
-from dlsys.comm.oplog import OpLog
-from dlsys.comm.replay import link_load, replay
+from dlsys.comm.replay import OpLog, link_load, replay
 from dlsys.comm.supervise import RunSpec
 from dlsys.experiments import collective_program, simulate_collective
 from dlsys.experiments.schedule import make_job
