@@ -26,6 +26,7 @@ from typing import Sequence
 from ...machine.flows import FlowNetwork
 from ...machine.net import NodeModel
 from ...machine.topology import Topology
+from .credits import Credits
 from .oplog import OpLog
 
 SEND, RECV, SIGNAL, ADVANCE, WAIT, WAIT_SENT, WAIT_LEFT = range(7)  # a decoded operation's kind
@@ -94,14 +95,10 @@ class _FastReplay:
         for r, log in enumerate(ops):
             table, codes = (log.table, log.codes) if isinstance(log, OpLog) else (list(log), range(len(log)))
             self.programs.append(([_decode(op, r, network, nodes[r], channel, flows) for op in table], codes))
-        # credit waits (plain.py): the ranks that make them, their posts' flows (-1: a signal),
-        # how many of their posts are known to have left and when the last of those left
-        self.waits = [any(op[0] == WAIT_SENT or op[0] == WAIT_LEFT for op in program) for program, _ in self.programs]
-        self.posts: list[list[int]] = [[] for _ in range(size)]
-        self.checked, self.left_s = [0] * size, [0.0] * size
-        self.latency_of: dict[int, float] = {}
-        self.left_at: dict[int, float] = {}
-        self.waiting_left: dict[int, int] = {}
+        # credit waits (credits.py): the ranks that make them follow their posts' flows
+        self.credits = Credits(
+            [any(op[0] == WAIT_SENT or op[0] == WAIT_LEFT for op in program) for program, _ in self.programs]
+        )
         self.posted: list[deque] = [
             deque() for _ in channels
         ]  # a channel's messages not yet taken: (flow, o_r) or (-1, t)
@@ -116,9 +113,9 @@ class _FastReplay:
     def run(self, r: int) -> bool:
         """Rank r's operations from pc[r] on, until it blocks or ends (True: it ended)."""
         program, codes = self.programs[r]
-        posted, posts, inject, runnable = self.posted, self.posts, self.inject, self.runnable
-        waiting_post, arrived, latency_of = self.waiting_post, self.arrived, self.latency_of
-        t, i, end, track = self.clocks[r], self.pc[r], len(codes), self.waits[r]
+        posted, inject, runnable, credits = self.posted, self.inject, self.runnable, self.credits
+        waiting_post, arrived, posts, latency_of = self.waiting_post, self.arrived, credits.posts, credits.latency_of
+        t, i, end, track = self.clocks[r], self.pc[r], len(codes), credits.waits[r]
         while i < end:
             op = program[codes[i]]
             kind = op[0]
@@ -160,7 +157,7 @@ class _FastReplay:
             elif kind == ADVANCE:
                 t = t + op[1]
             elif kind == WAIT_SENT or kind == WAIT_LEFT:
-                left = self._left(r, kind, op[1])
+                left = credits.left(r, kind == WAIT_LEFT, op[1])
                 if left is None:
                     break
                 if left > t:
@@ -171,42 +168,15 @@ class _FastReplay:
         self.clocks[r], self.pc[r] = t, i
         return i == end
 
-    def _left(self, r: int, kind: int, k: int) -> float | None:
-        """When rank r's posts 0..k (WAIT_SENT) or its post k (WAIT_LEFT) have left its
-        egress; None: not known yet (r waits for a flow)."""
-        if kind == WAIT_LEFT:
-            flow = self.posts[r][k]
-            if flow < 0:  # a signal: nothing left the egress
-                return -math.inf
-            left = self.left_at.get(flow)
-            if left is None:
-                self.waiting_left[flow] = r
-            return left
-        mine, checked, left_s = self.posts[r], self.checked, self.left_s
-        while checked[r] <= k:
-            flow = mine[checked[r]]
-            if flow >= 0:
-                if flow not in self.left_at:
-                    self.waiting_left[flow] = r
-                    return None
-                left = self.left_at.pop(flow)
-                if left > left_s[r]:
-                    left_s[r] = left
-            checked[r] += 1
-        return left_s[r]
-
     def wake(self, t: float, done: list[int]) -> None:
         """Flows ``done`` finished at ``t``: a receive waiting for one is completed here
         (t = max(t, arrive) + o_r) and its rank runs on from its next operation."""
         clocks, pc, runnable = self.clocks, self.pc, self.runnable
         for flow in done:
-            if self.latency_of:
-                latency_s = self.latency_of.pop(flow, None)
-                if latency_s is not None:
-                    self.left_at[flow] = t - latency_s
-                    r = self.waiting_left.pop(flow, None)
-                    if r is not None:
-                        runnable.append(r)
+            if self.credits.latency_of:
+                r = self.credits.finished(flow, t)
+                if r is not None:
+                    runnable.append(r)
             r = self.waiting_flow.pop(flow, None)
             if r is None:
                 self.arrived[flow] = t

@@ -15,6 +15,7 @@ from ...machine.net import NodeModel
 from ...machine.topology import Topology
 from ..clock import VirtualClock
 from ..trace import Message, Trace
+from .credits import Credits
 from .fast import replay_clocks
 from .oplog import OpLog
 
@@ -94,17 +95,10 @@ class _World:
         self.pc = [0] * size
         self.ended: list[int] = []
         self.runnable = deque(range(size))
-        # credit waits: the ranks that make them, their posts' flows (-1: a signal), how many
-        # of their posts are known to have left and when the last of those left
-        self.waits = [
-            any(op[0] in CREDIT_WAITS for op in (log.table if isinstance(log, OpLog) else log)) for log in ops
-        ]
-        self.posts: list[list[int]] = [[] for _ in range(size)]
-        self.checked, self.left_s = [0] * size, [0.0] * size
-        self.latency_of: dict[int, float] = {}  # a flow of such a rank -> its route's latency
-        self.left_at: dict[int, float] = {}  # such a flow, finished -> when its last byte left
-        # (wait_sent takes a flow's entry once; wait_left keeps it: a rank makes one kind or the other)
-        self.waiting_left: dict[int, int] = {}  # such a flow -> the rank whose credit waits for it
+        # credit waits: the ranks that make them follow their posts' flows
+        self.credits = Credits(
+            [any(op[0] in CREDIT_WAITS for op in (log.table if isinstance(log, OpLog) else log)) for log in ops]
+        )
 
     def run(self, r: int) -> None:
         """Rank r's operations from pc[r] on, until it blocks or ends."""
@@ -122,7 +116,7 @@ class _World:
             elif kind == "reduce":
                 clock.reduction(op[1], op[2])
             elif kind in CREDIT_WAITS and self.sharing:  # resolved on the flows
-                left = self.left(r, kind, op[1])
+                left = self.credits.left(r, kind == "wait_left", op[1])
                 if left is None:
                     break
                 if left > clock.t:
@@ -142,14 +136,14 @@ class _World:
         kind, dst, tag = op[0], op[1], op[2]
         if kind == "signal":
             item = (SIGNAL, clock.t, op[3], None, None)
-            if self.waits[r]:
-                self.posts[r].append(-1)
+            if self.credits.waits[r]:
+                self.credits.posts[r].append(-1)
         elif self.sharing:
             clock.advance(clock.link_to(dst).send_overhead_s(op[3]), "send", op[4])
             item = (op[3], clock.t, op[4], op[5], self.flows.inject(r, dst, op[3], clock.t))
-            if self.waits[r]:
-                self.posts[r].append(item[4])
-                self.latency_of[item[4]] = self.fabric.latency_s(r, dst)
+            if self.credits.waits[r]:
+                self.credits.posts[r].append(item[4])
+                self.credits.latency_of[item[4]] = self.fabric.latency_s(r, dst)
         else:
             item = (op[3], clock.send(op[3], op[4], dst), op[4], op[5], None)
         self.posted[(r, dst, tag)].append(item)
@@ -184,38 +178,13 @@ class _World:
             self.messages.append(Message(src, r, nbytes, depart, arrive, tag, label, *(meta or ("", -1, -1))))
         return True
 
-    def left(self, r: int, kind: str, k: int) -> float | None:
-        """When rank r's posts 0..k (wait_sent) or its post k (wait_left) left its egress:
-        each flow's last byte; None: not known yet (r waits for a flow)."""
-        if kind == "wait_left":
-            flow = self.posts[r][k]
-            if flow < 0:  # a signal: nothing left the egress
-                return -math.inf
-            left = self.left_at.get(flow)
-            if left is None:
-                self.waiting_left[flow] = r
-            return left
-        mine = self.posts[r]
-        while self.checked[r] <= k:
-            flow = mine[self.checked[r]]
-            if flow >= 0:
-                if flow not in self.left_at:
-                    self.waiting_left[flow] = r
-                    return None
-                self.left_s[r] = max(self.left_s[r], self.left_at.pop(flow))
-            self.checked[r] += 1
-        return self.left_s[r]
-
     def wake(self, t: float, done: list[int]) -> None:
         """Flows ``done`` finished at ``t``: the ranks waiting for them run on."""
         for flow in done:
-            if self.latency_of:
-                latency_s = self.latency_of.pop(flow, None)
-                if latency_s is not None:
-                    self.left_at[flow] = t - latency_s
-                    woken = self.waiting_left.pop(flow, None)
-                    if woken is not None:
-                        self.runnable.append(woken)
+            if self.credits.latency_of:
+                woken = self.credits.finished(flow, t)
+                if woken is not None:
+                    self.runnable.append(woken)
             self.arrived[flow] = t
             woken = self.waiting_flow.pop(flow, None)
             if woken is not None:
