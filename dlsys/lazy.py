@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Iterable
+from types import ModuleType
 
 
 def lazy(package: str, **modules: Iterable[str]) -> tuple[Callable[[str], object], list[str]]:
@@ -23,4 +24,12 @@ def lazy(package: str, **modules: Iterable[str]) -> tuple[Callable[[str], object
         setattr(sys.modules[package], name, value)  # asked once: later lookups find it directly
         return value
 
+    class Package(ModuleType):
+        def __setattr__(self, name: str, value: object) -> None:
+            # ``import package.launch`` binds the submodule as an attribute; where a name
+            # it exports is the submodule's own (dlsys.comm.launch, the function), the name wins
+            if not (name in where and isinstance(value, ModuleType)):
+                super().__setattr__(name, value)
+
+    sys.modules[package].__class__ = Package
     return __getattr__, list(where)

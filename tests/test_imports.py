@@ -36,3 +36,11 @@ def test_lazy_names_resolve():
     assert compress.COMPRESSORS["topk"].__name__ == "TopKCompressor"
     with pytest.raises(AttributeError):
         comm.no_such_name
+
+
+def test_a_submodule_does_not_shadow_its_name():
+    """``import dlsys.comm.launch`` first (as a test or a backend may) leaves
+    ``dlsys.comm.launch`` the function, as it was when the package imported it eagerly."""
+    script = "import dlsys.comm.launch; from dlsys.comm import launch; print(callable(launch), type(launch).__name__)"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "function"]

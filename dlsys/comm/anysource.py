@@ -11,19 +11,14 @@ waits (``Transport.least_pending``: a token ring of ``comm.recv()``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .board import ANY_SOURCE, EARLIEST, EARLIEST_SRC, PULLED, SEEN
-
-if TYPE_CHECKING:
-    from .communicator import Communicator
 
 NOTHING_PENDING = (float("inf"), ANY_SOURCE)  # a recv_any's published candidate when it has none
 
 
-def earliest_source(comm: Communicator, sources: list[int], tag: int) -> tuple[int, float]:
+def earliest_source(comm, sources: list[int], tag: int) -> tuple[int, float]:
     """Which of ``sources`` recv_any takes its next message with ``tag`` from, and when
-    that message arrives at ``comm``'s rank (waits until that is decided)."""
+    that message arrives at the rank of ``comm`` (a Communicator; waits until that is decided)."""
     board, clock, transport, row, rank = comm._board, comm._clock, comm._transport, comm._books.row, comm.rank
     chosen: dict[int, float] = {}
     decides = comm.network.lookahead_s > 0  # else a reply could arrive with the least: a tie

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .board import ANY_SOURCE, ANY_TAG
 from .mailbox import Header
-
-if TYPE_CHECKING:
-    from .communicator import Communicator
 
 
 class Status:
@@ -39,7 +34,7 @@ class Request:
 
     def __init__(
         self,
-        comm: Communicator | None,
+        comm,  # the Communicator (None: a request complete from the start)
         src: int | None = None,
         tag: int = 0,
         label=None,
