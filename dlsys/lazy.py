@@ -24,12 +24,19 @@ def lazy(package: str, **modules: Iterable[str]) -> tuple[Callable[[str], object
         setattr(sys.modules[package], name, value)  # asked once: later lookups find it directly
         return value
 
-    class Package(ModuleType):
-        def __setattr__(self, name: str, value: object) -> None:
-            # ``import package.launch`` binds the submodule as an attribute; where a name
-            # it exports is the submodule's own (dlsys.comm.launch, the function), the name wins
-            if not (name in where and isinstance(value, ModuleType)):
-                super().__setattr__(name, value)
-
-    sys.modules[package].__class__ = Package
+    if any(name == module for name, module in where.items()):
+        sys.modules[package].__class__ = _Shadowed
     return __getattr__, list(where)
+
+
+class _Shadowed(ModuleType):
+    """A package that exports a name of one of its submodules (dlsys.comm's ``launch``, the
+    function of dlsys/comm/launch.py): ``import package.launch`` binds the submodule as an
+    attribute, and the exported name must win, as it did when the package imported it."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if not (isinstance(value, ModuleType) and value.__name__ == f"{self.__name__}.{name}" and name in self.__all__):
+            super().__setattr__(name, value)
+
+    def __reduce__(self):  # pickled by name, as a plain module (cloudpickle sends programs that name it)
+        return importlib.import_module, (self.__name__,)
