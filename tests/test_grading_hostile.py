@@ -12,8 +12,9 @@ import pytest
 
 from dlsys.exercises import get
 from dlsys.grading import isolation
+from dlsys.grading.answer import decode, encode
 from dlsys.grading.grader import grade, run_tests
-from dlsys.grading.untrusted import SubmissionFailed, decode, encode
+from dlsys.grading.untrusted import SubmissionFailed
 
 NODES = [
     "tests/exercises/test_token_ring.py::test_keeps_dtype_and_shape",

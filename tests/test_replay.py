@@ -1,7 +1,7 @@
-"""The replay (dlsys/comm/replay.py): without sharing it gives the run's times bit for bit
+"""The replay (dlsys/comm/replay/plain.py): without sharing it gives the run's times bit for bit
 (every collective algorithm, every golden trace); with sharing, the closed cases of the
 flow model (k messages on one link, an incast, a ring on a full-bisection fat tree), the
-max-min properties, times pinned exactly, the fast path (dlsys/comm/replay_fast.py) equal
+max-min properties, times pinned exactly, the fast path (dlsys/comm/replay/fast.py) equal
 to the plain loop, the same results on every backend, and bad input refused."""
 
 import gzip
@@ -16,8 +16,7 @@ import pytest
 import dlsys
 from dlsys import collectives, schedule
 from dlsys.comm.backends.mpi import mpi_unavailable
-from dlsys.comm.oplog import OpLog
-from dlsys.comm.replay import link_load, replay
+from dlsys.comm.replay import OpLog, link_load, replay
 from dlsys.comm.supervise import RunSpec
 from dlsys.experiments import collective_program, simulate_collective
 from dlsys.experiments.schedule import make_job

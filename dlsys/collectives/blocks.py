@@ -9,9 +9,14 @@ special case for logical sizes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..comm import Communicator, payload_nbytes
+from ..comm.payload import payload_nbytes
+
+if TYPE_CHECKING:  # only the type: importing an algorithm does not import the Communicator
+    from ..comm.communicator import Communicator
 
 TAG = 1 << 20  # collectives use their own tag so they never match a program's own messages
 

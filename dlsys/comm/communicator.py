@@ -27,10 +27,13 @@ choices differ in how, not in what:
 
 Our own arguments (``label``, ``phase``, ``step``, ``block``) are keyword-only.
 
-This is the reading path: ``send`` is a check, the clock's send rule, the board's counters
-and the transport. The collectives' per-message fast path (``shift``: the same rules
-inlined, for 1024-rank emulations) lives beside it in ``dlsys.comm.fast``, held to the
-same traces by the tests.
+This is the reading path: ``send`` is a check, the clock's send rule, the books and the
+transport. Beside it, one concern each: ``bookkeeping.py`` the books (the board's counters,
+the op log a replay reads, the trace's messages), ``request.py`` Status and Request,
+``anysource.py`` the rule of ANY_SOURCE, ``node_threads.py`` the calls of ranks that stand
+for threads of one node (signals, credit waits). The collectives' per-message fast path
+(``shift``: the same rules inlined, for 1024-rank emulations) lives in ``dlsys.comm.fast``,
+held to the same traces by the tests.
 """
 
 from __future__ import annotations
@@ -40,115 +43,19 @@ import numpy as np
 from ..machine.ledger import MemoryLedger
 from ..machine.net import NodeModel
 from ..machine.topology import Topology
-from .board import ANY_SOURCE, ANY_TAG, EARLIEST, EARLIEST_SRC, FROM, POSTED, PULLED, SEEN, SYNC_ACK, board_row
+from .anysource import earliest_source
+from .board import ANY_SOURCE, ANY_TAG, SYNC_ACK
+from .bookkeeping import Bookkeeping
 from .clock import VirtualClock
 from .mailbox import Header
-from .oplog import OpLog
-from .trace import Message
+from .node_threads import NodeThreads
+from .payload import NOTHING, as_payload, check_buffer, message_label, payload_nbytes
+from .request import SENT, Request, Status
 
-MAX_LABEL = 200
-SIGNAL = "signal"  # the phase of a same-node hand-off (Communicator.signal)
 DEADLINE_GRACE_S = 2.0  # a rank's own deadline is a backstop: the launcher's fires first
-NOTHING = np.empty(0, np.uint8)  # the payload of a synchronous send's acknowledgement
-NOTHING_PENDING = (float("inf"), ANY_SOURCE)  # a recv_any's published candidate when it has none
 
 
-def as_payload(x, name: str = "x") -> np.ndarray:
-    """The array a message carries; rejects what cannot travel as numbers."""
-    if type(x) is np.ndarray or hasattr(type(x), "logical_nbytes"):
-        arr = x  # a LogicalArray (dlsys.comm.logical) must stay one: its logical size is what we charge
-    else:
-        arr = np.asarray(x)
-    if arr.dtype.kind not in "biufc":
-        raise TypeError(f"{name} must be a numeric array (bool, int, float or complex); got dtype {arr.dtype}")
-    return arr
-
-
-def payload_nbytes(arr: np.ndarray) -> int:
-    """Bytes a payload stands for on the wire: a LogicalArray's elements each stand for
-    ``scale`` (a class attribute: no Python call, and this runs once per message)."""
-    return arr.nbytes * getattr(arr, "scale", 1)
-
-
-class Status:
-    """mpi4py's ``MPI.Status`` for a receive: pass one as ``status=`` and read who sent the
-    message and with which tag (what ANY_SOURCE and ANY_TAG leave open)."""
-
-    def __init__(self):
-        self.source, self.tag, self.nbytes = ANY_SOURCE, ANY_TAG, 0
-
-    def Get_source(self) -> int:
-        return self.source
-
-    def Get_tag(self) -> int:
-        return self.tag
-
-    def __repr__(self):
-        return f"<Status source={self.source} tag={self.tag} nbytes={self.nbytes}>"
-
-
-def check_buffer(buf, name: str, call: str) -> None:
-    """mpi4py's ``buf``/``recvbuf`` of a receive: None or memory (ignored here); anything
-    else, an int above all, is a source or tag in the wrong place."""
-    if buf is None or isinstance(buf, (np.ndarray, bytearray, memoryview)):
-        return
-    hint = (
-        f"; to receive from rank {buf}, name it: comm.{call}(source={buf})"
-        if isinstance(buf, (int, np.integer)) and not isinstance(buf, bool)
-        else ""
-    )
-    raise TypeError(f"{call}: {name} (mpi4py's receive buffer) must be None or an array, got {buf!r}{hint}")
-
-
-def message_label(label, phase: str = "", step: int = -1, block: int = -1) -> str:
-    """A message's label: ``label``, or "<phase> step <s> block <i>" from its fields; at
-    most MAX_LABEL characters."""
-    if not label and phase:
-        label = f"{phase} step {step}" + (f" block {block}" if block >= 0 else "")
-    return label if type(label) is str and len(label) <= MAX_LABEL else str(label)[:MAX_LABEL]
-
-
-class Request:
-    """A non-blocking operation; ``wait()`` completes it and returns the received array
-    (None for a send). A send request of lent memory completes when the receiver has
-    dropped the array; wait() then charges no virtual time (the link model's sender never
-    waits for its receiver): it is real-time synchronization only. A synchronous send's
-    (``matched``: its Header) completes when the receiver has matched it (VirtualClock.matched).
-    A receive is posted at the clock of ``irecv`` (``posted_s``), charged at ``wait()``
-    (``src`` may be ANY_SOURCE, ``tag`` ANY_TAG: decided then, as ``recv`` decides them)."""
-
-    def __init__(
-        self,
-        comm: Communicator,
-        src: int | None = None,
-        tag: int = 0,
-        label=None,
-        loan: int | None = None,
-        dst: int | None = None,
-        matched: Header | None = None,
-        posted_s: float = 0.0,
-    ):
-        self._comm, self._src, self._tag, self._label, self._loan, self._dst = comm, src, tag, label, loan, dst
-        self._matched, self._posted_s = matched, posted_s
-        self._done, self._value = src is None and loan is None and matched is None, None
-
-    def wait(self, status: Status | None = None):
-        """Complete the operation; for a receive, return the array (and fill ``status``)."""
-        if not self._done:
-            if self._loan is not None:
-                self._comm._transport.wait_released(self._loan, self._dst, self._comm._deadline)
-            if self._matched is not None:
-                self._comm._wait_matched(self._dst, self._matched)
-            elif self._src is not None:
-                self._value = self._comm._match(self._src, self._tag, self._label, self._posted_s, status)
-            self._done = True
-        return self._value
-
-
-_SENT = Request(None)  # what isend returns when the payload was copied: already complete
-
-
-class Communicator:
+class Communicator(NodeThreads):
     """Rank-side API with mpi4py's signatures (the module's docstring), on a virtual clock.
 
     ``transport`` is this rank's end of a backend (dlsys.comm.backends.Transport);
@@ -156,9 +63,9 @@ class Communicator:
     ``network``: the link between every pair of ranks (dlsys.machine.topology.get_network).
     ``eager_limit_bytes``: sends of more bytes are synchronous (launch's option; None: none).
     ``log_ops``: keep ``ops``, this rank's operations in program order, for a replay of the
-    run with links that messages share (dlsys.comm.replay, which lists the records;
-    dlsys.comm.oplog keeps them compact); ``log_labels``: with the labels of sends (a
-    replay that records a trace reads them).
+    run with links that messages share (dlsys.comm.replay, which lists the records and
+    keeps them compact); ``log_labels``: with the labels of sends (a replay that records a
+    trace reads them).
     """
 
     def __init__(
@@ -181,15 +88,12 @@ class Communicator:
         self.eager_limit_bytes = eager_limit_bytes
         self.rng = np.random.default_rng([seed, rank])
         self.charge_reductions = charge_reductions
-        self._transport, self._board, self._row = transport, board, board_row(board, rank)
+        self._transport, self._board = transport, board
         self._deadline = deadline + DEADLINE_GRACE_S
-        self._sent = FROM + size  # first column of this rank's sent-to counters
         self.bytes_sent = 0  # logical bytes this rank has sent (what its messages cost on the wire)
         self._clock = VirtualClock(rank, network, node, record)
-        self._record = record
-        self.spans = self._clock.spans
-        self.messages: list[Message] = []
-        self.ops: OpLog | None = OpLog(log_labels) if log_ops else None
+        self._books = Bookkeeping(rank, size, board, record, log_ops, log_labels)
+        self.spans, self.messages, self.ops = self._clock.spans, self._books.messages, self._books.ops
         self._memory: MemoryLedger | None = None
 
     ANY_SOURCE, ANY_TAG = ANY_SOURCE, ANY_TAG  # mpi4py's MPI.ANY_SOURCE, MPI.ANY_TAG, at hand in a program
@@ -231,15 +135,13 @@ class Communicator:
             if value is not None and not (isinstance(value, (int, float, np.number)) and 0 <= value < float("inf")):
                 raise ValueError(f"compute: {name} must be a finite number >= 0, got {value!r}")
         self._clock.compute(seconds, flops, label, nbytes)
-        if self.ops is not None:
-            self.ops.append(("compute", seconds, flops, label, nbytes))
+        self._books.did("compute", seconds, flops, label, nbytes)
 
     def charge_reduction(self, nbytes: int, label: str = "reduce") -> None:
         """Charge nbytes * gamma for a reduction, if the run switched reductions on."""
         if self.charge_reductions and nbytes:
             self._clock.reduction(nbytes, label)
-            if self.ops is not None:
-                self.ops.append(("reduce", nbytes, label))
+            self._books.did("reduce", nbytes, label)
 
     def _check_peer(self, peer, name: str, any_source: bool = False) -> int:
         if any_source and isinstance(peer, (int, np.integer)) and peer == ANY_SOURCE:
@@ -314,9 +216,9 @@ class Communicator:
         self, buf, dest, tag, label, lend: bool, phase: str, step: int, block: int, sync: bool = False
     ) -> tuple[int | None, Header]:
         """send, ssend and isend: charge the send overhead and take the egress
-        (VirtualClock.send), count the message on the board, hand it to the transport;
-        returns the transport's loan number (a lent payload) or None, and the Header (its
-        ``sync``: ``sync`` or larger than the eager limit)."""
+        (VirtualClock.send), hand the message to the transport; returns the transport's
+        loan number (a lent payload) or None, and the Header (its ``sync``: ``sync`` or
+        larger than the eager limit)."""
         dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
         nbytes = payload_nbytes(arr)
         sync = sync or (self.eager_limit_bytes is not None and nbytes > self.eager_limit_bytes)
@@ -328,11 +230,8 @@ class Communicator:
         label = message_label(label, phase, step, block)
         depart = self._clock.send(nbytes, label, dst)
         self.bytes_sent += nbytes
-        self._count_sent(dst)
         meta = (phase, step, block) if phase else None
-        if self.ops is not None:
-            op = ("send", dst, tag, nbytes, label, meta) if self.ops.labels else ("send", dst, tag, nbytes, "", None)
-            self.ops.append_shared(op)
+        self._books.sent(dst, tag, nbytes, label, meta)
         header = Header(self.rank, tag, depart, nbytes, label, arr.dtype, arr.shape, None, meta, sync)
         return self._transport.post(dst, header, arr, lend), header
 
@@ -345,15 +244,10 @@ class Communicator:
     def _acknowledge(self, src: int, posted_s: float) -> None:
         """Tell ``src`` that this rank matched its synchronous send with a receive posted at
         ``posted_s`` (a control message: no clock charge, no trace record)."""
-        self._count_sent(src)
+        self._books.count_sent(src)
         self._transport.post(
             src, Header(self.rank, SYNC_ACK, posted_s, 0, "", NOTHING.dtype, NOTHING.shape), NOTHING, False
         )
-
-    def _count_sent(self, dst: int) -> None:
-        """The board's counters of this rank's messages (deadlock detection reads them)."""
-        self._row[POSTED] += 1
-        self._row[self._sent + dst] += 1
 
     def recv(
         self,
@@ -380,21 +274,14 @@ class Communicator:
         return self._check_peer(source, names[1], any_source=True), self._check_tag(tag, names[2], any_tag=True)
 
     def _match(
-        self,
-        src: int,
-        tag: int,
-        label: str | None,
-        posted_s: float,
-        status: Status | None,
-        sources: list[int] | None = None,
+        self, src: int, tag: int, label: str | None, posted_s: float, status: Status | None, sources=None
     ) -> np.ndarray:
         """A checked receive posted at ``posted_s`` (irecv's clock, or recv's): ANY_SOURCE
         resolved as recv_any resolves it (among ``sources``, default every other rank), then
         taken, charged and recorded."""
         if src == ANY_SOURCE:
-            src, _ = self._earliest_source(
-                [r for r in range(self.size) if r != self.rank] if sources is None else sources, tag
-            )
+            others = [r for r in range(self.size) if r != self.rank] if sources is None else sources
+            src, _ = earliest_source(self, others, tag)
         header, arr = self._receive(src, tag, label, posted_s)
         if status is not None:
             status.source, status.tag, status.nbytes = src, header.tag, header.nbytes
@@ -407,33 +294,14 @@ class Communicator:
         if header.sync:
             self._acknowledge(src, posted_s)
         arrive = self._clock.receive(header.depart_s, header.nbytes, label or header.label, src)
-        if self.ops is not None:
-            self.ops.append_shared(("recv", src, header.tag, label))
-        if self._record:
-            self.messages.append(
-                Message(
-                    src,
-                    self.rank,
-                    header.nbytes,
-                    header.depart_s,
-                    arrive,
-                    header.tag,
-                    header.label,
-                    *(header.meta or ("", -1, -1)),
-                )
-            )
+        self._books.received(src, header, arrive, label)
         return header, arr
 
     def recv_any(self, sources=None, tag: int = 0, label: str | None = None) -> tuple[int, np.ndarray]:
-        """Receive the message with the earliest virtual arrival from any of ``sources``.
-
-        Returns (src, array). Deterministic in virtual time (conservative, as in parallel
-        discrete-event simulation): it decides only once every source has a message here,
-        has finished, or is blocked on this rank (``Transport.silent``: the status board's
-        ``board.silent`` where ranks share memory), or once every rank waits and its message
-        is the least pending one (``Transport.least_pending``); ties go to the lowest rank.
-        ``tag`` may be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this over every other rank.
-        """
+        """Receive the message with the earliest virtual arrival from any of ``sources``
+        (default: every other rank); returns (src, array). Deterministic in virtual time
+        (dlsys.comm.anysource); ``tag`` may be ANY_TAG. ``recv(source=ANY_SOURCE)`` is this
+        over every other rank."""
         src, _ = self.peek_any(sources, tag)
         return src, self._receive(src, self._check_tag(tag, any_tag=True), label, self._clock.t)[1]
 
@@ -445,122 +313,7 @@ class Communicator:
             self._check_peer(s, "sources")
             for s in (sources if sources is not None else [r for r in range(self.size) if r != self.rank])
         ]
-        return self._earliest_source(sources, self._check_tag(tag, any_tag=True))
-
-    def _earliest_source(self, sources: list[int], tag: int) -> tuple[int, float]:
-        """Which of ``sources`` recv_any takes its next message with ``tag`` from, and when
-        that message arrives here (waits). By ``silent`` if it can; otherwise this rank
-        publishes its earliest pending candidate on the board, and takes it once it is
-        the least pending message of a world where every rank waits (``least_pending``)."""
-        board, clock, transport, row = self._board, self._clock, self._transport, self._row
-        chosen: dict[int, float] = {}
-        decides = self.network.lookahead_s > 0  # else a reply could arrive with the least: a tie
-
-        def earliest(head):
-            heads = {s: head(s, tag) for s in sources}
-            ready = [(clock.arrival(h.depart_s, h.nbytes, s), s) for s, h in heads.items() if h is not None]
-            first = min(ready) if ready else NOTHING_PENDING
-            if all(h is not None or transport.silent(board, s, self.rank) for s, h in heads.items()):
-                if ready:
-                    chosen[first[1]] = first[0]
-                    return first[1]
-                if all(transport.finished(board, s) for s in sources):
-                    raise RuntimeError(f"recv_any: every source in {sources} has finished; nothing can arrive")
-                return None
-            # under the mailbox's lock: nothing is delivered while this candidate is published
-            # (none without a lookahead: least_pending then finds a deadlock, as it is here)
-            row[EARLIEST], row[EARLIEST_SRC], row[SEEN] = (*(first if decides else NOTHING_PENDING), row[PULLED])
-            least = transport.least_pending(board)
-            if least is not None and least[1:] == (self.rank, first[1]):
-                chosen[first[1]] = first[0]
-                return first[1]
-            return None
-
-        src = self._transport.wait_any(tag, earliest, self._deadline)
-        return src, chosen[src]
-
-    # --- one node's threads: a framework's compute thread and its communication threads ---
-
-    @property
-    def egress_free_s(self) -> float:
-        """When this rank's egress finishes the bytes already posted (a scheduler posts
-        its next message then, to keep the choice of what goes next until the last moment)."""
-        return self._clock.egress_free
-
-    @property
-    def posted(self) -> int:
-        """How many messages and signals this rank has posted (the board's count): the
-        n-th post is number n - 1 for ``wait_sent``."""
-        return int(self._row[POSTED])
-
-    def wait_sent(self, k: int, time_s: float, label: str = "credit") -> None:
-        """Idle until this rank's posts number 0..k have left its egress, which this run's
-        clock says is at ``time_s`` (``egress_free_s`` after post k). A replay with shared
-        links resolves it on its own flows (dlsys.comm.replay), not at ``time_s``."""
-        if time_s > self._clock.t:
-            self._clock.advance(time_s - self._clock.t, "wait", label)
-        if self.ops is not None:
-            self.ops.append(("wait_sent", k, time_s, label))
-
-    def wait_left(self, k: int, time_s: float, label: str = "socket full") -> None:
-        """Idle until this rank's post number k has left its egress (and so every earlier
-        post to the same peer: one connection sends in order), which this run's clock says
-        is at ``time_s``. ``wait_sent`` waits for posts 0..k to every peer; this one paces
-        a single connection (a ZMQ socket's high-water mark, dlsys.schedule.engine). A
-        replay with shared links resolves it on its own flows (dlsys.comm.replay)."""
-        if time_s > self._clock.t:
-            self._clock.advance(time_s - self._clock.t, "wait", label)
-        if self.ops is not None:
-            self.ops.append(("wait_left", k, time_s, label))
-
-    def wait_until(self, time_s: float, label: str = "wait") -> None:
-        """Idle until virtual time ``time_s`` (nothing if it has passed): a "wait" span."""
-        if time_s > self._clock.t:
-            self._clock.advance(time_s - self._clock.t, "wait", label)
-        if self.ops is not None:
-            self.ops.append(("wait", time_s, label))
-
-    def signal(self, buf, dest: int, tag: int = 0, label: str = "") -> None:
-        """Hand ``buf`` to ``dest``, a rank standing for another thread of this node (a
-        framework's compute thread and its communication thread share memory): no link,
-        no overhead, no wire bytes; it is there at this rank's current virtual time.
-        ``dest`` takes it with ``wait_signal``. The trace records it with 0 bytes and
-        phase "signal"."""
-        dst, tag, arr = self._check_peer(dest, "dest"), self._check_tag(tag), as_payload(buf)
-        # the header carries the payload's size (a transport restores logical sizes from it);
-        # no clock charges it and the trace records 0 wire bytes
-        header = Header(
-            self.rank,
-            tag,
-            self._clock.t,
-            payload_nbytes(arr),
-            str(label)[:MAX_LABEL],
-            arr.dtype,
-            arr.shape,
-            None,
-            (SIGNAL, -1, -1),
-        )
-        self._count_sent(dst)
-        if self.ops is not None:
-            self.ops.append(("signal", dst, tag, header.label))
-        self._transport.post(dst, header, arr, False)
-
-    def wait_signal(self, source: int, tag: int = 0, label: str | None = None) -> np.ndarray:
-        """The next ``signal`` from ``source`` with this tag: waits, in virtual time, until
-        the moment it was signalled."""
-        src, tag = self._check_peer(source, "source"), self._check_tag(tag)
-        header, arr = self._transport.take(src, tag, self._deadline)
-        if header.meta != (SIGNAL, -1, -1):
-            raise ValueError(f"wait_signal: rank {src} sent a message, not a signal, on tag {tag}; use recv")
-        if header.depart_s > self._clock.t:
-            self._clock.advance(header.depart_s - self._clock.t, "wait", label or header.label)
-        if self.ops is not None:
-            self.ops.append(("wait_signal", src, tag, label))
-        if self._record:
-            self.messages.append(
-                Message(src, self.rank, 0, header.depart_s, header.depart_s, tag, header.label, SIGNAL)
-            )
-        return arr
+        return earliest_source(self, sources, self._check_tag(tag, any_tag=True))
 
     def isend(
         self, obj, dest: int, tag: int = 0, *, label: str = "", phase: str = "", step: int = -1, block: int = -1
@@ -571,7 +324,7 @@ class Communicator:
         written before that (MPI's rule)."""
         loan, header = self._post(obj, dest, tag, label, True, phase, step, block)
         if loan is None and not header.sync:
-            return _SENT
+            return SENT
         return Request(self, loan=loan, dst=int(dest), matched=header if header.sync else None)
 
     def irecv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, *, label: str | None = None) -> Request:

@@ -27,8 +27,9 @@ import numpy as np
 
 from ..machine.net import LinkModel
 from .board import POSTED
-from .communicator import MAX_LABEL, Communicator, as_payload
+from .communicator import Communicator
 from .mailbox import Header
+from .payload import MAX_LABEL, as_payload
 from .trace import Message, Span
 
 _new_tuple = tuple.__new__  # builds a NamedTuple from a tuple in C (Header(...) is a Python call)
@@ -52,14 +53,18 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
         return lambda buf, phase="", step=-1, block=-1, label="": comm.sendrecv(
             buf, dest, tag, source=source, recvtag=tag, label=label, phase=phase, step=step, block=block
         )
-    rank, clock, record, row = comm.rank, comm._clock, comm._record, comm._row
-    transport, deadline = comm._transport, comm._deadline
+    return _lean(comm, dest, source, tag, handover)
+
+
+def _lean(comm: Communicator, dest: int, source: int, tag: int, handover: bool) -> Callable:
+    """``shift``'s step for checked peers and tag, every send buffered."""
+    rank, clock, books, transport, deadline = comm.rank, comm._clock, comm._books, comm._transport, comm._deadline
+    record, row, sent_column, ops = books.record, books.row, books.sent_from + dest, books.ops
     post, take = transport.hand_over if handover else transport.post, transport.take
     link_out, link_in = clock.link_to(dest), clock.link_to(source)
     costs_out: Costs = {}
     costs_in = costs_out if link_in is link_out else {}
-    latency_s = link_in.latency_s
-    spans, messages, ops, sent_column = clock.spans, comm.messages, comm.ops, comm._sent + dest
+    latency_s, spans, messages = link_in.latency_s, clock.spans, books.messages
     log_labels = ops is not None and ops.labels
     labelled = record or log_labels  # the trace, or the replay that makes it, reads labels
     if ops is not None:  # OpLog: this pair's receive is one table row, each size's unlabelled send another
@@ -88,7 +93,7 @@ def shift(comm: Communicator, dest: int, source: int, tag: int = 0, handover: bo
         depart = t if t > egress else egress
         clock.egress_free = depart + wire_s
         comm.bytes_sent += n
-        row[POSTED] += 1  # Communicator._count_sent
+        row[POSTED] += 1  # Bookkeeping.count_sent
         row[sent_column] += 1
         post(
             dest, _new_tuple(Header, (rank, tag, depart, n, label, arr.dtype, arr.shape, None, meta, False)), arr, False

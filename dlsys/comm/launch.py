@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..checks import check_int
+from ..machine.fabric import Fabric
 from ..machine.net import LinkModel, NodeModel, get_node
 from ..machine.topology import DEFAULT_LINK, Topology, get_network
 from .backends import BACKENDS
@@ -102,30 +103,9 @@ def launch(
     replaces ``backend`` in every launch (``DLSYS_BACKEND=mpi python lesson.py`` runs a
     lesson's ranks on MPI).
     """
-    if not callable(program):
-        raise TypeError(f"program must be a callable program(comm, ...), got {type(program).__name__}")
-    if BACKEND_ENV in os.environ:  # a lesson or script, unchanged, on a cluster (docs/mpi.md)
-        backend = os.environ[BACKEND_ENV]
-        if backend not in BACKENDS:
-            raise ValueError(
-                f"the environment variable {BACKEND_ENV} must be one of {', '.join(BACKENDS)}; got {backend!r}"
-            )
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    size = check_int("world_size", world_size, 1, BACKENDS[backend].max_ranks)
-    seed = check_int("seed", seed, 0, 2**63 - 1)
-    if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < math.inf):
-        raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args must be a tuple of extra arguments, got {type(args).__name__}")
-    if isinstance(node, (str, NodeModel)):
-        nodes = (get_node(node),) * size
-    else:
-        nodes = tuple(get_node(n) for n in node)
-        if len(nodes) != size:
-            raise ValueError(f"node: a sequence of node models needs one per rank ({size}), got {len(nodes)}")
-    network = get_network(topology, link, "topology")
-    network.check_nodes(size, "world_size")
+    backend, size, seed, nodes, network = _check(
+        program, world_size, backend, node, seed, timeout_s, args, topology, link
+    )
     if not isinstance(sharing, bool):
         raise ValueError(f"sharing must be True or False, got {sharing!r}")
     if eager_limit_bytes is not None:
@@ -157,11 +137,48 @@ def launch(
             outcomes = BACKENDS[backend].run(spec)
     except RunTimeout as exc:
         raise RunTimeout(exc.ranks, timeout_s) from None  # the same report, with the timeout_s it passed
+    return _result(spec, outcomes, backend, fabric, start)
+
+
+def _check(program, world_size, backend, node, seed, timeout_s, args, topology, link) -> tuple:
+    """launch's input, checked before any rank starts: (backend, world size, seed, a node per
+    rank, network)."""
+    if not callable(program):
+        raise TypeError(f"program must be a callable program(comm, ...), got {type(program).__name__}")
+    if BACKEND_ENV in os.environ:  # a lesson or script, unchanged, on a cluster (docs/mpi.md)
+        backend = os.environ[BACKEND_ENV]
+        if backend not in BACKENDS:
+            raise ValueError(
+                f"the environment variable {BACKEND_ENV} must be one of {', '.join(BACKENDS)}; got {backend!r}"
+            )
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    size = check_int("world_size", world_size, 1, BACKENDS[backend].max_ranks)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
+    if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < math.inf):
+        raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple of extra arguments, got {type(args).__name__}")
+    if isinstance(node, (str, NodeModel)):
+        nodes = (get_node(node),) * size
+    else:
+        nodes = tuple(get_node(n) for n in node)
+        if len(nodes) != size:
+            raise ValueError(f"node: a sequence of node models needs one per rank ({size}), got {len(nodes)}")
+    network = get_network(topology, link, "topology")
+    network.check_nodes(size, "world_size")
+    return backend, size, seed, nodes, network
+
+
+def _result(spec: RunSpec, outcomes: list, backend: str, fabric: Fabric | None, start: float) -> LaunchResult:
+    """The ranks' outcomes as a LaunchResult: their trace and clocks, or, with sharing, a
+    replay's (dlsys.comm.replay; the values are the run's)."""
     values = [o.value for o in outcomes]
     ledgers = [o.memory for o in outcomes]
     memory = ledgers if any(ledger is not None for ledger in ledgers) else None
-    if sharing:
-        replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, bool(record), fast=True)
+    network, nodes = spec.network, spec.nodes
+    if fabric is not None:  # sharing: the times are the replay's
+        replayed = replay([o.ops or [] for o in outcomes], network, nodes, fabric, spec.log_labels, fast=True)
         return LaunchResult(
             values,
             replayed.trace,
@@ -180,7 +197,7 @@ def launch(
     messages = sorted((m for o in outcomes for m in o.messages), key=lambda m: (m.arrive_s, m.dst, m.src))
     return LaunchResult(
         values,
-        Trace(spans, messages, size),
+        Trace(spans, messages, spec.size),
         [o.clock_s for o in outcomes],
         wall,
         backend,

@@ -19,7 +19,7 @@ import numpy as np
 from ..machine.ledger import MemoryLedger
 from ..machine.topology import Topology
 from .board import FROM, deadlock_report, stalled, status_report
-from .oplog import OpLog
+from .replay.oplog import OpLog
 
 
 class RankFailed(RuntimeError):

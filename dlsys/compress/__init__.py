@@ -5,83 +5,27 @@ enumerate it. ``make(name, seed, rank, **options)`` builds one (naming the valid
 options if asked for an unknown one); stochastic methods get a Generator seeded by
 (seed, rank), random-k by the seed alone, because every rank must draw the same indices.
 ``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each
-method's ``memory`` attribute names the one its paper uses.
+method's ``memory`` attribute names the one its paper uses. They live in ``registry.py``;
+every name here is imported on first use (dlsys.lazy), so that importing one method's
+file imports no other.
 """
 
-import numpy as np
+from ..lazy import lazy
 
-from .. import checks
-from .compressor import (
-    Compressor,
-    Memory,
-    NoneMemory,
-    ResidualMemory,
-    frame,
-    pack_payload,
-    payload_nbytes,
-    unframe,
-    unpack_payload,
+__getattr__, __all__ = lazy(
+    __name__,
+    registry=["COMPRESSORS", "MEMORIES", "make", "make_memory", "options_of"],
+    compressor=[
+        "Compressor",
+        "Memory",
+        "NoneMemory",
+        "ResidualMemory",
+        "frame",
+        "pack_payload",
+        "payload_nbytes",
+        "unframe",
+        "unpack_payload",
+    ],
+    dgc=["DGCMemory"],
+    none=["NoneCompressor"],
 )
-from .dgc import DGCCompressor, DGCMemory
-from .dropping import GradientDroppingCompressor
-from .fp16 import FP16Compressor
-from .int8 import Int8Compressor
-from .none import NoneCompressor
-from .onebit import OneBitCompressor
-from .qsgd import QSGDCompressor
-from .randomk import RandomKCompressor
-from .terngrad import TernGradCompressor
-from .topk import TopKCompressor
-
-COMPRESSORS: dict[str, type[Compressor]] = {
-    "none": NoneCompressor,
-    "fp16": FP16Compressor,
-    "int8": Int8Compressor,
-    "onebit": OneBitCompressor,
-    "terngrad": TernGradCompressor,
-    "qsgd": QSGDCompressor,
-    "topk": TopKCompressor,
-    "randomk": RandomKCompressor,
-    "dropping": GradientDroppingCompressor,
-    "dgc": DGCCompressor,
-}
-
-
-MEMORIES = {"none": NoneMemory, "residual": ResidualMemory, "dgc": DGCMemory}
-
-
-def options_of(name: str) -> list[str]:
-    """The options a method takes (its constructor's arguments but the Generator)."""
-    return checks.options_of(COMPRESSORS[name], hidden=("rng",))
-
-
-def make(name: str, seed: int = 0, rank: int = 0, **options) -> Compressor:
-    cls = checks.registered(COMPRESSORS, "compressor", name, options, hidden=("rng",), argument="method")
-    if "rng" in checks.options_of(cls):
-        options["rng"] = np.random.default_rng([seed] if cls.same_draws_on_every_rank else [seed, rank])
-    return cls(**options)
-
-
-def make_memory(name: str, **options) -> Memory:
-    if name not in MEMORIES:
-        raise ValueError(f"memory: unknown memory {name!r}; valid: {', '.join(MEMORIES)}")
-    return MEMORIES[name](**options)
-
-
-__all__ = [
-    "COMPRESSORS",
-    "MEMORIES",
-    "Compressor",
-    "DGCMemory",
-    "Memory",
-    "NoneMemory",
-    "ResidualMemory",
-    "make",
-    "make_memory",
-    "options_of",
-    "frame",
-    "pack_payload",
-    "payload_nbytes",
-    "unframe",
-    "unpack_payload",
-]

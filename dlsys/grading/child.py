@@ -18,8 +18,9 @@ import pickle
 import sys
 import warnings
 
+from dlsys.grading.answer import encode
 from dlsys.grading.testing import use_student_files
-from dlsys.grading.untrusted import CALL, REFERENCE, STUDENT, encode, write_answer
+from dlsys.grading.untrusted import CALL, REFERENCE, STUDENT, write_answer
 
 
 def main() -> None:

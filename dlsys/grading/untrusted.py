@@ -19,7 +19,7 @@ as JSON to the pipe.
 
 The parent (the trusted test) reads at most ``MAX_ANSWER_BYTES`` until the test's
 deadline, then kills the child's session and every process it left (this process is
-their subreaper: PR_SET_CHILD_SUBREAPER; ``isolation.end_untrusted`` kills its uid), and decodes the JSON: plain data only (numbers,
+their subreaper: PR_SET_CHILD_SUBREAPER; ``isolation.end_untrusted`` kills its uid), and decodes the JSON (answer.py): plain data only (numbers,
 strings, lists, dicts, numpy arrays of numbers as {"dtype", "shape", "data"}); nothing of
 the child runs here, and an object whose ``__eq__`` lies cannot cross. A failure raises
 ``SubmissionFailed`` with what the student's code did ("rank 2: NotImplementedError:
@@ -34,7 +34,6 @@ still write the grader's files or trace the trusted test. The threats each measu
 from __future__ import annotations
 
 import ast
-import base64
 import contextlib
 import ctypes
 import importlib
@@ -52,11 +51,11 @@ import time
 import traceback
 from pathlib import Path
 
-import numpy as np
 import psutil
 
 from ..exercises import EXERCISES, REPO_ROOT, Exercise, get
 from . import isolation
+from .answer import decode
 from .release import find_regions, replace_regions, stub
 from .testing import locate
 
@@ -66,7 +65,6 @@ MAX_FILE_BYTES = 64 << 20  # RLIMIT_FSIZE: a file the child writes
 DEFAULT_MEMORY_BYTES = 1 << 30  # RLIMIT_AS (and /dev/shm) of a child whose test has no limit (plain pytest)
 CHILD_PROCESSES = 256  # not root (no uid of its own): RLIMIT_NPROC above the user's tasks now
 MAX_PROCESSES = 64  # as root: tasks (processes and threads) the child's own uid may have
-_ARRAY_KINDS = "biuf"  # numpy dtypes an answer may hold: bool, int, uint, float
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 # the untrusted child's private directory: its call, the files it imports, what it printed
 CALL, STUDENT, REFERENCE, OBSERVE, OUTPUT = "call.pickle", "student", "reference", "observe", "output.txt"
@@ -88,66 +86,6 @@ class SubmissionFailed(AssertionError):
 def prctl(option: int, value: int) -> None:
     if _libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
-
-
-# --- the answer: plain data, as JSON ---------------------------------------------------
-
-
-def encode(value, depth: int = 0):
-    """``value`` as JSON-ready data; numpy arrays as {"__ndarray__": {dtype, shape, data}}.
-    Exact types only: a subclass of float or dict could lie."""
-    if depth > 50:
-        raise TypeError("the answer nests deeper than 50 levels")
-    if value is None or type(value) in (bool, int, str):
-        return value
-    if type(value) is float:
-        return value if np.isfinite(value) else {"__float__": repr(value)}
-    if isinstance(value, (np.ndarray, np.generic)) and type(value) in (np.ndarray, type(np.asarray(value)[()])):
-        array = np.ascontiguousarray(value)
-        if array.dtype.kind not in _ARRAY_KINDS:
-            raise TypeError(f"an answer's arrays hold numbers, not {array.dtype}")
-        item = {
-            "dtype": array.dtype.str,
-            "shape": list(array.shape),
-            "data": base64.b64encode(array.tobytes()).decode(),
-        }
-        return {"__ndarray__" if type(value) is np.ndarray else "__scalar__": item}
-    if type(value) in (list, tuple):
-        return [encode(v, depth + 1) for v in value]
-    if type(value) is dict and all(type(k) is str and not k.startswith("__") for k in value):
-        return {k: encode(v, depth + 1) for k, v in value.items()}
-    raise TypeError(
-        f"an observe function returns plain data (numbers, strings, lists, dicts with "
-        f"str keys, numpy arrays), not {type(value).__name__}"
-    )
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"the answer holds a bare {name}")
-
-
-def _decode_object(item: dict):
-    if set(item) == {"__float__"}:
-        if item["__float__"] not in ("nan", "inf", "-inf"):
-            raise ValueError(f"not a special float: {item['__float__']!r}")
-        return float(item["__float__"])
-    if set(item) in ({"__ndarray__"}, {"__scalar__"}):
-        ((kind, spec),) = item.items()
-        dtype = np.dtype(spec["dtype"])
-        shape = tuple(int(n) for n in spec["shape"])
-        data = base64.b64decode(spec["data"], validate=True)
-        if dtype.kind not in _ARRAY_KINDS or len(data) != dtype.itemsize * int(np.prod(shape)):
-            raise ValueError(f"a malformed array: {spec['dtype']} {shape}, {len(data)} bytes")
-        array = np.frombuffer(data, dtype).reshape(shape).copy()
-        return array if kind == "__ndarray__" else array[()]
-    if any(k.startswith("__") for k in item):
-        raise ValueError(f"unknown tag in the answer: {sorted(item)}")
-    return item
-
-
-def decode(text: bytes):
-    """The child's answer: {"value": ...} or {"error": {...}}, with arrays rebuilt."""
-    return json.loads(text, object_hook=_decode_object, parse_constant=_reject_constant)
 
 
 def observe_calls(module: str, calls: list) -> list:

@@ -1,5 +1,5 @@
 """One rank's operations in program order, for a replay with links that messages share
-(dlsys.comm.replay lists the operations).
+(dlsys.comm.replay lists the operations; the Communicator logs them through dlsys.comm.bookkeeping).
 
 A 1024-rank ring all-reduce makes 2.1 M sends and 2.1 M receives, and each rank repeats
 the same few over and over: "send n bytes to my right neighbour with tag 0", "receive from
@@ -7,7 +7,7 @@ my left neighbour with tag 0". So the log keeps each distinct operation once, in
 ``table``, and the program as positions in that table, in ``codes`` (4 bytes an
 operation): the ring's 4.2 M operations are a few table rows and 17 MB of codes, where
 a list of tuples took 650 MB. The log reads as the sequence of operations:
-``log[i]`` is the i-th operation, a tuple as replay.py lists them.
+``log[i]`` is the i-th operation, a tuple as dlsys.comm.replay lists them.
 
 Only sends and receives share rows (``append_shared``): their fields are
 ints and strings that the Communicator has checked, so two equal ones are the same

@@ -1,14 +1,14 @@
-"""The replay's fast path, beside its reading path (dlsys/comm/replay.py), as minitorch
+"""The replay's fast path, beside its reading path (plain.py), as minitorch
 keeps ``fast_ops`` beside ``tensor_ops``.
 
 ``replay(ops, network, nodes, fabric, record=False, fast=True)`` runs this loop: sharing
-on, no trace, only the clocks (what ``dlsys simulate`` prints). It is replay.py's loop
+on, no trace, only the clocks (what ``dlsys simulate`` prints). It is plain.py's loop
 with the same operations, the same order of ranks, the same FlowNetwork calls and the same
 float operations in the same order, so the clocks are the same bit for bit
 (tests/test_replay.py holds them equal). A 1024-rank ring replays 2.1 M messages, and every
 Python call costs about 0.1 us, so here
 
-* each rank's table of distinct operations (dlsys.comm.oplog) is decoded once: a send's
+* each rank's table of distinct operations (oplog.py) is decoded once: a send's
   o_s(n) and its receiver's o_r(n) (the links between the two ranks), a compute's
   seconds and a reduction's n * gamma are computed per table row, not per operation;
 * channels, (src, dst, tag), are numbered: lists, not dicts of tuples;
@@ -23,16 +23,17 @@ import math
 from collections import deque
 from typing import Sequence
 
-from ..machine.flows import FlowNetwork
-from ..machine.net import NodeModel
-from ..machine.topology import Topology
+from ...machine.flows import FlowNetwork
+from ...machine.net import NodeModel
+from ...machine.topology import Topology
+from .credits import Credits
 from .oplog import OpLog
 
 SEND, RECV, SIGNAL, ADVANCE, WAIT, WAIT_SENT, WAIT_LEFT = range(7)  # a decoded operation's kind
 
 
 def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel, flows: FlowNetwork) -> tuple:
-    """One logged operation (replay.py's list) as (kind, numbers the loop needs)."""
+    """One logged operation (the list in dlsys.comm.replay) as (kind, numbers the loop needs)."""
     kind = op[0]
     if kind == "send":  # (SEND, dst, channel, n, o_s(n), the receiver's o_r(n), the route's latency)
         dst, n = op[1], op[3]
@@ -64,39 +65,57 @@ def _decode(op: tuple, rank: int, network: Topology, node: NodeModel, channel, f
 
 
 def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], flows: FlowNetwork) -> list[float]:
-    """Every rank's final clock after replaying ``ops`` (OpLogs, or sequences of replay.py's
+    """Every rank's final clock after replaying ``ops`` (OpLogs, or sequences of plain.py's
     tuples) with messages as flows of ``flows``."""
-    size = len(ops)
-    channels: dict[tuple[int, int, int], int] = {}
+    replay = _FastReplay(ops, network, nodes, flows)
+    size, runnable, ended = len(ops), replay.runnable, 0
+    while True:
+        while runnable:
+            ended += replay.run(runnable.popleft())
+        if ended == size:
+            return replay.clocks
+        t, done = flows.advance()
+        if t == math.inf:
+            stuck = [r for r in range(size) if replay.pc[r] < len(replay.programs[r][1])]
+            raise RuntimeError(f"replay: ranks {stuck} wait for messages nobody sends (not the log of a finished run)")
+        replay.wake(t, done)
 
-    def channel(src: int, dst: int, tag: int) -> int:
-        return channels.setdefault((src, dst, tag), len(channels))
 
-    programs = []
-    for r, log in enumerate(ops):
-        table, codes = (log.table, log.codes) if isinstance(log, OpLog) else (list(log), range(len(log)))
-        programs.append(([_decode(op, r, network, nodes[r], channel, flows) for op in table], codes))
-    # credit waits (replay.py): the ranks that make them, their posts' flows (-1: a signal),
-    # how many of their posts are known to have left and when the last of those left
-    waits = [any(op[0] == WAIT_SENT or op[0] == WAIT_LEFT for op in program) for program, _ in programs]
-    posts: list[list[int]] = [[] for _ in range(size)]
-    checked, left_s = [0] * size, [0.0] * size
-    latency_of: dict[int, float] = {}
-    left_at: dict[int, float] = {}
-    waiting_left: dict[int, int] = {}
-    posted: list[deque] = [deque() for _ in channels]  # a channel's messages not yet taken: (flow, o_r) or (-1, t)
-    waiting_post: dict[int, int] = {}  # a channel -> the rank blocked on it
-    waiting_flow: dict[int, int] = {}  # a flow -> the rank blocked on it
-    arrived: dict[int, float] = {}  # flows finished, not yet taken
-    blocked_on: list[deque | None] = [None] * size  # the channel whose message a waiting rank takes next
-    clocks, pc = [0.0] * size, [0] * size
-    runnable = deque(range(size))
-    inject = flows.inject
+class _FastReplay:
+    """The replay's state, as plain.py's, with channels numbered and clocks as floats."""
 
-    def run(r: int) -> bool:
+    def __init__(self, ops: Sequence, network: Topology, nodes: Sequence[NodeModel], flows: FlowNetwork):
+        size = len(ops)
+        channels: dict[tuple[int, int, int], int] = {}
+
+        def channel(src: int, dst: int, tag: int) -> int:
+            return channels.setdefault((src, dst, tag), len(channels))
+
+        self.programs = []
+        for r, log in enumerate(ops):
+            table, codes = (log.table, log.codes) if isinstance(log, OpLog) else (list(log), range(len(log)))
+            self.programs.append(([_decode(op, r, network, nodes[r], channel, flows) for op in table], codes))
+        # credit waits (credits.py): the ranks that make them follow their posts' flows
+        self.credits = Credits(
+            [any(op[0] == WAIT_SENT or op[0] == WAIT_LEFT for op in program) for program, _ in self.programs]
+        )
+        self.posted: list[deque] = [
+            deque() for _ in channels
+        ]  # a channel's messages not yet taken: (flow, o_r) or (-1, t)
+        self.waiting_post: dict[int, int] = {}  # a channel -> the rank blocked on it
+        self.waiting_flow: dict[int, int] = {}  # a flow -> the rank blocked on it
+        self.arrived: dict[int, float] = {}  # flows finished, not yet taken
+        self.blocked_on: list[deque | None] = [None] * size  # the channel whose message a waiting rank takes next
+        self.clocks, self.pc = [0.0] * size, [0] * size
+        self.runnable = deque(range(size))
+        self.inject = flows.inject
+
+    def run(self, r: int) -> bool:
         """Rank r's operations from pc[r] on, until it blocks or ends (True: it ended)."""
-        program, codes = programs[r]
-        t, i, end, track = clocks[r], pc[r], len(codes), waits[r]
+        program, codes = self.programs[r]
+        posted, inject, runnable, credits = self.posted, self.inject, self.runnable, self.credits
+        waiting_post, arrived, posts, latency_of = self.waiting_post, self.arrived, credits.posts, credits.latency_of
+        t, i, end, track = self.clocks[r], self.pc[r], len(codes), credits.waits[r]
         while i < end:
             op = program[codes[i]]
             kind = op[0]
@@ -127,9 +146,9 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                         t = t + (value - t)
                 else:
                     arrive = arrived.pop(flow, None)
-                    if arrive is None:  # the wake-up below takes it in
-                        waiting_flow[flow] = r
-                        blocked_on[r] = channel
+                    if arrive is None:  # wake() takes it in
+                        self.waiting_flow[flow] = r
+                        self.blocked_on[r] = channel
                         break
                     if arrive > t:
                         t = t + (arrive - t)
@@ -137,61 +156,32 @@ def replay_clocks(ops: Sequence, network: Topology, nodes: Sequence[NodeModel], 
                 channel.popleft()
             elif kind == ADVANCE:
                 t = t + op[1]
-            elif kind == WAIT_SENT:
-                mine, k, blocked = posts[r], op[1], False
-                while checked[r] <= k:
-                    flow = mine[checked[r]]
-                    if flow >= 0:
-                        if flow not in left_at:
-                            waiting_left[flow] = r
-                            blocked = True
-                            break
-                        left = left_at.pop(flow)
-                        if left > left_s[r]:
-                            left_s[r] = left
-                    checked[r] += 1
-                if blocked:
+            elif kind == WAIT_SENT or kind == WAIT_LEFT:
+                left = credits.left(r, kind == WAIT_LEFT, op[1])
+                if left is None:
                     break
-                if left_s[r] > t:
-                    t = t + (left_s[r] - t)
-            elif kind == WAIT_LEFT:
-                flow = posts[r][op[1]]
-                if flow >= 0:
-                    left = left_at.get(flow)
-                    if left is None:
-                        waiting_left[flow] = r
-                        break
-                    if left > t:
-                        t = t + (left - t)
+                if left > t:
+                    t = t + (left - t)
             elif op[1] > t:  # WAIT
                 t = t + (op[1] - t)
             i += 1
-        clocks[r], pc[r] = t, i
+        self.clocks[r], self.pc[r] = t, i
         return i == end
 
-    ended = 0
-    while True:
-        while runnable:
-            ended += run(runnable.popleft())
-        if ended == size:
-            return clocks
-        t, done = flows.advance()
-        if t == math.inf:
-            stuck = [r for r in range(size) if pc[r] < len(programs[r][1])]
-            raise RuntimeError(f"replay: ranks {stuck} wait for messages nobody sends (not the log of a finished run)")
+    def wake(self, t: float, done: list[int]) -> None:
+        """Flows ``done`` finished at ``t``: a receive waiting for one is completed here
+        (t = max(t, arrive) + o_r) and its rank runs on from its next operation."""
+        clocks, pc, runnable = self.clocks, self.pc, self.runnable
         for flow in done:
-            if latency_of:
-                latency_s = latency_of.pop(flow, None)
-                if latency_s is not None:
-                    left_at[flow] = t - latency_s
-                    r = waiting_left.pop(flow, None)
-                    if r is not None:
-                        runnable.append(r)
-            r = waiting_flow.pop(flow, None)
+            if self.credits.latency_of:
+                r = self.credits.finished(flow, t)
+                if r is not None:
+                    runnable.append(r)
+            r = self.waiting_flow.pop(flow, None)
             if r is None:
-                arrived[flow] = t
+                self.arrived[flow] = t
                 continue
-            _, o_r = blocked_on[r].popleft()  # the receive r blocked on, taken in here
+            _, o_r = self.blocked_on[r].popleft()  # the receive r blocked on, taken in here
             now = clocks[r]
             if t > now:
                 now = now + (t - now)
