@@ -14,6 +14,7 @@ LAYER = {
     "machine": 0,
     "outputs": 0,
     "units": 0,
+    "lazy": 0,
     "learn": 1,
     "compress": 1,
     "comm": 2,

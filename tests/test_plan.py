@@ -157,11 +157,12 @@ def test_compute_is_every_stage_kernel_once_a_micro_batch():
 
 
 def test_sequence_parallelism_is_charged_as_emulated():
-    """dlsys.train.tensor_parallel sends 10 half-rings a layer with SP (5 all-reduces' worth)
+    """dlsys.train.tensor_parallel_costs counts 10 half-rings a layer with SP (5 all-reduces' worth)
     against plain TP's 4 all-reduces: 25% more (7 against 6 with full recomputation)."""
-    from dlsys.train import tensor_parallel as tpm
+    from dlsys.train.tensor_parallel import TPConfig
+    from dlsys.train.tensor_parallel_costs import collectives_per_step
 
-    counts = tpm.collectives_per_step(tpm.TPConfig(dp=1, tp=2, sequence_parallel=True, layers=3))
+    counts = collectives_per_step(TPConfig(dp=1, tp=2, sequence_parallel=True, layers=3))
     halves = sum(n * (2 if "allreduce" in k else 1) for k, n in counts.items() if k != "backward allreduce")
     assert halves == 10 * 3 + 2  # + the gathers into the output layer and out of the embedding
     model = MODELS["70b"]

@@ -1,7 +1,7 @@
 """The replay (dlsys/comm/replay/plain.py): without sharing it gives the run's times bit for bit
 (every collective algorithm, every golden trace); with sharing, the closed cases of the
 flow model (k messages on one link, an incast, a ring on a full-bisection fat tree), the
-max-min properties, times pinned exactly, the fast path (dlsys/comm/replay/fast.py) equal
+max-min properties, times pinned exactly, the fast path (dlsys/comm/replay/fast_path.py) equal
 to the plain loop, the same results on every backend, and bad input refused."""
 
 import gzip

@@ -5,7 +5,7 @@ enumerate it. ``make(name, seed, rank, **options)`` builds one (naming the valid
 options if asked for an unknown one); stochastic methods get a Generator seeded by
 (seed, rank), random-k by the seed alone, because every rank must draw the same indices.
 ``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each
-method's ``memory`` attribute names the one its paper uses. They live in ``registry.py``;
+method's ``memory`` attribute names the one its paper uses. They live in ``methods.py``;
 every name here is imported on first use (dlsys.lazy), so that importing one method's
 file imports no other.
 """
@@ -14,7 +14,7 @@ from ..lazy import lazy
 
 __getattr__, __all__ = lazy(
     __name__,
-    registry=["COMPRESSORS", "MEMORIES", "make", "make_memory", "options_of"],
+    methods=["COMPRESSORS", "MEMORIES", "make", "make_memory", "options_of"],
     compressor=[
         "Compressor",
         "Memory",

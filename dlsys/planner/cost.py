@@ -13,7 +13,7 @@ its TP and EP communication; the slowest stage k sets the pace of 1F1B:
     TP         m (layers of k) n AR_tp(b s h e)  n = 4 all-reduces a layer (Megatron's f and g,
                                                   2 forward, 2 backward; 6 with full
                                                   recomputation). Sequence parallelism is
-                                                  charged as ``dlsys.train.tensor_parallel``
+                                                  charged as ``dlsys.train.tensor_parallel_costs``
                                                   emulates it (``collectives_per_step``): forward
                                                   2 all-gathers + 2 reduce-scatters, backward 4
                                                   + 2 (the backward gathers the inputs again for
@@ -60,7 +60,7 @@ from ..machine.memory import bytes_per_param
 from ..machine.topology import Topology
 from .devices import cluster
 from .efficiency import backward_s, executed_flops, layer_times, model_flops
-from .layout import Plan, memory
+from .plan import Plan, memory
 
 COMPONENTS = ("compute", "tp", "pp", "dp", "ep", "bubble", "optimizer")
 CAVEATS = (

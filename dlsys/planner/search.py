@@ -21,8 +21,8 @@ from ..machine.memory import RECOMPUTE
 from ..machine.topology import Topology
 from .cost import breakdown
 from .devices import DEVICES, Device, cluster
-from .layout import Plan, ep_degrees, tp_degrees, virtual_degrees
 from .models import Model
+from .plan import Plan, ep_degrees, tp_degrees, virtual_degrees
 
 MICRO_BATCHES = (1, 2, 4, 8)
 VIRTUAL = (1, 2, 3, 4)  # chunks a stage the search tries (interleaved 1F1B)

@@ -16,7 +16,7 @@ from ...machine.topology import Topology
 from ..clock import VirtualClock
 from ..trace import Message, Trace
 from .credits import Credits
-from .fast import replay_clocks
+from .fast_path import replay_clocks
 from .oplog import OpLog
 
 SIGNAL = "signal"  # Communicator.signal's phase
