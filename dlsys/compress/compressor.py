@@ -131,6 +131,11 @@ class Compressor(ABC):
         """Combine the ranks' decompressed gradients: their mean."""
         return sum(tensors) / len(tensors)
 
+    def local_scale(self, tensor) -> float:
+        """A ``shares_scale`` method's scale of this rank's ``tensor``: the communication
+        step passes the max over every rank to ``compress`` (TernGrad's max norm)."""
+        raise NotImplementedError(f"{type(self).__name__} does not share a scale")
+
     def set_epoch(self, epoch: int) -> None:
         """Called by the training loop at each epoch (DGC's sparsity warm-up uses it)."""
 
