@@ -178,11 +178,11 @@ def test_every_registry_option_on_the_command_line(tmp_path, monkeypatch, capsys
         for option, (_, flags) in option_values(tmp_path).items():
             if flags is None:  # not a flag of `dlsys train`
                 continue
-            assert flags[0] in cli_train.FLAGS[option]
+            assert flags[0] in cli_train.STRATEGY_OPTIONS[option].flag
             argv = ["train", "--strategy", name, "--epochs", "2", *flags]
             if option not in strategy.options:
                 assert main(argv) == 2
-                assert f"{cli_train.FLAGS[option]}: need --strategy " in capsys.readouterr().err
+                assert f"{cli_train.STRATEGY_OPTIONS[option].flag}: need --strategy " in capsys.readouterr().err
                 continue
             with pytest.raises(Launched):
                 main(argv)

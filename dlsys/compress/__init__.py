@@ -1,7 +1,7 @@
 """Gradient compression, GRACE's split: one file per method, ``Compressor`` and ``Memory``.
 
 ``COMPRESSORS`` maps each method's name to its class; the CLI, the app and the tests
-enumerate it. ``make(name, seed, rank, **options)`` builds one (naming the valid methods or
+enumerate it, and read each method's ``options`` (``dlsys.options.Option``: name, range, help). ``make(name, seed, rank, **options)`` builds one (naming the valid methods or
 options if asked for an unknown one); stochastic methods get a Generator seeded by
 (seed, rank), random-k by the seed alone, because every rank must draw the same indices.
 ``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each
@@ -51,12 +51,18 @@ MEMORIES = {"none": NoneMemory, "residual": ResidualMemory, "dgc": DGCMemory}
 
 
 def options_of(name: str) -> list[str]:
-    """The options a method takes (its constructor's arguments but the Generator)."""
-    return checks.options_of(COMPRESSORS[name], hidden=("rng",))
+    """The options a method takes: the names of its ``Option``s (its constructor's keywords
+    but the Generator)."""
+    return [option.name for option in COMPRESSORS[name].options]
 
 
 def make(name: str, seed: int = 0, rank: int = 0, **options) -> Compressor:
+    """Method ``name`` with ``options``, each checked against its ``Option`` (a ValueError
+    names the option and its range)."""
     cls = checks.registered(COMPRESSORS, "compressor", name, options, hidden=("rng",), argument="method")
+    for option in cls.options:
+        if options.get(option.name) is not None:
+            option.check(options[option.name])
     if "rng" in checks.options_of(cls):
         options["rng"] = np.random.default_rng([seed] if cls.same_draws_on_every_rank else [seed, rank])
     return cls(**options)
