@@ -236,3 +236,50 @@ def test_training_page_runs_every_tab():
         at.run()
         assert not at.exception and not at.error, tab
         assert len(at.get("plotly_chart")) + len(at.get("component_instance")) >= 2, tab  # animations: the player
+
+
+def test_every_strategy_option_with_a_range_refuses_bad_input_naming_its_flag_and_range(capsys):
+    """Each integer option, declared once (dlsys.train.strategies), below and above its range:
+    refused on the command line by its flag, and by train() by its name."""
+    from dlsys.cli import main
+    from dlsys.train.strategies import CONFIG_OPTIONS, OPTIONS, taking
+
+    for option in [*OPTIONS.values(), *CONFIG_OPTIONS.values()]:
+        if option.kind != "integer":
+            continue
+        strategy = taking(option.name)[0]
+        for bad in (option.low - 1, option.high + 1):
+            assert main(["train", "--strategy", strategy, option.flag, str(int(bad))]) == 2
+            err = capsys.readouterr().err
+            assert f"{option.flag} must be an integer in {option.low}..{option.high}, got {int(bad)}" in err
+        if option.name in OPTIONS:
+            with pytest.raises(ValueError, match=f"^{option.name} must be an integer in {option.low}.."):
+                train(strategy, TrainConfig(epochs=1), workers=2, **{option.name: int(option.low) - 1})
+
+
+def test_names_in_any_case_on_the_command_line(monkeypatch):
+    from dlsys.cli import build_parser
+
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--strategy",
+            "PS-SSP",
+            "--model",
+            "MLP",
+            "--node",
+            "V100",
+            "--link",
+            "RDMA-EDR",
+            "--compress",
+            "TopK",
+        ]
+    )
+    assert (args.strategy, args.model, args.node, args.link, args.compress) == (
+        "ps-ssp",
+        "mlp",
+        "v100",
+        "rdma-edr",
+        "topk",
+    )
+    assert build_parser("train").parse_args(["train", "--link", "10 Gb/s"]).link == "10 Gb/s"

@@ -87,6 +87,13 @@ RUN_FLAGS = {
         f"loader: seconds to decode one sample on the node (default {DECODE_S_PER_SAMPLE:g}: a small image)",
     ),
     "--seed": (integer(0, 2**63 - 1), 0, None),
+    "--loader-workers": (
+        integer(0, MAX_LOADER_WORKERS),
+        None,
+        f"load each worker's batches with this many loader processes, 0..{MAX_LOADER_WORKERS} in all "
+        "(0: in the worker itself; default 0 once --prefetch or --storage is given)",
+    ),
+    "--prefetch": (integer(1, 1 << 16), None, "batches the loader's queue may hold, 1..65536 (default 2)"),
 }
 # flag -> (registry, default, help): a name of the registry, in any case
 NAMED_FLAGS = {
@@ -134,21 +141,6 @@ def add_commands(subparsers) -> None:
     add_strategy_options(p)
     add_method_options(p)
     add_schedule_options(p)
-    p.add_argument(
-        "--loader-workers",
-        action=Checked,
-        check=integer(0, MAX_LOADER_WORKERS),
-        metavar="K",
-        help=f"load each worker's batches with K loader processes, 0..{MAX_LOADER_WORKERS} in all "
-        "(0: in the worker itself; default 0 once --prefetch or --storage is given)",
-    )
-    p.add_argument(
-        "--prefetch",
-        action=Checked,
-        check=integer(1, 1 << 16),
-        metavar="D",
-        help="batches the loader's queue may hold, 1..65536 (default 2)",
-    )
     add_output_flags(p)
     p.set_defaults(func=cmd_train, parser=p)
 
@@ -362,20 +354,17 @@ def summary_rows(args, config: TrainConfig, record: dict, steps: dict) -> list:
         ("wall time here", f"{record['wall_time_s']:.2f} s ({args.backend} backend)"),
     ]
     if "compression" in record:
-        rows.append(
+        rows += [
             (
                 "compression",
-                f"{record['compression']} {record['compression_options'] or ''}: "
-                f"{record['compression_ratio']:.1f}x smaller payloads, "
-                f"{format_bytes(record['bytes_per_step'])} on the wire per step",
-            )
-        )
-        rows.append(
+                f"{record['compression']} {record['compression_options'] or ''}: {record['compression_ratio']:.1f}x "
+                f"smaller payloads, {format_bytes(record['bytes_per_step'])} on the wire per step",
+            ),
             (
                 "compress / decode",
                 f"{format_seconds(record['compress_s'])} / {format_seconds(record['decompress_s'])} virtual, all ranks",
-            )
-        )
+            ),
+        ]
     if "io_wait_s" in record:
         rows.append(
             (

@@ -57,12 +57,7 @@ def options_of(name: str) -> list[str]:
 
 
 def make(name: str, seed: int = 0, rank: int = 0, **options) -> Compressor:
-    """Method ``name`` with ``options``, each checked against its ``Option`` (a ValueError
-    names the option and its range)."""
     cls = checks.registered(COMPRESSORS, "compressor", name, options, hidden=("rng",), argument="method")
-    for option in cls.options:
-        if options.get(option.name) is not None:
-            option.check(options[option.name])
     if "rng" in checks.options_of(cls):
         options["rng"] = np.random.default_rng([seed] if cls.same_draws_on_every_rank else [seed, rank])
     return cls(**options)
