@@ -129,7 +129,7 @@ def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
         (["simulate", "allreduce", "--ranks", "0"], "--ranks must be an integer in 1..1024, got 0"),
         (["simulate", "allreduce", "--ranks", "100000"], "--ranks must be an integer in 1..1024, got 100000"),
         (["simulate", "allreduce", "--ranks", "two"], "--ranks must be an integer in 1..1024, got two"),
-        (["simulate", "allreduce", "--link", "wifi"], "--link: a collective takes a preset (tcp-1gbe"),
+        (["simulate", "allreduce", "--link", "wifi"], "--link unknown link preset 'wifi'; valid: tcp-1gbe"),
         (["train", "--workers", "0"], "--workers must be an integer in 1..1024, got 0"),
         (["train", "--straggler", "3"], "--straggler must be WORKER:FACTOR, got 3"),
         (["train", "--lr", "-1"], "--lr must be a number > 0, got -1"),
@@ -184,7 +184,9 @@ def test_an_option_the_command_does_not_use_is_one_line_naming_it(args, match):
         (["train", "--hidden", "4096", "4096", "4096", "--workers", "64"], "more than the memory budget 1 GiB"),
         # issue 25: units as the field writes them, limits that hold, ranges with a bad end, outputs checked first
         (["simulate", "allreduce", "--size", "1Gb"], "a size is in bytes: Gb is bits, GB bytes"),
-        (["schedule", "--link", "10gb/s"], "b is a bit and B a byte: Gb/s or GB/s?"),
+        (["schedule", "--link", "10GBPS"], "b is a bit and B a byte: Gbps or GBps?"),
+        (["train", "--link", "wifi"], "--link unknown link preset 'wifi'; valid: tcp-1gbe"),
+        (["train", "--model", "resnet"], "--model: invalid choice: 'resnet'"),
         (["schedule", "--sweep", "1Gbps", "10GBPS"], "Gbps or GBps?"),
         (
             ["schedule", "--policy", "p3", "--slice-params", "1"],

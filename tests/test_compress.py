@@ -324,3 +324,17 @@ def test_an_empty_tensor_travels_as_an_empty_payload(name):
     payload, ctx = compressor.compress(np.zeros(0, np.float32), "empty")
     out = compressor.decompress(payload, ctx)
     assert out.shape == (0,) and out.dtype == np.float32
+
+
+def test_each_method_declares_an_option_per_constructor_keyword_and_the_cli_refuses_its_range(capsys):
+    """The Options are the constructors' keywords (but the Generator); dlsys compress refuses
+    a value outside an Option's range by its flag, naming the range."""
+    from dlsys.checks import options_of
+    from dlsys.cli import main
+
+    for name, cls in COMPRESSORS.items():
+        assert [o.name for o in cls.options] == options_of(cls, hidden=("rng",)), name
+        for option in cls.options:
+            bad = option.high * 2 if option.high != float("inf") else -1
+            assert main(["compress", "--model", "alexnet", "--method", name, option.flag, str(bad)]) == 2
+            assert f"{option.flag} must be " in capsys.readouterr().err

@@ -15,6 +15,7 @@ LAYER = {
     "outputs": 0,
     "units": 0,
     "lazy": 0,
+    "options": 0,
     "learn": 1,
     "compress": 1,
     "comm": 2,

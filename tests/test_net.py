@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, parse_bandwidth, parse_size
+from dlsys.machine.net import LINK_PRESETS, NODE_PRESETS, busbw_factor, get_link, get_node, parse_bandwidth, parse_size
 
 REQUIRED_LINKS = {
     "tcp-1gbe",
@@ -87,10 +87,12 @@ BANDWIDTHS = [
     ("1GiB/s", 2**30),
     ("1TB/s", 1e12),
     ("8bps", 1),
+    ("10gbps", 1.25e9),  # the prefix in any case; b a bit, B a byte, as written
+    ("10 gb/s", 1.25e9),
+    ("10GB/S", 1e10),
+    ("100mbit/s", 12.5e6),
 ]
 BANDWIDTHS_REFUSED = [
-    ("10gbps", "Gbps or GBps"),
-    ("10gb/s", "Gb/s or GB/s"),
     ("10GBPS", "Gbps or GBps"),
     ("10Gibps", "write 10Gbps"),
     ("10GB", "unit per second"),
@@ -122,6 +124,44 @@ def test_parse_bandwidth_refuses_a_case_folded_unit_naming_both_readings(text, w
     with pytest.raises(ValueError, match="bandwidth") as info:
         parse_bandwidth(text)
     assert why in str(info.value)
+
+
+LINKS = [
+    ("rdma-edr", "rdma-edr", 12.5e9),
+    ("RDMA-EDR", "rdma-edr", 12.5e9),
+    (" Tcp-10GbE ", "tcp-10gbe", 1.25e9),
+    ("10Gbps", "10Gbps", 1.25e9),
+    ("10 Gb/s", "10 Gb/s", 1.25e9),
+    ("10gbps", "10gbps", 1.25e9),
+    ("1.25GB/s", "1.25GB/s", 1.25e9),
+]
+LINKS_REFUSED = [
+    ("wifi", "unknown link preset 'wifi'; valid: tcp-1gbe"),
+    ("rdma_edr", "or a bandwidth like 10Gbps, 10 Gb/s or 1.25GB/s"),
+    ("10GBPS", "Gbps or GBps"),
+    ("10", "unit per second"),
+    ("0Gbps", "> 0"),
+    ("10 parsecs", "or a link preset: tcp-1gbe"),
+]
+
+
+@pytest.mark.parametrize("text,name,bandwidth_Bps", LINKS)
+def test_the_link_grammar_reads_a_preset_in_any_case_or_a_bandwidth(text, name, bandwidth_Bps):
+    link = get_link(text)
+    assert (link.name, link.bandwidth_Bps) == (name, pytest.approx(bandwidth_Bps))
+    if name not in LINK_PRESETS:  # a bandwidth: tcp-10gbe's latency and overheads
+        assert link.latency_s == LINK_PRESETS["tcp-10gbe"].latency_s
+
+
+@pytest.mark.parametrize("text,why", LINKS_REFUSED)
+def test_the_link_grammar_refuses_naming_the_argument_and_the_accepted_forms(text, why):
+    with pytest.raises(ValueError, match="^--link: ") as info:
+        get_link(text, "--link")
+    assert why in str(info.value)
+
+
+def test_node_presets_in_any_case():
+    assert get_node("V100") is get_node("v100") is NODE_PRESETS["v100"]
 
 
 def test_unknown_presets_are_rejected():

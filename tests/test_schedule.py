@@ -223,7 +223,7 @@ def test_cli_schedule(capsys):
     assert main(["schedule", "--policy", "wfbp", "--slice-params", "5"]) == 2
     assert "--slice-params: not an option of --policy wfbp" in capsys.readouterr().err
     assert main(["schedule", "--link", "7furlongs"]) == 2
-    assert main(["simulate", "allreduce", "--link", "10Gbps"]) == 2
+    assert main(["simulate", "allreduce", "--link", "10Gbps", "--ranks", "2", "--size", "1KiB"]) == 0  # one grammar
 
 
 def test_cli_schedule_sweep_gives_each_option_to_its_policy_and_refuses_a_single_runs_options(capsys):

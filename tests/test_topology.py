@@ -9,7 +9,7 @@ from dlsys import collectives
 from dlsys.experiments import simulate_collective
 from dlsys.experiments.collectives import collective_program
 from dlsys.machine.net import get_link
-from dlsys.machine.topology import flat, get_network, get_topology, taihulight, two_level
+from dlsys.machine.topology import flat, get_network, taihulight, two_level
 
 TREE = two_level("rdma-edr", supernode_size=4, oversubscription=4.0)
 
@@ -75,10 +75,8 @@ def test_the_ring_is_slower_on_the_tree_and_has_no_closed_form_there():
 def test_bad_topologies_are_refused_before_any_rank_starts():
     with pytest.raises(ValueError, match="world_size must be an integer in 1..8"):
         dlsys.launch(lambda comm: None, 9, "threads", topology=two_level("rdma-edr", 4, 2.0, supernodes=2))
-    with pytest.raises(
-        ValueError, match="unknown topology 'torus'; valid: flat, two-level, taihulight, fat-tree, gpu-cluster"
-    ):
-        get_topology("torus")
+    with pytest.raises(ValueError, match="topology: unknown topology 'torus'; valid: tcp-1gbe"):
+        get_network("torus", argument="topology")
     with pytest.raises(ValueError, match="oversubscription must be a finite number >= 1"):
         two_level("rdma-edr", 4, 0.5)
 
@@ -90,6 +88,8 @@ def test_get_network_resolves_each_way_to_name_a_network():
     assert get_network(None, "rdma-edr") == get_network("flat", edr) == flat(edr)  # flat on ``link``
     assert get_network("taihulight") == taihulight()  # a topology preset (its own links)
     assert get_network(TREE, "tcp-1gbe") is TREE  # a Topology: itself
+    assert get_network("TaihuLight") == taihulight() and get_network("RDMA-EDR") == flat(edr)  # any case
+    assert get_network("10Gbps") == flat(get_link("10Gbps")) == get_network(None, "10Gbps")  # a bandwidth
 
 
 @pytest.mark.parametrize(

@@ -178,11 +178,11 @@ def test_every_registry_option_on_the_command_line(tmp_path, monkeypatch, capsys
         for option, (_, flags) in option_values(tmp_path).items():
             if flags is None:  # not a flag of `dlsys train`
                 continue
-            assert flags[0] in cli_train.FLAGS[option]
+            assert flags[0] in cli_train.STRATEGY_OPTIONS[option].flag
             argv = ["train", "--strategy", name, "--epochs", "2", *flags]
             if option not in strategy.options:
                 assert main(argv) == 2
-                assert f"{cli_train.FLAGS[option]}: need --strategy " in capsys.readouterr().err
+                assert f"{cli_train.STRATEGY_OPTIONS[option].flag}: need --strategy " in capsys.readouterr().err
                 continue
             with pytest.raises(Launched):
                 main(argv)
@@ -236,3 +236,50 @@ def test_training_page_runs_every_tab():
         at.run()
         assert not at.exception and not at.error, tab
         assert len(at.get("plotly_chart")) + len(at.get("component_instance")) >= 2, tab  # animations: the player
+
+
+def test_every_strategy_option_with_a_range_refuses_bad_input_naming_its_flag_and_range(capsys):
+    """Each integer option, declared once (dlsys.train.strategies), below and above its range:
+    refused on the command line by its flag, and by train() by its name."""
+    from dlsys.cli import main
+    from dlsys.train.strategies import CONFIG_OPTIONS, OPTIONS, taking
+
+    for option in [*OPTIONS.values(), *CONFIG_OPTIONS.values()]:
+        if option.kind != "integer":
+            continue
+        strategy = taking(option.name)[0]
+        for bad in (option.low - 1, option.high + 1):
+            assert main(["train", "--strategy", strategy, option.flag, str(int(bad))]) == 2
+            err = capsys.readouterr().err
+            assert f"{option.flag} must be an integer in {option.low}..{option.high}, got {int(bad)}" in err
+        if option.name in OPTIONS:
+            with pytest.raises(ValueError, match=f"^{option.name} must be an integer in {option.low}.."):
+                train(strategy, TrainConfig(epochs=1), workers=2, **{option.name: int(option.low) - 1})
+
+
+def test_names_in_any_case_on_the_command_line(monkeypatch):
+    from dlsys.cli import build_parser
+
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--strategy",
+            "PS-SSP",
+            "--model",
+            "MLP",
+            "--node",
+            "V100",
+            "--link",
+            "RDMA-EDR",
+            "--compress",
+            "TopK",
+        ]
+    )
+    assert (args.strategy, args.model, args.node, args.link, args.compress) == (
+        "ps-ssp",
+        "mlp",
+        "v100",
+        "rdma-edr",
+        "topk",
+    )
+    assert build_parser("train").parse_args(["train", "--link", "10 Gb/s"]).link == "10 Gb/s"

@@ -38,7 +38,7 @@ topology = cols[3].selectbox(
     "topology",
     TOPOLOGY_PRESETS,
     key=url_key("pg_topology", list(TOPOLOGY_PRESETS)),
-    help="flat: every pair on the link; the others: dlsys.machine.topology.get_topology.",
+    help="flat: every pair on the link; the others: dlsys.machine.topology.get_network.",
 )
 nbytes = cols[4].select_slider(
     "n, bytes per rank", SIZES, value=2**10, format_func=format_bytes, key=url_key("pg_n", SIZES)

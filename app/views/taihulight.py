@@ -18,10 +18,10 @@ from dlsys.experiments.taihulight import (
     published_figures,
     verdicts,
 )
-from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
+from dlsys.machine.fabric import TAIHULIGHT_NODES, TAIHULIGHT_BISECTION_Bps, TAIHULIGHT_UPLINK_Bps
 from dlsys.machine.net import NODE_PRESETS
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
-from dlsys.machine.topology import TAIHULIGHT_NODES, TOPOLOGY_PRESETS, TAIHULIGHT_BISECTION_Bps, get_topology
+from dlsys.machine.topology import TOPOLOGY_PRESETS, get_network
 from dlsys.units import format_bytes, format_rate, format_seconds
 from dlsys.viz import comm as comm_viz
 from dlsys.viz import taihulight as viz
@@ -110,7 +110,7 @@ views = ["The machine", "PS vs ring", "Ring vs MPI_Allreduce", "Link load", "One
 machine, designs, versus, loads, animation, timeline = st.tabs(views, key=url_key("thl_view", views), on_change="rerun")
 if machine.open:
     with machine:
-        top, node = get_topology("taihulight"), NODE_PRESETS["sw26010"]
+        top, node = get_network("taihulight"), NODE_PRESETS["sw26010"]
         chart(viz.machine(top), "thl_machine")
         supernodes = TAIHULIGHT_NODES // top.supernode_size
         caption(

@@ -10,7 +10,7 @@ from ..comm import MAX_PROCESS_RANKS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, wallclock
 from ..machine.net import LINK_PRESETS
 from ..units import format_bytes, format_rate, format_seconds
-from .options import MAX_RANKS, Checked, integer, print_table, real_buffers, size
+from .options import MAX_RANKS, Checked, integer, link, print_table, real_buffers, size
 
 
 def _report(args, rec: dict, title: str, rows) -> int:
@@ -136,6 +136,11 @@ def add_commands(subparsers) -> None:
     """Register ``dlsys bench allreduce`` and ``dlsys bench emulate``."""
     bench = subparsers.add_parser("bench", help="benchmark the real data path and the emulator's scale")
     sub = bench.add_subparsers(dest="bench_command", required=True)
+    for add in (add_allreduce, add_latency, add_emulate, add_stack):
+        add(sub)
+
+
+def add_allreduce(sub) -> None:
     ar = sub.add_parser("allreduce", help="real wall-clock all-reduce between processes, vs memcpy")
     ar.add_argument(
         "--ranks",
@@ -184,6 +189,9 @@ def add_commands(subparsers) -> None:
     )
     ar.add_argument("--json", action="store_true", help="print one JSON object")
     ar.set_defaults(func=cmd_allreduce)
+
+
+def add_latency(sub) -> None:
     lat = sub.add_parser("latency", help="round trip of a small message between processes, vs bare pipes")
     lat.add_argument(
         "--size", action=Checked, check=size(1, 4096), default=8, help="bytes per message, 1..4096 (default 8B)"
@@ -204,6 +212,9 @@ def add_commands(subparsers) -> None:
     )
     lat.add_argument("--json", action="store_true", help="print one JSON object")
     lat.set_defaults(func=cmd_latency)
+
+
+def add_emulate(sub) -> None:
     em = sub.add_parser("emulate", help="wall time and memory of a large emulated cluster (threads backend)")
     em.add_argument("--scheme", default="ring", choices=["ring", "ps"], help="ring all-reduce or a PS round")
     em.add_argument(
@@ -216,9 +227,12 @@ def add_commands(subparsers) -> None:
         default=None,
         help="float32 parameters (default AlexNet's 61,100,840)",
     )
-    em.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
+    em.add_argument("--link", default="tcp-10gbe", action=Checked, check=link, help="a link preset or a bandwidth")
     em.add_argument("--json", action="store_true", help="print one JSON object")
     em.set_defaults(func=cmd_emulate)
+
+
+def add_stack(sub) -> None:
     st = sub.add_parser(
         "stack", help="one message through real local transports (pipe, TCP, shared memory, MPI), alpha and beta fitted"
     )

@@ -25,28 +25,27 @@ from ..machine.net import NODE_PRESETS
 from ..machine.profiles import PROFILES
 from ..train import Compression
 from ..units import format_bytes, format_seconds
-from .options import Checked, integer, number, print_table, refuse_unused
+from .options import Checked, add_option, any_case, integer, print_table, refuse_unused
 
-# the method's option name -> (flag, checker, help); passed to the method only when given.
+
+def method_options() -> dict:
+    """Every method option, once: its name -> (its ``Option``, the methods that take it),
+    from the compressors' own declarations (``Compressor.options``)."""
+    found: dict = {}
+    for method, cls in COMPRESSORS.items():
+        for option in cls.options:
+            found.setdefault(option.name, (option, []))[1].append(method)
+    return found
+
+
 # The flags' dests are "compress_<name>" (``dlsys train`` has a --warmup-epochs of its own).
-METHOD_OPTIONS = {
-    "ratio": (
-        "--ratio",
-        number(0, 1, low_open=True),
-        "fraction of entries kept, in (0, 1] (top-k, random-k, dropping, DGC)",
-    ),
-    "bits": ("--bits", integer(2, 8), "QSGD bits per entry: 2, 4 or 8"),
-    "bucket": ("--bucket", integer(1, 2**24), "QSGD bucket size (entries per norm)"),
-    "clip": ("--clip", number(0, low_open=True), "TernGrad: clip at CLIP standard deviations (paper: 2.5)"),
-    "sample": ("--sample", number(0, 1, low_open=True), "dropping/DGC: fraction sampled for the threshold"),
-    "warmup_epochs": ("--sparsity-warmup", integer(0, 10_000), "DGC: epochs of sparsity warm-up (paper: 4)"),
-}
+METHOD_OPTIONS = method_options()
 
 
 def add_method_options(p) -> None:
-    """The method options, shared with ``dlsys train --compress``."""
-    for name, (flag, check, text) in METHOD_OPTIONS.items():
-        p.add_argument(flag, dest=f"compress_{name}", action=Checked, check=check, help=text)
+    """The method options, shared with ``dlsys train --compress``: one flag per Option."""
+    for name, (option, methods) in METHOD_OPTIONS.items():
+        add_option(p, option, f"compress_{name}", f"{option.help} ({', '.join(methods)})")
     p.add_argument("--memory", choices=list(MEMORIES), help="error feedback (default: the method's paper's)")
 
 
@@ -56,6 +55,11 @@ def method_options_given(args) -> dict:
         for name in METHOD_OPTIONS
         if getattr(args, f"compress_{name}") is not None
     }
+
+
+def method_flags_given(args) -> dict:
+    """Flag -> value of each method option given."""
+    return {METHOD_OPTIONS[name][0].flag: value for name, value in method_options_given(args).items()}
 
 
 def compression_from(args, method: str) -> Compression:
@@ -71,12 +75,16 @@ def add_commands(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--model", choices=PROFILES, help="a model's layer profile")
+    what.add_argument("--model", type=any_case(PROFILES), choices=PROFILES, help="a model's layer profile")
     what.add_argument("--pareto", action="store_true", help="train digits with every method")
     what.add_argument("--feedback", action="store_true", help="train digits with and without error feedback")
-    p.add_argument("--method", choices=list(COMPRESSORS), help="--model: the method (default topk)")
+    p.add_argument(
+        "--method", type=any_case(COMPRESSORS), choices=list(COMPRESSORS), help="--model: the method (default topk)"
+    )
     add_method_options(p)
-    p.add_argument("--node", choices=list(NODE_PRESETS), help="--model: who compresses (default v100)")
+    p.add_argument(
+        "--node", type=any_case(NODE_PRESETS), choices=list(NODE_PRESETS), help="--model: who compresses (default v100)"
+    )
     p.add_argument("--epochs", action=Checked, check=integer(1, 1000), help="--pareto (default 10)")
     p.add_argument("--workers", action=Checked, check=integer(2, 32), help="--pareto (default 4)")
     p.add_argument("--write-cache", action="store_true", help="--pareto, --feedback: store the rows the app shows")
@@ -87,8 +95,7 @@ def add_commands(subparsers) -> None:
 def cmd_compress(args) -> int:
     if args.pareto:
         refuse_unused(
-            {"--method": args.method, "--memory": args.memory, "--node": args.node}
-            | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
+            {"--method": args.method, "--memory": args.memory, "--node": args.node} | method_flags_given(args),
             "--pareto (it trains every method with its paper's settings)",
         )
         return pareto(args)
@@ -101,7 +108,7 @@ def cmd_compress(args) -> int:
                 "--epochs": args.epochs,
                 "--workers": args.workers,
             }
-            | {METHOD_OPTIONS[name][0]: value for name, value in method_options_given(args).items()},
+            | method_flags_given(args),
             "--feedback (it trains the pinned seeds and settings of the error-feedback claim)",
         )
         return feedback(args)

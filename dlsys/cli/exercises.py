@@ -91,6 +91,29 @@ def add_commands(subparsers) -> None:
     rel.add_argument("dir", metavar="DIR", action=Checked, check=output_folder)
     rel.add_argument("--force", action="store_true", help="overwrite files that already exist in DIR")
     rel.set_defaults(func=cmd_release)
+    add_gradescope(ex_sub)
+    add_grade(subparsers)
+
+
+def add_limits(p) -> None:
+    """Each test's time and memory limits (``gradescope`` and ``grade``)."""
+    p.add_argument(
+        "--timeout-s",
+        action=Checked,
+        check=number(0, 86_400, low_open=True),
+        default=TIMEOUT_S,
+        help=f"per test, seconds (default {TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--memory-mib",
+        action=Checked,
+        check=integer(64, 1 << 20),
+        default=MEMORY_BYTES >> 20,
+        help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})",
+    )
+
+
+def add_gradescope(ex_sub) -> None:
     gs = ex_sub.add_parser(
         "gradescope",
         help="write a homework's Gradescope autograder zip (setup.sh, "
@@ -119,22 +142,11 @@ def add_commands(subparsers) -> None:
         default="visible",
         help="when students see each test's result (Gradescope's setting; default visible)",
     )
-    gs.add_argument(
-        "--timeout-s",
-        action=Checked,
-        check=number(0, 86_400, low_open=True),
-        default=TIMEOUT_S,
-        help=f"per test, seconds (default {TIMEOUT_S:g})",
-    )
-    gs.add_argument(
-        "--memory-mib",
-        action=Checked,
-        check=integer(64, 1 << 20),
-        default=MEMORY_BYTES >> 20,
-        help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})",
-    )
+    add_limits(gs)
     gs.set_defaults(func=cmd_gradescope)
 
+
+def add_grade(subparsers) -> None:
     gr = subparsers.add_parser("grade", help="run the graded tests against DIR (default: the reference)")
     gr.add_argument("dir", metavar="DIR", nargs="?", help="the student's files (a released, filled-in directory)")
     gr.add_argument(
@@ -152,20 +164,7 @@ def add_commands(subparsers) -> None:
         choices=[e.id for e in EXERCISES],
         help="grade only this exercise (repeatable; default: all)",
     )
-    gr.add_argument(
-        "--timeout-s",
-        action=Checked,
-        check=number(0, 86_400, low_open=True),
-        default=TIMEOUT_S,
-        help=f"per test, seconds (default {TIMEOUT_S:g})",
-    )
-    gr.add_argument(
-        "--memory-mib",
-        action=Checked,
-        check=integer(64, 1 << 20),
-        default=MEMORY_BYTES >> 20,
-        help=f"address-space limit per test, MiB (default {MEMORY_BYTES >> 20})",
-    )
+    add_limits(gr)
     gr.add_argument(
         "--jobs", action=Checked, check=integer(1, 256), default=None, help="tests run at once (default: CPU count)"
     )

@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 
 from ..comm import MAX_THREAD_RANKS
-from ..machine.net import parse_size
+from ..machine.net import LINK_PRESETS, get_link, parse_size
 from ..machine.topology import Topology, get_network
+from ..options import Option
 from ..outputs import check_writable
 from ..units import format_bytes
 
@@ -99,6 +100,43 @@ def size(low: int = 1, high: int | None = None, multiple: int = 1):
         return nbytes
 
     return check
+
+
+# an Option's kind -> the command line's checker of its range
+CHECKERS = {
+    "integer": lambda o: integer(int(o.low), int(o.high)),
+    "number": lambda o: number(o.low, o.high, low_open=o.low_open),
+    "size": lambda o: size(int(o.low), int(o.high)),
+}
+
+
+def add_option(parser, option: Option, dest: str | None = None, help: str | None = None, **kwargs) -> None:
+    """``option``'s flag on ``parser``, checked in its declared range (``Option.kind``)."""
+    parser.add_argument(
+        option.flag,
+        dest=dest or option.name,
+        action=Checked,
+        check=CHECKERS[option.kind](option),
+        help=option.help if help is None else help,
+        **kwargs,
+    )
+
+
+def any_case(names):
+    """An argparse ``type`` for ``choices=names``: a name in any case (``--model VGG19``) as
+    the registry spells it; anything else as typed, for argparse to refuse with the choices."""
+    spelt = {name.lower(): name for name in names}
+    return lambda text: spelt.get(text.strip().lower(), text)
+
+
+def link(text: str) -> str:
+    """Checker: a link in the one grammar (``net.get_link``): a preset in any case, as the
+    preset's name; a bandwidth (10Gbps, 10 Gb/s, 1.25GB/s) as written."""
+    try:
+        model = get_link(text, "")
+    except ValueError as exc:
+        raise ValueError(f"{str(exc).removeprefix(': ')}, got {text}") from None
+    return model.name if text.strip().lower() in LINK_PRESETS else text
 
 
 def output_file(text: str) -> str:

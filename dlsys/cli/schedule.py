@@ -26,14 +26,19 @@ from ..comm import BACKENDS
 from ..experiments import schedule as ex
 from ..machine.net import NODE_PRESETS
 from ..units import format_seconds
-from .options import Checked, integer, number, output_file, print_table, refuse_unused, save_trace, size, trace_row
+from .options import (
+    Checked,
+    add_option,
+    any_case,
+    integer,
+    link,
+    output_file,
+    print_table,
+    refuse_unused,
+    save_trace,
+    trace_row,
+)
 
-# an Option's kind -> the command line's checker of its range
-CHECKERS = {
-    "integer": lambda o: integer(int(o.low), int(o.high)),
-    "number": lambda o: number(o.low, o.high, low_open=o.low_open),
-    "size": lambda o: size(int(o.low), int(o.high)),
-}
 # what a single run takes and a --sweep (every policy, its own links) does not, with the defaults
 SINGLE_RUN = {"policy": "wfbp", "link": "tcp-10gbe", "batch": 32, "iterations": 3, "backend": "threads", "trace": None}
 
@@ -41,9 +46,7 @@ SINGLE_RUN = {"policy": "wfbp", "link": "tcp-10gbe", "batch": 32, "iterations": 
 def add_schedule_options(p) -> None:
     """The policy options (``schedule`` and ``train --schedule``): one flag per Option."""
     for name, (policy, option) in schedule.OPTIONS.items():
-        p.add_argument(
-            option.flag, dest=name, action=Checked, check=CHECKERS[option.kind](option), help=f"{policy}: {option.help}"
-        )
+        add_option(p, option, name, f"{policy}: {option.help}")
 
 
 def given_options(args) -> dict:
@@ -61,8 +64,6 @@ def policy_options(args, policy: str) -> dict:
 
 
 def cmd_schedule(args) -> int:
-    for link in args.sweep or []:
-        ex.parse_link(link)
     servers = args.servers or args.workers
     if args.p3_paper:
         if not args.sweep:
@@ -79,39 +80,10 @@ def cmd_schedule(args) -> int:
         )
         return p3_paper(args)
     if args.sweep:
-        refuse_unused({f"--{name}": getattr(args, name) for name in SINGLE_RUN}, "--sweep (every policy at each link)")
-        options: dict = {}
-        for name, value in given_options(args).items():
-            options.setdefault(schedule.OPTIONS[name][0], {})[name] = value
-        rows = ex.bandwidth_sweep(
-            args.model,
-            args.sweep,
-            workers=args.workers,
-            node=args.node,
-            scheme=args.scheme,
-            servers=servers,
-            options=options,
-            colocated=args.colocated,
-        )
-        if args.json:
-            print(json.dumps(rows))
-            return 0
-        print_table(
-            [
-                (
-                    f"{r['link']} {r['policy']}",
-                    f"{format_seconds(r['iteration_s'])} per iteration, {r['throughput']:.1f} samples/s" + _overlap(r),
-                )
-                for r in rows
-            ],
-            title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}"
-            + (", servers co-located" if args.colocated else ""),
-        )
-        return 0
+        return sweep(args, servers)
     for name, default in SINGLE_RUN.items():
         if getattr(args, name) is None:
             setattr(args, name, default)
-    ex.parse_link(args.link)
     record = ex.simulate_schedule(
         args.policy,
         args.model,
@@ -159,6 +131,39 @@ def cmd_schedule(args) -> int:
     return 0
 
 
+def sweep(args, servers: int) -> int:
+    """``--sweep``: every policy at each link or bandwidth."""
+    refuse_unused({f"--{name}": getattr(args, name) for name in SINGLE_RUN}, "--sweep (every policy at each link)")
+    options: dict = {}
+    for name, value in given_options(args).items():
+        options.setdefault(schedule.OPTIONS[name][0], {})[name] = value
+    rows = ex.bandwidth_sweep(
+        args.model,
+        args.sweep,
+        workers=args.workers,
+        node=args.node,
+        scheme=args.scheme,
+        servers=servers,
+        options=options,
+        colocated=args.colocated,
+    )
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print_table(
+        [
+            (
+                f"{r['link']} {r['policy']}",
+                f"{format_seconds(r['iteration_s'])} per iteration, {r['throughput']:.1f} samples/s" + _overlap(r),
+            )
+            for r in rows
+        ],
+        title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}"
+        + (", servers co-located" if args.colocated else ""),
+    )
+    return 0
+
+
 def _overlap(record: dict) -> str:
     """ ", overlap 40%", or nothing for a co-located run (its shared-link replay keeps no trace)."""
     return "" if record["overlap"] is None else f", overlap {record['overlap']:.0%}"
@@ -198,8 +203,14 @@ def add_commands(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", default="resnet50", choices=ex.MODELS, help="the layer profile (default resnet50)")
-    p.add_argument("--policy", choices=list(schedule.POLICIES), help="default wfbp")
+    p.add_argument(
+        "--model",
+        default="resnet50",
+        type=any_case(ex.MODELS),
+        choices=ex.MODELS,
+        help="the layer profile (default resnet50)",
+    )
+    p.add_argument("--policy", type=any_case(schedule.POLICIES), choices=list(schedule.POLICIES), help="default wfbp")
     p.add_argument("--workers", action=Checked, check=integer(1, 64), default=4, help="default 4")
     p.add_argument(
         "--servers",
@@ -211,10 +222,21 @@ def add_commands(subparsers) -> None:
     p.add_argument("--scheme", default="ps", choices=schedule.SCHEMES, help="parameter server or all-reduce")
     p.add_argument("--batch", action=Checked, check=integer(1, 2**16), help="samples per worker (default 32)")
     p.add_argument("--iterations", action=Checked, check=integer(2, 100), help="default 3")
-    p.add_argument("--link", metavar="LINK", help="a link preset or a bandwidth, e.g. 10Gbps (default tcp-10gbe)")
-    p.add_argument("--node", default="v100", choices=list(NODE_PRESETS), help="default v100")
+    p.add_argument(
+        "--link", action=Checked, check=link, help="a link preset or a bandwidth, e.g. 10Gbps (default tcp-10gbe)"
+    )
+    p.add_argument(
+        "--node", default="v100", type=any_case(NODE_PRESETS), choices=list(NODE_PRESETS), help="default v100"
+    )
     p.add_argument("--backend", choices=list(BACKENDS), help="default threads")
-    p.add_argument("--sweep", nargs="+", metavar="LINK", help="instead: every policy at each link or bandwidth")
+    p.add_argument(
+        "--sweep",
+        nargs="+",
+        action=Checked,
+        check=link,
+        metavar="LINK",
+        help="instead: every policy at each link or bandwidth",
+    )
     p.add_argument(
         "--colocated",
         action="store_true",

@@ -17,7 +17,9 @@ from ..units import format_bytes, format_rate, format_seconds
 from .options import (
     MAX_RANKS,
     Checked,
+    any_case,
     integer,
+    link,
     network,
     output_file,
     print_table,
@@ -64,8 +66,6 @@ def form_rows(record: dict) -> list[tuple[str, str]]:
 
 
 def cmd_simulate(args) -> int:
-    if args.link not in LINK_PRESETS:
-        raise ValueError(f"--link: a collective takes a preset ({', '.join(LINK_PRESETS)}), got {args.link!r}")
     algorithm = args.algo or collectives.ALGORITHMS[args.collective][0]
     try:
         collectives.check_algorithm(args.collective, algorithm)
@@ -202,10 +202,17 @@ def add_commands(subparsers) -> None:
         default=2**20,
         help="per-rank buffer, e.g. 1024, 61MB, 64MiB (default 1MiB)",
     )
-    sim.add_argument("--link", default="tcp-10gbe", metavar="LINK", help=f"a preset ({', '.join(LINK_PRESETS)})")
+    sim.add_argument(
+        "--link",
+        default="tcp-10gbe",
+        action=Checked,
+        check=link,
+        help=f"a preset ({', '.join(LINK_PRESETS)}) or a bandwidth, e.g. 10Gbps",
+    )
     sim.add_argument(
         "--topology",
         default="flat",
+        type=any_case(TOPOLOGY_PRESETS),
         choices=list(TOPOLOGY_PRESETS),
         help="flat: every pair on --link (default); two-level: supernodes of 32 on --link, upper "
         "level 4:1; taihulight: 256-node supernodes of sw26010 links under a 4:1 oversubscribed "
@@ -218,7 +225,7 @@ def add_commands(subparsers) -> None:
         help="messages that cross a link at the same time share it (max-min fair; the TaihuLight's "
         "upper level at its real 875 GB/s per supernode): times from a replay of the run",
     )
-    sim.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
+    sim.add_argument("--node", default="laptop-cpu", type=any_case(NODE_PRESETS), choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))
     sim.add_argument("--op", default="sum", choices=list(collectives.OPS))
@@ -247,13 +254,17 @@ def add_commands(subparsers) -> None:
     )
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=cmd_simulate)
+    add_presets(subparsers)
 
+
+def add_presets(subparsers) -> None:
     pre = subparsers.add_parser(
         "presets", help="list link, node, library and storage presets with their numbers and sources"
     )
     pre.add_argument(
         "--stack",
         metavar="LINK",
+        type=any_case(LINK_PRESETS),
         choices=list(LINK_PRESETS),
         help="instead: the stages of one message on this link (dlsys.machine.netstack)",
     )

@@ -27,17 +27,20 @@ from ..compress import COMPRESSORS
 from ..experiments import large_batch, train
 from ..experiments import schedule as schedule_experiments
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS
-from ..machine.net import LINK_PRESETS, NODE_PRESETS
+from ..machine.net import NODE_PRESETS
 from ..machine.storage import MAX_LOADER_WORKERS, STORAGE_PRESETS, IOModel
 from ..train import STRATEGIES, TrainConfig
-from ..train.strategies import OPTIONS, taking
+from ..train.strategies import CONFIG_OPTIONS, OPTIONS, taking
 from ..units import format_bytes, format_seconds
 from .compress import add_method_options, compression_from, method_options_given
 from .options import (
+    CHECKERS,
     MAX_RANKS,
     Checked,
+    any_case,
     given_flags,
     integer,
+    link,
     number,
     output_file,
     output_path,
@@ -49,27 +52,65 @@ from .options import (
 )
 from .schedule import add_schedule_options, given_options, policy_options
 
-DECODE_S_PER_SAMPLE = (
-    10e-6  # decoding an 8x8 or 16x16 image is microseconds (the model's default is an ImageNet JPEG's)
-)
+DECODE_S_PER_SAMPLE = 10e-6  # decoding an 8x8 or 16x16 image: microseconds (the model's default: an ImageNet JPEG's)
 HISTOGRAM_WIDTH = 40  # characters of the longest bar
 MAX_WIDTH = 4096  # MLP hidden width: 4096 x 4096 float64 weights are 128 MiB per copy
 MAX_EPOCHS = 10_000
 DEFAULT_SWEEP_OUT = "out/large_batch.json"  # untracked (.gitignore): never the tracked cache unless named
 SWEEP_DESTS = ("sweep", "quick", "out", "backend")  # what --sweep batch reads; the study fixes the rest
-FLAGS = {
-    "servers": "--servers",
-    "staleness": "--staleness",
-    "period": "--period",
-    "micro_batches": "--micro-batches",
-    "fail": "--fail",
-    "checkpoint": "--checkpoint",
-    "resume": "--resume",
-    "compression": "--compress",
-    "io": "--loader-workers, --prefetch, --storage",
-    "optimizer": "--optimizer",
-    "warmup_epochs": "--warmup-epochs",
-}  # the strategies' options (dlsys.train.strategies) as flags
+STRATEGY_OPTIONS = {**OPTIONS, **CONFIG_OPTIONS}  # every strategy option, each declared once in dlsys.train.strategies
+# a strategy option's kind -> its flag's argparse keywords ("object" options have flags of their own below)
+FLAG_KINDS = {
+    "integer": lambda o: dict(action=Checked, check=CHECKERS["integer"](o)),
+    "pair": lambda o: dict(
+        action=Checked, metavar="WORKER:STEP", check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP")
+    ),
+    "output": lambda o: dict(action=Checked, metavar="PATH", check=output_path),
+    "path": lambda o: dict(metavar="PATH"),
+    "bool": lambda o: dict(action="store_const", const=True),
+    "choice": lambda o: dict(type=any_case(OPTIMIZERS), choices=OPTIMIZERS),  # the one choice: --optimizer
+}
+# the run's other flags: flag -> (checker, default, help)
+RUN_FLAGS = {
+    "--hidden": (integer(1, MAX_WIDTH), [64, 64], f"MLP hidden widths, each 1..{MAX_WIDTH} (default 64 64)"),
+    "--workers": (integer(1, MAX_RANKS), 4, "workers (pipeline stages for model-parallel); default 4"),
+    "--epochs": (integer(1, MAX_EPOCHS), 10, None),
+    "--batch-size": (integer(1, 2**16), 32, "samples per worker per step (default 32)"),
+    "--lr": (number(0, low_open=True), 0.1, "learning rate for the global batch (default 0.1)"),
+    "--momentum": (number(0, 1), 0.9, None),
+    "--weight-decay": (number(0), 0.0, None),
+    "--trust-coefficient": (number(0, low_open=True), 0.001, "LARS's eta (default 0.001, You et al. 2017)"),
+    "--warmup-start-lr": (number(0), 0.0, None),
+    "--decode-s": (
+        number(0),
+        DECODE_S_PER_SAMPLE,
+        f"loader: seconds to decode one sample on the node (default {DECODE_S_PER_SAMPLE:g}: a small image)",
+    ),
+    "--seed": (integer(0, 2**63 - 1), 0, None),
+    "--loader-workers": (
+        integer(0, MAX_LOADER_WORKERS),
+        None,
+        f"load each worker's batches with this many loader processes, 0..{MAX_LOADER_WORKERS} in all "
+        "(0: in the worker itself; default 0 once --prefetch or --storage is given)",
+    ),
+    "--prefetch": (integer(1, 1 << 16), None, "batches the loader's queue may hold, 1..65536 (default 2)"),
+}
+# flag -> (registry, default, help): a name of the registry, in any case
+NAMED_FLAGS = {
+    "--strategy": (STRATEGIES, "allreduce", None),
+    "--model": (MODELS, "mlp", None),
+    "--dataset": (DATASETS, "digits", None),
+    "--node": (NODE_PRESETS, "laptop-cpu", None),
+    "--backend": (BACKENDS, "threads", None),
+    "--dtype": (("float32", "float64"), "float32", None),
+    "--compress": (COMPRESSORS, None, f"compress the gradients: {', '.join(COMPRESSORS)} (options below)"),
+    "--schedule": (
+        schedule.POLICIES,
+        None,
+        f"overlap backward with communication: {', '.join(schedule.POLICIES)} (allreduce or ps-bsp; options below)",
+    ),
+    "--storage": (STORAGE_PRESETS, None, "where the samples are read from, charged in virtual time (default nvme)"),
+}
 
 
 def add_commands(subparsers) -> None:
@@ -80,61 +121,15 @@ def add_commands(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--strategy", default="allreduce", choices=list(STRATEGIES))
-    p.add_argument("--model", default="mlp", choices=MODELS)
+    for flag, (names, default, text) in NAMED_FLAGS.items():
+        metavar = {"--compress": "METHOD", "--schedule": "POLICY"}.get(flag)
+        p.add_argument(flag, type=any_case(names), choices=list(names), default=default, metavar=metavar, help=text)
+    for flag, (check, default, text) in RUN_FLAGS.items():
+        p.add_argument(
+            flag, action=Checked, check=check, default=default, help=text, nargs="+" if flag == "--hidden" else None
+        )
     p.add_argument(
-        "--hidden",
-        action=Checked,
-        check=integer(1, MAX_WIDTH),
-        nargs="+",
-        default=[64, 64],
-        help=f"MLP hidden widths, each 1..{MAX_WIDTH} (default 64 64)",
-    )
-    p.add_argument("--dataset", default="digits", choices=DATASETS)
-    p.add_argument(
-        "--workers",
-        action=Checked,
-        check=integer(1, MAX_RANKS),
-        default=4,
-        help="workers (pipeline stages for model-parallel); default 4",
-    )
-    p.add_argument("--epochs", action=Checked, check=integer(1, MAX_EPOCHS), default=10)
-    p.add_argument(
-        "--batch-size",
-        action=Checked,
-        check=integer(1, 2**16),
-        default=32,
-        help="samples per worker per step (default 32)",
-    )
-    p.add_argument(
-        "--lr",
-        action=Checked,
-        check=number(0, low_open=True),
-        default=0.1,
-        help="learning rate for the global batch (default 0.1)",
-    )
-    p.add_argument("--momentum", action=Checked, check=number(0, 1), default=0.9)
-    p.add_argument("--optimizer", choices=OPTIMIZERS, help="allreduce: sgd, lars or lamb (default sgd)")
-    p.add_argument("--weight-decay", action=Checked, check=number(0), default=0.0)
-    p.add_argument(
-        "--trust-coefficient",
-        action=Checked,
-        check=number(0, low_open=True),
-        default=0.001,
-        help="LARS's eta (default 0.001, You et al. 2017)",
-    )
-    p.add_argument(
-        "--warmup-epochs",
-        action=Checked,
-        check=integer(0, MAX_EPOCHS),
-        help="allreduce: gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)",
-    )
-    p.add_argument("--warmup-start-lr", action=Checked, check=number(0), default=0.0)
-    p.add_argument(
-        "--staleness",
-        action=Checked,
-        check=integer(0, MAX_EPOCHS),
-        help=f"SSP bound s in clocks (ps-ssp; default {OPTIONS['staleness']})",
+        "--link", action=Checked, check=link, default="tcp-10gbe", help="a link preset or a bandwidth, e.g. 10Gbps"
     )
     p.add_argument(
         "--straggler",
@@ -143,86 +138,29 @@ def add_commands(subparsers) -> None:
         check=pair(integer(0, MAX_RANKS - 1), number(0, low_open=True), "WORKER:FACTOR"),
         help="make worker WORKER (0-based) FACTOR times slower, e.g. 3:4",
     )
-    p.add_argument(
-        "--period",
-        action=Checked,
-        check=integer(1, 2**20),
-        help=f"local-sgd: average the weights every K steps (default {OPTIONS['period']})",
-    )
-    p.add_argument(
-        "--micro-batches",
-        action=Checked,
-        check=integer(1, 2**16),
-        help=f"model-parallel: GPipe micro-batches (default {OPTIONS['micro_batches']})",
-    )
-    p.add_argument(
-        "--servers",
-        action=Checked,
-        check=integer(1, MAX_RANKS),
-        help=f"ps-*: parameter servers, extra ranks (default {OPTIONS['servers']})",
-    )
-    p.add_argument(
-        "--fail",
-        action=Checked,
-        metavar="WORKER:STEP",
-        check=pair(integer(0, MAX_RANKS - 1), integer(0, 2**31), "WORKER:STEP"),
-        help="ps-*: worker WORKER crashes after STEP gradients",
-    )
-    p.add_argument(
-        "--checkpoint",
-        metavar="PATH",
-        action=Checked,
-        check=output_path,
-        help="allreduce: .npz file (rank 0); ps-*: directory",
-    )
-    p.add_argument("--resume", metavar="PATH", help="resume from a --checkpoint of the same strategy")
-    p.add_argument(
-        "--compress",
-        metavar="METHOD",
-        choices=list(COMPRESSORS),
-        help=f"compress the gradients: {', '.join(COMPRESSORS)} (options below)",
-    )
+    add_strategy_options(p)
     add_method_options(p)
-    p.add_argument(
-        "--schedule",
-        metavar="POLICY",
-        choices=list(schedule.POLICIES),
-        help=f"overlap backward with communication: {', '.join(schedule.POLICIES)} "
-        "(allreduce or ps-bsp; options below)",
-    )
     add_schedule_options(p)
-    p.add_argument(
-        "--loader-workers",
-        action=Checked,
-        check=integer(0, MAX_LOADER_WORKERS),
-        metavar="K",
-        help=f"load each worker's batches with K loader processes, 0..{MAX_LOADER_WORKERS} in all "
-        "(0: in the worker itself; default 0 once --prefetch or --storage is given)",
-    )
-    p.add_argument(
-        "--prefetch",
-        action=Checked,
-        check=integer(1, 1 << 16),
-        metavar="D",
-        help="batches the loader's queue may hold, 1..65536 (default 2)",
-    )
-    p.add_argument(
-        "--storage",
-        choices=list(STORAGE_PRESETS),
-        help="where the samples are read from, charged in virtual time (default nvme)",
-    )
-    p.add_argument(
-        "--decode-s",
-        action=Checked,
-        check=number(0),
-        default=DECODE_S_PER_SAMPLE,
-        help=f"loader: seconds to decode one sample on the node (default {DECODE_S_PER_SAMPLE:g}: a small image)",
-    )
-    p.add_argument("--link", default="tcp-10gbe", choices=list(LINK_PRESETS))
-    p.add_argument("--node", default="laptop-cpu", choices=list(NODE_PRESETS))
-    p.add_argument("--backend", default="threads", choices=list(BACKENDS))
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--seed", action=Checked, check=integer(0, 2**63 - 1), default=0)
+    add_output_flags(p)
+    p.set_defaults(func=cmd_train, parser=p)
+
+
+def add_strategy_options(p) -> None:
+    """One flag per strategy option (``dlsys.train.strategies``), its help naming who takes it."""
+    for option in STRATEGY_OPTIONS.values():
+        if option.kind != "object":
+            takers = ", ".join(taking(option.name))
+            default = "" if option.default in (None, False) else f" (default {option.default})"
+            p.add_argument(
+                option.flag,
+                dest=option.name,
+                help=f"{takers}: {option.help}{default}",
+                **FLAG_KINDS[option.kind](option),
+            )
+
+
+def add_output_flags(p) -> None:
+    """--trace, --json and the large-batch study's --sweep, --quick, --out."""
     p.add_argument(
         "--trace",
         metavar="FILE",
@@ -241,7 +179,6 @@ def add_commands(subparsers) -> None:
         help="--sweep: where to write the record (default out/large_batch.json; with --quick nothing "
         "is written unless given; the app's cache: results/large_batch.json)",
     )
-    p.set_defaults(func=cmd_train, parser=p)
 
 
 def histogram_lines(histogram: dict) -> list[str]:
@@ -259,24 +196,18 @@ def histogram_lines(histogram: dict) -> list[str]:
     return [f"{k:>8} clocks  {'#' * max(1, round(HISTOGRAM_WIDTH * v / top))} {v}" for k, v in buckets.items()]
 
 
+def options_given(args) -> dict:
+    """Each strategy option as the flags give it (None if not given)."""
+    given = {name: getattr(args, name) for name, o in STRATEGY_OPTIONS.items() if o.kind != "object"}
+    return given | {"compression": args.compress, "io": loader_given(args) or None}
+
+
 def refuse_options(args) -> None:
     """An option --strategy does not take is refused by its flag, with the strategies that take it."""
-    given = {
-        "servers": args.servers,
-        "staleness": args.staleness,
-        "period": args.period,
-        "micro_batches": args.micro_batches,
-        "fail": args.fail,
-        "checkpoint": args.checkpoint,
-        "resume": args.resume,
-        "compression": args.compress,
-        "io": loader_given(args) or None,
-        "optimizer": args.optimizer,
-        "warmup_epochs": args.warmup_epochs,
-    }
-    for option, value in given.items():
+    for option, value in options_given(args).items():
         if value is not None and option not in STRATEGIES[args.strategy].options:
-            raise ValueError(f"{FLAGS[option]}: need --strategy {' or '.join(taking(option))}, got {args.strategy}")
+            flag = STRATEGY_OPTIONS[option].flag
+            raise ValueError(f"{flag}: need --strategy {' or '.join(taking(option))}, got {args.strategy}")
 
 
 def check_ranks(args) -> None:
@@ -348,27 +279,18 @@ def cmd_train(args) -> int:
         return train_scheduled(args)
     if (args.warmup_epochs or 0) > args.epochs:
         raise ValueError(f"--warmup-epochs must be an integer in 0..{args.epochs} (--epochs), got {args.warmup_epochs}")
-    given = {"optimizer": args.optimizer, "warmup_epochs": args.warmup_epochs}
-    config = TrainConfig(
-        args.model,
-        tuple(args.hidden),
-        args.dataset,
-        args.epochs,
-        args.batch_size,
-        args.lr,
-        args.momentum,
-        args.seed,
-        args.dtype,
+    given = {name: getattr(args, name) for name in CONFIG_OPTIONS}
+    config = config_of(
+        args,
         weight_decay=args.weight_decay,
         trust_coefficient=args.trust_coefficient,
         warmup_start_lr=args.warmup_start_lr,
         **{k: v for k, v in given.items() if v is not None},
     )
-    io = io_model(args, config)
     compression = compression_from(args, args.compress) if args.compress else None
     if compression is None and (method_options_given(args) or args.memory):
         raise ValueError("the compression options (--ratio, --bits, ...) need --compress METHOD")
-    servers = STRATEGIES[args.strategy].first_worker(args.servers)
+    options = {k: v for k, v in options_given(args).items() if k in OPTIONS}
     record = train(
         args.strategy,
         config,
@@ -377,16 +299,8 @@ def cmd_train(args) -> int:
         link=args.link,
         node=args.node,
         straggler=args.straggler,
-        staleness=args.staleness,
-        period=args.period,
-        micro_batches=args.micro_batches,
-        servers=args.servers,
-        fail=args.fail,
-        checkpoint=args.checkpoint,
-        resume=args.resume,
         progress=not args.json,
-        compression=compression,
-        io=io,
+        **options | {"compression": compression, "io": io_model(args, config)},
     )
     save_trace(args, record)
     steps: dict = {}
@@ -397,6 +311,34 @@ def cmd_train(args) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
+    print_table(summary_rows(args, config, record, steps))
+    print("staleness histogram (reads per staleness)")
+    for line in histogram_lines(record["staleness_histogram"]):
+        print(line)
+    if args.trace:
+        print(f"trace: {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
+
+
+def config_of(args, **given) -> TrainConfig:
+    """The TrainConfig of the flags --model .. --dtype, and ``given``'s fields."""
+    return TrainConfig(
+        args.model,
+        tuple(args.hidden),
+        args.dataset,
+        args.epochs,
+        args.batch_size,
+        args.lr,
+        args.momentum,
+        args.seed,
+        args.dtype,
+        **given,
+    )
+
+
+def summary_rows(args, config: TrainConfig, record: dict, steps: dict) -> list:
+    """The table ``dlsys train`` prints: the run, its accuracy and costs, what compression and IO did."""
+    servers = STRATEGIES[args.strategy].first_worker(args.servers)
     rows = [
         ("strategy", f"{args.strategy} on {args.workers} workers" + (f" + {servers} server(s)" if servers else "")),
         (
@@ -411,41 +353,32 @@ def cmd_train(args) -> int:
         ("max staleness", f"{record['max_staleness']} clocks"),
         ("wall time here", f"{record['wall_time_s']:.2f} s ({args.backend} backend)"),
     ]
-    if compression is not None:
-        rows.append(
+    if "compression" in record:
+        rows += [
             (
                 "compression",
-                f"{compression.method} {dict(compression.options) or ''}: "
-                f"{record['compression_ratio']:.1f}x smaller payloads, "
-                f"{format_bytes(record['bytes_per_step'])} on the wire per step",
-            )
-        )
-        rows.append(
+                f"{record['compression']} {record['compression_options'] or ''}: {record['compression_ratio']:.1f}x "
+                f"smaller payloads, {format_bytes(record['bytes_per_step'])} on the wire per step",
+            ),
             (
                 "compress / decode",
                 f"{format_seconds(record['compress_s'])} / {format_seconds(record['decompress_s'])} virtual, all ranks",
-            )
-        )
-    if io is not None:
+            ),
+        ]
+    if "io_wait_s" in record:
         rows.append(
             (
                 "IO wait",
                 f"{format_seconds(record['io_wait_s'])} of worker 0, {record['io_wait_fraction']:.0%} "
-                f"of the run ({io.storage}, {io.workers} loader workers, queue of {io.prefetch}; "
-                f"the loader delivers a batch per {format_seconds(record['loader_step_s'])})",
+                f"of the run ({record['storage']}, {record['loader_workers']} loader workers, queue of "
+                f"{record['prefetch']}; the loader delivers a batch per {format_seconds(record['loader_step_s'])})",
             )
         )
     if record.get("failed"):
         rows.append(
             ("failed workers", ", ".join(f"worker {f['worker']} at clock {f['clock']}" for f in record["failed"]))
         )
-    print_table(rows)
-    print("staleness histogram (reads per staleness)")
-    for line in histogram_lines(record["staleness_histogram"]):
-        print(line)
-    if args.trace:
-        print(f"trace: {args.trace} (open in https://ui.perfetto.dev)")
-    return 0
+    return rows
 
 
 def loader_given(args) -> bool:
@@ -482,17 +415,7 @@ def train_scheduled(args) -> int:
     ):
         if value:
             raise ValueError(f"{option}: not modelled together with --schedule")
-    config = TrainConfig(
-        args.model,
-        tuple(args.hidden),
-        args.dataset,
-        args.epochs,
-        args.batch_size,
-        args.lr,
-        args.momentum,
-        args.seed,
-        args.dtype,
-    )
+    config = config_of(args)
     if config.model != "mlp" or config.dataset != "digits":
         raise ValueError("--schedule: trains the digits MLP (--model mlp --dataset digits)")
     record = schedule_experiments.train_schedule(

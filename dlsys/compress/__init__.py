@@ -1,7 +1,8 @@
 """Gradient compression, GRACE's split: one file per method, ``Compressor`` and ``Memory``.
 
 ``COMPRESSORS`` maps each method's name to its class; the CLI, the app and the tests
-enumerate it. ``make(name, seed, rank, **options)`` builds one (naming the valid methods or
+enumerate it, and read each method's ``options`` (``dlsys.options.Option``: name, range,
+help). ``make(name, seed, rank, **options)`` builds one (naming the valid methods or
 options if asked for an unknown one); stochastic methods get a Generator seeded by
 (seed, rank), random-k by the seed alone, because every rank must draw the same indices.
 ``MEMORIES``: "none", "residual" (error feedback), "dgc" (DGC's momentum correction); each

@@ -29,6 +29,12 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ..options import Option
+
+# the options several methods share, declared once (each method lists its own in ``options``)
+RATIO = Option("ratio", "number", 0, 1, "fraction of entries kept, in (0, 1]", low_open=True)
+SAMPLE = Option("sample", "number", 0, 1, "fraction sampled for the threshold", low_open=True)
+
 
 def payload_nbytes(payload) -> int:
     """Encoded bytes: the sum of the payload arrays' ``nbytes`` (nothing else travels)."""
@@ -118,6 +124,7 @@ class Compressor(ABC):
     memory = "none"  # the memory its paper pairs it with (``MEMORIES``)
     passes: tuple[float, float] = (1, 1)  # sweeps over the dense gradient: (compress, decompress)
     ops: tuple[float, float] = (1, 1)  # operations per entry: (compress, decompress)
+    options: tuple[Option, ...] = ()  # one per constructor keyword (but the Generator)
 
     @abstractmethod
     def compress(self, tensor, name):
@@ -130,6 +137,11 @@ class Compressor(ABC):
     def aggregate(self, tensors):
         """Combine the ranks' decompressed gradients: their mean."""
         return sum(tensors) / len(tensors)
+
+    def local_scale(self, tensor) -> float:
+        """A ``shares_scale`` method's scale of this rank's ``tensor``: the communication
+        step passes the max over every rank to ``compress`` (TernGrad's max norm)."""
+        raise NotImplementedError(f"{type(self).__name__} does not share a scale")
 
     def set_epoch(self, epoch: int) -> None:
         """Called by the training loop at each epoch (DGC's sparsity warm-up uses it)."""

@@ -37,6 +37,7 @@ mean gap is 1000 and escapes are rare.
 
 import numpy as np
 
+from ..options import Option
 from .compressor import Memory, count, scatter
 from .dropping import GradientDroppingCompressor
 
@@ -52,6 +53,12 @@ def warmup_sparsity(epoch: int, warmup_epochs: int, final_sparsity: float) -> fl
 class DGCCompressor(GradientDroppingCompressor):
     communication = "allgatherv"
     memory = "dgc"
+    options = (
+        *GradientDroppingCompressor.options,
+        Option(
+            "warmup_epochs", "integer", 0, 10_000, "epochs of sparsity warm-up (paper: 4)", flags="--sparsity-warmup"
+        ),
+    )
     passes = (2.1, 1)  # the threshold sweep of Gradient Dropping; the top-k and the sort run on what passed
 
     def __init__(self, rng: np.random.Generator, ratio: float = 0.001, sample: float = 0.01, warmup_epochs: int = 4):

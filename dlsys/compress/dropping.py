@@ -23,7 +23,8 @@ share of the tensor (1.6e5 of 1e6 entries at 1%), as the paper intends.
 
 import numpy as np
 
-from .compressor import Compressor, check_float, check_ratio, count, scatter
+from ..options import Option
+from .compressor import RATIO, SAMPLE, Compressor, check_float, check_ratio, count, scatter
 
 PER_KEPT = 1600  # expected sampled entries above the threshold: 1/sqrt(1600) = 2.5% relative spread
 
@@ -51,6 +52,7 @@ def sampled_threshold(magnitudes, ratio, sample, rng):
 class GradientDroppingCompressor(Compressor):
     memory = "residual"  # biased: the paper keeps what was not sent
     communication = "allgatherv"  # each rank sends however many entries passed its threshold
+    options: tuple[Option, ...] = (RATIO, SAMPLE)
     passes: tuple[float, float] = (2, 1)  # compare |g| with the threshold, then gather what passed; decode: zero-fill
     ops = (3, 1)
 

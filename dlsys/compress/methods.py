@@ -39,8 +39,9 @@ MEMORIES = {"none": NoneMemory, "residual": ResidualMemory, "dgc": DGCMemory}
 
 
 def options_of(name: str) -> list[str]:
-    """The options a method takes (its constructor's arguments but the Generator)."""
-    return checks.options_of(COMPRESSORS[name], hidden=("rng",))
+    """The options a method takes: the names of its ``Option``s (its constructor's keywords
+    but the Generator)."""
+    return [option.name for option in COMPRESSORS[name].options]
 
 
 def make(name: str, seed: int = 0, rank: int = 0, **options) -> Compressor:

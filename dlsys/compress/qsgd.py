@@ -10,12 +10,17 @@ Bytes: ceil(n * b / 8) + 4 * ceil(n / d) (one float32 norm per bucket).
 
 import numpy as np
 
+from ..options import Option
 from .compressor import Compressor, check_float, pack_bits, unpack_bits
 
 BITS = (2, 4, 8)
 
 
 class QSGDCompressor(Compressor):
+    options = (
+        Option("bits", "integer", 2, 8, "bits per entry: 2, 4 or 8"),
+        Option("bucket", "integer", 1, 2**24, "bucket size (entries per norm)"),
+    )
     passes = (2.25, 1.25)  # the bucket norms, then the stochastic levels at b bits (b = 8)
     ops = (14, 2)
 

@@ -9,12 +9,13 @@ Bytes: k * itemsize.
 
 import numpy as np
 
-from .compressor import Compressor, check_float, check_ratio, count, scatter
+from .compressor import RATIO, Compressor, check_float, check_ratio, count, scatter
 
 
 class RandomKCompressor(Compressor):
     communication = "allreduce"  # same indices on every rank, so the values add up
     same_draws_on_every_rank = True
+    options = (RATIO,)
     passes = (0, 1)  # only the k values are read; decode: zero-fill
     ops = (0, 1)
 

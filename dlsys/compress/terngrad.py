@@ -13,10 +13,12 @@ Bytes: ceil(n / 4) + 4 (float32 s).
 
 import numpy as np
 
+from ..options import Option
 from .compressor import Compressor, check_float, pack_bits, unpack_bits
 
 
 class TernGradCompressor(Compressor):
+    options = (Option("clip", "number", 0, help="clip at CLIP standard deviations (paper: 2.5)", low_open=True),)
     shares_scale = True
     passes = (2.06, 1.06)  # the max (or sigma) sweep, then Bernoulli draws and 2-bit codes
     ops = (12, 2)  # a uniform draw is about ten operations

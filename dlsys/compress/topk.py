@@ -5,11 +5,12 @@ Biased: use with ``ResidualMemory``. Bytes: k * (4 + itemsize) (int32 index, val
 
 import numpy as np
 
-from .compressor import Compressor, check_float, check_ratio, count, scatter
+from .compressor import RATIO, Compressor, check_float, check_ratio, count, scatter
 
 
 class TopKCompressor(Compressor):
     memory = "residual"  # biased: the paper keeps what was not sent
+    options = (RATIO,)
     passes = (4, 1)  # |g|, then a selection (introselect) sweeps it about three times; decode: zero-fill
     ops = (5, 1)
 

@@ -182,7 +182,7 @@ STRAGGLER = (3, 4.0)  # (worker, slowdown)
 def strategy_title(name: str) -> str:
     """The strategy's name with the option that shapes it: "ps-ssp (s = 2)"."""
     option = {"local-sgd": ("K", "period"), "model-parallel": ("M", "micro_batches"), "ps-ssp": ("s", "staleness")}
-    return f"{name} ({option[name][0]} = {OPTIONS[option[name][1]]})" if name in option else name
+    return f"{name} ({option[name][0]} = {OPTIONS[option[name][1]].default})" if name in option else name
 
 
 def steps_per_worker(record: dict) -> dict[int, int]:
@@ -197,7 +197,7 @@ def gradients_per_worker(record: dict) -> str:
 
 def training_strategies(src: Sources) -> str:
     def staleness(name: str, r: dict) -> str:
-        return f"{OPTIONS['period'] - 1} local steps" if name == "local-sgd" else str(r["max_staleness"])
+        return f"{OPTIONS['period'].default - 1} local steps" if name == "local-sgd" else str(r["max_staleness"])
 
     return markdown_table(
         ["strategy", "test accuracy", "virtual time", "bytes moved", "max staleness"],
@@ -236,7 +236,7 @@ def training_straggler(src: Sources) -> str:
 def training_failure(src: Sources) -> str:
     worker, step = FAILURE
     r = training.train("ps-asp", fail=FAILURE)
-    pushed = [n for rank, n in steps_per_worker(r).items() if rank != OPTIONS["servers"] + worker]
+    pushed = [n for rank, n in steps_per_worker(r).items() if rank != OPTIONS["servers"].default + worker]
     return (
         f"`dlsys train --strategy ps-asp --fail {worker}:{step}`: the other three push "
         f"{', '.join(map(str, pushed))} gradients, {r['test_accuracy']:.2%} test accuracy.\n"

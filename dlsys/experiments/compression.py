@@ -41,16 +41,14 @@ PARETO_CACHE = Path(__file__).with_name("compression_pareto.json")
 # paper's 0.1%, and on digits it shows: 5 entries of a 4096-entry tensor a step, 1 of a
 # bias (the training loop hands flat tensors, so biases are not sent dense), 82% accuracy.
 SETTINGS = {
-    "none": {},
-    "fp16": {},
-    "int8": {},
-    "onebit": {},
-    "terngrad": {},
-    "qsgd": {"bits": 4},
-    "topk": {"ratio": 0.01},
-    "randomk": {"ratio": 0.25},
-    "dropping": {"ratio": 0.01},
-    "dgc": {"ratio": 0.001, "warmup_epochs": 0},
+    method: {
+        "qsgd": {"bits": 4},
+        "topk": {"ratio": 0.01},
+        "randomk": {"ratio": 0.25},
+        "dropping": {"ratio": 0.01},
+        "dgc": {"ratio": 0.001, "warmup_epochs": 0},
+    }.get(method, {})
+    for method in compress.COMPRESSORS
 }
 LINKS = ("tcp-1gbe", "rdma-edr")
 FEEDBACK_CACHE = Path(__file__).with_name("compression_feedback.json")

@@ -20,7 +20,7 @@ from .. import schedule
 from ..checks import check_int
 from ..comm import SIGNAL, launch
 from ..machine import profiles
-from ..machine.net import LINK_PRESETS, LinkModel, get_link, get_node, parse_bandwidth
+from ..machine.net import LinkModel, get_link, get_node
 from ..machine.topology import flat, placed
 from ..schedule.policy import slice_count
 from ..train import TrainConfig, build_model
@@ -35,25 +35,9 @@ MESSAGE_BYTES = 1040
 
 
 def parse_link(text) -> LinkModel:
-    """A preset name, or a bandwidth like "10Gbps" / "1.25GB/s" (``net.parse_bandwidth``: b is
-    a bit, B a byte): the 10 GbE preset's latency and overheads at that bandwidth (for
-    bandwidth sweeps)."""
-    if isinstance(text, LinkModel) or text in LINK_PRESETS:
-        return get_link(text)
-    try:
-        bandwidth_Bps = parse_bandwidth(text)
-    except ValueError as exc:
-        raise ValueError(f"link: expected a preset ({', '.join(LINK_PRESETS)}) or a bandwidth; {exc}") from None
-    base = get_link("tcp-10gbe")
-    return LinkModel(
-        f"{text}",
-        base.latency_s,
-        bandwidth_Bps,
-        base.overhead_s,
-        base.kernel_copies,
-        base.copy_bandwidth_Bps,
-        f"{text}: tcp-10gbe's latency and overheads at this bandwidth",
-    )
+    """The link ``text`` names: the one link grammar, ``dlsys.machine.net.get_link`` (a
+    preset in any case, or a bandwidth like 10Gbps: tcp-10gbe's latency at that bandwidth)."""
+    return get_link(text)
 
 
 def layers(model: str, batch: int) -> tuple:

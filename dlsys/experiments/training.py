@@ -25,7 +25,7 @@ from ..learn.task import INPUT_FEATURES
 from ..machine.net import get_node
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel
 from ..train import Compression, TrainConfig, load_task, steps_per_epoch
-from ..train.strategies import Strategy, given_in, strategy_named
+from ..train.strategies import OPTIONS, Strategy, given_in, strategy_named
 from ..units import format_bytes
 from . import records
 from .budget import DEFAULT_MAX_MEMORY_BYTES
@@ -40,66 +40,40 @@ def train(
     link="tcp-10gbe",
     node="laptop-cpu",
     straggler: tuple[int, float] | None = None,
-    staleness: int | None = None,
-    period: int | None = None,
-    micro_batches: int | None = None,
-    servers: int | None = None,
-    fail: tuple[int, int] | None = None,
-    checkpoint=None,
-    resume=None,
     progress: bool = False,
     timeout_s: float = 600.0,
     max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
-    evals_per_epoch: int | None = None,
-    record_layers: bool | None = None,
-    compression: Compression | None = None,
-    io: IOModel | None = None,
+    **options,
 ) -> dict:
     """Train ``config`` with ``strategy`` (a name in ``dlsys.train.STRATEGIES``) on
     ``workers`` workers and return a tidy record.
 
-    ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower. The
-    other options apply to the strategies whose registry entry lists them, and are refused
-    by name elsewhere; one not given takes its default (``dlsys.train.strategies.OPTIONS``):
-    ``staleness`` is SSP's s (2); ``period`` local SGD's k (4); ``micro_batches`` GPipe's M
-    (4); ``servers`` the parameter-server group size (1, extra ranks); ``fail=(worker,
-    step)`` crashes a parameter-server worker after ``step`` gradients. ``checkpoint`` /
-    ``resume``: a file (allreduce, rank 0 only) or a directory (parameter server, one file
-    per server). ``evals_per_epoch`` (1), ``record_layers`` (per-tensor norms and trust
-    ratios) and ``config``'s optimizer and warm-up apply to allreduce. ``compression``
-    (allreduce and the parameter server) compresses the gradients
-    (``dlsys.train.Compression``). ``progress`` shows a progress bar on a terminal. Every
-    rank holds about 4 copies of the model (weights, gradients, momentum, a message); a
-    model and world that need more than ``max_memory_bytes`` together are refused before
-    any rank starts.
+    ``straggler=(worker, factor)`` makes that worker's node ``factor`` times slower.
+    ``options`` are the strategies' options, each declared once in
+    ``dlsys.train.strategies.OPTIONS`` (its range, its default, what it does): they apply
+    to the strategies whose registry entry lists them and are refused by name elsewhere,
+    as are ``config``'s optimizer and warm-up (``CONFIG_OPTIONS``) away from allreduce.
+    E.g. ``staleness`` (SSP's s), ``period`` (local SGD's k), ``micro_batches`` (GPipe's
+    M), ``servers`` (extra ranks), ``fail=(worker, step)``, ``checkpoint`` / ``resume``,
+    ``compression`` (``dlsys.train.Compression``), ``io`` (a real loader,
+    ``dlsys.learn.task.training_batches``). ``progress`` shows a progress bar on a
+    terminal. Every rank holds about 4 copies of the model (weights, gradients, momentum,
+    a message); a model and world that need more than ``max_memory_bytes`` together are
+    refused before any rank starts.
     The record has test_accuracy, virtual_time_s, bytes_moved, max_staleness,
     staleness_histogram (clocks -> reads), losses, accuracy_curve, params, and the
     LaunchResult under "result"; with compression also the method, bytes_per_step,
     compression_ratio (dense fp32 gradient / payload), kept_fraction (the entries the first
-    worker sent with a value, of all it compressed) and compress_s / decompress_s
-    (the first worker's virtual compute time in each). ``io`` (allreduce and local-sgd)
-    loads every worker's batches through a real loader and charges the IO model's waits
-    (``dlsys.learn.task.training_batches``); the record then has io_wait_s (the first
-    worker's "io wait" in virtual time), io_wait_fraction (of the run's virtual time) and
-    loader_step_s (the loader's own pace per batch, ``IOModel.steady_step_s(0)``).
+    worker sent with a value, of all it compressed) and compress_s / decompress_s (the first
+    worker's virtual compute time in each); with ``io``, io_wait_s (the first worker's "io
+    wait" in virtual time), io_wait_fraction (of the run's virtual time) and loader_step_s
+    (the loader's own pace per batch, ``IOModel.steady_step_s(0)``).
     """
+    unknown = sorted(options.keys() - OPTIONS.keys())
+    if unknown:
+        raise TypeError(f"train: unknown option {', '.join(unknown)}; the options: {', '.join(OPTIONS)}")
     entry = strategy_named(strategy)
-    options = entry.settings(
-        {
-            "servers": servers,
-            "staleness": staleness,
-            "period": period,
-            "micro_batches": micro_batches,
-            "fail": fail,
-            "checkpoint": checkpoint,
-            "resume": resume,
-            "evals_per_epoch": evals_per_epoch,
-            "record_layers": record_layers,
-            "compression": compression,
-            "io": io,
-            **given_in(config),
-        }
-    )
+    options = entry.settings({**options, **given_in(config)})
     check(entry, config, workers, options, straggler, max_memory_bytes)
     first_worker = entry.first_worker(options.get("servers"))
     nodes = [get_node(node)] * (first_worker + workers)
@@ -166,15 +140,11 @@ def check(
 ) -> None:
     """Every value ``entry`` runs with, in range, before any rank starts."""
     check_int("workers", workers, 1, MAX_THREAD_RANKS)
-    for name, low, high in (
-        ("servers", 1, MAX_THREAD_RANKS - workers),
-        ("staleness", 0, None),
-        ("period", 1, None),
-        ("micro_batches", 1, workers * config.batch_size),
-        ("evals_per_epoch", 1, None),
-    ):
-        if name in options:
-            check_int(name, options[name], low, high)
+    # two ranges the world decides: the ranks fit, a micro-batch holds a sample
+    limits = {"servers": MAX_THREAD_RANKS - workers, "micro_batches": workers * config.batch_size}
+    for name, value in options.items():
+        if OPTIONS[name].kind == "integer":
+            OPTIONS[name]._replace(high=min(OPTIONS[name].high, limits.get(name, OPTIONS[name].high))).check(value)
     if straggler is not None:
         check_int("straggler worker", straggler[0], 0, workers - 1)
     ranks = entry.ranks(workers, options.get("servers"))

@@ -238,21 +238,42 @@ NODE_PRESETS: dict[str, NodeModel] = {
 }
 
 
-def _get(kind: str, presets: dict, value):
+def _get(kind: str, presets: dict, value, argument: str | None = None):
+    """The model itself, or the preset named ``value`` in any case ("RDMA-EDR" is rdma-edr)."""
     if isinstance(value, (LinkModel, NodeModel)):
         return value
-    if value not in presets:
-        raise ValueError(f"unknown {kind} preset {value!r}; valid: {', '.join(presets)}")
-    return presets[value]
+    if isinstance(value, str) and value.strip().lower() in presets:
+        return presets[value.strip().lower()]
+    raise ValueError(f"{argument or kind}: unknown {kind} preset {value!r}; valid: {', '.join(presets)}")
 
 
-def get_link(link) -> LinkModel:
-    """A LinkModel, or the preset of that name (ValueError lists the valid names)."""
-    return _get("link", LINK_PRESETS, link)
+def get_link(link, argument: str = "link") -> LinkModel:
+    """The one grammar of a link, every command's and the app's: a LinkModel; a preset
+    name in any case; or a bandwidth (``parse_bandwidth``: 10Gbps, 10 Gb/s, 1.25GB/s),
+    tcp-10gbe's latency and overheads at that bandwidth (bandwidth sweeps). Anything else:
+    a ValueError naming ``argument`` and the accepted forms."""
+    if isinstance(link, LinkModel) or not isinstance(link, str) or link.strip().lower() in LINK_PRESETS:
+        return _get("link", LINK_PRESETS, link, argument)
+    if not _QUANTITY.fullmatch(link):  # no number: a misspelt preset
+        raise ValueError(
+            f"{argument}: unknown link preset {link!r}; valid: {', '.join(LINK_PRESETS)} (any case), "
+            "or a bandwidth like 10Gbps, 10 Gb/s or 1.25GB/s"
+        )
+    try:
+        bandwidth_Bps = parse_bandwidth(link)
+    except ValueError as exc:
+        raise ValueError(f"{argument}: {exc}; or a link preset: {', '.join(LINK_PRESETS)}") from None
+    base = LINK_PRESETS["tcp-10gbe"]
+    return replace(
+        base,
+        name=link,
+        bandwidth_Bps=bandwidth_Bps,
+        source=f"{link}: tcp-10gbe's latency and overheads at this bandwidth",
+    )
 
 
 def get_node(node) -> NodeModel:
-    """A NodeModel, or the preset of that name (ValueError lists the valid names)."""
+    """A NodeModel, or the preset of that name in any case (ValueError lists the valid names)."""
     return _get("node", NODE_PRESETS, node)
 
 
@@ -281,12 +302,13 @@ BANDWIDTH_SPELLINGS = "10Gbps, 10Gb/s, 10Gbit/s (bits per second) or 1.25GB/s, 1
 _QUANTITY = re.compile(r"\s*(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(\S*)\s*")
 
 
-def _quantity(text, units: dict, what: str, spellings: str, hint) -> float:
-    """The number times its unit of ``units``; a ValueError naming ``what``, ``hint``'s words
-    for a near miss (a unit spelt in the wrong case, bits for bytes) and the accepted spellings."""
+def _quantity(text, units: dict, what: str, spellings: str, hint, spelt=lambda unit: unit) -> float:
+    """The number times its unit of ``units`` (as ``spelt`` writes it); a ValueError naming
+    ``what``, ``hint``'s words for a near miss (a unit spelt in the wrong case, bits for
+    bytes) and the accepted spellings."""
     m = _QUANTITY.fullmatch(str(text))
-    if m and m.group(2) in units:
-        return float(m.group(1)) * units[m.group(2)]
+    if m and spelt(m.group(2)) in units:
+        return float(m.group(1)) * units[spelt(m.group(2))]
     why = hint(m.group(2)) if m else None
     raise ValueError(f"{what}: cannot read {text!r}{f' ({why})' if why else ''}; write {spellings}")
 
@@ -300,6 +322,16 @@ def _size_hint(unit: str) -> str | None:
     if near:
         return f"units are case-sensitive: did you mean {near[0]} (B is a byte, b a bit)?"
     return "a size is in bytes, not per second" if unit in BANDWIDTH_UNITS else None
+
+
+def _bandwidth_spelt(unit: str) -> str:
+    """A rate's unit as ``BANDWIDTH_UNITS`` writes it: the prefix and the "ps" in any case
+    (10gbps, 10GB/S), the b or B as written; all in capitals (GBPS) stays ambiguous."""
+    at = next((i for i, c in enumerate(unit) if c in "bB"), None)
+    if at is None or unit[at:] == "BPS":
+        return unit
+    prefix = {p.lower(): p for p in (*_SI, *_IEC)}.get(unit[:at].lower(), unit[:at])
+    return prefix + unit[at] + unit[at + 1 :].lower()
 
 
 def _bandwidth_hint(unit: str) -> str | None:
@@ -329,10 +361,11 @@ def parse_size(text) -> int:
 
 
 def parse_bandwidth(text) -> float:
-    """A bandwidth in bytes per second: '10Gbps' and '10Gb/s' -> 1.25e9 (bits), '1.25GB/s' and
-    '1.25GBps' -> 1.25e9 (bytes). Case-sensitive (``BANDWIDTH_UNITS``): ``10gbps`` is refused
-    with the spellings it may have meant, never guessed."""
-    value = _quantity(text, BANDWIDTH_UNITS, "bandwidth", BANDWIDTH_SPELLINGS, _bandwidth_hint)
+    """A bandwidth in bytes per second: '10Gbps', '10 Gb/s' and '10gbps' -> 1.25e9 (bits),
+    '1.25GB/s' and '1.25GBps' -> 1.25e9 (bytes). The prefix in any case; b is a bit and B a
+    byte, so ``10GBPS``, where the two cannot be told apart, is refused with the spellings it
+    may have meant, never guessed."""
+    value = _quantity(text, BANDWIDTH_UNITS, "bandwidth", BANDWIDTH_SPELLINGS, _bandwidth_hint, _bandwidth_spelt)
     if not 0 < value < math.inf:
         raise ValueError(f"bandwidth must be > 0 and finite, got {text!r}")
     return value

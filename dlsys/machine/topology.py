@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from . import fabric as fabrics
+from .fabric import TAIHULIGHT_NODES, TAIHULIGHT_SOURCE, TAIHULIGHT_SUPERNODE, TAIHULIGHT_BISECTION_Bps
 from .net import LINK_PRESETS, LinkModel, get_link
 
 __all__ = [
@@ -57,22 +58,11 @@ __all__ = [
     "fat_tree",
     "gpu_cluster",
     "TOPOLOGY_PRESETS",
-    "get_topology",
     "get_network",
     "DEFAULT_LINK",
 ]
 
 DEFAULT_LINK = "tcp-10gbe"
-
-TAIHULIGHT_NODES = 40_960
-TAIHULIGHT_SUPERNODE = 256
-TAIHULIGHT_BISECTION_Bps = 70e12
-TAIHULIGHT_SOURCE = (
-    "Fu et al., 'The Sunway TaihuLight supercomputer: system and applications', Sci. China Inf. "
-    "Sci. 59 (2016): 40,960 SW26010 nodes, supernodes of 256 nodes on a full crossbar, "
-    "a central network above them; Dongarra, 'Report on the Sunway TaihuLight System' (2016): "
-    "14 GB/s per node, 70 TB/s bisection."
-)
 
 
 @dataclass(frozen=True)
@@ -269,47 +259,41 @@ TOPOLOGY_PRESETS = ("flat", "two-level", "taihulight", "fat-tree", "gpu-cluster"
 TWO_LEVEL_SUPERNODE, TWO_LEVEL_OVERSUBSCRIPTION = 32, 4.0  # the "two-level" preset: a teaching default
 
 
-def get_topology(topology, link=DEFAULT_LINK) -> Topology:
-    """A Topology, or a preset by name: "flat" (every pair on ``link``), "two-level"
-    (supernodes of 32 on ``link``, upper level 4:1), "taihulight" (its own links),
-    "fat-tree" (k = 16, full bisection, hosts on ``link``), "gpu-cluster" (DGX H100
-    islands; its own links)."""
-    if isinstance(topology, Topology):
-        return topology
-    if topology == "flat":
-        return flat(link)
-    if topology == "two-level":
-        return two_level(link, TWO_LEVEL_SUPERNODE, TWO_LEVEL_OVERSUBSCRIPTION)
-    if topology == "taihulight":
-        return taihulight()
-    if topology == "fat-tree":
-        return fat_tree(16, 1.0, link)
-    if topology == "gpu-cluster":
-        return gpu_cluster()
-    raise ValueError(f"unknown topology {topology!r}; valid: {', '.join(TOPOLOGY_PRESETS)}")
-
-
 def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> Topology:
-    """The network of a run, from any of the ways to name one:
+    """The one resolver of a run's network, from any of the ways to name one (names in any case):
 
-        None or "flat"              every pair on ``link`` (a link preset or a LinkModel)
-        a link preset or LinkModel  every pair on that link
-        a topology preset           "two-level", "fat-tree" (on ``link``), "taihulight",
-                                    "gpu-cluster" (on their own links): get_topology
+        None or "flat"              every pair on ``link`` (``net.get_link``: a preset, a
+                                    bandwidth like 10Gbps, or a LinkModel)
+        a link preset, a bandwidth  every pair on that link
+        or a LinkModel
+        "two-level"                 supernodes of 32 on ``link``, upper level 4:1
+        "fat-tree"                  k = 16, full bisection, hosts on ``link``
+        "taihulight", "gpu-cluster" on their own links
         a Topology                  itself
 
     A bad value is a ValueError naming ``argument`` (``link`` where ``link`` was used) and
     the accepted names."""
-    if network is None or (isinstance(network, str) and network == "flat"):
+    if network is None or (isinstance(network, str) and network.strip().lower() == "flat"):
         network, argument = link, "link"
     if isinstance(network, Topology):
         return network
-    if isinstance(network, LinkModel) or (isinstance(network, str) and network in LINK_PRESETS):
-        return flat(network)
-    if isinstance(network, str) and network in TOPOLOGY_PRESETS:
-        return get_topology(network, link)
+    name = network.strip().lower() if isinstance(network, str) else network
+    if name == "two-level":
+        return two_level(link, TWO_LEVEL_SUPERNODE, TWO_LEVEL_OVERSUBSCRIPTION)
+    if name == "fat-tree":
+        return fat_tree(16, 1.0, link)
+    if name == "taihulight":
+        return taihulight()
+    if name == "gpu-cluster":
+        return gpu_cluster()
+    if isinstance(network, LinkModel) or (isinstance(network, str) and network.strip()[:1].isdigit()):
+        return flat(get_link(network, argument))  # a bandwidth: its own error names the spellings
+    if isinstance(network, str) and name in LINK_PRESETS:
+        return flat(get_link(name))
     what = "link preset" if argument == "link" else argument
     raise ValueError(
-        f"{argument}: unknown {what} {network!r}; valid: {', '.join(LINK_PRESETS)} (links), "
-        f"{', '.join(TOPOLOGY_PRESETS)} (topologies), a LinkModel or a Topology"
+        f"{argument}: unknown {what} {network!r}; valid: "
+        f"{', '.join(LINK_PRESETS)} (links), {', '.join(TOPOLOGY_PRESETS)} (topologies), "
+        "a bandwidth like 10Gbps, a LinkModel or a Topology"
     )
+

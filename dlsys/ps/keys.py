@@ -17,7 +17,7 @@ class KeyLayout:
             raise ValueError(f"servers must be in 1..{total} (the number of parameters), got {servers}")
         self.bounds = [int(b[0]) for b in np.array_split(np.arange(total), servers)] + [total]
         self.servers = servers
-        self._parts = {}
+        self._parts: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def parts(self, keys: tuple) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each server: (positions in the concatenated values of `keys`, the same

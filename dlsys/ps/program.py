@@ -43,7 +43,7 @@ def ps_program(
     compressor, memory = (
         compression.build(config.seed, comm.rank, workers, config.momentum) if compression else (None, None)
     )
-    if compressor is not None and compressor.same_draws_on_every_rank:
+    if compression is not None and compressor is not None and compressor.same_draws_on_every_rank:
         raise ValueError(
             f"compression: {compression.method} cannot push to a parameter server: the server "
             "would need every worker's draw of indices; use it with allreduce"

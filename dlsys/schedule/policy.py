@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from ..options import Option
+
 
 class Layer(NamedTuple):
     """One layer of a worker's model, in forward order."""
@@ -52,29 +54,6 @@ class Item(NamedTuple):
     @property
     def size(self) -> int:
         return self.hi - self.lo
-
-
-class Option(NamedTuple):
-    """One keyword of a policy's constructor (its default is the constructor's), described
-    once for every reader: the command line's ``flag`` parses it as ``kind`` ("integer",
-    "number", or "size": bytes like 16MB) in [low, high] ((low, high] if ``low_open``); the
-    trade-off figure's x axis is ``axis_title``, in the value times ``axis_factor``;
-    ``swept``: ``experiments.schedule.option_sweep`` sweeps it (a trade-off of item size
-    or credit)."""
-
-    name: str
-    kind: str
-    low: float
-    high: float
-    help: str
-    axis_title: str
-    axis_factor: float = 1.0
-    low_open: bool = False
-    swept: bool = True
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
 
 
 class Policy:

@@ -4,42 +4,73 @@
 offer its names, and the tests enumerate it, so a training strategy is its rank program
 plus one entry here.
 
-An *option* is a keyword of ``dlsys.experiments.train`` that only some strategies model.
-``OPTIONS`` holds the keyword arguments of the rank programs, each with the value a
-strategy that takes it runs with when it is not given; ``CONFIG_OPTIONS`` are
-``TrainConfig`` fields only some strategies model (given when they differ from
-``TrainConfig``'s default). An option a strategy does not take is refused by name.
+An *option* is a keyword of ``dlsys.experiments.train`` that only some strategies model,
+declared once here as an ``Option`` (its range, help, flag and default) that ``train()``,
+``dlsys train``, the app, the docs and the tests read. ``OPTIONS`` are the keyword
+arguments of the rank programs, each with the ``default`` a strategy that takes it runs
+with when it is not given; ``CONFIG_OPTIONS`` are ``TrainConfig`` fields only some
+strategies model (given when they differ from ``TrainConfig``'s default). An option a
+strategy does not take is refused by name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
+from ..comm import MAX_THREAD_RANKS
 from ..compress import COMPRESSORS
 from ..learn.task import TrainConfig, build_model
+from ..options import Option
 from ..ps import ps_program
 from .data_parallel import allreduce_program, local_sgd_program
 from .model_parallel import pipeline_program, split_stages
 from .zero import zero_program
 
-OPTIONS: Mapping[str, Any] = MappingProxyType(
+MAX_CLOCKS = 10_000  # staleness, evaluations and warm-up epochs: a course's runs stay far below
+OPTIONS: Mapping[str, Option] = MappingProxyType(
     {
-        "servers": 1,
-        "staleness": 2,
-        "period": 4,
-        "micro_batches": 4,
-        "fail": None,
-        "checkpoint": None,
-        "resume": None,
-        "evals_per_epoch": 1,
-        "record_layers": False,
-        "compression": None,
-        "io": None,
+        o.name: o
+        for o in (
+            Option("servers", "integer", 1, MAX_THREAD_RANKS, "parameter servers, extra ranks", default=1),
+            Option("staleness", "integer", 0, MAX_CLOCKS, "SSP bound s in clocks", default=2),
+            Option("period", "integer", 1, 2**20, "average the weights every K steps", default=4),
+            Option("micro_batches", "integer", 1, 2**16, "GPipe micro-batches", default=4),
+            Option("fail", "pair", help="worker WORKER crashes after STEP gradients (WORKER:STEP)"),
+            Option(
+                "checkpoint",
+                "output",
+                help="a .npz file (allreduce: rank 0) or a directory (ps-*: one file per server)",
+            ),
+            Option("resume", "path", help="resume from a --checkpoint of the same strategy"),
+            Option("evals_per_epoch", "integer", 1, MAX_CLOCKS, "test-set evaluations per epoch", default=1),
+            Option("record_layers", "bool", help="record per-tensor norms and trust ratios", default=False),
+            Option("compression", "object", help="compress the gradients (Compression)", flags="--compress"),
+            Option(
+                "io",
+                "object",
+                help="load the batches through a real loader (IOModel)",
+                flags="--loader-workers, --prefetch, --storage",
+            ),
+        )
     }
 )
-CONFIG_OPTIONS = ("optimizer", "warmup_epochs")
+CONFIG_OPTIONS = MappingProxyType(
+    {
+        o.name: o
+        for o in (
+            Option("optimizer", "choice", help="sgd, lars or lamb (default sgd)"),
+            Option(
+                "warmup_epochs",
+                "integer",
+                0,
+                MAX_CLOCKS,
+                "gradual warm-up from --warmup-start-lr to --lr over this many epochs (<= --epochs)",
+            ),
+        )
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +90,7 @@ class Strategy:
 
     def first_worker(self, servers: int | None = None) -> int:
         """The rank of worker 0."""
-        return (OPTIONS["servers"] if servers is None else servers) if "servers" in self.options else 0
+        return (OPTIONS["servers"].default if servers is None else servers) if "servers" in self.options else 0
 
     def ranks(self, workers: int, servers: int | None = None) -> int:
         return self.first_worker(servers) + workers
@@ -70,7 +101,9 @@ class Strategy:
         for option, value in given.items():
             if value is not None and option not in self.options:
                 raise ValueError(f"{option} is not an option of {self.name}; it is modelled for {takers(option)}")
-        return {k: OPTIONS[k] if given.get(k) is None else given[k] for k in sorted(self.options & OPTIONS.keys())}
+        return {
+            k: OPTIONS[k].default if given.get(k) is None else given[k] for k in sorted(self.options & OPTIONS.keys())
+        }
 
 
 def check_stages(config: TrainConfig, workers: int, options: dict) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 from ..collectives import closed_form
 from ..comm import Grid
 from ..machine.memory import activation_bytes
-from ..machine.topology import get_topology
+from ..machine.topology import get_network
 from .tensor_parallel import TensorParallelTransformer, TPConfig
 
 
@@ -24,7 +24,7 @@ def group_costs(grid: Grid, nbytes: float, topology="gpu-cluster", algorithm: st
     (``collectives.closed_form``, Patarasuk & Yuan's 2 (p-1) (alpha + n/p beta) for the
     ring). With every hop on one link the form is the emulation's time exactly; a ring that
     mixes links is charged as if every hop were the slowest."""
-    network = get_topology(topology)
+    network = get_network(topology, argument="topology")
     network.check_nodes(grid.world_size, "the world size")
     costs = {}
     for axis, members in (("tp", grid.tp_members(0)), ("dp", grid.dp_members(0))):
