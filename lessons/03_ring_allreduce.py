@@ -25,9 +25,10 @@ import numpy as np
 import dlsys
 from dlsys import collectives
 from dlsys.experiments import allreduce_costs, ring_allreduce_steps, simulate_collective
-from dlsys.viz.comm import ring_steps, timeline
+from dlsys.viz.comm import timeline
 from dlsys.viz.costs import cost_curves
 from dlsys.viz.lessons import show
+from dlsys.viz.ring_steps import ring_steps
 from dlsys.units import format_bytes, format_seconds
 
 # %% [markdown]

@@ -21,7 +21,7 @@ from dlsys.experiments import large_batch
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.experiments.contention import FABRICS, PATTERNS
 from dlsys.machine.net import get_link
-from dlsys.viz.comm import FRAMES_RANGE
+from dlsys.viz.animation import FRAMES_RANGE
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 APP = str(APP_DIR / "streamlit_app.py")

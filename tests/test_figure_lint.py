@@ -12,7 +12,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dlsys.viz import style
-from dlsys.viz.lint import internal_label, lint, text_size_px
+from dlsys.viz.lint import lint
+from dlsys.viz.lint.axes import internal_label
+from dlsys.viz.lint.figure import text_size_px
 
 ROOT = Path(__file__).resolve().parents[1]
 

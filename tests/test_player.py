@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlsys import experiments as E
-from dlsys.viz import comm
+from dlsys.viz import animation, comm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 import player  # noqa: E402
@@ -28,7 +28,7 @@ def test_the_players_folder_holds_the_installed_plotly_js_and_its_page():
 
 def test_only_animations_go_to_the_player():
     trace = E.simulate_collective("allreduce", "ring", 4, "1KiB", "tcp-10gbe")["result"].trace
-    assert player.is_animation(comm.message_animation({"ring": trace}))
+    assert player.is_animation(animation.message_animation({"ring": trace}))
     assert not player.is_animation(comm.timeline(trace))
 
 

@@ -24,7 +24,8 @@ from dlsys.units import (
     time_ticks,
     time_unit,
 )
-from dlsys.viz import catalogue, comm, costs, datapath, lessons, schedule, style, training
+from dlsys.viz import animation, catalogue, comm, costs, datapath, layouts, lessons, messages, schedule, style, training
+from dlsys.viz.ring_steps import _contributors, _wrap, ring_steps
 
 
 @pytest.fixture(scope="module")
@@ -192,13 +193,13 @@ def test_roles_are_named_with_their_rank():
 
 
 def test_rank_positions():
-    circle = comm.rank_positions(4)
+    circle = layouts.rank_positions(4)
     assert np.allclose(circle[0], [0, 1]) and np.allclose(circle[1], [1, 0])  # rank 0 on top, clockwise
     assert np.allclose(np.hypot(*circle.T), 1)
-    star = comm.rank_positions(5, "star")
+    star = layouts.rank_positions(5, "star")
     assert np.allclose(star[0], [0, 0]) and np.allclose(np.hypot(*star[1:].T), 1)
     with pytest.raises(ValueError, match="layout"):
-        comm.rank_positions(3, "grid")
+        layouts.rank_positions(3, "grid")
 
 
 MOVING = 5  # per panel: nodes, messages, overhead bars (background, progress), caption
@@ -220,7 +221,7 @@ def lives_by_hand(trace):
 
 
 def test_animation_frames_hold_only_the_moving_traces(ring_trace):
-    fig = comm.message_animation({"a": ring_trace, "b": ring_trace}, {"b": "star"}, frames=30)
+    fig = animation.message_animation({"a": ring_trace, "b": ring_trace}, {"b": "star"}, frames=30)
     assert len(fig.frames) == 31
     moving = list(fig.frames[0].traces)
     assert len(moving) == 2 * MOVING
@@ -232,7 +233,7 @@ def test_animation_frames_hold_only_the_moving_traces(ring_trace):
     assert all(isinstance(d.x, tuple) for d in static)  # lists: animation keeps them
     assert [fig.data[i].text[r] for i in (moving[0], moving[MOVING]) for r in (0, 3)] == ["rank 0", "rank 3"] * 2
     assert all(b.args[1]["frame"]["redraw"] is True for b in fig.layout.updatemenus[0].buttons)
-    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [*comm.SPEEDS, "❚❚ Pause"]
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [*animation.SPEEDS, "❚❚ Pause"]
     durations = [b.args[1]["frame"]["duration"] for b in fig.layout.updatemenus[0].buttons[:3]]
     assert durations[1] == 2 * durations[0] == 4 * durations[2]  # speed: 1x, half, double
     assert fig.layout.sliders[0].currentvalue.suffix.strip() in ("s", "ms", "µs", "ns")
@@ -244,7 +245,7 @@ def test_every_message_is_drawn_for_its_whole_life(ranks, link):
     """From its send span's start to its recv span's end, in every frame; and no frame is
     empty while any message lives."""
     trace = E.simulate_collective("allreduce", "ring", ranks, "1MiB", link)["result"].trace
-    fig = comm.message_animation({"a": trace}, frames=97)
+    fig = animation.message_animation({"a": trace}, frames=97)
     lives = lives_by_hand(trace)
     assert all(s < end for s, end in lives)
     for k, t in enumerate(np.linspace(0, trace.makespan_s, 98)):
@@ -257,22 +258,22 @@ def test_every_message_is_drawn_for_its_whole_life(ranks, link):
 def test_messages_are_sized_by_bytes_and_coloured_by_phase_and_step():
     trace = E.simulate_collective("allreduce", "ring", 4, "1MiB", "tcp-10gbe")["result"].trace
     ps = E.ps_vs_ring(3, "1KiB", "tcp-10gbe")["parameter server"]["result"].trace
-    colours, legend = comm._colours(trace.messages)
+    colours, legend = messages.message_colours(trace.messages)
     by_step = {}
     for m, c in zip(trace.messages, colours):
         by_step.setdefault((m.phase, m.step), set()).add(c)
     assert all(len(c) == 1 for c in by_step.values()) and len({c.pop() for c in by_step.values()}) == 6
     assert list(legend) == ["reduce-scatter", "allgather"]
-    assert list(comm._colours(ps.messages)[1]) == ["push gradient", "pull mean"]  # no phase: by label
+    assert list(messages.message_colours(ps.messages)[1]) == ["push gradient", "pull mean"]  # no phase: by label
     mixed = Trace([], [Message(0, 1, 4, 0, 1, 0, "small"), Message(1, 0, 400, 0, 1, 0, "big")], 2)
-    fig = comm.message_animation({"t": mixed}, frames=4)
+    fig = animation.message_animation({"t": mixed}, frames=4)
     sizes = list(fig.frames[2].data[1].marker.size)
     assert sizes[1] > sizes[0] >= 12
 
 
 def test_caption_names_the_step():
     trace = E.simulate_collective("allreduce", "ring", 4, "1MiB", "tcp-10gbe")["result"].trace
-    fig = comm.message_animation({"a": trace}, frames=60)
+    fig = animation.message_animation({"a": trace}, frames=60)
     captions = [f.data[4].text[0] for f in fig.frames]
     assert captions[0] == captions[1] == "<b>reduce-scatter step 1 of 3</b>"
     seen = list(dict.fromkeys(captions))
@@ -280,7 +281,7 @@ def test_caption_names_the_step():
 
     records = E.ps_vs_ring(3, "1MiB", "tcp-10gbe")  # the server is the slower: the ring finishes first
     traces = {k: r["result"].trace for k, r in records.items()}
-    fig = comm.message_animation(
+    fig = animation.message_animation(
         traces,
         {"parameter server": "star"},
         {"parameter server": style.role_names(3, servers=1), "ring all-reduce": style.role_names(3)},
@@ -293,9 +294,9 @@ def test_caption_names_the_step():
 
 def test_message_arc_ends_at_the_ranks():
     a, b = np.array([0.0, 1.0]), np.array([1.0, 0.0])
-    ends = comm._arc_point(a, b, [0.0, 1.0])
+    ends = animation._arc_point(a, b, [0.0, 1.0])
     assert np.allclose(ends, [a, b])
-    there, back = comm._arc_point(a, b, [0.5])[0], comm._arc_point(b, a, [0.5])[0]
+    there, back = animation._arc_point(a, b, [0.5])[0], animation._arc_point(b, a, [0.5])[0]
     assert not np.allclose(there, back)  # the two directions are drawn apart
 
 
@@ -316,22 +317,22 @@ def test_traffic_per_rank_names_the_server():
 
 
 def test_long_contributor_lists_wrap_after_a_plus():
-    assert comm._wrap("0–3+13–15", 5) == "0–3+<br>13–15"
-    assert comm._wrap("0+1+14+15", 5) == "0+1+<br>14+15"
-    assert comm._wrap("0+2", 5) == "0+2" and comm._wrap("10–13+15", 5) == "10–13+<br>15"
+    assert _wrap("0–3+13–15", 5) == "0–3+<br>13–15"
+    assert _wrap("0+1+14+15", 5) == "0+1+<br>14+15"
+    assert _wrap("0+2", 5) == "0+2" and _wrap("10–13+15", 5) == "10–13+<br>15"
 
 
 def test_contributor_labels():
-    assert comm._contributors(0b1011, 4) == "0+1+3"
-    assert comm._contributors(0b1110111, 8) == "0–2+4–6"
-    assert comm._contributors(0b1111, 4) == "all"
-    assert comm._contributors(0b100, 4) == "2"
+    assert _contributors(0b1011, 4) == "0+1+3"
+    assert _contributors(0b1110111, 8) == "0–2+4–6"
+    assert _contributors(0b1111, 4) == "all"
+    assert _contributors(0b100, 4) == "2"
 
 
 @pytest.mark.parametrize("ranks", [2, 4, 16])
 def test_ring_steps_figure(ranks):
     states = E.ring_allreduce_steps(ranks)
-    fig = comm.ring_steps(states)
+    fig = ring_steps(states)
     assert len(fig.frames) == len(states) == 1 + 2 * (ranks - 1)
     assert all(list(f.traces) == [0, 1, 2] for f in fig.frames)
     last = fig.frames[-1].data[0]
@@ -414,7 +415,7 @@ def test_figures_of_a_hand_made_trace():
     spans = [Span(0, 0.0, 1e-3, "compute", "forward"), Span(1, 0.0, 0.0, "send", "")]
     messages = [Message(0, 1, 0, 1e-3, 1e-3, 0, "token"), Message(1, 0, 8, 1e-3, 2e-3, 0, "")]
     trace = Trace(spans, messages, 3)
-    for fig in (comm.message_animation({"t": trace}, frames=4), comm.timeline(trace), comm.link_bytes(trace)):
+    for fig in (animation.message_animation({"t": trace}, frames=4), comm.timeline(trace), comm.link_bytes(trace)):
         assert fig.to_json()
     assert math.isfinite(trace.makespan_s)
 
@@ -508,7 +509,7 @@ def test_step_captions_count_up_in_every_collective(collective, algorithm):
     if collective == "barrier":
         pytest.skip("a barrier moves no data: its tokens are not drawn per step")
     trace = E.simulate_collective(collective, algorithm, 8, "64KiB", "tcp-10gbe")["result"].trace
-    seen = _phase_steps_seen(comm.message_animation({"a": trace}, frames=240))
+    seen = _phase_steps_seen(animation.message_animation({"a": trace}, frames=240))
     assert seen, "no step caption"
     for phase, steps in seen.items():
         assert steps == sorted(steps) and steps[0] == 1, (phase, steps)
@@ -517,27 +518,26 @@ def test_step_captions_count_up_in_every_collective(collective, algorithm):
 def test_binomial_broadcast_and_scatter_start_at_step_1():
     for collective in ("broadcast", "scatter"):
         trace = E.simulate_collective(collective, "binomial", 8, "64KiB", "tcp-10gbe")["result"].trace
-        fig = comm.message_animation({"a": trace}, frames=60)
+        fig = animation.message_animation({"a": trace}, frames=60)
         assert fig.frames[0].data[4].text[0] == f"<b>{collective} step 1 of 3</b>"
         first = min(trace.messages, key=lambda m: m.depart_s)
         assert (first.src, first.dst) == (0, 4)  # the biggest subtree goes first: that is step 1
 
 
 def test_each_message_shows_the_block_it_carries(ring_trace):
-    fig = comm.message_animation({"a": ring_trace}, frames=30)
+    fig = animation.message_animation({"a": ring_trace}, frames=30)
     for frame in fig.frames:
         messages = frame.data[1]
         assert list(messages.text) == [str(ring_trace.messages[i].block) for i in messages.customdata]
     assert any(len(f.data[1].text) for f in fig.frames) and all(m.block >= 0 for m in ring_trace.messages)
     assert (
-        fig.layout.xaxis.visible is False
-        and "block" in comm.ring_steps(E.ring_allreduce_steps(4)).layout.xaxis.title.text
+        fig.layout.xaxis.visible is False and "block" in ring_steps(E.ring_allreduce_steps(4)).layout.xaxis.title.text
     )
 
 
 def test_trees_are_drawn_as_binomial_trees():
     trace = E.simulate_collective("broadcast", "binomial", 8, "64KiB", "tcp-10gbe")["result"].trace
-    pos = comm.algorithm_positions("broadcast", "binomial", 8)
+    pos = layouts.algorithm_positions("broadcast", "binomial", 8)
     assert np.allclose(pos[0], [pos[0][0], 1])  # the root on top
     depth = {r: bin(r).count("1") for r in range(8)}
     for m in trace.messages:  # every message goes one level down its tree edge
@@ -546,7 +546,7 @@ def test_trees_are_drawn_as_binomial_trees():
 
 def test_recursive_doubling_is_drawn_on_a_hypercube():
     trace = E.simulate_collective("allreduce", "recursive_doubling", 8, "64KiB", "tcp-10gbe")["result"].trace
-    pos = comm.algorithm_positions("allreduce", "recursive_doubling", 8)
+    pos = layouts.algorithm_positions("allreduce", "recursive_doubling", 8)
     assert len({tuple(np.round(p, 6)) for p in pos}) == 8
     directions: dict = {}
     for m in trace.messages:
@@ -556,7 +556,7 @@ def test_recursive_doubling_is_drawn_on_a_hypercube():
         directions.setdefault(bit, set()).add(tuple(np.round(along, 6)))
     assert all(len(d) == 1 for d in directions.values()) and len(directions) == 3  # one direction per step
     assert (
-        comm.algorithm_positions("allgather", "recursive_doubling", 6).tolist() == comm.rank_positions(6).tolist()
+        layouts.algorithm_positions("allgather", "recursive_doubling", 6).tolist() == layouts.rank_positions(6).tolist()
     )  # falls back to the ring
 
 
@@ -564,20 +564,20 @@ def test_hierarchical_is_drawn_on_two_levels_and_the_ring_on_a_circle():
     from dlsys.machine.topology import two_level
 
     groups = two_level("tcp-10gbe", 4, 4.0).supernodes(8)
-    pos = comm.algorithm_positions("allreduce", "hierarchical", 8, groups)
+    pos = layouts.algorithm_positions("allreduce", "hierarchical", 8, groups)
     leaders = [g[0] for g in groups]
     for g in groups:
         assert all(pos[g[0]][1] > pos[r][1] for r in g[1:])  # each leader above its supernode
         assert max(pos[r][0] for r in g) < min(pos[r][0] for r in groups[1]) or g is groups[1]  # side by side
     assert min(pos[r][1] for r in leaders) > max(pos[r][1] for g in groups for r in g[1:])
-    assert np.allclose(np.hypot(*comm.algorithm_positions("allreduce", "ring", 8).T), 1)
+    assert np.allclose(np.hypot(*layouts.algorithm_positions("allreduce", "ring", 8).T), 1)
     with pytest.raises(ValueError, match="groups"):
-        comm.rank_positions(4, "two-level", [[0, 1], [1, 2]])
-    assert {a.shape for a in REGISTRY.values()} <= set(comm.LAYOUTS)
+        layouts.rank_positions(4, "two-level", [[0, 1], [1, 2]])
+    assert {a.shape for a in REGISTRY.values()} <= set(layouts.LAYOUTS)
 
 
 def test_the_player_steps_to_each_new_caption_and_shows_it(ring_trace):
-    fig = comm.message_animation({"a": ring_trace}, frames=120)
+    fig = animation.message_animation({"a": ring_trace}, frames=120)
     stops, captions = fig.layout.meta["stops"], fig.layout.meta["captions"]
     assert len(captions) == len(fig.frames) and stops[0] == 0 and stops == sorted(set(stops))
     shown = [fig.frames[k].data[4].text[0] for k in stops]
@@ -585,10 +585,10 @@ def test_the_player_steps_to_each_new_caption_and_shows_it(ring_trace):
         fig.frames[-1].data[4].text[0]
     ] * (len(stops) - 6)
     assert captions[stops[1]] == "reduce-scatter step 2 of 3"
-    two = comm.message_animation({"a": ring_trace, "b": ring_trace}, frames=30).layout.meta["captions"]
+    two = animation.message_animation({"a": ring_trace, "b": ring_trace}, frames=30).layout.meta["captions"]
     assert two[0] == "a: reduce-scatter step 1 of 3 · b: reduce-scatter step 1 of 3"
     states = E.ring_allreduce_steps(4)
-    assert comm.ring_steps(states).layout.meta["captions"][1].startswith("reduce-scatter step 1 of 3")
+    assert ring_steps(states).layout.meta["captions"][1].startswith("reduce-scatter step 1 of 3")
 
 
 def test_the_gpipe_bubble_shows_on_the_model_parallel_step():
@@ -617,7 +617,7 @@ def test_one_colour_per_concept():
     from dlsys.viz import network_stack, pipeline, plan, taihulight
 
     concept = style.CONCEPT_COLOURS
-    assert comm.KIND_COLORS == {
+    assert style.KIND_COLORS == {
         "compute": concept["compute"],
         "send": concept["send"],
         "wait": concept["idle"],
@@ -635,8 +635,8 @@ def test_one_colour_per_concept():
     assert taihulight.COMMUNICATION[1] == concept["wire"]
     # what moves in an animation never takes the colour of a node's send or receive outline, or of compute
     outline = {concept["send"], concept["recv"], concept["compute"]}
-    assert not outline & set(comm.LABEL_COLORS[:4])
-    assert not {"Blues", "Oranges", "Greens"} & set(comm.PHASE_SCALES)
+    assert not outline & set(messages.LABEL_COLORS[:4])
+    assert not {"Blues", "Oranges", "Greens"} & set(messages.PHASE_SCALES)
     # a colour names one concept, except forward, which is compute
     names = {}
     for name, colour in concept.items():

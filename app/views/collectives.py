@@ -10,9 +10,12 @@ from widgets import backend_select, link_select, real_data_note, size_slider
 from dlsys.collectives import ALGORITHMS
 from dlsys.experiments.contention import ALLREDUCES, FABRICS, PATTERNS
 from dlsys.units import format_bytes, format_rate, format_seconds
+from dlsys.viz import animation
 from dlsys.viz import comm as viz
 from dlsys.viz.costs import CLOSED_FORM_LATEX
+from dlsys.viz.layouts import algorithm_positions
 from dlsys.viz.links import link_load_figure
+from dlsys.viz.ring_steps import ring_steps
 
 OVERSUBSCRIPTIONS = [1, 2, 4, 8]
 
@@ -77,8 +80,8 @@ messages, steps, gantt, links, load, files = st.tabs(views, key=url_key("coll_vi
 if messages.open:  # only the open tab is built and drawn
     with messages:
         title = f"{name} / {algorithm}, {ranks} ranks, {format_bytes(nbytes)}"
-        shape = viz.algorithm_positions(name, algorithm, ranks, record["result"].network.supernodes(ranks))
-        chart(viz.message_animation({title: trace}, {title: shape}), "coll_animation")
+        shape = algorithm_positions(name, algorithm, ranks, record["result"].network.supernodes(ranks))
+        chart(animation.message_animation({title: trace}, {title: shape}), "coll_animation")
         caption(
             "Press ▶ Play or space; step back and forth with the buttons or the ← → keys (the pointer over "
             "the animation). Each dot is a message, its area its bytes, its colour its phase and step "
@@ -87,8 +90,8 @@ if messages.open:  # only the open tab is built and drawn
             "travels in virtual time. The ranks stand in the algorithm's shape: a binomial tree, a "
             "hypercube (recursive doubling and halving), supernodes under their leaders (hierarchical) or "
             "a ring. Hover for a message's size and step; drag the slider through time. The animation draws "
-            f"{viz.FRAMES_PER_STEP} frames per step, about as many as a browser redraws in a step's "
-            f"{viz.STEP_MS / 1000:g} s, so it plays in time."
+            f"{animation.FRAMES_PER_STEP} frames per step, about as many as a browser redraws in a step's "
+            f"{animation.STEP_MS / 1000:g} s, so it plays in time."
         )
 if steps.open:
     with steps:
@@ -99,7 +102,7 @@ if steps.open:
                 f"{algorithm} in its own shape."
             )
         else:
-            chart(viz.ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
+            chart(ring_steps(cached.ring_steps(ranks, link_name)), "coll_ring_steps")
             caption(
                 f"Ring all-reduce on {ranks} ranks, replayed from a real run's trace: in reduce-scatter each "
                 "rank adds the block arriving from its left neighbour (the message carrying that block's "

@@ -9,8 +9,8 @@ from urlstate import url_key
 from dlsys.compress import COMPRESSORS, options_of
 from dlsys.machine.profiles import PROFILES
 from dlsys.units import format_bytes, format_seconds
-from dlsys.viz import comm as viz_comm
 from dlsys.viz import compression as viz
+from dlsys.viz.animation import message_animation
 
 RATIOS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
 BITS = [2, 4, 8]
@@ -80,7 +80,7 @@ if tabs[2].open:
         )
 if tabs[3].open:
     with tabs[3]:
-        chart(viz_comm.message_animation({f"{method}": data["trace"]}), "cmp_animation")
+        chart(message_animation({f"{method}": data["trace"]}), "cmp_animation")
         caption(
             "One compressed exchange of real gradients on 4 workers: arrows are sized by the encoded bytes. "
             "Sparse methods of varying size first exchange their lengths (tiny messages)."

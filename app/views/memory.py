@@ -13,6 +13,7 @@ from dlsys.machine.memory import OPTIMIZERS, PRECISIONS, RECOMPUTE, bytes_per_pa
 from dlsys.units import format_bytes
 from dlsys.viz import comm as viz_comm
 from dlsys.viz import memory as viz
+from dlsys.viz.animation import message_animation
 
 FREE = "free size"
 RANKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -156,7 +157,7 @@ if tabs[3].open:
         record = cached.memory_step(STEP_STRATEGIES[layout], SMALL_RANKS)
         step = record["trace"]
         chart(
-            viz_comm.message_animation({f"{layout}, digits MLP, {SMALL_RANKS} ranks, one step": step}),
+            message_animation({f"{layout}, digits MLP, {SMALL_RANKS} ranks, one step": step}),
             "mem_step_animation",
         )
         chart(viz_comm.timeline(step, f"{layout}: one step's timeline"), "mem_step_timeline")

@@ -14,10 +14,10 @@ from dlsys.experiments import plan as ex_plan
 from dlsys.planner import CAVEATS, DEVICES, MODELS
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.units import format_bytes, format_seconds
-from dlsys.viz import comm as viz_comm
 from dlsys.viz import experts as viz_experts
 from dlsys.viz import pipeline as viz_pipeline
 from dlsys.viz import plan as viz_plan
+from dlsys.viz.animation import message_animation
 
 STAGES = [2, 3, 4, 6, 8]
 CHUNKS = [2, 3, 4]
@@ -134,7 +134,7 @@ if tabs[1].open:
         m[1].metric("closed form", format_seconds(record["closed_form_s"]))
         m[2].metric("messages", len(record["trace"].messages))
         chart(
-            viz_comm.message_animation(
+            message_animation(
                 {f"all-to-all / {algorithm}, {ranks} ranks, blocks of {format_bytes(block)}": record["trace"]}
             ),
             "a2a_animation",

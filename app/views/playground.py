@@ -10,6 +10,7 @@ from dlsys.grading import playground as pg
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_network
 from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
+from dlsys.viz.animation import message_animation
 
 SIZES = [8, 64, 2**10, 16 * 2**10, 256 * 2**10, 2**20]
 
@@ -94,6 +95,6 @@ with messages:
         st.info("Your program sent no message.")
     else:
         title = f"{starter if source == source_text else 'your program'}, {ranks} ranks"
-        chart(viz.message_animation({title: result.trace}), "pg_animation")
+        chart(message_animation({title: result.trace}), "pg_animation")
 with gantt:
     chart(viz.timeline(result.trace), "pg_timeline")

@@ -9,6 +9,7 @@ from widgets import link_select, real_data_note, size_slider
 
 from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
+from dlsys.viz.animation import message_animation
 from dlsys.viz.costs import ps_vs_ring_scaling
 from dlsys.viz.style import role_names
 
@@ -67,7 +68,7 @@ animation, traffic, scaling, files = st.tabs(views, key=url_key("ps_view", views
 if animation.open:  # only the open tab is built and drawn
     with animation:
         chart(
-            viz.message_animation(
+            message_animation(
                 traces,
                 {"parameter server": "star"},
                 {"parameter server": role_names(workers, servers=1), "ring all-reduce": role_names(workers)},

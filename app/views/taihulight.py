@@ -23,8 +23,8 @@ from dlsys.machine.net import NODE_PRESETS
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES
 from dlsys.machine.topology import TOPOLOGY_PRESETS, get_network
 from dlsys.units import format_bytes, format_rate, format_seconds
-from dlsys.viz import comm as comm_viz
 from dlsys.viz import taihulight as viz
+from dlsys.viz.animation import message_animation
 from dlsys.viz.links import link_load_figure
 from dlsys.viz.style import rank_name
 
@@ -226,7 +226,7 @@ for tab, figure, key, tab_caption in (
     ),
     (
         animation,
-        lambda: comm_viz.message_animation(traces, {TITLES["ps"]: "star"}, names),
+        lambda: message_animation(traces, {TITLES["ps"]: "star"}, names),
         "thl_animation",
         lambda: (
             "One clock for both: press ▶ Play. Left: every layer's gradient converges on rank 0 (centre) while backward "

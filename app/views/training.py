@@ -14,6 +14,7 @@ from dlsys.train import STRATEGIES
 from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
+from dlsys.viz.animation import message_animation
 from dlsys.viz.style import role_names
 
 BIG_BATCHES = [32, 64, 128, 256]
@@ -101,7 +102,7 @@ if pushpull.open:
         trace = tviz.first_seconds(record["trace"], record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {cached.TRAIN_WORKERS} workers, the first steps"
         chart(
-            viz.message_animation({title: trace}, {title: "star"}, {title: role_names(cached.TRAIN_WORKERS, servers)}),
+            message_animation({title: trace}, {title: "star"}, {title: role_names(cached.TRAIN_WORKERS, servers)}),
             "train_pp_animation",
         )
         server_text = (

@@ -107,7 +107,7 @@ class Algorithm:
     the blocks it cuts a buffer into (above ``whole``); ``block_scales``: it only ever sends
     whole blocks, so each real block may stand for its own number of elements (a ring).
     ``shape``: how its ranks are drawn so its messages run along the lines of the idea
-    (dlsys.viz.comm.rank_positions): "circle" (a ring), "tree" (a binomial tree under rank
+    (dlsys.viz.layouts.rank_positions): "circle" (a ring), "tree" (a binomial tree under rank
     0), "hypercube" (partners differ in one bit) or "two-level" (supernodes, leaders above).
     """
 

@@ -45,51 +45,12 @@ def cost_curves(
     grey band under the algorithm an MPI library picks at each point."""
     fig = go.Figure()
     if choice:
-        mine = sorted(choice, key=lambda r: r[x])
-        fig.add_trace(
-            go.Scatter(
-                x=[r[x] for r in mine],
-                y=[r["time_s"] for r in mine],
-                mode="lines",
-                name=f"{mine[0]['library']} picks",
-                line=dict(color="rgba(0,0,0,0.18)", width=14),
-                customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
-                hovertemplate="%{customdata}<extra>library's choice</extra>",
-            )
-        )
+        fig.add_trace(_choice_band(choice, x))
     collective = next((r.get("collective", "allreduce") for r in [*rows, *emulated]), "allreduce")
     # a dash each: two closed forms can agree over a whole range (Rabenseifner and reduce +
     # broadcast at small sizes), and one colour hid the other
     for algorithm, dash in zip((name for c, name in REGISTRY if c == collective), itertools.cycle(DASHES)):
-        color = REGISTRY[(collective, algorithm)].color
-        mine = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
-        if mine:
-            fig.add_trace(
-                go.Scatter(
-                    x=[r[x] for r in mine],
-                    y=[r["time_s"] for r in mine],
-                    mode="lines",
-                    name=_name(algorithm),
-                    line=dict(color=color, width=2, dash=dash),
-                    customdata=[_x_label(x, r[x]) for r in mine],
-                    hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>closed form</extra>",
-                )
-            )
-        runs = [r for r in emulated if r["algorithm"] == algorithm]
-        if runs:
-            fig.add_trace(
-                go.Scatter(
-                    x=[r[x] for r in runs],
-                    y=[r["time_s"] for r in runs],
-                    mode="markers",
-                    name=f"{_name(algorithm)} (emulated)",
-                    legendgroup=algorithm,
-                    showlegend=False,
-                    marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
-                    customdata=[_x_label(x, r[x]) for r in runs],
-                    hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>emulated</extra>",
-                )
-            )
+        fig.add_traces(_algorithm(algorithm, REGISTRY[(collective, algorithm)].color, dash, rows, emulated, x))
     for c in crossovers:
         fig.add_vline(x=c[x], line=dict(dash="dot", color="gray"))
         # named in the legend: a note in the plot ran over the curves (at the foot of the
@@ -120,6 +81,45 @@ def cost_curves(
     fig.update_xaxes(**log_axis([r[x] for r in rows], X_UNITS[x], title=X_TITLES[x]))
     fig.update_yaxes(**log_axis([r["time_s"] for r in [*rows, *emulated]], "seconds", title="time"))
     return fig
+
+
+def _choice_band(choice: list[dict], x: str) -> go.Scatter:
+    """A wide grey band under the algorithm an MPI library picks at each point."""
+    mine = sorted(choice, key=lambda r: r[x])
+    return go.Scatter(
+        x=[r[x] for r in mine],
+        y=[r["time_s"] for r in mine],
+        mode="lines",
+        name=f"{mine[0]['library']} picks",
+        line=dict(color="rgba(0,0,0,0.18)", width=14),
+        customdata=[f"{_x_label(x, r[x])}: {r['algorithm']}" for r in mine],
+        hovertemplate="%{customdata}<extra>library's choice</extra>",
+    )
+
+
+def _algorithm(algorithm: str, color: str, dash: str, rows: list[dict], emulated: list[dict], x: str) -> list:
+    """One algorithm's closed form (a line) and its emulated runs (markers), where it has them."""
+    closed = sorted((r for r in rows if r["algorithm"] == algorithm), key=lambda r: r[x])
+    runs = [r for r in emulated if r["algorithm"] == algorithm]
+    line = dict(mode="lines", name=_name(algorithm), line=dict(color=color, width=2, dash=dash))
+    markers = dict(
+        mode="markers",
+        name=f"{_name(algorithm)} (emulated)",
+        legendgroup=algorithm,
+        showlegend=False,
+        marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
+    )
+    return [
+        go.Scatter(
+            x=[r[x] for r in mine],
+            y=[r["time_s"] for r in mine],
+            customdata=[_x_label(x, r[x]) for r in mine],
+            hovertemplate=f"{_name(algorithm)}<br>%{{customdata}}: %{{y:.3s}}s<extra>{kind}</extra>",
+            **style,
+        )
+        for mine, kind, style in ((closed, "closed form", line), (runs, "emulated", markers))
+        if mine
+    ]
 
 
 def link_comparison(rows: list[dict], title: str = "") -> go.Figure:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..units import format_seconds, time_unit
-from . import style  # noqa: F401 - registers the "dlsys" template as plotly's default
+from . import controls, style  # noqa: F401 - style registers the "dlsys" template as plotly's default
 from .style import CONCEPT_COLOURS, DASHES, log_axis
 
 SIDE_COLOURS = {"sender": CONCEPT_COLOURS["send"], "wire": CONCEPT_COLOURS["wire"], "receiver": CONCEPT_COLOURS["recv"]}
@@ -62,47 +62,12 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         div, unit = time_unit(totals[link])
         # the time in the row's name, not beside its bar: a label after the last bars ran out of the panel
         names = [f"{i + 1}. {_short(r['stage'])}: {format_seconds(r['time_s'])}" for i, r in enumerate(mine)]
-        for side, colour in SIDE_COLOURS.items():
-            part = [(n, r) for n, r in zip(names, mine) if r["side"] == side]
-            fig.add_trace(
-                go.Bar(
-                    y=[n for n, _ in part],
-                    x=[r["time_s"] / div for _, r in part],
-                    base=[r["start_s"] / div for _, r in part],
-                    orientation="h",
-                    marker_color=colour,
-                    name=side,
-                    legendgroup=side,
-                    showlegend=col == 1,
-                    hovertext=[f"{r['stage']}: {format_seconds(r['time_s'])}<br>{r['source']}" for _, r in part],
-                    hoverinfo="text",
-                ),
-                row=1,
-                col=col,
-            )
-
-        def dot(t: float, mine=mine, names=names, div=div) -> go.Scatter:
-            t = min(t, totals[mine[0]["link"]])
-            at = next((i for i, r in enumerate(mine) if t < r["end_s"]), len(mine) - 1)
-            delivered = t >= totals[mine[0]["link"]]  # the dot turns from black to a green star
-            return go.Scatter(
-                x=[t / div],
-                y=[names[at]],
-                mode="markers",
-                showlegend=False,
-                hoverinfo="skip",
-                marker=dict(
-                    size=20 if delivered else 16,
-                    color="#2ca02c" if delivered else "#222",
-                    symbol="star" if delivered else "circle",
-                    line=dict(color="white", width=1),
-                ),
-            )
-
+        for bar in _stage_bars(mine, names, div, legend=col == 1):
+            fig.add_trace(bar, row=1, col=col)
         moving.append(len(fig.data))
-        fig.add_trace(dot(0.0), row=1, col=col)
+        fig.add_trace(_dot(0.0, mine, names, div), row=1, col=col)
         for k, t in enumerate(times):
-            frame_data[k].append(dot(t))
+            frame_data[k].append(_dot(t, mine, names, div))
             stage = next((f"{i + 1}. {_short(r['stage'])}" for i, r in enumerate(mine) if t < r["end_s"]), None)
             where[k].append(f"{link}: {stage}" if stage else f"{link}: delivered")
         fig.update_yaxes(
@@ -123,46 +88,59 @@ def message_animation(rows: list[dict], frames: int = 60) -> go.Figure:
         )
     )
     div, unit = time_unit(end_s)
-    still = dict(frame=dict(duration=0, redraw=True), mode="immediate", transition=dict(duration=0))
-    play = dict(frame=dict(duration=80, redraw=True), fromcurrent=True, mode="immediate", transition=dict(duration=0))
     fig.update_layout(
         barmode="overlay",
         height=160 + ROW_PX * max(sum(r["link"] == link for r in rows) for link in links),
         margin=dict(l=10, r=10, t=100, b=120),
         legend=dict(orientation="h", x=0, yref="container", y=1, yanchor="top"),  # above the panels' two-line titles
-        updatemenus=[
-            dict(
-                type="buttons",
-                direction="left",
-                x=0,
-                y=-0.25,
-                xanchor="left",
-                yanchor="top",
-                showactive=False,
-                buttons=[
-                    dict(label="▶ Play", method="animate", args=[None, play]),
-                    dict(label="❚❚ Pause", method="animate", args=[[None], still]),
-                ],
-            )
-        ],
-        sliders=[
-            dict(
-                active=0,
-                x=0.2,
-                len=0.8,
-                y=-0.25,
-                yanchor="top",
-                ticklen=0,
-                minorticklen=0,
-                font=dict(color="rgba(0,0,0,0)"),
-                currentvalue=dict(prefix="time since the send: ", suffix=f" {unit}"),
-                steps=[
-                    dict(label=f"{t / div:.3g}", method="animate", args=[[str(k)], still]) for k, t in enumerate(times)
-                ],
-            )
-        ],
+        updatemenus=[controls.buttons([controls.play_button(80)], x=0, y=-0.25)],
+        sliders=[controls.time_slider(times, div, unit, "time since the send: ", x=0.2, len=0.8, y=-0.25)],
     )
     return fig
+
+
+def _stage_bars(mine: list[dict], names: list[str], div: float, legend: bool) -> list[go.Bar]:
+    """One link's stages as bars from start to end, a trace per side (sender, wire, receiver)."""
+    bars = []
+    for side, colour in SIDE_COLOURS.items():
+        part = [(n, r) for n, r in zip(names, mine) if r["side"] == side]
+        bars.append(
+            go.Bar(
+                y=[n for n, _ in part],
+                x=[r["time_s"] / div for _, r in part],
+                base=[r["start_s"] / div for _, r in part],
+                orientation="h",
+                marker_color=colour,
+                name=side,
+                legendgroup=side,
+                showlegend=legend,
+                hovertext=[f"{r['stage']}: {format_seconds(r['time_s'])}<br>{r['source']}" for _, r in part],
+                hoverinfo="text",
+            )
+        )
+    return bars
+
+
+def _dot(t: float, mine: list[dict], names: list[str], div: float) -> go.Scatter:
+    """The message at ``t`` on its link's clock: a black dot in the stage it is in, a green
+    star once delivered (it stays there while the other link's message is on its way)."""
+    total = max(r["end_s"] for r in mine)
+    t = min(t, total)
+    at = next((i for i, r in enumerate(mine) if t < r["end_s"]), len(mine) - 1)
+    delivered = t >= total
+    return go.Scatter(
+        x=[t / div],
+        y=[names[at]],
+        mode="markers",
+        showlegend=False,
+        hoverinfo="skip",
+        marker=dict(
+            size=20 if delivered else 16,
+            color="#2ca02c" if delivered else "#222",
+            symbol="star" if delivered else "circle",
+            line=dict(color="white", width=1),
+        ),
+    )
 
 
 def library_times(rows: list[dict], measured: list[dict] | None = None) -> go.Figure:

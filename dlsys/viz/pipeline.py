@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from . import style  # noqa: F401  (registers the dlsys template)
-from .comm import LABEL_COLORS
+from .messages import LABEL_COLORS
 from .style import CONCEPT_COLOURS
 
 ACTION_COLOURS = {

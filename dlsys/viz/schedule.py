@@ -95,74 +95,12 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
         }
         per_lane.append(lanes)
         bars = [b for lane in LANES for b in _merge(lanes[lane], end_s / PIXELS)]
-        # unvalidated: plotly's checks of P3's thousands of bars took seconds of the page's
-        # first render (issue 28), for lists built right here; the JSON draws the same
-        fig.add_trace(
-            go.Bar(
-                orientation="h",
-                y=[LANES[b["lane"]] for b in bars],
-                base=[b["start_s"] / div for b in bars],
-                x=[(b["end_s"] - b["start_s"]) / div for b in bars],
-                showlegend=False,
-                width=0.8,
-                marker=dict(
-                    color=[_bar_colour(b, colours) for b in bars],
-                    line_width=0,
-                    pattern=dict(shape=["/" if b["kind"] == "backward" else "" for b in bars], fgcolor="white", size=6),
-                ),
-                hovertext=[f"{b['label']}<br>{b['start_s'] / div:.4g} to {b['end_s'] / div:.4g} {unit}" for b in bars],
-                hoverinfo="text",
-                _validate=False,
-            ),
-            row=row,
-            col=1,
-        )
+        fig.add_trace(_lane_bars(bars, colours, div, unit), row=row, col=1)
         fig.update_yaxes(
             categoryorder="array", categoryarray=list(LANES.values()), autorange="reversed", row=row, col=1
         )
-    for name, pattern, colour in (
-        ("forward", "", colours[0]),
-        ("backward", "/", colours[0]),
-        ("wait for an update", "", WAIT_COLOUR),
-    ):
-        fig.add_trace(
-            go.Bar(
-                x=[None],
-                y=[None],
-                orientation="h",
-                name=name,
-                marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white")),
-            ),
-            row=1,
-            col=1,
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=[None],
-            y=[None],
-            mode="markers",
-            showlegend=False,
-            hoverinfo="skip",
-            marker=dict(
-                color=[0],
-                cmin=0,
-                cmax=len(names) - 1,
-                colorscale=LAYER_SCALE,
-                showscale=True,
-                colorbar=dict(
-                    title=dict(text="layer", side="right"),
-                    x=1.02,
-                    y=0,
-                    yanchor="bottom",
-                    len=0.6,
-                    tickvals=[0, len(names) - 1],
-                    ticktext=[f"{names[0]} (input)", f"{names[-1]} (output)"],
-                ),
-            ),
-        ),
-        row=1,
-        col=1,
-    )
+    for trace in _legend(colours, names):
+        fig.add_trace(trace, row=1, col=1)
     for annotation in fig.layout.annotations:  # subplot titles to the left: the slider's caption goes right
         annotation.update(x=0, xanchor="left", font=dict(size=15))
     domains = [fig.layout[f"yaxis{'' if i == 0 else i + 1}"].domain for i in range(n)]
@@ -179,40 +117,6 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
             font=dict(size=13, color="#444"),
         )
 
-    def at(t: float) -> dict:
-        cover = [
-            dict(
-                type="rect",
-                xref="x",
-                yref="paper",
-                x0=t / div,
-                x1=end_s / div,
-                y0=0,
-                y1=1,
-                line_width=0,
-                fillcolor="white",
-                opacity=0.75,
-                layer="above",
-            ),
-            dict(
-                type="line",
-                xref="x",
-                yref="paper",
-                x0=t / div,
-                x1=t / div,
-                y0=0,
-                y1=1,
-                line=dict(color="#222", width=2),
-            ),
-        ]
-        texts = {
-            f"annotations[{n + i}].text": f"{_at(lanes['compute'], t, 'compute', 0.0)} · "
-            f"{_at(lanes['push'], t, 'link', end_s / PIXELS)}"
-            for i, lanes in enumerate(per_lane)
-        }
-        return {"shapes": cover, **texts}
-
-    times = [end_s * k / SLIDER_STEPS for k in range(SLIDER_STEPS + 1)]
     fig.update_layout(
         title=title,
         height=120 + ROW_PX * n,
@@ -221,26 +125,105 @@ def gantt(records: list[dict], title: str = "Worker 0 under each policy") -> go.
         plot_bgcolor="white",
         legend=dict(x=1.02, y=1, yanchor="top"),
         margin=dict(l=10, r=10, t=80, b=110),
-        sliders=[
-            dict(
-                active=SLIDER_STEPS,
-                x=0,
-                len=1,
-                y=0,
-                yanchor="top",
-                pad=dict(t=50, b=0),
-                ticklen=0,
-                minorticklen=0,
-                font=dict(color="rgba(0,0,0,0)"),  # a label per step would overlap
-                currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
-                steps=[dict(label=f"{t / div:.4g}", method="relayout", args=[at(t)]) for t in times],
-            )
-        ],
+        sliders=[_slider(end_s, div, unit, per_lane)],
     )
-    fig.update_layout(at(end_s))
+    fig.update_layout(_at_time(end_s, end_s, div, per_lane))
     fig.update_xaxes(title=f"virtual time ({unit})", row=n, col=1)
     fig.update_xaxes(range=[0, end_s / div])
     return fig
+
+
+def _lane_bars(bars: list[dict], colours: list[str], div: float, unit: str) -> go.Bar:
+    """One policy's lanes as one trace of bars, each coloured by its layer (backward hatched)."""
+    # unvalidated: plotly's checks of P3's thousands of bars took seconds of the page's
+    # first render (issue 28), for lists built right here; the JSON draws the same
+    return go.Bar(
+        orientation="h",
+        y=[LANES[b["lane"]] for b in bars],
+        base=[b["start_s"] / div for b in bars],
+        x=[(b["end_s"] - b["start_s"]) / div for b in bars],
+        showlegend=False,
+        width=0.8,
+        marker=dict(
+            color=[_bar_colour(b, colours) for b in bars],
+            line_width=0,
+            pattern=dict(shape=["/" if b["kind"] == "backward" else "" for b in bars], fgcolor="white", size=6),
+        ),
+        hovertext=[f"{b['label']}<br>{b['start_s'] / div:.4g} to {b['end_s'] / div:.4g} {unit}" for b in bars],
+        hoverinfo="text",
+        _validate=False,
+    )
+
+
+def _legend(colours: list[str], names: list[str]) -> list:
+    """The legend's entries (forward, backward, waiting) and the layers' colour bar, input to output."""
+    entries = [
+        go.Bar(
+            x=[None],
+            y=[None],
+            orientation="h",
+            name=name,
+            marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white")),
+        )
+        for name, pattern, colour in (
+            ("forward", "", colours[0]),
+            ("backward", "/", colours[0]),
+            ("wait for an update", "", WAIT_COLOUR),
+        )
+    ]
+    colour_bar = dict(
+        title=dict(text="layer", side="right"),
+        x=1.02,
+        y=0,
+        yanchor="bottom",
+        len=0.6,
+        tickvals=[0, len(names) - 1],
+        ticktext=[f"{names[0]} (input)", f"{names[-1]} (output)"],
+    )
+    scale = dict(color=[0], cmin=0, cmax=len(names) - 1, colorscale=LAYER_SCALE, showscale=True, colorbar=colour_bar)
+    return entries + [go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=scale)]
+
+
+def _across(kind: str, x0: float, x1: float, **look) -> dict:
+    """A shape from x0 to x1 on the time axis across every panel (the paper's full height)."""
+    return dict(type=kind, xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1, **look)
+
+
+def _slider(end_s: float, div: float, unit: str, per_lane: list[dict]) -> dict:
+    """A slider of SLIDER_STEPS steps over the run, each a relayout to that time (``_at_time``), starting at the end."""
+    times = [end_s * k / SLIDER_STEPS for k in range(SLIDER_STEPS + 1)]
+    return dict(
+        active=SLIDER_STEPS,
+        x=0,
+        len=1,
+        y=0,
+        yanchor="top",
+        pad=dict(t=50, b=0),
+        ticklen=0,
+        minorticklen=0,
+        font=dict(color="rgba(0,0,0,0)"),  # a label per step would overlap
+        currentvalue=dict(prefix="virtual time: ", suffix=f" {unit}", font=dict(size=15, color="#222")),
+        steps=[
+            dict(label=f"{t / div:.4g}", method="relayout", args=[_at_time(t, end_s, div, per_lane)]) for t in times
+        ],
+    )
+
+
+def _at_time(t: float, end_s: float, div: float, per_lane: list[dict]) -> dict:
+    """The slider's relayout at ``t``: what has not happened yet greyed out, a line at t, and
+    per policy (the annotations after the subplot titles) what compute and the link do."""
+    n = len(per_lane)
+    cover = [
+        # what has not happened yet, greyed out; a line at now
+        _across("rect", t / div, end_s / div, line_width=0, fillcolor="white", opacity=0.75, layer="above"),
+        _across("line", t / div, t / div, line=dict(color="#222", width=2)),
+    ]
+    texts = {
+        f"annotations[{n + i}].text": f"{_at(lanes['compute'], t, 'compute', 0.0)} · "
+        f"{_at(lanes['push'], t, 'link', end_s / PIXELS)}"
+        for i, lanes in enumerate(per_lane)
+    }
+    return {"shapes": cover, **texts}
 
 
 def iteration_vs_bandwidth(rows: list[dict], title: str | None = None) -> go.Figure:

@@ -114,6 +114,11 @@ CONCEPT_COLOURS = {
     "wire": "#b279a2",  # bytes on a link: a message travelling, a communication time
     "idle": "#d9d9d9",  # waiting: a blocked receive, a pipeline's bubble
 }
+# a span's kind (dlsys.comm.Span): a timeline's bars, and the outline of a node paying it in an animation
+KIND_COLORS = {
+    kind: CONCEPT_COLOURS[concept]
+    for kind, concept in (("compute", "compute"), ("send", "send"), ("wait", "idle"), ("recv", "recv"))
+}
 
 _TICKS = {"bytes": byte_ticks, "seconds": time_ticks, "count": count_ticks, None: decade_ticks}
 

@@ -46,6 +46,17 @@ def machine(topology: Topology, cores_per_group: int = 64, groups: int = 4) -> g
             f"{topology.max_nodes:,} nodes, supernodes of {topology.supernode_size} ({SUPERNODES_DRAWN} drawn)",
         ),
     )
+    _chip(fig, cores_per_group, groups)
+    _network(fig, topology)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_yaxes(scaleanchor="x", row=1, col=1)
+    fig.update_layout(height=520, plot_bgcolor="white", legend=dict(orientation="h", y=-0.05), margin=dict(t=90))
+    return fig
+
+
+def _chip(fig: go.Figure, cores_per_group: int, groups: int) -> None:
+    """The left panel: each core group a box of its 8 x 8 compute cores and its management core above them."""
     side = int(cores_per_group**0.5)
     for g in range(groups):
         x0, y0 = (g % 2) * (side + 3), (g // 2) * (side + 3)
@@ -87,6 +98,10 @@ def machine(topology: Topology, cores_per_group: int = 64, groups: int = 4) -> g
             row=1,
             col=1,
         )
+
+
+def _network(fig: go.Figure, topology: Topology) -> None:
+    """The right panel: SUPERNODES_DRAWN supernodes of 256 nodes, each linked up to the central network."""
     inside, up = topology.link, topology.uplink or topology.link
     for s in range(SUPERNODES_DRAWN):
         x = s * 3.0
@@ -142,11 +157,6 @@ def machine(topology: Topology, cores_per_group: int = 64, groups: int = 4) -> g
         f"{format_seconds(inside.latency_s)}; across: {format_rate(up.bandwidth_Bps)} per node "
         f"({ratio:.1f}:1 oversubscribed)",
     )
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.update_yaxes(scaleanchor="x", row=1, col=1)
-    fig.update_layout(height=520, plot_bgcolor="white", legend=dict(orientation="h", y=-0.05), margin=dict(t=90))
-    return fig
 
 
 def design_scaling(rows: list[dict], title: str = "Communication per iteration: parameter server vs ring") -> go.Figure:
