@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..comm import Trace
+from ..train.pipeline import fill_drain_bubble
 from ..units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from .style import CONCEPT_COLOURS, DASHES, log_axis, role_names
 
@@ -174,7 +175,7 @@ def pipeline_step(trace: Trace, micro_batches: int, title: str = "One step of th
     names = [f"stage {s} (rank {s})" for s in range(stages)]
     busy = [sum(s.end_s - s.start_s for s in mine if s.rank == r) for r in range(stages)]
     idle = [1 - b / step_s for b in busy]
-    formula = (stages - 1) / (micro_batches + stages - 1)
+    formula = fill_drain_bubble(stages, micro_batches)
     fig = go.Figure(
         go.Bar(
             name="idle (bubble)",
