@@ -5,7 +5,7 @@ A step: every flow (one message: a route of link ids and a size in bytes) is rea
 its links (Bertsekas & Gallager, *Data Networks*, section 6.5.2): no link carries more
 than its capacity, and no flow's rate can grow without shrinking a rate that is no larger.
 When a flow finishes, the others share what it leaves. The graded tests hold your answer
-to the emulator's replay (``launch(..., sharing=True)``, dlsys/comm/replay.py), flow for
+to the emulator's replay (``launch(..., sharing=True)``, dlsys/comm/replay/), flow for
 flow, on a flat switch, a two-level tree and a fat tree.
 """
 
