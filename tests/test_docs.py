@@ -51,6 +51,8 @@ TYPED_LEFT = {  # what each file still types, and why it is not (yet) generated
     "docs/performance.md": 90,  # the record of past measurements (the page says so)
     "docs/scheduling.md": 5,  # compute as 3x forward, 10 GbE's latency beside a slice, FIFO connections' past changes;
     # the baton's 2 ms re-check and the speed-up it measured (moved from architecture.md)
+    "docs/planner.md": 8,  # inputs (a GEMM tile, a formula, model sizes), the papers' figures (Megatron's TFLOP/s and shares of
+    # peak, Korthikanti's), the published matmul ceiling the kernel model starts from, SP's 25% by count
     "docs/engine.md": 5,  # the engine's measured costs and constants (a send's Python, the collector's share, MPI polls' back-off, the deadlock quiet time), moved from architecture.md
     "docs/compression.md": 1,  # Gradient Dropping's sampling bound (a design constant), moved from architecture.md
     "docs/taihulight.md": 9,  # the machine's published constants and the paper's 2.3-4.1x
