@@ -104,6 +104,8 @@ def test_closed_form_is_exact_for_uneven_blocks_or_bounds_them(collective, algor
         link.beta_s_per_byte,
         gamma_s,
         (ranks - 1).bit_length(),
+        link.send_overhead_s,
+        link.wire_s,
     )
     assert smallest * (1 - 1e-9) <= t <= record["closed_form_s"] * (1 + 1e-9)
     assert smallest < record["closed_form_s"] or UNEVEN_COUNT % ranks == 0  # p | 1001: the all-to-alls' blocks are even

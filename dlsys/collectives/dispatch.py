@@ -206,7 +206,9 @@ def _form(collective, algorithm, p, nbytes, block_nbytes, link, node, reduce, to
             p, nbytes, block_nbytes, s, inside.alpha_s, inside.beta_s_per_byte, up.alpha_s, up.beta_s_per_byte, gamma
         )
     link = network.link
-    return entry.cost(p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p))
+    return entry.cost(
+        p, nbytes, block_nbytes, link.alpha_s, link.beta_s_per_byte, gamma, lg(p), link.send_overhead_s, link.wire_s
+    )
 
 
 def closed_form(

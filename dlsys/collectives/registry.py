@@ -49,6 +49,35 @@ def fold(p: int, n: float, a: float, b: float, g: float) -> float:
     return 0.0 if p == p2(p) else 2 * (a + n * b) + n * g
 
 
+def broadcast_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
+    """Binomial broadcast: L (a + n b) at a power of two; else (L - 1)(a + n b) + max(o(n), w(n)).
+
+    A rank that got x at time r sends to its children largest subtree first; its k-th send
+    leaves at r + o + (k - 1) max(o, w) (its CPU overhead o(n) per send, or its egress busy
+    w(n) = n / B per message, whichever is longer) and is in at r + T + (k - 1) max(o, w),
+    T = a + n b. With p = q + e, q = 2^(L-1) < p: the root's first child q heads the
+    e = p - q ranks q..p-1 (a broadcast on e ranks, one step late), its second child q/2 a
+    full tree of q/2 ranks, lg(q/2) steps deep, one send late: T + max(o, w) + (L - 2) T.
+    Every other child is a shallower tree sent later; the first child's tree, by the same
+    argument on e <= q, ends by T + (L - 2) T + max(o, w) or T + (lg e) T, no later. At a
+    power of two the first child's subtree is the full tree: L T."""
+    return L * (a + n * b) if p & (p - 1) == 0 else (L - 1) * (a + n * b) + max(o(n), w(n))
+
+
+def reduce_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
+    """Binomial reduce: L (a + n b + n g) at a power of two; else (L - 1)(a + n b + n g)
+    + max(o(n) + n g, w(n)).
+
+    The broadcast reversed, with the receiver's costs: a parent takes its children in, the
+    smallest subtree first, each arrival then o(n) + n g. A full subtree of 2^j ranks is ready
+    at j (T + n g). On p = q + e the root has had its q/2 subtree in at (L - 1)(T + n g); the
+    last message, from q (heading the other e ranks), arrives one wire time w(n) after the
+    one before it (the root's ingress) or after the root is free, whichever is later: the
+    root ends at (L - 1)(T + n g) + max(o + n g, w)."""
+    step = a + n * b + n * g
+    return L * step if p & (p - 1) == 0 else (L - 1) * step + max(o(n) + n * g, w(n))
+
+
 def hierarchical_cost(p, n, m, s, a, b, a_up, b_up, g) -> float:
     """Hierarchical all-reduce on supernodes of s ranks, k = ceil(p / s) of them, with
     (a, b) inside a supernode and (a_up, b_up) across: a binomial reduce and a binomial
@@ -78,7 +107,7 @@ def per_supernode(p: int, k: int) -> int:
     return k
 
 
-def bruck_cost(p: int, n: float, m, a: float, b: float, g: float, L: int) -> float:
+def bruck_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
     """Bruck's all-to-all: step k sends c_k blocks (exchange.bruck_counts), sum_k (a + c_k m(p) b);
     L (a + n/2 b) at powers of two. Exact at every p for even blocks; with uneven ones a
     message packs blocks of different sizes, so the form with the largest is an upper bound."""
@@ -86,6 +115,9 @@ def bruck_cost(p: int, n: float, m, a: float, b: float, g: float, L: int) -> flo
 
 
 THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
+# the binomial trees' forms at a power of two, and where p is not one (broadcast_cost)
+TREE_NOTE = r" \quad (p \ne 2^L\text{: a tree's last step is } \max(o, \tfrac{n}{B}))"
+TREE_LATEX = r"L\,(\alpha + n\beta)" + TREE_NOTE
 PATARASUK = "Patarasuk & Yuan 2009, Bandwidth optimal all-reduce algorithms for clusters of workstations"
 
 
@@ -137,7 +169,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "barrier",
             "dissemination",
             trees.barrier_dissemination,
-            lambda p, n, m, a, b, g, L: L * a,
+            lambda p, n, m, a, b, g, L, o, w: L * a,
             r"L\,\alpha",
             "Hensgen, Finkel & Manber 1988, Two algorithms for barrier synchronization",
             "#8C564B",
@@ -148,18 +180,19 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "broadcast",
             "binomial",
             trees.broadcast_binomial,
-            lambda p, n, m, a, b, g, L: L * (a + n * b),
-            r"L\,(\alpha + n\beta)",
+            broadcast_cost,
+            TREE_LATEX,
             THAKUR,
             "#9467BD",
             whole,
+            exact=EVERY_P,
             shape="tree",
         ),
         Algorithm(
             "broadcast",
             "scatter_allgather",
             ring.broadcast_scatter_allgather,
-            lambda p, n, m, a, b, g, L: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
+            lambda p, n, m, a, b, g, L, o, w: (L + p - 1) * a + 2 * (p - 1) * m(p) * b,
             r"(L + p - 1)\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
             "van de Geijn: Barnett et al. 1994, Interprocessor collective communication library; " + THAKUR,
             "#17BECF",
@@ -170,7 +203,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "scatter",
             "binomial",
             trees.scatter_binomial,
-            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * b,
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
             THAKUR,
             "#9467BD",
@@ -182,7 +215,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "gather",
             "binomial",
             trees.gather_binomial,
-            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * b,
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
             THAKUR,
             "#9467BD",
@@ -193,7 +226,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allgather",
             "ring",
             ring.allgather_ring,
-            lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
+            lambda p, n, m, a, b, g, L, o, w: (p - 1) * (a + m(p) * b),
             r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})",
             PATARASUK,
             "#1F77B4",
@@ -204,7 +237,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allgather",
             "recursive_doubling",
             halving_doubling.allgather_recursive_doubling,
-            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * b,
+            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * b,
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
             THAKUR,
             "#FF7F0E",
@@ -216,18 +249,19 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "reduce",
             "binomial",
             trees.reduce_binomial,
-            lambda p, n, m, a, b, g, L: L * (a + n * b + n * g),
-            r"L\,(\alpha + n\beta)",
+            reduce_cost,
+            TREE_LATEX,
             THAKUR,
             "#9467BD",
             whole,
+            exact=EVERY_P,
             shape="tree",
         ),
         Algorithm(
             "reduce_scatter",
             "ring",
             ring.reduce_scatter_ring,
-            lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * (b + g)),
+            lambda p, n, m, a, b, g, L, o, w: (p - 1) * (a + m(p) * (b + g)),
             r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
             PATARASUK,
             "#1F77B4",
@@ -239,7 +273,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "reduce_scatter",
             "recursive_halving",
             halving_doubling.reduce_scatter_recursive_halving,
-            lambda p, n, m, a, b, g, L: L * a + (p - 1) * m(p) * (b + g),
+            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * (b + g),
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
             THAKUR,
             "#2CA02C",
@@ -252,7 +286,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "ring",
             ring.allreduce_ring,
-            lambda p, n, m, a, b, g, L: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
+            lambda p, n, m, a, b, g, L, o, w: 2 * (p - 1) * (a + m(p) * b) + (p - 1) * m(p) * g,
             r"2(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
             PATARASUK + "; Baidu 2017, ring all-reduce",
             "#1F77B4",
@@ -266,7 +300,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "recursive_doubling",
             halving_doubling.allreduce_recursive_doubling,
-            lambda p, n, m, a, b, g, L: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
+            lambda p, n, m, a, b, g, L, o, w: fold(p, n, a, b, g) + lg(p2(p)) * (a + n * b + n * g),
             r"L\,(\alpha + n\beta)",
             THAKUR,
             "#FF7F0E",
@@ -277,7 +311,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "rabenseifner",
             halving_doubling.allreduce_rabenseifner,
-            lambda p, n, m, a, b, g, L: (
+            lambda p, n, m, a, b, g, L, o, w: (
                 fold(p, n, a, b, g) + 2 * lg(p2(p)) * a + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g
             ),
             r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
@@ -292,7 +326,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "rabenseifner_distance_doubling",
             halving_doubling.allreduce_rabenseifner_distance_doubling,
-            lambda p, n, m, a, b, g, L: (
+            lambda p, n, m, a, b, g, L, o, w: (
                 fold(p, n, a, b, g) + 2 * lg(p2(p)) * a + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g
             ),
             r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
@@ -309,23 +343,29 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "reduce_broadcast",
             trees.allreduce_reduce_broadcast,
-            lambda p, n, m, a, b, g, L: 2 * L * (a + n * b) + L * n * g,
-            r"2L\,(\alpha + n\beta)",
+            lambda p, n, m, a, b, g, L, o, w: (
+                reduce_cost(p, n, m, a, b, g, L, o, w) + broadcast_cost(p, n, m, a, b, g, L, o, w)
+            ),
+            r"2L\,(\alpha + n\beta)" + TREE_NOTE,
             THAKUR,
             "#D62728",
             whole,
+            exact=EVERY_P,
             shape="tree",
         ),
         Algorithm(
             "allreduce",
             "hierarchical",
             hierarchical.allreduce_hierarchical,
-            lambda p, n, m, a, b, g, L: hierarchical_cost(p, n, m, p, a, b, a, b, g),
+            lambda p, n, m, a, b, g, L, o, w: (
+                reduce_cost(p, n, m, a, b, g, L, o, w) + broadcast_cost(p, n, m, a, b, g, L, o, w)
+            ),
             r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
             "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
             "operation performance; " + PATARASUK,
             "#E377C2",
             per_supernode,
+            exact=EVERY_P,
             tiered=hierarchical_cost,
             shape="two-level",
         ),
@@ -333,7 +373,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "alltoall",
             "pairwise",
             exchange.alltoall_pairwise,
-            lambda p, n, m, a, b, g, L: (p - 1) * (a + m(p) * b),
+            lambda p, n, m, a, b, g, L, o, w: (p - 1) * (a + m(p) * b),
             r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
             "MPICH src/mpi/coll/alltoall/alltoall_intra_pairwise.c (MPIR_Alltoall_intra_pairwise); " + THAKUR,
             "#1F77B4",
