@@ -24,6 +24,7 @@ import json
 from .. import schedule
 from ..comm import BACKENDS
 from ..experiments import schedule as ex
+from ..experiments.p3_paper import p3_reproduction
 from ..machine.net import NODE_PRESETS
 from ..units import format_seconds
 from .options import Checked, integer, number, output_file, print_table, refuse_unused, save_trace, size, trace_row
@@ -61,9 +62,10 @@ def policy_options(args, policy: str) -> dict:
 
 
 def cmd_schedule(args) -> int:
+    """One policy's run; with ``--sweep``, every policy at each link; with ``--p3-paper``, P3
+    against MXNet at each link."""
     for link in args.sweep or []:
         ex.parse_link(link)
-    servers = args.servers or args.workers
     if args.p3_paper:
         if not args.sweep:
             raise ValueError("--p3-paper: give the links to sweep with --sweep")
@@ -80,38 +82,49 @@ def cmd_schedule(args) -> int:
         return p3_paper(args)
     if args.sweep:
         refuse_unused({f"--{name}": getattr(args, name) for name in SINGLE_RUN}, "--sweep (every policy at each link)")
-        options: dict = {}
-        for name, value in given_options(args).items():
-            options.setdefault(schedule.OPTIONS[name][0], {})[name] = value
-        rows = ex.bandwidth_sweep(
-            args.model,
-            args.sweep,
-            workers=args.workers,
-            node=args.node,
-            scheme=args.scheme,
-            servers=servers,
-            options=options,
-            colocated=args.colocated,
-        )
-        if args.json:
-            print(json.dumps(rows))
-            return 0
-        print_table(
-            [
-                (
-                    f"{r['link']} {r['policy']}",
-                    f"{format_seconds(r['iteration_s'])} per iteration, {r['throughput']:.1f} samples/s" + _overlap(r),
-                )
-                for r in rows
-            ],
-            title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}"
-            + (", servers co-located" if args.colocated else ""),
-        )
-        return 0
+        return sweep(args)
     for name, default in SINGLE_RUN.items():
         if getattr(args, name) is None:
             setattr(args, name, default)
     ex.parse_link(args.link)
+    return single_run(args)
+
+
+def sweep(args) -> int:
+    """``--sweep``: every policy at each link (``experiments.schedule.bandwidth_sweep``)."""
+    options: dict = {}
+    for name, value in given_options(args).items():
+        options.setdefault(schedule.OPTIONS[name][0], {})[name] = value
+    rows = ex.bandwidth_sweep(
+        args.model,
+        args.sweep,
+        workers=args.workers,
+        node=args.node,
+        scheme=args.scheme,
+        servers=args.servers or args.workers,
+        options=options,
+        colocated=args.colocated,
+    )
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print_table(
+        [
+            (
+                f"{r['link']} {r['policy']}",
+                f"{format_seconds(r['iteration_s'])} per iteration, {r['throughput']:.1f} samples/s" + _overlap(r),
+            )
+            for r in rows
+        ],
+        title=f"{args.model}, {args.workers} workers, {args.scheme}, {args.node}"
+        + (", servers co-located" if args.colocated else ""),
+    )
+    return 0
+
+
+def single_run(args) -> int:
+    """One policy on one link (``experiments.schedule.simulate_schedule``)."""
+    servers = args.servers or args.workers
     record = ex.simulate_schedule(
         args.policy,
         args.model,
@@ -165,8 +178,8 @@ def _overlap(record: dict) -> str:
 
 
 def p3_paper(args) -> int:
-    """``--p3-paper``: P3's gain over MXNet at each link (``experiments.schedule.p3_reproduction``)."""
-    rows = ex.p3_reproduction(args.model, args.sweep, args.workers, args.node)
+    """``--p3-paper``: P3's gain over MXNet at each link (``experiments.p3_paper.p3_reproduction``)."""
+    rows = p3_reproduction(args.model, args.sweep, args.workers, args.node)
     if args.json:
         print(json.dumps(rows))
         return 0
