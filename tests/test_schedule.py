@@ -479,7 +479,7 @@ def test_p3_reproduction_rows_and_cli(capsys):
     assert rows[0]["ceiling_gain"] == pytest.approx(
         rows[0]["mxnet_s"] / max(rows[0]["compute_s"], rows[0]["bound_s"]) - 1
     )
-    assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
+    assert p3_paper.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
     assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps"]) == 0
     assert f"(at most {rows[0]['ceiling_gain']:+.0%} by the bound)" in capsys.readouterr().out
     assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0

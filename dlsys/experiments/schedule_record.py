@@ -35,28 +35,22 @@ def shared_record(job: schedule.Job, network, node: str, batch: int, backend: st
         ends.append(result.clocks_s[job.rank_of("compute", 0)])
     iteration_s = ends[-1] - ends[0] if len(ends) > 1 else ends[-1]
     compute_s = sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers)
-    return {
-        "policy": job.policy.name,
-        "describe": job.policy.describe(),
-        "scheme": job.scheme,
-        "workers": job.workers,
-        "iteration_s": iteration_s,
-        "compute_s": compute_s,
-        "overlap": None,
-        "virtual_time_s": result.virtual_time_s,
-        "throughput": job.workers * batch / iteration_s,
-        "batch": batch,
-        "messages": None,
-        "result": result,
-    }
+    return _record(job, result, batch, iteration_s, compute_s, None, None)
 
 
 def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
+    """A recorded run's record: worker 0's steady iteration (the last backward end less the
+    one before), compute alone, overlap (``overlap``), messages, throughput."""
     compute_rank = job.rank_of("compute", 0)
     ends = result.values[compute_rank]["backward_ends_s"]
     iteration_s = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
     node = result.nodes[compute_rank]
     compute_s = sum(3 * node.compute_s(layer.flops) for layer in job.layers)
+    messages = sum(m.phase != SIGNAL for m in result.trace.messages)
+    return _record(job, result, batch, iteration_s, compute_s, overlap(job, result), messages, **extra)
+
+
+def _record(job: schedule.Job, result, batch: int, iteration_s: float, compute_s: float, overlap, messages, **extra):
     return {
         "policy": job.policy.name,
         "describe": job.policy.describe(),
@@ -64,11 +58,11 @@ def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
         "workers": job.workers,
         "iteration_s": iteration_s,
         "compute_s": compute_s,
-        "overlap": overlap(job, result),
+        "overlap": overlap,
         "virtual_time_s": result.virtual_time_s,
         "throughput": job.workers * batch / iteration_s,
         "batch": batch,
-        "messages": sum(m.phase != SIGNAL for m in result.trace.messages),
+        "messages": messages,
         "result": result,
         **extra,
     }

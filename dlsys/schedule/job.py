@@ -1,12 +1,6 @@
 """A scheduling job: the model's layers, the policy, the cluster, and which rank is which thread.
 
-World of the parameter-server scheme (W workers, S servers):
-    ranks 0..S-1     servers: sum each item's W pushes (BSP, in worker order), update, reply
-    S + 3w           worker w's compute thread
-    S + 3w + 1       its sender: the policy's queue; posts each item to its server
-                     (``Policy.placed``: index mod S, or MXNet's split of big arrays)
-    S + 3w + 2       its receiver: takes the replies, hands each layer's weights to compute
-Allreduce scheme (W workers): ranks 2w (compute) and 2w + 1 (communication).
+The ranks of each scheme and their machines are drawn in dlsys.schedule.engine's docstring.
 
 A job is either *real* (``config``: the digits model trains; gradients are real numpy) or
 *emulated* (a layer profile: every payload is a LogicalArray of one real element, the item's

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from .bytescheduler import CreditWindow
 from .policy import Inbox, Option, Pacer, Policy, check_positive_int, slices
 
@@ -117,12 +119,12 @@ class PriorityInbox(Inbox):
     def __init__(self, comm, tag, priority_of):
         super().__init__(comm, tag)
         self.priority_of = priority_of
-        self.queued: list = []  # the pushes in, not yet handled: (priority, src, array)
+        self.queued: list[tuple[tuple, int, np.ndarray]] = []  # the pushes in, not yet handled: (priority, src, array)
 
     def holds(self) -> bool:
         return bool(self.queued)
 
-    def take(self, owed):
+    def take(self, owed: dict[int, int]) -> tuple[int, np.ndarray]:
         comm, queued = self.comm, self.queued
         while any(owed.values()):
             candidates = [sender for sender, n in owed.items() if n]
