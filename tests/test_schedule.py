@@ -11,8 +11,8 @@ import pytest
 from dlsys import schedule
 from dlsys.comm import SIGNAL, launch
 from dlsys.comm.replay import link_load
+from dlsys.experiments import p3_paper, train
 from dlsys.experiments import schedule as ex
-from dlsys.experiments import train
 from dlsys.machine.net import LinkModel, get_link, get_node
 from dlsys.machine.topology import flat, placed
 from dlsys.train import TrainConfig
@@ -473,13 +473,13 @@ def test_p3_reproduction_rows_and_cli(capsys):
 
     from dlsys.cli import main
 
-    rows = ex.p3_reproduction("digits", ["10Gbps"], workers=2)  # the shared-link replay: a small model
+    rows = p3_paper.p3_reproduction("digits", ["10Gbps"], workers=2)  # the shared-link replay: a small model
     assert rows[0]["gain"] == pytest.approx(rows[0]["mxnet_s"] / rows[0]["p3_s"] - 1)
     assert rows[0]["p3_s"] >= rows[0]["compute_s"] and rows[0]["paper_max_gain"] is None and rows[0]["sharing"]
     assert rows[0]["ceiling_gain"] == pytest.approx(
         rows[0]["mxnet_s"] / max(rows[0]["compute_s"], rows[0]["bound_s"]) - 1
     )
-    assert ex.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
+    assert p3_paper.P3_PAPER_MAX_GAIN == {"resnet50": 0.25, "vgg19": 0.66}
     assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps"]) == 0
     assert f"(at most {rows[0]['ceiling_gain']:+.0%} by the bound)" in capsys.readouterr().out
     assert main(["schedule", "--model", "digits", "--workers", "2", "--p3-paper", "--sweep", "10Gbps", "--json"]) == 0
@@ -494,7 +494,7 @@ def test_p3_reproduction_rows_and_cli(capsys):
 
 def test_p3s_server_takes_the_first_layer_first():
     """P3's server handles the pushes it has in by priority (its ps-lite's receive queue,
-    ``Policy.server_priority``): the first layer's update comes back sooner than from a
+    ``P3.server_priority``): the first layer's update comes back sooner than from a
     server that takes them as they come."""
     from dataclasses import replace
 
@@ -526,10 +526,10 @@ def test_the_anatomy_of_resnet50_under_p3():
     gains over a fifth at 10 Gb/s; in the shared replay at 6 Gb/s P3's server holds it
     far longer, most of that waiting for pushes the run took first, and its senders post
     conv1's pushes long after MXNet's (the replay keeps the run's orders)."""
-    apart = {r["policy"]: r for r in ex.p3_anatomy("resnet50", "10Gbps", sharing=False)}
+    apart = {r["policy"]: r for r in p3_paper.p3_anatomy("resnet50", "10Gbps", sharing=False)}
     assert apart["p3"]["held_s"] < 0.1 * apart["mxnet"]["held_s"]
     assert apart["mxnet"]["iteration_s"] / apart["p3"]["iteration_s"] - 1 > 0.2
-    shared = {r["policy"]: r for r in ex.p3_anatomy("resnet50", "6Gbps")}
+    shared = {r["policy"]: r for r in p3_paper.p3_anatomy("resnet50", "6Gbps")}
     assert shared["p3"]["held_s"] > shared["mxnet"]["held_s"]
     assert shared["p3"]["kept_wait_s"] > 0.5 * shared["p3"]["held_s"]
     assert shared["p3"]["first_wait_s"] >= shared["p3"]["reply_s"]
@@ -591,9 +591,9 @@ def test_the_shared_replay_keeps_p3s_sockets_at_their_high_water_mark():
 
 
 def test_overlap_by_bisection_is_the_sum_over_every_pair():
-    """experiments.schedule._overlap_s skips the pairs that cannot meet: the same float as
+    """experiments.schedule_record._overlap_s skips the pairs that cannot meet: the same float as
     the sum over every pair, for ordered spans and for any others."""
-    from dlsys.experiments.schedule import _overlap_s
+    from dlsys.experiments.schedule_record import _overlap_s
 
     rng = np.random.default_rng(3)
     for _ in range(50):

@@ -24,6 +24,7 @@ import json
 from .. import schedule
 from ..comm import BACKENDS
 from ..experiments import schedule as ex
+from ..experiments.p3_paper import p3_reproduction
 from ..machine.net import NODE_PRESETS
 from ..units import format_seconds
 from .options import (
@@ -170,8 +171,8 @@ def _overlap(record: dict) -> str:
 
 
 def p3_paper(args) -> int:
-    """``--p3-paper``: P3's gain over MXNet at each link (``experiments.schedule.p3_reproduction``)."""
-    rows = ex.p3_reproduction(args.model, args.sweep, args.workers, args.node)
+    """``--p3-paper``: P3's gain over MXNet at each link (``experiments.p3_paper.p3_reproduction``)."""
+    rows = p3_reproduction(args.model, args.sweep, args.workers, args.node)
     if args.json:
         print(json.dumps(rows))
         return 0

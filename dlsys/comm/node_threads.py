@@ -42,7 +42,7 @@ class NodeThreads:
         """Idle until this rank's post number k has left its egress (and so every earlier
         post to the same peer: one connection sends in order), which this run's clock says
         is at ``time_s``. ``wait_sent`` waits for posts 0..k to every peer; this one paces
-        a single connection (a ZMQ socket's high-water mark, dlsys.schedule.engine). A
+        a single connection (a ZMQ socket's high-water mark, dlsys.schedule.p3). A
         replay with shared links resolves it on its own flows (dlsys.comm.replay)."""
         self._idle_until(time_s, label)
         self._books.did("wait_left", k, time_s, label)

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
-from ..experiments import experts, large_batch, memory, parallelism, plan, schedule, taihulight, training
+from ..experiments import experts, large_batch, memory, p3_paper, parallelism, plan, taihulight, training
 from ..experiments.collectives import simulate_collective
 from ..machine.netstack import MPI_LIBRARIES
 from ..outputs import write_atomic
@@ -464,8 +464,8 @@ def tl_designs_sharing(src: Sources) -> str:
 def p3_sweep_rows(model: str, bandwidths) -> tuple[list[list[str]], list[dict], list[dict]]:
     """The rows of ``p3_sweeps`` for one model at ``bandwidths``, with the records behind them
     (links shared, then not shared)."""
-    sweep = schedule.p3_reproduction(model, bandwidths)
-    apart = schedule.p3_reproduction(model, bandwidths, sharing=False)
+    sweep = p3_paper.p3_reproduction(model, bandwidths)
+    apart = p3_paper.p3_reproduction(model, bandwidths, sharing=False)
     rows = [
         [
             model,
@@ -485,7 +485,7 @@ def p3_sweep_rows(model: str, bandwidths) -> tuple[list[list[str]], list[dict], 
 
 
 def p3_sweeps(src: Sources) -> str:
-    """P3 against MXNet as P3's paper ran them (``schedule.p3_reproduction``: co-located
+    """P3 against MXNet as P3's paper ran them (``p3_paper.p3_reproduction``: co-located
     servers, links shared), ResNet-50 and VGG-19 at ``reproduce.P3_BANDWIDTHS``, beside
     the gain with each rank's links its own (``sharing=False``), the largest gain the
     link's bound leaves over MXNet's time (``ceiling_gain``) and the paper's largest gain."""
@@ -521,7 +521,7 @@ def p3_anatomy_rows(link: str) -> tuple[list[list[str]], dict]:
     """The rows of ``p3_anatomy`` at one link, with the records behind them by (policy, sharing)."""
     rows, of = [], {}
     for sharing in (True, False):
-        for r in schedule.p3_anatomy("resnet50", link, sharing=sharing):
+        for r in p3_paper.p3_anatomy("resnet50", link, sharing=sharing):
             of[r["policy"], sharing] = r
             rows.append(
                 [
@@ -542,7 +542,7 @@ def p3_anatomy_rows(link: str) -> tuple[list[list[str]], dict]:
 
 
 def p3_anatomy(src: Sources) -> str:
-    """Where ResNet-50's iteration goes under MXNet and P3 (``schedule.p3_anatomy``) at
+    """Where ResNet-50's iteration goes under MXNet and P3 (``p3_paper.p3_anatomy``) at
     ``reproduce.P3_ANATOMY_BANDWIDTHS``, links shared and not."""
     rows, said = [], []
     for link in reproduce.P3_ANATOMY_BANDWIDTHS:

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..experiments import compression, large_batch, schedule, taihulight
+from ..experiments import compression, large_batch, p3_paper, taihulight
 from ..experiments.collectives import simulate_collective
 from ..experiments.training import train
 from ..learn.task import TrainConfig
@@ -611,7 +611,7 @@ P3_ANATOMY_BANDWIDTHS = ("6Gbps", "10Gbps", "20Gbps")  # below, near and above w
 
 def run_p3(quick: bool) -> dict:
     """P3's largest throughput gain over MXNet's KVStore as P3's paper ran them
-    (``schedule.p3_reproduction``: big arrays split over every server, servers co-located
+    (``p3_paper.p3_reproduction``: big arrays split over every server, servers co-located
     with the workers and sharing their machines' links, MXNet's per-slice server cost), 4
     workers, across bandwidths; quick: ResNet-50 at two bandwidths, 2 iterations. Beside
     it, for ``judge_p3``: the largest gain with each rank's links its own (``apart``) and
@@ -620,9 +620,9 @@ def run_p3(quick: bool) -> dict:
     links, options = (P3_QUICK_BANDWIDTHS, {"iterations": 2}) if quick else (P3_BANDWIDTHS, {})
     gains, apart, ceiling, rows = {}, {}, {}, []
     for model in models:
-        sweep = schedule.p3_reproduction(model, links, **options)
+        sweep = p3_paper.p3_reproduction(model, links, **options)
         gains[model] = max(r["gain"] for r in sweep)
-        apart[model] = max(r["gain"] for r in schedule.p3_reproduction(model, links, sharing=False, **options))
+        apart[model] = max(r["gain"] for r in p3_paper.p3_reproduction(model, links, sharing=False, **options))
         ceiling[model] = max(r["ceiling_gain"] for r in sweep)
         rows += [{"series": model, "x": r["bandwidth_Bps"] * 8 / 1e9, "y": r["gain"]} for r in sweep]
     return {

@@ -7,18 +7,18 @@ and overlap; bandwidth sweeps; real training on digits under every policy.
     ex.train_schedule("p3", TrainConfig(epochs=2))                    # real digits, same numbers
 
 A model is a layer profile (``dlsys.machine.profiles``: payloads are logical, compute from FLOPs)
-or "digits" (the digits MLP: real gradients; with ``config`` it really trains).
+or "digits" (the digits MLP: real gradients; with ``config`` it really trains). A run's record
+(its overlap, the shared-link replay's times, the lanes drawn) is ``schedule_record``; P3 as
+its paper ran it, ``p3_paper``.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
-from dataclasses import replace
 
 from .. import schedule
 from ..checks import check_int
-from ..comm import SIGNAL, launch
+from ..comm import launch
 from ..machine import profiles
 from ..machine.net import LinkModel, get_link, get_node
 from ..machine.topology import flat, placed
@@ -26,6 +26,7 @@ from ..schedule.policy import slice_count
 from ..train import TrainConfig, build_model
 from ..units import format_bytes
 from .budget import DEFAULT_MAX_MEMORY_BYTES
+from .schedule_record import lanes, shared_record, summarize
 
 MODELS = ("digits", *profiles.PROFILES)
 # What a run holds per message it carries (its trace record, spans, the clocks' bookkeeping),
@@ -101,44 +102,6 @@ def simulate_schedule(
         return shared_record(job, network, node, batch, backend) | extra
     result = launch(schedule.program, job.ranks, backend, topology=network, node=node, args=(job,), timeout_s=900)
     return summarize(job, result, batch, **extra)
-
-
-def shared_record(job: schedule.Job, network, node: str, batch: int, backend: str = "threads") -> dict:
-    """``summarize``'s numbers from replays with shared links (dlsys.comm.replay). A rank's
-    return values are the run's times, not the replay's, and the fast replay keeps no
-    trace, so the steady iteration is the difference of worker 0's final clock (its last
-    layer's update back) after ``job.iterations`` and after one iteration fewer; no overlap
-    (it needs a trace). ``result`` is the longer run's LaunchResult."""
-    ends, result = [], None
-    for iterations in sorted({max(job.iterations - 1, 1), job.iterations}):
-        result = launch(
-            schedule.program,
-            job.ranks,
-            backend,
-            topology=network,
-            node=node,
-            args=(replace(job, iterations=iterations),),
-            timeout_s=900,
-            sharing=True,
-            record=False,
-        )
-        ends.append(result.clocks_s[job.rank_of("compute", 0)])
-    iteration_s = ends[-1] - ends[0] if len(ends) > 1 else ends[-1]
-    compute_s = sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers)
-    return {
-        "policy": job.policy.name,
-        "describe": job.policy.describe(),
-        "scheme": job.scheme,
-        "workers": job.workers,
-        "iteration_s": iteration_s,
-        "compute_s": compute_s,
-        "overlap": None,
-        "virtual_time_s": result.virtual_time_s,
-        "throughput": job.workers * batch / iteration_s,
-        "batch": batch,
-        "messages": None,
-        "result": result,
-    }
 
 
 def make_job(
@@ -224,70 +187,6 @@ def check_memory(
     )
 
 
-def summarize(job: schedule.Job, result, batch: int, **extra) -> dict:
-    compute_rank = job.rank_of("compute", 0)
-    ends = result.values[compute_rank]["backward_ends_s"]
-    iteration_s = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
-    node = result.nodes[compute_rank]
-    compute_s = sum(3 * node.compute_s(layer.flops) for layer in job.layers)
-    return {
-        "policy": job.policy.name,
-        "describe": job.policy.describe(),
-        "scheme": job.scheme,
-        "workers": job.workers,
-        "iteration_s": iteration_s,
-        "compute_s": compute_s,
-        "overlap": overlap(job, result),
-        "virtual_time_s": result.virtual_time_s,
-        "throughput": job.workers * batch / iteration_s,
-        "batch": batch,
-        "messages": sum(m.phase != SIGNAL for m in result.trace.messages),
-        "result": result,
-        **extra,
-    }
-
-
-def overlap(job: schedule.Job, result) -> float:
-    """The share of the time worker 0's egress is busy in its last iteration (each message
-    from departure to departure + n / B, merged where they touch) during which its compute
-    thread computes."""
-    sender = job.rank_of("sender" if job.scheme == "ps" else "comm", 0)
-    compute = job.rank_of("compute", 0)
-    ends = result.values[compute]["backward_ends_s"]
-    since = ends[-2] if len(ends) > 1 else 0.0
-    busy: list[list[float]] = []
-    wire_s = result.network.link_between
-    for start, end in sorted(
-        (m.depart_s, m.depart_s + wire_s(m.src, m.dst).wire_s(m.nbytes))
-        for m in result.trace.messages
-        if m.src == sender and m.phase != SIGNAL and m.depart_s >= since
-    ):
-        if busy and start <= busy[-1][1]:
-            busy[-1][1] = max(busy[-1][1], end)
-        else:
-            busy.append([start, end])
-    computing = [(s.start_s, s.end_s) for s in result.trace.spans if s.rank == compute and s.kind == "compute"]
-    total = sum(b - a for a, b in busy)
-    if not total:
-        return 0.0
-    return _overlap_s(busy, computing) / total
-
-
-def _overlap_s(busy: list, computing: list) -> float:
-    """The sum over every busy (a, b) and computing (c, d) of max(0, min(b, d) - max(a, c)).
-    One thread's computing spans are in time order and disjoint: then each busy interval
-    meets a run of them, found by bisection, in the same order (the pairs skipped add 0.0:
-    the same float); otherwise every pair."""
-    starts, ends = [c for c, _ in computing], [d for _, d in computing]
-    if any(ends[i] > starts[i + 1] for i in range(len(computing) - 1)):
-        return sum(max(0.0, min(b, d) - max(a, c)) for a, b in busy for c, d in computing)
-    return sum(
-        max(0.0, min(b, d) - max(a, c))
-        for a, b in busy
-        for c, d in computing[bisect.bisect_left(ends, a) : bisect.bisect_right(starts, b)]
-    )
-
-
 def bandwidth_sweep(
     model: str,
     links,
@@ -321,166 +220,6 @@ def bandwidth_sweep(
             rows.append(
                 {k: v for k, v in record.items() if k != "result"} | {"bandwidth_Bps": parse_link(link).bandwidth_Bps}
             )
-    return rows
-
-
-# P3's abstract (Jayarajan et al. 2019, SysML): "P3 can improve the training throughput of
-# ResNet-50, Sockeye and VGG-19 by as much as 25%, 38% and 66% respectively on clusters with
-# realistic network bandwidth" -- the largest gain over MXNet in its bandwidth sweeps, which
-# ran 4 machines with a worker and a server each (its artifact, github.com/anandj91/p3,
-# run_exp.sh and tools/launch.py) and rise, peak and fall with bandwidth. Sockeye has no
-# profile here.
-P3_PAPER_MAX_GAIN = {"resnet50": 0.25, "vgg19": 0.66}
-
-
-def p3_reproduction(
-    model: str, links, workers: int = 4, node: str = "v100", iterations: int = 3, sharing: bool = True
-) -> list[dict]:
-    """P3 as its paper ran it: ``p3`` against MXNet's KVStore (``mxnet``), servers
-    co-located with the workers, MXNet's per-slice server cost; one row per link with both
-    iteration times, P3's ``gain`` (MXNet's time over P3's, less 1; the throughput gain)
-    and ``bound_s``, the time one machine's link needs for its bytes in one direction
-    (the worker's pushes and the server's replies, 2 (W - 1) / W of the model when its own
-    server's share stays on the machine): no schedule beats it, so where it dominates the
-    compute, the gain of any schedule tends to 0."""
-    rows = []
-    params = sum(layer.params for layer in layers(model, 1))
-    for link in links:
-        times = {
-            policy: simulate_schedule(
-                policy,
-                model,
-                workers,
-                link,
-                node,
-                "ps",
-                workers,
-                iterations=iterations,
-                colocated=True,
-                server_slice_s=schedule.MXNET_SERVER_SLICE_S,
-                sharing=sharing,
-            )
-            for policy in ("mxnet", "p3")
-        }
-        bandwidth_Bps = parse_link(link).bandwidth_Bps
-        bound_s = 2 * (workers - 1) / workers * 4 * params / bandwidth_Bps
-        rows.append(
-            {
-                "model": model,
-                "link": times["p3"]["link"],
-                "bandwidth_Bps": bandwidth_Bps,
-                "sharing": sharing,
-                "mxnet_s": times["mxnet"]["iteration_s"],
-                "p3_s": times["p3"]["iteration_s"],
-                "compute_s": times["p3"]["compute_s"],
-                "gain": times["mxnet"]["iteration_s"] / times["p3"]["iteration_s"] - 1,
-                "bound_s": bound_s,
-                "ceiling_gain": times["mxnet"]["iteration_s"] / max(times["p3"]["compute_s"], bound_s) - 1,
-                "paper_max_gain": P3_PAPER_MAX_GAIN.get(model),
-            }
-        )
-    return rows
-
-
-def p3_anatomy(
-    model: str, link, workers: int = 4, node: str = "v100", iterations: int = 3, sharing: bool = True
-) -> list[dict]:
-    """Where an iteration of MXNet and of P3 (as ``p3_reproduction`` runs them) goes, from
-    a recorded run or shared replay: one row per policy with worker 0's ``iteration_s``
-    (from the end of one backward to the end of the next), ``compute_s``, ``first_wait_s``
-    (from that end to its next forward, which waits for the first layer's weights),
-    ``posted_s`` (when the last worker posts its push of the first layer: a sender posts
-    in the run's order, in the shared replay too), ``pushes_in_s`` (when the last of the first layer's pushes has reached its server),
-    ``reply_s`` (when that server's first reply of it leaves), ``held_s`` (the two's
-    difference: the server's queue before that item), ``kept_wait_s`` (the part of it the
-    server waits for another push it must take first: in the shared replay, one the run
-    saw arrive first, whose order the replay keeps, docs/scheduling.md) and
-    ``egress_busy`` (the share of the iteration machine 0's egress carries bytes; with
-    ``sharing`` only)."""
-    link = parse_link(link)
-    rows = []
-    for policy in ("mxnet", "p3"):
-        job = make_job(
-            policy,
-            model,
-            workers,
-            "ps",
-            workers,
-            32,
-            iterations,
-            colocated=True,
-            server_slice_s=schedule.MXNET_SERVER_SLICE_S,
-        )
-        network = placed(flat(link), job.machine_of)
-        result = launch(
-            schedule.program,
-            job.ranks,
-            "threads",
-            topology=network,
-            node=node,
-            args=(job,),
-            timeout_s=900,
-            sharing=sharing,
-        )
-        compute = job.rank_of("compute", 0)
-        spans = [s for s in result.trace.spans if s.rank == compute]
-        ends = [
-            s.end_s
-            for s, after in zip(spans, spans[1:] + [None])
-            if s.kind == "compute"
-            and s.label.startswith("backward")
-            and (after is None or not after.label.startswith("backward"))
-        ]
-        since, until = ends[-2], ends[-1]
-        first_forward = min(s.start_s for s in spans if s.kind == "compute" and s.start_s >= since)
-        first = min(
-            item.index for item in job.items if item.layers == (min(i for i, l in enumerate(job.layers) if l.params),)
-        )
-        server, tag = job.server_of[first], f"[item {first}]"
-        sent: dict[tuple[int, int], list] = {}  # (src, dst) -> that item's messages, one an iteration
-        for m in sorted(result.trace.messages, key=lambda m: m.depart_s):
-            if tag in m.label and m.phase != SIGNAL:
-                sent.setdefault((m.src, m.dst), []).append(m)
-        it = len(ends) - 2  # the iteration whose replies the forward after ``since`` waits for
-        posted = max(m[it].depart_s for (src, dst), m in sent.items() if dst == server)
-        pushes_in = max(m[it].arrive_s for (src, dst), m in sent.items() if dst == server)
-        reply = min(m[it].depart_s for (src, dst), m in sent.items() if src == server)
-        # the server's waits, while that item's pushes are in, for a push it takes first:
-        # in the shared replay, one the run saw arrive first (its recv_any order, kept)
-        kept = sum(
-            min(span.end_s, reply) - max(span.start_s, pushes_in)
-            for span in result.trace.spans
-            if span.rank == server
-            and span.kind == "wait"
-            and span.label.startswith("push")
-            and span.end_s > pushes_in
-            and span.start_s < reply
-        )
-        busy = None
-        if result.segments is not None:
-            egress = network.fabric(job.ranks).route(job.rank_of("sender", 0), 1)[0]  # to server 1's machine
-            busy = sum(
-                rate * max(0.0, min(b, until) - max(a, since))
-                for route, a, b, rate in result.segments
-                if egress in route
-            ) / (link.bandwidth_Bps * (until - since))
-        rows.append(
-            {
-                "model": model,
-                "link": link.name,
-                "policy": policy,
-                "sharing": sharing,
-                "iteration_s": until - since,
-                "compute_s": sum(3 * get_node(node).compute_s(layer.flops) for layer in job.layers),
-                "first_wait_s": first_forward - since,
-                "posted_s": posted - since,
-                "pushes_in_s": pushes_in - since,
-                "reply_s": reply - since,
-                "held_s": reply - pushes_in,
-                "kept_wait_s": kept,
-                "egress_busy": busy,
-            }
-        )
     return rows
 
 
@@ -528,51 +267,6 @@ SWEEPS = {
 }
 # the option each trade-off sweeps -> the policy it belongs to (the policies' swept Options)
 KNOBS = {name: policy for name, (policy, option) in schedule.OPTIONS.items() if option.swept}
-
-
-def lanes(job: schedule.Job, result, worker: int = 0) -> list[dict]:
-    """Worker ``worker``'s three lanes of the trace, as bars (start_s, end_s, layer, label):
-    "compute" (its forward and backward per layer, and its waits for a layer's update),
-    "push" (its items on the wire: depart .. depart + n / B, the egress's busy time;
-    allreduce: its communication thread's messages) and "pull" (the servers' replies to it
-    arriving: arrive - n / B .. arrive). ``layer`` is the bar's first layer in forward order, -1 if it has none (a
-    collective's message carries no layer)."""
-    index = {layer.name: i for i, layer in enumerate(job.layers)}
-    items = job.items
-    compute = job.rank_of("compute", worker)
-    bars = []
-    for s in result.trace.spans:
-        if s.rank == compute and (s.kind == "compute" or s.label.startswith("wait for ")):
-            bars.append(
-                {
-                    "lane": "compute",
-                    "start_s": s.start_s,
-                    "end_s": s.end_s,
-                    "kind": s.label.split()[0],
-                    "layer": index[s.label.rsplit(" ", 1)[1]],
-                    "label": s.label,
-                }
-            )
-    sender = job.rank_of("sender" if job.scheme == "ps" else "comm", worker)
-    receiver = job.rank_of("receiver", worker) if job.scheme == "ps" else None
-    for m in result.trace.messages:
-        if m.phase == SIGNAL or (m.src != sender and m.dst != receiver):
-            continue
-        item = m.label.rpartition("[item ")[2].rstrip("]")  # "push conv3 slice 2 of 5 [item 17]"
-        layer = min(items[int(item)].layers) if item.isdigit() else -1
-        wire_s = result.network.link_between(m.src, m.dst).wire_s(m.nbytes)
-        start_s, lane = (m.depart_s, "push") if m.src == sender else (m.arrive_s - wire_s, "pull")
-        bars.append(
-            {
-                "lane": lane,
-                "start_s": start_s,
-                "end_s": start_s + wire_s,
-                "kind": lane,
-                "layer": layer,
-                "label": m.label,
-            }
-        )
-    return bars
 
 
 def compare_policies(

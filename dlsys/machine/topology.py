@@ -25,7 +25,7 @@ dlsys.machine.fabric.Fabric): the same machine for a replay in which messages sh
 
 Several ranks per machine: ``placed(topology, machine_of)`` puts rank r on machine
 ``machine_of[r]`` of ``topology`` (a worker's threads and its co-located parameter server,
-dlsys.schedule.engine; later, a node's GPUs). Two ranks of one machine talk over the
+dlsys.schedule.job; later, a node's GPUs). Two ranks of one machine talk over the
 loopback: no latency, no wire time, the machine link's CPU overheads (a TCP stack copies
 through the kernel on localhost too); ranks of two machines take their machines' link,
 and in the fabric they share their machine's egress and ingress (fabric.placed).
@@ -296,4 +296,3 @@ def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> T
         f"{', '.join(LINK_PRESETS)} (links), {', '.join(TOPOLOGY_PRESETS)} (topologies), "
         "a bandwidth like 10Gbps, a LinkModel or a Topology"
     )
-

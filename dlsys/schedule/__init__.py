@@ -7,8 +7,12 @@
     fusion.py         tensor fusion: DDP's buckets (and Horovod's cycle time)
     mxnet.py          MXNet's KVStore (P3's baseline): WFBP's order, big arrays split over every server
     odsgd.py          OD-SGD: the next forward on locally updated weights, the global update a step late
-    policy.py         Layer, Item, Option, the Policy interface
-    engine.py         the rank programs: a worker's compute and communication threads as ranks
+    policy.py         Layer, Item, Option, the Policy interface (its default pacing and server inbox)
+    job.py            Job: the layers, the policy, the cluster, which rank is which thread
+    worker.py         a worker's compute thread (forward, backward, the forward gate) and receiver
+    sender.py         a worker's sender: the policy's queue, paced as the policy says
+    server.py         the parameter server's thread
+    engine.py         the rank programs wired together; the allreduce scheme's thread
 
 ``POLICIES`` maps a name to its class, which carries its colour and its ``Option``s (the
 command line's flags, the sweeps and the figures read them; ``OPTIONS`` indexes them by
@@ -20,13 +24,15 @@ import inspect
 
 from .. import checks
 from .bytescheduler import ByteScheduler
-from .engine import MXNET_SERVER_SLICE_S, SCHEMES, Job, layers_of, program, steps_of
+from .engine import program, steps_of
 from .fifo import FIFO
 from .fusion import Fusion
+from .job import SCHEMES, Job, layers_of
 from .mxnet import MXNet
 from .odsgd import ODSGD
 from .p3 import P3
 from .policy import Item, Layer, Option, Policy
+from .server import MXNET_SERVER_SLICE_S
 from .wfbp import WFBP
 
 POLICIES = {

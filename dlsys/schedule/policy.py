@@ -11,15 +11,13 @@ backward. A policy decides
 * ``release_s(item, ready_s)``: when the item may go (WFBP: its layer's ready time; FIFO:
   the end of backward; fusion: when its whole bucket is ready);
 * ``priority``: among released items the smallest goes first;
-* ``credit_bytes``: bytes that may be posted and still unsent on the link; a new item is
-  posted only if it fits, so a smaller credit preempts more often (at item boundaries) and
-  idles more between posts. ``inf``: post at release; 0: only onto an idle link;
-* ``socket_hwm``: None, or pace per connection instead (P3's ps-lite): one sending
-  thread pops the released item of smallest priority and blocks until that item's
-  connection (its server) holds at most the message on its wire and ``socket_hwm``
-  queued behind it (ZMQ_SNDHWM); the credit then paces nothing;
-* ``server_priority``: a server handles the pushes it has in by priority (P3's ps-lite
-  queues received messages by priority), not first come first served;
+* ``pacer(comm, scheme)``: how a sender paces its posts (``Pacer``): ``may_post(item)``, then
+  ``post(peer, item, send)``. Default: post at release. ByteScheduler: a credit of bytes
+  posted and not yet on the wire (``bytescheduler.CreditWindow``); P3: per connection, as
+  its ps-lite's sockets (``p3.Sockets``);
+* ``reply_pacer(comm)``: how a server paces its replies (default: at once; P3: its sockets);
+* ``inbox(comm, tag, priority_of)``: the order a server handles the pushes it has in
+  (``Inbox``; default first come first served, P3's by priority);
 * ``forward``: "all" (the next forward waits for every layer's update), "layer"
   (forward l starts once layer l's update is back: P3, ByteScheduler) or "stale" (the
   next forward runs on locally updated weights, the global update one step behind: OD-SGD).
@@ -27,8 +25,9 @@ backward. A policy decides
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
+
+import numpy as np
 
 from ..options import Option
 
@@ -66,9 +65,6 @@ class Policy:
     colour = ""
     options: tuple[Option, ...] = ()
     forward = "all"
-    credit_bytes = math.inf
-    socket_hwm: int | None = None
-    server_priority = False
     cut = ""  # the option that sets the items' size, if any: smaller items, more messages
 
     def item_count(self, layers: list[Layer]) -> int:
@@ -91,8 +87,53 @@ class Policy:
         """Default: as soon as the last of its layers is ready."""
         return max(ready_s[i] for i in item.layers)
 
+    def pacer(self, comm, scheme: str) -> Pacer:
+        """A sender's pacing, one per sender thread. Default: post each item at release."""
+        return Pacer()
+
+    def reply_pacer(self, comm) -> Pacer:
+        """A server's pacing of its replies. Default: each at once."""
+        return Pacer()
+
+    def inbox(self, comm, tag: int, priority_of: Callable[[np.ndarray], tuple]) -> Inbox:
+        """The order a server handles the pushes it has in. Default: as they come."""
+        return Inbox(comm, tag)
+
     def describe(self) -> str:
         return self.name
+
+
+class Pacer:
+    """When a thread posts: the sender asks ``may_post(item)`` of the released item of
+    smallest priority (False: the pacer has waited on the clock; decide again), then
+    ``post(peer, item, send)``. This default posts at once: a credit of ``inf`` bytes."""
+
+    def start(self) -> None:
+        """A new iteration's posts begin."""
+
+    def may_post(self, item: Item) -> bool:
+        return True
+
+    def post(self, peer: int, item: Item, send: Callable[[], None]) -> None:
+        send()
+
+
+class Inbox:
+    """A server's pushes in the order it handles them: first come first served (MXNet's
+    ps-lite): ``recv_any`` takes the earliest arrival among the workers that still owe
+    this server a push of its round (``owed``: worker's rank -> pushes owed)."""
+
+    def __init__(self, comm, tag: int):
+        self.comm, self.tag = comm, tag
+
+    def holds(self) -> bool:
+        """Whether pushes taken in wait to be handled."""
+        return False
+
+    def take(self, owed: dict[int, int]) -> tuple[int, np.ndarray]:
+        src, arr = self.comm.recv_any([sender for sender in owed if owed[sender]], self.tag)
+        owed[src] -= 1
+        return src, arr
 
 
 def slices(layers: list[Layer], slice_params: int) -> list[Item]:
