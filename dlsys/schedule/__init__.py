@@ -9,9 +9,9 @@
     odsgd.py          OD-SGD: the next forward on locally updated weights, the global update a step late
     policy.py         Layer, Item, Option, the Policy interface (its default pacing and server inbox)
     job.py            Job: the layers, the policy, the cluster, which rank is which thread
-    worker.py         a worker's compute thread (forward, backward, the forward gate) and receiver
+    worker_thread.py  a worker's compute thread (forward, backward, the forward gate) and receiver
     sender.py         a worker's sender: the policy's queue, paced as the policy says
-    server.py         the parameter server's thread
+    server_thread.py  the parameter server's thread
     engine.py         the rank programs wired together; the allreduce scheme's thread
 
 ``POLICIES`` maps a name to its class, which carries its colour and its ``Option``s (the
@@ -32,7 +32,7 @@ from .mxnet import MXNet
 from .odsgd import ODSGD
 from .p3 import P3
 from .policy import Item, Layer, Option, Policy
-from .server import MXNET_SERVER_SLICE_S
+from .server_thread import MXNET_SERVER_SLICE_S
 from .wfbp import WFBP
 
 POLICIES = {

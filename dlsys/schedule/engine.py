@@ -48,8 +48,8 @@ from ..learn.task import TrainConfig, steps_per_epoch, task_of
 from .job import TAG_PARAMS, Job
 from .policy import Item
 from .sender import payload, schedule, sender
-from .server import server
-from .worker import compute, receiver
+from .server_thread import server
+from .worker_thread import compute, receiver
 
 
 def program(comm, job: Job):
