@@ -96,12 +96,12 @@ def test_a_claim_the_model_cannot_reach_says_why(quick_records):
 
 
 def test_verdict_rules():
-    holds = reproduce.within(0.05, "because")
+    holds = reproduce.verdict.within(0.05, "because")
     assert holds({"a": 10.0}, {"dlsys": {"a": 10.4}})[0] == "holds"
     verdict, why = holds({"a": 10.0}, {"dlsys": {"a": 12.0}})
     assert verdict == "differs" and why.endswith("because") and "ours 12" in why
     assert holds({"a": 10.0, "b": 1.0}, {"dlsys": {"a": 10.0}})[0] == "holds"  # quick runs measure fewer labels
-    ranged = reproduce.in_range(lambda m: "out")
+    ranged = reproduce.verdict.in_range(lambda m: "out")
     assert ranged({"x": (2.3, 4.1)}, {"dlsys": {"x": 3.0}})[0] == "holds"
     assert ranged({"x": (2.3, 4.1)}, {"dlsys": {"x": 0.6}}) == ("differs", "out")
 
@@ -119,14 +119,14 @@ def test_cli_prints_the_table_and_refuses_unknown_claims(capsys):
 
 def test_feedback_effect_weighs_the_gap_of_the_means_against_the_seeds_spread():
     # stdev 0.01 on each side: a gap of 0.02 counts, 0.005 does not
-    assert reproduce.feedback_effect([0.90, 0.91, 0.92], [0.88, 0.89, 0.90])[0] == "helps"
-    assert reproduce.feedback_effect([0.88, 0.89, 0.90], [0.90, 0.91, 0.92])[0] == "hurts"
-    effect, gap, noise = reproduce.feedback_effect([0.900, 0.910, 0.920], [0.895, 0.905, 0.915])
+    assert reproduce.compression.feedback_effect([0.90, 0.91, 0.92], [0.88, 0.89, 0.90])[0] == "helps"
+    assert reproduce.compression.feedback_effect([0.88, 0.89, 0.90], [0.90, 0.91, 0.92])[0] == "hurts"
+    effect, gap, noise = reproduce.compression.feedback_effect([0.900, 0.910, 0.920], [0.895, 0.905, 0.915])
     assert effect == "ties" and gap == pytest.approx(0.005) and noise == pytest.approx(0.01)
     # the larger spread decides: a noisy side hides a gap the quiet side would show
-    assert reproduce.feedback_effect([0.95, 0.95, 0.95], [0.80, 0.90, 1.00])[0] == "ties"
+    assert reproduce.compression.feedback_effect([0.95, 0.95, 0.95], [0.80, 0.90, 1.00])[0] == "ties"
     with pytest.raises(ValueError, match="two or more seeds"):
-        reproduce.feedback_effect([0.9], [0.8, 0.9])
+        reproduce.compression.feedback_effect([0.9], [0.8, 0.9])
 
 
 def _runs(accuracy: dict) -> list[dict]:
@@ -146,7 +146,7 @@ def test_error_feedback_verdict_follows_its_rule():
     helps = {(m, True): [0.90, 0.91, 0.92] for m in FEEDBACK_METHODS} | {
         (m, False): [0.80, 0.81, 0.82] for m in FEEDBACK_METHODS
     }
-    judge = reproduce.judge_error_feedback
+    judge = reproduce.compression.judge_error_feedback
     assert judge({}, {"runs": _runs(helps), "direction": direction})[0] == "holds"
     onebit_ties = helps | {("onebit", False): [0.90, 0.91, 0.92]}
     verdict, why = judge({}, {"runs": _runs(onebit_ties), "direction": direction})

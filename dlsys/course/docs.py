@@ -486,12 +486,12 @@ def p3_sweep_rows(model: str, bandwidths) -> tuple[list[list[str]], list[dict], 
 
 def p3_sweeps(src: Sources) -> str:
     """P3 against MXNet as P3's paper ran them (``schedule.p3_reproduction``: co-located
-    servers, links shared), ResNet-50 and VGG-19 at ``reproduce.P3_BANDWIDTHS``, beside
+    servers, links shared), ResNet-50 and VGG-19 at ``reproduce.scheduling.P3_BANDWIDTHS``, beside
     the gain with each rank's links its own (``sharing=False``), the largest gain the
     link's bound leaves over MXNet's time (``ceiling_gain``) and the paper's largest gain."""
     rows, best, best_apart = [], {}, {}
     for model in ("resnet50", "vgg19"):
-        model_rows, sweep, apart = p3_sweep_rows(model, reproduce.P3_BANDWIDTHS)
+        model_rows, sweep, apart = p3_sweep_rows(model, reproduce.scheduling.P3_BANDWIDTHS)
         best[model] = max(sweep, key=lambda r: r["gain"])
         best_apart[model] = max(apart, key=lambda r: r["gain"])
         rows += model_rows
@@ -543,9 +543,9 @@ def p3_anatomy_rows(link: str) -> tuple[list[list[str]], dict]:
 
 def p3_anatomy(src: Sources) -> str:
     """Where ResNet-50's iteration goes under MXNet and P3 (``schedule.p3_anatomy``) at
-    ``reproduce.P3_ANATOMY_BANDWIDTHS``, links shared and not."""
+    ``reproduce.scheduling.P3_ANATOMY_BANDWIDTHS``, links shared and not."""
     rows, said = [], []
-    for link in reproduce.P3_ANATOMY_BANDWIDTHS:
+    for link in reproduce.scheduling.P3_ANATOMY_BANDWIDTHS:
         link_rows, of = p3_anatomy_rows(link)
         rows += link_rows
         shared, apart = of["p3", True], of["p3", False]

@@ -1,0 +1,75 @@
+"""A claim and its verdict: what ``dlsys.course.reproduce`` runs for each published
+statement, and the two common rules a judge is built from (``within``, ``in_range``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+VERDICTS = ("holds", "shape holds", "differs")
+
+
+class Plot(NamedTuple):
+    """How ``dlsys.viz.reproduce.claim_figure`` draws a claim's rows: "line" or "bar"."""
+
+    kind: str
+    x_title: str
+    y_title: str
+    log_x: bool = False
+    log_y: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str  # the CLI's name for it
+    paper: str  # authors, year, venue
+    where: str  # figure, table or section of the paper
+    statement: str  # what the paper says, in a sentence
+    paper_value: str  # the paper's figure as the table prints it
+    run: Callable[[bool], dict]  # quick -> {"dlsys": {label: number}, "ours": text, "rows": [...]}
+    judge: Callable[[dict, dict], tuple[str, str]]  # (paper numbers, measured) -> (verdict, why)
+    plot: Plot
+    published: dict | None = None  # the paper's numbers by label, where they are constants
+
+
+def within(rel_tol: float, because: str) -> Callable[[dict, dict], tuple[str, str]]:
+    """ "holds" if every number we measured is the paper's within ``rel_tol`` (relative),
+    else "differs" with the largest gap and ``because``."""
+
+    def judge(paper: dict, measured: dict) -> tuple[str, str]:
+        gaps = {
+            label: abs(measured["dlsys"][label] - value) / abs(value)
+            for label, value in paper.items()
+            if label in measured["dlsys"]
+        }
+        worst = max(gaps, key=gaps.__getitem__)
+        if gaps[worst] <= rel_tol:
+            return "holds", (
+                f"within a relative {rel_tol:.2g} of the paper everywhere (largest gap {gaps[worst]:.2g}, {worst})"
+            )
+        return "differs", f"{worst}: ours {measured['dlsys'][worst]:.3g}, the paper's {paper[worst]:.3g}. {because}"
+
+    return judge
+
+
+def in_range(because: Callable[[dict], str]) -> Callable[[dict, dict], tuple[str, str]]:
+    """ "holds" if every number we measured lies in the paper's (low, high) range for its
+    label, else "differs" and ``because(measured)``."""
+
+    def judge(paper: dict, measured: dict) -> tuple[str, str]:
+        outside = [
+            label
+            for label, (low, high) in paper.items()
+            if label in measured["dlsys"] and not low <= measured["dlsys"][label] <= high
+        ]
+        if not outside:
+            return "holds", "inside the paper's range"
+        return "differs", because(measured)
+
+    return judge
+
+
+def series_rows(series: str, points) -> list[dict]:
+    """One plotted series: a row {"series", "x", "y"} per (x, y) point."""
+    return [{"series": series, "x": x, "y": y} for x, y in points]
