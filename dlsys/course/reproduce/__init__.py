@@ -14,6 +14,9 @@ and what to plot (``plot``). A verdict is one of ``VERDICTS``:
 - "shape holds": the trend the paper shows holds, not its number (another problem, or a
   statement with no number to compare);
 - "differs": and the reason, in the record's "why".
+A claim of several lines (methods, models) judges each line ("lines": [{"line", "verdict",
+"why"}]) and takes the worst line's verdict (``verdict.summary``): one method's failure
+cannot hide behind the others' success.
 Issue 24's rule: a claim is reproduced by modelling what the paper's system did, never by
 tuning a constant until the figure appears; where the model cannot reach it, "differs"
 says why.
@@ -32,7 +35,7 @@ import time
 from collections.abc import Callable
 
 from . import collectives, compression, consistency, large_batch, scheduling, taihulight
-from .verdict import VERDICTS, Claim
+from .verdict import VERDICTS, Claim, summary
 
 CLAIMS: dict[str, Claim] = {
     claim.name: claim
@@ -50,13 +53,15 @@ def check_names(names) -> list[str]:
 
 
 def run_claim(claim: Claim, quick: bool = False) -> dict:
-    """Run one claim: the paper's side, ours, the verdict and why, and the rows to plot."""
+    """Run one claim: the paper's side, ours, the verdict and why (a claim of several lines:
+    the worst line's, and each line's in "lines"), and the rows to plot."""
     start = time.perf_counter()
     measured = claim.run(quick)
     paper = measured.get("paper", claim.published or {})
-    verdict, why = claim.judge(paper, measured)
-    if verdict not in VERDICTS:
-        raise AssertionError(f"{claim.name}: verdict {verdict!r} is not one of {VERDICTS}")
+    verdict, why, lines = summary(claim.judge(paper, measured))
+    for v in (verdict, *(line["verdict"] for line in lines)):
+        if v not in VERDICTS:
+            raise AssertionError(f"{claim.name}: verdict {v!r} is not one of {VERDICTS}")
     return {
         "claim": claim.name,
         "paper": claim.paper,
@@ -66,6 +71,7 @@ def run_claim(claim: Claim, quick: bool = False) -> dict:
         "ours": measured["ours"],
         "verdict": verdict,
         "why": why,
+        "lines": lines,
         "published": paper,
         "dlsys": measured["dlsys"],
         "rows": measured["rows"],

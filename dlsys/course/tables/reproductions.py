@@ -5,11 +5,18 @@ from __future__ import annotations
 from . import Sources, markdown_table
 
 
+def why(record: dict) -> str:
+    """The record's why, then each of its lines' verdict and why (a claim of several lines)."""
+    return record["why"] + "".join(
+        f"<br>{line['line']}: **{line['verdict']}**, {line['why']}" for line in record["lines"]
+    )
+
+
 def reproductions(src: Sources) -> str:
     return markdown_table(
         ["claim", "paper", "where", "paper's figure", "dlsys (quick settings)", "verdict", "why"],
         [
-            [f"`{r['claim']}`", r["paper"], r["where"], r["paper_value"], r["ours"], f"**{r['verdict']}**", r["why"]]
+            [f"`{r['claim']}`", r["paper"], r["where"], r["paper_value"], r["ours"], f"**{r['verdict']}**", why(r)]
             for r in src.claims
         ],
     )
