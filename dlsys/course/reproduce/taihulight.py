@@ -3,11 +3,11 @@ section 11): the ring against the library MPI_Allreduce, and the PS designs agai
 
 from __future__ import annotations
 
-from ...experiments import taihulight
+from ...experiments import taihulight, taihulight_bounds
 from .verdict import Claim, Plot, in_range
 
 TAIHULIGHT_PAPER = '"Caffe distributed extension on Sunway TaihuLight" (SPEC section 11)'
-TAIHULIGHT_PS_VS_RING = {m: p for m, p, _ in taihulight.PUBLISHED_RATIOS}  # the paper's node count of each ratio
+TAIHULIGHT_PS_VS_RING = {m: p for m, p, _ in taihulight_bounds.PUBLISHED_RATIOS}  # the paper's node count of each ratio
 TAIHULIGHT_TOLERANCE = 0.25  # relative: a PS ratio "reaches" the paper's within it
 
 
@@ -71,26 +71,27 @@ def taihulight_ps_ratios(quick: bool, nodes_of: dict) -> dict:
             d: (taihulight.design_closed_form_s(d, model, nodes) if quick else taihulight.run_design(model, d, nodes))[
                 "communication_s"
             ]
-            for d in (*taihulight.PS_DESIGNS, "ring")
+            for d in (*taihulight_bounds.PS_DESIGNS, "ring")
         }
-        ratio |= {(model, d): comm[d] / comm["ring"] for d in taihulight.PS_DESIGNS}
+        ratio |= {(model, d): comm[d] / comm["ring"] for d in taihulight_bounds.PS_DESIGNS}
     return ratio
 
 
 def run_taihulight_ps_vs_ring(quick: bool) -> dict:
     """Figs 9-11: each PS design's communication over the ring's at the paper's node count
-    (``taihulight_ps_ratios``), and the paper's ratios against ``taihulight.ratio_bounds``."""
+    (``taihulight_ps_ratios``), and the paper's ratios against ``taihulight_bounds.ratio_bounds``."""
     ratio = taihulight_ps_ratios(quick, TAIHULIGHT_PS_VS_RING)
     verdicts = {
         v["model"]: v["verdict"]
-        for v in taihulight.verdicts(taihulight.published_figures())
+        for v in taihulight_bounds.verdicts(taihulight_bounds.published_figures())
         if v["nodes"] == TAIHULIGHT_PS_VS_RING[v["model"]]
     }
     return {
         "dlsys": {f"{m} {d}": r for (m, d), r in ratio.items()},
         "bounds": verdicts,
         "ours": "; ".join(
-            f"{m} at {TAIHULIGHT_PS_VS_RING[m]}: " + ", ".join(f"{d} {ratio[m, d]:.3g}x" for d in taihulight.PS_DESIGNS)
+            f"{m} at {TAIHULIGHT_PS_VS_RING[m]}: "
+            + ", ".join(f"{d} {ratio[m, d]:.3g}x" for d in taihulight_bounds.PS_DESIGNS)
             for m in TAIHULIGHT_PS_VS_RING
         ),
         "rows": [{"series": d, "x": m, "y": r} for (m, d), r in ratio.items()],
@@ -102,8 +103,12 @@ def judge_taihulight_ps_vs_ring(paper: dict, measured: dict) -> dict[str, tuple[
     "differs" with each design's ratio and what the arithmetic bounds allow."""
     lines = {}
     for m, r in paper.items():
-        ours = ", ".join(f"{d} {measured['dlsys'][f'{m} {d}']:.3g}x" for d in taihulight.PS_DESIGNS)
-        near = [d for d in taihulight.PS_DESIGNS if abs(measured["dlsys"][f"{m} {d}"] - r) <= TAIHULIGHT_TOLERANCE * r]
+        ours = ", ".join(f"{d} {measured['dlsys'][f'{m} {d}']:.3g}x" for d in taihulight_bounds.PS_DESIGNS)
+        near = [
+            d
+            for d in taihulight_bounds.PS_DESIGNS
+            if abs(measured["dlsys"][f"{m} {d}"] - r) <= TAIHULIGHT_TOLERANCE * r
+        ]
         lines[m] = (
             ("holds", f"{', '.join(near)} within {TAIHULIGHT_TOLERANCE:.0%} of {r:g}x ({ours})")
             if near
@@ -121,16 +126,16 @@ def judge_taihulight_ps_vs_ring(paper: dict, measured: dict) -> dict[str, tuple[
 def run_taihulight_little_difference(quick: bool) -> dict:
     """Figs 9-11, small node counts: each PS design's communication over the ring's at the
     largest power of two below the paper's "little difference" bound
-    (``taihulight.LITTLE_DIFFERENCE``), compute hiding what it can."""
-    nodes_of = dict(taihulight.LITTLE_DIFFERENCE)
+    (``taihulight_bounds.LITTLE_DIFFERENCE``), compute hiding what it can."""
+    nodes_of = dict(taihulight_bounds.LITTLE_DIFFERENCE)
     ratio = taihulight_ps_ratios(quick, nodes_of)
-    best = {m: min(taihulight.PS_DESIGNS, key=lambda d: ratio[m, d]) for m in nodes_of}
+    best = {m: min(taihulight_bounds.PS_DESIGNS, key=lambda d: ratio[m, d]) for m in nodes_of}
     return {
         "dlsys": {m: ratio[m, best[m]] for m in nodes_of},
         "best": best,
         "nodes": nodes_of,
         "ours": "; ".join(
-            f"{m} at {nodes_of[m]}: " + ", ".join(f"{d} {ratio[m, d]:.3g}x" for d in taihulight.PS_DESIGNS)
+            f"{m} at {nodes_of[m]}: " + ", ".join(f"{d} {ratio[m, d]:.3g}x" for d in taihulight_bounds.PS_DESIGNS)
             for m in nodes_of
         ),
         "rows": [{"series": d, "x": m, "y": r} for (m, d), r in ratio.items()],
@@ -139,14 +144,16 @@ def run_taihulight_little_difference(quick: bool) -> dict:
 
 def judge_taihulight_little_difference(paper: dict, measured: dict) -> dict[str, tuple[str, str]]:
     """A line per model: "shape holds" if some PS design's ratio is at most
-    ``taihulight.LITTLE_DIFFERENCE_RATIO`` (the paper gives no number), else "differs"."""
-    limit, lines = taihulight.LITTLE_DIFFERENCE_RATIO, {}
+    ``taihulight_bounds.LITTLE_DIFFERENCE_RATIO`` (the paper gives no number), else "differs"."""
+    limit, lines = taihulight_bounds.LITTLE_DIFFERENCE_RATIO, {}
     for m, r in measured["dlsys"].items():
         closest = f"{measured['best'][m]} {r:.3g}x at {measured['nodes'][m]} nodes"
         if r <= limit:
             lines[m] = ("shape holds", f"{closest}, within {limit:g}x of the ring")
             continue
-        floor = min(taihulight.ratio_bounds(d, m, measured["nodes"][m])["lo"] for d in taihulight.PS_DESIGNS)
+        floor = min(
+            taihulight_bounds.ratio_bounds(d, m, measured["nodes"][m])["lo"] for d in taihulight_bounds.PS_DESIGNS
+        )
         lines[m] = (
             "differs",
             f"no design within {limit:g}x of the ring (closest: {closest}). Every PS that broadcasts W moves at "
@@ -183,14 +190,14 @@ CLAIMS = [
         run_taihulight_ps_vs_ring,
         judge_taihulight_ps_vs_ring,
         Plot("bar", "model", "PS / ring communication time", log_y=True),
-        {m: r for m, _, r in taihulight.PUBLISHED_RATIOS},
+        {m: r for m, _, r in taihulight_bounds.PUBLISHED_RATIOS},
     ),
     Claim(
         "taihulight-little-difference",
         TAIHULIGHT_PAPER,
         "Figs 9-11",
         "PS and ring differ little below 16 nodes for AlexNet and below 8 for GoogLeNet and ResNet.",
-        f"little (read: <= {taihulight.LITTLE_DIFFERENCE_RATIO:g}x)",
+        f"little (read: <= {taihulight_bounds.LITTLE_DIFFERENCE_RATIO:g}x)",
         run_taihulight_little_difference,
         judge_taihulight_little_difference,
         Plot("bar", "model", "PS / ring communication time"),
