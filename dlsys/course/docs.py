@@ -12,7 +12,7 @@ study's cache (``large_batch.require_study``: a stale cache is refused with what
 the reproduction suite at quick settings (``reproduce.run_claims``: seconds), the
 training strategies (``training.train``: docs/training.md), the TaihuLight case study
 (``taihulight``), the memory model against its papers and the measured bytes
-(``memory.TABLES``: seconds) and tensor parallelism against the unsplit model and the closed
+(``memory_tables.TABLES``: seconds) and tensor parallelism against the unsplit model and the closed
 forms (``parallelism.TABLES``: seconds), the planner's presets and
 layouts (``plan.TABLES``: a fraction of a second) and P3's bandwidth sweeps (``p3_sweeps``:
 minutes). A block may hold a sentence as well as a table.
@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..experiments import experts, memory, parallelism, plan
+from ..experiments import experts, memory_tables, parallelism, plan
 from ..outputs import write_atomic
 from .tables import Sources, large_batch, markdown_table, reproductions, scheduling, taihulight, training
 
@@ -76,7 +76,7 @@ TABLES: dict[str, Callable[[Sources], str]] = {
     "scheduling.p3_anatomy": scheduling.p3_anatomy,
     **{
         name: lambda src, table=table: markdown_table(*table())
-        for name, table in {**memory.TABLES, **parallelism.TABLES, **plan.TABLES, **experts.TABLES}.items()
+        for name, table in {**memory_tables.TABLES, **parallelism.TABLES, **plan.TABLES, **experts.TABLES}.items()
     },
 }
 # Each emulates hundreds of ranks (two of them with links shared): minutes together on two cores.
