@@ -25,7 +25,7 @@ from dlsys.experiments import records as ex_records
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments import training as ex_training
-from dlsys.experiments import wallclock
+from dlsys.experiments import emulation, wallclock
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.units import format_seconds
@@ -165,8 +165,8 @@ def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner="emulating...")
 def emulation(ranks: int) -> dict:
-    """wallclock.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
-    return wallclock.emulate("ring", ranks)
+    """emulation.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
+    return emulation.emulate("ring", ranks)
 
 
 def taihulight_sweep(
