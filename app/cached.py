@@ -16,6 +16,7 @@ from dlsys.course import precomputed
 from dlsys.course import reproduce as ex_reproduce
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
+from dlsys.experiments import emulation as ex_emulation
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
@@ -25,7 +26,7 @@ from dlsys.experiments import records as ex_records
 from dlsys.experiments import schedule as ex_schedule
 from dlsys.experiments import taihulight as ex_taihulight
 from dlsys.experiments import training as ex_training
-from dlsys.experiments import emulation, wallclock
+from dlsys.experiments import wallclock
 from dlsys.experiments.budget import PROCESS_RANK_BYTES
 from dlsys.train.pipeline import SCHEDULES
 from dlsys.units import format_seconds
@@ -165,8 +166,8 @@ def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner="emulating...")
 def emulation(ranks: int) -> dict:
-    """emulation.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
-    return emulation.emulate("ring", ranks)
+    """experiments.emulation.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
+    return ex_emulation.emulate("ring", ranks)
 
 
 def taihulight_sweep(
