@@ -1,5 +1,7 @@
 """A claim and its verdict: what ``dlsys.course.reproduce`` runs for each published
-statement, and the two common rules a judge is built from (``within``, ``in_range``)."""
+statement, the common rules a judge is built from (``within``, ``in_range``, and
+``within_each`` for a claim of several lines), and ``summary``: a claim of several lines
+(methods, models) takes its worst line's verdict, so no line's failure hides."""
 
 from __future__ import annotations
 
