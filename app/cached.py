@@ -16,6 +16,7 @@ from dlsys.course import precomputed
 from dlsys.course import reproduce as ex_reproduce
 from dlsys.experiments import compression as ex_compression
 from dlsys.experiments import contention as ex_contention
+from dlsys.experiments import emulation as ex_emulation
 from dlsys.experiments import experts as ex_experts
 from dlsys.experiments import memory as ex_memory
 from dlsys.experiments import network_stack as ex_network_stack
@@ -165,8 +166,8 @@ def real_allreduce(ranks: int, nbytes: int, buffers: str) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner="emulating...")
 def emulation(ranks: int) -> dict:
-    """wallclock.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
-    return wallclock.emulate("ring", ranks)
+    """experiments.emulation.emulate: a ring all-reduce of AlexNet's gradient on ``ranks`` threads."""
+    return ex_emulation.emulate("ring", ranks)
 
 
 def taihulight_sweep(

@@ -28,7 +28,8 @@ import numpy as np
 
 import dlsys
 from dlsys import collectives
-from dlsys.experiments.wallclock import allreduce_bench, emulate
+from dlsys.experiments.emulation import emulate
+from dlsys.experiments.wallclock import allreduce_bench
 from dlsys.comm import LEND_MIN_NBYTES
 from dlsys.machine.datapath import memcpy_ratio_bound, ring_allreduce_traffic_bytes
 from dlsys.collectives import closed_form

@@ -25,6 +25,7 @@
 from dlsys import collectives
 from dlsys.experiments import simulate_collective
 from dlsys.experiments import taihulight as study
+from dlsys.experiments import taihulight_bounds as bounds
 from dlsys.machine.fabric import TAIHULIGHT_UPLINK_Bps
 from dlsys.machine.netstack import MPI_LIBRARIES
 from dlsys.machine.net import get_node
@@ -76,7 +77,7 @@ show(tviz.machine(machine), "12_machine")
 #   rank 0 takes the pushes in order,
 #   $$A_{kj} = \max\left(D_{kj} + L + n_j\beta,\; A_{\text{prev}} + n_j\beta\right),$$
 #   so once $(p-1)\,n_j\beta$ exceeds the backward it overlaps, the server's link sets the
-#   pace and the time grows linearly with $p$ (`study.ps_rank0_s` is this recurrence; it
+#   pace and the time grows linearly with $p$ (`taihulight_forms.ps_rank0_s` is this recurrence; it
 #   equals the emulation).
 # * **decentralized**: every rank computes everything, then one ring all-reduce of the
 #   $n = \sum_j n_j$ bytes of gradients: $T = 2(p-1)\,(\alpha + \tfrac{n}{p}\beta)$, which
@@ -198,14 +199,14 @@ print(f"MPI / ring at 512 nodes grows with the message from {bound['latency_rati
 # the library's binomial trees (`--design ps-reduce`, `ps-gather`;
 # `dlsys.train.caffe.ps_mpi_iteration`). A reduce adds on the way, so rank 0 takes $\lg p$
 # messages per layer instead of $p-1$. With compute free, every design's time lies in a
-# bracket of simple sums (`study.ratio_bounds`, derived in its docstring): for the PS on
+# bracket of simple sums (`bounds.ratio_bounds`, derived in its docstring): for the PS on
 # `MPI_Reduce`, $2\alpha + 2\lg p\,N\beta \le T \le \lg p\,((L+1)\alpha + 2N\beta)$, so
 # against the ring it is about $\lg p$ times slower, never more than $\lg p \cdot p/(p-1)$
 # on any link; a PS whose server takes every gradient is at least about $p/2$ times slower.
 
 # %%
-rows = study.published_figures()
-for v in study.verdicts(rows):
+rows = bounds.published_figures()
+for v in bounds.verdicts(rows):
     print(f"{v['figure']}: {v['verdict']}")
 for r in rows:
     if r["figure"] == "alexnet: 10x at 256 nodes":
@@ -268,5 +269,5 @@ for nbytes in (2**16, 2**24):
 # When the server's link is the bottleneck, the PS recurrence collapses to a closed form.
 # Assume the compute hides nothing: write rank 0's time as $W$'s $p-1$ sends plus
 # $(p-1)\sum_j n_j\beta$ of pushes plus the first worker's wait, and find the node count
-# above which it is within 5 % of `study.ps_rank0_s` for AlexNet. Then do the same for
+# above which it is within 5 % of `taihulight_forms.ps_rank0_s` for AlexNet. Then do the same for
 # ResNet-50: why does it take many more nodes?

@@ -26,6 +26,8 @@
 # and docs/parallelism.md hold the tables.
 
 # %%
+from dataclasses import replace
+
 import numpy as np
 
 from dlsys.comm import Grid
@@ -140,7 +142,7 @@ show(viz.measured_vs_model(measured, "Rank 0's ledger against Layout(...).bytes(
 # gathered unit in memory (the buffers). On a wider MLP, where the gathers take time:
 
 # %%
-wide = ex.replace(ex.ZERO_CONFIG, hidden=(256, 256, 256))
+wide = replace(ex.ZERO_CONFIG, hidden=(256, 256, 256))
 for name in ("zero3", "fsdp", "fsdp-prefetch"):
     record = train(name, wide, RANKS)
     print(f"{name:<14} virtual time {format_seconds(record['virtual_time_s']):>10}   "

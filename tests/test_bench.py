@@ -18,7 +18,7 @@ from dlsys.cli import main
 from dlsys.collectives import closed_form
 from dlsys.comm.backends.mpi import mpi_unavailable
 from dlsys.comm.logical import LogicalArray, as_logical, per_block
-from dlsys.experiments import wallclock
+from dlsys.experiments import emulation, wallclock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ def test_cli_bench_rejects_bad_input_before_starting(argv, message, capsys):
 
 @pytest.mark.parametrize("scheme, ranks", [("ring", 16), ("ps", 17)])
 def test_emulation_matches_its_closed_form(scheme, ranks):
-    rec = wallclock.emulate(scheme, ranks)
+    rec = emulation.emulate(scheme, ranks)
     assert rec["relative_error"] < 1e-9
     assert rec["logical_nbytes"] >= 61_100_840 * 4  # AlexNet, rounded up to equal ring blocks
     assert rec["peak_rss_bytes"] < 2 * 2**30
@@ -336,7 +336,7 @@ def test_the_emulation_budget_counts_what_grows_with_the_ranks_squared():
         match=r"ranks must be in 2\.\.1638 for the ring emulation within the memory "
         r"budget 1 GiB: 4096 ranks need about 6.25 GiB",
     ):
-        wallclock.emulate("ring", 4096)
+        emulation.emulate("ring", 4096)
     # through a shell that does not exec it: Linux carries a process's peak RSS across exec,
     # so a child forked from this (large) pytest process would report pytest's peak
     out = subprocess.run(

@@ -22,6 +22,7 @@ RECORD_KEYS = {
     "ours",
     "verdict",
     "why",
+    "lines",
     "published",
     "dlsys",
     "rows",
@@ -91,17 +92,68 @@ def test_closed_forms_and_counts_hold_exactly_where_the_model_is_the_papers(quic
 
 def test_a_claim_the_model_cannot_reach_says_why(quick_records):
     for r in quick_records:
-        if r["verdict"] == "differs":
-            assert len(r["why"]) > 40, r["claim"]
+        for judged in (r, *r["lines"]):
+            if judged["verdict"] == "differs" and not (judged is r and r["lines"]):
+                assert len(judged["why"]) > 40, r["claim"]
+
+
+def test_a_claim_of_several_lines_reports_each_and_takes_the_worst(quick_records):
+    for r in quick_records:
+        verdicts = [line["verdict"] for line in r["lines"]]
+        assert len(verdicts) != 1 or r["claim"] == "p3-throughput", r["claim"]  # quick: P3 runs ResNet-50 only
+        if verdicts:
+            assert r["verdict"] == reproduce.verdict.worst(verdicts), r["claim"]
+            assert all(f"{line['line']} {line['verdict']}" in r["why"] for line in r["lines"]), r["claim"]
+    lines = {r["claim"]: [line["line"] for line in r["lines"]] for r in quick_records}
+    assert lines["dgc-bytes"] == ["alexnet", "resnet50"]
+    assert (
+        lines["taihulight-ps-vs-ring"] == lines["taihulight-little-difference"] == ["alexnet", "googlenet", "resnet50"]
+    )
+
+
+def test_one_failing_line_fails_the_claim_and_is_named():
+    def judge(paper, measured):
+        return {"a": ("holds", "a is fine"), "b": ("differs", "b is off by 2x"), "c": ("shape holds", "c trends")}
+
+    fake = reproduce.Claim(
+        "fake",
+        "nobody 2026",
+        "nowhere",
+        "Three methods do it.",
+        "1x",
+        lambda quick: {"dlsys": {}, "ours": "", "rows": []},
+        judge,
+        reproduce.verdict.Plot("bar", "method", "x"),
+    )
+    record = reproduce.run_claim(fake, quick=True)
+    assert record["verdict"] == "differs" and "b differs" in record["why"] and "a holds" in record["why"]
+    assert record["lines"][1] == {"line": "b", "verdict": "differs", "why": "b is off by 2x"}
+    assert reproduce.verdict.worst(["holds", "shape holds"]) == "shape holds"
+    assert claim_figure(record).layout.title.text == "fake: differs (b)"
+
+
+def test_error_feedback_reports_one_bit_sgds_line(quick_records):
+    r = next(r for r in quick_records if r["claim"] == "error-feedback")
+    line = {line["line"]: line for line in r["lines"]}
+    assert list(line) == ["onebit", "topk", "dropping", "dgc"]
+    # 1-bit SGD, the method error feedback was introduced for, gains nothing from it on digits
+    assert line["onebit"]["verdict"] == "differs" and "never gains" in line["onebit"]["why"]
+    assert all(line[m]["verdict"] == "holds" for m in ("topk", "dropping", "dgc"))
+    assert r["verdict"] == "differs" and "onebit differs" in r["why"]
 
 
 def test_verdict_rules():
-    holds = reproduce.within(0.05, "because")
+    holds = reproduce.verdict.within(0.05, "because")
     assert holds({"a": 10.0}, {"dlsys": {"a": 10.4}})[0] == "holds"
     verdict, why = holds({"a": 10.0}, {"dlsys": {"a": 12.0}})
     assert verdict == "differs" and why.endswith("because") and "ours 12" in why
     assert holds({"a": 10.0, "b": 1.0}, {"dlsys": {"a": 10.0}})[0] == "holds"  # quick runs measure fewer labels
-    ranged = reproduce.in_range(lambda m: "out")
+    each = reproduce.verdict.within_each(0.05, lambda label: f"because {label}")
+    assert each({"a": 10.0, "b": 1.0}, {"dlsys": {"a": 10.4, "b": 2.0}}) == {
+        "a": ("holds", "ours 10.4, the paper's 10 (relative gap 0.04), within 0.05"),
+        "b": ("differs", "ours 2, the paper's 1 (relative gap 1), more than 0.05. because b"),
+    }
+    ranged = reproduce.verdict.in_range(lambda m: "out")
     assert ranged({"x": (2.3, 4.1)}, {"dlsys": {"x": 3.0}})[0] == "holds"
     assert ranged({"x": (2.3, 4.1)}, {"dlsys": {"x": 0.6}}) == ("differs", "out")
 
@@ -119,14 +171,14 @@ def test_cli_prints_the_table_and_refuses_unknown_claims(capsys):
 
 def test_feedback_effect_weighs_the_gap_of_the_means_against_the_seeds_spread():
     # stdev 0.01 on each side: a gap of 0.02 counts, 0.005 does not
-    assert reproduce.feedback_effect([0.90, 0.91, 0.92], [0.88, 0.89, 0.90])[0] == "helps"
-    assert reproduce.feedback_effect([0.88, 0.89, 0.90], [0.90, 0.91, 0.92])[0] == "hurts"
-    effect, gap, noise = reproduce.feedback_effect([0.900, 0.910, 0.920], [0.895, 0.905, 0.915])
+    assert reproduce.compression.feedback_effect([0.90, 0.91, 0.92], [0.88, 0.89, 0.90])[0] == "helps"
+    assert reproduce.compression.feedback_effect([0.88, 0.89, 0.90], [0.90, 0.91, 0.92])[0] == "hurts"
+    effect, gap, noise = reproduce.compression.feedback_effect([0.900, 0.910, 0.920], [0.895, 0.905, 0.915])
     assert effect == "ties" and gap == pytest.approx(0.005) and noise == pytest.approx(0.01)
     # the larger spread decides: a noisy side hides a gap the quiet side would show
-    assert reproduce.feedback_effect([0.95, 0.95, 0.95], [0.80, 0.90, 1.00])[0] == "ties"
+    assert reproduce.compression.feedback_effect([0.95, 0.95, 0.95], [0.80, 0.90, 1.00])[0] == "ties"
     with pytest.raises(ValueError, match="two or more seeds"):
-        reproduce.feedback_effect([0.9], [0.8, 0.9])
+        reproduce.compression.feedback_effect([0.9], [0.8, 0.9])
 
 
 def _runs(accuracy: dict) -> list[dict]:
@@ -146,14 +198,16 @@ def test_error_feedback_verdict_follows_its_rule():
     helps = {(m, True): [0.90, 0.91, 0.92] for m in FEEDBACK_METHODS} | {
         (m, False): [0.80, 0.81, 0.82] for m in FEEDBACK_METHODS
     }
-    judge = reproduce.judge_error_feedback
-    assert judge({}, {"runs": _runs(helps), "direction": direction})[0] == "holds"
+    judge = reproduce.compression.judge_error_feedback
+    assert {v for v, _ in judge({}, {"runs": _runs(helps), "direction": direction}).values()} == {"holds"}
     onebit_ties = helps | {("onebit", False): [0.90, 0.91, 0.92]}
-    verdict, why = judge({}, {"runs": _runs(onebit_ties), "direction": direction})
-    assert verdict == "shape holds" and "onebit never gains" in why and "100% of the weights" in why
+    lines = judge({}, {"runs": _runs(onebit_ties), "direction": direction})
+    verdict, why = lines["onebit"]
+    assert verdict == "differs" and "never gains" in why and "100% of the weights" in why
+    assert all(lines[m][0] == "holds" for m in FEEDBACK_METHODS if m != "onebit")
     topk_hurt = helps | {("topk", False): [0.95, 0.96, 0.97]}
-    verdict, why = judge({}, {"runs": _runs(topk_hurt), "direction": direction})
-    assert verdict == "differs" and "lowers the accuracy of topk at 2 epochs (-5.0 points" in why
+    verdict, why = judge({}, {"runs": _runs(topk_hurt), "direction": direction})["topk"]
+    assert verdict == "differs" and "lowers its accuracy at 2 epochs (-5.0 points" in why
 
 
 def test_error_feedback_record_holds_every_seed(quick_records):

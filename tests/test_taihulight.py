@@ -10,6 +10,7 @@ import pytest
 from dlsys import collectives
 from dlsys.cli import main
 from dlsys.experiments import taihulight as study
+from dlsys.experiments import taihulight_bounds as bounds
 from dlsys.experiments.collectives import simulate_collective
 from dlsys.machine.net import get_node
 from dlsys.machine.profiles import profile
@@ -191,12 +192,12 @@ def test_cli_versus_a_library_and_the_pss_on_mpi(capsys):
     assert main(["casestudy", "taihulight", "--versus-mpi", "--library", "lam"]) == 2
 
 
-@pytest.mark.parametrize("design", study.PS_DESIGNS)
+@pytest.mark.parametrize("design", bounds.PS_DESIGNS)
 @pytest.mark.parametrize("model, nodes", [("alexnet", 2), ("googlenet", 8), ("resnet50", 16), ("alexnet", 32)])
 def test_the_arithmetic_bounds_bracket_the_emulation(design, model, nodes):
     """Compute free, on the sw26010 link: lo <= PS / ring <= hi, and the any-link bracket holds both."""
-    ps, ring = study.communication_only(model, design, nodes), study.communication_only(model, "ring", nodes)
-    bound = study.ratio_bounds(design, model, nodes, scale=ring["scale"])
+    ps, ring = bounds.communication_only(model, design, nodes), bounds.communication_only(model, "ring", nodes)
+    bound = bounds.ratio_bounds(design, model, nodes, scale=ring["scale"])
     assert ps["scale"] == ring["scale"]
     emulated = ps["communication_s"] / ring["communication_s"]
     assert bound["lo"] * (1 - 1e-9) <= emulated <= bound["hi"] * (1 + 1e-9)
@@ -204,17 +205,17 @@ def test_the_arithmetic_bounds_bracket_the_emulation(design, model, nodes):
 
 
 def test_the_published_figures_against_the_bounds():
-    rows = study.published_figures()
-    verdicts = {v["figure"]: v for v in study.verdicts(rows)}
+    rows = bounds.published_figures()
+    verdicts = {v["figure"]: v for v in bounds.verdicts(rows)}
     assert all(r["emulated"] is None for r in rows) and len(rows) == 3 * len(verdicts)
     for figure in ("googlenet: 77x at 32 nodes", "resnet50: 98x at 32 nodes"):  # above max((L+1)/2, p)
         assert verdicts[figure]["here"] == verdicts[figure]["anywhere"] == []
     alexnet = {r["design"]: r for r in rows if r["figure"] == "alexnet: 10x at 256 nodes"}
     assert alexnet["ps-reduce"]["any_hi"] < 10 < alexnet["ps-gather"]["lo"] <= alexnet["ps"]["lo"]
     with pytest.raises(ValueError, match="nodes must be a power of two"):
-        study.ratio_bounds("ps", "alexnet", 12)
+        bounds.ratio_bounds("ps", "alexnet", 12)
     with pytest.raises(ValueError, match="design: the bounds are for the PS designs"):
-        study.ratio_bounds("ring", "alexnet", 8)
+        bounds.ratio_bounds("ring", "alexnet", 8)
 
 
 def test_cli_refuses_bad_nodes_with_the_range(capsys):
@@ -263,7 +264,7 @@ def test_with_sharing_the_ring_design_keeps_its_flat_form_and_the_ps_designs_run
         assert r["communication_s"] == pytest.approx(r["closed_communication_s"], rel=0.1)
     off = study.run_design("googlenet", "ring", 512)
     assert off["communication_s"] > 2 * r["communication_s"]
-    for design in study.PS_DESIGNS:
+    for design in bounds.PS_DESIGNS:
         shared = study.run_design("googlenet", design, 8, sharing=True)
         assert shared["closed_communication_s"] is None and shared["communication_s"] > 0
         assert np.array_equal(shared["weights"], study.run_design("googlenet", design, 8)["weights"])

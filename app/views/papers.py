@@ -14,7 +14,8 @@ st.title("Papers: reproduced or explained")
 markdown(
     "Each row is one statement of a paper this course teaches, run again in dlsys. **holds**: our number is the "
     "paper's within a stated tolerance; **shape holds**: the trend holds on our smaller problem, not the number; "
-    "**differs**: and why. A figure is reproduced by modelling what the paper's system did, never by tuning a "
+    "**differs**: and why. A claim of several methods or models has a verdict per line and takes the worst "
+    "line's, so no line's failure hides behind the others. A figure is reproduced by modelling what the paper's system did, never by tuning a "
     "constant until the number appears. Quick settings: `dlsys reproduce` runs the full ones."
 )
 
@@ -50,3 +51,9 @@ record = records[names.index(st.selectbox("claim", names, index=first, key=url_k
 markdown(f"**{record['paper']}**, {record['where']}: {record['statement']}")
 chart(claim_figure(record), f"papers_{record['claim']}")
 caption(f"Paper: {record['paper_value']}. dlsys: {record['ours']}. Verdict: **{record['verdict']}**, {record['why']}.")
+if record["lines"]:  # a claim of several methods or models: each line's verdict; the claim's is the worst
+    st.dataframe(
+        [{"line": line["line"], "verdict": line["verdict"], "why": line["why"]} for line in record["lines"]],
+        hide_index=True,
+        use_container_width=True,
+    )

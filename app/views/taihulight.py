@@ -15,9 +15,8 @@ from dlsys.experiments.taihulight import (
     PAPER_MESSAGE_BYTES,
     SWEEP_NODES,
     boundary_links,
-    published_figures,
-    verdicts,
 )
+from dlsys.experiments.taihulight_bounds import published_figures, verdicts
 from dlsys.machine.fabric import TAIHULIGHT_NODES, TAIHULIGHT_BISECTION_Bps, TAIHULIGHT_UPLINK_Bps
 from dlsys.machine.net import NODE_PRESETS
 from dlsys.machine.netstack import LIBRARIES, MPI_LIBRARIES

@@ -7,7 +7,7 @@ import json
 
 from .. import collectives
 from ..comm import MAX_PROCESS_RANKS
-from ..experiments import DEFAULT_MAX_MEMORY_BYTES, wallclock
+from ..experiments import DEFAULT_MAX_MEMORY_BYTES, emulation, wallclock
 from ..machine.net import LINK_PRESETS
 from ..units import format_bytes, format_rate, format_seconds
 from .options import MAX_RANKS, Checked, integer, link, print_table, real_buffers, size
@@ -79,7 +79,7 @@ def cmd_latency(args) -> int:
 
 
 def cmd_emulate(args) -> int:
-    rec = wallclock.emulate(args.scheme, args.ranks, args.params, args.link)
+    rec = emulation.emulate(args.scheme, args.ranks, args.params, args.link)
     what = "ring all-reduce" if rec["scheme"] == "ring" else "parameter-server round"
     title = (
         f"emulated {what}, {rec['ranks']} ranks, {rec['params']:,} float32 "

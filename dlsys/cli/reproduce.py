@@ -44,6 +44,15 @@ def cmd_reproduce(args) -> int:
                 f"{r['paper']}, {r['where']}. Why: {r['why']}", 110, initial_indent="    ", subsequent_indent="    "
             )
         )
+        for line in r["lines"]:  # a claim of several lines: each one's verdict, the worst is the claim's
+            print(
+                textwrap.fill(
+                    f"{line['line']}: {line['verdict']}. {line['why']}",
+                    110,
+                    initial_indent="      - ",
+                    subsequent_indent="        ",
+                )
+            )
     counts = {v: sum(r["verdict"] == v for r in records) for v in reproduce.VERDICTS}
     print(", ".join(f"{n} {v}" for v, n in counts.items()) + f" ({'quick' if args.quick else 'full'} settings)")
     return 0

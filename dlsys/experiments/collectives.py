@@ -139,6 +139,70 @@ def rounding_bounds(collective: str, ranks: int, count: int, dtype: str, op: str
     }[collective]
 
 
+def _check_run(
+    collective: str, algorithm: str, ranks: int, size, backend: str, dtype: str, op: str, max_memory_bytes: int
+) -> tuple[int, int]:
+    """``simulate_collective``'s input checked at the boundary: (nbytes, itemsize), else a ValueError."""
+    collectives.check_algorithm(collective, algorithm)
+    collectives.check_op(op)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    check_int("ranks", ranks, 1, MAX_THREAD_RANKS if backend == "threads" else MAX_PROCESS_RANKS)
+    check_int("max_memory_bytes", max_memory_bytes, 1)
+    nbytes = parse_size(size)
+    itemsize = np.dtype(DTYPES[dtype]).itemsize
+    if nbytes % itemsize:
+        raise ValueError(f"size must be a multiple of the {dtype} item size ({itemsize} bytes), got {nbytes}")
+    return nbytes, itemsize
+
+
+def _check_results(values, collective: str, algorithm: str, ranks: int, count: int, dtype: str, op: str, seed: int):
+    """Every rank's result is ``expected_values``' within ``rounding_bounds``, else an AssertionError."""
+    wants = expected_values(collective, ranks, count, dtype, op, seed)
+    bounds = rounding_bounds(collective, ranks, count, dtype, op, seed)
+    for rank, (got, want, bound) in enumerate(zip(values, wants, bounds)):
+        # np.asarray: plain values (a LogicalArray's numpy hooks made this check 0.5 s at 512 ranks)
+        wrong = want is not None and not np.all(np.abs(np.asarray(got, np.float64) - want) <= bound)
+        if (got is None) != (want is None) or wrong:
+            raise AssertionError(f"{collective}/{algorithm}: rank {rank} returned a wrong result")
+
+
+def _closed_forms(
+    collective: str, algorithm: str, ranks: int, nbytes: int, itemsize: int, network, node, charge_reductions, sharing
+) -> tuple[float | None, float | None]:
+    """(closed form, textbook form) of the run, or (None, None) where the network has none:
+    across supernodes without a ``tiered`` form, or with links shared beyond one link a pair."""
+    model_bytes = nbytes * ranks if collective in ("gather", "allgather") else nbytes
+    if collective == "barrier":
+        model_bytes = 0
+    # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
+    known = network.is_flat_for(ranks) or (
+        collectives.REGISTRY[(collective, algorithm)].tiered is not None and not sharing
+    )
+    if not known:
+        return None, None
+    return (
+        collectives.closed_form(collective, algorithm, ranks, model_bytes, network, node, charge_reductions, itemsize),
+        collectives.textbook_form(collective, algorithm, ranks, model_bytes, network, node, charge_reductions),
+    )
+
+
+def _times(collective: str, ranks: int, nbytes: int, t: float, closed, textbook) -> dict:
+    """The run's virtual time ``t`` beside its closed forms, and its bandwidths (nccl-tests'
+    algbw, and busbw by ``busbw_factor``)."""
+    algbw = nbytes / t if t > 0 else 0.0
+    return {
+        "virtual_time_s": t,
+        "closed_form_s": closed,
+        "textbook_form_s": textbook,
+        "relative_error": None if closed is None else abs(t - closed) / closed if closed > 0 else abs(t),
+        "algbw_Bps": algbw,
+        "busbw_Bps": algbw * busbw_factor(collective, ranks),
+    }
+
+
 def simulate_collective(
     collective: str = "allreduce",
     algorithm: str = "ring",
@@ -177,18 +241,7 @@ def simulate_collective(
     dlsys.comm.replay); the closed forms, of links per pair, are given only where every
     pair shares one link (a flat network, one supernode), where sharing keeps them.
     """
-    collectives.check_algorithm(collective, algorithm)
-    collectives.check_op(op)
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    check_int("ranks", ranks, 1, MAX_THREAD_RANKS if backend == "threads" else MAX_PROCESS_RANKS)
-    check_int("max_memory_bytes", max_memory_bytes, 1)
-    nbytes = parse_size(size)
-    itemsize = np.dtype(DTYPES[dtype]).itemsize
-    if nbytes % itemsize:
-        raise ValueError(f"size must be a multiple of the {dtype} item size ({itemsize} bytes), got {nbytes}")
+    nbytes, itemsize = _check_run(collective, algorithm, ranks, size, backend, dtype, op, max_memory_bytes)
     network = get_network(topology, link, "topology")
     plan = collective_plan(
         collective, algorithm, ranks, nbytes // itemsize, dtype, max_memory_bytes, real, backend, network
@@ -209,30 +262,10 @@ def simulate_collective(
     values, sent_nbytes = zip(*result.values)
     result = replace(result, values=list(values))
     if check:
-        wants = expected_values(collective, ranks, count, dtype, op, seed)
-        bounds = rounding_bounds(collective, ranks, count, dtype, op, seed)
-        for rank, (got, want, bound) in enumerate(zip(result.values, wants, bounds)):
-            # np.asarray: plain values (a LogicalArray's numpy hooks made this check 0.5 s at 512 ranks)
-            wrong = want is not None and not np.all(np.abs(np.asarray(got, np.float64) - want) <= bound)
-            if (got is None) != (want is None) or wrong:
-                raise AssertionError(f"{collective}/{algorithm}: rank {rank} returned a wrong result")
-    model_bytes = nbytes * ranks if collective in ("gather", "allgather") else nbytes
-    if collective == "barrier":
-        model_bytes = 0
-    # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
-    known = network.is_flat_for(ranks) or (
-        collectives.REGISTRY[(collective, algorithm)].tiered is not None and not sharing
+        _check_results(result.values, collective, algorithm, ranks, count, dtype, op, seed)
+    closed, textbook = _closed_forms(
+        collective, algorithm, ranks, nbytes, itemsize, network, result.nodes[0], charge_reductions, sharing
     )
-    closed = textbook = None
-    if known:
-        closed = collectives.closed_form(
-            collective, algorithm, ranks, model_bytes, network, result.nodes[0], charge_reductions, itemsize
-        )
-        textbook = collectives.textbook_form(
-            collective, algorithm, ranks, model_bytes, network, result.nodes[0], charge_reductions
-        )
-    t = result.virtual_time_s
-    algbw = nbytes / t if t > 0 else 0.0
     return {
         "collective": collective,
         "algorithm": algorithm,
@@ -244,12 +277,7 @@ def simulate_collective(
         "topology": network.name,
         "backend": backend,
         "sharing": sharing,
-        "virtual_time_s": t,
-        "closed_form_s": closed,
-        "textbook_form_s": textbook,
-        "relative_error": None if closed is None else abs(t - closed) / closed if closed > 0 else abs(t),
-        "algbw_Bps": algbw,
-        "busbw_Bps": algbw * busbw_factor(collective, ranks),
+        **_times(collective, ranks, nbytes, result.virtual_time_s, closed, textbook),
         "bytes_sent_per_rank": list(sent_nbytes),
         "wall_time_s": result.wall_time_s,
         "result": result,

@@ -51,5 +51,13 @@ def claim_figure(record: dict) -> go.Figure:
         update(
             **log_axis(values, None if "(" in title else "count", title=title) if log and values else dict(title=title)
         )
-    fig.update_layout(title=f"{record['claim']}: {record['verdict']}", height=HEIGHT)
+    fig.update_layout(title=claim_title(record), height=HEIGHT)
     return fig
+
+
+def claim_title(record: dict) -> str:
+    """The claim and its verdict; a claim of several lines names the lines that set it (the
+    worst ones), so the title never shows a summary that hides a line."""
+    worst = [line["line"] for line in record.get("lines", []) if line["verdict"] == record["verdict"]]
+    lines = f" ({', '.join(worst)})" if worst and len(worst) < len(record["lines"]) else ""
+    return f"{record['claim']}: {record['verdict']}{lines}"
