@@ -25,7 +25,8 @@ A runner returns {"dlsys": {label: number}, "ours": text, "rows": [{"series", "x
 and, when the paper's figure is a formula rather than a constant, "paper": {label: number}
 (the formula evaluated where we measured). Adding a claim is a runner, a judge (or one of
 the rules in ``verdict``: ``within``, ``in_range``) and one ``Claim`` in its family's
-module (collectives, consistency, compression, large_batch, taihulight, scheduling), whose
+module (collectives, consistency, compression, large_batch, taihulight, scheduling,
+planner), whose
 ``CLAIMS`` list this package joins in the order the table shows.
 """
 
@@ -34,12 +35,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from . import collectives, compression, consistency, large_batch, scheduling, taihulight
+from . import collectives, compression, consistency, large_batch, planner, scheduling, taihulight
 from .verdict import VERDICTS, Claim, summary
 
 CLAIMS: dict[str, Claim] = {
     claim.name: claim
-    for family in (collectives, consistency, compression, large_batch, taihulight, scheduling)
+    for family in (collectives, consistency, compression, large_batch, taihulight, scheduling, planner)
     for claim in family.CLAIMS
 }
 
