@@ -118,6 +118,7 @@ STATES = {
             "plan_model": "1b",
             "plan_gpus": 32,
             "plan_batch": 512,
+            "plan_gpu": "a100",
             "plan_device": 40,
             "plan_pick": 2,
         },
