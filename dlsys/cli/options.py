@@ -211,6 +211,28 @@ def network(args, link: str | None = None) -> Topology:
     return get_network(args.topology, link or args.link, "--topology")
 
 
+STATIC_SHARES_HELP = (
+    "the old rule, for contrast: every pair on a link of its own, a message across the upper level "
+    "charged the static share 1/oversubscription of it however few cross (default: messages share "
+    "the links max-min fairly, a replay of the run, docs/flows.md; a flat network keeps its per-pair "
+    "clock, its closed forms exactly)"
+)
+
+
+def sharing(args, machine: Topology) -> bool | None:
+    """The run's ``sharing``: False under ``--static-shares`` (refused where no link is above
+    the nodes: a flat network has no shares to make static), else None, the network's own
+    model (``topology.sharing_of``)."""
+    if not args.static_shares:
+        return None
+    if not machine.shares_links:
+        raise ValueError(
+            f"--static-shares: the {machine.name} topology has no links above its nodes (its per-pair clock is "
+            "already the default); use a tiered --topology (two-level, taihulight, fat-tree, gpu-cluster)"
+        )
+    return False
+
+
 def print_table(rows, title: str | None = None) -> None:
     """Key/value rows, keys aligned (under ``title``, indented, if given)."""
     indent = "  " if title else ""

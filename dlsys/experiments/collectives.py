@@ -156,7 +156,7 @@ def simulate_collective(
     real: bool = False,
     record: bool = True,
     topology=None,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> dict:
     """Run one collective on ``ranks`` ranks over ``size`` bytes and compare with its closed form.
 
@@ -174,7 +174,7 @@ def simulate_collective(
     a Topology, "flat" on ``link``); across supernodes only algorithms with a ``tiered``
     form have a closed form (else it is None). ``sharing``: times from a replay in which
     concurrent messages share the links of the topology's fabric (``launch(sharing=True)``,
-    dlsys.comm.replay); the closed forms, of links per pair, are given only where every
+    dlsys.comm.replay); None, the network's own model (``topology.sharing_of``); the closed forms, of links per pair, are given only where every
     pair shares one link (a flat network, one supernode), where sharing keeps them.
     """
     collectives.check_algorithm(collective, algorithm)
@@ -221,7 +221,7 @@ def simulate_collective(
         model_bytes = 0
     # the blocks of a scaled run are exactly the logical ones (budget): blocks of itemsize-byte elements
     known = network.is_flat_for(ranks) or (
-        collectives.REGISTRY[(collective, algorithm)].tiered is not None and not sharing
+        collectives.REGISTRY[(collective, algorithm)].tiered is not None and not result.sharing
     )
     closed = textbook = None
     if known:
@@ -243,7 +243,7 @@ def simulate_collective(
         "link": network.link.name,
         "topology": network.name,
         "backend": backend,
-        "sharing": sharing,
+        "sharing": result.sharing,
         "virtual_time_s": t,
         "closed_form_s": closed,
         "textbook_form_s": textbook,

@@ -28,7 +28,7 @@ from ..comm.replay import link_load
 from ..machine.net import get_node
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library
 from ..machine.profiles import profile
-from ..machine.topology import get_network
+from ..machine.topology import get_network, sharing_of
 from ..train.caffe import DESIGNS, MPI_DESIGNS, design_program, real_sizes
 from .collectives import simulate_collective
 
@@ -60,9 +60,11 @@ def check_sharing(sharing) -> bool:
     return sharing
 
 
-def check_case(model: str, design: str, nodes: int, topology, library: str = LIBRARY, sharing: bool = False) -> None:
+def check_case(
+    model: str, design: str, nodes: int, topology, library: str = LIBRARY, sharing: bool | None = None
+) -> None:
     """ValueErrors naming the argument and the accepted values, before any rank starts."""
-    check_sharing(sharing)
+    sharing_of(get_network(topology, LINK, "topology"), sharing)
     if model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     if design not in DESIGNS:
@@ -233,7 +235,7 @@ def design_closed_form_s(
     topology="taihulight",
     scale: int = 1,
     node=NODE,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> dict:
     """The design's time from the alpha-beta model, split as ``run_design`` splits it.
 
@@ -255,7 +257,7 @@ def design_closed_form_s(
     compute, update = sum(forward_s) + sum(backward_s), node.kernel_s(0, 3 * n)
     copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
     packing = 2 * copy if design == "ring" else copy  # a PS: rank 0 packs W; its workers unpack it
-    if sharing:
+    if sharing_of(network, sharing):
         comm = (
             collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
             if design == "ring" and ring_shares_no_link(network, nodes)
@@ -289,7 +291,7 @@ def run_design(
     max_memory_bytes: int = MAX_MEMORY_BYTES,
     library: str = LIBRARY,
     node=NODE,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> dict:
     """One iteration of ``design`` on ``nodes`` nodes (``node``: a preset or NodeModel, the
     SW26010 by default) of ``topology`` (any network ``get_network`` takes); the MPI designs
@@ -303,6 +305,7 @@ def run_design(
     "result", the LaunchResult (a trace if ``record``)."""
     network = get_network(topology, LINK, "topology")
     check_case(model, design, nodes, network, library, sharing)
+    sharing = sharing_of(network, sharing)
     check_int("batch", batch, 1)
     scale = memory_scale(model, nodes, max_memory_bytes)
     layers = profile(model)
@@ -354,7 +357,7 @@ def sweep(
     batch: int = BATCH,
     library: str = LIBRARY,
     node=NODE,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> list[dict]:
     """``run_design`` for every node count, without traces or weights (one row each)."""
     network = get_network(topology, LINK, "topology")
@@ -377,7 +380,7 @@ def ring_vs_mpi(
     nodes=SWEEP_NODES,
     topology="taihulight",
     library: str = LIBRARY,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> list[dict]:
     """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce as ``library`` runs
     it (``Library.algorithm``: its choice by message size and node count) for each message
@@ -389,6 +392,7 @@ def ring_vs_mpi(
     halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used, the
     library and its algorithm, and each time's closed form (None across supernodes)."""
     lib, network = check_library(library), get_network(topology, LINK, "topology")
+    sharing = sharing_of(network, sharing)
     for p in nodes:
         check_case(MODELS[0], "ring", p, network)
     unit = 4 << (max(nodes).bit_length() - 1)
