@@ -21,11 +21,13 @@ from ..units import format_bytes, format_seconds
 from .options import STATIC_SHARES_HELP, Checked, integer, network, print_table, refuse_unused, sharing
 
 
-def model_words(machine, shared) -> str:
-    """The title's words for the network model the run used."""
-    if sharing_of(machine, shared):
-        return ", messages sharing its links (max-min)"
-    return ", a link per pair (static shares, --static-shares)" if machine.shares_links else ", a link per pair"
+def model_words(machine, shared, nodes: list[int]) -> str:
+    """The title's words for the network model the runs used."""
+    if shared is False:
+        return ", a link per pair (static shares, --static-shares)"
+    if any(sharing_of(machine, shared, n) for n in nodes):
+        return ", messages sharing its links (max-min) across supernodes"
+    return ", a link per pair"
 
 
 def node_list(text: str) -> list[int]:
@@ -70,7 +72,7 @@ def cmd_taihulight(args) -> int:
     args.contiguous = args.contiguous is not False
     args.batch = args.batch or study.BATCH
     machine = network(args, study.LINK)
-    shared = sharing(args, machine)
+    shared = sharing(args, machine, *args.nodes)
     for n in args.nodes:  # every node count checked before the first run starts
         study.check_case(args.model, args.design, n, machine, args.library, shared)
     records = [
@@ -88,7 +90,7 @@ def cmd_taihulight(args) -> int:
     title = (
         f"{args.model}, {args.design} design{built}, {r['layout']} gradients, batch {r['batch']} per node, "
         f"{format_bytes(r['gradient_nbytes'])} of gradients, SW26010 nodes on the {r['topology']} topology"
-        f"{model_words(machine, shared)}"
+        f"{model_words(machine, shared, args.nodes)}"
     )
     if len(rows) == 1:
         closed = r["closed_communication_s"]
@@ -115,7 +117,7 @@ def cmd_taihulight(args) -> int:
 
 def cmd_versus_mpi(args) -> int:
     machine = network(args, study.LINK)
-    shared = sharing(args, machine)
+    shared = sharing(args, machine, *args.nodes)
     for n in args.nodes:
         study.check_case(args.model, "ring", n, machine, sharing=shared)
     sizes = (study.PAPER_MESSAGE_BYTES, study.model_gradient_nbytes(args.model))
@@ -124,7 +126,7 @@ def cmd_versus_mpi(args) -> int:
         print(json.dumps(rows))
         return 0
     print(
-        f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology{model_words(machine, shared)} "
+        f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology{model_words(machine, shared, args.nodes)} "
         f"({LIBRARIES[args.library].source})"
     )
     print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14} {'MPI / ring':>11}  algorithm")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..comm import MAX_THREAD_RANKS
 from ..machine.net import LINK_PRESETS, get_link, parse_size
-from ..machine.topology import Topology, get_network
+from ..machine.topology import Topology, get_network, sharing_of
 from ..options import Option
 from ..outputs import check_writable
 from ..units import format_bytes
@@ -219,16 +219,18 @@ STATIC_SHARES_HELP = (
 )
 
 
-def sharing(args, machine: Topology) -> bool | None:
-    """The run's ``sharing``: False under ``--static-shares`` (refused where no link is above
-    the nodes: a flat network has no shares to make static), else None, the network's own
-    model (``topology.sharing_of``)."""
+def sharing(args, machine: Topology, *sizes: int) -> bool | None:
+    """The run's ``sharing``: False under ``--static-shares`` (refused where no run of
+    ``sizes`` ranks spans a link above the nodes: there the per-pair clock is already the
+    model, with no share to make static), else None, the network's own model
+    (``topology.sharing_of``)."""
     if not args.static_shares:
         return None
-    if not machine.shares_links:
+    if not any(sharing_of(machine, None, n) for n in sizes):
         raise ValueError(
-            f"--static-shares: the {machine.name} topology has no links above its nodes (its per-pair clock is "
-            "already the default); use a tiered --topology (two-level, taihulight, fat-tree, gpu-cluster)"
+            f"--static-shares: no link above the nodes on {max(sizes)} ranks of the {machine.name} topology (the "
+            "per-pair clock is already the default there); use a tiered --topology (two-level, taihulight, "
+            "fat-tree, gpu-cluster) and ranks in more than one supernode"
         )
     return False
 

@@ -89,7 +89,7 @@ def cmd_simulate(args) -> int:
         max_memory_bytes=args.max_memory,
         real=args.real,
         record=bool(args.trace),
-        sharing=sharing(args, machine),
+        sharing=sharing(args, machine, args.ranks),
     )
     save_trace(args, record)
     if args.json:
@@ -106,8 +106,8 @@ def cmd_simulate(args) -> int:
             + (
                 " (messages share links: a max-min fair replay)"
                 if record["sharing"]
-                else " (static shares: a link per pair)"
-                if machine.shares_links
+                else " (static shares: a link per pair, --static-shares)"
+                if args.static_shares
                 else ""
             ),
         ),

@@ -96,8 +96,9 @@ def launch(
     replay of the run's operations in which concurrent messages share the links of
     ``network.fabric(world_size)`` max-min fairly (dlsys.comm.replay; values are the
     run's); None (the default) is the network's own model (``topology.sharing_of``: shared
-    on a topology with links above its nodes, the per-pair clock on a flat one, where it is
-    the closed forms exactly); False on a tiered topology: static per-pair shares.
+    where the ranks span links above the nodes, the per-pair clock on a flat network or in
+    one supernode, where it is the closed forms exactly); False across supernodes: static
+    per-pair shares.
     ``eager_limit_bytes``: every send of more bytes is synchronous (as
     ``comm.ssend``: it returns once the receiver has posted the matching receive), as MPI
     switches from its eager to its rendezvous protocol above a threshold (MPICH ch3:
@@ -109,14 +110,18 @@ def launch(
     backend, size, seed, nodes, network = _check(
         program, world_size, backend, node, seed, timeout_s, args, topology, link
     )
-    asked, sharing = sharing, sharing_of(network, sharing)
+    asked, sharing = sharing, sharing_of(network, sharing, size)
     if eager_limit_bytes is not None:
         eager_limit_bytes = check_int("eager_limit_bytes", eager_limit_bytes, 0)
         if sharing:  # refused, not run on static shares instead: that would change the network model unasked
             raise ValueError(
                 "eager_limit_bytes: synchronous sends cannot run with shared links (the replay does not "
                 "model them), "
-                + ("sharing=True" if asked else f"the {network.name} topology's own model (sharing=None)")
+                + (
+                    "sharing=True"
+                    if asked
+                    else f"the {network.name} topology's own model across supernodes (sharing=None)"
+                )
                 + "; pass eager_limit_bytes=None, or sharing=False for the per-pair clock with static shares"
             )
     fabric = network.fabric(size) if sharing else None

@@ -257,7 +257,7 @@ def design_closed_form_s(
     compute, update = sum(forward_s) + sum(backward_s), node.kernel_s(0, 3 * n)
     copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
     packing = 2 * copy if design == "ring" else copy  # a PS: rank 0 packs W; its workers unpack it
-    if sharing_of(network, sharing):
+    if sharing_of(network, sharing, nodes):
         comm = (
             collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
             if design == "ring" and ring_shares_no_link(network, nodes)
@@ -305,7 +305,7 @@ def run_design(
     "result", the LaunchResult (a trace if ``record``)."""
     network = get_network(topology, LINK, "topology")
     check_case(model, design, nodes, network, library, sharing)
-    sharing = sharing_of(network, sharing)
+    sharing = sharing_of(network, sharing, nodes)
     check_int("batch", batch, 1)
     scale = memory_scale(model, nodes, max_memory_bytes)
     layers = profile(model)
@@ -392,9 +392,8 @@ def ring_vs_mpi(
     halves then scale exactly (dlsys.experiments.budget). Rows carry the bytes used, the
     library and its algorithm, and each time's closed form (None across supernodes)."""
     lib, network = check_library(library), get_network(topology, LINK, "topology")
-    sharing = sharing_of(network, sharing)
     for p in nodes:
-        check_case(MODELS[0], "ring", p, network)
+        check_case(MODELS[0], "ring", p, network, sharing=sharing)
     unit = 4 << (max(nodes).bit_length() - 1)
     rows = []
     for size in nbytes:
@@ -412,9 +411,9 @@ def ring_vs_mpi(
                     sharing=sharing,
                 )
                 closed = rec["closed_form_s"]
-                if closed is None and sharing and algorithm == "ring" and ring_shares_no_link(network, p):
+                if closed is None and rec["sharing"] and algorithm == "ring" and ring_shares_no_link(network, p):
                     closed = collectives.closed_form("allreduce", "ring", p, size, network.link, itemsize=4)
-                elif closed is None and sharing and algorithm == "recursive_doubling" and p & (p - 1) == 0:
+                elif closed is None and rec["sharing"] and algorithm == "recursive_doubling" and p & (p - 1) == 0:
                     closed = recursive_doubling_form_s(p, size, network)
                 rows.append(
                     {
@@ -424,7 +423,7 @@ def ring_vs_mpi(
                         "nodes": p,
                         "nbytes": size,
                         "topology": network.name,
-                        "sharing": sharing,
+                        "sharing": rec["sharing"],
                         "virtual_time_s": rec["virtual_time_s"],
                         "closed_form_s": closed,
                         "wall_time_s": rec["wall_time_s"],
