@@ -9,8 +9,10 @@ that messages share").
 Each run is the command line itself in a fresh process under ``/usr/bin/time -v`` (wall
 time with Python's start-up, peak resident set of the run alone):
 
-    dlsys simulate allreduce --algo ring --ranks 1024 --size 60971008 --topology taihulight [--sharing]
-    dlsys simulate allreduce --algo ALGO --ranks 512 --size 60971008 --topology taihulight --sharing
+    dlsys simulate allreduce --algo ring --ranks 1024 --size 60971008 --topology taihulight [--static-shares]
+    dlsys simulate allreduce --algo ALGO --ranks 512 --size 60971008 --topology taihulight
+
+(sharing is the TaihuLight's default across supernodes; ``--static-shares`` is the run without.)
 
 Targets (issue 24): with sharing, the 1024-rank ring at most 2x the wall time of the same
 run without (same memory budget, --max-memory's default); every all-reduce algorithm at
@@ -36,7 +38,7 @@ def measure(algorithm: str, ranks: int, sharing: bool) -> dict:
     """One ``dlsys simulate --json`` in a fresh process: its record plus wall, CPU, RSS."""
     run = timed_simulate(
         ["--algo", algorithm, "--ranks", str(ranks), "--size", SIZE, "--topology", "taihulight"]
-        + ["--sharing"] * sharing,
+        + ["--static-shares"] * (not sharing),
         1800,
     )
     record = run.pop("record")

@@ -159,8 +159,9 @@ for library in MPI_LIBRARIES:
 #
 # ## Links that messages share: the 512-node ring
 #
-# The per-pair rules give every message across supernodes a static quarter of its link, as
-# if every node were sending across at once. With `sharing=True` a replay of the run lets
+# The old per-pair rule (static shares, `sharing=False`, kept for this contrast) gives every
+# message across supernodes a static quarter of its link, as if every node were sending
+# across at once. By default, once the nodes span supernodes, a replay of the run lets
 # messages that cross a link at the same time share it max-min fairly (`dlsys.comm.replay`):
 # a supernode's uplink carries the ring's one crossing message a step at a node link's
 # full bandwidth, while recursive doubling's last step sends all 256 nodes of a supernode
@@ -172,12 +173,12 @@ for library in MPI_LIBRARIES:
 print(f"uplink {format_rate(TAIHULIGHT_UPLINK_Bps)}, node link {format_rate(machine.link.bandwidth_Bps)}; "
       f"the uplink over {machine.supernode_size}: {format_rate(TAIHULIGHT_UPLINK_Bps / machine.supernode_size)}, "
       f"the static share {format_rate(machine.uplink.bandwidth_Bps)}")
-for sharing in (False, True):
+for sharing in (False, None):  # None: the default, links shared across supernodes
     ring, mpi = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (512,), sharing=sharing)
-    print(f"512 nodes, {'links shared   ' if sharing else 'a link per pair'}: ring {ring['virtual_time_s'] * 1e3:6.2f} "
+    print(f"512 nodes, {'links shared ' if ring['sharing'] else 'static shares'}: ring {ring['virtual_time_s'] * 1e3:6.2f} "
           f"ms, recursive doubling {mpi['virtual_time_s'] * 1e3:6.2f} ms: "
           f"{mpi['virtual_time_s'] / ring['virtual_time_s']:.2f}x")
-ring_32 = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (32,), sharing=True)[0]
+ring_32 = study.ring_vs_mpi((study.PAPER_MESSAGE_BYTES,), (32,))[0]
 print(f"the shared ring at 512 over 32 nodes: {ring['virtual_time_s'] / ring_32['virtual_time_s']:.2f}x (nearly flat)")
 bound = study.mpi_ratio_bounds()
 print(f"MPI / ring at 512 nodes grows with the message from {bound['latency_ratio']:.3g}x to "
@@ -189,7 +190,7 @@ print(f"MPI / ring at 512 nodes grows with the message from {bound['latency_rati
 # So with shared links the ring is nearly flat from 32 to 512 nodes, as the paper saw, and
 # the paper's MPI falls further behind than the paper measured for this message: the model
 # puts the paper's range at smaller messages (the numbers above). `dlsys casestudy
-# taihulight --versus-mpi --sharing` prints the whole sweep; the app's "Link load" tab draws
+# taihulight --versus-mpi` prints the whole sweep (`--static-shares`: the old rule); the app's "Link load" tab draws
 # which links are busy, and when.
 #
 # ## The parameter server on MPI, and which published ratios a model can reach
@@ -243,10 +244,10 @@ for nbytes in (2**16, 2**24):
 #
 # ## Where the emulator differs from the machine
 #
-# * **Without `sharing`, oversubscription is static.** Every message across supernodes gets a
-#   quarter of the link, as if every node were sending across at once; with it, the replay
-#   shares links max-min, but its sends are eager: a rank's successive sends share its
-#   egress, where MPI's blocking sends take turns (docs/taihulight.md).
+# * **Shared links replay eager sends.** By default the replay shares links max-min across
+#   supernodes (static shares, `sharing=False`, give every crossing message a quarter of the
+#   link), but its sends are eager: a rank's successive sends share its egress, where MPI's
+#   blocking sends take turns (docs/taihulight.md).
 # * **Sends never wait for the receiver.** MPI's rendezvous protocol makes a large send wait
 #   until the receiver posts its receive; here the PS workers run ahead of rank 0.
 # * **Compute is a roofline**: 30 % of the peak for every layer and no OS noise; every node

@@ -36,8 +36,10 @@ RANKS, SIZE, LINK = 8, 16 * 2**20, "rdma-edr"  # 16 MiB per rank on InfiniBand E
 #
 # Until now every message had its pair's link to itself (DESIGN.md): a message of $n$
 # bytes costs $L + n/B$ whatever else is on the wire. A real network is links and switches,
-# and messages that cross one link at the same time share it. `launch(..., sharing=True)`
-# replays a run on the links of its topology's **fabric** (docs/flows.md): a message pays
+# and messages that cross one link at the same time share it. On a topology with links
+# above its nodes that is the default: a run whose ranks span them is replayed on the links
+# of its topology's **fabric** (`launch(..., sharing=True)` asks for it anywhere; a flat
+# network keeps the per-pair clock, its closed forms exactly; docs/flows.md): a message pays
 # its route's latency $L$, then moves at its **max-min fair** share of every link on its
 # route (Bertsekas & Gallager, *Data Networks*, 2nd ed. 1992, section 6.5.2): no link
 # carries more than its capacity $C_l$, and no rate can grow without shrinking one that is
@@ -99,9 +101,9 @@ show(link_load_figure(incast[1]["rows"], "Incast, sharing on: rank 0's ingress i
 #
 # Two supernodes of 4 ranks; inside a supernode a full crossbar at $B$; each supernode has
 # one uplink of $4B/4 = B$ to the level above (oversubscribed 4:1: its 4 nodes could send
-# $4B$). Without sharing the emulator charges **every** message across the static worst
-# case, $B/4$, however few cross at once. With sharing a message across gets what the
-# uplink has left.
+# $4B$). The old rule, static shares (`sharing=False`, kept for this contrast), charges
+# **every** message across the static worst case, $B/4$, however few cross at once. With
+# sharing, the default, a message across gets what the uplink has left.
 #
 # * **Ring** (Thakur, Rabenseifner & Gropp 2005, section 4): rank $r$ sends to $r + 1$, so
 #   in every step exactly one message leaves each supernode (rank 3 to 4, rank 7 to 0). It

@@ -254,7 +254,7 @@ def test_collectives_link_load_every_pattern_on_every_fabric(ranks, size):
             assert charts(at) == 1, (fabric, pattern)
             assert any(f"{pattern}, " in c.value and "with sharing" in c.value for c in at.caption)
     at.selectbox(key="coll_load_pattern").set_value("ring")
-    at.toggle(key="coll_load_sharing").set_value(False)
+    at.toggle(key="coll_load_static").set_value(True)
     ok(at.run())
     assert "sharing off" in figures(at)[0]["layout"]["title"]["text"]
 
@@ -641,7 +641,7 @@ SHARED_STATE = {
         "thl_nodes": 16,
         "thl_layout": "scattered",
         "thl_topology": "flat",
-        "thl_sharing": False,
+        "thl_static": True,
         "thl_view": "Timeline",
     },
 }

@@ -61,7 +61,7 @@ RUN_ELSEWHERE = {
     ".venv/bin/dlsys casestudy taihulight --model alexnet --design ps --nodes 64": "tests/test_taihulight.py",
     ".venv/bin/dlsys casestudy taihulight --model resnet50 --design ring --nodes 2,4,...,512 --scattered": "tests/test_taihulight.py",
     ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512": "tests/test_taihulight.py",
-    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --sharing": "tests/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --static-shares": "tests/test_taihulight.py",
     ".venv/bin/dlsys plan --model 70b --gpus 1024": "tests/test_plan.py",
     "dlsys plan": "tests/test_plan.py",
     ".venv/bin/dlsys reproduce --quick": "tests/test_reproduce.py",

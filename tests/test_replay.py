@@ -59,6 +59,7 @@ def test_without_sharing_the_replay_gives_the_run_bit_for_bit(logged, collective
                 seed=1,
                 args=(collective, algorithm, 1001, "float32", "sum", 1),
                 charge_reductions=True,
+                sharing=False,  # the per-pair clock, by name on the tree (its default there is shared links)
             )
             assert_replays_the_run(result)
 
@@ -141,7 +142,7 @@ def test_sharing_gives_a_lone_crossing_message_the_whole_link():
     across each supernode boundary: the static model charges it a quarter of the link,
     sharing gives it the whole link (the uplink, 4 B / 4 = B, carries one message)."""
     tree = two_level("rdma-edr", 4, 4.0)
-    static = simulate_collective("allreduce", "ring", 8, "16MiB", topology=tree)
+    static = simulate_collective("allreduce", "ring", 8, "16MiB", topology=tree, sharing=False)
     shared = simulate_collective("allreduce", "ring", 8, "16MiB", topology=tree, sharing=True)
     flat = simulate_collective("allreduce", "ring", 8, "16MiB", link="rdma-edr")
     assert shared["virtual_time_s"] == flat["virtual_time_s"] < static["virtual_time_s"] / 2
@@ -377,7 +378,10 @@ def test_every_topology_preset_has_a_fabric_that_holds_its_ranks():
         (lambda: fat_tree(4, -2.0), r"oversubscription must be a finite number >= 1"),
         (lambda: two_level("rdma-edr", 4, 0.5), r"oversubscription must be a finite number >= 1"),
         (lambda: fat_tree(5), r"k must be an even integer >= 2"),
-        (lambda: dlsys.launch(incast, 4, "threads", sharing="yes"), r"sharing must be True or False"),
+        (
+            lambda: dlsys.launch(incast, 4, "threads", sharing="yes"),
+            r"sharing must be None \(the network's own model.*True or False",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_any_rank_starts(call, match):
@@ -388,13 +392,16 @@ def test_bad_input_is_refused_before_any_rank_starts(call, match):
 def test_the_cli_simulates_with_sharing(capsys):
     from dlsys.cli import main
 
-    assert (
-        main(["simulate", "allreduce", "--ranks", "8", "--size", "1MiB", "--topology", "two-level", "--sharing"]) == 0
-    )
+    assert main(["simulate", "allreduce", "--ranks", "64", "--size", "1MiB", "--topology", "two-level"]) == 0
     out = capsys.readouterr().out
-    assert "messages share links" in out and "none with shared links" not in out  # 8 ranks: one supernode
-    assert main(["simulate", "allreduce", "--topology", "torus", "--sharing"]) == 2  # argparse's usage error
+    assert "messages share links" in out and "none with shared links" in out  # the default across supernodes
+    assert main(["simulate", "allreduce", "--ranks", "8", "--size", "1MiB", "--topology", "two-level"]) == 0
+    out = capsys.readouterr().out
+    assert "messages share links" not in out and "relative error" in out  # 8 ranks: one supernode, per pair
+    assert main(["simulate", "allreduce", "--topology", "torus"]) == 2  # argparse's usage error
     assert "invalid choice: 'torus'" in capsys.readouterr().err
+    assert main(["simulate", "allreduce", "--sharing"]) == 2  # the default now: no flag to remember
+    assert "--sharing: not an option" in capsys.readouterr().err
 
 
 def _two_per_machine(comm, pairs):

@@ -34,7 +34,7 @@ STATES = {
             "coll_load_pattern": "incast",
             "coll_load_fabric": "flat",
             "coll_load_over": 2,
-            "coll_load_sharing": False,
+            "coll_load_static": True,
         },
     ],
     "views/cost_model.py": [
@@ -142,7 +142,7 @@ STATES = {
             "thl_nodes": 16,
             "thl_layout": "scattered",
             "thl_topology": "flat",
-            "thl_sharing": False,
+            "thl_static": True,
             "thl_library": "mpich",
             "thl_ps": "ps-gather",
             "thl_view": "Timeline",

@@ -146,12 +146,12 @@ if load.open:
             key=url_key("coll_load_over", OVERSUBSCRIPTIONS),
             help="How many times thinner the switch level is than the nodes under it.",
         )
-        sharing = c[3].toggle(
-            "sharing",
-            value=True,
-            key=url_key("coll_load_sharing", [False, True]),
-            help="On: messages crossing one link at once share it (max-min fair). Off: every "
-            "message has its pair's link to itself (DESIGN.md's rules).",
+        sharing = not c[3].toggle(
+            "static shares (the old rule)",
+            value=False,
+            key=url_key("coll_load_static", [False, True]),
+            help="Off (the model): messages crossing one link at once share it (max-min fair). On, for "
+            "contrast: every message has its pair's link to itself (DESIGN.md's rules).",
         )
         try:
             off, on = cached.contention(pattern, fabric, ranks, nbytes, link_name, float(over))

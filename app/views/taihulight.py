@@ -74,13 +74,14 @@ topology = cols[3].selectbox(
     index=TOPOLOGY_PRESETS.index("taihulight"),
     key=url_key("thl_topology", TOPOLOGY_PRESETS),
 )
-sharing = cols[6].toggle(
-    "links shared",
-    value=True,
-    key=url_key("thl_sharing", [False, True]),
-    help="On: messages that cross a link at once share it max-min fairly (a replay of the run, "
-    "docs/flows.md), so a lone message across supernodes gets the whole link. Off: every "
-    "pair has a link of its own and a crossing message always gets the static quarter share.",
+sharing = not cols[6].toggle(
+    "static shares (the old rule)",
+    value=False,
+    key=url_key("thl_static", [False, True]),
+    help="Off (the model): messages that cross a link at once share it max-min fairly (a replay of "
+    "the run, docs/flows.md), so a lone message across supernodes gets the whole link. On, for "
+    "contrast: every pair has a link of its own and a crossing message always gets the static "
+    "quarter share.",
 )
 nodes = tuple(n for n in SWEEP_NODES if n <= largest)
 contiguous = layout == "contiguous"

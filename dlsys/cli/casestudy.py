@@ -6,7 +6,7 @@ SW26010 nodes (dlsys.experiments.taihulight).
     dlsys casestudy taihulight --model resnet50 --design ps-reduce --nodes 2,4,...,512   # the PS on MPI
     dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512       # the paper's figs 7-8
     dlsys casestudy taihulight --versus-mpi --library mpich --nodes 2,4,...,512
-    dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --sharing   # messages share the links
+    dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --static-shares   # the old rule, for contrast
 """
 
 from __future__ import annotations
@@ -15,12 +15,19 @@ import json
 
 from ..experiments import taihulight as study
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES
-from ..machine.topology import TOPOLOGY_PRESETS
+from ..machine.topology import TOPOLOGY_PRESETS, sharing_of
 from ..train.caffe import DESIGNS
 from ..units import format_bytes, format_seconds
-from .options import Checked, integer, network, print_table, refuse_unused
+from .options import STATIC_SHARES_HELP, Checked, integer, network, print_table, refuse_unused, sharing
 
-SHARING = {True: ", messages sharing its links (max-min)", False: ", a link per pair (static shares)"}
+
+def model_words(machine, shared, nodes: list[int]) -> str:
+    """The title's words for the network model the runs used."""
+    if shared is False:
+        return ", a link per pair (static shares, --static-shares)"
+    if any(sharing_of(machine, shared, n) for n in nodes):
+        return ", messages sharing its links (max-min) across supernodes"
+    return ", a link per pair"
 
 
 def node_list(text: str) -> list[int]:
@@ -65,11 +72,12 @@ def cmd_taihulight(args) -> int:
     args.contiguous = args.contiguous is not False
     args.batch = args.batch or study.BATCH
     machine = network(args, study.LINK)
+    shared = sharing(args, machine, *args.nodes)
     for n in args.nodes:  # every node count checked before the first run starts
-        study.check_case(args.model, args.design, n, machine, args.library, args.sharing)
+        study.check_case(args.model, args.design, n, machine, args.library, shared)
     records = [
         study.run_design(
-            args.model, args.design, n, args.contiguous, machine, args.batch, library=args.library, sharing=args.sharing
+            args.model, args.design, n, args.contiguous, machine, args.batch, library=args.library, sharing=shared
         )
         for n in args.nodes
     ]
@@ -82,7 +90,7 @@ def cmd_taihulight(args) -> int:
     title = (
         f"{args.model}, {args.design} design{built}, {r['layout']} gradients, batch {r['batch']} per node, "
         f"{format_bytes(r['gradient_nbytes'])} of gradients, SW26010 nodes on the {r['topology']} topology"
-        f"{SHARING[args.sharing]}"
+        f"{model_words(machine, shared, args.nodes)}"
     )
     if len(rows) == 1:
         closed = r["closed_communication_s"]
@@ -109,15 +117,16 @@ def cmd_taihulight(args) -> int:
 
 def cmd_versus_mpi(args) -> int:
     machine = network(args, study.LINK)
+    shared = sharing(args, machine, *args.nodes)
     for n in args.nodes:
-        study.check_case(args.model, "ring", n, machine, sharing=args.sharing)
+        study.check_case(args.model, "ring", n, machine, sharing=shared)
     sizes = (study.PAPER_MESSAGE_BYTES, study.model_gradient_nbytes(args.model))
-    rows = study.ring_vs_mpi(sizes, args.nodes, machine, args.library, args.sharing)
+    rows = study.ring_vs_mpi(sizes, args.nodes, machine, args.library, shared)
     if args.json:
         print(json.dumps(rows))
         return 0
     print(
-        f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology{SHARING[args.sharing]} "
+        f"ring vs MPI_Allreduce as {args.library} runs it, on the {machine.name} topology{model_words(machine, shared, args.nodes)} "
         f"({LIBRARIES[args.library].source})"
     )
     print(f"{'message':>10} {'nodes':>6} {'ring':>10} {'MPI_Allreduce':>14} {'MPI / ring':>11}  algorithm")
@@ -188,11 +197,6 @@ def add_commands(subparsers) -> None:
         help=f"the MPI whose algorithms --versus-mpi and the ps-gather/ps-reduce designs use "
         f"(default {study.LIBRARY}, the paper's)",
     )
-    t.add_argument(
-        "--sharing",
-        action="store_true",
-        help="messages share the topology's links max-min fairly (a replay of the run, docs/flows.md): "
-        "the faithful model across TaihuLight supernodes; default: a link per pair, static shares",
-    )
+    t.add_argument("--static-shares", action="store_true", help=STATIC_SHARES_HELP)
     t.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several --nodes)")
     t.set_defaults(func=cmd_taihulight)

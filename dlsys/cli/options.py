@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..comm import MAX_THREAD_RANKS
 from ..machine.net import LINK_PRESETS, get_link, parse_size
-from ..machine.topology import Topology, get_network
+from ..machine.topology import Topology, get_network, sharing_of
 from ..options import Option
 from ..outputs import check_writable
 from ..units import format_bytes
@@ -209,6 +209,30 @@ def network(args, link: str | None = None) -> Topology:
     """The run's network, resolved once here from ``--topology`` and ``--link`` (or ``link``,
     for a command without --link): "flat" on that link, or the named topology."""
     return get_network(args.topology, link or args.link, "--topology")
+
+
+STATIC_SHARES_HELP = (
+    "the old rule, for contrast: every pair on a link of its own, a message across the upper level "
+    "charged the static share 1/oversubscription of it however few cross (default: messages share "
+    "the links max-min fairly, a replay of the run, docs/flows.md; a flat network keeps its per-pair "
+    "clock, its closed forms exactly)"
+)
+
+
+def sharing(args, machine: Topology, *sizes: int) -> bool | None:
+    """The run's ``sharing``: False under ``--static-shares`` (refused where no run of
+    ``sizes`` ranks spans a link above the nodes: there the per-pair clock is already the
+    model, with no share to make static), else None, the network's own model
+    (``topology.sharing_of``)."""
+    if not args.static_shares:
+        return None
+    if not any(sharing_of(machine, None, n) for n in sizes):
+        raise ValueError(
+            f"--static-shares: no link above the nodes on {max(sizes)} ranks of the {machine.name} topology (the "
+            "per-pair clock is already the default there); use a tiered --topology (two-level, taihulight, "
+            "fat-tree, gpu-cluster) and ranks in more than one supernode"
+        )
+    return False
 
 
 def print_table(rows, title: str | None = None) -> None:

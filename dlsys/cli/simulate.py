@@ -16,6 +16,7 @@ from ..machine.topology import TOPOLOGY_PRESETS
 from ..units import format_bytes, format_rate, format_seconds
 from .options import (
     MAX_RANKS,
+    STATIC_SHARES_HELP,
     Checked,
     any_case,
     integer,
@@ -26,6 +27,7 @@ from .options import (
     real_buffers,
     refuse_unused,
     save_trace,
+    sharing,
     size,
     trace_row,
 )
@@ -71,12 +73,13 @@ def cmd_simulate(args) -> int:
         collectives.check_algorithm(args.collective, algorithm)
     except ValueError as exc:
         raise ValueError(f"--algo: {exc}") from None
+    machine = network(args)
     record = simulate_collective(
         args.collective,
         algorithm,
         args.ranks,
         args.size,
-        network(args),
+        machine,
         args.node,
         args.backend,
         args.dtype,
@@ -86,7 +89,7 @@ def cmd_simulate(args) -> int:
         max_memory_bytes=args.max_memory,
         real=args.real,
         record=bool(args.trace),
-        sharing=args.sharing,
+        sharing=sharing(args, machine, args.ranks),
     )
     save_trace(args, record)
     if args.json:
@@ -100,7 +103,13 @@ def cmd_simulate(args) -> int:
         (
             "virtual time",
             format_seconds(record["virtual_time_s"], 4)
-            + (" (messages share links: a max-min fair replay)" if record["sharing"] else ""),
+            + (
+                " (messages share links: a max-min fair replay)"
+                if record["sharing"]
+                else " (static shares: a link per pair, --static-shares)"
+                if args.static_shares
+                else ""
+            ),
         ),
         *form_rows(record),
         ("algbw", format_rate(record["algbw_Bps"])),
@@ -219,12 +228,7 @@ def add_commands(subparsers) -> None:
         "upper level; fat-tree: k = 16 on --link; gpu-cluster: DGX H100 islands of 8 "
         "(taihulight and gpu-cluster: --link is not used)",
     )
-    sim.add_argument(
-        "--sharing",
-        action="store_true",
-        help="messages that cross a link at the same time share it (max-min fair; the TaihuLight's "
-        "upper level at its real 875 GB/s per supernode): times from a replay of the run",
-    )
+    sim.add_argument("--static-shares", action="store_true", help=STATIC_SHARES_HELP)
     sim.add_argument("--node", default="laptop-cpu", type=any_case(NODE_PRESETS), choices=list(NODE_PRESETS))
     sim.add_argument("--backend", default="threads", choices=list(BACKENDS))
     sim.add_argument("--dtype", default="float32", choices=list(DTYPES))

@@ -224,8 +224,9 @@ class Communicator(NodeThreads):
         sync = sync or (self.eager_limit_bytes is not None and nbytes > self.eager_limit_bytes)
         if sync and self.ops is not None:
             raise ValueError(
-                "a synchronous send (ssend, or a send above eager_limit_bytes) cannot run with "
-                "sharing=True: the replay with shared links does not model it"
+                "a synchronous send (ssend, or a send above eager_limit_bytes) cannot run with shared links "
+                "(sharing=True, the default on a topology with links above its nodes): the replay does not "
+                "model it; launch with sharing=False for the per-pair clock"
             )
         label = message_label(label, phase, step, block)
         depart = self._clock.send(nbytes, label, dst)

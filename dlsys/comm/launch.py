@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from ..checks import check_int
 from ..machine.fabric import Fabric
 from ..machine.net import LinkModel, NodeModel, get_node
-from ..machine.topology import DEFAULT_LINK, Topology, get_network
+from ..machine.topology import DEFAULT_LINK, Topology, get_network, sharing_of
 from .backends import BACKENDS
 from .replay import replay
 from .supervise import RunSpec, RunTimeout
@@ -82,7 +82,7 @@ def launch(
     record: bool = True,
     timeout_s: float = 600.0,
     topology: str | Topology | None = None,
-    sharing: bool = False,
+    sharing: bool | None = None,
     eager_limit_bytes: int | None = None,
 ) -> LaunchResult:
     """Run ``program(comm, *args, **kwargs)`` on ``world_size`` ranks and collect the results.
@@ -95,7 +95,11 @@ def launch(
     Topology); rank r is node r of it. ``sharing``: the times (trace, clocks) come from a
     replay of the run's operations in which concurrent messages share the links of
     ``network.fabric(world_size)`` max-min fairly (dlsys.comm.replay; values are the
-    run's). ``eager_limit_bytes``: every send of more bytes is synchronous (as
+    run's); None (the default) is the network's own model (``topology.sharing_of``: shared
+    where the ranks span links above the nodes, the per-pair clock on a flat network or in
+    one supernode, where it is the closed forms exactly); False across supernodes: static
+    per-pair shares.
+    ``eager_limit_bytes``: every send of more bytes is synchronous (as
     ``comm.ssend``: it returns once the receiver has posted the matching receive), as MPI
     switches from its eager to its rendezvous protocol above a threshold (MPICH ch3:
     MPIDI_CH3_EAGER_MAX_MSG_SIZE, 256 KiB, src/mpid/ch3/include/mpidi_ch3_post.h); 0 makes
@@ -106,14 +110,19 @@ def launch(
     backend, size, seed, nodes, network = _check(
         program, world_size, backend, node, seed, timeout_s, args, topology, link
     )
-    if not isinstance(sharing, bool):
-        raise ValueError(f"sharing must be True or False, got {sharing!r}")
+    asked, sharing = sharing, sharing_of(network, sharing, size)
     if eager_limit_bytes is not None:
         eager_limit_bytes = check_int("eager_limit_bytes", eager_limit_bytes, 0)
-        if sharing:
+        if sharing:  # refused, not run on static shares instead: that would change the network model unasked
             raise ValueError(
-                "eager_limit_bytes: synchronous sends cannot run with sharing=True (the replay with "
-                "shared links does not model them); pass eager_limit_bytes=None"
+                "eager_limit_bytes: synchronous sends cannot run with shared links (the replay does not "
+                "model them), "
+                + (
+                    "sharing=True"
+                    if asked
+                    else f"the {network.name} topology's own model across supernodes (sharing=None)"
+                )
+                + "; pass eager_limit_bytes=None, or sharing=False for the per-pair clock with static shares"
             )
     fabric = network.fabric(size) if sharing else None
     spec = RunSpec(

@@ -220,7 +220,7 @@ def simulate_collective(
     real: bool = False,
     record: bool = True,
     topology=None,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> dict:
     """Run one collective on ``ranks`` ranks over ``size`` bytes and compare with its closed form.
 
@@ -238,7 +238,8 @@ def simulate_collective(
     a Topology, "flat" on ``link``); across supernodes only algorithms with a ``tiered``
     form have a closed form (else it is None). ``sharing``: times from a replay in which
     concurrent messages share the links of the topology's fabric (``launch(sharing=True)``,
-    dlsys.comm.replay); the closed forms, of links per pair, are given only where every
+    dlsys.comm.replay); None, the network's own model (``topology.sharing_of``); the closed
+    forms, of links per pair, are given only where every
     pair shares one link (a flat network, one supernode), where sharing keeps them.
     """
     nbytes, itemsize = _check_run(collective, algorithm, ranks, size, backend, dtype, op, max_memory_bytes)
@@ -264,7 +265,7 @@ def simulate_collective(
     if check:
         _check_results(result.values, collective, algorithm, ranks, count, dtype, op, seed)
     closed, textbook = _closed_forms(
-        collective, algorithm, ranks, nbytes, itemsize, network, result.nodes[0], charge_reductions, sharing
+        collective, algorithm, ranks, nbytes, itemsize, network, result.nodes[0], charge_reductions, result.sharing
     )
     return {
         "collective": collective,
@@ -276,7 +277,7 @@ def simulate_collective(
         "link": network.link.name,
         "topology": network.name,
         "backend": backend,
-        "sharing": sharing,
+        "sharing": result.sharing,
         **_times(collective, ranks, nbytes, result.virtual_time_s, closed, textbook),
         "bytes_sent_per_rank": list(sent_nbytes),
         "wall_time_s": result.wall_time_s,

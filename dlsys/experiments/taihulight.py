@@ -28,7 +28,7 @@ from ..comm.replay import link_load
 from ..machine.net import get_node
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library
 from ..machine.profiles import profile
-from ..machine.topology import get_network
+from ..machine.topology import get_network, sharing_of
 from ..train.caffe import DESIGNS, MPI_DESIGNS, design_program, real_sizes
 from .collectives import simulate_collective
 from .taihulight_forms import ps_mpi_rank0_s, ps_rank0_s
@@ -61,9 +61,11 @@ def check_sharing(sharing) -> bool:
     return sharing
 
 
-def check_case(model: str, design: str, nodes: int, topology, library: str = LIBRARY, sharing: bool = False) -> None:
+def check_case(
+    model: str, design: str, nodes: int, topology, library: str = LIBRARY, sharing: bool | None = None
+) -> None:
     """ValueErrors naming the argument and the accepted values, before any rank starts."""
-    check_sharing(sharing)
+    sharing_of(get_network(topology, LINK, "topology"), sharing)
     if model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}; valid: {', '.join(MODELS)}")
     if design not in DESIGNS:
@@ -110,7 +112,7 @@ def design_closed_form_s(
     topology="taihulight",
     scale: int = 1,
     node=NODE,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> dict:
     """The design's time from the alpha-beta model, split as ``run_design`` splits it.
 
@@ -132,7 +134,7 @@ def design_closed_form_s(
     compute, update = sum(forward_s) + sum(backward_s), node.kernel_s(0, 3 * n)
     copy = 0.0 if contiguous else node.kernel_s(0, 2 * n)
     packing = 2 * copy if design == "ring" else copy  # a PS: rank 0 packs W; its workers unpack it
-    if sharing:
+    if sharing_of(network, sharing, nodes):
         comm = (
             collectives.closed_form("allreduce", "ring", nodes, n, network.link, itemsize=4 * scale)
             if design == "ring" and ring_shares_no_link(network, nodes)
@@ -166,7 +168,7 @@ def run_design(
     max_memory_bytes: int = MAX_MEMORY_BYTES,
     library: str = LIBRARY,
     node=NODE,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> dict:
     """One iteration of ``design`` on ``nodes`` nodes (``node``: a preset or NodeModel, the
     SW26010 by default) of ``topology`` (any network ``get_network`` takes); the MPI designs
@@ -180,6 +182,7 @@ def run_design(
     "result", the LaunchResult (a trace if ``record``)."""
     network = get_network(topology, LINK, "topology")
     check_case(model, design, nodes, network, library, sharing)
+    sharing = sharing_of(network, sharing, nodes)
     check_int("batch", batch, 1)
     scale = memory_scale(model, nodes, max_memory_bytes)
     layers = profile(model)
@@ -231,7 +234,7 @@ def sweep(
     batch: int = BATCH,
     library: str = LIBRARY,
     node=NODE,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> list[dict]:
     """``run_design`` for every node count, without traces or weights (one row each)."""
     network = get_network(topology, LINK, "topology")
@@ -254,7 +257,7 @@ def ring_vs_mpi(
     nodes=SWEEP_NODES,
     topology="taihulight",
     library: str = LIBRARY,
-    sharing: bool = False,
+    sharing: bool | None = None,
 ) -> list[dict]:
     """The paper's figs 7-8: the ring all-reduce against MPI_Allreduce as ``library`` runs
     it (``Library.algorithm``: its choice by message size and node count) for each message
@@ -267,7 +270,7 @@ def ring_vs_mpi(
     library and its algorithm, and each time's closed form (None across supernodes)."""
     lib, network = check_library(library), get_network(topology, LINK, "topology")
     for p in nodes:
-        check_case(MODELS[0], "ring", p, network)
+        check_case(MODELS[0], "ring", p, network, sharing=sharing)
     unit = 4 << (max(nodes).bit_length() - 1)
     rows = []
     for size in nbytes:
@@ -285,9 +288,9 @@ def ring_vs_mpi(
                     sharing=sharing,
                 )
                 closed = rec["closed_form_s"]
-                if closed is None and sharing and algorithm == "ring" and ring_shares_no_link(network, p):
+                if closed is None and rec["sharing"] and algorithm == "ring" and ring_shares_no_link(network, p):
                     closed = collectives.closed_form("allreduce", "ring", p, size, network.link, itemsize=4)
-                elif closed is None and sharing and algorithm == "recursive_doubling" and p & (p - 1) == 0:
+                elif closed is None and rec["sharing"] and algorithm == "recursive_doubling" and p & (p - 1) == 0:
                     closed = recursive_doubling_form_s(p, size, network)
                 rows.append(
                     {
@@ -297,7 +300,7 @@ def ring_vs_mpi(
                         "nodes": p,
                         "nbytes": size,
                         "topology": network.name,
-                        "sharing": sharing,
+                        "sharing": rec["sharing"],
                         "virtual_time_s": rec["virtual_time_s"],
                         "closed_form_s": closed,
                         "wall_time_s": rec["wall_time_s"],

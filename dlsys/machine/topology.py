@@ -23,6 +23,16 @@ dlsys.machine.fabric.Fabric): the same machine for a replay in which messages sh
 (dlsys.comm.replay); there the upper levels have their real capacity (the TaihuLight's
 875 GB/s uplinks, from the bisection) instead of a static per-pair share.
 
+Which of the two a run uses by default is the network's own (``sharing_of``, the one place
+that decides): on a topology with links above its nodes (``shares_links``: the two-level
+tree, the TaihuLight, the fat tree, the GPU cluster) a run whose ranks span more than one
+supernode replays with shared links, the model that agrees with SimGrid; a flat network,
+and a run inside one supernode, keep the per-pair clock, which is their closed forms
+exactly (the replay's eager sends of one rank share its egress, so it is not: Rabenseifner,
+6 ranks, 1 MiB on tcp-10gbe, 4.65 ms = closed form, 5.38 ms replayed). ``sharing=False``
+across supernodes is the static share, kept under that explicit name for the lesson that
+contrasts the two.
+
 Several ranks per machine: ``placed(topology, machine_of)`` puts rank r on machine
 ``machine_of[r]`` of ``topology`` (a worker's threads and its co-located parameter server,
 dlsys.schedule.job; later, a node's GPUs). Two ranks of one machine talk over the
@@ -59,6 +69,7 @@ __all__ = [
     "gpu_cluster",
     "TOPOLOGY_PRESETS",
     "get_network",
+    "sharing_of",
     "DEFAULT_LINK",
 ]
 
@@ -97,6 +108,12 @@ class Topology:
     @property
     def is_flat(self) -> bool:
         return self.supernode_size is None
+
+    @property
+    def shares_links(self) -> bool:
+        """Whether this network has links above its nodes, which messages share in its own
+        model (module docstring) and the per-pair clock can only charge a static share of."""
+        return self.supernode_size is not None
 
     def is_flat_for(self, size: int) -> bool:
         """Whether ranks 0..size-1 all share one link (one supernode holds them all)."""
@@ -296,3 +313,19 @@ def get_network(network=None, link=DEFAULT_LINK, argument: str = "network") -> T
         f"{', '.join(LINK_PRESETS)} (links), {', '.join(TOPOLOGY_PRESETS)} (topologies), "
         "a bandwidth like 10Gbps, a LinkModel or a Topology"
     )
+
+
+def sharing_of(network: Topology, sharing: bool | None = None, size: int | None = None) -> bool:
+    """Whether a run of ``size`` ranks on ``network`` replays with shared links: ``sharing``
+    if True or False (False across supernodes: the static per-pair shares, by that explicit
+    name only); None (the default everywhere) the network's own model (module docstring):
+    shared where its ranks span links above the nodes (``size`` None: any size),
+    the per-pair clock on a flat network or inside one supernode. Else a ValueError."""
+    if sharing is None:
+        return network.shares_links and (size is None or not network.is_flat_for(size))
+    if not isinstance(sharing, bool):
+        raise ValueError(
+            f"sharing must be None (the network's own model: shared links above the nodes), True or False, "
+            f"got {sharing!r}"
+        )
+    return sharing
