@@ -17,12 +17,11 @@ is the whole ``launch``; the weights are checked against one rank's
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
-from dlsys.course.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import benchmark_parser, report_benchmark
 from dlsys.train import grid3d
 from dlsys.train.pipeline import single_rank_run
 
@@ -72,12 +71,10 @@ def sentence(record: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     for name, default in (("dp", DP), ("tp", TP), ("pp", PP), ("microbatches", MICRO_BATCHES)):
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
-    add_write_docs(parser)
     args = parser.parse_args(argv)
     if not 1 <= args.dp * args.tp * args.pp <= 256:
         parser.error(f"--dp x --tp x --pp must be 1..256 ranks, got {args.dp * args.tp * args.pp}")

@@ -12,11 +12,10 @@ each answered by ``Layout.bytes()``.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import time
 
-from dlsys.course.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import benchmark_parser, report_benchmark
 from dlsys.machine.memory import Layout, Transformer
 
 TARGET_S = 1.0  # issue 26: a thousand layouts in under a second
@@ -70,12 +69,8 @@ def sentence(record: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", action="store_true")
-    add_write_docs(parser)
-    args = parser.parse_args(argv)
-    record = measure()
-    report_benchmark(record, sentence, "bench.memory_model", "memory_model.py", args, argv)
+    args = benchmark_parser(__doc__).parse_args(argv)
+    report_benchmark(measure(), sentence, "bench.memory_model", "memory_model.py", args, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ in one session. The target: every step under ``TARGET_S``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -26,7 +25,7 @@ import streamlit as st
 import streamlit.logger
 from streamlit.testing.v1 import AppTest
 
-from dlsys.course.docs import add_write_docs, markdown_table, write_measured
+from dlsys.course.docs import benchmark_parser, markdown_table, write_measured
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 sys.path.insert(0, str(APP_DIR))
@@ -170,10 +169,8 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("pages", nargs="*", choices=[[], *pages.BY_NAME], help="page names (default: every page)")
-    parser.add_argument("--json", action="store_true")
-    add_write_docs(parser)
     args = parser.parse_args(argv)
     rows = measure(args.pages)
     print(json.dumps(rows) if args.json else table(rows))

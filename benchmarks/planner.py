@@ -16,10 +16,9 @@ micro-batch, SP, dropout), so the first search in a process is the one timed col
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from dlsys.course.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import benchmark_parser, report_benchmark
 from dlsys.planner import MODELS, search
 from dlsys.planner.efficiency import layer_times
 from dlsys.planner.search import candidates
@@ -56,12 +55,8 @@ def sentence(record: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", action="store_true")
-    add_write_docs(parser)
-    args = parser.parse_args(argv)
-    record = measure()
-    report_benchmark(record, sentence, "bench.planner", "planner.py", args, argv)
+    args = benchmark_parser(__doc__).parse_args(argv)
+    report_benchmark(measure(), sentence, "bench.planner", "planner.py", args, argv)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,12 @@ backward, and its gradient reduce-scattered. The wall time is the whole ``launch
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
 from dlsys.comm import launch
-from dlsys.course.docs import add_write_docs, report_benchmark
+from dlsys.course.docs import benchmark_parser, report_benchmark
 from dlsys.learn import optim
 from dlsys.learn.sequence import answer_loss, reversal
 from dlsys.learn.transformer import transformer
@@ -72,11 +71,9 @@ def sentence(record: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--ranks", type=int, default=RANKS)
     parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--json", action="store_true")
-    add_write_docs(parser)
     args = parser.parse_args(argv)
     for name in ("ranks", "steps"):
         if not 1 <= getattr(args, name) <= 256:

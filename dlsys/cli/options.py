@@ -261,6 +261,18 @@ def real_buffers(record: dict) -> str:
     )
 
 
+def add_trace_flags(p) -> None:
+    """--trace FILE (the run's Chrome trace, ``save_trace``) and --json."""
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        action=Checked,
+        check=output_file,
+        help="write the Chrome trace-event JSON (Perfetto) here",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def save_trace(args, record: dict) -> None:
     """Take the LaunchResult out of ``record`` (it does not print) and write its trace to
     ``--trace`` if given."""

@@ -30,10 +30,10 @@ from ..units import format_seconds
 from .options import (
     Checked,
     add_option,
+    add_trace_flags,
     any_case,
     integer,
     link,
-    output_file,
     print_table,
     refuse_unused,
     save_trace,
@@ -250,12 +250,5 @@ def add_commands(subparsers) -> None:
         "links: a replay, seconds a point), and its gain",
     )
     add_schedule_options(p)
-    p.add_argument(
-        "--trace",
-        metavar="FILE",
-        action=Checked,
-        check=output_file,
-        help="write the Chrome trace-event JSON (Perfetto) here",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_trace_flags(p)
     p.set_defaults(func=cmd_schedule)

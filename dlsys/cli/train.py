@@ -37,6 +37,7 @@ from .options import (
     CHECKERS,
     MAX_RANKS,
     Checked,
+    add_trace_flags,
     any_case,
     given_flags,
     integer,
@@ -161,14 +162,7 @@ def add_strategy_options(p) -> None:
 
 def add_output_flags(p) -> None:
     """--trace, --json and the large-batch study's --sweep, --quick, --out."""
-    p.add_argument(
-        "--trace",
-        metavar="FILE",
-        action=Checked,
-        check=output_file,
-        help="write the Chrome trace-event JSON (Perfetto) here",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_trace_flags(p)
     p.add_argument("--sweep", choices=["batch"], help="run the large-batch study (minutes) and cache it")
     p.add_argument("--quick", action="store_true", help="--sweep: the small study on the 8x8 digits (seconds)")
     p.add_argument(

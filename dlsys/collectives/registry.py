@@ -114,6 +114,29 @@ def bruck_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) 
     return sum(a + c * m(p) * b for c in exchange.bruck_counts(p))
 
 
+def log_steps_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
+    """L a + (p - 1) m(p) b: L steps, every rank's block on the wire once on the way
+    (binomial scatter and gather, recursive-doubling all-gather)."""
+    return L * a + (p - 1) * m(p) * b
+
+
+def p_minus_1_steps_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
+    """(p - 1)(a + m(p) b): p - 1 steps of one block each (ring all-gather, pairwise all-to-all)."""
+    return (p - 1) * (a + m(p) * b)
+
+
+def rabenseifner_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
+    """Rabenseifner on the p2 ranks left after the fold: a recursive-halving reduce-scatter
+    then a recursive-doubling all-gather, 2 lg p2 a + 2 (p2 - 1) m(p2) b + (p2 - 1) m(p2) g."""
+    q = p2(p)
+    return fold(p, n, a, b, g) + 2 * lg(q) * a + 2 * (q - 1) * m(q) * b + (q - 1) * m(q) * g
+
+
+def reduce_broadcast_cost(p: int, n: float, m, a: float, b: float, g: float, L: int, o, w) -> float:
+    """A binomial reduce then a binomial broadcast (reduce_cost + broadcast_cost)."""
+    return reduce_cost(p, n, m, a, b, g, L, o, w) + broadcast_cost(p, n, m, a, b, g, L, o, w)
+
+
 THAKUR = "Thakur, Rabenseifner & Gropp 2005, Optimization of collective communication operations in MPICH"
 # the binomial trees' forms at a power of two, and where p is not one (broadcast_cost)
 TREE_NOTE = r" \quad (p \ne 2^L\text{: a tree's last step is } \max(o, \tfrac{n}{B}))"
@@ -162,6 +185,13 @@ class Algorithm:
     shape: str = "circle"
 
 
+def binomial_tree(collective: str, run: Callable, cost: Callable) -> Algorithm:
+    """The binomial broadcast or reduce: all but the rank function and closed form are shared."""
+    return Algorithm(
+        collective, "binomial", run, cost, TREE_LATEX, THAKUR, "#9467BD", whole, exact=EVERY_P, shape="tree"
+    )
+
+
 REGISTRY: dict[tuple[str, str], Algorithm] = {
     (a.collective, a.name): a
     for a in [
@@ -176,18 +206,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             whole,
             exact=EVERY_P,
         ),
-        Algorithm(
-            "broadcast",
-            "binomial",
-            trees.broadcast_binomial,
-            broadcast_cost,
-            TREE_LATEX,
-            THAKUR,
-            "#9467BD",
-            whole,
-            exact=EVERY_P,
-            shape="tree",
-        ),
+        binomial_tree("broadcast", trees.broadcast_binomial, broadcast_cost),
         Algorithm(
             "broadcast",
             "scatter_allgather",
@@ -203,7 +222,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "scatter",
             "binomial",
             trees.scatter_binomial,
-            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * b,
+            log_steps_cost,
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta",
             THAKUR,
             "#9467BD",
@@ -215,7 +234,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "gather",
             "binomial",
             trees.gather_binomial,
-            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * b,
+            log_steps_cost,
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
             THAKUR,
             "#9467BD",
@@ -226,7 +245,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allgather",
             "ring",
             ring.allgather_ring,
-            lambda p, n, m, a, b, g, L, o, w: (p - 1) * (a + m(p) * b),
+            p_minus_1_steps_cost,
             r"(p-1)\,(\alpha + \tfrac{n}{p}\beta) \quad (n = p \times \text{size})",
             PATARASUK,
             "#1F77B4",
@@ -237,7 +256,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allgather",
             "recursive_doubling",
             halving_doubling.allgather_recursive_doubling,
-            lambda p, n, m, a, b, g, L, o, w: L * a + (p - 1) * m(p) * b,
+            log_steps_cost,
             r"L\,\alpha + \tfrac{p-1}{p}\,n\beta \quad (n = p \times \text{size})",
             THAKUR,
             "#FF7F0E",
@@ -245,18 +264,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             fallback="ring",
             shape="hypercube",
         ),
-        Algorithm(
-            "reduce",
-            "binomial",
-            trees.reduce_binomial,
-            reduce_cost,
-            TREE_LATEX,
-            THAKUR,
-            "#9467BD",
-            whole,
-            exact=EVERY_P,
-            shape="tree",
-        ),
+        binomial_tree("reduce", trees.reduce_binomial, reduce_cost),
         Algorithm(
             "reduce_scatter",
             "ring",
@@ -311,9 +319,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "rabenseifner",
             halving_doubling.allreduce_rabenseifner,
-            lambda p, n, m, a, b, g, L, o, w: (
-                fold(p, n, a, b, g) + 2 * lg(p2(p)) * a + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g
-            ),
+            rabenseifner_cost,
             r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
             "Rabenseifner 2004, Optimization of collective reduction operations; " + THAKUR,
             "#2CA02C",
@@ -326,9 +332,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "rabenseifner_distance_doubling",
             halving_doubling.allreduce_rabenseifner_distance_doubling,
-            lambda p, n, m, a, b, g, L, o, w: (
-                fold(p, n, a, b, g) + 2 * lg(p2(p)) * a + 2 * (p2(p) - 1) * m(p2(p)) * b + (p2(p) - 1) * m(p2(p)) * g
-            ),
+            rabenseifner_cost,
             r"2L\,\alpha + 2\,\tfrac{p-1}{p}\,n\beta",
             "Rabenseifner in MPICH's step order, distance 1 first (MPICH v3.2 src/mpi/coll/allreduce.c lines "
             "462-573; Open MPI coll_base_allreduce.c, redscat_allgather); " + THAKUR,
@@ -343,9 +347,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "reduce_broadcast",
             trees.allreduce_reduce_broadcast,
-            lambda p, n, m, a, b, g, L, o, w: (
-                reduce_cost(p, n, m, a, b, g, L, o, w) + broadcast_cost(p, n, m, a, b, g, L, o, w)
-            ),
+            reduce_broadcast_cost,
             r"2L\,(\alpha + n\beta)" + TREE_NOTE,
             THAKUR,
             "#D62728",
@@ -357,9 +359,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "allreduce",
             "hierarchical",
             hierarchical.allreduce_hierarchical,
-            lambda p, n, m, a, b, g, L, o, w: (
-                reduce_cost(p, n, m, a, b, g, L, o, w) + broadcast_cost(p, n, m, a, b, g, L, o, w)
-            ),
+            reduce_broadcast_cost,
             r"2\lg s\,(\alpha + n\beta) + 2(k-1)\,(\alpha_{up} + \tfrac{n}{k}\beta_{up})",
             "Karonis et al. 2000, Exploiting hierarchy in parallel computer networks to optimize collective "
             "operation performance; " + PATARASUK,
@@ -373,7 +373,7 @@ REGISTRY: dict[tuple[str, str], Algorithm] = {
             "alltoall",
             "pairwise",
             exchange.alltoall_pairwise,
-            lambda p, n, m, a, b, g, L, o, w: (p - 1) * (a + m(p) * b),
+            p_minus_1_steps_cost,
             r"(p-1)\,(\alpha + \tfrac{n}{p}\beta)",
             "MPICH src/mpi/coll/alltoall/alltoall_intra_pairwise.c (MPIR_Alltoall_intra_pairwise); " + THAKUR,
             "#1F77B4",

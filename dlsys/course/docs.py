@@ -34,6 +34,7 @@ date and the command: ``--write-docs`` of ``benchmarks/run_all.py``, ``simulate_
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -188,8 +189,11 @@ def machine_stamp(command: str) -> str:
     )
 
 
-def add_write_docs(parser) -> None:
-    """A benchmark's ``--write-docs [FILE]`` option (default docs/performance.md)."""
+def benchmark_parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring as help, ``--json`` (one JSON line) and
+    ``--write-docs [FILE]`` (its measured block in FILE, default docs/performance.md)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--write-docs",
         metavar="FILE",
@@ -197,6 +201,7 @@ def add_write_docs(parser) -> None:
         const=str(DOCS_DIR / "performance.md"),
         help="write the result into FILE's measured block (default docs/performance.md)",
     )
+    return parser
 
 
 def report_benchmark(record: dict, sentence, block: str, script: str, args, argv=None) -> None:

@@ -94,12 +94,25 @@ class Layer:
         return twin
 
 
+class SplitLayer(Layer):
+    """A layer whose dx and weight gradients are computed apart (``backward_input``, then
+    ``backward_weights``): ``backward`` is the two in a row."""
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        dx = self.backward_input(dy)
+        self.backward_weights()
+        return dx
+
+    def backward_input(self, dy: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__}.backward_input")
+
+
 def _he_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
     """He et al. 2015 initialisation: w ~ N(0, 2 / fan_in)."""
     return rng.standard_normal(shape) * sqrt(2.0 / fan_in)
 
 
-class Linear(Layer):
+class Linear(SplitLayer):
     """y = x W + b, with W of shape (in, out), over the last axis of x (a sample may be
     (in,) or a sequence (S, in)).
 
@@ -129,11 +142,6 @@ class Linear(Layer):
     def forward(self, x):
         self.x = x
         return x @ self.params["W"] + self.params["b"]
-
-    def backward(self, dy):
-        dx = self.backward_input(dy)
-        self.backward_weights()
-        return dx
 
     def backward_input(self, dy):
         self.dy = dy

@@ -14,10 +14,10 @@ from math import prod, sqrt
 
 import numpy as np
 
-from .nn import Layer, Linear, Sequential
+from .nn import Layer, Linear, Sequential, SplitLayer
 
 
-class Embedding(Layer):
+class Embedding(SplitLayer):
     """y[s] = E[x[s]] + P[s]: a learned token table E (vocab, D) plus learned positions P.
 
     Tokens come in as floats (Sequential casts its input) and are read back as integers.
@@ -46,11 +46,6 @@ class Embedding(Layer):
             raise ValueError(f"Embedding: tokens must be integers in 0..{self.vocab - 1}")
         return self.params["E"][self.idx] + self.params["P"][: x.shape[1]]
 
-    def backward(self, dy):
-        dx = self.backward_input(dy)
-        self.backward_weights()
-        return dx
-
     def backward_input(self, dy):
         self.dy = dy
         return np.zeros(self.idx.shape, dy.dtype)
@@ -65,7 +60,7 @@ class Embedding(Layer):
         return {"idx": self.idx}
 
 
-class LayerNorm(Layer):
+class LayerNorm(SplitLayer):
     """y = g * xhat + b over the last axis, xhat = (x - mean) / sqrt(var + eps) (Ba et al. 2016).
 
     dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) with dxhat = g dy, rstd = 1/sqrt(var + eps)."""
@@ -90,11 +85,6 @@ class LayerNorm(Layer):
         self.rstd = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + self.eps)
         self.xhat = centred * self.rstd
         return self.xhat * self.params["g"] + self.params["b"]
-
-    def backward(self, dy):
-        dx = self.backward_input(dy)
-        self.backward_weights()
-        return dx
 
     def backward_input(self, dy):
         self.dy = dy
@@ -141,7 +131,7 @@ class GELU(Layer):
         return {"x": self.x}
 
 
-class MultiHeadAttention(Layer):
+class MultiHeadAttention(SplitLayer):
     """Causal multi-head self-attention (Vaswani et al. 2017, section 3.2), heads a, D = a d:
 
     [Q K V] = x Wqkv + bqkv;  per head  A = softmax(Q K^T / sqrt(d) + M),  C = A V;
@@ -188,11 +178,6 @@ class MultiHeadAttention(Layer):
         self.ctx = (self.attn @ self.v).transpose(0, 2, 1, 3).reshape(n, s, d)
         return self.ctx @ self.params["Wo"] + self.params["bo"]
 
-    def backward(self, dy):
-        dx = self.backward_input(dy)
-        self.backward_weights()
-        return dx
-
     def backward_input(self, dy):
         n, s, d = dy.shape
         self.dy = dy
@@ -221,7 +206,7 @@ class MultiHeadAttention(Layer):
         return {"x": self.x, "q": self.q, "k": self.k, "v": self.v, "attn": self.attn, "ctx": self.ctx}
 
 
-class Residual(Layer):
+class Residual(SplitLayer):
     """y = x + f(x), f = the given layers in order (a transformer's sub-block);
     dx = dy + df^T dy. Its parameters are its layers', named "<i>.<name>"."""
 
@@ -254,11 +239,6 @@ class Residual(Layer):
         for layer in self.layers:
             y = layer.forward(y)
         return x + y
-
-    def backward(self, dy):
-        dx = self.backward_input(dy)
-        self.backward_weights()
-        return dx
 
     def backward_input(self, dy):
         dx = dy

@@ -176,16 +176,10 @@ class Plan:
         parameters but the experts (``expert_layout``)."""
         m = self.model
         shape = Transformer(self.stage_layers(stage), m.hidden, m.heads, m.seq_len, self.micro_batch)
-        unit = m.layer_params() - m.expert_layer_params() if self.zero == 3 else 0
-        return Layout(
+        return self._layout(
             self.stage_params(stage) - self.stage_expert_params(stage),
             self.dp * self.tp,
-            self.zero,
-            self.tp,
-            self.optimizer,
-            self.precision,
-            unit_params=unit,
-            prefetch=self.zero == 3,
+            m.layer_params() - m.expert_layer_params(),
             model=shape,
             sequence_parallel=self.sp,
             recompute=self.recompute,
@@ -197,16 +191,25 @@ class Plan:
         dp/ep copies holding the same ones (None for a dense model)."""
         if not self.model.experts:
             return None
-        unit = self.model.expert_layer_params() // self.ep if self.zero == 3 else 0
-        return Layout(
+        return self._layout(
             self.stage_expert_params(stage) // self.ep,
             self.dp // self.ep * self.tp,
+            self.model.expert_layer_params() // self.ep,
+        )
+
+    def _layout(self, params: int, ranks: int, unit: int, **activations) -> Layout:
+        """``params`` held by ``ranks`` ranks under this plan's ZeRO stage, tp, optimizer and
+        precision; ZeRO-3 gathers (and prefetches) them a layer's ``unit`` at a time."""
+        return Layout(
+            params,
+            ranks,
             self.zero,
             self.tp,
             self.optimizer,
             self.precision,
-            unit_params=unit,
+            unit_params=unit if self.zero == 3 else 0,
             prefetch=self.zero == 3,
+            **activations,
         )
 
 

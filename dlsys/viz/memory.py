@@ -21,6 +21,17 @@ KIND_COLOURS = {
 HEIGHT = 460
 
 
+def device_line(fig: go.Figure, device_bytes: float, name: str) -> None:
+    """The device's memory as a dashed line across a bytes chart, labelled ``name`` and its size."""
+    fig.add_hline(
+        y=device_bytes,
+        line_dash="dash",
+        line_color="#333",
+        annotation_text=f"{name} {format_bytes(device_bytes)}",
+        annotation_position="top left",
+    )
+
+
 def memory_bars(
     rows: list[dict], device_bytes: float | None = None, title: str = "One rank's memory by kind"
 ) -> go.Figure:
@@ -42,13 +53,7 @@ def memory_bars(
     top = max([row["total_bytes"] for row in rows] + [device_bytes or 0])
     ticks, labels = linear_byte_ticks(top)
     if device_bytes:
-        fig.add_hline(
-            y=device_bytes,
-            line_dash="dash",
-            line_color="#333",
-            annotation_text=f"device {format_bytes(device_bytes)}",
-            annotation_position="top left",
-        )
+        device_line(fig, device_bytes, "device")
     fig.update_layout(
         barmode="stack",
         title=title,

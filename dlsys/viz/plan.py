@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from ..machine.memory import KINDS
 from ..planner import COMPONENTS
 from ..units import format_bytes, linear_byte_ticks
-from .memory import HEIGHT, KIND_COLOURS
+from .memory import HEIGHT, KIND_COLOURS, device_line
 from .style import CONCEPT_COLOURS
 
 # compute and the bubble as everywhere (style.CONCEPT_COLOURS); the communications in shades of the wire's
@@ -88,13 +88,7 @@ def memory_bar(record: dict, title: str | None = None) -> go.Figure:
         ]
     )
     ticks, labels = linear_byte_ticks(max(record["memory_bytes"], record["device_bytes"]))
-    fig.add_hline(
-        y=record["device_bytes"],
-        line_dash="dash",
-        line_color="#333",
-        annotation_text=f"{record['device']} {format_bytes(record['device_bytes'])}",
-        annotation_position="top left",
-    )
+    device_line(fig, record["device_bytes"], record["device"])
     fig.update_layout(
         barmode="stack",
         height=HEIGHT,

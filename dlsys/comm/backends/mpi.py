@@ -40,11 +40,11 @@ from ..board import (
     STATE,
     new_board,
 )
-from ..communicator import DEADLINE_GRACE_S, Communicator
+from ..communicator import DEADLINE_GRACE_S
 from ..supervise import DeadlockError, Outcome, RankFailed, RunSpec, RunTimeout
 from .mpi_transport import MPITransport
 from .reaper import SHM_DIR, Reaper, adopt_orphans, end_descendants, new_run_id, sweep_dead_runs
-from .transport import Backend
+from .transport import Backend, rank_communicator
 
 MAX_MPI_RANKS = 256
 INSTALL = "pip install -e '.[mpi]' (mpi4py and Open MPI from PyPI)"
@@ -93,21 +93,7 @@ def run_as_rank(spec: RunSpec, report_dir: str | None = None) -> list[Outcome] |
     try:
         board = new_board(spec.size)
         transport = MPITransport(comm, board)
-        c = Communicator(
-            rank,
-            spec.size,
-            transport,
-            spec.network,
-            spec.nodes[rank],
-            spec.seed,
-            spec.deadline,
-            board,
-            spec.charge_reductions,
-            spec.record,
-            spec.log_ops,
-            spec.log_labels,
-            spec.eager_limit_bytes,
-        )
+        c = rank_communicator(spec, rank, transport, board)
         value = spec.program(c, *spec.args, **spec.kwargs)
         end_descendants(spare)
         outcome = Outcome(value, c.spans, c.messages, c.clock, c.ops, c.used_memory)

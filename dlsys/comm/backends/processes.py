@@ -60,12 +60,12 @@ import cloudpickle
 import numpy as np
 
 from ..board import DONE, STATE, board_width, new_board
-from ..communicator import DEADLINE_GRACE_S, Communicator
+from ..communicator import DEADLINE_GRACE_S
 from ..logical import as_logical
 from ..mailbox import Aborted, Header, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, supervise
 from .reaper import Reaper, new_run_id, set_parent_death_signal, sweep_dead_runs
-from .transport import Backend, MailboxTransport
+from .transport import Backend, MailboxTransport, rank_communicator
 
 SHM_DIR = "/dev/shm"
 PIPE_BUF = 4096
@@ -271,21 +271,7 @@ def _child_main() -> None:
     try:
         spec = cloudpickle.loads(job["spec"])
         transport = _ProcessTransport(rank, run_id, job["writers"], mailbox)
-        comm = Communicator(
-            rank,
-            spec.size,
-            transport,
-            spec.network,
-            spec.nodes[rank],
-            spec.seed,
-            spec.deadline,
-            board,
-            spec.charge_reductions,
-            spec.record,
-            spec.log_ops,
-            spec.log_labels,
-            spec.eager_limit_bytes,
-        )
+        comm = rank_communicator(spec, rank, transport, board)
         value = spec.program(comm, *spec.args, **spec.kwargs)
         outcome = ("ok", Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory))
     except Aborted:

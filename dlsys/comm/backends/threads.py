@@ -28,12 +28,11 @@ import traceback
 from contextlib import contextmanager
 
 from ..board import DONE, STATE, board_row, new_board
-from ..communicator import Communicator
 from ..mailbox import Aborted, Mailbox
 from ..supervise import Outcome, RankFailed, RunSpec, RunTimeout, supervise
 from .baton import Baton, BatonCondition
 from .reaper import end_descendants, now_ticks
-from .transport import Backend, MailboxTransport
+from .transport import Backend, MailboxTransport, rank_communicator
 
 MAX_THREAD_RANKS = 4096
 JOIN_S = 0.5  # how long a torn-down rank has to end, before and after Aborted is raised in it
@@ -170,21 +169,7 @@ class ThreadsBackend(Backend):
         def body(rank):
             _rank_threads.add(threading.get_ident())
             baton.enter(rank)
-            comm = Communicator(
-                rank,
-                spec.size,
-                ThreadTransport(boxes, rank),
-                spec.network,
-                spec.nodes[rank],
-                spec.seed,
-                spec.deadline,
-                board,
-                spec.charge_reductions,
-                spec.record,
-                spec.log_ops,
-                spec.log_labels,
-                spec.eager_limit_bytes,
-            )
+            comm = rank_communicator(spec, rank, ThreadTransport(boxes, rank), board)
             try:
                 value = spec.program(comm, *spec.args, **spec.kwargs)
                 outcomes[rank] = Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)

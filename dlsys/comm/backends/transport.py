@@ -7,9 +7,8 @@ the registry, ``dlsys.comm.backends.BACKENDS``.
 
 A backend's ``run(spec)`` must:
 
-* start ``spec.size`` ranks; rank r builds ``Communicator(r, spec.size, transport,
-  spec.network, spec.nodes[r], spec.seed, spec.deadline, board, spec.charge_reductions,
-  spec.record, spec.log_ops, spec.log_labels, spec.eager_limit_bytes)``, runs ``spec.program(comm, *spec.args, **spec.kwargs)`` and hands back
+* start ``spec.size`` ranks; rank r builds its Communicator with ``rank_communicator(spec, r,
+  transport, board)``, runs ``spec.program(comm, *spec.args, **spec.kwargs)`` and hands back
   ``Outcome(value, comm.spans, comm.messages, comm.clock, comm.ops, comm.used_memory)``;
 * give every rank and the launcher the same status board (dlsys.comm.board; shared memory
   across processes), set a rank's STATE to DONE when it ends, and wait with
@@ -32,8 +31,28 @@ import numpy as np
 from ..board import DONE, STATE
 from ..board import least_pending as board_least_pending
 from ..board import silent as board_silent
+from ..communicator import Communicator
 from ..mailbox import Header, Mailbox
 from ..supervise import Outcome, RunSpec
+
+
+def rank_communicator(spec: RunSpec, rank: int, transport: Transport, board: np.ndarray) -> Communicator:
+    """Rank ``rank``'s Communicator for the run ``spec``, the same on every backend."""
+    return Communicator(
+        rank,
+        spec.size,
+        transport,
+        spec.network,
+        spec.nodes[rank],
+        spec.seed,
+        spec.deadline,
+        board,
+        spec.charge_reductions,
+        spec.record,
+        spec.log_ops,
+        spec.log_labels,
+        spec.eager_limit_bytes,
+    )
 
 
 class Transport(ABC):
