@@ -18,11 +18,11 @@ from .options import (
     MAX_RANKS,
     STATIC_SHARES_HELP,
     Checked,
+    add_trace_flags,
     any_case,
     integer,
     link,
     network,
-    output_file,
     print_table,
     real_buffers,
     refuse_unused,
@@ -249,14 +249,7 @@ def add_commands(subparsers) -> None:
         help="real data only: refuse, before any rank starts, a size that does not fit --max-memory",
     )
     sim.add_argument("--gamma", action="store_true", help="charge n * gamma for reductions (node memory bandwidth)")
-    sim.add_argument(
-        "--trace",
-        metavar="FILE",
-        action=Checked,
-        check=output_file,
-        help="write the Chrome trace-event JSON (Perfetto) here",
-    )
-    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    add_trace_flags(sim)
     sim.set_defaults(func=cmd_simulate)
     add_presets(subparsers)
 
