@@ -32,8 +32,8 @@ demo: $(APP_STAMP)
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: browser tests will skip"
 
-# The flow-level network's oracle (tests/test_simgrid_oracle.py) runs Debian's SimGrid; the venv imports its one
-# module by path (tests/simgrid_runner.py), so nothing is linked into the venv.
+# The flow-level network's oracle (tests/machine/test_simgrid_oracle.py) runs Debian's SimGrid; the venv imports its one
+# module by path (tests/machine/simgrid_runner.py), so nothing is linked into the venv.
 simgrid:
 	@dpkg -s python3-simgrid >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-simgrid >/dev/null) || echo "python3-simgrid not installed: the SimGrid cross-check will skip"
 

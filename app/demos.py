@@ -1,6 +1,6 @@
 """The prepared demos: a page set up for one point of a lecture, as a link. Home lists them
 (with presenter mode on when it is on), docs/course.md's "Prepared links for the slides"
-table is this list (tests/test_app.py checks both ways), and each link opens its page with
+table is this list (tests/app/test_app.py checks both ways), and each link opens its page with
 exactly its values."""
 
 from typing import NamedTuple

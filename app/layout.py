@@ -15,7 +15,7 @@ FIGURE_FORMATS = ["png", "svg"]
 # metric's "142 ...", a select box's "allre", a toggle's label, the policies' chips, the
 # navigation's titles) wraps onto another line instead (a multiselect's box grows to hold its
 # chips' rows: Streamlit's fixed height hid them, over the widgets below), and code in a caption keeps the minimum
-# font size (tests/test_browser.py's MIN_FONT_PX). tests/test_browser.py measures both.
+# font size (tests/app/test_browser.py's MIN_FONT_PX). tests/app/test_browser.py measures both.
 PAGE_CSS = """<style>
 [data-testid="stMetric"] *, [data-baseweb="select"] *, [data-testid="stSidebarNav"] *,
 [data-testid="stWidgetLabel"] *, [data-testid="stTab"] *, [data-testid="stPageLink"] * {

@@ -1,11 +1,11 @@
 """The app's pages, one entry each: its file in app/views/, title, icon, section of the
 navigation, and the blurb Home shows under its link. The navigation (streamlit_app.py),
-Home's links and concept map, and the tests (tests/test_app.py, tests/test_browser.py)
+Home's links and concept map, and the tests (tests/app/test_app.py, tests/app/test_browser.py)
 read PAGES, so a new page is one file in app/views/ and one entry here.
 
 Icons are emoji, not ":material/..." names: for those Streamlit's page (its favicon)
 fetches an SVG from fonts.gstatic.com, which fails in a classroom without internet
-(tests/test_browser.py checks that no request leaves the machine).
+(tests/app/test_browser.py checks that no request leaves the machine).
 """
 
 from typing import NamedTuple

@@ -6,7 +6,7 @@ imports neither the launcher nor the backends.
 
 For each module, a fresh ``python -X importtime -c "import <module>"``: the cumulative time
 of the import, numpy's share of it (every module here needs numpy, and on a busy machine it
-dominates), and the ``dlsys`` modules the import loads (tests/test_imports.py holds the
+dominates), and the ``dlsys`` modules the import loads (tests/comm/test_imports.py holds the
 counts; time is too noisy to test). Target: under 0.3 s and 15 modules.
 """
 

@@ -50,7 +50,7 @@ RANKS, SIZE, LINK = 8, 16 * 2**20, "rdma-edr"  # 16 MiB per rank on InfiniBand E
 #
 # fix the flows of the link with the least level, and go on with the rest. Whenever a
 # message starts or ends, the shares are solved again (SimGrid's model, with which ours
-# agrees to rounding: tests/test_simgrid_oracle.py).
+# agrees to rounding: tests/machine/test_simgrid_oracle.py).
 #
 # Three flows on two links: flow 0 on link 0 (10 GB/s), flow 1 on links 0 and 1, flow 2
 # on link 1 (2 GB/s). Link 1 fills first, at 1 GB/s each; flow 0 then takes all that

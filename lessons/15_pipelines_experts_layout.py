@@ -245,7 +245,7 @@ show(viz_plan.memory_bar(ddp), "15_plan_ddp_memory")
 # split of its stage's layers, runs 1F1B over its data-parallel copy's micro-batches, and
 # all-reduces its gradients over its copy group. Its weights after the step are one rank's,
 # and stage 0's memory ledger holds what the planner counts for that layout (the
-# activations of the micro-batches 1F1B keeps in flight; `tests/test_grid3d.py` holds the
+# activations of the micro-batches 1F1B keeps in flight; `tests/train/test_grid3d.py` holds the
 # two byte for byte).
 
 # %%

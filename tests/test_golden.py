@@ -1,6 +1,6 @@
 """Values and virtual-time traces are those recorded before the wave-2 engine refactor
 (tests/golden/make_golden.py), on threads and on processes, and for training on mpi
-(ps-asp and ps-ssp with a straggler: recv_any's distributed rule; tests/test_mpi.py holds
+(ps-asp and ps-ssp with a straggler: recv_any's distributed rule; tests/comm/test_mpi.py holds
 every collective on mpi to threads at 2, 3, 4 and 8 ranks). Traces and collectives' values
 are held bit for bit; training's weights, summed by the CPU's BLAS kernel, within
 make_golden.TRAIN_ATOL, so the suite passes on any CPU (issue 28)."""
@@ -184,7 +184,7 @@ def test_another_cpus_blas_changes_the_weights_bits_but_passes(tmp_path):
 
 @pytest.mark.parametrize("ranks", [2, 3, 8])
 def test_every_collective_on_processes_gives_the_threads_trace(ranks):
-    """The golden cases are at 4 and 5 ranks; tests/test_mpi.py holds mpi to threads at 2, 3, 4, 8."""
+    """The golden cases are at 4 and 5 ranks; tests/comm/test_mpi.py holds mpi to threads at 2, 3, 4, 8."""
     for collective, algorithm in dict.fromkeys((c[1], c[2]) for c in make_golden.collective_cases()):
         on_threads = make_golden.run_collective(collective, algorithm, ranks, "threads")
         on_processes = make_golden.run_collective(collective, algorithm, ranks, "processes")

@@ -43,35 +43,35 @@ def readme_commands() -> list[str]:
 # README command -> the test file that runs it: the same line, or a cheap variant with the
 # same command and flags and smaller values (the test file must name each of its words and flags)
 RUN_ELSEWHERE = {
-    "make app": "tests/test_browser.py",  # `make -s app PORT=...`, as a student starts it
-    ".venv/bin/dlsys simulate allreduce --algo ring --ranks 8 --size 64MiB --link tcp-10gbe": "tests/test_cli.py",
-    ".venv/bin/dlsys presets": "tests/test_cli.py",
-    ".venv/bin/dlsys presets --stack tcp-10gbe --size 64KiB": "tests/test_netstack.py",
-    ".venv/bin/dlsys train --compress topk --ratio 0.01": "tests/test_compress_comm.py",
-    ".venv/bin/dlsys train --strategy allreduce --staleness 3": "tests/test_train.py",
-    ".venv/bin/dlsys compress --model resnet50 --method dgc": "tests/test_compress_comm.py",
-    ".venv/bin/dlsys train --sweep batch --out results/large_batch.json": "tests/test_large_batch.py",
-    ".venv/bin/dlsys schedule --model resnet50 --policy p3 --workers 4 --link 10Gbps": "tests/test_schedule.py",
-    ".venv/bin/dlsys schedule --model alexnet --sweep 1Gbps 10Gbps 100Gbps": "tests/test_schedule.py",
-    ".venv/bin/dlsys schedule --model vgg19 --p3-paper --sweep 1Gbps 10Gbps 40Gbps": "tests/test_schedule.py",
-    ".venv/bin/dlsys bench allreduce --ranks 2 --size 64MiB": "tests/test_bench.py",
-    ".venv/bin/dlsys train --storage hdd --loader-workers 4 --prefetch 8": "tests/test_cli.py",
-    ".venv/bin/dlsys bench emulate --ranks 512": "tests/test_bench.py",
-    ".venv/bin/dlsys mpirun -n 8 -- .venv/bin/python my_ring.py": "tests/test_mpi.py",
-    ".venv/bin/dlsys casestudy taihulight --model alexnet --design ps --nodes 64": "tests/test_taihulight.py",
-    ".venv/bin/dlsys casestudy taihulight --model resnet50 --design ring --nodes 2,4,...,512 --scattered": "tests/test_taihulight.py",
-    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512": "tests/test_taihulight.py",
-    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --static-shares": "tests/test_taihulight.py",
-    ".venv/bin/dlsys plan --model 70b --gpus 1024": "tests/test_plan.py",
-    "dlsys plan": "tests/test_plan.py",
-    ".venv/bin/dlsys reproduce --quick": "tests/test_reproduce.py",
-    "python benchmarks/run_all.py": "tests/test_bench.py",  # --smoke
-    ".venv/bin/python lessons/03_ring_allreduce.py": "tests/test_lessons.py",  # every lesson, as a script
-    "make notebooks": "tests/test_notebooks.py",  # its `dlsys lessons build`
-    "dlsys lessons build": "tests/test_notebooks.py",
-    "dlsys exercises release hw": "tests/test_exercises.py",
-    "dlsys grade hw": "tests/test_exercises.py",
-    "dlsys exercises gradescope hw2 ring_reduce_scatter ring_allgather ring_allreduce -o hw2.zip": "tests/test_gradescope.py",
+    "make app": "tests/app/test_browser.py",  # `make -s app PORT=...`, as a student starts it
+    ".venv/bin/dlsys simulate allreduce --algo ring --ranks 8 --size 64MiB --link tcp-10gbe": "tests/cli/test_cli.py",
+    ".venv/bin/dlsys presets": "tests/cli/test_cli.py",
+    ".venv/bin/dlsys presets --stack tcp-10gbe --size 64KiB": "tests/machine/test_netstack.py",
+    ".venv/bin/dlsys train --compress topk --ratio 0.01": "tests/compress/test_compress_comm.py",
+    ".venv/bin/dlsys train --strategy allreduce --staleness 3": "tests/train/test_train.py",
+    ".venv/bin/dlsys compress --model resnet50 --method dgc": "tests/compress/test_compress_comm.py",
+    ".venv/bin/dlsys train --sweep batch --out results/large_batch.json": "tests/train/test_large_batch.py",
+    ".venv/bin/dlsys schedule --model resnet50 --policy p3 --workers 4 --link 10Gbps": "tests/schedule/test_schedule.py",
+    ".venv/bin/dlsys schedule --model alexnet --sweep 1Gbps 10Gbps 100Gbps": "tests/schedule/test_schedule.py",
+    ".venv/bin/dlsys schedule --model vgg19 --p3-paper --sweep 1Gbps 10Gbps 40Gbps": "tests/schedule/test_schedule.py",
+    ".venv/bin/dlsys bench allreduce --ranks 2 --size 64MiB": "tests/experiments/test_bench.py",
+    ".venv/bin/dlsys train --storage hdd --loader-workers 4 --prefetch 8": "tests/cli/test_cli.py",
+    ".venv/bin/dlsys bench emulate --ranks 512": "tests/experiments/test_bench.py",
+    ".venv/bin/dlsys mpirun -n 8 -- .venv/bin/python my_ring.py": "tests/comm/test_mpi.py",
+    ".venv/bin/dlsys casestudy taihulight --model alexnet --design ps --nodes 64": "tests/experiments/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --model resnet50 --design ring --nodes 2,4,...,512 --scattered": "tests/experiments/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512": "tests/experiments/test_taihulight.py",
+    ".venv/bin/dlsys casestudy taihulight --versus-mpi --nodes 2,4,...,512 --static-shares": "tests/experiments/test_taihulight.py",
+    ".venv/bin/dlsys plan --model 70b --gpus 1024": "tests/planner/test_plan.py",
+    "dlsys plan": "tests/planner/test_plan.py",
+    ".venv/bin/dlsys reproduce --quick": "tests/course/test_reproduce.py",
+    "python benchmarks/run_all.py": "tests/experiments/test_bench.py",  # --smoke
+    ".venv/bin/python lessons/03_ring_allreduce.py": "tests/course/test_lessons.py",  # every lesson, as a script
+    "make notebooks": "tests/course/test_notebooks.py",  # its `dlsys lessons build`
+    "dlsys lessons build": "tests/course/test_notebooks.py",
+    "dlsys exercises release hw": "tests/grading/test_exercises.py",
+    "dlsys grade hw": "tests/grading/test_exercises.py",
+    "dlsys exercises gradescope hw2 ring_reduce_scatter ring_allgather ring_allreduce -o hw2.zip": "tests/grading/test_gradescope.py",
 }
 
 # README command -> {word: cheaper word}: run here, as main(argv) runs it
@@ -97,7 +97,7 @@ RUN_HERE = {
 NOT_RUN = {
     "make test": "the suite itself",
     "make demo": "the Makefile's demo is README's first simulate line (test_make_demo_is_the_readmes_simulate_line)",
-    ".venv/bin/dlsys reproduce --write-docs": "rewrites tracked docs; tests/test_docs.py holds every generated "
+    ".venv/bin/dlsys reproduce --write-docs": "rewrites tracked docs; tests/course/test_docs.py holds every generated "
     "block equal to what it would write",
 }
 MPI_COMMANDS = {  # run here when mpirun is there, else skipped by name
@@ -155,7 +155,7 @@ def test_a_readme_mpi_command_runs(command, tmp_path, monkeypatch, capsys):
 def test_the_readmes_lesson_on_the_hosts_of_a_hostfile(tmp_path):
     """DLSYS_BACKEND=mpi DLSYS_MPIRUN_ARGS="--hostfile hosts" python lessons/03_ring_allreduce.py,
     with a hostfile of this machine. The lesson itself under mpi takes minutes (an mpirun
-    start per launch, dozens of them; tests/test_lessons.py runs it on threads), so a
+    start per launch, dozens of them; tests/course/test_lessons.py runs it on threads), so a
     script of one launch stands for it: the same variables must reach launch and mpirun."""
     from dlsys.comm.backends.mpi import mpi_unavailable
 

@@ -14,7 +14,7 @@ does): a big emulation's wall time is Python per message (2.1 M messages in a 10
 ring), so each step is one call of ``dlsys.comm.fast.shift`` (sendrecv inlined) and the
 sums add plain views (numpy calls a LogicalArray's Python hook on every addition).
 Virtual time is charged by the same sends and receives in the same order, so values and
-traces equal the reading path's (tests/test_collectives.py holds them equal).
+traces equal the reading path's (tests/collectives/test_collectives.py holds them equal).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ Python call costs about 0.1 us, so here
 * the two links' costs (o_s(n), n / B, o_r(n)) are looked up once per message size: a ring
   sends one or two sizes over and over.
 
-tests/test_comm_clock.py holds it to the clock's rules, tests/test_comm.py to
-``sendrecv``'s trace on a flat network and a two-level tree, tests/test_collectives.py the
+tests/comm/test_comm_clock.py holds it to the clock's rules, tests/comm/test_comm.py to
+``sendrecv``'s trace on a flat network and a two-level tree, tests/collectives/test_collectives.py the
 lean ring (collectives/ring_fast.py) to the reading ring's.
 """
 

@@ -17,7 +17,7 @@ forms (``parallelism.TABLES``: seconds), the planner's presets and
 layouts (``plan.TABLES``: a fraction of a second) and P3's bandwidth sweeps (``p3_sweeps``:
 minutes). A block may hold a sentence as well as a table.
 Adding one is one function and one entry. The names in ``SLOW`` take minutes between them on
-two cores (each emulates hundreds of ranks); ``tests/test_docs.py`` checks the fast ones in
+two cores (each emulates hundreds of ranks); ``tests/course/test_docs.py`` checks the fast ones in
 every run and the slow ones under ``-m slow``,
 those in ``SAMPLED`` by one row each (``SAMPLES``).
 

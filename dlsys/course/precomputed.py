@@ -14,7 +14,7 @@ else runs it: a page at other settings computes as before.
     python -m dlsys.course.precomputed --check    # which stored results a rerun no longer gives
 
 The runs are deterministic (virtual time), so the store is a pure cache: ``stale()``
-reruns every call and compares, and tests/test_precomputed.py does that (the slow calls
+reruns every call and compares, and tests/course/test_precomputed.py does that (the slow calls
 under ``-m slow``). Fields that measure this machine's wall clock (``WALL_CLOCK_KEYS``)
 are not stored: a stored run has no wall time of its own. Bump VERSION when a change
 of code changes a result, and rewrite the file.
@@ -45,7 +45,7 @@ WALL_CLOCK_KEYS = ("wall_time_s",)
 
 # The app's default settings (app/views/*.py), as app/cached.py calls the experiments: one call per point
 # of a sweep (a page assembles its sweeps point by point, so a slider that widens a sweep
-# reuses the points it had). tests/test_app.py checks that each page's default view finds
+# reuses the points it had). tests/app/test_app.py checks that each page's default view finds
 # its calls here.
 _SCHEDULE = dict(model="resnet50", workers=2)
 _SCHEDULE_OPTIONS = {

@@ -42,7 +42,7 @@ CACHE_PATH = Path(__file__).resolve().parents[2] / "results" / "large_batch.json
 RULES = ("fixed", "sqrt", "linear", "linear + warm-up")
 OPTIMIZERS = ("sgd + warm-up", "lars", "lamb")
 # Bump by hand when a change of code changes the results: a cache of another version is
-# refused (``require_study``), and tests/test_large_batch.py fails when a cold quick study
+# refused (``require_study``), and tests/train/test_large_batch.py fails when a cold quick study
 # no longer gives what the cache recorded for it (``quick_check``) under the same version.
 CACHE_VERSION = 1
 SWEEP_COMMAND = "dlsys train --sweep batch --out results/large_batch.json"

@@ -30,7 +30,7 @@ from .release import student_source
 LESSONS_DIR = REPO_ROOT / "lessons"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 PAIRING = "lessons//py:percent,notebooks//ipynb"
-CELL_TIMEOUT_S = 300  # a lesson runs in about a minute at most (tests/test_lessons.py)
+CELL_TIMEOUT_S = 300  # a lesson runs in about a minute at most (tests/course/test_lessons.py)
 PLOTLY_RENDERER = "plotly_mimetype"
 WRITTEN = "dlsys_build_sha256"  # notebook metadata: the digest of what ``write`` wrote
 

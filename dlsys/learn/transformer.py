@@ -2,7 +2,7 @@
 
 A sample is a sequence: tokens (S,) in, vectors (S, D) inside. Every layer's ``saved()``
 lists what it keeps for backward, the tensors Korthikanti et al. 2022 (section 4.1) count:
-dlsys.machine.memory.activation_bytes holds the formula, tests/test_transformer.py the match.
+dlsys.machine.memory.activation_bytes holds the formula, tests/learn/test_transformer.py the match.
 The layers split backward in two, as zero-bubble pipelines need: ``backward_input(dy) -> dx``
 now, ``backward_weights()`` (the weight gradients) later. They live in ``nn``'s flat buffers
 like every other layer (``nn.Sequential``).

@@ -21,7 +21,7 @@ A mixture of experts (Mixtral's shape: Jiang et al. 2024, "Mixtral of Experts", 
 replaces each layer's MLP by ``experts`` SwiGLU experts and a router (h x E); a token runs
 through ``top_k`` of them, so a step's FLOPs count the active parameters, N minus the
 (E - k) experts a token skips in every layer.
-``tests/test_plan.py`` holds each preset within 2% of its published count (exactly equal
+``tests/planner/test_plan.py`` holds each preset within 2% of its published count (exactly equal
 for the Hugging Face checkpoints' tensors, in fact).
 """
 

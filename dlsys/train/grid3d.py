@@ -21,7 +21,7 @@ the tests hold the weights within float64 rounding.
 
 Memory: each rank's ``comm.memory`` ledger holds its parameters and gradients and, per
 (micro-batch, chunk) in flight, the activations its layers keep for backward; the peak is
-what ``planner.memory`` predicts for the layout (tests/test_grid3d.py). Zero bubble's
+what ``planner.memory`` predicts for the layout (tests/train/test_grid3d.py). Zero bubble's
 split backward is not offered: the split layers compute their weight gradient with their
 input gradient (Megatron's ``ColumnParallelLinear`` does too).
 """

@@ -24,7 +24,7 @@ rank e // (E / ep); every rank routes its own tokens, then
 size). Backward runs the same two all-to-alls in reverse; the router's gradient flows
 through the gate values. The router is replicated: its gradient is summed over the ranks.
 Expert rows enter each expert in the same order as in the single-rank layer run on the same
-groups, so the two agree to rounding (tests/test_moe.py).
+groups, so the two agree to rounding (tests/train/test_moe.py).
 """
 
 from __future__ import annotations

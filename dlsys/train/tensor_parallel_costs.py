@@ -1,6 +1,6 @@
 """Tensor parallelism's closed forms: what a TP and a DP group's all-reduce cost on a machine,
 how many collectives and bytes a step of ``tensor_parallel`` runs, and the activations a
-rank keeps (Korthikanti et al. 2022, section 4). tests/test_tensor_parallel.py holds every
+rank keeps (Korthikanti et al. 2022, section 4). tests/train/test_tensor_parallel.py holds every
 run to these counts, byte for byte.
 """
 

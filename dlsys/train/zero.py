@@ -278,7 +278,7 @@ def zero_program(
 ) -> dict:
     """Synchronous data parallelism under ZeRO ``stage`` (FSDP: stage 3 with ``unit_layers``):
     the batches, the model and SGD with momentum of ``allreduce_program``, so the weights
-    after k steps equal its weights (``tests/test_zero.py``: bitwise where the summation
+    after k steps equal its weights (``tests/train/test_zero.py``: bitwise where the summation
     order is DDP's, within float32 rounding elsewhere). Every rank builds the same initial
     weights from ``config.seed`` (DDP broadcasts rank 0's, the same values). Rank 0 reports
     the weights and the test accuracy; every rank its losses and its ledger's peak bytes by kind."""

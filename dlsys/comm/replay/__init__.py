@@ -25,7 +25,7 @@ simulation, single-threaded, after the ranks have finished:
 
 With ``sharing=False`` a send and a receive are clock.py's own rules, the same
 ``VirtualClock`` methods on the same numbers, so the replay gives the run's trace bit for
-bit (tests/test_replay.py: every collective algorithm, every golden trace). That is the
+bit (tests/comm/test_replay.py: every collective algorithm, every golden trace). That is the
 oracle that the replay replays the run. With ``sharing=True`` the messages are flows on
 ``network.fabric(size)``: o_s and o_r stay DESIGN.md's, a flow pays its route's latency
 and then its max-min fair share, re-solved whenever a flow starts or ends. A rank's
@@ -61,7 +61,7 @@ between events changes nothing (max-min ties are exact, dlsys/machine/flows.py).
 The room, one file each: ``oplog.py`` the compact log, ``plain.py`` the replay (the reading
 path), ``fast.py`` its fast path (``replay(..., fast=True)`` without a trace: decoded once
 per distinct operation, clocks as floats, held to the same clocks bit for bit by
-tests/test_replay.py), ``load.py`` the bytes per link over time (``link_load``).
+tests/comm/test_replay.py), ``load.py`` the bytes per link over time (``link_load``).
 """
 
 from .load import link_load

@@ -5,7 +5,7 @@ keeps ``fast_ops`` beside ``tensor_ops``.
 on, no trace, only the clocks (what ``dlsys simulate`` prints). It is plain.py's loop
 with the same operations, the same order of ranks, the same FlowNetwork calls and the same
 float operations in the same order, so the clocks are the same bit for bit
-(tests/test_replay.py holds them equal). A 1024-rank ring replays 2.1 M messages, and every
+(tests/comm/test_replay.py holds them equal). A 1024-rank ring replays 2.1 M messages, and every
 Python call costs about 0.1 us, so here
 
 * each rank's table of distinct operations (oplog.py) is decoded once: a send's

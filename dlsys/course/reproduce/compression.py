@@ -17,7 +17,7 @@ BYTES_MODEL = "alexnet"  # a large model: per-tensor scalers are negligible, as 
 def bytes_runner(method: str) -> Callable[[bool], dict]:
     """The ratio dense fp32 / encoded of ``method`` (``compression.SETTINGS``' options) on
     AlexNet's layers, counted by the method's own byte formula (held to real payloads by
-    tests/test_compress.py)."""
+    tests/compress/test_compress.py)."""
 
     def run(quick: bool) -> dict:
         ratio = compression.model_bytes(BYTES_MODEL, method, compression.SETTINGS[method])["ratio"]
