@@ -9,15 +9,16 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable
 from types import ModuleType
+from typing import Any
 
 
-def lazy(package: str, **modules: Iterable[str]) -> tuple[Callable[[str], object], list[str]]:
+def lazy(package: str, **modules: Iterable[str]) -> tuple[Callable[[str], Any], list[str]]:
     """``__getattr__`` and ``__all__`` for ``package``, whose public names live in its
     submodules: ``lazy(__name__, launch=["launch", "LaunchResult"])`` imports
     ``package.launch`` when ``package.launch`` or ``package.LaunchResult`` is first asked for."""
     where = {name: module for module, names in modules.items() for name in names}
 
-    def __getattr__(name: str) -> object:
+    def __getattr__(name: str) -> Any:  # Any: a type checker cannot see which name this is
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(f"{package}.{where[name]}"), name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from .. import collectives
-from ..comm import MAX_PROCESS_RANKS
+from ..comm.backends import MAX_PROCESS_RANKS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, emulation, wallclock
 from ..machine.net import LINK_PRESETS
 from ..units import format_bytes, format_rate, format_seconds

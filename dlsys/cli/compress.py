@@ -19,7 +19,7 @@ import json
 import statistics
 import sys
 
-from ..compress import COMPRESSORS, MEMORIES
+from ..compress.methods import COMPRESSORS, MEMORIES
 from ..experiments import compression as ex
 from ..machine.net import NODE_PRESETS
 from ..machine.profiles import PROFILES

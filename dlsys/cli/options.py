@@ -13,7 +13,7 @@ import argparse
 import re
 from pathlib import Path
 
-from ..comm import MAX_THREAD_RANKS
+from ..comm.backends import MAX_THREAD_RANKS
 from ..machine.net import LINK_PRESETS, get_link, parse_size
 from ..machine.topology import Topology, get_network, sharing_of
 from ..options import Option

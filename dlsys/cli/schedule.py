@@ -22,7 +22,7 @@ import argparse
 import json
 
 from .. import schedule
-from ..comm import BACKENDS
+from ..comm.backends import BACKENDS
 from ..experiments import schedule as ex
 from ..experiments.p3_paper import p3_reproduction
 from ..machine.net import NODE_PRESETS

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 
 from .. import collectives
-from ..comm import BACKENDS
+from ..comm.backends import BACKENDS
 from ..experiments import DEFAULT_MAX_MEMORY_BYTES, DTYPES, simulate_collective
 from ..machine import netstack
 from ..machine.net import LINK_PRESETS, NODE_PRESETS

@@ -22,8 +22,8 @@ import json
 import numpy as np
 
 from .. import schedule
-from ..comm import BACKENDS
-from ..compress import COMPRESSORS
+from ..comm.backends import BACKENDS
+from ..compress.methods import COMPRESSORS
 from ..experiments import large_batch, train
 from ..experiments import schedule as schedule_experiments
 from ..learn.task import DATASETS, INPUT_FEATURES, MODELS, OPTIMIZERS

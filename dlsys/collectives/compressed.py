@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compress import Compressor, Memory, NoneMemory, pack_payload, unpack_payload
-from . import allgather, allreduce, ring
+from ..compress.compressor import Compressor, Memory, NoneMemory, pack_payload, unpack_payload
+from . import ring
+from .dispatch import allgather, allreduce
 
 
 def encode(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm import Group
+from ..comm.group import Group
 from .ring import allreduce_ring
 from .trees import broadcast_binomial, reduce_binomial
 

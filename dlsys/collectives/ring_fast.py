@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm import fast, payload_nbytes
+from ..comm import fast
+from ..comm.payload import payload_nbytes
 from .blocks import TAG, UFUNCS, check_like, combine, recv_like
 
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import collectives
 from ..checks import check_int
-from ..comm import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS, launch
+from ..comm.backends import BACKENDS, MAX_PROCESS_RANKS, MAX_THREAD_RANKS
+from ..comm.launch import launch
 from ..machine.net import busbw_factor, parse_size
 from ..machine.topology import Topology, get_network
 from .budget import DEFAULT_MAX_MEMORY_BYTES, PROCESS_RANK_BYTES, BufferPlan, plan_buffers

@@ -26,7 +26,7 @@ import numpy as np
 from .. import compress
 from ..checks import check_int
 from ..collectives.compressed import compressed_allreduce
-from ..comm import launch
+from ..comm.launch import launch
 from ..learn import nn
 from ..machine import profiles
 from ..machine.net import get_node

@@ -31,7 +31,8 @@ from collections import defaultdict
 import numpy as np
 
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS, launch
+from ..comm.backends import MAX_THREAD_RANKS
+from ..comm.launch import launch
 from ..comm.replay import link_load
 from ..machine.net import parse_size
 from ..machine.topology import Topology, fat_tree, flat, two_level

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import collectives
-from ..collectives import textbook_form as closed_form
+from ..collectives.dispatch import textbook_form as closed_form
 from ..machine.net import LINK_PRESETS, get_link
 from ..machine.netstack import LIBRARIES
 from .budget import DEFAULT_MAX_MEMORY_BYTES

@@ -15,8 +15,9 @@ import numpy as np
 
 from .. import collectives
 from ..checks import check_int
-from ..collectives import closed_form
-from ..comm import MAX_THREAD_RANKS, launch
+from ..collectives.dispatch import closed_form
+from ..comm.backends import MAX_THREAD_RANKS
+from ..comm.launch import launch
 from ..machine.net import get_link
 from ..machine.profiles import totals
 from ..ps import ps_round

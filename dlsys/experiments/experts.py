@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import collectives
 from ..collectives import exchange
-from ..comm import launch
+from ..comm.launch import launch
 from ..train.moe import MoEConfig, train_expert_parallel, train_single
 from .collectives import simulate_collective
 

@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS
+from ..comm.backends import MAX_THREAD_RANKS
 from ..learn import landscape
 from ..learn.optim import scale_lr
 from ..learn.task import lr_schedule

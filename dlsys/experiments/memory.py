@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm import LaunchResult, Trace, launch
+from ..comm.launch import LaunchResult, launch
+from ..comm.trace import Trace
 from ..learn import nn, optim
 from ..learn.sequence import answer_loss, reversal
 from ..learn.task import TrainConfig, build_model, steps_per_epoch, task_of, training_batches

@@ -9,7 +9,8 @@ takes one iteration of each apart (where the first layer's update waits).
 from __future__ import annotations
 
 from .. import schedule
-from ..comm import SIGNAL, launch
+from ..comm.launch import launch
+from ..comm.node_threads import SIGNAL
 from ..machine.net import get_node
 from ..machine.topology import flat, placed
 from .schedule import layers, make_job, parse_link, simulate_schedule

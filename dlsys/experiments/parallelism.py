@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collectives import allreduce
-from ..comm import Grid, launch
+from ..collectives.dispatch import allreduce
+from ..comm.group import Grid
+from ..comm.launch import launch
 from ..machine.memory import Layout
 from ..train import tensor_parallel as tpm
 from ..train import tensor_parallel_costs as tpc

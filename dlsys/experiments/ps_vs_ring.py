@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS, launch
+from ..comm.backends import MAX_THREAD_RANKS
+from ..comm.launch import launch
 from ..machine.net import get_link, parse_size
 from ..ps import ps_round
 from .budget import DEFAULT_MAX_MEMORY_BYTES, BufferPlan, plan_buffers

@@ -6,7 +6,7 @@ import csv
 import io
 from dataclasses import replace
 
-from ..comm import Trace
+from ..comm.trace import Trace
 
 
 def without_values(record: dict) -> dict:

@@ -18,7 +18,7 @@ import math
 
 from .. import schedule
 from ..checks import check_int
-from ..comm import launch
+from ..comm.launch import launch
 from ..machine import profiles
 from ..machine.net import LinkModel, get_link, get_node
 from ..machine.topology import flat, placed

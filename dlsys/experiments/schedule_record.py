@@ -9,7 +9,8 @@ import bisect
 from dataclasses import replace
 
 from .. import schedule
-from ..comm import SIGNAL, launch
+from ..comm.launch import launch
+from ..comm.node_threads import SIGNAL
 from ..machine.net import get_node
 
 

@@ -23,7 +23,8 @@ from dataclasses import replace
 
 from .. import collectives
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS, launch
+from ..comm.backends import MAX_THREAD_RANKS
+from ..comm.launch import launch
 from ..comm.replay import link_load
 from ..machine.net import get_node
 from ..machine.netstack import LIBRARIES, MPI_LIBRARIES, Library

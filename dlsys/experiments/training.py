@@ -20,7 +20,8 @@ from collections import Counter
 import numpy as np
 
 from ..checks import check_int
-from ..comm import MAX_THREAD_RANKS, launch
+from ..comm.backends import MAX_THREAD_RANKS
+from ..comm.launch import launch
 from ..learn.task import INPUT_FEATURES
 from ..machine.net import get_node
 from ..machine.storage import MAX_LOADER_WORKERS, IOModel

@@ -32,7 +32,8 @@ import numpy as np
 
 from .. import collectives
 from ..checks import check_int
-from ..comm import BACKENDS, MAX_PROCESS_RANKS, launch
+from ..comm.backends import BACKENDS, MAX_PROCESS_RANKS
+from ..comm.launch import launch
 from ..machine.net import busbw_factor, parse_size
 from ..machine.netstack import fit_alpha_beta
 from ..units import format_bytes

@@ -35,7 +35,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..checks import check_int
-from ..comm import ANY_SOURCE, ANY_TAG, Status, launch
+from ..comm.board import ANY_SOURCE, ANY_TAG
+from ..comm.launch import launch
+from ..comm.request import Status
 from ..comm.supervise import DeadlockError, RankFailed, RunTimeout
 from ..comm.trace import Message, Span, Trace
 from ..machine.topology import get_network

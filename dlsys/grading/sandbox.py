@@ -36,7 +36,7 @@ import numpy  # noqa: F401 - imported once here, inherited by every child
 import pytest
 import pytest_timeout
 
-from dlsys.comm import RankFailed
+from dlsys.comm.supervise import RankFailed
 from dlsys.grading import isolation, untrusted
 from dlsys.grading.testing import STUDENT_DIR_ENV
 

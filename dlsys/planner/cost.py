@@ -55,7 +55,7 @@ report; MFU is the model FLOPs (no recomputation) over the device's peak.
 
 from __future__ import annotations
 
-from ..collectives import closed_form
+from ..collectives.dispatch import closed_form
 from ..machine.memory import bytes_per_param
 from ..machine.topology import Topology
 from .devices import cluster

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..comm import Grid
+from ..comm.group import Grid
 from ..machine.memory import RECOMPUTE, Layout, Transformer, bytes_per_param
 from .devices import DEVICES, Device
 from .models import Model

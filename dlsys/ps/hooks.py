@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from ..collectives import compressed
-from ..compress import frame, payload_nbytes, unframe
+from ..compress.compressor import frame, payload_nbytes, unframe
 from ..learn.task import progress_bar
 
 

@@ -3,7 +3,7 @@ the servers' hooks and the workers' loop (pull, compute a gradient, push)."""
 
 from __future__ import annotations
 
-from ..compress import DGCMemory
+from ..compress.dgc import DGCMemory
 from ..learn.task import (
     Compression,
     TrainConfig,

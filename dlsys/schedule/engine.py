@@ -42,7 +42,8 @@ from typing import cast
 import numpy as np
 
 from .. import collectives
-from ..comm import Communicator, Group
+from ..comm.communicator import Communicator
+from ..comm.group import Group
 from ..comm.logical import per_block
 from ..learn.task import TrainConfig, steps_per_epoch, task_of
 from .job import TAG_PARAMS, Job

@@ -14,7 +14,9 @@ import numpy as np
 
 from .. import collectives
 from ..collectives.compressed import encode, exchange
-from ..compress import DGCMemory, NoneCompressor, NoneMemory, payload_nbytes
+from ..compress.compressor import NoneMemory, payload_nbytes
+from ..compress.dgc import DGCMemory
+from ..compress.none import NoneCompressor
 from ..learn import optim
 from ..learn.task import (
     Compression,

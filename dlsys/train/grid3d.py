@@ -33,8 +33,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..collectives import allreduce
-from ..comm import Grid, launch
+from ..collectives.dispatch import allreduce
+from ..comm.group import Grid
+from ..comm.launch import launch
 from .pipeline import (
     SCHEDULES,
     PipelineConfig,

@@ -34,8 +34,8 @@ from math import ceil
 
 import numpy as np
 
-from ..collectives import allreduce, alltoall, alltoallv
-from ..comm import launch
+from ..collectives.dispatch import allreduce, alltoall, alltoallv
+from ..comm.launch import launch
 
 
 @dataclass(frozen=True)

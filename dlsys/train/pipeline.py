@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..comm import launch
+from ..comm.launch import launch
 from ..learn import nn
 from .transformer_config import TransformerConfig, loss_and_grad
 

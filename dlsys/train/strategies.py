@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from ..comm import MAX_THREAD_RANKS
-from ..compress import COMPRESSORS
+from ..comm.backends import MAX_THREAD_RANKS
+from ..compress.methods import COMPRESSORS
 from ..learn.task import TrainConfig, build_model
 from ..options import Option
 from ..ps import ps_program

@@ -27,8 +27,9 @@ from typing import cast
 
 import numpy as np
 
-from ..collectives import allreduce
-from ..comm import Grid, launch
+from ..collectives.dispatch import allreduce
+from ..comm.group import Grid
+from ..comm.launch import launch
 from ..learn import nn
 from ..learn.transformer import GELU, LayerNorm, MultiHeadAttention, Residual
 from ..machine.memory import Transformer

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..collectives import closed_form
-from ..comm import Grid
+from ..collectives.dispatch import closed_form
+from ..comm.group import Grid
 from ..machine.memory import activation_bytes
 from ..machine.topology import get_network
 from .tensor_parallel import TensorParallelTransformer, TPConfig

@@ -36,7 +36,7 @@ from math import sqrt
 
 import numpy as np
 
-from ..collectives import allgather, allreduce, reduce_scatter
+from ..collectives.dispatch import allgather, allreduce, reduce_scatter
 from ..learn import nn
 
 

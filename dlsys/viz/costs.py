@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ..collectives import REGISTRY
+from ..collectives.registry import REGISTRY
 from ..units import format_bytes, format_seconds, linear_byte_ticks
 from .style import DASHES, log_axis
 

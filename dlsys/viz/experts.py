@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..collectives import REGISTRY
+from ..collectives.registry import REGISTRY
 from .style import log_axis, rank_name
 
 TOP_K_COLORS = {1: "#1F77B4", 2: "#FF7F0E"}  # Switch (k = 1), GShard (k = 2)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..collectives import REGISTRY
+from ..collectives.registry import REGISTRY
 
 LAYOUTS = ("circle", "star", "tree", "hypercube", "two-level")
 # hypercube: dimension d moves a rank along HYPERCUBE_AXES[d] (a square, then a cube drawn in

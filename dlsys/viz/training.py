@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..comm import Trace
+from ..comm.trace import Trace
 from ..train.pipeline import fill_drain_bubble
 from ..units import format_bytes, format_seconds, linear_byte_ticks, time_unit
 from .style import CONCEPT_COLOURS, DASHES, log_axis, role_names
