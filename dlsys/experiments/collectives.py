@@ -240,8 +240,7 @@ def simulate_collective(
     form have a closed form (else it is None). ``sharing``: times from a replay in which
     concurrent messages share the links of the topology's fabric (``launch(sharing=True)``,
     dlsys.comm.replay); None, the network's own model (``topology.sharing_of``); the closed
-    forms, of links per pair, are given only where every
-    pair shares one link (a flat network, one supernode), where sharing keeps them.
+    forms, of links per pair, only where every pair shares one link (flat, one supernode).
     """
     nbytes, itemsize = _check_run(collective, algorithm, ranks, size, backend, dtype, op, max_memory_bytes)
     network = get_network(topology, link, "topology")
