@@ -95,8 +95,9 @@ TREE = two_level(LINK, supernode_size=2, oversubscription=3.0)  # ranks {0, 1} a
 @pytest.mark.parametrize("backend, topology", [("threads", None), ("processes", None), ("threads", TREE)])
 def test_every_message_of_a_run_obeys_the_clock_rules(backend, topology):
     """With a topology, each message's rules use the link between its two ranks: the
-    sender's overhead and egress by its destination, the arrival by its source."""
-    result = dlsys.launch(mixed, 4, backend, link=LINK, node="v100", topology=topology)
+    sender's overhead and egress by its destination, the arrival by its source (the per-pair
+    clock, sharing=False: across supernodes the default is the shared-link replay)."""
+    result = dlsys.launch(mixed, 4, backend, link=LINK, node="v100", topology=topology, sharing=False)
     network = topology or flat(LINK)
     by_src, by_dst = defaultdict(list), defaultdict(list)
     for m in result.trace.messages:

@@ -182,13 +182,13 @@ def test_a_syntax_error_names_the_file_and_costs_only_its_exercise(tmp_path):
             (tmp_path / name).write_text(replace_regions((REPO_ROOT / file).read_text(), lambda r: r.body))
     topk = tmp_path / "compress/topk.py"
     lines = topk.read_text().splitlines(keepends=True)
-    lines[20] = "def broken(:\n"
+    lines[21] = "def broken(:\n"  # a blank line between two methods: a SyntaxError, not an IndentationError
     topk.write_text("".join(lines))
     results = grade(tmp_path, ["terngrad_quantizer", "topk_error_feedback"])
     assert all(r.passed for r in results if r.exercise == "terngrad_quantizer")
     topk_results = [r for r in results if r.exercise == "topk_error_feedback"]
     assert not any(r.passed for r in topk_results)
-    assert all(r.reason.startswith("SyntaxError") and "(at compress/topk.py:21)" in r.reason for r in topk_results), (
+    assert all(r.reason.startswith("SyntaxError") and "(at compress/topk.py:22)" in r.reason for r in topk_results), (
         topk_results[0].reason
     )
 

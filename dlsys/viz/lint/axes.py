@@ -27,8 +27,11 @@ _COUNT = re.compile(
 )
 _DECIMAL_BYTES = re.compile(r"\d\s*(?:kB|KB|MB|GB|TB)\b(?!/s)|\((?:kB|KB|MB|GB|TB)\)")
 _BYTE_AXIS = re.compile(r"\bbytes?\b|\b(?:B|KiB|MiB|GiB|TiB)\b")
-_NAMED_NUMBERS = {
+_NAMED_NUMBERS = {  # words a reader counts by ("TP 8": Megatron's name for 8-way tensor parallelism)
     "rank",
+    "tp",
+    "pp",
+    "dp",
     "worker",
     "server",
     "step",
