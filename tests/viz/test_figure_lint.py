@@ -197,7 +197,11 @@ def test_every_figure_function_is_drawn_where_the_lint_sees_it():
     function of dlsys.viz."""
     callers = "\n".join(
         p.read_text()
-        for p in [*(ROOT / "app").rglob("*.py"), *(ROOT / "lessons").glob("*.py"), ROOT / "tests" / "viz" / "test_viz.py"]
+        for p in [
+            *(ROOT / "app").rglob("*.py"),
+            *(ROOT / "lessons").glob("*.py"),
+            ROOT / "tests" / "viz" / "test_viz.py",
+        ]
     )
     missing = {name for name in _figure_functions() if not re.search(rf"\b{name.split('.')[1]}\(", callers)}
     assert not missing, missing
