@@ -184,7 +184,9 @@ def bound_keys(source: str) -> set[str]:
     keys = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            at = {"url_key": 0, "link_select": 0, "backend_select": 0, "size_slider": 1}.get(node.func.id)
+            at = {"url_key": 0, "link_select": 0, "backend_select": 0, "size_slider": 1, "option_input": 1}.get(
+                node.func.id
+            )
             if at is None or len(node.args) <= at:
                 continue
             arg = node.args[at]
