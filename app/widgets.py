@@ -102,12 +102,14 @@ def option_input(
             )
         return where.select_slider(label, values, value=value, key=url_key(key, values), help=help, **kwargs)
     kind = int if option.kind == "integer" else float
-    low, high = kind(option.low if low is None else low), kind(option.high if high is None else high)
+    low, high = kind(option.low if low is None else low), option.high if high is None else high
     _check_in_range(option, [low * unit, high * unit])
-    if math.isinf(high):
+    if math.isinf(high):  # the URL's check needs an integer top for an integer (a number input's largest)
+        between = (low, 2**53 if kind is int else high)
         return where.number_input(
-            label, min_value=low, value=kind(value), key=url_key(key, between=(low, high)), help=help, **kwargs
+            label, min_value=low, value=kind(value), key=url_key(key, between=between), help=help, **kwargs
         )
+    high = kind(high)
     return where.slider(label, low, high, kind(value), key=url_key(key, between=(low, high)), help=help, **kwargs)
 
 
