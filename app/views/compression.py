@@ -5,15 +5,17 @@ import streamlit as st
 from charts import chart
 from layout import caption, markdown
 from urlstate import url_key
+from widgets import option_input
 
-from dlsys.compress import COMPRESSORS, options_of
+from dlsys.compress import COMPRESSORS
+from dlsys.compress.qsgd import BITS as QSGD_BITS
 from dlsys.machine.profiles import PROFILES
 from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import compression as viz
 from dlsys.viz.animation import message_animation
 
 RATIOS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
-BITS = [2, 4, 8]
+PAPER_CLIP = 2.5  # TernGrad's clip in standard deviations (Wen et al. 2017)
 
 st.title("Gradient compression")
 markdown(
@@ -28,16 +30,22 @@ cols = st.columns(3)
 method = cols[0].selectbox(
     "method", list(COMPRESSORS), index=list(COMPRESSORS).index("topk"), key=url_key("cmp_method", list(COMPRESSORS))
 )
+declared = {o.name: o for o in COMPRESSORS[method].options}
 options = {}
-if "ratio" in options_of(method):
-    options["ratio"] = cols[1].select_slider(
-        "ratio kept", RATIOS, value=0.01 if method != "randomk" else 0.25, key=url_key("cmp_ratio", RATIOS)
+if "ratio" in declared:
+    value = 0.01 if method != "randomk" else 0.25
+    options["ratio"] = option_input(
+        declared["ratio"], "cmp_ratio", "ratio kept", values=RATIOS, value=value, where=cols[1]
     )
-if method == "qsgd":
-    options["bits"] = cols[1].selectbox("bits per entry", BITS, index=1, key=url_key("cmp_bits", BITS))
-if method == "terngrad" and cols[1].toggle("clip at 2.5 sigma", key=url_key("cmp_clip", [False, True])):
-    options["clip"] = 2.5
-if method == "dgc":
+if "bits" in declared:
+    options["bits"] = option_input(
+        declared["bits"], "cmp_bits", "bits per entry", values=list(QSGD_BITS), value=4, selectbox=True, where=cols[1]
+    )
+if "clip" in declared and cols[1].toggle(
+    f"clip at {PAPER_CLIP} sigma", key=url_key("cmp_clip", [False, True]), help=declared["clip"].help
+):
+    options["clip"] = PAPER_CLIP
+if "warmup_epochs" in declared:
     options["warmup_epochs"] = 0  # the figures below show one step, where warm-up does not apply
 key = tuple(sorted(options.items()))
 data = cached.compression(method, key)

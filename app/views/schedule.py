@@ -7,6 +7,7 @@ import streamlit as st
 from charts import chart
 from layout import caption, markdown
 from urlstate import url_key
+from widgets import option_input
 
 from dlsys.experiments.schedule import BANDWIDTHS, KNOBS, SHOWN_POLICIES, SWEEPS, WORKER_COUNTS, widest_gap
 from dlsys.machine.net import LINK_PRESETS
@@ -51,27 +52,25 @@ policies = cols[3].multiselect(
     "policies", list(POLICIES), list(SHOWN_POLICIES), key=url_key("sched_policies", list(POLICIES), many=True)
 )
 cols = st.columns(3)
-slice_params = cols[0].select_slider(
-    AXES["slice_params"].axis_title,
-    SLICES,
+slice_params = option_input(
+    AXES["slice_params"],
+    "sched_slice",
+    values=SLICES,
     value=default_of("slice_params"),
-    key=url_key("sched_slice", SLICES),
     format_func=lambda v: f"{v:,}",
-    help="P3's paper: 40,000.",
+    where=cols[0],
 )
-credit_mb = cols[1].select_slider(
-    AXES["credit_bytes"].axis_title,
-    CREDITS_MB,
+credit_mb = option_input(
+    AXES["credit_bytes"],
+    "sched_credit",
+    values=CREDITS_MB,
     value=round(default_of("credit_bytes") * AXES["credit_bytes"].axis_factor),
-    key=url_key("sched_credit", CREDITS_MB),
-    help="At least one partition of 1,000,000 float32 (4 MB).",
+    unit=1 / AXES["credit_bytes"].axis_factor,
+    note="At least one partition of 1,000,000 float32 (4 MB).",
+    where=cols[1],
 )
-bucket_mb = cols[2].select_slider(
-    AXES["bucket_mb"].axis_title,
-    BUCKETS_MB,
-    value=round(default_of("bucket_mb")),
-    key=url_key("sched_bucket", BUCKETS_MB),
-    help="PyTorch DDP's bucket_cap_mb: 25 (MiB, as its code reads it).",
+bucket_mb = option_input(
+    AXES["bucket_mb"], "sched_bucket", values=BUCKETS_MB, value=round(default_of("bucket_mb")), where=cols[2]
 )
 if not policies:
     st.info("Pick at least one policy.")

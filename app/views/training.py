@@ -6,11 +6,13 @@ import streamlit as st
 from charts import chart
 from layout import caption
 from urlstate import url_key
+from widgets import option_input
 
 from dlsys.learn.optim import scale_lr
 from dlsys.learn.task import TrainConfig, build_model
 from dlsys.machine.net import LINK_PRESETS
 from dlsys.train import STRATEGIES
+from dlsys.train.strategies import OPTIONS
 from dlsys.units import format_bytes, format_seconds
 from dlsys.viz import comm as viz
 from dlsys.viz import training as tviz
@@ -51,7 +53,7 @@ if sync.open:
             0.5,
             key=url_key("train_straggler", between=(1.0, 8.0)),
         )
-        s = c[1].slider("SSP staleness bound s (clocks)", 0, 10, 2, key=url_key("train_staleness", between=(0, 10)))
+        s = option_input(OPTIONS["staleness"], "train_staleness", "SSP staleness bound s (clocks)", high=10, where=c[1])
         runs = {
             "BSP": cached.training("ps-bsp", epochs, link, factor),
             f"SSP s={s}": cached.training("ps-ssp", epochs, link, factor, staleness=s),
@@ -97,7 +99,7 @@ if pushpull.open:
         consistency = c[0].selectbox(
             "consistency", PARAMETER_SERVERS, key=url_key("train_pp_consistency", PARAMETER_SERVERS)
         )
-        servers = c[1].slider("servers (key ranges)", 1, 3, 1, key=url_key("train_pp_servers", between=(1, 3)))
+        servers = option_input(OPTIONS["servers"], "train_pp_servers", "servers (key ranges)", high=3, where=c[1])
         record = cached.training(consistency, 1, link, 1.0, servers=servers)
         trace = tviz.first_seconds(record["trace"], record["virtual_time_s"] / 5)
         title = f"{consistency}, {servers} server(s) + {cached.TRAIN_WORKERS} workers, the first steps"
@@ -129,8 +131,12 @@ if pushpull.open:
 if split.open:
     with split:
         c = st.columns(3)
-        micro = c[0].slider("model parallel: micro-batches M", 1, 16, 4, key=url_key("train_micro", between=(1, 16)))
-        period = c[1].slider("local SGD: average every K steps", 1, 16, 4, key=url_key("train_period", between=(1, 16)))
+        micro = option_input(
+            OPTIONS["micro_batches"], "train_micro", "model parallel: micro-batches M", high=16, where=c[0]
+        )
+        period = option_input(
+            OPTIONS["period"], "train_period", "local SGD: average every K steps", high=16, where=c[1]
+        )
         big = c[2].select_slider(
             "larger batch per worker",
             BIG_BATCHES,

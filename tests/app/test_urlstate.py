@@ -185,7 +185,9 @@ def bound_keys(source: str) -> set[str]:
     keys = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            at = {"url_key": 0, "link_select": 0, "backend_select": 0, "size_slider": 1}.get(node.func.id)
+            at = {"url_key": 0, "link_select": 0, "backend_select": 0, "size_slider": 1, "option_input": 1}.get(
+                node.func.id
+            )
             if at is None or len(node.args) <= at:
                 continue
             arg = node.args[at]
@@ -343,3 +345,31 @@ def test_an_unchecked_key_still_falls_back_and_is_named(params, named):
     ok(at.run())
     assert named in at.warning[0].value
     assert at.slider(key="ranks").value == 8 and at.selectbox(key="link").value == "tcp"
+
+
+def test_option_input_draws_a_declared_option_in_its_range():
+    """widgets.option_input: an Option's help, default and range make the widget (a slider
+    where the range is bounded, a number input where not, a select of the page's values), and
+    a page offering a value outside the range fails."""
+
+    def page():
+        import streamlit as st
+        from widgets import option_input
+
+        from dlsys.options import Option
+
+        staleness = Option("staleness", "integer", 0, 100, "SSP bound s in clocks", default=2)
+        st.session_state["s"] = option_input(staleness, "t_slider", high=10)
+        st.session_state["n"] = option_input(
+            Option("n", "number", 0, help="any", low_open=True, default=1.5), "t_num", low=0.5
+        )
+        st.session_state["v"] = option_input(
+            Option("ratio", "number", 0, 1, "kept", low_open=True), "t_select", values=[0.1, 0.5], value=0.5
+        )
+        option_input(staleness, "t_bad", values=[1, 200])
+
+    at = AppTest.from_function(page).run()
+    assert at.slider(key="t_slider").help == "SSP bound s in clocks"
+    assert (at.slider(key="t_slider").min, at.slider(key="t_slider").max, at.session_state["s"]) == (0, 10, 2)
+    assert at.number_input(key="t_num").value == 1.5 and at.session_state["v"] == 0.5
+    assert "staleness: the page offers 200" in at.exception[0].value
